@@ -1,0 +1,372 @@
+/* trace_format.h -- the byte layout of a lockstep trace file, shared by the shim (writer) and the
+ * analyzer (reader). docs/trace-format.md describes every field; keep the two in step. */
+#ifndef LOCKSTEP_TRACE_FORMAT_H
+#define LOCKSTEP_TRACE_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A trace file is one shared mapping, laid out as:
+ *
+ *   [ls_header, 4096 bytes][comm table][peer table][site table][string pool][ring of records]
+ *
+ * Every section offset and size is in the header, so a reader never assumes the layout. All
+ * integers are little-endian (the writer's native order; `endian` lets a reader refuse others).
+ * Fields the writer updates while the process runs are marked (live); they are written with
+ * atomic stores and must be read with atomic loads by a live reader. */
+
+#define LS_MAGIC "LOCKSTEP"
+#define LS_MAGIC_LEN 8
+#define LS_FORMAT_VERSION 1
+#define LS_ENDIAN_TAG 0x01020304u
+#define LS_HEADER_SIZE 4096u
+
+#define LS_HOST_LEN 64
+#define LS_JOB_LEN 64
+#define LS_CMDLINE_LEN 512
+#define LS_COMM_NAME_LEN 32
+
+/* Default capacities (the shim may be told otherwise; readers take them from the header). */
+#define LS_DEFAULT_RING 32768u
+#define LS_DEFAULT_COMMS 512u
+#define LS_DEFAULT_PEERS 4096u
+#define LS_DEFAULT_SITES 1024u
+#define LS_DEFAULT_STRINGS (256u * 1024u)
+#define LS_DEFAULT_STACK_DEPTH 16u
+#define LS_MAX_STACK_DEPTH 64u
+#define LS_MIN_RING 64u
+#define LS_MAX_RING (1u << 24)
+
+/* How the process ended (ls_header.end_kind). */
+enum ls_end_kind {
+    LS_END_RUNNING = 0,  /* no end recorded: still running, or killed by an uncatchable signal */
+    LS_END_EXITED = 1,   /* exit() or return from main; end_status holds the status */
+    LS_END_SIGNALED = 2, /* a fatal signal reached the shim's handler; end_signal holds it */
+    LS_END_UNDERSCORE_EXIT = 3, /* _exit()/_Exit() called directly; end_status holds the status */
+};
+
+/* Where the global rank came from (ls_header.rank_source). */
+enum ls_rank_source {
+    LS_RANK_UNKNOWN = 0,
+    LS_RANK_FROM_ENV = 1, /* RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, ... */
+};
+
+/* Header flags. */
+#define LS_HFLAG_CUDA_SEEN (1u << 0)   /* the process had libcuda loaded at some point */
+#define LS_HFLAG_CLOSED (1u << 1)      /* the writer unmapped the file cleanly */
+#define LS_HFLAG_SITES_FULL (1u << 2)  /* the site table filled: later new sites are id 0 */
+#define LS_HFLAG_COMMS_FULL (1u << 3)  /* the comm table filled: calls on new comms unrecorded */
+#define LS_HFLAG_PEERS_FULL (1u << 4)  /* the peer table filled: p2p seq numbers for new peers 0 */
+#define LS_HFLAG_STRINGS_FULL (1u << 5)
+
+struct ls_header {
+    char magic[LS_MAGIC_LEN]; /*   0: "LOCKSTEP" */
+    uint32_t version;         /*   8: LS_FORMAT_VERSION */
+    uint32_t header_size;     /*  12: LS_HEADER_SIZE */
+    uint32_t endian;          /*  16: LS_ENDIAN_TAG as written by the writer */
+    uint32_t flags;           /*  20: LS_HFLAG_* (live) */
+    uint64_t file_size;       /*  24: bytes in the file */
+
+    /* Section table. */
+    uint64_t comm_off;        /*  32 */
+    uint32_t comm_cap;        /*  40: entries */
+    uint32_t comm_entry_size; /*  44: sizeof(struct ls_comm) */
+    uint64_t peer_off;        /*  48 */
+    uint32_t peer_cap;        /*  56 */
+    uint32_t peer_entry_size; /*  60: sizeof(struct ls_peer) */
+    uint64_t site_off;        /*  64 */
+    uint32_t site_cap;        /*  72 */
+    uint32_t site_entry_size; /*  76: sizeof(struct ls_site) + stack_depth * sizeof(struct ls_frame) */
+    uint64_t str_off;         /*  80 */
+    uint64_t str_cap;         /*  88: bytes */
+    uint64_t ring_off;        /*  96 */
+    uint64_t ring_cap;        /* 104: records */
+    uint32_t record_size;     /* 112: sizeof(struct ls_record) */
+    uint32_t stack_depth;     /* 116: frames kept per call site (0: call sites off) */
+
+    /* Identity of the process. */
+    int32_t pid;              /* 120 */
+    int32_t ppid;             /* 124 */
+    uint32_t uid;             /* 128 */
+    int32_t rank;             /* 132: global rank from the launcher's environment, -1 unknown */
+    int32_t local_rank;       /* 136: -1 unknown */
+    int32_t world_size;       /* 140: -1 unknown */
+    int32_t local_world_size; /* 144: -1 unknown */
+    uint32_t rank_source;     /* 148: enum ls_rank_source */
+    uint64_t start_ns;        /* 152: CLOCK_REALTIME ns when the trace was created */
+    char host[LS_HOST_LEN];   /* 160: NUL-terminated */
+    char job[LS_JOB_LEN];     /* 224: job id (LOCKSTEP_JOB, SLURM_JOB_ID, ...), "" if none */
+    char job_source[32];      /* 288: name of the variable the job id came from */
+    char cmdline[LS_CMDLINE_LEN]; /* 320: argv joined by spaces, truncated */
+    uint32_t nccl_version;    /* 832: ncclGetVersion() of the real library, 0 unknown (live) */
+    uint32_t pad0;            /* 836 */
+
+    /* Live state. */
+    uint64_t heartbeat_ns;    /* 840: CLOCK_REALTIME ns of the last heartbeat (live) */
+    uint64_t next_ticket;     /* 848: records reserved so far; record t lives in slot t % ring_cap (live) */
+    uint32_t comm_count;      /* 856: comm entries used (live) */
+    uint32_t peer_count;      /* 860: peer entries used (live) */
+    uint32_t site_count;      /* 864: site entries used (live) */
+    uint32_t end_kind;        /* 868: enum ls_end_kind (live) */
+    uint64_t str_used;        /* 872: bytes of the string pool used (live) */
+    int32_t end_status;       /* 880: exit status when end_kind is EXITED or UNDERSCORE_EXIT */
+    int32_t end_signal;       /* 884: signal number when end_kind is SIGNALED */
+    uint64_t end_ns;          /* 888: CLOCK_REALTIME ns of the end (live) */
+    uint64_t last_enter_ns;   /* 896: last time any thread entered a recorded call (live) */
+    uint64_t last_exit_ns;    /* 904: last time any thread left a recorded call (live) */
+    uint64_t calls_in_flight; /* 912: recorded calls entered and not yet left (live) */
+    uint8_t reserved[LS_HEADER_SIZE - 920]; /* 920: zero; later versions add fields here */
+};
+
+/* Communicator entry flags (ls_comm.flags). */
+#define LS_COMM_NONBLOCKING (1u << 0) /* created with config.blocking == 0 */
+#define LS_COMM_RANK_PENDING (1u << 1) /* rank/nranks not known yet (split still in progress) */
+#define LS_COMM_FINALIZED (1u << 2)
+#define LS_COMM_DESTROYED (1u << 3)
+#define LS_COMM_ABORTED (1u << 4)
+#define LS_COMM_REVOKED (1u << 5)
+#define LS_COMM_INIT_FAILED (1u << 6)
+
+/* One communicator this process is a member of. `comm_id` is computed alike on every member
+ * without communication: the hash of the ncclUniqueId (InitRank family) or of the parent's id,
+ * the parent's split counter and the color (Split, Shrink). An entry is valid once comm_id != 0;
+ * the writer fills every other field first and stores comm_id last (release). */
+struct ls_comm {
+    uint64_t comm_id;     /*   0: 0 = slot unused */
+    uint64_t parent_id;   /*   8: 0 = none */
+    uint64_t handle;      /*  16: the ncclComm_t value in this process */
+    int32_t nranks;       /*  24: -1 unknown */
+    int32_t rank;         /*  28: this process's rank in the communicator, -1 unknown */
+    int32_t color;        /*  32: split color (Split), excluded count (Shrink), else -1 */
+    int32_t key;          /*  36: split key, else -1 */
+    uint32_t create_op;   /*  40: enum ls_op that created it */
+    uint32_t flags;       /*  44: LS_COMM_* (live) */
+    int32_t init_result;  /*  48: ncclResult_t of the creating call (live) */
+    uint32_t split_count; /*  52: children split/shrunk from this communicator so far (live) */
+    uint64_t created_ns;  /*  56 */
+    uint64_t ended_ns;    /*  64: when finalized/destroyed/aborted, 0 otherwise (live) */
+    uint64_t coll_issued; /*  72: collectives entered; the latest has seq == coll_issued (live) */
+    uint64_t coll_done;   /*  80: collectives returned (live) */
+    uint64_t p2p_sends;   /*  88: sends entered (live) */
+    uint64_t p2p_recvs;   /*  96: receives entered (live) */
+    uint64_t last_enter_ns; /* 104: last call on this communicator entered (live) */
+    uint32_t create_site; /* 112: call site of the creating call, 0 none */
+    int32_t cuda_dev;     /* 116: device, -1 unknown */
+    char name[LS_COMM_NAME_LEN]; /* 120: config.commName, truncated, "" if none */
+    uint64_t reserved[9]; /* 152: zero (completion tracking comes here) */
+};                        /* 224 bytes */
+
+/* Point-to-point counters of one (communicator, peer) pair; valid once comm_id != 0. */
+struct ls_peer {
+    uint64_t comm_id;  /*  0 */
+    int32_t peer;      /*  8: peer rank in the communicator */
+    uint32_t comm_idx; /* 12: index of the communicator in the comm table */
+    uint64_t sends;    /* 16: sends to `peer` entered; the latest has seq == sends (live) */
+    uint64_t recvs;    /* 24: receives from `peer` entered (live) */
+};                     /* 32 bytes */
+
+/* One frame of a call site. String offsets index the string pool; 0 means "unknown". */
+struct ls_frame {
+    uint64_t pc;          /*  0: return address as captured */
+    uint64_t module_off;  /*  8: pc minus the load base of its module */
+    uint32_t module;      /* 16: string: path of the module (executable or shared object) */
+    uint32_t symbol;      /* 20: string: nearest symbol name, 0 if none */
+    uint64_t symbol_off;  /* 24: pc minus the symbol's address */
+};                        /* 32 bytes */
+
+/* A unique call stack. Call site id N (N >= 1) is entry N-1. Valid once `state` is 1. Frames
+ * follow the entry: `stack_depth` slots, the first `nframes` used, innermost first, starting
+ * at the caller of the NCCL function. */
+struct ls_site {
+    uint32_t state;   /*  0: 0 empty, 1 valid (release) */
+    uint32_t nframes; /*  4 */
+    uint64_t hash;    /*  8: hash of the pcs */
+    uint64_t count;   /* 16: calls seen from this site (live, approximate under contention) */
+    uint64_t reserved;/* 24 */
+};                    /* 32 bytes, then the frames */
+
+/* Operations (ls_record.op, ls_comm.create_op). Values are part of the format. */
+enum ls_op {
+    LS_OP_NONE = 0,
+    LS_OP_ALLREDUCE = 1,
+    LS_OP_BROADCAST = 2,
+    LS_OP_BCAST = 3, /* ncclBcast: in-place broadcast; matches LS_OP_BROADCAST across ranks */
+    LS_OP_REDUCE = 4,
+    LS_OP_ALLGATHER = 5,
+    LS_OP_REDUCESCATTER = 6,
+    LS_OP_ALLTOALL = 7,
+    LS_OP_GATHER = 8,
+    LS_OP_SCATTER = 9,
+    LS_OP_SEND = 10,
+    LS_OP_RECV = 11,
+    LS_OP_GROUP_START = 12,
+    LS_OP_GROUP_END = 13,
+    LS_OP_GROUP_SIMULATE_END = 14,
+    LS_OP_COMM_INIT_RANK = 15,
+    LS_OP_COMM_INIT_RANK_CONFIG = 16,
+    LS_OP_COMM_INIT_ALL = 17,
+    LS_OP_COMM_INIT_RANK_SCALABLE = 18,
+    LS_OP_COMM_SPLIT = 19,
+    LS_OP_COMM_SHRINK = 20,
+    LS_OP_COMM_FINALIZE = 21,
+    LS_OP_COMM_DESTROY = 22,
+    LS_OP_COMM_ABORT = 23,
+    LS_OP_COMM_REVOKE = 24,
+    LS_OP_COUNT = 25
+};
+
+/* Record flags (ls_record.flags). */
+#define LS_REC_IN_GROUP (1u << 0)     /* issued between ncclGroupStart and ncclGroupEnd */
+#define LS_REC_NONBLOCKING (1u << 1)  /* on a nonblocking communicator */
+#define LS_REC_INPLACE (1u << 2)      /* sendbuff == recvbuff (or NCCL's in-place offset) */
+#define LS_REC_GRAPH_CAPTURED (1u << 3) /* reserved: issued into a stream being captured */
+
+/* ls_record.result while the call has not returned. */
+#define LS_RESULT_PENDING (-1)
+
+/* ls_record.ticket: 0 = never written; LS_TICKET_BUSY set = being written (a writer that dies
+ * here leaves it set: a half-written record); otherwise ticket + 1 of the call it holds. */
+#define LS_TICKET_BUSY (1ull << 63)
+
+/* One NCCL call. Written at entry (everything but exit_ns and result), published by a release
+ * store of `ticket`; at return exit_ns is stored, then `result` (release). */
+struct ls_record {
+    uint64_t ticket;     /*   0 */
+    uint64_t comm_id;    /*   8: 0 for calls without a communicator (GroupStart/End) */
+    uint64_t seq;        /*  16: collectives: per-communicator number, from 1; Send: per (comm,
+                          *      peer) send number; Recv: per (comm, peer) receive number;
+                          *      0 for other calls */
+    uint64_t count;      /*  24: elements as passed (AllGather: send count; ReduceScatter: recv
+                          *      count; AlltoAll: per peer); Split: the new comm id; InitAll:
+                          *      ndev; Shrink: excluded count */
+    uint64_t sendbuff;   /*  32 */
+    uint64_t recvbuff;   /*  40 */
+    uint64_t stream;     /*  48 */
+    uint64_t enter_ns;   /*  56: CLOCK_REALTIME */
+    uint64_t exit_ns;    /*  64: CLOCK_REALTIME, 0 while in the call */
+    uint64_t group_id;   /*  72: per-process id of the outermost group, 0 outside groups */
+    uint64_t aux;        /*  80: op specific: Split: color << 32 | key (as uint32); Init*: the
+                          *      communicator id created; GroupEnd: calls in the group */
+    uint64_t complete_ns;/*  88: reserved for completion tracking, 0 */
+    uint32_t callsite;   /*  96: call site id (1-based), 0 none */
+    uint32_t tid;        /* 100: kernel thread id */
+    int32_t comm_rank;   /* 104: the caller's rank in the communicator, -1 unknown */
+    int32_t peer;        /* 108: root (rooted collectives), peer (Send/Recv), else -1 */
+    int32_t redop;       /* 112: ncclRedOp_t, -1 if none */
+    uint16_t op;         /* 116: enum ls_op */
+    uint8_t dtype;       /* 118: ncclDataType_t, 255 if none */
+    uint8_t group_depth; /* 119: ncclGroupStart nesting at the call (saturates at 255) */
+    int32_t result;      /* 120: ncclResult_t, LS_RESULT_PENDING while in the call */
+    uint32_t flags;      /* 124: LS_REC_* */
+};                       /* 128 bytes */
+
+#define LS_DTYPE_NONE 255
+
+/* Layout checks: the format is the contract, the compiler keeps us honest. */
+_Static_assert(sizeof(struct ls_header) == LS_HEADER_SIZE, "header size");
+_Static_assert(offsetof(struct ls_header, nccl_version) == 832, "header layout");
+_Static_assert(offsetof(struct ls_header, heartbeat_ns) == 840, "header layout");
+_Static_assert(offsetof(struct ls_header, calls_in_flight) == 912, "header layout");
+_Static_assert(sizeof(struct ls_comm) == 224, "comm entry size");
+_Static_assert(sizeof(struct ls_peer) == 32, "peer entry size");
+_Static_assert(sizeof(struct ls_frame) == 32, "frame size");
+_Static_assert(sizeof(struct ls_site) == 32, "site entry size");
+_Static_assert(sizeof(struct ls_record) == 128, "record size");
+_Static_assert(offsetof(struct ls_record, result) == 120, "record layout");
+
+/* Layout of a file with the given capacities. Used by the writer to size the file and by the
+ * reader to check that the header's offsets are the ones this version writes. */
+struct ls_layout {
+    uint64_t comm_off, peer_off, site_off, str_off, ring_off, file_size;
+    uint32_t site_entry_size;
+};
+
+/* Computes the section offsets for the given capacities. Sections start on 64-byte
+ * boundaries and the ring on a 4096-byte boundary. This function can't fail; capacities are
+ * the caller's to bound. */
+static inline struct ls_layout ls_layout_for(uint32_t comm_cap, uint32_t peer_cap,
+                                             uint32_t site_cap, uint32_t stack_depth,
+                                             uint64_t str_cap, uint64_t ring_cap)
+{
+    struct ls_layout l;
+    uint64_t at = LS_HEADER_SIZE;
+    l.comm_off = at;
+    at += (uint64_t)comm_cap * sizeof(struct ls_comm);
+    l.peer_off = at;
+    at += (uint64_t)peer_cap * sizeof(struct ls_peer);
+    l.site_entry_size = (uint32_t)(sizeof(struct ls_site) + stack_depth * sizeof(struct ls_frame));
+    l.site_off = at;
+    at += (uint64_t)site_cap * l.site_entry_size;
+    l.str_off = at;
+    at += str_cap;
+    at = (at + 4095u) & ~(uint64_t)4095u;
+    l.ring_off = at;
+    at += ring_cap * sizeof(struct ls_record);
+    l.file_size = at;
+    return l;
+}
+
+/* Names of ops as NCCL spells them (without the "nccl" prefix); "?" for unknown values. */
+static inline const char *ls_op_name(unsigned op)
+{
+    static const char *const names[LS_OP_COUNT] = {
+        "None", "AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter",
+        "AlltoAll", "Gather", "Scatter", "Send", "Recv", "GroupStart", "GroupEnd",
+        "GroupSimulateEnd", "CommInitRank", "CommInitRankConfig", "CommInitAll",
+        "CommInitRankScalable", "CommSplit", "CommShrink", "CommFinalize", "CommDestroy",
+        "CommAbort", "CommRevoke"};
+    return op < LS_OP_COUNT ? names[op] : "?";
+}
+
+/* True for the collective ops that advance a communicator's sequence number. */
+static inline int ls_op_is_collective(unsigned op)
+{
+    return op >= LS_OP_ALLREDUCE && op <= LS_OP_SCATTER;
+}
+
+/* True for collectives where `peer` holds a root. */
+static inline int ls_op_is_rooted(unsigned op)
+{
+    return op == LS_OP_BROADCAST || op == LS_OP_BCAST || op == LS_OP_REDUCE ||
+           op == LS_OP_GATHER || op == LS_OP_SCATTER;
+}
+
+/* True for reductions, where `redop` matters. */
+static inline int ls_op_has_redop(unsigned op)
+{
+    return op == LS_OP_ALLREDUCE || op == LS_OP_REDUCE || op == LS_OP_REDUCESCATTER;
+}
+
+/* True for communicator lifecycle ops. */
+static inline int ls_op_is_comm(unsigned op)
+{
+    return op >= LS_OP_COMM_INIT_RANK && op <= LS_OP_COMM_REVOKE;
+}
+
+/* Short datatype names; "?" for unknown values. */
+static inline const char *ls_dtype_name(unsigned dt)
+{
+    static const char *const names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                                        "fp16", "fp32", "fp64", "bf16", "fp8e4m3", "fp8e5m2"};
+    if (dt == LS_DTYPE_NONE)
+        return "-";
+    return dt < sizeof(names) / sizeof(names[0]) ? names[dt] : "?";
+}
+
+/* Size in bytes of one element of a datatype, 0 if unknown. */
+static inline unsigned ls_dtype_size(unsigned dt)
+{
+    static const unsigned char sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+    return dt < sizeof(sizes) ? sizes[dt] : 0;
+}
+
+/* Reduction op names; values >= 5 are ops made by ncclRedOpCreatePreMulSum. */
+static inline const char *ls_redop_name(int redop)
+{
+    static const char *const names[] = {"sum", "prod", "max", "min", "avg"};
+    if (redop < 0)
+        return "-";
+    return redop < 5 ? names[redop] : "premulsum";
+}
+
+#endif

@@ -1,0 +1,197 @@
+/* lifecycle.c -- heartbeat, fatal signals and process exit: how a traced process ended. */
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+#define HEARTBEAT_NS 1000000000ull
+
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM};
+#define NFATAL (sizeof fatal_signals / sizeof fatal_signals[0])
+static struct sigaction chained[NFATAL]; /* the program's handlers, called after ours */
+static _Atomic int handlers_installed;
+
+static int owns_trace(void)
+{
+    /* vfork and fork children share or inherit the mapping: only the owner writes its end. */
+    return atomic_load(&ls_g.state) == LS_STATE_ON && (int)syscall(SYS_getpid) == ls_g.pid;
+}
+
+static void mark_end(uint32_t kind, int status, int sig)
+{
+    struct ls_header *h = ls_g.trace.hdr;
+    atomic_store_explicit((_Atomic int32_t *)&h->end_status, status, memory_order_relaxed);
+    atomic_store_explicit((_Atomic int32_t *)&h->end_signal, sig, memory_order_relaxed);
+    atomic_store_explicit((_Atomic uint64_t *)&h->end_ns, ls_now(), memory_order_relaxed);
+    atomic_store_explicit((_Atomic uint32_t *)&h->end_kind, kind, memory_order_release);
+}
+
+static void *heartbeat_main(void *arg)
+{
+    struct ls_header *h = arg;
+    uint32_t gen = atomic_load(&ls_generation);
+    for (;;) {
+        struct timespec ts = {0, (long)HEARTBEAT_NS};
+        nanosleep(&ts, NULL);
+        if (atomic_load(&ls_generation) != gen)
+            return NULL; /* cannot happen in this thread's process; kept for clarity */
+        atomic_store_explicit((_Atomic uint64_t *)&h->heartbeat_ns, ls_now(),
+                              memory_order_relaxed);
+    }
+    return NULL;
+}
+
+static int signal_index(int sig)
+{
+    for (size_t i = 0; i < NFATAL; i++)
+        if (fatal_signals[i] == sig)
+            return (int)i;
+    return -1;
+}
+
+static void on_fatal_signal(int sig, siginfo_t *info, void *uctx)
+{
+    int i = signal_index(sig);
+    struct sigaction *prev = i >= 0 ? &chained[i] : NULL;
+    int ignored = prev && !(prev->sa_flags & SA_SIGINFO) && prev->sa_handler == SIG_IGN;
+    int recorded = 0;
+    if (!ignored && owns_trace()) {
+        mark_end(LS_END_SIGNALED, 0, sig);
+        recorded = 1;
+    }
+    if (!prev || ignored)
+        return;
+    if ((prev->sa_flags & SA_SIGINFO) && prev->sa_sigaction) {
+        prev->sa_sigaction(sig, info, uctx);
+    } else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN) {
+        prev->sa_handler(sig);
+    } else {
+        /* Default action: restore it and let the signal kill us. A fault re-triggers when
+         * the instruction restarts; other signals are raised again and delivered on return. */
+        sigaction(sig, prev, NULL);
+        if (info == NULL || info->si_code <= 0 || (sig != SIGSEGV && sig != SIGBUS &&
+                                                   sig != SIGFPE && sig != SIGILL))
+            raise(sig);
+        return;
+    }
+    /* The program's handler returned: the process lives on. */
+    if (recorded && owns_trace())
+        atomic_store_explicit((_Atomic uint32_t *)&ls_g.trace.hdr->end_kind, LS_END_RUNNING,
+                              memory_order_release);
+}
+
+static void install_handlers(int only_if_replaced)
+{
+    for (size_t i = 0; i < NFATAL; i++) {
+        struct sigaction cur;
+        if (sigaction(fatal_signals[i], NULL, &cur) != 0)
+            continue;
+        int ours = (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fatal_signal;
+        if (ours || (only_if_replaced && !handlers_installed))
+            continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_fatal_signal;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        chained[i] = cur;
+        sigaction(fatal_signals[i], &sa, NULL);
+    }
+    handlers_installed = 1;
+}
+
+void ls_lifecycle_recheck_signals(void)
+{
+    install_handlers(1);
+}
+
+static void on_process_exit(int status, void *arg)
+{
+    (void)arg;
+    if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING)
+        mark_end(LS_END_EXITED, status, 0);
+}
+
+void ls_lifecycle_start(struct ls_trace *t)
+{
+    static int exit_hook;
+    if (!exit_hook) {
+        on_exit(on_process_exit, NULL);
+        exit_hook = 1;
+    }
+    install_handlers(0);
+
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the heartbeat thread takes no signals */
+    pthread_t th;
+    int err = pthread_create(&th, &attr, heartbeat_main, t->hdr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (err != 0)
+        ls_warn("cannot start the heartbeat thread; the trace will show no heartbeat");
+}
+
+/* _exit and _Exit skip on_exit handlers: record the status, then leave. */
+static void record_underscore_exit(int status)
+{
+    if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING)
+        mark_end(LS_END_UNDERSCORE_EXIT, status, 0);
+}
+
+void _exit(int status)
+{
+    record_underscore_exit(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+void _Exit(int status)
+{
+    record_underscore_exit(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+/* ---- statically linked NCCL ---- */
+
+static int ctor_pid;
+extern _Atomic int ls_nccl_call_seen;
+
+static int find_cuda(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    base = base ? base + 1 : info->dlpi_name;
+    return base && strncmp(base, "libcuda.so", 10) == 0;
+}
+
+/* At exit: a process that used CUDA but never made an NCCL call through the dynamic library
+ * probably has NCCL linked in statically, which no LD_PRELOAD can see. Say so once. */
+static void static_nccl_check(int status, void *arg)
+{
+    (void)status;
+    (void)arg;
+    if ((int)syscall(SYS_getpid) != ctor_pid || atomic_load(&ls_nccl_call_seen))
+        return;
+    if (dl_iterate_phdr(find_cuda, NULL))
+        ls_warn("this process used CUDA but made no call to a dynamic libnccl; if it uses NCCL, "
+                "NCCL is linked in statically and lockstep cannot see it");
+}
+
+__attribute__((constructor)) static void lockstep_ctor(void)
+{
+    ctor_pid = (int)syscall(SYS_getpid);
+    on_exit(static_nccl_check, NULL);
+}

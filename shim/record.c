@@ -1,0 +1,127 @@
+/* record.c -- the hot path: one NCCL call becomes one record in the ring, lock-free. */
+#include <string.h>
+
+#include "shim.h"
+
+_Atomic int ls_nccl_call_seen;
+
+/* Reserves the next slot and marks it busy; the caller fills it and publishes it. */
+static struct ls_record *ring_reserve(struct ls_trace *t, uint64_t *ticket)
+{
+    uint64_t tk = atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->next_ticket, 1,
+                                            memory_order_relaxed);
+    struct ls_record *r = &t->ring[tk & t->ring_mask];
+    atomic_store_explicit((_Atomic uint64_t *)&r->ticket, LS_TICKET_BUSY | tk,
+                          memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    *ticket = tk;
+    return r;
+}
+
+int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
+{
+    if (ls_t.in_call)
+        return 0; /* NCCL calling its own API: part of the user's call already recorded */
+    struct ls_trace *t = ls_active();
+    if (!t)
+        return 0;
+    ls_t.in_call = 1;
+    if (LS_UNLIKELY(!ls_nccl_call_seen))
+        atomic_store_explicit(&ls_nccl_call_seen, 1, memory_order_relaxed);
+
+    uint32_t tid = ls_tid();
+    int idx = a->comm ? ls_comm_lookup(t, a->comm) : -1;
+    struct ls_comm *comm = idx >= 0 ? &t->comms[idx] : NULL;
+    uint64_t seq = 0;
+    uint64_t now = ls_now();
+    if (comm) {
+        if (ls_op_is_collective(a->op)) {
+            seq = atomic_fetch_add_explicit((_Atomic uint64_t *)&comm->coll_issued, 1,
+                                            memory_order_relaxed) + 1;
+        } else if (a->op == LS_OP_SEND || a->op == LS_OP_RECV) {
+            struct ls_peer *p = ls_peer_get(t, idx, a->peer);
+            _Atomic uint64_t *ctr = (_Atomic uint64_t *)(a->op == LS_OP_SEND ? &comm->p2p_sends
+                                                                             : &comm->p2p_recvs);
+            atomic_fetch_add_explicit(ctr, 1, memory_order_relaxed);
+            if (p)
+                seq = atomic_fetch_add_explicit(
+                          (_Atomic uint64_t *)(a->op == LS_OP_SEND ? &p->sends : &p->recvs), 1,
+                          memory_order_relaxed) + 1;
+        }
+        atomic_store_explicit((_Atomic uint64_t *)&comm->last_enter_ns, now,
+                              memory_order_relaxed);
+    }
+    uint32_t site = ls_callsite_capture(t);
+
+    uint64_t tk;
+    struct ls_record *r = ring_reserve(t, &tk);
+    r->comm_id = comm ? comm->comm_id : 0;
+    r->seq = seq;
+    r->count = a->count;
+    r->sendbuff = (uint64_t)(uintptr_t)a->sendbuff;
+    r->recvbuff = (uint64_t)(uintptr_t)a->recvbuff;
+    r->stream = (uint64_t)(uintptr_t)a->stream;
+    r->enter_ns = now;
+    r->exit_ns = 0;
+    r->group_id = ls_t.group_id;
+    r->aux = 0;
+    r->complete_ns = 0;
+    r->callsite = site;
+    r->tid = tid;
+    r->comm_rank = comm ? comm->rank : -1;
+    r->peer = a->peer;
+    r->redop = a->redop;
+    r->op = (uint16_t)a->op;
+    r->dtype = a->dtype < 0 ? LS_DTYPE_NONE : (uint8_t)a->dtype;
+    r->group_depth = (uint8_t)(ls_t.group_depth > 255 ? 255 : ls_t.group_depth);
+    r->result = LS_RESULT_PENDING;
+    uint32_t flags = 0;
+    if (ls_t.group_depth > 0 && a->op != LS_OP_GROUP_START && a->op != LS_OP_GROUP_END) {
+        flags |= LS_REC_IN_GROUP;
+        ls_t.group_calls++;
+    }
+    if (comm && (comm->flags & LS_COMM_NONBLOCKING))
+        flags |= LS_REC_NONBLOCKING;
+    if (a->sendbuff && a->sendbuff == a->recvbuff)
+        flags |= LS_REC_INPLACE;
+    r->flags = flags;
+    atomic_store_explicit((_Atomic uint64_t *)&r->ticket, tk + 1, memory_order_release);
+
+    atomic_store_explicit((_Atomic uint64_t *)&t->hdr->last_enter_ns, now, memory_order_relaxed);
+    atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->calls_in_flight, 1,
+                              memory_order_relaxed);
+    c->op = a->op;
+    c->t = t;
+    c->rec = r;
+    c->ticket = tk;
+    c->comm_idx = idx;
+    return 1;
+}
+
+void ls_call_set(struct ls_call *c, uint64_t comm_id, int comm_rank, uint64_t count, uint64_t aux)
+{
+    c->rec->comm_id = comm_id;
+    c->rec->comm_rank = comm_rank;
+    c->rec->count = count;
+    c->rec->aux = aux;
+}
+
+void ls_call_exit(struct ls_call *c, int result)
+{
+    struct ls_trace *t = c->t;
+    uint64_t now = ls_now();
+    struct ls_record *r = c->rec;
+    /* The ring may have wrapped onto this slot while the call ran: then the slot is not ours. */
+    if (atomic_load_explicit((_Atomic uint64_t *)&r->ticket, memory_order_relaxed) ==
+        c->ticket + 1) {
+        atomic_store_explicit((_Atomic uint64_t *)&r->exit_ns, now, memory_order_relaxed);
+        atomic_store_explicit((_Atomic int32_t *)&r->result, result, memory_order_release);
+    }
+    if (c->comm_idx >= 0 && ls_op_is_collective(c->op))
+        atomic_fetch_add_explicit((_Atomic uint64_t *)&t->comms[c->comm_idx].coll_done, 1,
+                                  memory_order_relaxed);
+    atomic_store_explicit((_Atomic uint64_t *)&t->hdr->last_exit_ns, now, memory_order_relaxed);
+    atomic_fetch_sub_explicit((_Atomic uint64_t *)&t->hdr->calls_in_flight, 1,
+                              memory_order_relaxed);
+    ls_t.in_call = 0;
+}

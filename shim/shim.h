@@ -1,0 +1,228 @@
+/* shim.h -- internal interfaces of liblockstep.so, the LD_PRELOAD recorder of NCCL calls. */
+#ifndef LOCKSTEP_SHIM_H
+#define LOCKSTEP_SHIM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "lockstep/trace_format.h"
+
+#define LS_TLS __thread __attribute__((tls_model("initial-exec")))
+#define LS_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- configuration (config.c) ---- */
+
+struct ls_config {
+    int disabled;          /* LOCKSTEP_DISABLE */
+    char dir[512];         /* LOCKSTEP_DIR or the per-user default; "" until read */
+    int dir_is_default;    /* the folder is /dev/shm/lockstep-<uid> */
+    uint64_t ring;         /* LOCKSTEP_RING, a power of two */
+    uint32_t stack_depth;  /* LOCKSTEP_STACK_DEPTH */
+    double retain_hours;   /* LOCKSTEP_RETAIN_HOURS; 0 keeps every trace */
+};
+
+/* Reads the LOCKSTEP_* environment into `cfg`, bounding every knob; out-of-range values are
+ * refused with one line on stderr and the default is used. This function can't fail. */
+void ls_config_read(struct ls_config *cfg);
+
+/* Prints "lockstep: <message>" on stderr, in one write(2). Async-signal-safe when `fmt` has
+ * no conversions. */
+void ls_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- the trace file of this process (trace_file.c) ---- */
+
+struct ls_trace {
+    struct ls_header *hdr;
+    struct ls_comm *comms;
+    struct ls_peer *peers;
+    unsigned char *sites; /* site_cap entries of hdr->site_entry_size bytes */
+    char *strings;
+    struct ls_record *ring;
+    uint64_t ring_mask;
+    size_t map_size;
+    char path[768];
+};
+
+/* Creates and maps the trace file of this process as `cfg` says, fills its header and prunes
+ * expired traces of the same folder. On failure returns -1 after one line on stderr that says
+ * what went wrong; nothing is left behind. */
+int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg);
+
+/* Unmaps the trace (the file stays). */
+void ls_trace_unmap(struct ls_trace *t);
+
+/* Appends a NUL-terminated string to the pool and returns its offset, or 0 when the pool is
+ * full. Callers serialize (the site lock). */
+uint32_t ls_trace_add_string(struct ls_trace *t, const char *s);
+
+/* ---- process-wide state (state.c) ---- */
+
+enum ls_state_kind { LS_STATE_OFF = 0, LS_STATE_ON = 1, LS_STATE_DISABLED = 2 };
+
+struct ls_global {
+    _Atomic int state; /* enum ls_state_kind */
+    int pid;           /* the process that owns `trace` */
+    struct ls_config cfg;
+    struct ls_trace trace;
+    _Atomic uint64_t group_counter;
+};
+
+extern struct ls_global ls_g;
+
+/* Per-thread state. `generation` invalidates caches after fork. */
+struct ls_thread {
+    int in_call;            /* inside a recorded wrapper: nested NCCL calls are forwarded */
+    int group_depth;        /* ncclGroupStart nesting */
+    uint64_t group_id;      /* id of the outermost open group, 0 outside groups */
+    uint64_t group_calls;   /* calls recorded inside the open group */
+    uint32_t tid;
+    uint32_t generation;
+    uintptr_t cached_handle; /* last communicator looked up */
+    int cached_idx;
+};
+
+extern LS_TLS struct ls_thread ls_t;
+extern _Atomic uint32_t ls_generation;
+
+/* Returns the trace to record into, starting it on first use (file, heartbeat, signal and exit
+ * hooks), or NULL when recording is off (disabled, or the trace could not be created: then
+ * one line was printed and every later call is forwarded untouched). */
+struct ls_trace *ls_active(void);
+
+/* Kernel thread id of the caller, cached per thread. */
+uint32_t ls_tid(void);
+
+/* CLOCK_REALTIME in ns. */
+static inline uint64_t ls_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- lifecycle: heartbeat, signals, exit, fork (lifecycle.c) ---- */
+
+/* Installs the heartbeat thread, the fatal-signal handlers (chaining to the program's own)
+ * and the exit hooks for the trace just created. Failures are reported once and leave
+ * recording on. */
+void ls_lifecycle_start(struct ls_trace *t);
+
+/* Re-installs the signal handlers if the program replaced them since (keeping theirs as the
+ * ones to chain to). Cheap enough for communicator creation, not for every call. */
+void ls_lifecycle_recheck_signals(void);
+
+/* ---- real NCCL (resolve.c) ---- */
+
+/* Finds the real NCCL function `name` (trying pncclX and ncclX through RTLD_NEXT, an already
+ * loaded libnccl with RTLD_NOLOAD, and the loaded objects) that is not `self`. Returns NULL
+ * when no NCCL library is loaded, after one line on stderr (once per process). */
+void *ls_resolve(const char *name, void *self);
+
+/* Declares the pointer to the real `name` and its type (one line per forwarded function). */
+#define LS_FORWARD_DECL(name, ret, params)                                                         \
+    typedef ret(*ls_fn_##name##_t) params;                                                         \
+    static ls_fn_##name##_t ls_real_##name
+
+/* Evaluates to the real `name`, resolving it on first use; NULL if there is none. */
+#define LS_REAL(name)                                                                              \
+    (LS_LIKELY(atomic_load_explicit((_Atomic(ls_fn_##name##_t) *)&ls_real_##name,                  \
+                                    memory_order_acquire) != NULL)                                 \
+         ? ls_real_##name                                                                          \
+         : (ls_real_##name = (ls_fn_##name##_t)ls_resolve(#name, (void *)name)))
+
+/* ---- communicators (comms.c) ---- */
+
+/* Returns the comm-table index of the communicator with handle `h`, adopting an unknown one
+ * (an entry with a process-local id) when it was made before recording started; -1 when the
+ * table is full. */
+int ls_comm_lookup(struct ls_trace *t, uintptr_t h);
+
+/* Registers a communicator created by `op`; `h` is 0 while NCCL has not produced the handle
+ * (ls_comm_bind or ls_comm_defer follow). Returns the entry index or -1 when the table is
+ * full. */
+int ls_comm_register(struct ls_trace *t, uintptr_t h, uint64_t id, uint64_t parent_id,
+                     int nranks, int rank, unsigned create_op, int color, int key, uint32_t site,
+                     const void *config);
+
+/* Sets the handle of entry `idx` once NCCL has produced it and asks NCCL for rank/size if
+ * they are unknown. */
+void ls_comm_bind(struct ls_trace *t, int idx, uintptr_t h);
+
+/* Remembers that NCCL will store entry `idx`'s handle at `out` later: at the end of the
+ * enclosing group (`settled_by_group_end`), or when a nonblocking creation completes. */
+void ls_comm_defer(struct ls_trace *t, int idx, void *const *out, int settled_by_group_end);
+
+/* Marks deferred creations of a group as complete (called when the outermost ncclGroupEnd
+ * returned successfully). */
+void ls_comm_settle(void);
+
+/* Binds deferred entries whose handle NCCL has stored: the one holding `want` (an unknown
+ * handle just seen), or with `want` 0 every settled one. */
+void ls_comm_resolve_pending(struct ls_trace *t, uintptr_t want);
+
+/* Marks the entry with handle `h` ended by `flag` (LS_COMM_DESTROYED, ...) and forgets the
+ * handle when the communicator is gone. */
+void ls_comm_end(struct ls_trace *t, uintptr_t h, uint32_t flag);
+
+/* Identity helpers: ids every member computes alike. Never 0. */
+uint64_t ls_comm_id_from_unique(const void *bytes, size_t n);
+uint64_t ls_comm_id_child(uint64_t parent, uint32_t counter, int64_t tag, uint64_t extra);
+
+/* Returns the peer-table entry for (idx, peer), creating it; NULL when the table is full. */
+struct ls_peer *ls_peer_get(struct ls_trace *t, int idx, int peer);
+
+/* Forgets every in-process index (after fork). */
+void ls_comms_reset(void);
+
+/* Real NCCL helpers used by the registry; set by wrap_comm.c. */
+extern int (*ls_query_rank)(uintptr_t h, int *rank);
+extern int (*ls_query_count)(uintptr_t h, int *count);
+
+/* ---- call sites (callsite.c) ---- */
+
+/* Captures the caller's stack (skipping the shim's frames) and returns its call site id,
+ * registering and symbolizing it the first time it is seen; 0 when call sites are off or the
+ * table is full. */
+uint32_t ls_callsite_capture(struct ls_trace *t);
+
+/* Forgets the in-process site index (after fork). */
+void ls_callsites_reset(void);
+
+/* ---- recording a call (record.c) ---- */
+
+struct ls_call_args {
+    unsigned op;
+    uintptr_t comm;  /* handle, 0 if the call has none */
+    uint64_t count;
+    int dtype;       /* -1 none */
+    int redop;       /* -1 none */
+    int peer;        /* root or peer, -1 none */
+    const void *sendbuff;
+    const void *recvbuff;
+    const void *stream;
+};
+
+struct ls_call {
+    unsigned op;
+    struct ls_trace *t;
+    struct ls_record *rec;
+    uint64_t ticket;
+    int comm_idx;
+};
+
+/* Starts recording a call: returns 1 with `c` filled when the call is recorded (the caller
+ * must then call ls_call_exit), 0 when it must simply be forwarded (recording off, or a
+ * nested call made by NCCL itself). */
+int ls_call_enter(struct ls_call *c, const struct ls_call_args *a);
+
+/* Writes the return of a call started by ls_call_enter. */
+void ls_call_exit(struct ls_call *c, int result);
+
+/* Sets fields of a record still owned by the caller (before ls_call_exit): communicator
+ * creations know their id and rank only in the wrapper. */
+void ls_call_set(struct ls_call *c, uint64_t comm_id, int comm_rank, uint64_t count, uint64_t aux);
+
+#endif

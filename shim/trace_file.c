@@ -1,0 +1,295 @@
+/* trace_file.c -- creates, sizes and maps the per-process trace file, and prunes old ones. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+/* Opens `dir` as a folder we may write into: created 0700 if missing, never a symlink, owned
+ * by us, not writable by others. Returns an fd or -1 after a warning. */
+static int open_trace_dir(const char *dir)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        ls_warn("cannot create trace folder %s: %s; recording is off", dir, strerror(errno));
+        return -1;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        ls_warn("cannot open trace folder %s: %s; recording is off", dir,
+                errno == ELOOP || errno == ENOTDIR ? "it is a symlink or not a folder"
+                                                   : strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        ls_warn("trace folder %s is not a folder; recording is off", dir);
+        close(fd);
+        return -1;
+    }
+    if (st.st_uid != getuid()) {
+        ls_warn("trace folder %s belongs to uid %u, not to us; recording is off", dir,
+                (unsigned)st.st_uid);
+        close(fd);
+        return -1;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        ls_warn("trace folder %s is writable by others (mode %o); recording is off", dir,
+                (unsigned)(st.st_mode & 07777));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Keeps the characters of a host name that are safe in a file name. */
+static void safe_name(char *dst, size_t n, const char *src)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < n; i++) {
+        char ch = src[i];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '-' || ch == '_' || ch == '.';
+        dst[i] = ok ? ch : '_';
+    }
+    dst[i] = 0;
+}
+
+/* Deletes traces in the folder whose last sign of life (heartbeat, end, start) is older than
+ * the retention period. A running process refreshes its heartbeat every second, so only
+ * traces of processes gone for that long are removed. */
+static void prune_expired(int dirfd, const struct ls_config *cfg, uint64_t now)
+{
+    if (cfg->retain_hours <= 0)
+        return;
+    uint64_t horizon = (uint64_t)(cfg->retain_hours * 3600.0 * 1e9);
+    int fd2 = dup(dirfd);
+    if (fd2 < 0)
+        return;
+    DIR *d = fdopendir(fd2);
+    if (!d) {
+        close(fd2);
+        return;
+    }
+    struct dirent *e;
+    int scanned = 0;
+    while ((e = readdir(d)) != NULL && scanned++ < 10000) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "lockstep-", 9) != 0 || len < 7 ||
+            strcmp(e->d_name + len - 6, ".trace") != 0)
+            continue;
+        int fd = openat(dirfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+            continue;
+        struct ls_header h;
+        struct stat st;
+        ssize_t n = pread(fd, &h, sizeof h, 0);
+        int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid();
+        close(fd);
+        if (!ok || n != (ssize_t)sizeof h || memcmp(h.magic, LS_MAGIC, LS_MAGIC_LEN) != 0)
+            continue;
+        uint64_t last = h.start_ns;
+        if (h.heartbeat_ns > last)
+            last = h.heartbeat_ns;
+        if (h.end_ns > last)
+            last = h.end_ns;
+        if (last + horizon < now)
+            unlinkat(dirfd, e->d_name, 0);
+    }
+    closedir(d);
+}
+
+/* Picks the first of the environment variables that is set (and not "none"). */
+static const char *first_env(const char *const *names, const char **which)
+{
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v && *v && strcmp(v, "none") != 0) {
+            if (which)
+                *which = *names;
+            return v;
+        }
+    }
+    return NULL;
+}
+
+static int env_int(const char *const *names)
+{
+    const char *v = first_env(names, NULL);
+    if (!v)
+        return -1;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return (end != v && x >= 0 && x < (1L << 30)) ? (int)x : -1;
+}
+
+static void fill_identity(struct ls_header *h)
+{
+    static const char *const rank_vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                                            "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK",
+                                            NULL};
+    static const char *const local_vars[] = {"LOCAL_RANK", "SLURM_LOCALID",
+                                             "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                             "MV2_COMM_WORLD_LOCAL_RANK", NULL};
+    static const char *const world_vars[] = {"WORLD_SIZE", "SLURM_NTASKS", "SLURM_NPROCS",
+                                             "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                             "MV2_COMM_WORLD_SIZE", NULL};
+    static const char *const lworld_vars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                              "MPI_LOCALNRANKS", NULL};
+    static const char *const job_vars[] = {"LOCKSTEP_JOB", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID",
+                                           "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID", "JOB_ID",
+                                           NULL};
+    h->pid = getpid();
+    h->ppid = getppid();
+    h->uid = getuid();
+    h->rank = env_int(rank_vars);
+    h->local_rank = env_int(local_vars);
+    h->world_size = env_int(world_vars);
+    h->local_world_size = env_int(lworld_vars);
+    h->rank_source = h->rank >= 0 ? LS_RANK_FROM_ENV : LS_RANK_UNKNOWN;
+    if (gethostname(h->host, sizeof h->host - 1) != 0)
+        snprintf(h->host, sizeof h->host, "unknown");
+    h->host[sizeof h->host - 1] = 0;
+    const char *which = NULL;
+    const char *job = first_env(job_vars, &which);
+    if (job) {
+        snprintf(h->job, sizeof h->job, "%s", job);
+        snprintf(h->job_source, sizeof h->job_source, "%s", which);
+    }
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, h->cmdline, sizeof h->cmdline - 1);
+        close(fd);
+        for (ssize_t i = 0; i < n; i++)
+            if (h->cmdline[i] == 0)
+                h->cmdline[i] = ' ';
+        while (n > 0 && h->cmdline[n - 1] == ' ')
+            h->cmdline[--n] = 0;
+    }
+}
+
+int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg)
+{
+    memset(t, 0, sizeof *t);
+    int dirfd = open_trace_dir(cfg->dir);
+    if (dirfd < 0)
+        return -1;
+
+    struct ls_header id;
+    memset(&id, 0, sizeof id);
+    fill_identity(&id);
+    uint64_t now = ls_now();
+    prune_expired(dirfd, cfg, now);
+
+    char host[LS_HOST_LEN];
+    safe_name(host, sizeof host, id.host);
+    char rank[16];
+    if (id.rank >= 0)
+        snprintf(rank, sizeof rank, "r%d", id.rank);
+    else
+        snprintf(rank, sizeof rank, "rx");
+    char name[256];
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        if (attempt == 0)
+            snprintf(name, sizeof name, "lockstep-%s-%d-%s.trace", host, id.pid, rank);
+        else
+            snprintf(name, sizeof name, "lockstep-%s-%d-%s.%d.trace", host, id.pid, rank, attempt);
+        fd = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        ls_warn("cannot create a trace file in %s: %s; recording is off", cfg->dir,
+                strerror(errno));
+        close(dirfd);
+        return -1;
+    }
+    snprintf(t->path, sizeof t->path, "%s/%s", cfg->dir, name);
+
+    struct ls_layout l = ls_layout_for(LS_DEFAULT_COMMS, LS_DEFAULT_PEERS, LS_DEFAULT_SITES,
+                                       cfg->stack_depth, LS_DEFAULT_STRINGS, cfg->ring);
+    /* Reserve every block now: writing into a hole of a full tmpfs would SIGBUS the program. */
+    int err = posix_fallocate(fd, 0, (off_t)l.file_size);
+    if (err != 0) {
+        ls_warn("cannot reserve %llu bytes for %s: %s; recording is off",
+                (unsigned long long)l.file_size, t->path, strerror(err));
+        close(fd);
+        unlinkat(dirfd, name, 0);
+        close(dirfd);
+        return -1;
+    }
+    void *base = mmap(NULL, l.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        ls_warn("cannot map %s: %s; recording is off", t->path, strerror(errno));
+        unlinkat(dirfd, name, 0);
+        close(dirfd);
+        return -1;
+    }
+    close(dirfd);
+
+    struct ls_header *h = base;
+    memcpy(h, &id, sizeof *h);
+    h->version = LS_FORMAT_VERSION;
+    h->header_size = LS_HEADER_SIZE;
+    h->endian = LS_ENDIAN_TAG;
+    h->file_size = l.file_size;
+    h->comm_off = l.comm_off;
+    h->comm_cap = LS_DEFAULT_COMMS;
+    h->comm_entry_size = sizeof(struct ls_comm);
+    h->peer_off = l.peer_off;
+    h->peer_cap = LS_DEFAULT_PEERS;
+    h->peer_entry_size = sizeof(struct ls_peer);
+    h->site_off = l.site_off;
+    h->site_cap = LS_DEFAULT_SITES;
+    h->site_entry_size = l.site_entry_size;
+    h->str_off = l.str_off;
+    h->str_cap = LS_DEFAULT_STRINGS;
+    h->ring_off = l.ring_off;
+    h->ring_cap = cfg->ring;
+    h->record_size = sizeof(struct ls_record);
+    h->stack_depth = cfg->stack_depth;
+    h->start_ns = now;
+    h->heartbeat_ns = now;
+    h->str_used = 1; /* offset 0 is the empty string */
+
+    t->hdr = h;
+    t->comms = (struct ls_comm *)((char *)base + l.comm_off);
+    t->peers = (struct ls_peer *)((char *)base + l.peer_off);
+    t->sites = (unsigned char *)base + l.site_off;
+    t->strings = (char *)base + l.str_off;
+    t->ring = (struct ls_record *)((char *)base + l.ring_off);
+    t->ring_mask = cfg->ring - 1;
+    t->map_size = l.file_size;
+    /* The magic goes last: a reader that sees it sees a complete header. */
+    atomic_thread_fence(memory_order_release);
+    memcpy(h->magic, LS_MAGIC, LS_MAGIC_LEN);
+    return 0;
+}
+
+void ls_trace_unmap(struct ls_trace *t)
+{
+    if (t->hdr)
+        munmap(t->hdr, t->map_size);
+    memset(t, 0, sizeof *t);
+}
+
+uint32_t ls_trace_add_string(struct ls_trace *t, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    uint64_t used = t->hdr->str_used;
+    if (used + n > t->hdr->str_cap || used + n > UINT32_MAX) {
+        atomic_fetch_or_explicit((_Atomic uint32_t *)&t->hdr->flags, LS_HFLAG_STRINGS_FULL,
+                                 memory_order_relaxed);
+        return 0;
+    }
+    memcpy(t->strings + used, s, n);
+    atomic_store_explicit((_Atomic uint64_t *)&t->hdr->str_used, used + n, memory_order_release);
+    return (uint32_t)used;
+}

@@ -1,0 +1,179 @@
+/* wrap_coll.c -- the collective, point-to-point and group entry points of NCCL, recorded. */
+#include <nccl.h>
+
+#include "shim.h"
+
+/* Defines the wrapper `name`: resolve the real function, record the call described by
+ * `args_init` (a struct ls_call_args initializer), forward, record the return. */
+#define LS_WRAP(name, params, args, args_init)                                                     \
+    LS_FORWARD_DECL(name, ncclResult_t, params);                                                   \
+    ncclResult_t name params                                                                       \
+    {                                                                                              \
+        ls_fn_##name##_t real = LS_REAL(name);                                                     \
+        if (LS_UNLIKELY(!real))                                                                    \
+            return ncclSystemError;                                                                \
+        struct ls_call_args a = args_init;                                                         \
+        struct ls_call c;                                                                          \
+        if (!ls_call_enter(&c, &a))                                                                \
+            return real args;                                                                      \
+        ncclResult_t res = real args;                                                              \
+        ls_call_exit(&c, res);                                                                     \
+        return res;                                                                                \
+    }
+
+#define ARGS(op_, comm_, count_, dtype_, redop_, peer_, send_, recv_, stream_)                     \
+    {                                                                                              \
+        .op = (op_), .comm = (uintptr_t)(comm_), .count = (count_), .dtype = (int)(dtype_),        \
+        .redop = (int)(redop_), .peer = (peer_), .sendbuff = (send_), .recvbuff = (recv_),         \
+        .stream = (const void *)(stream_)                                                          \
+    }
+
+LS_WRAP(ncclAllReduce,
+        (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+        (sendbuff, recvbuff, count, datatype, op, comm, stream),
+        ARGS(LS_OP_ALLREDUCE, comm, count, datatype, op, -1, sendbuff, recvbuff, stream))
+
+LS_WRAP(ncclBroadcast,
+        (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+         ncclComm_t comm, cudaStream_t stream),
+        (sendbuff, recvbuff, count, datatype, root, comm, stream),
+        ARGS(LS_OP_BROADCAST, comm, count, datatype, -1, root, sendbuff, recvbuff, stream))
+
+LS_WRAP(ncclBcast,
+        (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+         cudaStream_t stream),
+        (buff, count, datatype, root, comm, stream),
+        ARGS(LS_OP_BCAST, comm, count, datatype, -1, root, buff, buff, stream))
+
+LS_WRAP(ncclReduce,
+        (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream),
+        (sendbuff, recvbuff, count, datatype, op, root, comm, stream),
+        ARGS(LS_OP_REDUCE, comm, count, datatype, op, root, sendbuff, recvbuff, stream))
+
+LS_WRAP(ncclAllGather,
+        (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+         ncclComm_t comm, cudaStream_t stream),
+        (sendbuff, recvbuff, sendcount, datatype, comm, stream),
+        ARGS(LS_OP_ALLGATHER, comm, sendcount, datatype, -1, -1, sendbuff, recvbuff, stream))
+
+LS_WRAP(ncclReduceScatter,
+        (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+        (sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
+        ARGS(LS_OP_REDUCESCATTER, comm, recvcount, datatype, op, -1, sendbuff, recvbuff, stream))
+
+LS_WRAP(ncclAlltoAll,
+        (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         ncclComm_t comm, cudaStream_t stream),
+        (sendbuff, recvbuff, count, datatype, comm, stream),
+        ARGS(LS_OP_ALLTOALL, comm, count, datatype, -1, -1, sendbuff, recvbuff, stream))
+
+LS_WRAP(ncclGather,
+        (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+         ncclComm_t comm, cudaStream_t stream),
+        (sendbuff, recvbuff, count, datatype, root, comm, stream),
+        ARGS(LS_OP_GATHER, comm, count, datatype, -1, root, sendbuff, recvbuff, stream))
+
+LS_WRAP(ncclScatter,
+        (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+         ncclComm_t comm, cudaStream_t stream),
+        (sendbuff, recvbuff, count, datatype, root, comm, stream),
+        ARGS(LS_OP_SCATTER, comm, count, datatype, -1, root, sendbuff, recvbuff, stream))
+
+LS_WRAP(ncclSend,
+        (const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+         cudaStream_t stream),
+        (sendbuff, count, datatype, peer, comm, stream),
+        ARGS(LS_OP_SEND, comm, count, datatype, -1, peer, sendbuff, NULL, stream))
+
+LS_WRAP(ncclRecv,
+        (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+         cudaStream_t stream),
+        (recvbuff, count, datatype, peer, comm, stream),
+        ARGS(LS_OP_RECV, comm, count, datatype, -1, peer, NULL, recvbuff, stream))
+
+/* ---- groups: the shim keeps its own depth and id per thread ---- */
+
+static const struct ls_call_args no_args = ARGS(LS_OP_NONE, 0, 0, -1, -1, -1, NULL, NULL, NULL);
+
+LS_FORWARD_DECL(ncclGroupStart, ncclResult_t, (void));
+ncclResult_t ncclGroupStart(void)
+{
+    ls_fn_ncclGroupStart_t real = LS_REAL(ncclGroupStart);
+    if (LS_UNLIKELY(!real))
+        return ncclSystemError;
+    struct ls_call_args a = no_args;
+    a.op = LS_OP_GROUP_START;
+    if (!ls_t.in_call && ls_t.group_depth == 0) {
+        ls_t.group_id = atomic_fetch_add(&ls_g.group_counter, 1) + 1;
+        ls_t.group_calls = 0;
+    }
+    struct ls_call c;
+    if (!ls_call_enter(&c, &a))
+        return real();
+    ls_t.group_depth++;
+    ncclResult_t res = real();
+    ls_call_exit(&c, res);
+    return res;
+}
+
+/* Records the end of a group (GroupEnd or GroupSimulateEnd) around `forward`. */
+static ncclResult_t group_end(unsigned op, ncclResult_t (*forward)(void *), void *arg)
+{
+    if (ls_t.in_call || !ls_active())
+        return forward(arg);
+    struct ls_call_args a = no_args;
+    a.op = op;
+    if (ls_t.group_depth > 0)
+        ls_t.group_depth--;
+    struct ls_call c;
+    if (!ls_call_enter(&c, &a))
+        return forward(arg);
+    ls_call_set(&c, 0, -1, 0, ls_t.group_calls);
+    ncclResult_t res = forward(arg);
+    ls_call_exit(&c, res);
+    if (ls_t.group_depth == 0) {
+        if (res == ncclSuccess) {
+            ls_comm_settle();
+            ls_comm_resolve_pending(c.t, 0);
+        }
+        ls_t.group_id = 0;
+    }
+    return res;
+}
+
+LS_FORWARD_DECL(ncclGroupEnd, ncclResult_t, (void));
+static ncclResult_t forward_group_end(void *arg)
+{
+    return ((ls_fn_ncclGroupEnd_t)arg)();
+}
+
+ncclResult_t ncclGroupEnd(void)
+{
+    ls_fn_ncclGroupEnd_t real = LS_REAL(ncclGroupEnd);
+    if (LS_UNLIKELY(!real))
+        return ncclSystemError;
+    return group_end(LS_OP_GROUP_END, forward_group_end, (void *)real);
+}
+
+LS_FORWARD_DECL(ncclGroupSimulateEnd, ncclResult_t, (ncclSimInfo_t *));
+struct simulate_arg {
+    ls_fn_ncclGroupSimulateEnd_t real;
+    ncclSimInfo_t *info;
+};
+static ncclResult_t forward_simulate_end(void *arg)
+{
+    struct simulate_arg *s = arg;
+    return s->real(s->info);
+}
+
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+    ls_fn_ncclGroupSimulateEnd_t real = LS_REAL(ncclGroupSimulateEnd);
+    if (LS_UNLIKELY(!real))
+        return ncclSystemError;
+    struct simulate_arg s = {real, simInfo};
+    return group_end(LS_OP_GROUP_SIMULATE_END, forward_simulate_end, &s);
+}
