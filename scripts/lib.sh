@@ -1,0 +1,41 @@
+# scripts/lib.sh -- shared steps of scripts/test and scripts/demo: packages, configure, build.
+# Sourced, not run. Every step says what it does.
+
+LOCKSTEP_PACKAGES="meson ninja-build check libunwind-dev pkg-config gcc libc6-dev binutils python3"
+BUILD_DIR=${BUILD_DIR:-build}
+
+say() { printf '==> %s\n' "$*"; }
+
+# Installs the Debian packages lockstep needs that are missing (as root), or prints the
+# exact command to run and fails.
+ensure_packages() {
+    local missing="" p
+    for p in $LOCKSTEP_PACKAGES; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+            missing="$missing $p"
+    done
+    if [ -z "$missing" ]; then
+        say "packages: all present ($LOCKSTEP_PACKAGES)"
+        return 0
+    fi
+    if [ "$(id -u)" != 0 ]; then
+        echo "lockstep needs these Debian packages:$missing" >&2
+        echo "run: sudo apt-get update && sudo apt-get install -y$missing" >&2
+        return 1
+    fi
+    say "installing missing packages:$missing"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+}
+
+# Configures the build folder once (meson finds NCCL; see scripts/find-nccl), then builds.
+build_all() {
+    if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+        say "configuring $BUILD_DIR (meson setup)"
+        meson setup "$BUILD_DIR" "$@"
+    else
+        say "build folder $BUILD_DIR already configured"
+    fi
+    say "building (meson compile -C $BUILD_DIR)"
+    meson compile -C "$BUILD_DIR"
+}

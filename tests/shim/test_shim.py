@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""test_shim.py -- end-to-end tests of liblockstep.so: real NCCL programs run as ranks on the
+CPU emulator under the real shim, then their real trace files are checked field by field.
+
+Usage: test_shim.py CASE   (paths come from the environment meson sets, see meson.build)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SHIM = os.environ["LOCKSTEP_SHIM"]
+LAUNCH = os.environ["LAUNCH_RANKS"]
+EMU_DIR = os.environ["EMULATOR_DIR"]
+QUERY = os.environ["TRACE_QUERY"]
+LOCKSTEP = os.environ["LOCKSTEP_BIN"]
+PROGS = os.environ["SHIM_PROGS"]
+COLL_CHECK = os.environ["COLL_CHECK"]
+DL_CALLER = os.environ["DL_CALLER"]
+
+# Op, dtype and redop numbers as in nccl.h.
+INT8, UINT8, INT32, INT64, FLOAT32, FLOAT64 = 0, 1, 2, 4, 7, 8
+SUM, PROD, MAX, MIN = 0, 1, 2, 3
+REC_IN_GROUP, COMM_NONBLOCKING = 1, 1
+END_RUNNING, END_EXITED, END_SIGNALED, END_UNDERSCORE = 0, 1, 2, 3
+
+
+class Failure(Exception):
+    pass
+
+
+def expect(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def prog(name):
+    return os.path.join(PROGS, name)
+
+
+def run_ranks(np, argv, trace_dir, preload=True, env_extra=None, timeout_s=None, wall=90):
+    """Runs argv as `np` ranks under the launcher; returns the CompletedProcess."""
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = EMU_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
+    env["LOCKSTEP_DIR"] = trace_dir
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = SHIM
+    env.update(env_extra or {})
+    cmd = [LAUNCH, "--np", str(np)]
+    if timeout_s:
+        cmd += ["--timeout", str(timeout_s)]
+    cmd += ["--"] + argv
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=wall)
+
+
+def traces(trace_dir):
+    """All traces of a folder, loaded by the analyzer's reader, as dicts."""
+    p = subprocess.run([QUERY, trace_dir], capture_output=True, text=True, timeout=60)
+    expect(p.returncode == 0, f"trace_query failed: {p.stderr}")
+    return json.loads(p.stdout)
+
+
+def by_rank(ts):
+    return {t["rank"]: t for t in ts}
+
+
+def lockstep_lines(text):
+    return [l for l in text.splitlines() if l.startswith("lockstep:")]
+
+
+def ops(trace, comm=None):
+    return [r for r in trace["records"] if comm is None or r["comm"] == comm]
+
+
+# ---------------------------------------------------------------- cases
+
+
+def case_results(tmp):
+    """The same NCCL program gives identical results with and without the shim."""
+    plain = run_ranks(4, [COLL_CHECK], os.path.join(tmp, "plain"), preload=False)
+    expect(plain.returncode == 0, f"coll_check without the shim failed: {plain.stderr}")
+    traced = run_ranks(4, [COLL_CHECK], os.path.join(tmp, "t"))
+    expect(traced.returncode == 0, f"coll_check under the shim failed: {traced.stderr}")
+    expect(plain.stdout.strip() != "", "coll_check printed no checksum")
+    expect(plain.stdout == traced.stdout,
+           f"results differ: {plain.stdout!r} vs {traced.stdout!r}")
+    expect(not lockstep_lines(traced.stderr), f"shim complained: {traced.stderr}")
+    ts = traces(os.path.join(tmp, "t"))
+    expect(sorted(t["rank"] for t in ts) == [0, 1, 2, 3], "one trace per rank expected")
+    for t in ts:
+        expect(t["end_kind"] == END_EXITED and t["end_status"] == 0,
+               f"rank {t['rank']}: clean exit not recorded")
+        expect(len(t["records"]) > 20, f"rank {t['rank']}: too few records")
+
+
+def case_api_tour(tmp):
+    """Every intercepted API leaves a record with the right fields; ids agree across ranks."""
+    d = os.path.join(tmp, "t")
+    p = run_ranks(4, [prog("api_tour")], d)
+    expect(p.returncode == 0, f"api_tour failed: {p.stdout} {p.stderr}")
+    ranks = by_rank(traces(d))
+    expect(sorted(ranks) == [0, 1, 2, 3], f"traces for ranks {sorted(ranks)}")
+
+    world_ids = set()
+    for rank, t in ranks.items():
+        recs = t["records"]
+        init = [r for r in recs if r["op"] == "CommInitRank"]
+        expect(len(init) == 1, f"rank {rank}: {len(init)} CommInitRank records")
+        world = init[0]["comm"]
+        world_ids.add(world)
+        expect(init[0]["count"] == 4 and init[0]["comm_rank"] == rank, "init record fields")
+        coll = [r for r in recs if r["comm"] == world and r["seq"] > 0
+                and r["op"] not in ("Send", "Recv")]
+        want = [("AllReduce", 11, FLOAT32, SUM, -1), ("Broadcast", 12, INT32, -1, 1),
+                ("Bcast", 13, INT8, -1, 2), ("Reduce", 14, FLOAT64, MAX, 3),
+                ("AllGather", 15, UINT8, -1, -1), ("ReduceScatter", 16, INT64, PROD, -1),
+                ("AlltoAll", 17, FLOAT32, -1, -1), ("Gather", 18, INT32, -1, 0),
+                ("Scatter", 19, INT32, -1, 1)]
+        got = [(r["op"], r["count"], r["dtype"], r["redop"], r["peer"]) for r in coll]
+        expect(got == want, f"rank {rank}: collectives {got}")
+        expect([r["seq"] for r in coll] == list(range(1, 10)), f"rank {rank}: seqs")
+        expect(all(r["comm_rank"] == rank and not r["in_flight"] and r["result"] == 0
+                   for r in coll), f"rank {rank}: rank/result fields")
+        # ncclBcast calls ncclBroadcast inside the library: still one record.
+        expect(sum(1 for r in recs if r["op"] in ("Broadcast", "Bcast")) == 2,
+               f"rank {rank}: Bcast recorded more than once")
+
+        gs = [r for r in recs if r["op"] == "GroupStart"]
+        expect(len(gs) >= 2, f"rank {rank}: GroupStart records")
+        gid = gs[0]["group"]
+        grp = [r for r in recs if r["group"] == gid]
+        expect([r["op"] for r in grp] == ["GroupStart", "Send", "Recv", "GroupEnd"],
+               f"rank {rank}: group {[r['op'] for r in grp]}")
+        send, recv, gend = grp[1], grp[2], grp[3]
+        expect(send["peer"] == (rank + 1) % 4 and recv["peer"] == (rank + 3) % 4, "p2p peers")
+        expect(send["seq"] == 1 and recv["seq"] == 1 and send["count"] == 20, "p2p seq/count")
+        expect(send["flags"] & REC_IN_GROUP and send["depth"] == 1, "p2p group flags")
+        expect(gend["depth"] == 0 and gend["aux"] == 2, f"GroupEnd depth/aux {gend}")
+
+        comms = {c["id"]: c for c in t["comms"]}
+        splits = [r for r in recs if r["op"] == "CommSplit"]
+        expect(len(splits) == 2, f"rank {rank}: {len(splits)} CommSplit records")
+        expect(all(s["comm"] == world for s in splits), "split record names the parent")
+        sub_id = "%016x" % splits[0]["count"]
+        sub = comms.get(sub_id)
+        expect(sub is not None and sub["parent"] == world, f"rank {rank}: split comm entry")
+        # color rank%2, key -rank: the higher parent rank comes first.
+        expect(sub["nranks"] == 2 and sub["rank"] == (0 if rank >= 2 else 1),
+               f"rank {rank}: split rank {sub['rank']}/{sub['nranks']}")
+        expect(splits[0]["aux"] >> 32 == rank % 2, "split color in aux")
+        ar21 = [r for r in recs if r["count"] == 21]
+        expect(len(ar21) == 1 and ar21[0]["comm"] == sub_id and ar21[0]["seq"] == 1
+               and ar21[0]["redop"] == MIN and ar21[0]["comm_rank"] == sub["rank"],
+               f"rank {rank}: AllReduce on the split comm {ar21}")
+        if rank == 3:
+            expect(splits[1]["count"] == 0, "NOCOLOR split has no child id")
+        else:
+            three = comms.get("%016x" % splits[1]["count"])
+            expect(three and three["nranks"] == 3 and three["rank"] == rank,
+                   f"rank {rank}: split in a group not bound: {three}")
+            ar22 = [r for r in recs if r["count"] == 22]
+            expect(ar22 and ar22[0]["comm"] == three["id"], "AllReduce on group split comm")
+            shr = [r for r in recs if r["op"] == "CommShrink"]
+            expect(len(shr) == 1 and shr[0]["aux"] == 1, f"rank {rank}: shrink record")
+            if rank != 2:
+                shrunk = comms.get("%016x" % shr[0]["count"])
+                expect(shrunk and shrunk["nranks"] == 3, f"rank {rank}: shrunk comm {shrunk}")
+                ar24 = [r for r in recs if r["count"] == 24]
+                expect(ar24 and ar24[0]["comm"] == shrunk["id"], "AllReduce on shrunk comm")
+
+        nb_init = [r for r in recs if r["op"] == "CommInitRankConfig"]
+        expect(len(nb_init) == 1 and nb_init[0]["result"] in (0, 7), "nonblocking init record")
+        nb = comms.get(nb_init[0]["comm"])
+        expect(nb and nb["flags"] & COMM_NONBLOCKING and nb["name"] == "tour-nb",
+               f"rank {rank}: nonblocking comm entry {nb}")
+        ar23 = [r for r in recs if r["count"] == 23]
+        expect(ar23 and ar23[0]["comm"] == nb["id"] and ar23[0]["seq"] == 1,
+               f"rank {rank}: AllReduce on the nonblocking comm {ar23}")
+
+        expect([r["op"] for r in recs[-2:]] == ["CommFinalize", "CommDestroy"]
+               and all(r["comm"] == world for r in recs[-2:]), f"rank {rank}: teardown")
+        expect(comms[world]["flags"] & 8, "world comm marked destroyed")
+        expect(comms[world]["coll_issued"] == 9, "comm counter of collectives")
+        expect(t["end_kind"] == END_EXITED and t["end_status"] == 0, "exit recorded")
+        expect(t["nccl_version"] > 0, "NCCL version recorded")
+
+        initall = [r for r in recs if r["op"] == "CommInitAll"]
+        if rank == 0:
+            expect(len(initall) == 1 and initall[0]["count"] == 2, "one CommInitAll record")
+            ia = [c for c in t["comms"] if c["create_op"] == "CommInitAll"]
+            expect(sorted(c["rank"] for c in ia) == [0, 1] and len({c["id"] for c in ia}) == 1,
+                   f"CommInitAll comm entries {ia}")
+        else:
+            expect(not initall, "CommInitAll only on rank 0")
+        expect(sum(1 for r in recs if r["op"] == "CommInitRank") == 1,
+               "CommInitAll's internal CommInitRank calls must not be recorded")
+
+    expect(len(world_ids) == 1, f"ranks disagree on the world comm id: {world_ids}")
+    for key in (21, 22):
+        ids = {}
+        for rank, t in ranks.items():
+            for r in t["records"]:
+                if r["count"] == key and r["op"] == "AllReduce":
+                    ids.setdefault(r["comm"], []).append(rank)
+        if key == 21:
+            expect(sorted(ids.values()) == [[0, 2], [1, 3]], f"split ids by color: {ids}")
+        else:
+            expect(list(ids.values()) == [[0, 1, 2]], f"group split ids: {ids}")
+
+
+def case_threads(tmp):
+    """16 threads calling at once: no record lost, none torn, seqs dense per thread."""
+    d = os.path.join(tmp, "t")
+    p = run_ranks(1, [prog("threads"), "2000"], d, env_extra={"LOCKSTEP_RING": "65536"})
+    expect(p.returncode == 0, f"threads failed: {p.stderr}")
+    (t,) = traces(d)
+    expect(t["nbusy"] == 0 and not t["wrapped"], "no half-written records, no wrap")
+    ar = [r for r in t["records"] if r["op"] == "AllReduce"]
+    expect(len(ar) == 16 * 2000, f"{len(ar)} AllReduce records, expected 32000")
+    per_tid = {}
+    for r in ar:
+        per_tid.setdefault(r["tid"], []).append(r)
+    expect(len(per_tid) == 16, f"{len(per_tid)} threads seen")
+    comms = set()
+    for tid, rs in per_tid.items():
+        expect(len({r["comm"] for r in rs}) == 1, f"tid {tid}: one comm per thread")
+        comms.add(rs[0]["comm"])
+        expect(sorted(r["seq"] for r in rs) == list(range(1, 2001)), f"tid {tid}: seqs")
+        expect(all(r["count"] == 4 and not r["in_flight"] for r in rs), f"tid {tid}: fields")
+    expect(len(comms) == 16, "16 distinct communicators")
+    expect(t["next_ticket"] == len(t["records"]), "every reserved ticket published")
+
+
+def case_fork(tmp):
+    """A forked child that calls NCCL gets a trace of its own; the parent's stays whole."""
+    d = os.path.join(tmp, "t")
+    p = run_ranks(1, [prog("forker")], d)
+    expect(p.returncode == 0, f"forker failed: {p.stderr}")
+    ts = traces(d)
+    expect(len(ts) == 2, f"{len(ts)} traces, expected parent + child")
+    pids = {t["pid"] for t in ts}
+    child = [t for t in ts if t["ppid"] in pids]
+    expect(len(child) == 1, "the child's trace names the parent as ppid")
+    child = child[0]
+    parent = [t for t in ts if t is not child][0]
+    counts = lambda t: sorted(r["count"] for r in t["records"] if r["op"] == "AllReduce")
+    expect(counts(parent) == [31, 31, 31, 32], f"parent records {counts(parent)}")
+    expect(counts(child) == [57] * 5, f"child records {counts(child)}")
+    expect(child["end_kind"] == END_EXITED and parent["end_kind"] == END_EXITED, "ends")
+
+
+def case_sigkill(tmp):
+    """A rank SIGKILLed inside a collective leaves that call as its last record, open."""
+    d = os.path.join(tmp, "t")
+    p = run_ranks(2, [prog("blocker")], d, timeout_s=3)
+    expect(p.returncode == 124, f"launcher status {p.returncode}, expected 124 (timed out)")
+    ranks = by_rank(traces(d))
+    last0 = ranks[0]["records"][-1]
+    expect(last0["op"] == "AllReduce" and last0["seq"] == 2 and last0["in_flight"]
+           and last0["exit_ns"] == 0 and last0["result"] == -1,
+           f"rank 0's last record: {last0}")
+    expect(ranks[0]["end_kind"] == END_RUNNING, "SIGKILL leaves no end record")
+    last1 = ranks[1]["records"][-1]
+    expect(last1["op"] == "AllReduce" and last1["seq"] == 1 and not last1["in_flight"],
+           f"rank 1's last record: {last1}")
+
+
+def case_unwritable_dir(tmp):
+    """An unusable trace folder: the program still runs, correct, with one line per rank."""
+    plain = run_ranks(2, [COLL_CHECK], os.path.join(tmp, "plain"), preload=False)
+    bad = run_ranks(2, [COLL_CHECK], "/dev/null/traces")
+    expect(bad.returncode == 0 and bad.stdout == plain.stdout,
+           f"results changed with an unwritable folder: {bad.stdout!r} {bad.stderr}")
+    lines = lockstep_lines(bad.stderr)
+    expect(len(lines) == 2 and all("/dev/null/traces" in l for l in lines),
+           f"expected one warning per rank naming the folder, got {lines}")
+    # A symlink where the folder should be is refused, not followed.
+    real = os.path.join(tmp, "real")
+    os.mkdir(real, 0o700)
+    link = os.path.join(tmp, "link")
+    os.symlink(real, link)
+    p = run_ranks(1, [COLL_CHECK], link)
+    expect(p.returncode == 0, "program failed with a symlinked folder")
+    expect(os.listdir(real) == [], "trace written through a symlink")
+    expect(len(lockstep_lines(p.stderr)) == 1, f"warnings: {p.stderr}")
+
+
+def case_dlopen_local(tmp):
+    """libnccl loaded RTLD_LOCAL behind a dlopened library (as Python does) is still traced."""
+    d = os.path.join(tmp, "t")
+    p = run_ranks(2, [prog("dl_host"), DL_CALLER], d)
+    expect(p.returncode == 0, f"dl_host failed: {p.stderr}")
+    expect(p.stdout.split() == ["sum", "3.0", "sum", "3.0"], f"results {p.stdout!r}")
+    ts = traces(d)
+    expect(len(ts) == 2, f"{len(ts)} traces")
+    for t in ts:
+        ar = [r for r in t["records"] if r["op"] == "AllReduce"]
+        expect(len(ar) == 5 and [r["seq"] for r in ar] == [1, 2, 3, 4, 5],
+               f"rank {t['rank']}: AllReduce records {len(ar)}")
+
+
+def case_no_nccl(tmp):
+    """No NCCL in the process: ncclSystemError and one line, never a crash."""
+    env = dict(os.environ, LD_PRELOAD=SHIM, LOCKSTEP_DIR=os.path.join(tmp, "t"))
+    p = subprocess.run([prog("no_nccl")], env=env, capture_output=True, text=True, timeout=30)
+    expect(p.returncode == 0, f"no_nccl exited {p.returncode}: {p.stderr}")
+    expect(p.stdout.strip() == "results 2 2", f"expected ncclSystemError twice: {p.stdout!r}")
+    lines = lockstep_lines(p.stderr)
+    expect(len(lines) == 1 and "no NCCL library" in lines[0], f"warnings {lines}")
+
+
+def case_fatal_signals(tmp):
+    """A fatal signal is recorded and the program's own handler still runs."""
+    for how, sig in (("segv", 11), ("abort", 6)):
+        d = os.path.join(tmp, how)
+        p = run_ranks(1, [prog("crasher"), how], d)
+        expect(p.returncode == 128 + sig, f"{how}: launcher status {p.returncode}")
+        (t,) = traces(d)
+        expect(t["end_kind"] == END_SIGNALED and t["end_signal"] == sig,
+               f"{how}: end {t['end_kind']}/{t['end_signal']}")
+        expect(t["records"][-1]["op"] == "AllReduce", f"{how}: last record")
+    d = os.path.join(tmp, "handled")
+    p = run_ranks(1, [prog("crasher"), "handled"], d)
+    expect(p.returncode == 7 and "own handler ran" in p.stderr,
+           f"the program's own SIGSEGV handler must run: {p.returncode} {p.stderr}")
+    (t,) = traces(d)
+    expect(t["end_kind"] == END_SIGNALED and t["end_signal"] == 11, "handled segv recorded")
+
+
+def case_disable_and_knobs(tmp):
+    """LOCKSTEP_DISABLE, LOCKSTEP_RING and LOCKSTEP_STACK_DEPTH do what they say."""
+    d = os.path.join(tmp, "off")
+    p = run_ranks(2, [COLL_CHECK], d, env_extra={"LOCKSTEP_DISABLE": "1"})
+    expect(p.returncode == 0, "program failed with LOCKSTEP_DISABLE")
+    expect(not os.path.exists(d) or os.listdir(d) == [], "LOCKSTEP_DISABLE wrote a trace")
+
+    d = os.path.join(tmp, "huge")
+    p = run_ranks(1, [COLL_CHECK], d, env_extra={"LOCKSTEP_RING": "1000000000000"})
+    expect(p.returncode == 0, "program failed with a huge ring request")
+    expect(any("LOCKSTEP_RING=1000000000000 refused" in l for l in lockstep_lines(p.stderr)),
+           f"no refusal message: {p.stderr}")
+    (t,) = traces(d)
+    expect(t["ring_cap"] == 32768, f"ring {t['ring_cap']} instead of the default")
+
+    d = os.path.join(tmp, "small")
+    p = run_ranks(1, [COLL_CHECK], d, env_extra={"LOCKSTEP_RING": "100"})
+    (t,) = traces(d)
+    expect(t["ring_cap"] == 128 and t["wrapped"], f"ring {t['ring_cap']}, wrapped {t['wrapped']}")
+    expect(len(t["records"]) == 128 and t["records"][-1]["ticket"] == t["next_ticket"] - 1,
+           "a wrapped ring keeps the newest records")
+
+    d = os.path.join(tmp, "nostack")
+    p = run_ranks(1, [COLL_CHECK], d, env_extra={"LOCKSTEP_STACK_DEPTH": "0"})
+    (t,) = traces(d)
+    expect(t["stack_depth"] == 0 and all(r["site"] == [] for r in t["records"]),
+           "call sites recorded with LOCKSTEP_STACK_DEPTH=0")
+
+
+def case_callsites(tmp):
+    """Call sites name the calling function, are deduplicated, and dump prints them."""
+    d = os.path.join(tmp, "t")
+    p = run_ranks(2, [prog("api_tour")], d)
+    expect(p.returncode == 0, f"api_tour failed: {p.stderr}")
+    for t in traces(d):
+        recs = t["records"]
+        ar11 = [r for r in recs if r["op"] == "AllReduce" and r["count"] == 11][0]
+        ar21 = [r for r in recs if r["op"] == "AllReduce" and r["count"] == 21][0]
+        expect(ar11["site"] and ar11["site"][0] == "tour_collectives",
+               f"AllReduce #1 site {ar11['site']}")
+        expect(ar21["site"] and ar21["site"][0] == "tour_splits", f"site {ar21['site']}")
+        expect("main" in ar11["site"], f"outer frames missing: {ar11['site']}")
+    path = os.path.join(d, sorted(os.listdir(d))[0])
+    p = subprocess.run([LOCKSTEP, "dump", path], capture_output=True, text=True, timeout=30)
+    expect(p.returncode == 0, f"lockstep dump failed: {p.stderr}")
+    expect("AllReduce" in p.stdout and "tour_collectives" in p.stdout,
+           "dump shows records and call sites")
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        print(f"usage: test_shim.py {{{','.join(CASES)}}}", file=sys.stderr)
+        return 2
+    tmp = tempfile.mkdtemp(prefix="lockstep-test-")
+    try:
+        CASES[sys.argv[1]](tmp)
+    except Failure as e:
+        print(f"FAIL {sys.argv[1]}: {e}")
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"ok {sys.argv[1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
