@@ -1,0 +1,273 @@
+/* scenarios.c -- real NCCL programs that hang the way training jobs do, one per failure mode.
+ *
+ * Usage: scenarios MODE   (run as N ranks by a launcher; RANK/WORLD_SIZE in the environment)
+ * Knobs: SCENARIO_VICTIM (the rank that misbehaves, default the last), SCENARIO_STEPS
+ * (training steps, default 5), SCENARIO_DELAY_MS (how late a late rank is, default 30000). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nccl.h>
+
+#include "common.h"
+
+static int rank, world, victim, steps, delay_ms;
+static float grad[1024], out[4096];
+
+static int env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+/* One training step: the gradient AllReduce every rank issues. */
+void train_step(ncclComm_t w)
+{
+    TP_CHECK(ncclAllReduce(grad, grad, 1024, ncclFloat32, ncclSum, w, NULL));
+}
+
+/* The validation epoch's metric gather. */
+void validate(ncclComm_t w)
+{
+    TP_CHECK(ncclAllGather(grad, out, 4, ncclFloat32, w, NULL));
+}
+
+/* A barrier as torch.distributed implements it on NCCL: an AllReduce of one element. */
+void barrier(ncclComm_t w)
+{
+    TP_CHECK(ncclAllReduce(grad, grad, 1, ncclFloat32, ncclSum, w, NULL));
+}
+
+/* Rank 0 spends long in data preparation while the others wait at the barrier. */
+void prepare_data(void)
+{
+    tp_sleep_ms(delay_ms);
+}
+
+/* Sleeps until killed: a rank that has nothing more to do but is still alive. */
+static void linger(void)
+{
+    for (;;)
+        pause();
+}
+
+static void run_steps(ncclComm_t w, int n)
+{
+    for (int i = 0; i < n; i++)
+        train_step(w);
+}
+
+static void mode_prepare_data(ncclComm_t w)
+{
+    run_steps(w, 2);
+    if (rank == victim)
+        prepare_data();
+    barrier(w);
+    run_steps(w, 1);
+}
+
+static void mode_uneven_shards(ncclComm_t w)
+{
+    run_steps(w, rank == victim ? steps - 1 : steps);
+    validate(w);
+}
+
+void eval_broadcast_config(ncclComm_t w)
+{
+    TP_CHECK(ncclBroadcast(grad, grad, 16, ncclFloat32, 0, w, NULL));
+}
+
+static void mode_code_path(ncclComm_t w)
+{
+    run_steps(w, 2);
+    if (rank == victim)
+        eval_broadcast_config(w);
+    else
+        train_step(w);
+}
+
+/* DDP's parameter verification: every rank gathers the shapes of its parameters. */
+void verify_params(ncclComm_t w, size_t nparams)
+{
+    TP_CHECK(ncclAllGather(grad, out, nparams, ncclInt64, w, NULL));
+}
+
+static void mode_shape_mismatch(ncclComm_t w)
+{
+    verify_params(w, rank == victim ? 12 : 10);
+    run_steps(w, 1);
+}
+
+static void mode_dtype_mismatch(ncclComm_t w)
+{
+    run_steps(w, 1);
+    TP_CHECK(ncclAllReduce(grad, grad, 256, rank == victim ? ncclFloat16 : ncclFloat32, ncclSum,
+                           w, NULL));
+}
+
+static void mode_redop_mismatch(ncclComm_t w)
+{
+    run_steps(w, 1);
+    TP_CHECK(ncclAllReduce(grad, grad, 8, ncclFloat32, rank == victim ? ncclMax : ncclSum, w,
+                           NULL));
+}
+
+/* Pipeline stages: a split communicator whose broadcast disagrees on its root. */
+void stage_broadcast(ncclComm_t stage, int root)
+{
+    TP_CHECK(ncclBroadcast(grad, grad, 64, ncclFloat32, root, stage, NULL));
+}
+
+static void mode_root_mismatch_split(ncclComm_t w)
+{
+    ncclComm_t stage;
+    TP_CHECK(ncclCommSplit(w, rank % 2, rank, &stage, NULL));
+    run_steps(stage, 1);
+    stage_broadcast(stage, rank == victim ? 1 : 0);
+}
+
+void send_activations(ncclComm_t w, int peer)
+{
+    TP_CHECK(ncclSend(grad, 256, ncclFloat32, peer, w, NULL));
+}
+
+void recv_activations(ncclComm_t w, int peer, size_t count)
+{
+    TP_CHECK(ncclRecv(grad, count, ncclFloat32, peer, w, NULL));
+}
+
+static void mode_unmatched_send(ncclComm_t w)
+{
+    run_steps(w, 1);
+    if (rank == 0)
+        send_activations(w, 1);
+    linger();
+}
+
+static void mode_p2p_size_mismatch(ncclComm_t w)
+{
+    run_steps(w, 1);
+    if (rank == 0)
+        send_activations(w, 1);
+    else if (rank == 1)
+        recv_activations(w, 0, 128);
+    linger();
+}
+
+static void mode_sendrecv_deadlock(ncclComm_t w)
+{
+    run_steps(w, 1);
+    if (rank < 2) {
+        int peer = 1 - rank;
+        send_activations(w, peer); /* both send first: each waits for the other's recv */
+        recv_activations(w, peer, 256);
+    }
+    linger();
+}
+
+static void mode_cross_comm_deadlock(ncclComm_t w)
+{
+    ncclComm_t other;
+    TP_CHECK(ncclCommSplit(w, 0, rank, &other, NULL));
+    run_steps(w, 1);
+    if (rank == victim) {
+        train_step(other); /* opposite order: the others are in w first */
+        train_step(w);
+    } else {
+        train_step(w);
+        train_step(other);
+    }
+}
+
+static void mode_segfault(ncclComm_t w)
+{
+    run_steps(w, 2);
+    if (rank == victim) {
+        volatile int *p = NULL;
+        *p = 42;
+    }
+    run_steps(w, 1);
+}
+
+static void mode_sigkill(ncclComm_t w)
+{
+    run_steps(w, 2);
+    if (rank == victim)
+        raise(SIGKILL); /* what the OOM killer does */
+    run_steps(w, 1);
+}
+
+static void mode_early_exit(ncclComm_t w)
+{
+    run_steps(w, 2);
+    if (rank == victim)
+        exit(0);
+    run_steps(w, 1);
+}
+
+static void mode_straggler(ncclComm_t w)
+{
+    for (int i = 0; i < steps; i++) {
+        if (rank == victim)
+            tp_sleep_ms(delay_ms);
+        train_step(w);
+    }
+}
+
+static void mode_clean(ncclComm_t w)
+{
+    run_steps(w, steps);
+    validate(w);
+    barrier(w);
+}
+
+struct mode {
+    const char *name;
+    void (*run)(ncclComm_t w);
+};
+
+static const struct mode modes[] = {
+    {"prepare_data", mode_prepare_data},
+    {"uneven_shards", mode_uneven_shards},
+    {"code_path", mode_code_path},
+    {"shape_mismatch", mode_shape_mismatch},
+    {"dtype_mismatch", mode_dtype_mismatch},
+    {"redop_mismatch", mode_redop_mismatch},
+    {"root_mismatch_split", mode_root_mismatch_split},
+    {"unmatched_send", mode_unmatched_send},
+    {"p2p_size_mismatch", mode_p2p_size_mismatch},
+    {"sendrecv_deadlock", mode_sendrecv_deadlock},
+    {"cross_comm_deadlock", mode_cross_comm_deadlock},
+    {"segfault", mode_segfault},
+    {"sigkill", mode_sigkill},
+    {"early_exit", mode_early_exit},
+    {"straggler", mode_straggler},
+    {"clean", mode_clean},
+};
+
+int main(int argc, char **argv)
+{
+    const struct mode *m = NULL;
+    for (size_t i = 0; argc > 1 && i < sizeof modes / sizeof modes[0]; i++)
+        if (strcmp(argv[1], modes[i].name) == 0)
+            m = &modes[i];
+    if (!m) {
+        fprintf(stderr, "usage: scenarios MODE; modes:");
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+            fprintf(stderr, " %s", modes[i].name);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+    rank = tp_rank();
+    world = tp_world_size();
+    victim = env_int("SCENARIO_VICTIM", world - 1);
+    steps = env_int("SCENARIO_STEPS", 5);
+    delay_ms = env_int("SCENARIO_DELAY_MS", 30000);
+    ncclComm_t w;
+    tp_init_world(&w);
+    m->run(w);
+    TP_CHECK(ncclCommDestroy(w));
+    return 0;
+}
