@@ -241,6 +241,7 @@ void ls_comm_settle(void)
 
 int ls_comm_lookup(struct ls_trace *t, uintptr_t h)
 {
+    ls_tid(); /* drops the cached handle after a communicator ended or a fork */
     if (LS_LIKELY(ls_t.cached_handle == h && h != 0))
         return ls_t.cached_idx;
     int idx = handle_find(h);

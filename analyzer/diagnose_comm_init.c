@@ -1,0 +1,148 @@
+/* diagnose_comm_init.c -- communicators whose members disagree on the size, or that some
+ * members never joined (comm_init_mismatch). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "diagnose.h"
+
+static const struct ls_comm *entry_of(const struct m_proc *p, uint64_t id)
+{
+    return trace_comm(p->t, id);
+}
+
+static int is_member(const struct m_comm *c, const struct m_proc *p)
+{
+    for (int i = 0; i < c->nmembers; i++)
+        if (c->members[i].proc == p)
+            return 1;
+    return 0;
+}
+
+/* Ranks with traces that should have joined c and did not: every rank of the job when c
+ * spans the world, else the parent's members that have not reached the split yet. */
+static int never_joined(struct diag *d, const struct m_comm *c, struct intvec *out)
+{
+    if (c->nranks == d->j->world_size) {
+        for (size_t i = 0; i < d->j->nprocs; i++)
+            if (!is_member(c, d->j->procs[i]) && intvec_push(out, d->j->procs[i]->rank) < 0)
+                return -1;
+        return 0;
+    }
+    const struct m_comm *parent = c->parent ? model_comm(d->m, d->job, c->parent) : NULL;
+    if (!parent)
+        return 0;
+    uint32_t splits = 0;
+    for (int i = 0; i < c->nmembers; i++) {
+        if (!c->members[i].proc)
+            continue;
+        const struct ls_comm *pe = entry_of(c->members[i].proc, parent->id);
+        if (pe && pe->split_count > splits)
+            splits = pe->split_count;
+    }
+    for (int i = 0; i < parent->nmembers; i++) {
+        const struct m_proc *p = parent->members[i].proc;
+        if (!p || is_member(c, p))
+            continue;
+        const struct ls_comm *pe = entry_of(p, parent->id);
+        if (pe && pe->split_count < splits && intvec_push(out, p->rank) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int report_size(struct diag *d, const struct m_comm *c)
+{
+    struct finding *f = finding_add(d->out, F_COMM_INIT_MISMATCH, d->job);
+    if (!f)
+        return -1;
+    f->comm = c->id;
+    f->has_comm = 1;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc)
+            continue;
+        struct f_class key = describe_class(d, mb->proc, NULL, "created");
+        key.has_call = 1;
+        key.op = (int)mb->entry->create_op;
+        key.count = (uint64_t)(mb->entry->nranks < 0 ? 0 : mb->entry->nranks);
+        key.comm = c->id;
+        key.callsite = symbolizer_site(d->sym, mb->proc->t, mb->entry->create_site);
+        if (finding_class_add(f, &key, mb->proc->rank) < 0 ||
+            intvec_push(&f->ranks, mb->proc->rank) < 0)
+            return -1;
+        if (f->time_ns == 0 || mb->entry->created_ns < f->time_ns)
+            f->time_ns = mb->entry->created_ns;
+    }
+    char line[1024] = "";
+    size_t used = 0;
+    for (size_t k = 0; k < f->nclasses && used < sizeof(line); k++) {
+        char ranks[256];
+        describe_ranks(f->classes[k].ranks.v, f->classes[k].ranks.n, ranks, sizeof(ranks));
+        used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s say%s %llu ranks (%s from %s)",
+                                 k ? "; " : "", ranks, f->classes[k].ranks.n == 1 ? "s" : "", (unsigned long long)f->classes[k].count,
+                                 ls_op_name((unsigned)f->classes[k].op), f->classes[k].callsite);
+    }
+    finding_summary(f, "ranks disagree on the size of comm %08llx: %s",
+                    (unsigned long long)(c->id >> 32), line);
+    return 0;
+}
+
+static int report_absent(struct diag *d, const struct m_comm *c, struct intvec *absent)
+{
+    struct finding *f = finding_add(d->out, F_COMM_INIT_MISMATCH, d->job);
+    if (!f)
+        return -1;
+    f->comm = c->id;
+    f->has_comm = 1;
+    f->missing = *absent;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc)
+            continue;
+        if (intvec_push(&f->ranks, mb->proc->rank) < 0 ||
+            intvec_push(&f->waiting, mb->proc->rank) < 0)
+            return -1;
+        if (f->time_ns == 0 || mb->entry->created_ns < f->time_ns)
+            f->time_ns = mb->entry->created_ns;
+    }
+    for (size_t i = 0; i < absent->n; i++)
+        if (intvec_push(&f->ranks, absent->v[i]) < 0)
+            return -1;
+    char joined[256], missing[256], where[1024] = "";
+    describe_ranks(f->waiting.v, f->waiting.n, joined, sizeof(joined));
+    describe_ranks(absent->v, absent->n, missing, sizeof(missing));
+    if (absent->n == 1 && absent->v[0] >= 0 && absent->v[0] < d->j->world_size &&
+        d->j->by_rank[absent->v[0]]) {
+        char w[1024];
+        describe_whereabouts(d, d->j->by_rank[absent->v[0]], w, sizeof(w));
+        snprintf(where, sizeof(where), " \xe2\x80\x94 %.900s", w);
+    }
+    finding_summary(f, "%s joined comm %08llx (%d ranks, by %s); %s never joined%s", joined,
+                    (unsigned long long)(c->id >> 32), c->nranks, ls_op_name(c->create_op),
+                    missing, where);
+    return 0;
+}
+
+int diagnose_comm_init(struct diag *d)
+{
+    for (size_t i = 0; i < d->j->ncomms; i++) {
+        const struct m_comm *c = d->j->comms[i];
+        if (c->size_disagrees) {
+            if (report_size(d, c) < 0)
+                return -1;
+            continue;
+        }
+        if (c->nranks <= 0 || c->njoined >= c->nranks)
+            continue;
+        struct intvec absent = {0};
+        if (never_joined(d, c, &absent) < 0)
+            return -1;
+        if (absent.n == 0) {
+            intvec_free(&absent);
+            continue;
+        }
+        if (report_absent(d, c, &absent) < 0)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,156 @@
+/* diagnose_describe.c -- the words findings use for calls, ranks and where a rank is. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose.h"
+#include "names.h"
+#include "rankset.h"
+#include "timefmt.h"
+
+double diag_seconds_ago(const struct diag *d, uint64_t t)
+{
+    if (t == 0 || t >= d->j->now_ns)
+        return 0;
+    return (double)(d->j->now_ns - t) / 1e9;
+}
+
+int diag_member_rank(const struct m_comm *c, int cr)
+{
+    if (cr < 0 || cr >= c->nmembers || !c->members[cr].proc)
+        return -1;
+    return c->members[cr].proc->rank;
+}
+
+void describe_ranks(const int *ranks, size_t n, char *buf, size_t len)
+{
+    char *set = rankset_format(ranks, n);
+    size_t distinct = n;
+    if (set && !strchr(set, ',') && !strchr(set, '-'))
+        distinct = 1;
+    snprintf(buf, len, "%s %s", distinct == 1 ? "rank" : "ranks", set ? set : "?");
+    free(set);
+}
+
+static void ago(char *buf, size_t len, double s)
+{
+    timefmt_duration(buf, len, (uint64_t)(s * 1e9));
+}
+
+/* The first collective or p2p call of the group GroupEnd record ge closes, or NULL. */
+static const struct ls_record *group_first_op(const struct m_proc *p, const struct ls_record *ge)
+{
+    const struct ls_record *first = NULL;
+    const struct tr_trace *t = p->t;
+    for (size_t i = (size_t)(ge - t->records); i-- > 0;) {
+        const struct ls_record *g = &t->records[i];
+        if (g->op == LS_OP_GROUP_START && g->group_id == ge->group_id && g->group_depth == 0)
+            break;
+        if (g->group_id == ge->group_id && (g->flags & LS_REC_IN_GROUP) && g->comm_id)
+            first = g;
+    }
+    return first;
+}
+
+void describe_call(struct diag *d, const struct m_proc *p, const struct ls_record *r, char *buf,
+                   size_t len)
+{
+    char args[160] = "";
+    size_t n = 0;
+    unsigned op = r->op;
+    if (ls_op_is_collective(op) || op == LS_OP_SEND || op == LS_OP_RECV) {
+        n += (size_t)snprintf(args + n, sizeof(args) - n, "count %llu, %s",
+                              (unsigned long long)r->count, ls_dtype_name(r->dtype));
+        if (ls_op_has_redop(op) && n < sizeof(args))
+            n += (size_t)snprintf(args + n, sizeof(args) - n, ", %s", ls_redop_name(r->redop));
+        if (ls_op_is_rooted(op) && n < sizeof(args))
+            n += (size_t)snprintf(args + n, sizeof(args) - n, ", root %d", r->peer);
+        if ((op == LS_OP_SEND || op == LS_OP_RECV) && n < sizeof(args))
+            n += (size_t)snprintf(args + n, sizeof(args) - n, ", %s comm rank %d",
+                                  op == LS_OP_SEND ? "to" : "from", r->peer);
+        if (n < sizeof(args))
+            snprintf(args + n, sizeof(args) - n, ", ");
+    }
+    const char *site = symbolizer_site(d->sym, p->t, r->callsite);
+    const struct ls_record *inner = op == LS_OP_GROUP_END ? group_first_op(p, r) : NULL;
+    if (inner) {
+        char what[320];
+        describe_call(d, p, inner, what, sizeof(what));
+        snprintf(buf, len, "GroupEnd of a group of %llu call%s starting with %s",
+                 (unsigned long long)r->aux, r->aux == 1 ? "" : "s", what);
+    } else if (r->comm_id == 0)
+        snprintf(buf, len, "%s (from %s)", ls_op_name(op), site);
+    else if (r->seq)
+        snprintf(buf, len, "%s #%llu on comm %08llx (%sfrom %s)", ls_op_name(op),
+                 (unsigned long long)r->seq, (unsigned long long)(r->comm_id >> 32), args, site);
+    else
+        snprintf(buf, len, "%s on comm %08llx (%sfrom %s)", ls_op_name(op),
+                 (unsigned long long)(r->comm_id >> 32), args, site);
+}
+
+void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, size_t len)
+{
+    char call[512] = "", t[32];
+    const struct ls_header *h = &p->t->hdr;
+    if (p->state == RANK_IN_CALL && p->current) {
+        describe_call(d, p, p->current, call, sizeof(call));
+        ago(t, sizeof(t), diag_seconds_ago(d, p->current->enter_ns));
+        snprintf(buf, len, "it is alive, inside %s since %s ago", call, t);
+        return;
+    }
+    if (p->last_call)
+        describe_call(d, p, p->last_call, call, sizeof(call));
+    const char *last = p->last_call ? call : "none recorded";
+    switch (p->state) {
+    case RANK_IDLE:
+        ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
+        if (p->last_call)
+            snprintf(buf, len, "it is alive, last seen in %s, %s ago", last, t);
+        else
+            snprintf(buf, len, "it is alive and has made no NCCL call (trace started %s ago)", t);
+        break;
+    case RANK_EXITED:
+        ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
+        snprintf(buf, len, "it exited with status %d %s ago; its last call was %s",
+                 h->end_status, t, last);
+        break;
+    case RANK_CRASHED:
+        ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
+        snprintf(buf, len, "it was killed by %s %s ago, %s %s", names_signal(h->end_signal), t,
+                 p->current ? "inside" : "after its last call,", last);
+        break;
+    case RANK_VANISHED:
+        ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
+        snprintf(buf, len,
+                 "it is gone without an exit record (SIGKILL or the OOM killer?), last heartbeat "
+                 "%s ago; its last call was %s",
+                 t, last);
+        break;
+    default:
+        snprintf(buf, len, "last call %s", last);
+        break;
+    }
+}
+
+struct f_class describe_class(struct diag *d, const struct m_proc *p, const struct ls_record *r,
+                              const char *role)
+{
+    struct f_class c;
+    memset(&c, 0, sizeof(c));
+    c.role = role;
+    c.seconds_ago = -1;
+    c.op = c.dtype = c.redop = c.root = -1;
+    if (r) {
+        c.has_call = 1;
+        c.op = r->op;
+        c.count = r->count;
+        c.dtype = r->dtype == LS_DTYPE_NONE ? -1 : r->dtype;
+        c.redop = ls_op_has_redop(r->op) ? r->redop : -1;
+        c.root = ls_op_is_rooted(r->op) || r->op == LS_OP_SEND || r->op == LS_OP_RECV ? r->peer
+                                                                                       : -1;
+        c.seq = r->seq;
+        c.comm = r->comm_id;
+        c.callsite = symbolizer_site(d->sym, p->t, r->callsite);
+    }
+    return c;
+}

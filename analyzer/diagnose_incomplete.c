@@ -1,0 +1,122 @@
+/* diagnose_incomplete.c -- what the traces cannot tell (trace_incomplete): ranks without a
+ * trace, truncated files, rings wrapped past a finding's point, half-written records, full
+ * tables. Runs after the other passes so it can check their sequence numbers. */
+#include <stdio.h>
+
+#include "diagnose.h"
+
+static struct finding *add(struct diag *d, const char *reason)
+{
+    struct finding *f = finding_add(d->out, F_TRACE_INCOMPLETE, d->job);
+    if (f)
+        f->reason = reason;
+    return f;
+}
+
+static int missing_traces(struct diag *d)
+{
+    struct intvec absent = {0};
+    for (int r = 0; r < d->j->world_size; r++)
+        if (!d->j->by_rank[r] && intvec_push(&absent, r) < 0)
+            return -1;
+    if (absent.n == 0)
+        return 0;
+    struct finding *f = add(d, "no_trace");
+    if (!f) {
+        intvec_free(&absent);
+        return -1;
+    }
+    char ranks[256];
+    describe_ranks(absent.v, absent.n, ranks, sizeof(ranks));
+    f->ranks = absent;
+    finding_summary(f, "no trace for %s of %d: what %s did cannot be known", ranks,
+                    d->j->world_size, absent.n == 1 ? "it" : "they");
+    return 0;
+}
+
+static int process_damage(struct diag *d, const struct m_proc *p)
+{
+    const struct tr_trace *t = p->t;
+    if (t->truncated) {
+        struct finding *f = add(d, "truncated");
+        if (!f || intvec_push(&f->ranks, p->rank) < 0)
+            return -1;
+        f->rank = p->rank;
+        finding_summary(f,
+                        "trace of rank %d is truncated (%llu of %llu bytes): %zu records are lost "
+                        "(%s)",
+                        p->rank, (unsigned long long)t->file_bytes,
+                        (unsigned long long)t->hdr.file_size, t->lost_to_truncation, t->path);
+    }
+    if (t->nbusy) {
+        struct finding *f = add(d, "half_written");
+        if (!f || intvec_push(&f->ranks, p->rank) < 0)
+            return -1;
+        f->rank = p->rank;
+        finding_summary(f,
+                        "rank %d died while writing a record (ticket %llu): its last call is "
+                        "unknown",
+                        p->rank, (unsigned long long)t->busy_tickets[t->nbusy - 1]);
+    }
+    uint32_t full = t->hdr.flags & (LS_HFLAG_COMMS_FULL | LS_HFLAG_PEERS_FULL);
+    if (full) {
+        struct finding *f = add(d, "table_full");
+        if (!f || intvec_push(&f->ranks, p->rank) < 0)
+            return -1;
+        f->rank = p->rank;
+        finding_summary(f, "rank %d's %s table filled up: calls on later %s are not attributed",
+                        p->rank, full & LS_HFLAG_COMMS_FULL ? "communicator" : "peer",
+                        full & LS_HFLAG_COMMS_FULL ? "communicators" : "peers");
+    }
+    return 0;
+}
+
+/* Ranks whose ring no longer holds the collective another finding is about. */
+static int wrapped_past(struct diag *d, size_t upto)
+{
+    for (size_t i = 0; i < upto; i++) {
+        const struct finding *g = &d->out->v[i];
+        if (g->job != d->job || !g->has_comm || !g->has_seq || g->kind == F_TRACE_INCOMPLETE)
+            continue;
+        const struct m_comm *c = model_comm(d->m, d->job, g->comm);
+        if (!c)
+            continue;
+        struct intvec lost = {0};
+        for (int k = 0; k < c->nmembers; k++)
+            if (c->members[k].proc && model_seq_lost(&c->members[k], g->seq) &&
+                intvec_push(&lost, c->members[k].proc->rank) < 0)
+                return -1;
+        if (lost.n == 0)
+            continue;
+        struct finding *f = add(d, "wrapped");
+        if (!f) {
+            intvec_free(&lost);
+            return -1;
+        }
+        g = &d->out->v[i]; /* finding_add may have moved the list */
+        char ranks[256];
+        describe_ranks(lost.v, lost.n, ranks, sizeof(ranks));
+        f->ranks = lost;
+        f->comm = g->comm;
+        f->has_comm = 1;
+        f->seq = g->seq;
+        f->has_seq = 1;
+        finding_summary(f,
+                        "the trace ring of %s wrapped past #%llu on comm %08llx: what %s called "
+                        "there is overwritten (a larger ring keeps more)",
+                        ranks, (unsigned long long)g->seq, (unsigned long long)(g->comm >> 32),
+                        lost.n == 1 ? "it" : "they");
+    }
+    return 0;
+}
+
+int diagnose_incomplete(struct diag *d)
+{
+    size_t before = d->out->n;
+    if (wrapped_past(d, before) < 0 || missing_traces(d) < 0)
+        return -1;
+    for (size_t i = 0; i < d->j->nprocs; i++)
+        if (process_damage(d, d->j->procs[i]) < 0)
+            return -1;
+    return 0;
+}

@@ -1,0 +1,131 @@
+/* diagnose_p2p.c -- sends and receives that cannot complete: the other side never posted
+ * its half (p2p_unmatched) or posted one of another size or type (p2p_size_mismatch). */
+#include <stdio.h>
+#include <string.h>
+
+#include "diagnose.h"
+
+/* The record of the peer's half of r (send #k s->d pairs with recv #k on d from s), or NULL. */
+static const struct ls_record *counterpart(const struct m_member *peer, int my_comm_rank,
+                                           const struct ls_record *r)
+{
+    int want = r->op == LS_OP_SEND ? LS_OP_RECV : LS_OP_SEND;
+    for (size_t i = peer->np2p; i-- > 0;) {
+        const struct ls_record *q = peer->p2p[i];
+        if (q->op == want && q->peer == my_comm_rank && q->seq == r->seq)
+            return q;
+    }
+    return NULL;
+}
+
+/* How many of the peer's halves towards me it issued (its peer table survives wraps). */
+static uint64_t peer_issued(const struct m_member *peer, uint64_t comm_id, int my_comm_rank,
+                            int want_op)
+{
+    uint64_t n = 0;
+    const struct tr_trace *t = peer->proc->t;
+    for (uint32_t i = 0; i < t->npeers; i++)
+        if (t->peers[i].comm_id == comm_id && t->peers[i].peer == my_comm_rank)
+            n = want_op == LS_OP_SEND ? t->peers[i].sends : t->peers[i].recvs;
+    for (size_t i = 0; i < peer->np2p; i++) {
+        const struct ls_record *q = peer->p2p[i];
+        if (q->op == want_op && q->peer == my_comm_rank && q->seq > n)
+            n = q->seq;
+    }
+    return n;
+}
+
+static int already(const struct diag *d, size_t first, int src, int dst, uint64_t comm,
+                   uint64_t seq)
+{
+    for (size_t i = first; i < d->out->n; i++) {
+        const struct finding *f = &d->out->v[i];
+        if (f->src == src && f->dst == dst && f->comm == comm && f->seq == seq)
+            return 1;
+    }
+    return 0;
+}
+
+static int report(struct diag *d, const struct m_comm *c, const struct m_member *me, int my_cr,
+                  const struct ls_record *r, const struct m_member *peer,
+                  const struct ls_record *other, size_t first)
+{
+    int send = r->op == LS_OP_SEND;
+    int src = send ? me->proc->rank : peer->proc->rank;
+    int dst = send ? peer->proc->rank : me->proc->rank;
+    if (already(d, first, src, dst, c->id, r->seq))
+        return 0;
+    struct finding *f = finding_add(d->out, other ? F_P2P_SIZE_MISMATCH : F_P2P_UNMATCHED, d->job);
+    if (!f)
+        return -1;
+    f->src = src;
+    f->dst = dst;
+    f->comm = c->id;
+    f->has_comm = 1;
+    f->seq = r->seq;
+    f->has_seq = 1;
+    f->time_ns = r->enter_ns;
+    if (intvec_push(&f->ranks, src) < 0 || intvec_push(&f->ranks, dst) < 0)
+        return -1;
+    struct f_class mine = describe_class(d, me->proc, r, send ? "send" : "recv");
+    if (finding_class_add(f, &mine, me->proc->rank) < 0)
+        return -1;
+    char call[512], where[1024];
+    describe_call(d, me->proc, r, call, sizeof(call));
+    if (other) {
+        struct f_class theirs = describe_class(d, peer->proc, other, send ? "recv" : "send");
+        if (finding_class_add(f, &theirs, peer->proc->rank) < 0)
+            return -1;
+        char call2[512];
+        describe_call(d, peer->proc, other, call2, sizeof(call2));
+        finding_summary(f, "rank %d's %s does not fit rank %d's %s", me->proc->rank, call,
+                        peer->proc->rank, call2);
+        return 0;
+    }
+    if (intvec_push(&f->missing, peer->proc->rank) < 0)
+        return -1;
+    describe_whereabouts(d, peer->proc, where, sizeof(where));
+    finding_summary(f, "rank %d waits in %s; rank %d never posted the matching %s \xe2\x80\x94 %s",
+                    me->proc->rank, call, peer->proc->rank, send ? "Recv" : "Send", where);
+    (void)my_cr;
+    return 0;
+}
+
+static int check_member(struct diag *d, const struct m_comm *c, int cr, size_t first)
+{
+    const struct m_member *me = &c->members[cr];
+    for (size_t i = 0; i < me->np2p; i++) {
+        const struct ls_record *r = me->p2p[i];
+        if (model_op_complete(me->proc, r) || !model_op_launched(me->proc, r))
+            continue;
+        if (r->peer < 0 || r->peer >= c->nmembers || !c->members[r->peer].proc)
+            continue; /* the peer has no trace: trace_incomplete says so */
+        const struct m_member *peer = &c->members[r->peer];
+        int want = r->op == LS_OP_SEND ? LS_OP_RECV : LS_OP_SEND;
+        const struct ls_record *other = counterpart(peer, cr, r);
+        if (other) {
+            if (other->count != r->count || other->dtype != r->dtype) {
+                if (report(d, c, me, cr, r, peer, other, first) < 0)
+                    return -1;
+            }
+            continue;
+        }
+        if (peer_issued(peer, c->id, cr, want) >= r->seq)
+            continue; /* issued but overwritten in the peer's ring */
+        if (report(d, c, me, cr, r, peer, NULL, first) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int diagnose_p2p(struct diag *d)
+{
+    size_t first = d->out->n;
+    for (size_t i = 0; i < d->j->ncomms; i++) {
+        const struct m_comm *c = d->j->comms[i];
+        for (int cr = 0; cr < c->nmembers; cr++)
+            if (c->members[cr].proc && check_member(d, c, cr, first) < 0)
+                return -1;
+    }
+    return 0;
+}

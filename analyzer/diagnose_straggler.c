@@ -1,0 +1,118 @@
+/* diagnose_straggler.c -- every rank arrived, but one arrived far later than the rest,
+ * again and again or at the last collective (straggler), from the enter times per seq. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "diagnose.h"
+
+struct late {
+    unsigned times;       /* collectives where this rank was the lone late arrival */
+    double worst_s;       /* largest lateness */
+    uint64_t worst_seq, worst_comm, last_seq, last_comm;
+    int at_last;          /* late at the newest collective everyone entered on some comm */
+};
+
+/* Looks at every seq all members of c still hold; charges lone late arrivals to `late`
+ * (indexed by job proc index through job_index). */
+static int scan_comm(struct diag *d, const struct m_comm *c, struct late *late,
+                     const size_t *job_index)
+{
+    if (c->nmembers < 2 || c->njoined < c->nmembers)
+        return 0;
+    size_t *cur = calloc((size_t)c->nmembers, sizeof(*cur));
+    if (!cur)
+        return -1;
+    uint64_t lo = 1, last_full = 0;
+    for (int i = 0; i < c->nmembers; i++)
+        if (c->members[i].ncolls && c->members[i].colls[0]->seq > lo)
+            lo = c->members[i].colls[0]->seq;
+    int last_rank = -1;
+    double last_late = 0;
+    for (uint64_t seq = lo; seq <= c->max_issued; seq++) {
+        uint64_t first = UINT64_MAX, top = 0, second = 0;
+        int top_i = -1, all = 1;
+        for (int i = 0; i < c->nmembers && all; i++) {
+            const struct m_member *mb = &c->members[i];
+            while (cur[i] < mb->ncolls && mb->colls[cur[i]]->seq < seq)
+                cur[i]++;
+            if (cur[i] >= mb->ncolls || mb->colls[cur[i]]->seq != seq) {
+                all = 0;
+                break;
+            }
+            uint64_t t = mb->colls[cur[i]]->enter_ns;
+            if (t < first)
+                first = t;
+            if (t > top) {
+                second = top;
+                top = t;
+                top_i = i;
+            } else if (t > second) {
+                second = t;
+            }
+        }
+        if (!all)
+            continue;
+        if (second < first)
+            second = first;
+        last_full = seq;
+        double late_s = (double)(top - second) / 1e9, spread_s = (double)(second - first) / 1e9;
+        last_rank = -1;
+        if (late_s < d->opt->straggler_min_s || late_s < d->opt->straggler_factor * spread_s)
+            continue;
+        struct late *l = &late[job_index[c->members[top_i].proc - d->m->procs]];
+        l->times++;
+        l->last_seq = seq;
+        l->last_comm = c->id;
+        if (late_s >= l->worst_s) {
+            l->worst_s = late_s;
+            l->worst_seq = seq;
+            l->worst_comm = c->id;
+        }
+        last_rank = top_i;
+        last_late = late_s;
+    }
+    if (last_rank >= 0 && last_full == c->max_issued)
+        late[job_index[c->members[last_rank].proc - d->m->procs]].at_last = 1;
+    (void)last_late;
+    free(cur);
+    return 0;
+}
+
+int diagnose_straggler(struct diag *d)
+{
+    const struct m_job *j = d->j;
+    struct late *late = calloc(j->nprocs + 1, sizeof(*late));
+    size_t *job_index = calloc(d->m->nprocs + 1, sizeof(*job_index));
+    int rc = late && job_index ? 0 : -1;
+    for (size_t i = 0; i < j->nprocs && rc == 0; i++)
+        job_index[j->procs[i] - d->m->procs] = i;
+    for (size_t i = 0; i < j->ncomms && rc == 0; i++)
+        rc = scan_comm(d, j->comms[i], late, job_index);
+    for (size_t i = 0; i < j->nprocs && rc == 0; i++) {
+        const struct late *l = &late[i];
+        if (l->times == 0 || (l->times < (unsigned)d->opt->straggler_repeats && !l->at_last))
+            continue;
+        const struct m_proc *p = j->procs[i];
+        struct finding *f = finding_add(d->out, F_STRAGGLER, d->job);
+        if (!f || intvec_push(&f->ranks, p->rank) < 0) {
+            rc = -1;
+            break;
+        }
+        f->rank = p->rank;
+        f->late_by_s = l->worst_s;
+        f->comm = l->worst_comm;
+        f->has_comm = 1;
+        f->seq = l->worst_seq;
+        f->has_seq = 1;
+        finding_summary(f,
+                        "rank %d arrived last, alone and late, at %u collective%s (up to %.1f s "
+                        "after the others, at #%llu on comm %08llx)%s",
+                        p->rank, l->times, l->times == 1 ? "" : "s", l->worst_s,
+                        (unsigned long long)l->worst_seq,
+                        (unsigned long long)(l->worst_comm >> 32),
+                        l->at_last ? ", including the latest one" : "");
+    }
+    free(late);
+    free(job_index);
+    return rc;
+}

@@ -1,0 +1,141 @@
+/* finding.c -- findings: creation, summaries, STAT-style classes, freeing. */
+#define _GNU_SOURCE
+#include "finding.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rankset.h"
+
+const char *finding_kind_name(enum finding_kind k)
+{
+    static const char *const names[F_KIND_COUNT] = {
+        "rank_crashed",   "rank_exited",    "nccl_error",      "comm_init_mismatch",
+        "op_mismatch",    "count_mismatch", "dtype_mismatch",  "redop_mismatch",
+        "root_mismatch",  "p2p_size_mismatch", "deadlock_cycle", "p2p_unmatched",
+        "missing_ranks",  "straggler",      "trace_incomplete"};
+    return k < F_KIND_COUNT ? names[k] : "?";
+}
+
+struct finding *finding_add(struct findings *fs, enum finding_kind kind, size_t job)
+{
+    if (fs->n == fs->cap) {
+        size_t cap = fs->cap ? fs->cap * 2 : 16;
+        struct finding *v = realloc(fs->v, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        fs->v = v;
+        fs->cap = cap;
+    }
+    struct finding *f = &fs->v[fs->n++];
+    memset(f, 0, sizeof(*f));
+    f->kind = kind;
+    f->job = job;
+    f->consequence_of = -1;
+    f->rank = f->src = f->dst = f->signal = f->status = f->result = -1;
+    f->late_by_s = -1;
+    return f;
+}
+
+static char *vformat(const char *fmt, va_list ap)
+{
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        return NULL;
+    return s;
+}
+
+void finding_summary(struct finding *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    free(f->summary);
+    f->summary = vformat(fmt, ap);
+    va_end(ap);
+}
+
+void finding_detail(struct finding *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *line = vformat(fmt, ap);
+    va_end(ap);
+    if (!line)
+        return;
+    char **d = realloc(f->details, (f->ndetails + 1) * sizeof(*d));
+    if (!d) {
+        free(line);
+        return;
+    }
+    f->details = d;
+    f->details[f->ndetails++] = line;
+}
+
+static int str_eq(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static int class_eq(const struct f_class *a, const struct f_class *b)
+{
+    return str_eq(a->role, b->role) && a->has_call == b->has_call && a->op == b->op &&
+           a->dtype == b->dtype && a->redop == b->redop && a->root == b->root &&
+           a->count == b->count && a->seq == b->seq && a->comm == b->comm &&
+           str_eq(a->callsite, b->callsite) && str_eq(a->state, b->state);
+}
+
+int finding_class_add(struct finding *f, const struct f_class *key, int rank)
+{
+    for (size_t i = 0; i < f->nclasses; i++) {
+        if (class_eq(&f->classes[i], key)) {
+            struct f_class *c = &f->classes[i];
+            if (key->seconds_ago > c->seconds_ago)
+                c->seconds_ago = key->seconds_ago;
+            return intvec_push(&c->ranks, rank);
+        }
+    }
+    struct f_class *v = realloc(f->classes, (f->nclasses + 1) * sizeof(*v));
+    if (!v)
+        return -1;
+    f->classes = v;
+    struct f_class *c = &f->classes[f->nclasses++];
+    *c = *key;
+    memset(&c->ranks, 0, sizeof(c->ranks));
+    return intvec_push(&c->ranks, rank);
+}
+
+void findings_free(struct findings *fs)
+{
+    for (size_t i = 0; i < fs->n; i++) {
+        struct finding *f = &fs->v[i];
+        free(f->summary);
+        for (size_t k = 0; k < f->ndetails; k++)
+            free(f->details[k]);
+        free(f->details);
+        for (size_t k = 0; k < f->nclasses; k++)
+            intvec_free(&f->classes[k].ranks);
+        free(f->classes);
+        intvec_free(&f->ranks);
+        intvec_free(&f->missing);
+        intvec_free(&f->waiting);
+        intvec_free(&f->cycle);
+    }
+    free(fs->v);
+    fs->v = NULL;
+    fs->n = fs->cap = 0;
+}
+
+void findings_normalize(struct findings *fs)
+{
+    for (size_t i = 0; i < fs->n; i++) {
+        struct finding *f = &fs->v[i];
+        f->ranks.n = rankset_normalize(f->ranks.v, f->ranks.n);
+        f->missing.n = rankset_normalize(f->missing.v, f->missing.n);
+        f->waiting.n = rankset_normalize(f->waiting.v, f->waiting.n);
+        for (size_t k = 0; k < f->nclasses; k++)
+            f->classes[k].ranks.n =
+                rankset_normalize(f->classes[k].ranks.v, f->classes[k].ranks.n);
+    }
+}

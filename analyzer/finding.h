@@ -1,0 +1,94 @@
+/* finding.h -- one diagnosis finding (a JSON `kind` of DESIGN.md) and the list of them. */
+#ifndef LOCKSTEP_FINDING_H
+#define LOCKSTEP_FINDING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "intvec.h"
+
+/* Kinds, in the order a root cause is preferred when several explain a stall. */
+enum finding_kind {
+    F_RANK_CRASHED,
+    F_RANK_EXITED,
+    F_NCCL_ERROR,
+    F_COMM_INIT_MISMATCH,
+    F_OP_MISMATCH,
+    F_COUNT_MISMATCH,
+    F_DTYPE_MISMATCH,
+    F_REDOP_MISMATCH,
+    F_ROOT_MISMATCH,
+    F_P2P_SIZE_MISMATCH,
+    F_DEADLOCK_CYCLE,
+    F_P2P_UNMATCHED,
+    F_MISSING_RANKS,
+    F_STRAGGLER,
+    F_TRACE_INCOMPLETE,
+    F_KIND_COUNT
+};
+
+/* A group of ranks that did the same thing from the same place (STAT-style). `role` says
+ * which side of the finding they are on ("called", "waiting", "missing"). */
+struct f_class {
+    struct intvec ranks;
+    const char *role;
+    int has_call;          /* the fields below describe a call */
+    int op, dtype, redop, root;
+    uint64_t count, seq;
+    uint64_t comm;
+    const char *callsite;  /* owned by the symbolizer */
+    const char *state;     /* rank state name, NULL if not relevant */
+    double seconds_ago;    /* since the call was entered (or the rank was last seen), < 0 none */
+};
+
+struct finding {
+    enum finding_kind kind;
+    size_t job;
+    char *summary;          /* one line */
+    char **details;         /* further lines for the text report */
+    size_t ndetails;
+    struct intvec ranks;    /* every global rank involved */
+    int has_comm, has_seq;
+    uint64_t comm, seq;
+    uint64_t time_ns;       /* when it happened, for ordering; 0 unknown */
+    int consequence_of;     /* index of the finding this one follows from, -1 none */
+    struct f_class *classes;
+    size_t nclasses;
+    struct intvec missing, waiting, cycle;
+    int rank, src, dst, signal, status, result; /* -1 where not relevant */
+    double late_by_s;
+    int vanished;           /* rank_crashed without a recorded signal */
+    int was_waiting;        /* rank_*: the rank was inside a NCCL call when it ended */
+    const char *reason;     /* trace_incomplete: no_trace, truncated, wrapped, ... */
+};
+
+struct findings {
+    struct finding *v;
+    size_t n, cap;
+};
+
+/* JSON name of a kind ("missing_ranks", ...). */
+const char *finding_kind_name(enum finding_kind k);
+
+/* Appends a new finding of `kind` with every optional field unset. Returns it, or NULL when
+ * out of memory. The pointer is valid until the next finding_add(). */
+struct finding *finding_add(struct findings *fs, enum finding_kind kind, size_t job);
+
+/* Sets the summary (printf-style), replacing any. */
+void finding_summary(struct finding *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Appends one detail line (printf-style). Lines that cannot be allocated are dropped. */
+void finding_detail(struct finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Adds rank r to the class equal to `key` (all fields but ranks compared), creating it.
+ * Returns 0, or -1 when out of memory. */
+int finding_class_add(struct finding *f, const struct f_class *key, int rank);
+
+/* Frees every finding and empties the list. */
+void findings_free(struct findings *fs);
+
+/* Sorts the ranks of every finding and class ascending, without duplicates. */
+void findings_normalize(struct findings *fs);
+
+#endif

@@ -1,0 +1,407 @@
+/* model.c -- builds the job model: global ranks, jobs, communicators and the members'
+ * collective and point-to-point sequences. Rank states live in model_state.c. */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Implemented in model_state.c. */
+int model_state_build(struct model *m);
+
+static uint64_t comm_key(uint64_t id, size_t job)
+{
+    return id ^ ((uint64_t)(job + 1) * 0x9e3779b97f4a7c15ull);
+}
+
+struct m_comm *model_comm(const struct model *m, size_t job, uint64_t id)
+{
+    size_t idx;
+    if (!idmap_get(&m->comm_index, comm_key(id, job), &idx))
+        return NULL;
+    struct m_comm *c = &m->comms[idx];
+    return c->id == id && c->job == job ? c : NULL;
+}
+
+static int global_rank(const struct tr_trace *t)
+{
+    if (t->hdr.rank >= 0)
+        return t->hdr.rank;
+    int best = -1, best_size = 0;
+    for (uint32_t i = 0; i < t->ncomms; i++) {
+        const struct ls_comm *c = &t->comms[i];
+        if (c->rank >= 0 && c->nranks > best_size) {
+            best = c->rank;
+            best_size = c->nranks;
+        }
+    }
+    return best;
+}
+
+/* ---- jobs -------------------------------------------------------------------------------- */
+
+static size_t uf_find(size_t *parent, size_t x)
+{
+    while (parent[x] != x) {
+        parent[x] = parent[parent[x]];
+        x = parent[x];
+    }
+    return x;
+}
+
+/* Assigns proc.job: by job id where the header has one, else by connected components of
+ * shared communicator ids. */
+static int assign_jobs(struct model *m)
+{
+    size_t n = m->nprocs;
+    size_t *parent = malloc((n ? n : 1) * sizeof(*parent));
+    size_t *job_of_root = malloc((n ? n : 1) * sizeof(*job_of_root));
+    struct idmap first = {0};
+    m->jobs = calloc(n ? n : 1, sizeof(*m->jobs));
+    if (!parent || !job_of_root || !m->jobs)
+        goto oom;
+    for (size_t i = 0; i < n; i++)
+        parent[i] = i;
+    for (size_t i = 0; i < n; i++) {
+        const struct tr_trace *t = m->procs[i].t;
+        if (t->hdr.job[0])
+            continue;
+        for (uint32_t c = 0; c < t->ncomms; c++) {
+            size_t other;
+            if (idmap_get(&first, t->comms[c].comm_id, &other))
+                parent[uf_find(parent, i)] = uf_find(parent, other);
+            else if (idmap_put(&first, t->comms[c].comm_id, i) < 0)
+                goto oom;
+        }
+    }
+    size_t anon = 0;
+    for (size_t i = 0; i < n; i++)
+        job_of_root[i] = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = m->procs[i].t->hdr.job;
+        size_t j;
+        if (name[0]) {
+            for (j = 0; j < m->njobs; j++)
+                if (strcmp(m->jobs[j].name, name) == 0)
+                    break;
+            if (j == m->njobs)
+                snprintf(m->jobs[m->njobs++].name, sizeof(m->jobs[0].name), "%s", name);
+        } else {
+            size_t root = uf_find(parent, i);
+            if (job_of_root[root] == (size_t)-1) {
+                job_of_root[root] = m->njobs;
+                snprintf(m->jobs[m->njobs++].name, sizeof(m->jobs[0].name), "anon-%zu", ++anon);
+            }
+            j = job_of_root[root];
+        }
+        m->procs[i].job = j;
+        m->jobs[j].nprocs++;
+    }
+    free(parent);
+    free(job_of_root);
+    idmap_free(&first);
+    return 0;
+oom:
+    free(parent);
+    free(job_of_root);
+    idmap_free(&first);
+    return -1;
+}
+
+static int cmp_proc_rank(const void *a, const void *b)
+{
+    const struct m_proc *x = *(struct m_proc *const *)a, *y = *(struct m_proc *const *)b;
+    if (x->rank != y->rank)
+        return (x->rank > y->rank) - (x->rank < y->rank);
+    return (x->t->hdr.start_ns > y->t->hdr.start_ns) - (x->t->hdr.start_ns < y->t->hdr.start_ns);
+}
+
+static int fill_jobs(struct model *m)
+{
+    for (size_t j = 0; j < m->njobs; j++) {
+        m->jobs[j].procs = calloc(m->jobs[j].nprocs + 1, sizeof(struct m_proc *));
+        if (!m->jobs[j].procs)
+            return -1;
+        m->jobs[j].nprocs = 0;
+    }
+    for (size_t i = 0; i < m->nprocs; i++) {
+        struct m_job *job = &m->jobs[m->procs[i].job];
+        job->procs[job->nprocs++] = &m->procs[i];
+    }
+    for (size_t j = 0; j < m->njobs; j++) {
+        struct m_job *job = &m->jobs[j];
+        qsort(job->procs, job->nprocs, sizeof(*job->procs), cmp_proc_rank);
+        int world = 0;
+        for (size_t i = 0; i < job->nprocs; i++) {
+            const struct tr_trace *t = job->procs[i]->t;
+            if (t->hdr.world_size > world)
+                world = t->hdr.world_size;
+            for (uint32_t c = 0; c < t->ncomms; c++)
+                if (t->comms[c].nranks > world && t->hdr.world_size <= 0)
+                    world = t->comms[c].nranks;
+            if (job->procs[i]->rank >= world)
+                world = job->procs[i]->rank + 1;
+        }
+        job->world_size = world;
+        job->by_rank = calloc((size_t)world + 1, sizeof(*job->by_rank));
+        if (!job->by_rank)
+            return -1;
+        /* Sorted by (rank, start): the newest process of a rank wins. */
+        for (size_t i = 0; i < job->nprocs; i++)
+            if (job->procs[i]->rank >= 0)
+                job->by_rank[job->procs[i]->rank] = job->procs[i];
+    }
+    return 0;
+}
+
+/* ---- communicators ----------------------------------------------------------------------- */
+
+static struct m_comm *get_comm(struct model *m, size_t job, const struct ls_comm *e)
+{
+    struct m_comm *c = model_comm(m, job, e->comm_id);
+    if (c)
+        return c;
+    c = &m->comms[m->ncomms];
+    memset(c, 0, sizeof(*c));
+    c->id = e->comm_id;
+    c->parent = e->parent_id;
+    c->color = e->create_op == LS_OP_COMM_SPLIT ? e->color : -1;
+    c->create_op = e->create_op;
+    c->job = job;
+    c->nranks = -1;
+    if (idmap_put(&m->comm_index, comm_key(e->comm_id, job), m->ncomms) < 0)
+        return NULL;
+    m->ncomms++;
+    return c;
+}
+
+static int grow_members(struct m_comm *c, int n)
+{
+    if (n <= c->nmembers)
+        return 0;
+    struct m_member *mb = realloc(c->members, (size_t)n * sizeof(*mb));
+    if (!mb)
+        return -1;
+    memset(mb + c->nmembers, 0, (size_t)(n - c->nmembers) * sizeof(*mb));
+    c->members = mb;
+    c->nmembers = n;
+    return 0;
+}
+
+static int add_membership(struct model *m, struct m_proc *p, const struct ls_comm *e)
+{
+    struct m_comm *c = get_comm(m, p->job, e);
+    if (!c)
+        return -1;
+    int size = e->nranks > 0 ? e->nranks : 0;
+    if (e->rank >= size)
+        size = e->rank + 1;
+    if (grow_members(c, size) < 0)
+        return -1;
+    if (c->nranks < 0)
+        c->nranks = e->nranks;
+    else if (e->nranks >= 0 && e->nranks != c->nranks)
+        c->size_disagrees = 1;
+    if (e->rank < 0 || c->members[e->rank].proc)
+        return 0; /* rank pending, or a second process claims the same comm rank */
+    c->members[e->rank].proc = p;
+    c->members[e->rank].entry = e;
+    c->members[e->rank].issued = e->coll_issued;
+    c->njoined++;
+    return 0;
+}
+
+/* The size most members claim (a simple vote over the members' entries). */
+static void settle_size(struct m_comm *c)
+{
+    if (!c->size_disagrees)
+        return;
+    int best = c->nranks, best_votes = 0;
+    for (int i = 0; i < c->nmembers; i++) {
+        if (!c->members[i].entry)
+            continue;
+        int v = c->members[i].entry->nranks, votes = 0;
+        for (int k = 0; k < c->nmembers; k++)
+            votes += c->members[k].entry && c->members[k].entry->nranks == v;
+        if (votes > best_votes || (votes == best_votes && v < best)) {
+            best = v;
+            best_votes = votes;
+        }
+    }
+    c->nranks = best;
+}
+
+static int push_rec(const struct ls_record ***v, size_t *n, const struct ls_record *r)
+{
+    if ((*n & (*n - 1)) == 0) { /* grow at powers of two */
+        const struct ls_record **nv = realloc(*v, (*n ? *n * 2 : 8) * sizeof(*nv));
+        if (!nv)
+            return -1;
+        *v = nv;
+    }
+    (*v)[(*n)++] = r;
+    return 0;
+}
+
+static int cmp_seq(const void *a, const void *b)
+{
+    const struct ls_record *x = *(const struct ls_record *const *)a;
+    const struct ls_record *y = *(const struct ls_record *const *)b;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static struct m_member *member_of(struct m_comm *c, const struct m_proc *p, int comm_rank)
+{
+    if (comm_rank >= 0 && comm_rank < c->nmembers && c->members[comm_rank].proc == p)
+        return &c->members[comm_rank];
+    for (int i = 0; i < c->nmembers; i++)
+        if (c->members[i].proc == p)
+            return &c->members[i];
+    return NULL;
+}
+
+static int index_records(struct model *m, struct m_proc *p)
+{
+    const struct tr_trace *t = p->t;
+    struct m_comm *c = NULL;
+    struct m_member *mb = NULL;
+    for (size_t i = 0; i < t->nrecords; i++) {
+        const struct ls_record *r = &t->records[i];
+        int coll = ls_op_is_collective(r->op), p2p = r->op == LS_OP_SEND || r->op == LS_OP_RECV;
+        if (!coll && !p2p)
+            continue;
+        if (!c || c->id != r->comm_id) {
+            c = model_comm(m, p->job, r->comm_id);
+            mb = c ? member_of(c, p, r->comm_rank) : NULL;
+        }
+        if (!mb)
+            continue; /* a communicator missing from the table (comm table full) */
+        if (coll && push_rec(&mb->colls, &mb->ncolls, r) < 0)
+            return -1;
+        if (p2p && push_rec(&mb->p2p, &mb->np2p, r) < 0)
+            return -1;
+        if (coll && r->seq > mb->issued)
+            mb->issued = r->seq;
+    }
+    return 0;
+}
+
+static int cmp_comm_id(const void *a, const void *b)
+{
+    const struct m_comm *x = *(struct m_comm *const *)a, *y = *(struct m_comm *const *)b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int build_comms(struct model *m)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < m->nprocs; i++)
+        total += m->procs[i].t->ncomms;
+    m->comms = calloc(total + 1, sizeof(*m->comms));
+    if (!m->comms)
+        return -1;
+    for (size_t i = 0; i < m->nprocs; i++)
+        for (uint32_t k = 0; k < m->procs[i].t->ncomms; k++)
+            if (add_membership(m, &m->procs[i], &m->procs[i].t->comms[k]) < 0)
+                return -1;
+    for (size_t i = 0; i < m->nprocs; i++)
+        if (index_records(m, &m->procs[i]) < 0)
+            return -1;
+    for (size_t i = 0; i < m->ncomms; i++) {
+        struct m_comm *c = &m->comms[i];
+        settle_size(c);
+        for (int k = 0; k < c->nmembers; k++) {
+            struct m_member *mb = &c->members[k];
+            for (size_t j = 1; j < mb->ncolls; j++) {
+                if (mb->colls[j - 1]->seq > mb->colls[j]->seq) {
+                    qsort(mb->colls, mb->ncolls, sizeof(*mb->colls), cmp_seq);
+                    break;
+                }
+            }
+            if (mb->issued > c->max_issued)
+                c->max_issued = mb->issued;
+        }
+        m->jobs[c->job].ncomms++;
+    }
+    for (size_t j = 0; j < m->njobs; j++) {
+        m->jobs[j].comms = calloc(m->jobs[j].ncomms + 1, sizeof(struct m_comm *));
+        if (!m->jobs[j].comms)
+            return -1;
+        m->jobs[j].ncomms = 0;
+    }
+    for (size_t i = 0; i < m->ncomms; i++) {
+        struct m_job *job = &m->jobs[m->comms[i].job];
+        job->comms[job->ncomms++] = &m->comms[i];
+    }
+    for (size_t j = 0; j < m->njobs; j++)
+        qsort(m->jobs[j].comms, m->jobs[j].ncomms, sizeof(struct m_comm *), cmp_comm_id);
+    return 0;
+}
+
+/* ---- queries ----------------------------------------------------------------------------- */
+
+const struct ls_record *model_member_coll(const struct m_member *mb, uint64_t seq)
+{
+    size_t lo = 0, hi = mb->ncolls;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (mb->colls[mid]->seq < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < mb->ncolls && mb->colls[lo]->seq == seq ? mb->colls[lo] : NULL;
+}
+
+int model_seq_lost(const struct m_member *mb, uint64_t seq)
+{
+    return seq >= 1 && seq <= mb->issued && !model_member_coll(mb, seq);
+}
+
+struct model *model_build(struct tr_trace **traces, size_t ntraces)
+{
+    struct model *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->procs = calloc(ntraces + 1, sizeof(*m->procs));
+    if (!m->procs) {
+        free(m);
+        return NULL;
+    }
+    m->nprocs = ntraces;
+    for (size_t i = 0; i < ntraces; i++) {
+        m->procs[i].t = traces[i];
+        m->procs[i].rank = global_rank(traces[i]);
+    }
+    if (assign_jobs(m) < 0 || fill_jobs(m) < 0 || build_comms(m) < 0 ||
+        model_state_build(m) < 0) {
+        model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void model_free(struct model *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->ncomms; i++) {
+        for (int k = 0; k < m->comms[i].nmembers; k++) {
+            free(m->comms[i].members[k].colls);
+            free(m->comms[i].members[k].p2p);
+        }
+        free(m->comms[i].members);
+    }
+    for (size_t j = 0; j < m->njobs; j++) {
+        free(m->jobs[j].procs);
+        free(m->jobs[j].comms);
+        free(m->jobs[j].by_rank);
+    }
+    for (size_t i = 0; i < m->nprocs; i++)
+        free(m->procs[i].group_ends);
+    free(m->procs);
+    free(m->comms);
+    free(m->jobs);
+    idmap_free(&m->comm_index);
+    free(m);
+}

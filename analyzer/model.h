@@ -1,0 +1,121 @@
+/* model.h -- the job model built from loaded traces: processes as global ranks, jobs,
+ * communicators with their members' collective sequences, groups and rank states. */
+#ifndef LOCKSTEP_MODEL_H
+#define LOCKSTEP_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "idmap.h"
+#include "trace_reader.h"
+
+/* Seconds without a heartbeat after which a process on another host counts as gone. */
+#define MODEL_HEARTBEAT_STALE_NS (10ull * 1000000000ull)
+
+enum rank_state {
+    RANK_IN_CALL,  /* alive, inside a NCCL call (or a group's GroupEnd) */
+    RANK_IDLE,     /* alive, not in any NCCL call */
+    RANK_EXITED,   /* exit()/_exit() recorded */
+    RANK_CRASHED,  /* a fatal signal reached the shim's handler */
+    RANK_VANISHED, /* no end recorded and the process is gone (SIGKILL, OOM killer) */
+};
+
+/* One process: one trace file. */
+struct m_proc {
+    struct tr_trace *t;
+    int rank;           /* global rank, -1 unknown */
+    size_t job;         /* index into model.jobs */
+    enum rank_state state;
+    uint64_t since_ns;  /* in the call / idle / ended since */
+    uint64_t last_seen_ns; /* newest heartbeat, end or call time */
+    const struct ls_record *current;   /* oldest call in flight, NULL if none */
+    const struct ls_record *last_call; /* newest record */
+    const struct ls_record **group_ends; /* GroupEnd records, ascending group id */
+    size_t ngroup_ends;
+};
+
+/* One rank's part of a communicator. */
+struct m_member {
+    struct m_proc *proc;          /* NULL: no trace joined as this comm rank */
+    const struct ls_comm *entry;  /* the process's comm table entry */
+    const struct ls_record **colls; /* collectives on this comm, ascending seq */
+    size_t ncolls;
+    const struct ls_record **p2p; /* sends and receives on this comm, ticket order */
+    size_t np2p;
+    uint64_t issued;              /* latest collective seq issued (survives wraps) */
+};
+
+struct m_comm {
+    uint64_t id, parent;
+    int nranks;            /* size most members agree on */
+    int size_disagrees;    /* members claim different sizes */
+    int color;             /* split color, -1 none */
+    uint32_t create_op;
+    int njoined;           /* members with a trace */
+    uint64_t max_issued;   /* highest collective seq any member issued */
+    struct m_member *members; /* nmembers slots, by comm rank */
+    int nmembers;          /* >= nranks when some member claims a larger size */
+    size_t job;
+};
+
+struct m_job {
+    char name[LS_JOB_LEN + 16]; /* job id, or "anon-N" for jobs without one */
+    struct m_proc **procs;     /* ascending global rank */
+    size_t nprocs;
+    struct m_comm **comms;     /* ascending id */
+    size_t ncomms;
+    int world_size;            /* from the launcher, else the largest communicator */
+    struct m_proc **by_rank;   /* world_size slots; NULL where no trace */
+    uint64_t now_ns;           /* reference time: newest heartbeat, end or call of the job */
+};
+
+struct model {
+    struct m_proc *procs;
+    size_t nprocs;
+    struct m_comm *comms;
+    size_t ncomms;
+    struct m_job *jobs;
+    size_t njobs;
+    struct idmap comm_index;   /* (comm id ^ job salt) -> index into comms */
+};
+
+/* Builds the model of the given traces; the model does not own them (free them after
+ * model_free()). Returns a new model, or NULL when out of memory. Free with model_free(). */
+struct model *model_build(struct tr_trace **traces, size_t ntraces);
+
+/* Frees the model (not the traces). NULL is fine. */
+void model_free(struct model *m);
+
+/* Returns the communicator `id` of job `job`, or NULL. */
+struct m_comm *model_comm(const struct model *m, size_t job, uint64_t id);
+
+/* Returns the member's record of collective #seq, or NULL when it was not issued or was
+ * overwritten (see model_seq_lost()). */
+const struct ls_record *model_member_coll(const struct m_member *mb, uint64_t seq);
+
+/* True when the member issued #seq but the ring no longer holds it. */
+int model_seq_lost(const struct m_member *mb, uint64_t seq);
+
+/* Returns the GroupEnd record of group `group_id` of process p, or NULL when the process has
+ * not reached it (or it was overwritten). */
+const struct ls_record *model_group_end(const struct m_proc *p, uint64_t group_id);
+
+/* True when record r of process p has completed: it returned and, inside a group, the
+ * group's GroupEnd returned too. */
+int model_op_complete(const struct m_proc *p, const struct ls_record *r);
+
+/* True when record r has been handed to NCCL: issued outside a group, or the process has
+ * entered its group's GroupEnd. */
+int model_op_launched(const struct m_proc *p, const struct ls_record *r);
+
+/* Fills `out` (up to max) with the collective/p2p/init records process p is blocked on: its
+ * in-flight call, or every op of the group whose GroupEnd it is in. Returns how many. */
+size_t model_blocked_ops(const struct m_proc *p, const struct ls_record **out, size_t max);
+
+/* Name of a rank state ("in_call", "idle", "exited", "crashed", "vanished"). */
+const char *model_state_name(enum rank_state s);
+
+/* True when the process is alive (in a call or idle). */
+int model_alive(const struct m_proc *p);
+
+#endif

@@ -1,0 +1,244 @@
+/* model_state.c -- what each rank is doing: in a call, idle, exited, crashed or vanished; group
+ * completion; the calls a rank is blocked on. */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NS 1000000000ull
+
+const char *model_state_name(enum rank_state s)
+{
+    switch (s) {
+    case RANK_IN_CALL: return "in_call";
+    case RANK_IDLE: return "idle";
+    case RANK_EXITED: return "exited";
+    case RANK_CRASHED: return "crashed";
+    case RANK_VANISHED: return "vanished";
+    }
+    return "?";
+}
+
+int model_alive(const struct m_proc *p)
+{
+    return p->state == RANK_IN_CALL || p->state == RANK_IDLE;
+}
+
+static int is_pending(const struct ls_record *r)
+{
+    return r->exit_ns == 0 && r->result == LS_RESULT_PENDING;
+}
+
+const struct ls_record *model_group_end(const struct m_proc *p, uint64_t group_id)
+{
+    size_t lo = 0, hi = p->ngroup_ends;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->group_ends[mid]->group_id < group_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->ngroup_ends && p->group_ends[lo]->group_id == group_id ? p->group_ends[lo]
+                                                                          : NULL;
+}
+
+static int in_group(const struct ls_record *r)
+{
+    return (r->flags & LS_REC_IN_GROUP) && r->group_id != 0;
+}
+
+int model_op_complete(const struct m_proc *p, const struct ls_record *r)
+{
+    if (in_group(r)) {
+        const struct ls_record *ge = model_group_end(p, r->group_id);
+        return ge && !is_pending(ge);
+    }
+    return !is_pending(r);
+}
+
+int model_op_launched(const struct m_proc *p, const struct ls_record *r)
+{
+    return !in_group(r) || model_group_end(p, r->group_id) != NULL;
+}
+
+static int is_waitable(const struct ls_record *r)
+{
+    return ls_op_is_collective(r->op) || r->op == LS_OP_SEND || r->op == LS_OP_RECV ||
+           (ls_op_is_comm(r->op) && r->op != LS_OP_COMM_FINALIZE);
+}
+
+size_t model_blocked_ops(const struct m_proc *p, const struct ls_record **out, size_t max)
+{
+    const struct tr_trace *t = p->t;
+    size_t n = 0;
+    for (size_t i = 0; i < t->nrecords && n < max; i++) {
+        const struct ls_record *r = &t->records[i];
+        if (!is_pending(r))
+            continue;
+        if (r->op == LS_OP_GROUP_END) {
+            for (size_t k = i; k-- > 0 && n < max;) {
+                const struct ls_record *g = &t->records[k];
+                if (g->op == LS_OP_GROUP_START && g->group_id == r->group_id &&
+                    g->group_depth == 0)
+                    break;
+                if (g->group_id == r->group_id && in_group(g) && is_waitable(g))
+                    out[n++] = g;
+            }
+        } else if (is_waitable(r) && !in_group(r)) {
+            out[n++] = r;
+        }
+    }
+    return n;
+}
+
+/* ---- liveness ---------------------------------------------------------------------------- */
+
+/* Returns 1 if pid runs here and started no later than the trace (not a reused pid), 0 if
+ * not, -1 if it cannot tell. */
+static int local_process_alive(int pid, uint64_t trace_start_ns)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *paren = strrchr(buf, ')');
+    if (!paren)
+        return -1;
+    /* Fields after the command: state is field 3; starttime is field 22. */
+    unsigned long long start_ticks = 0;
+    char *p = paren + 2;
+    for (int field = 3; field < 22 && p; field++) {
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+    }
+    if (!p || sscanf(p, "%llu", &start_ticks) != 1)
+        return -1;
+    f = fopen("/proc/stat", "r");
+    if (!f)
+        return -1;
+    unsigned long long btime = 0;
+    char line[256];
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "btime %llu", &btime) == 1)
+            break;
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (btime == 0 || hz <= 0)
+        return -1;
+    uint64_t started_ns = (btime + start_ticks / (unsigned long long)hz) * NS;
+    return started_ns <= trace_start_ns + 2 * NS;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+static uint64_t last_seen(const struct tr_trace *t)
+{
+    const struct ls_header *h = &t->hdr;
+    uint64_t s = max_u64(max_u64(h->heartbeat_ns, h->end_ns), max_u64(h->start_ns, h->last_enter_ns));
+    s = max_u64(s, h->last_exit_ns);
+    if (t->nrecords) {
+        const struct ls_record *r = &t->records[t->nrecords - 1];
+        s = max_u64(s, max_u64(r->enter_ns, r->exit_ns));
+    }
+    return s;
+}
+
+static int alive(const struct m_proc *p, uint64_t job_now, const char *hostname)
+{
+    const struct ls_header *h = &p->t->hdr;
+    if (hostname[0] && strcmp(h->host, hostname) == 0) {
+        int r = local_process_alive(h->pid, h->start_ns);
+        if (r >= 0)
+            return r;
+    }
+    uint64_t beat = h->heartbeat_ns ? h->heartbeat_ns : p->last_seen_ns;
+    return job_now <= beat || job_now - beat <= MODEL_HEARTBEAT_STALE_NS;
+}
+
+static int index_groups(struct m_proc *p)
+{
+    const struct tr_trace *t = p->t;
+    size_t n = 0;
+    for (size_t i = 0; i < t->nrecords; i++)
+        n += t->records[i].op == LS_OP_GROUP_END;
+    p->group_ends = calloc(n + 1, sizeof(*p->group_ends));
+    if (!p->group_ends)
+        return -1;
+    for (size_t i = 0; i < t->nrecords; i++)
+        if (t->records[i].op == LS_OP_GROUP_END)
+            p->group_ends[p->ngroup_ends++] = &t->records[i];
+    for (size_t i = 1; i < p->ngroup_ends; i++) {
+        /* Group ids grow per process; keep the index sorted even if a writer did otherwise. */
+        for (size_t k = i; k > 0 && p->group_ends[k - 1]->group_id > p->group_ends[k]->group_id;
+             k--) {
+            const struct ls_record *tmp = p->group_ends[k];
+            p->group_ends[k] = p->group_ends[k - 1];
+            p->group_ends[k - 1] = tmp;
+        }
+    }
+    return 0;
+}
+
+static void settle_state(struct m_proc *p, uint64_t job_now, const char *hostname)
+{
+    const struct tr_trace *t = p->t;
+    const struct ls_header *h = &t->hdr;
+    p->current = NULL;
+    for (size_t i = 0; i < t->nrecords && !p->current; i++)
+        if (is_pending(&t->records[i]))
+            p->current = &t->records[i];
+    p->last_call = t->nrecords ? &t->records[t->nrecords - 1] : NULL;
+    switch (h->end_kind) {
+    case LS_END_EXITED:
+    case LS_END_UNDERSCORE_EXIT:
+        p->state = RANK_EXITED;
+        p->since_ns = h->end_ns ? h->end_ns : p->last_seen_ns;
+        return;
+    case LS_END_SIGNALED:
+        p->state = RANK_CRASHED;
+        p->since_ns = h->end_ns ? h->end_ns : p->last_seen_ns;
+        return;
+    default:
+        break;
+    }
+    if (!alive(p, job_now, hostname)) {
+        p->state = RANK_VANISHED;
+        p->since_ns = h->heartbeat_ns ? h->heartbeat_ns : p->last_seen_ns;
+    } else if (p->current) {
+        p->state = RANK_IN_CALL;
+        p->since_ns = p->current->enter_ns;
+    } else {
+        p->state = RANK_IDLE;
+        p->since_ns = p->last_call ? max_u64(p->last_call->exit_ns, p->last_call->enter_ns)
+                                   : h->start_ns;
+    }
+}
+
+int model_state_build(struct model *m)
+{
+    char hostname[256] = "";
+    if (gethostname(hostname, sizeof(hostname) - 1) != 0)
+        hostname[0] = 0;
+    for (size_t i = 0; i < m->nprocs; i++) {
+        struct m_proc *p = &m->procs[i];
+        p->last_seen_ns = last_seen(p->t);
+        if (index_groups(p) < 0)
+            return -1;
+        struct m_job *job = &m->jobs[p->job];
+        job->now_ns = max_u64(job->now_ns, p->last_seen_ns);
+    }
+    for (size_t i = 0; i < m->nprocs; i++)
+        settle_state(&m->procs[i], m->jobs[m->procs[i].job].now_ns, hostname);
+    return 0;
+}

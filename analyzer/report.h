@@ -1,0 +1,31 @@
+/* report.h -- writes a diagnosis for people (text) or machines (JSON, docs/report-format.md). */
+#ifndef LOCKSTEP_REPORT_H
+#define LOCKSTEP_REPORT_H
+
+#include <stdio.h>
+
+#include "finding.h"
+#include "model.h"
+#include "symbolizer.h"
+
+#define REPORT_FORMAT_VERSION 1
+
+/* What a report covers. `jobs` selects the model's jobs shown (NULL: all). */
+struct report_input {
+    const struct model *m;
+    const struct findings *fs;
+    struct symbolizer *sym;
+    const size_t *jobs;
+    size_t njobs;
+    const char *const *unreadable; /* "file: problem" of each trace that could not be loaded */
+    size_t nunreadable;
+};
+
+/* Writes the JSON report (schema "lockstep_report": 1). Errors are the stream's. */
+void report_json(FILE *out, const struct report_input *in);
+
+/* Writes the text report: the root cause first, then details and rank states. With `color`,
+ * uses ANSI colour. Errors are the stream's. */
+void report_text(FILE *out, const struct report_input *in, int color);
+
+#endif

@@ -1,0 +1,247 @@
+/* report_json.c -- the machine-readable report; docs/report-format.md is its specification. */
+#include <string.h>
+
+#include "json_writer.h"
+#include "names.h"
+#include "report.h"
+
+static int job_shown(const struct report_input *in, size_t job)
+{
+    if (!in->jobs)
+        return 1;
+    for (size_t i = 0; i < in->njobs; i++)
+        if (in->jobs[i] == job)
+            return 1;
+    return 0;
+}
+
+static double ago_s(const struct m_job *j, uint64_t t)
+{
+    return t && t < j->now_ns ? (double)(j->now_ns - t) / 1e9 : 0.0;
+}
+
+static void write_call(struct json_writer *w, const char *key, const struct report_input *in,
+                       const struct m_proc *p, const struct ls_record *r)
+{
+    if (!r) {
+        json_null(w, key);
+        return;
+    }
+    const struct m_job *j = &in->m->jobs[p->job];
+    json_begin_object(w, key);
+    json_string(w, "op", ls_op_name(r->op));
+    if (r->comm_id)
+        json_hex64(w, "comm", r->comm_id);
+    else
+        json_null(w, "comm");
+    json_uint(w, "seq", r->seq);
+    json_uint(w, "count", r->count);
+    json_string(w, "dtype", ls_dtype_name(r->dtype));
+    json_string(w, "callsite", symbolizer_site(in->sym, p->t, r->callsite));
+    json_bool(w, "in_flight", r->exit_ns == 0 && r->result == LS_RESULT_PENDING);
+    json_string(w, "result", names_result(r->result));
+    json_double(w, "entered_s_ago", ago_s(j, r->enter_ns));
+    json_end_object(w);
+}
+
+static void write_rank(struct json_writer *w, const struct report_input *in, const struct m_proc *p)
+{
+    const struct ls_header *h = &p->t->hdr;
+    const struct m_job *j = &in->m->jobs[p->job];
+    json_begin_object(w, NULL);
+    json_int(w, "rank", p->rank);
+    json_string(w, "job", j->name);
+    json_string(w, "host", h->host);
+    json_int(w, "pid", h->pid);
+    json_string(w, "state", model_state_name(p->state));
+    json_double(w, "since_s_ago", ago_s(j, p->since_ns));
+    json_double(w, "heartbeat_age_s", ago_s(j, h->heartbeat_ns));
+    if (p->state == RANK_EXITED)
+        json_int(w, "exit_status", h->end_status);
+    else
+        json_null(w, "exit_status");
+    if (p->state == RANK_CRASHED)
+        json_int(w, "signal", h->end_signal);
+    else
+        json_null(w, "signal");
+    write_call(w, "current", in, p, p->state == RANK_IN_CALL ? p->current : NULL);
+    write_call(w, "last_call", in, p, p->last_call);
+    json_string(w, "trace", p->t->path);
+    json_uint(w, "records", p->t->nrecords);
+    json_bool(w, "wrapped", p->t->wrapped);
+    json_bool(w, "truncated", p->t->truncated);
+    json_end_object(w);
+}
+
+static void write_comm(struct json_writer *w, const struct report_input *in, const struct m_comm *c)
+{
+    json_begin_object(w, NULL);
+    json_hex64(w, "comm", c->id);
+    json_string(w, "job", in->m->jobs[c->job].name);
+    json_int(w, "nranks", c->nranks);
+    if (c->parent)
+        json_hex64(w, "parent", c->parent);
+    else
+        json_null(w, "parent");
+    if (c->color >= 0)
+        json_int(w, "color", c->color);
+    else
+        json_null(w, "color");
+    json_string(w, "created_by", ls_op_name(c->create_op));
+    json_int(w, "joined", c->njoined);
+    json_uint(w, "collectives_issued", c->max_issued);
+    /* Global rank of each comm rank; null where no trace joined. */
+    json_begin_array(w, "members");
+    for (int i = 0; i < c->nmembers; i++) {
+        if (c->members[i].proc)
+            json_int(w, NULL, c->members[i].proc->rank);
+        else
+            json_null(w, NULL);
+    }
+    json_end_array(w);
+    json_end_object(w);
+}
+
+static void write_class(struct json_writer *w, const struct f_class *c)
+{
+    json_begin_object(w, NULL);
+    json_int_array(w, "ranks", c->ranks.v, c->ranks.n);
+    json_string(w, "role", c->role);
+    if (c->has_call) {
+        json_string(w, "op", ls_op_name((unsigned)c->op));
+        json_uint(w, "count", c->count);
+        json_string(w, "dtype", c->dtype >= 0 ? ls_dtype_name((unsigned)c->dtype) : NULL);
+        json_string(w, "redop", c->redop >= 0 ? ls_redop_name(c->redop) : NULL);
+        if (c->root >= 0)
+            json_int(w, "root", c->root);
+        else
+            json_null(w, "root");
+        if (c->comm)
+            json_hex64(w, "comm", c->comm);
+        if (c->seq)
+            json_uint(w, "seq", c->seq);
+    } else {
+        json_null(w, "op");
+        json_null(w, "count");
+        json_null(w, "dtype");
+        json_null(w, "redop");
+        json_null(w, "root");
+    }
+    json_string(w, "callsite", c->callsite);
+    if (c->state)
+        json_string(w, "state", c->state);
+    if (c->seconds_ago >= 0)
+        json_double(w, "seconds_ago", c->seconds_ago);
+    json_end_object(w);
+}
+
+static void write_finding(struct json_writer *w, const struct report_input *in,
+                          const struct finding *f)
+{
+    json_begin_object(w, NULL);
+    json_string(w, "kind", finding_kind_name(f->kind));
+    json_string(w, "job", f->job == (size_t)-1 ? NULL : in->m->jobs[f->job].name);
+    json_string(w, "summary", f->summary ? f->summary : "");
+    json_int_array(w, "ranks", f->ranks.v, f->ranks.n);
+    if (f->has_comm)
+        json_hex64(w, "comm", f->comm);
+    if (f->has_seq)
+        json_uint(w, "seq", f->seq);
+    if (f->consequence_of >= 0)
+        json_int(w, "consequence_of", f->consequence_of);
+    else
+        json_null(w, "consequence_of");
+    switch (f->kind) {
+    case F_MISSING_RANKS:
+        json_int_array(w, "missing", f->missing.v, f->missing.n);
+        json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+        break;
+    case F_COMM_INIT_MISMATCH:
+        json_int_array(w, "missing", f->missing.v, f->missing.n);
+        break;
+    case F_P2P_UNMATCHED:
+    case F_P2P_SIZE_MISMATCH:
+        json_int(w, "src", f->src);
+        json_int(w, "dst", f->dst);
+        break;
+    case F_DEADLOCK_CYCLE:
+        json_int_array(w, "cycle", f->cycle.v, f->cycle.n);
+        break;
+    case F_STRAGGLER:
+        json_int(w, "rank", f->rank);
+        json_double(w, "late_by_s", f->late_by_s);
+        break;
+    case F_RANK_CRASHED:
+        json_int(w, "rank", f->rank);
+        if (f->vanished)
+            json_null(w, "signal");
+        else
+            json_int(w, "signal", f->signal);
+        json_bool(w, "vanished", f->vanished);
+        json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+        break;
+    case F_RANK_EXITED:
+        json_int(w, "rank", f->rank);
+        json_int(w, "status", f->status);
+        json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+        break;
+    case F_NCCL_ERROR:
+        json_int(w, "result", f->result);
+        json_string(w, "result_name", names_result(f->result));
+        break;
+    case F_TRACE_INCOMPLETE:
+        json_string(w, "reason", f->reason ? f->reason : "unknown");
+        break;
+    default:
+        break;
+    }
+    if (f->nclasses) {
+        json_begin_array(w, "classes");
+        for (size_t k = 0; k < f->nclasses; k++)
+            write_class(w, &f->classes[k]);
+        json_end_array(w);
+    }
+    json_begin_array(w, "details");
+    for (size_t k = 0; k < f->ndetails; k++)
+        json_string(w, NULL, f->details[k]);
+    json_end_array(w);
+    json_end_object(w);
+}
+
+void report_json(FILE *out, const struct report_input *in)
+{
+    struct json_writer w;
+    json_init(&w, out);
+    json_begin_object(&w, NULL);
+    json_int(&w, "lockstep_report", REPORT_FORMAT_VERSION);
+    json_begin_array(&w, "jobs");
+    for (size_t j = 0; j < in->m->njobs; j++) {
+        if (!job_shown(in, j))
+            continue;
+        json_begin_object(&w, NULL);
+        json_string(&w, "job", in->m->jobs[j].name);
+        json_int(&w, "world_size", in->m->jobs[j].world_size);
+        json_uint(&w, "traces", in->m->jobs[j].nprocs);
+        json_end_object(&w);
+    }
+    json_end_array(&w);
+    json_begin_array(&w, "findings");
+    for (size_t i = 0; i < in->fs->n; i++)
+        write_finding(&w, in, &in->fs->v[i]);
+    json_end_array(&w);
+    json_begin_array(&w, "ranks");
+    for (size_t j = 0; j < in->m->njobs; j++)
+        for (size_t i = 0; job_shown(in, j) && i < in->m->jobs[j].nprocs; i++)
+            write_rank(&w, in, in->m->jobs[j].procs[i]);
+    json_end_array(&w);
+    json_begin_array(&w, "communicators");
+    for (size_t j = 0; j < in->m->njobs; j++)
+        for (size_t i = 0; job_shown(in, j) && i < in->m->jobs[j].ncomms; i++)
+            write_comm(&w, in, in->m->jobs[j].comms[i]);
+    json_end_array(&w);
+    json_begin_array(&w, "unreadable");
+    for (size_t i = 0; i < in->nunreadable; i++)
+        json_string(&w, NULL, in->unreadable[i]);
+    json_end_array(&w);
+    json_end_object(&w);
+}

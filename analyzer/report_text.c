@@ -1,0 +1,131 @@
+/* report_text.c -- the report for people: the likely root cause first, then the other
+ * findings (marked when they follow from an earlier one), then what every rank is doing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rankset.h"
+#include "report.h"
+#include "timefmt.h"
+
+struct style {
+    const char *bold, *red, *yellow, *dim, *off;
+};
+
+static int job_shown(const struct report_input *in, size_t job)
+{
+    if (!in->jobs)
+        return 1;
+    for (size_t i = 0; i < in->njobs; i++)
+        if (in->jobs[i] == job)
+            return 1;
+    return 0;
+}
+
+/* One line per group of ranks in the same state, in the same call, from the same place. */
+struct state_group {
+    enum rank_state state;
+    const struct ls_record *example;
+    const struct m_proc *example_proc;
+    const char *site;
+    uint64_t seq_lo, seq_hi;
+    struct intvec ranks;
+};
+
+static void print_states(FILE *out, const struct report_input *in, const struct m_job *j,
+                         const struct style *st)
+{
+    struct state_group *g = calloc(j->nprocs + 1, sizeof(*g));
+    size_t ng = 0;
+    if (!g)
+        return;
+    for (size_t i = 0; i < j->nprocs; i++) {
+        const struct m_proc *p = j->procs[i];
+        const struct ls_record *r = p->state == RANK_IN_CALL ? p->current : p->last_call;
+        const char *site = r ? symbolizer_site(in->sym, p->t, r->callsite) : "";
+        size_t k;
+        for (k = 0; k < ng; k++) {
+            const struct ls_record *e = g[k].example;
+            if (g[k].state == p->state && g[k].site == site && (!e) == (!r) &&
+                (!r || (e->op == r->op && e->comm_id == r->comm_id)))
+                break;
+        }
+        if (k == ng) {
+            g[ng] = (struct state_group){p->state, r, p, site, r ? r->seq : 0, r ? r->seq : 0,
+                                         {0}};
+            ng++;
+        }
+        if (r && r->seq < g[k].seq_lo)
+            g[k].seq_lo = r->seq;
+        if (r && r->seq > g[k].seq_hi)
+            g[k].seq_hi = r->seq;
+        intvec_push(&g[k].ranks, p->rank);
+    }
+    fprintf(out, "\n%sranks%s (%s %zu traces):\n", st->bold, st->off, j->name, j->nprocs);
+    for (size_t k = 0; k < ng; k++) {
+        char *ranks = rankset_format(g[k].ranks.v, g[k].ranks.n);
+        const struct ls_record *r = g[k].example;
+        char seq[64] = "";
+        if (r && r->seq && g[k].seq_lo == g[k].seq_hi)
+            snprintf(seq, sizeof(seq), " #%llu", (unsigned long long)r->seq);
+        else if (r && r->seq)
+            snprintf(seq, sizeof(seq), " #%llu..#%llu", (unsigned long long)g[k].seq_lo,
+                     (unsigned long long)g[k].seq_hi);
+        char comm[32] = "";
+        if (r && r->comm_id)
+            snprintf(comm, sizeof(comm), " on comm %08llx", (unsigned long long)(r->comm_id >> 32));
+        fprintf(out, "  %-9s %-12s %s%s%s%s%s%s\n", model_state_name(g[k].state), ranks ? ranks : "?",
+                r ? (g[k].state == RANK_IN_CALL ? "in " : "last ") : "no NCCL call",
+                r ? ls_op_name(r->op) : "", seq, comm, r ? " from " : "", r ? g[k].site : "");
+        free(ranks);
+        intvec_free(&g[k].ranks);
+    }
+    free(g);
+}
+
+static void print_finding(FILE *out, const struct finding *f, size_t index,
+                          const struct style *st)
+{
+    int root = f->consequence_of < 0;
+    const char *colour = f->kind == F_TRACE_INCOMPLETE || f->kind == F_STRAGGLER ? st->yellow
+                         : root                                                  ? st->red
+                                                                                 : st->dim;
+    fprintf(out, "%s%zu. [%s]%s", colour, index + 1, finding_kind_name(f->kind), st->off);
+    if (!root)
+        fprintf(out, " %s(follows from %d)%s", st->dim, f->consequence_of + 1, st->off);
+    fprintf(out, " %s%s%s\n", root ? st->bold : "", f->summary ? f->summary : "", st->off);
+    for (size_t k = 0; k < f->ndetails; k++)
+        fprintf(out, "     %s\n", f->details[k]);
+}
+
+void report_text(FILE *out, const struct report_input *in, int color)
+{
+    struct style st = {"", "", "", "", ""};
+    if (color)
+        st = (struct style){"\033[1m", "\033[31m", "\033[33m", "\033[2m", "\033[0m"};
+    for (size_t i = 0; i < in->nunreadable; i++)
+        fprintf(out, "%scould not read%s %s\n", st.yellow, st.off, in->unreadable[i]);
+    for (size_t j = 0; j < in->m->njobs; j++) {
+        if (!job_shown(in, j))
+            continue;
+        const struct m_job *job = &in->m->jobs[j];
+        size_t n = 0, roots = 0;
+        for (size_t i = 0; i < in->fs->n; i++) {
+            n += in->fs->v[i].job == j;
+            roots += in->fs->v[i].job == j && in->fs->v[i].consequence_of < 0;
+        }
+        fprintf(out, "%slockstep: job %s%s, world size %d, %zu traces: ", st.bold, job->name,
+                st.off, job->world_size, job->nprocs);
+        if (n == 0)
+            fprintf(out, "no problems found\n");
+        else
+            fprintf(out, "%zu finding%s, %zu independent\n", n, n == 1 ? "" : "s", roots);
+        for (size_t i = 0; i < in->fs->n; i++)
+            if (in->fs->v[i].job == j)
+                print_finding(out, &in->fs->v[i], i, &st);
+        print_states(out, in, job, &st);
+        fputc('\n', out);
+    }
+    for (size_t i = 0; i < in->fs->n; i++)
+        if (in->fs->v[i].job == (size_t)-1)
+            print_finding(out, &in->fs->v[i], i, &st);
+}

@@ -1,0 +1,32 @@
+/* symbolizer.h -- turns call site ids into short readable places ("train.c:212 (main)"). */
+#ifndef LOCKSTEP_SYMBOLIZER_H
+#define LOCKSTEP_SYMBOLIZER_H
+
+#include <stdint.h>
+
+#include "trace_reader.h"
+
+struct symbolizer;
+
+/* Returns a new symbolizer, or NULL when out of memory. With use_addr2line set, file:line is
+ * looked up with addr2line(1) where the module exists and has debug info (the environment
+ * variable LOCKSTEP_ADDR2LINE=0 turns that off too). Free with symbolizer_free(). */
+struct symbolizer *symbolizer_new(int use_addr2line);
+
+/* Frees the symbolizer and every string it returned. NULL is fine. */
+void symbolizer_free(struct symbolizer *s);
+
+/* Returns the call site `callsite` of trace `t` as one short string: the innermost frame
+ * outside libnccl and lockstep, as "file.c:LINE (function)" when debug info exists, else
+ * "symbol+0xOFF (module)", else "module+0xOFF"; "?" for no call site. Never NULL; the string
+ * belongs to the symbolizer and lives until symbolizer_free(). */
+const char *symbolizer_site(struct symbolizer *s, const struct tr_trace *t, uint32_t callsite);
+
+/* Returns one frame as a string like symbolizer_site() does (for dumps). Same ownership. */
+const char *symbolizer_frame(struct symbolizer *s, const struct tr_frame *f);
+
+/* Returns the index of the frame that stands for the site (the first outside libnccl and
+ * lockstep, else 0). The site must have at least one frame. */
+uint32_t symbolizer_user_frame(const struct tr_site *site);
+
+#endif

@@ -1,0 +1,425 @@
+/* trace_reader.c -- loads a trace file section by section, checking every offset, count and
+ * string against the header and the file size before it is used. */
+#include "trace_reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Where bytes come from: an open file (read with pread) or a memory buffer. */
+struct source {
+    int fd;
+    const unsigned char *buf;
+    uint64_t size;
+};
+
+struct loader {
+    struct source src;
+    struct tr_trace *t;
+    char *err;
+    size_t errlen;
+};
+
+static int fail(struct loader *ld, const char *fmt, ...)
+{
+    va_list ap;
+    int n = snprintf(ld->err, ld->errlen, "%s: ", ld->t->path);
+    if (n < 0 || (size_t)n >= ld->errlen)
+        return -1;
+    va_start(ap, fmt);
+    vsnprintf(ld->err + n, ld->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Copies `len` bytes at `off` into dst; returns 0 if all of them exist, -1 otherwise. */
+static int read_exact(struct loader *ld, uint64_t off, void *dst, uint64_t len)
+{
+    if (off > ld->src.size || len > ld->src.size - off)
+        return -1;
+    if (ld->src.buf) {
+        memcpy(dst, ld->src.buf + off, len);
+        return 0;
+    }
+    unsigned char *p = dst;
+    while (len > 0) {
+        ssize_t n = pread(ld->src.fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        off += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return 0;
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    return calloc(n ? n : 1, size ? size : 1);
+}
+
+static int check_header(struct loader *ld)
+{
+    struct ls_header *h = &ld->t->hdr;
+    if (ld->src.size < sizeof(*h))
+        return fail(ld, "truncated: %llu bytes, shorter than the %u-byte header",
+                    (unsigned long long)ld->src.size, LS_HEADER_SIZE);
+    if (read_exact(ld, 0, h, sizeof(*h)) < 0)
+        return fail(ld, "cannot read the header");
+    if (memcmp(h->magic, LS_MAGIC, LS_MAGIC_LEN) != 0)
+        return fail(ld, "not a lockstep trace (bad magic)");
+    if (h->endian != LS_ENDIAN_TAG)
+        return fail(ld, "byte order tag 0x%08x: written on a machine of another byte order",
+                    h->endian);
+    if (h->version > LS_FORMAT_VERSION)
+        return fail(ld, "written by a newer lockstep (format %u, this reader knows %u)",
+                    h->version, LS_FORMAT_VERSION);
+    if (h->version == 0)
+        return fail(ld, "corrupt header: format version 0");
+    if (h->header_size != LS_HEADER_SIZE)
+        return fail(ld, "corrupt header: header_size %u, expected %u", h->header_size,
+                    LS_HEADER_SIZE);
+    if (h->record_size != sizeof(struct ls_record) || h->comm_entry_size != sizeof(struct ls_comm) ||
+        h->peer_entry_size != sizeof(struct ls_peer))
+        return fail(ld, "corrupt header: entry sizes %u/%u/%u do not match format %u",
+                    h->record_size, h->comm_entry_size, h->peer_entry_size, LS_FORMAT_VERSION);
+    if (h->ring_cap < LS_MIN_RING || h->ring_cap > LS_MAX_RING)
+        return fail(ld, "corrupt header: ring capacity %llu outside %u..%u",
+                    (unsigned long long)h->ring_cap, LS_MIN_RING, LS_MAX_RING);
+    if (h->comm_cap > TR_MAX_COMMS || h->peer_cap > TR_MAX_PEERS || h->site_cap > TR_MAX_SITES ||
+        h->str_cap > TR_MAX_STRINGS || h->stack_depth > LS_MAX_STACK_DEPTH)
+        return fail(ld, "corrupt header: table capacities out of bounds");
+    struct ls_layout l = ls_layout_for(h->comm_cap, h->peer_cap, h->site_cap, h->stack_depth,
+                                       h->str_cap, h->ring_cap);
+    if (l.comm_off != h->comm_off || l.peer_off != h->peer_off || l.site_off != h->site_off ||
+        l.str_off != h->str_off || l.ring_off != h->ring_off ||
+        l.site_entry_size != h->site_entry_size || l.file_size != h->file_size)
+        return fail(ld, "corrupt header: section offsets do not match its capacities");
+    if (h->comm_count > h->comm_cap || h->peer_count > h->peer_cap ||
+        h->site_count > h->site_cap || h->str_used > h->str_cap)
+        return fail(ld, "corrupt header: table counts exceed capacities");
+    h->host[LS_HOST_LEN - 1] = 0;
+    h->job[LS_JOB_LEN - 1] = 0;
+    h->job_source[sizeof(h->job_source) - 1] = 0;
+    h->cmdline[LS_CMDLINE_LEN - 1] = 0;
+    ld->t->file_bytes = ld->src.size;
+    ld->t->truncated = ld->src.size < h->file_size;
+    return 0;
+}
+
+/* The tables must be whole even in a truncated file; the ring may be cut. */
+static int check_tables_present(struct loader *ld)
+{
+    const struct ls_header *h = &ld->t->hdr;
+    if (h->ring_off > ld->src.size)
+        return fail(ld, "truncated: %llu of %llu bytes, the tables before the ring are cut",
+                    (unsigned long long)ld->src.size, (unsigned long long)h->file_size);
+    return 0;
+}
+
+static int load_comms(struct loader *ld)
+{
+    const struct ls_header *h = &ld->t->hdr;
+    struct tr_trace *t = ld->t;
+    uint32_t n = h->comm_count;
+    struct ls_comm *all = xcalloc(n, sizeof(*all));
+    t->comms = xcalloc(n, sizeof(*t->comms));
+    if (!all || !t->comms) {
+        free(all);
+        return fail(ld, "out of memory");
+    }
+    if (read_exact(ld, h->comm_off, all, (uint64_t)n * sizeof(*all)) < 0) {
+        free(all);
+        return fail(ld, "cannot read the communicator table");
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct ls_comm c = all[i];
+        if (c.comm_id == 0)
+            continue; /* reserved, not yet published */
+        if (c.nranks < -1 || c.nranks > (int32_t)LS_MAX_RING * 16 || c.rank < -1 ||
+            (c.nranks >= 0 && c.rank >= c.nranks)) {
+            free(all);
+            return fail(ld, "corrupt communicator entry %u (rank %d of %d)", i, c.rank,
+                        c.nranks);
+        }
+        c.name[LS_COMM_NAME_LEN - 1] = 0;
+        t->comms[t->ncomms++] = c;
+    }
+    free(all);
+    return 0;
+}
+
+static int load_peers(struct loader *ld)
+{
+    const struct ls_header *h = &ld->t->hdr;
+    struct tr_trace *t = ld->t;
+    uint32_t n = h->peer_count;
+    t->peers = xcalloc(n, sizeof(*t->peers));
+    if (!t->peers)
+        return fail(ld, "out of memory");
+    if (read_exact(ld, h->peer_off, t->peers, (uint64_t)n * sizeof(*t->peers)) < 0)
+        return fail(ld, "cannot read the peer table");
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (t->peers[i].comm_id == 0)
+            continue;
+        if (t->peers[i].peer < 0)
+            return fail(ld, "corrupt peer entry %u (peer %d)", i, t->peers[i].peer);
+        t->peers[kept++] = t->peers[i];
+    }
+    t->npeers = kept;
+    return 0;
+}
+
+static int load_strings(struct loader *ld)
+{
+    const struct ls_header *h = &ld->t->hdr;
+    struct tr_trace *t = ld->t;
+    t->strings_len = h->str_used;
+    t->strings = xcalloc(t->strings_len + 1, 1);
+    if (!t->strings)
+        return fail(ld, "out of memory");
+    if (read_exact(ld, h->str_off, t->strings, t->strings_len) < 0)
+        return fail(ld, "cannot read the string pool");
+    return 0;
+}
+
+/* Resolves a pool offset to a string; 0 is "unknown". Returns NULL when the offset is outside
+ * the used pool or the string there has no terminating NUL. */
+static const char *pool_string(const struct tr_trace *t, uint32_t off)
+{
+    if (off == 0)
+        return "";
+    if (off >= t->strings_len)
+        return NULL;
+    if (!memchr(t->strings + off, 0, t->strings_len - off))
+        return NULL;
+    return t->strings + off;
+}
+
+static int load_sites(struct loader *ld)
+{
+    const struct ls_header *h = &ld->t->hdr;
+    struct tr_trace *t = ld->t;
+    uint32_t n = h->site_count;
+    size_t esz = h->site_entry_size;
+    unsigned char *raw = xcalloc(n, esz);
+    t->sites = xcalloc(n, sizeof(*t->sites));
+    t->nsites = n;
+    if (!raw || !t->sites) {
+        free(raw);
+        return fail(ld, "out of memory");
+    }
+    if (read_exact(ld, h->site_off, raw, (uint64_t)n * esz) < 0) {
+        free(raw);
+        return fail(ld, "cannot read the call site table");
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct ls_site s;
+        memcpy(&s, raw + i * esz, sizeof(s));
+        if (s.state != 1)
+            continue; /* not yet published */
+        if (s.nframes > h->stack_depth) {
+            free(raw);
+            return fail(ld, "corrupt call site %u: %u frames, at most %u", i + 1, s.nframes,
+                        h->stack_depth);
+        }
+        struct tr_site *ts = &t->sites[i];
+        ts->frames = xcalloc(s.nframes, sizeof(*ts->frames));
+        if (!ts->frames) {
+            free(raw);
+            return fail(ld, "out of memory");
+        }
+        ts->count = s.count;
+        for (uint32_t f = 0; f < s.nframes; f++) {
+            struct ls_frame fr;
+            memcpy(&fr, raw + i * esz + sizeof(s) + f * sizeof(fr), sizeof(fr));
+            const char *mod = pool_string(t, fr.module);
+            const char *sym = pool_string(t, fr.symbol);
+            if (!mod || !sym) {
+                free(raw);
+                return fail(ld, "corrupt call site %u: frame %u names a string outside the pool",
+                            i + 1, f);
+            }
+            ts->frames[f] = (struct tr_frame){fr.pc, fr.module_off, fr.symbol_off, mod, sym};
+        }
+        ts->nframes = s.nframes;
+    }
+    free(raw);
+    return 0;
+}
+
+static int check_record(struct loader *ld, const struct ls_record *r)
+{
+    const struct ls_header *h = &ld->t->hdr;
+    if (r->op == LS_OP_NONE || r->op >= LS_OP_COUNT)
+        return fail(ld, "corrupt record (ticket %llu): op %u", (unsigned long long)(r->ticket - 1),
+                    r->op);
+    if (r->callsite > h->site_cap)
+        return fail(ld, "corrupt record (ticket %llu): call site %u beyond the table (%u)",
+                    (unsigned long long)(r->ticket - 1), r->callsite, h->site_cap);
+    return 0;
+}
+
+static int load_ring(struct loader *ld)
+{
+    const struct ls_header *h = &ld->t->hdr;
+    struct tr_trace *t = ld->t;
+    uint64_t cap = h->ring_cap, next = h->next_ticket;
+    uint64_t first = next > cap ? next - cap : 0;
+    uint64_t n = next - first;
+    t->first_ticket = first;
+    t->wrapped = next > cap;
+    t->records = xcalloc(n, sizeof(*t->records));
+    t->busy_tickets = xcalloc(n, sizeof(*t->busy_tickets));
+    if (!t->records || !t->busy_tickets)
+        return fail(ld, "out of memory");
+    /* Read the slots in ring order (at most two runs) and pick records in ticket order. */
+    struct ls_record *slots = xcalloc(n, sizeof(*slots));
+    if (!slots)
+        return fail(ld, "out of memory");
+    uint64_t whole = 0; /* slots fully inside the file */
+    if (ld->src.size > h->ring_off)
+        whole = (ld->src.size - h->ring_off) / sizeof(struct ls_record);
+    uint64_t readable = whole < cap ? whole : cap;
+    uint64_t want = n < cap ? n : cap; /* slots 0..want-1 hold tickets when not wrapped */
+    uint64_t nread = want < readable ? want : readable;
+    if (!t->wrapped) {
+        if (read_exact(ld, h->ring_off, slots, nread * sizeof(*slots)) < 0)
+            goto io;
+    } else if (read_exact(ld, h->ring_off, slots, readable * sizeof(*slots)) < 0) {
+        goto io;
+    }
+    for (uint64_t tk = first; tk < next; tk++) {
+        uint64_t slot = tk % cap;
+        if (slot >= readable) {
+            t->lost_to_truncation++;
+            continue;
+        }
+        const struct ls_record *r = &slots[slot];
+        uint64_t tick = r->ticket;
+        if (tick & LS_TICKET_BUSY) {
+            t->busy_tickets[t->nbusy++] = tk;
+            continue;
+        }
+        if (tick == tk + 1) {
+            if (check_record(ld, r) < 0) {
+                free(slots);
+                return -1;
+            }
+            t->records[t->nrecords++] = *r;
+        } else if (tick > tk + 1 && (tick - 1) % cap == slot) {
+            /* A live writer lapped this slot after the header was read: newer than our view. */
+            t->nunwritten++;
+        } else if (tick == 0 || (tick - 1) % cap == slot) {
+            t->nunwritten++; /* reserved, never published, or an older lap */
+        } else {
+            free(slots);
+            return fail(ld, "corrupt ring: slot %llu holds ticket %llu",
+                        (unsigned long long)slot, (unsigned long long)(tick - 1));
+        }
+    }
+    free(slots);
+    return 0;
+io:
+    free(slots);
+    return fail(ld, "cannot read the record ring");
+}
+
+static int check_record_sites(struct loader *ld)
+{
+    /* Records may name sites published after the header's site_count was read: drop those ids
+     * rather than trust an entry that was not checked. */
+    struct tr_trace *t = ld->t;
+    for (size_t i = 0; i < t->nrecords; i++)
+        if (t->records[i].callsite > t->nsites)
+            t->records[i].callsite = 0;
+    return 0;
+}
+
+static struct tr_trace *load(struct source src, const char *name, char *err, size_t errlen)
+{
+    struct tr_trace *t = calloc(1, sizeof(*t));
+    if (!t) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return NULL;
+    }
+    t->path = strdup(name);
+    if (!t->path) {
+        free(t);
+        snprintf(err, errlen, "%s: out of memory", name);
+        return NULL;
+    }
+    struct loader ld = {src, t, err, errlen};
+    if (check_header(&ld) < 0 || check_tables_present(&ld) < 0 || load_comms(&ld) < 0 ||
+        load_peers(&ld) < 0 || load_strings(&ld) < 0 || load_sites(&ld) < 0 ||
+        load_ring(&ld) < 0 || check_record_sites(&ld) < 0) {
+        trace_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+struct tr_trace *trace_load(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    struct source src = {fd, NULL, (uint64_t)st.st_size};
+    struct tr_trace *t = load(src, path, err, errlen);
+    close(fd);
+    return t;
+}
+
+struct tr_trace *trace_load_buffer(const char *name, const void *buf, size_t len, char *err,
+                                   size_t errlen)
+{
+    struct source src = {-1, buf, len};
+    return load(src, name, err, errlen);
+}
+
+void trace_free(struct tr_trace *t)
+{
+    if (!t)
+        return;
+    for (uint32_t i = 0; i < t->nsites; i++)
+        free(t->sites[i].frames);
+    free(t->sites);
+    free(t->comms);
+    free(t->peers);
+    free(t->strings);
+    free(t->records);
+    free(t->busy_tickets);
+    free(t->path);
+    free(t);
+}
+
+const struct tr_site *trace_site(const struct tr_trace *t, uint32_t callsite)
+{
+    if (callsite == 0 || callsite > t->nsites || t->sites[callsite - 1].nframes == 0)
+        return NULL;
+    return &t->sites[callsite - 1];
+}
+
+const struct ls_comm *trace_comm(const struct tr_trace *t, uint64_t comm_id)
+{
+    for (uint32_t i = 0; i < t->ncomms; i++)
+        if (t->comms[i].comm_id == comm_id)
+            return &t->comms[i];
+    return NULL;
+}

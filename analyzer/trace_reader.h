@@ -1,0 +1,76 @@
+/* trace_reader.h -- loads one lockstep trace file into a checked, self-contained memory image. */
+#ifndef LOCKSTEP_TRACE_READER_H
+#define LOCKSTEP_TRACE_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lockstep/trace_format.h"
+
+/* Bounds a reader accepts beyond those in trace_format.h: larger tables are taken as corrupt. */
+#define TR_MAX_COMMS (1u << 20)
+#define TR_MAX_PEERS (1u << 24)
+#define TR_MAX_SITES (1u << 20)
+#define TR_MAX_STRINGS (1ull << 30)
+
+/* One frame of a call site, strings resolved against the pool (never NULL; "" = unknown). */
+struct tr_frame {
+    uint64_t pc;
+    uint64_t module_off;
+    uint64_t symbol_off;
+    const char *module;
+    const char *symbol;
+};
+
+/* One call site: nframes frames, innermost first. A site not (yet) published has nframes 0. */
+struct tr_site {
+    uint32_t nframes;
+    uint64_t count;
+    struct tr_frame *frames;
+};
+
+/* A loaded trace. Everything it points to is owned by it; free with trace_free(). */
+struct tr_trace {
+    char *path;
+    struct ls_header hdr;       /* copy, host/job/cmdline NUL-terminated */
+    struct ls_comm *comms;      /* entries with comm_id != 0, table order */
+    uint32_t ncomms;
+    struct ls_peer *peers;      /* entries with comm_id != 0 */
+    uint32_t npeers;
+    struct tr_site *sites;      /* site id N is sites[N-1]; nsites == hdr.site_count */
+    uint32_t nsites;
+    char *strings;              /* copy of the used part of the string pool */
+    uint64_t strings_len;
+    struct ls_record *records;  /* published records, sorted by ticket */
+    size_t nrecords;
+    uint64_t first_ticket;      /* oldest ticket the ring can still hold */
+    int wrapped;                /* older records were overwritten */
+    size_t nbusy;               /* half-written records (writer died while writing) */
+    uint64_t *busy_tickets;     /* their tickets, ascending */
+    size_t nunwritten;          /* reserved tickets whose record never appeared */
+    uint64_t file_bytes;        /* size of the file as read */
+    int truncated;              /* file shorter than hdr.file_size */
+    size_t lost_to_truncation;  /* ring slots beyond the end of a truncated file */
+};
+
+/* Loads the trace at `path`. Returns a new trace (free with trace_free()), or NULL on error,
+ * with a message naming the file and the problem written to `err` (up to errlen bytes). A
+ * truncated file still loads when its header and tables are whole: `truncated` is then set
+ * and the records past the end are missing. Safe on files a live process is still writing. */
+struct tr_trace *trace_load(const char *path, char *err, size_t errlen);
+
+/* Same as trace_load() but from a memory buffer of `len` bytes (tests, and files read
+ * elsewhere); `name` is used in messages and copied into `path`. */
+struct tr_trace *trace_load_buffer(const char *name, const void *buf, size_t len, char *err,
+                                   size_t errlen);
+
+/* Frees a trace and everything it owns. NULL is fine. */
+void trace_free(struct tr_trace *t);
+
+/* Returns the call site with id `callsite` (1-based) or NULL when it is 0 or unknown. */
+const struct tr_site *trace_site(const struct tr_trace *t, uint32_t callsite);
+
+/* Returns the comm table entry with this id or NULL. */
+const struct ls_comm *trace_comm(const struct tr_trace *t, uint64_t comm_id);
+
+#endif

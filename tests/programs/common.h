@@ -1,0 +1,82 @@
+/* common.h -- helpers shared by the NCCL test programs: rank environment, id exchange, buffers. */
+#ifndef LOCKSTEP_TEST_COMMON_H
+#define LOCKSTEP_TEST_COMMON_H
+
+#include <nccl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Exit 1 with file:line, the call, NCCL's error string and last error if
+ * `call` does not return ncclSuccess. */
+#define TP_CHECK(call)                                                          \
+    do {                                                                        \
+        ncclResult_t tp_res_ = (call);                                          \
+        if (tp_res_ != ncclSuccess) {                                           \
+            fprintf(stderr, "rank %d: %s:%d: %s failed: %s (%s)\n", tp_rank(),  \
+                    __FILE__, __LINE__, #call, ncclGetErrorString(tp_res_),     \
+                    ncclGetLastError(NULL));                                    \
+            exit(1);                                                            \
+        }                                                                       \
+    } while (0)
+
+/* $RANK, or 0 when unset. */
+int tp_rank(void);
+
+/* $WORLD_SIZE, or 1 when unset. */
+int tp_world_size(void);
+
+/* $LOCAL_RANK, or tp_rank() when unset. */
+int tp_local_rank(void);
+
+/* Print "rank R: <message>" on stderr and exit 1. */
+void tp_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+/* An ncclUniqueId all ranks agree on. Rank 0 makes it with ncclGetUniqueId and
+ * writes it atomically (temp file + rename) to $LOCKSTEP_TEST_IDFILE.<tag>;
+ * the others poll until that file appears. Each tag must be used once per
+ * run. With one rank and no LOCKSTEP_TEST_IDFILE the id stays local. */
+ncclUniqueId tp_exchange_id(const char *tag);
+
+/* The world communicator: tp_exchange_id("world") + ncclCommInitRank with
+ * RANK/WORLD_SIZE. Exits 1 on failure. */
+void tp_init_world(ncclComm_t *comm);
+
+/* Bytes per element of dt (0 if invalid). */
+size_t tp_dtype_size(ncclDataType_t dt);
+
+/* Short name of dt, e.g. "float32". */
+const char *tp_dtype_name(ncclDataType_t dt);
+
+/* Element i of buf, converted to double (any NCCL datatype). */
+double tp_get(const void *buf, size_t i, ncclDataType_t dt);
+
+/* Store v as element i of buf: floats round to nearest even, integers
+ * truncate and wrap to the type's width. */
+void tp_set(void *buf, size_t i, ncclDataType_t dt, double v);
+
+/* Deterministic small integer in [0, 8) for (rank, index, salt): exact in
+ * every datatype, and sums over 16 ranks stay exact even in fp16/bf16. */
+int tp_pattern(int rank, size_t i, int salt);
+
+/* buf[i] = tp_pattern(rank, i, salt) for i < count. */
+void tp_fill(void *buf, size_t count, ncclDataType_t dt, int rank, int salt);
+
+/* Compare buf[0..count) with expect(i, ctx) (absolute tolerance tol); on the
+ * first difference print what/index/values and exit 1. */
+void tp_verify(const void *buf, size_t count, ncclDataType_t dt,
+               double (*expect)(size_t i, void *ctx), void *ctx, double tol,
+               const char *what);
+
+/* FNV-1a of n bytes continuing from h (start with TP_FNV_INIT). */
+#define TP_FNV_INIT 0xcbf29ce484222325ull
+uint64_t tp_fnv(uint64_t h, const void *p, size_t n);
+
+/* Sleep for ms milliseconds. */
+void tp_sleep_ms(int ms);
+
+/* malloc that exits 1 on failure; memory is zeroed. */
+void *tp_alloc(size_t bytes);
+
+#endif

@@ -1,0 +1,657 @@
+/* sim.c -- simulates ranks issuing NCCL calls with NCCL's blocking semantics (a call returns
+ * only when every participant issued a matching call) and writes what each rank's shim would
+ * have recorded. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scenario.h"
+#include "trace_writer.h"
+
+#define NS 1000000000ull
+#define T0_NS 1700000000000000000ull
+#define GAP_NS 10000000ull  /* compute between iterations */
+#define COLL_NS 1000000ull  /* a collective's duration once everyone is there */
+#define CALL_NS 2000ull     /* a call that returns at once */
+#define BASE_COUNT 1048576ull
+#define MAX_OPS 8
+#define BUCKETS 4096
+
+enum step_kind { ST_INIT, ST_SPLIT, ST_GSTART, ST_GEND, ST_COLL, ST_SEND, ST_RECV };
+enum site_kind { SITE_INIT, SITE_TRAIN, SITE_EVAL, SITE_HALO, SITE_SUB, SITE_ODD, NSITES };
+
+struct step {
+    enum step_kind kind;
+    int comm; /* 0 world, 1 sub */
+    int op, dtype, redop, peer;
+    uint64_t count;
+    enum site_kind site;
+};
+
+/* What must agree for a rendezvous to complete. */
+struct sig {
+    int op, dtype, redop, root;
+    uint64_t count;
+};
+
+/* One call waiting for its partners; the key names the rendezvous it joins. */
+struct op_inst {
+    int rank;
+    int done;
+    uint64_t done_ns;
+    struct sig sig;
+    uint64_t comm_id, seq;
+    int kind, a, b, expected; /* kind 0 collective, 1 p2p (a src, b dst), 2 init */
+};
+
+struct rendezvous {
+    uint64_t comm_id, seq;
+    int kind, a, b, expected, arrived;
+    struct op_inst **who;
+    uint64_t latest_launch;
+    struct rendezvous *next;
+};
+
+struct rank_state {
+    int rank;
+    struct tw_file *f;
+    uint64_t clock;
+    int iter; /* 0: prologue; 1..ncoll; ncoll+1: epilogue */
+    struct step steps[16];
+    int nsteps, pc;
+    int done, blocked, queued, stopped_how, stop_arg;
+    struct ls_comm *comm[2];
+    uint64_t comm_id[2];
+    int comm_rank[2], comm_size[2];
+    uint32_t site[NSITES];
+    uint64_t group_id, group_calls, block_ticket;
+    int in_group;
+    struct op_inst ops[MAX_OPS];
+    int nops;
+};
+
+struct sim {
+    const struct scenario *sc;
+    struct rank_state *r;
+    int *queue;
+    size_t qhead, qtail, qcap;
+    struct rendezvous *buckets[BUCKETS];
+    uint64_t now;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x ? x : 1;
+}
+
+static uint64_t hash_str(const char *s, uint64_t h)
+{
+    for (; *s; s++)
+        h = mix64(h ^ (unsigned char)*s);
+    return h;
+}
+
+static void push(struct sim *s, int rank)
+{
+    if (s->r[rank].queued)
+        return;
+    s->r[rank].queued = 1;
+    s->queue[s->qtail++ % s->qcap] = rank;
+}
+
+/* ---- programs ---------------------------------------------------------------------------- */
+
+static void add(struct rank_state *rs, struct step st)
+{
+    rs->steps[rs->nsteps++] = st;
+}
+
+static struct step coll(int comm, int op, uint64_t count, int peer, enum site_kind site)
+{
+    struct step st = {ST_COLL, comm, op, 7 /* fp32 */, -1, peer, count, site};
+    if (ls_op_has_redop((unsigned)op))
+        st.redop = 0;
+    return st;
+}
+
+static struct step world_collective(const struct scenario *sc, int rank, int i)
+{
+    int rooted = i % 10 == 0 || (sc->mismatch == MIS_ROOT && i == sc->mismatch_seq);
+    struct step st = rooted ? coll(0, LS_OP_BROADCAST, BASE_COUNT / 4, 0, SITE_EVAL)
+                            : coll(0, LS_OP_ALLREDUCE, BASE_COUNT, -1, SITE_TRAIN);
+    if (sc->mismatch != MIS_NONE && rank == sc->mismatch_rank && i == sc->mismatch_seq) {
+        st.site = SITE_ODD;
+        switch (sc->mismatch) {
+        case MIS_OP: st = coll(0, rooted ? LS_OP_ALLREDUCE : LS_OP_BROADCAST, st.count,
+                               rooted ? -1 : 0, SITE_ODD); break;
+        case MIS_COUNT: st.count *= 2; break;
+        case MIS_DTYPE: st.dtype = 6; /* fp16 */ break;
+        case MIS_REDOP: st.redop = 2; /* max */ break;
+        case MIS_ROOT: st.peer = 1; break;
+        default: break;
+        }
+    }
+    return st;
+}
+
+static const struct stop *stop_at(const struct scenario *sc, int rank, int iter)
+{
+    for (int i = 0; i < sc->nstops; i++)
+        if (sc->stops[i].rank == rank && sc->stops[i].seq == iter)
+            return &sc->stops[i];
+    return NULL;
+}
+
+/* Fills the steps of the rank's next iteration (iteration 0 is the prologue that creates the
+ * communicators); returns 0 when the program is over. */
+static int next_iteration(struct sim *s, struct rank_state *rs)
+{
+    const struct scenario *sc = s->sc;
+    int n = sc->nranks, r = rs->rank, i = rs->iter++;
+    rs->nsteps = rs->pc = 0;
+    if (i == 0) {
+        if (r == sc->never_join_rank) {
+            rs->stopped_how = STOP_IDLE;
+            return 0;
+        }
+        add(rs, (struct step){.kind = ST_INIT, .site = SITE_INIT});
+        if (sc->split)
+            add(rs, (struct step){.kind = ST_SPLIT, .site = SITE_INIT});
+        return 1;
+    }
+    if (i > sc->ncoll) {
+        const struct stop *st = stop_at(sc, r, i);
+        rs->stopped_how = st ? (int)st->how : STOP_EXIT;
+        rs->stop_arg = st ? st->arg : 0;
+        return 0;
+    }
+    const struct stop *st = stop_at(sc, r, i);
+    if (st && st->how != STOP_BUSY) {
+        rs->stopped_how = (int)st->how;
+        rs->stop_arg = st->arg;
+        return 0;
+    }
+    rs->clock += GAP_NS;
+    if (r == sc->straggler_rank)
+        rs->clock += (uint64_t)(sc->straggler_s * 1e9);
+    if (sc->p2p && n > 1) {
+        struct step send = {ST_SEND, 0, LS_OP_SEND, 7, -1, (r + 1) % n, BASE_COUNT / 8,
+                            SITE_HALO};
+        struct step recv = {ST_RECV, 0, LS_OP_RECV, 7, -1, (r + n - 1) % n, BASE_COUNT / 8,
+                            SITE_HALO};
+        if (i == sc->ncoll && r == sc->p2p_size_rank)
+            send.count *= 2;
+        add(rs, (struct step){.kind = ST_GSTART, .site = SITE_HALO});
+        add(rs, send);
+        if (!(i == sc->ncoll && r == sc->p2p_skip_recv_rank))
+            add(rs, recv);
+        add(rs, (struct step){.kind = ST_GEND, .site = SITE_HALO});
+    }
+    struct step world = world_collective(sc, r, i);
+    struct step sub = coll(1, LS_OP_ALLREDUCE, BASE_COUNT / 2, -1, SITE_SUB);
+    int swap = sc->split && i == sc->ncoll && r == sc->deadlock_rank;
+    if (swap)
+        add(rs, sub);
+    if (sc->grouped)
+        add(rs, (struct step){.kind = ST_GSTART, .site = world.site});
+    add(rs, world);
+    if (sc->grouped)
+        add(rs, (struct step){.kind = ST_GEND, .site = world.site});
+    if (sc->split && !swap)
+        add(rs, sub);
+    return 1;
+}
+
+/* ---- rendezvous -------------------------------------------------------------------------- */
+
+static int sig_equal(const struct sig *a, const struct sig *b)
+{
+    return a->op == b->op && a->count == b->count && a->dtype == b->dtype &&
+           a->redop == b->redop && a->root == b->root;
+}
+
+static void complete_rank(struct sim *s, struct rank_state *rs)
+{
+    uint64_t exit_ns = rs->clock;
+    for (int i = 0; i < rs->nops; i++)
+        if (rs->ops[i].done_ns > exit_ns)
+            exit_ns = rs->ops[i].done_ns;
+    exit_ns += CALL_NS;
+    tw_end(rs->f, rs->block_ticket, exit_ns, 0);
+    for (int c = 0; c < 2; c++)
+        if (rs->comm[c])
+            rs->comm[c]->coll_done = rs->comm[c]->coll_issued;
+    rs->clock = exit_ns + CALL_NS;
+    rs->blocked = 0;
+    rs->nops = 0;
+    push(s, rs->rank);
+}
+
+static struct rendezvous **bucket_of(struct sim *s, const struct op_inst *o)
+{
+    uint64_t h = mix64(o->comm_id ^ mix64(o->seq * 4 + (uint64_t)o->kind) ^
+                       mix64((uint64_t)(uint32_t)o->a << 32 | (uint32_t)o->b));
+    return &s->buckets[h % BUCKETS];
+}
+
+/* The rank's op `o` is launched at launch_ns: join its rendezvous and complete it when whole. */
+static void arrive(struct sim *s, struct op_inst *o, uint64_t launch_ns)
+{
+    struct rendezvous **head = bucket_of(s, o), *rv;
+    for (rv = *head; rv; rv = rv->next)
+        if (rv->comm_id == o->comm_id && rv->seq == o->seq && rv->kind == o->kind &&
+            rv->a == o->a && rv->b == o->b)
+            break;
+    if (!rv) {
+        rv = calloc(1, sizeof(*rv));
+        if (!rv || !(rv->who = calloc((size_t)o->expected, sizeof(*rv->who)))) {
+            fprintf(stderr, "lockstep-tracegen: out of memory\n");
+            exit(1);
+        }
+        rv->comm_id = o->comm_id;
+        rv->seq = o->seq;
+        rv->kind = o->kind;
+        rv->a = o->a;
+        rv->b = o->b;
+        rv->expected = o->expected;
+        rv->next = *head;
+        *head = rv;
+    }
+    if (rv->arrived >= rv->expected)
+        return; /* more arrivals than members (a size disagreement): never completes */
+    rv->who[rv->arrived++] = o;
+    if (launch_ns > rv->latest_launch)
+        rv->latest_launch = launch_ns;
+    if (rv->arrived < rv->expected)
+        return;
+    for (int i = 1; i < rv->arrived; i++)
+        if (!sig_equal(&rv->who[0]->sig, &rv->who[i]->sig))
+            return; /* mismatched calls never complete, as with NCCL */
+    for (int i = 0; i < rv->arrived; i++) {
+        rv->who[i]->done = 1;
+        rv->who[i]->done_ns = rv->latest_launch + COLL_NS;
+    }
+    struct rendezvous **pp = head;
+    while (*pp != rv)
+        pp = &(*pp)->next;
+    *pp = rv->next;
+    for (int i = 0; i < rv->arrived; i++) {
+        struct rank_state *rs = &s->r[rv->who[i]->rank];
+        int all = rs->blocked;
+        for (int k = 0; k < rs->nops && all; k++)
+            all = rs->ops[k].done;
+        if (all)
+            complete_rank(s, rs);
+    }
+    free(rv->who);
+    free(rv);
+}
+
+/* Launches every op the rank holds (a blocking call, or a group at GroupEnd). */
+static void launch(struct sim *s, struct rank_state *rs, uint64_t ticket)
+{
+    rs->blocked = 1;
+    rs->block_ticket = ticket;
+    int n = rs->nops;
+    if (n == 0) {
+        complete_rank(s, rs);
+        return;
+    }
+    struct op_inst *ops[MAX_OPS];
+    for (int i = 0; i < n; i++)
+        ops[i] = &rs->ops[i];
+    for (int i = 0; i < n; i++)
+        arrive(s, ops[i], rs->clock);
+}
+
+/* ---- issuing calls ----------------------------------------------------------------------- */
+
+static uint64_t record(struct rank_state *rs, int op, int comm, uint64_t seq, uint64_t count,
+                       int dtype, int redop, int peer, uint64_t aux, enum site_kind site)
+{
+    struct ls_record r = {0};
+    r.op = (uint16_t)op;
+    r.comm_id = comm >= 0 ? rs->comm_id[comm] : 0;
+    r.comm_rank = comm >= 0 ? rs->comm_rank[comm] : -1;
+    r.seq = seq;
+    r.count = count;
+    r.dtype = (uint8_t)dtype;
+    r.redop = redop;
+    r.peer = peer;
+    r.aux = aux;
+    r.enter_ns = rs->clock;
+    r.callsite = rs->site[site];
+    r.tid = (uint32_t)tw_header(rs->f)->pid;
+    r.sendbuff = 0x7f0000000000ull + (uint64_t)rs->rank * 0x100000;
+    r.recvbuff = r.sendbuff + 0x80000;
+    if (op == LS_OP_GROUP_START || op == LS_OP_GROUP_END) {
+        r.group_id = rs->group_id;
+        r.group_depth = op == LS_OP_GROUP_END;
+        r.aux = op == LS_OP_GROUP_END ? rs->group_calls : 0;
+    } else if (rs->in_group) {
+        r.group_id = rs->group_id;
+        r.group_depth = 1;
+        r.flags |= LS_REC_IN_GROUP;
+    }
+    if (comm >= 0 && rs->comm[comm])
+        rs->comm[comm]->last_enter_ns = rs->clock;
+    return tw_begin(rs->f, &r);
+}
+
+/* A call inside a group returns at once; the wait happens at GroupEnd. */
+static void return_at_once(struct rank_state *rs, uint64_t ticket)
+{
+    rs->clock += CALL_NS;
+    tw_end(rs->f, ticket, rs->clock, 0);
+    rs->group_calls++;
+}
+
+static void add_comm(struct rank_state *rs, int which, uint64_t id, uint64_t parent, int size,
+                     int rank, int color, int op)
+{
+    struct ls_comm c = {0};
+    c.comm_id = id;
+    c.parent_id = parent;
+    c.handle = 0x5500000000ull + (uint64_t)which * 0x1000;
+    c.nranks = size;
+    c.rank = rank;
+    c.color = color;
+    c.key = which ? rs->rank : -1;
+    c.create_op = (uint32_t)op;
+    c.created_ns = rs->clock;
+    c.create_site = rs->site[SITE_INIT];
+    c.cuda_dev = rs->rank % 8;
+    rs->comm[which] = tw_comm(rs->f, &c);
+    rs->comm_id[which] = id;
+    rs->comm_rank[which] = rank;
+    rs->comm_size[which] = size;
+}
+
+static void issue_init(struct sim *s, struct rank_state *rs, const struct step *st)
+{
+    const struct scenario *sc = s->sc;
+    int size = sc->nranks + (rs->rank == sc->init_size_rank);
+    uint64_t id = mix64(hash_str(sc->job, mix64(sc->seed + 17)));
+    add_comm(rs, 0, id, 0, size, rs->rank, -1, LS_OP_COMM_INIT_RANK);
+    uint64_t t = record(rs, LS_OP_COMM_INIT_RANK, 0, 0, (uint64_t)size, LS_DTYPE_NONE, -1, -1,
+                        id, st->site);
+    struct op_inst *o = &rs->ops[rs->nops++];
+    *o = (struct op_inst){.rank = rs->rank, .comm_id = id, .kind = 2, .expected = sc->nranks};
+    o->sig = (struct sig){LS_OP_COMM_INIT_RANK, 0, 0, 0, (uint64_t)size};
+    launch(s, rs, t);
+}
+
+static void issue_split(struct sim *s, struct rank_state *rs, const struct step *st)
+{
+    int color = rs->rank % s->sc->split, size = 0, rank = 0;
+    for (int q = 0; q < s->sc->nranks; q++) {
+        if (q % s->sc->split == color) {
+            rank += q < rs->rank;
+            size++;
+        }
+    }
+    uint64_t id = mix64(rs->comm_id[0] ^ mix64(1) ^ mix64((uint64_t)color + 99));
+    rs->comm[0]->split_count++;
+    uint64_t t = record(rs, LS_OP_COMM_SPLIT, 0, 0, id, LS_DTYPE_NONE, -1, -1,
+                        (uint64_t)(uint32_t)color << 32 | (uint32_t)rs->rank, st->site);
+    add_comm(rs, 1, id, rs->comm_id[0], size, rank, color, LS_OP_COMM_SPLIT);
+    rs->clock += CALL_NS;
+    tw_end(rs->f, t, rs->clock, 0);
+}
+
+static void issue_collective(struct sim *s, struct rank_state *rs, const struct step *st)
+{
+    const struct scenario *sc = s->sc;
+    struct ls_comm *c = rs->comm[st->comm];
+    uint64_t seq = ++c->coll_issued;
+    const struct stop *sp = st->comm == 0 ? stop_at(sc, rs->rank, (int)seq) : NULL;
+    uint64_t t = record(rs, st->op, st->comm, seq, st->count, st->dtype, st->redop, st->peer, 0,
+                        st->site);
+    if (sp && sp->how == STOP_BUSY) {
+        tw_set_busy(rs->f, t);
+        rs->stopped_how = STOP_VANISH;
+        rs->done = 1;
+        return;
+    }
+    if (st->comm == 0 && rs->rank == sc->error_rank && (int)seq == sc->error_seq) {
+        rs->clock += CALL_NS;
+        tw_end(rs->f, t, rs->clock, sc->error_code);
+        rs->stopped_how = STOP_EXIT;
+        rs->stop_arg = 1;
+        rs->done = 1;
+        return;
+    }
+    struct op_inst *o = &rs->ops[rs->nops++];
+    *o = (struct op_inst){.rank = rs->rank, .comm_id = rs->comm_id[st->comm], .seq = seq,
+                          .expected = rs->comm_size[st->comm]};
+    o->sig = (struct sig){st->op == LS_OP_BCAST ? LS_OP_BROADCAST : st->op, st->dtype, st->redop,
+                          st->peer, st->count};
+    if (rs->in_group)
+        return_at_once(rs, t);
+    else
+        launch(s, rs, t);
+}
+
+static void issue_p2p(struct rank_state *rs, const struct step *st)
+{
+    int send = st->kind == ST_SEND;
+    struct ls_peer *p = tw_peer(rs->f, rs->comm_id[0], tw_comm_index(rs->f, rs->comm[0]), st->peer);
+    uint64_t seq = send ? ++p->sends : ++p->recvs;
+    if (send)
+        rs->comm[0]->p2p_sends++;
+    else
+        rs->comm[0]->p2p_recvs++;
+    uint64_t t = record(rs, st->op, 0, seq, st->count, st->dtype, -1, st->peer, 0, st->site);
+    struct op_inst *o = &rs->ops[rs->nops++];
+    *o = (struct op_inst){.rank = rs->rank, .comm_id = rs->comm_id[0], .seq = seq, .kind = 1,
+                          .a = send ? rs->comm_rank[0] : st->peer,
+                          .b = send ? st->peer : rs->comm_rank[0], .expected = 2};
+    o->sig = (struct sig){LS_OP_SEND, st->dtype, -1, -1, st->count};
+    return_at_once(rs, t);
+}
+
+static void step_rank(struct sim *s, struct rank_state *rs)
+{
+    const struct step *st = &rs->steps[rs->pc++];
+    switch (st->kind) {
+    case ST_INIT:
+        issue_init(s, rs, st);
+        break;
+    case ST_SPLIT:
+        issue_split(s, rs, st);
+        break;
+    case ST_GSTART:
+        rs->group_id++;
+        rs->group_calls = 0;
+        tw_end(rs->f, record(rs, LS_OP_GROUP_START, -1, 0, 0, LS_DTYPE_NONE, -1, -1, 0, st->site),
+               rs->clock + CALL_NS, 0);
+        rs->clock += CALL_NS;
+        rs->in_group = 1;
+        break;
+    case ST_GEND: {
+        uint64_t t = record(rs, LS_OP_GROUP_END, -1, 0, 0, LS_DTYPE_NONE, -1, -1, 0, st->site);
+        rs->in_group = 0;
+        launch(s, rs, t);
+        break;
+    }
+    case ST_COLL:
+        issue_collective(s, rs, st);
+        break;
+    case ST_SEND:
+    case ST_RECV:
+        issue_p2p(rs, st);
+        break;
+    }
+}
+
+/* Runs the rank until it blocks or its program ends. */
+static void run_rank(struct sim *s, struct rank_state *rs)
+{
+    while (!rs->done && !rs->blocked) {
+        if (rs->pc >= rs->nsteps && !next_iteration(s, rs)) {
+            rs->done = 1;
+            break;
+        }
+        if (rs->pc < rs->nsteps)
+            step_rank(s, rs);
+    }
+}
+
+/* ---- files ------------------------------------------------------------------------------- */
+
+static int skip_trace(const struct scenario *sc, int rank)
+{
+    for (int i = 0; i < sc->n_no_trace; i++)
+        if (sc->no_trace[i] == rank)
+            return 1;
+    return 0;
+}
+
+static void host_of(const struct scenario *sc, int rank, char *buf, size_t len)
+{
+    snprintf(buf, len, "tg-node%d", rank / (sc->ranks_per_host > 0 ? sc->ranks_per_host : 8));
+}
+
+static void add_sites(const struct scenario *sc, struct rank_state *rs)
+{
+    static const char *const fn[NSITES] = {"init_comms",    "train_step", "evaluate",
+                                           "exchange_halo", "sub_reduce", "train_step_odd"};
+    static const uint64_t off[NSITES] = {0x1a40, 0x2210, 0x2e80, 0x3120, 0x3400, 0x3b00};
+    if (!sc->sites)
+        return;
+    for (int k = 0; k < NSITES; k++) {
+        struct tw_frame fr[2] = {
+            {"/opt/tracegen/bin/train", fn[k], off[k] + 0x1a, 0x1a},
+            {"/opt/tracegen/bin/train", "main", 0x1200 + (uint64_t)k * 8, 0x40 + (uint64_t)k * 8},
+        };
+        rs->site[k] = tw_site(rs->f, fr, 2);
+    }
+}
+
+static int open_rank(const struct scenario *sc, struct rank_state *rs, int rank)
+{
+    char host[64], path[4096];
+    host_of(sc, rank, host, sizeof(host));
+    int pid = sc->pid_base + rank;
+    snprintf(path, sizeof(path), "%s/lockstep-%s-%d-r%d.trace", sc->out_dir, host, pid, rank);
+    struct tw_caps caps = {.ring = sc->ring, .comms = 16, .peers = 64, .sites = 64,
+                           .stack_depth = 4, .strings = 8192};
+    rs->f = tw_create(path, &caps);
+    if (!rs->f) {
+        fprintf(stderr, "lockstep-tracegen: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    struct ls_header *h = tw_header(rs->f);
+    int rph = sc->ranks_per_host > 0 ? sc->ranks_per_host : 8;
+    h->pid = pid;
+    h->ppid = sc->pid_base - 1;
+    h->uid = 1000;
+    h->rank = sc->env_rank ? rank : -1;
+    h->local_rank = sc->env_rank ? rank % rph : -1;
+    h->world_size = sc->env_rank ? sc->nranks : -1;
+    h->local_world_size = sc->env_rank ? rph : -1;
+    h->rank_source = sc->env_rank ? LS_RANK_FROM_ENV : LS_RANK_UNKNOWN;
+    h->start_ns = rs->clock - NS;
+    snprintf(h->host, sizeof(h->host), "%s", host);
+    snprintf(h->job, sizeof(h->job), "%s", sc->job);
+    snprintf(h->job_source, sizeof(h->job_source), "%s", sc->job[0] ? "LOCKSTEP_JOB" : "");
+    snprintf(h->cmdline, sizeof(h->cmdline), "python train.py --rank %d", rank);
+    h->nccl_version = 22304;
+    h->flags = LS_HFLAG_CUDA_SEEN;
+    add_sites(sc, rs);
+    return 0;
+}
+
+static void finish_rank(struct sim *s, struct rank_state *rs)
+{
+    struct ls_header *h = tw_header(rs->f);
+    h->heartbeat_ns = s->now;
+    if (rs->done) {
+        switch (rs->stopped_how) {
+        case STOP_EXIT:
+            h->end_kind = LS_END_EXITED;
+            h->end_status = rs->stop_arg;
+            h->end_ns = h->heartbeat_ns = rs->clock + CALL_NS;
+            h->flags |= LS_HFLAG_CLOSED;
+            break;
+        case STOP_CRASH:
+            h->end_kind = LS_END_SIGNALED;
+            h->end_signal = rs->stop_arg;
+            h->end_ns = h->heartbeat_ns = rs->clock + CALL_NS;
+            break;
+        case STOP_VANISH:
+        case STOP_BUSY:
+            h->heartbeat_ns = rs->clock + CALL_NS;
+            break;
+        default:
+            break; /* idle: alive */
+        }
+    }
+}
+
+int sim_run(const struct scenario *sc)
+{
+    struct sim s = {.sc = sc};
+    int n = sc->nranks;
+    s.r = calloc((size_t)n, sizeof(*s.r));
+    s.qcap = (size_t)n + 16;
+    s.queue = calloc(s.qcap, sizeof(*s.queue));
+    if (!s.r || !s.queue) {
+        fprintf(stderr, "lockstep-tracegen: out of memory\n");
+        return -1;
+    }
+    int rc = 0;
+    for (int r = 0; r < n && rc == 0; r++) {
+        struct rank_state *rs = &s.r[r];
+        rs->rank = r;
+        rs->clock = T0_NS + sc->seed * 1000 * NS + (uint64_t)(r % 7) * 50000;
+        if (skip_trace(sc, r)) {
+            /* The rank still runs; its file goes to a scratch path that is removed. */
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/.tracegen-scratch-r%d", sc->out_dir, r);
+            struct tw_caps caps = {.ring = sc->ring, .comms = 16, .peers = 64, .sites = 64,
+                                   .stack_depth = 4, .strings = 8192};
+            rs->f = tw_create(path, &caps);
+            remove(path);
+            if (!rs->f)
+                rc = -1;
+            add_sites(sc, rs);
+        } else {
+            rc = open_rank(sc, rs, r);
+        }
+        push(&s, r);
+    }
+    while (rc == 0 && s.qhead < s.qtail) {
+        int r = s.queue[s.qhead++ % s.qcap];
+        s.r[r].queued = 0;
+        run_rank(&s, &s.r[r]);
+    }
+    for (int r = 0; r < n; r++)
+        if (s.r[r].clock > s.now)
+            s.now = s.r[r].clock;
+    s.now += (uint64_t)(sc->stall_s * 1e9);
+    for (int r = 0; r < n; r++) {
+        if (!s.r[r].f)
+            continue;
+        if (rc == 0)
+            finish_rank(&s, &s.r[r]);
+        tw_close(s.r[r].f);
+    }
+    for (int b = 0; b < BUCKETS; b++) {
+        while (s.buckets[b]) {
+            struct rendezvous *rv = s.buckets[b];
+            s.buckets[b] = rv->next;
+            free(rv->who);
+            free(rv);
+        }
+    }
+    free(s.r);
+    free(s.queue);
+    return rc;
+}

@@ -1,0 +1,193 @@
+/* trace_writer.c -- a minimal trace writer: a shared file mapping filled like the shim does. */
+#include "trace_writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct tw_file {
+    unsigned char *map;
+    uint64_t size;
+    struct ls_header *h;
+};
+
+static uint64_t or_default(uint64_t v, uint64_t def)
+{
+    return v ? v : def;
+}
+
+struct tw_file *tw_create(const char *path, const struct tw_caps *caps)
+{
+    uint32_t comms = (uint32_t)or_default(caps->comms, LS_DEFAULT_COMMS);
+    uint32_t peers = (uint32_t)or_default(caps->peers, LS_DEFAULT_PEERS);
+    uint32_t sites = (uint32_t)or_default(caps->sites, LS_DEFAULT_SITES);
+    uint32_t depth = (uint32_t)or_default(caps->stack_depth, LS_DEFAULT_STACK_DEPTH);
+    uint64_t strs = or_default(caps->strings, LS_DEFAULT_STRINGS);
+    uint64_t ring = or_default(caps->ring, LS_DEFAULT_RING);
+    struct ls_layout l = ls_layout_for(comms, peers, sites, depth, strs, ring);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return NULL;
+    if (ftruncate(fd, (off_t)l.file_size) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return NULL;
+    }
+    void *map = mmap(NULL, l.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    struct tw_file *f = calloc(1, sizeof(*f));
+    if (map == MAP_FAILED || !f) {
+        if (map != MAP_FAILED)
+            munmap(map, l.file_size);
+        free(f);
+        return NULL;
+    }
+    f->map = map;
+    f->size = l.file_size;
+    f->h = map;
+    struct ls_header *h = f->h;
+    memcpy(h->magic, LS_MAGIC, LS_MAGIC_LEN);
+    h->version = LS_FORMAT_VERSION;
+    h->header_size = LS_HEADER_SIZE;
+    h->endian = LS_ENDIAN_TAG;
+    h->file_size = l.file_size;
+    h->comm_off = l.comm_off;
+    h->comm_cap = comms;
+    h->comm_entry_size = sizeof(struct ls_comm);
+    h->peer_off = l.peer_off;
+    h->peer_cap = peers;
+    h->peer_entry_size = sizeof(struct ls_peer);
+    h->site_off = l.site_off;
+    h->site_cap = sites;
+    h->site_entry_size = l.site_entry_size;
+    h->str_off = l.str_off;
+    h->str_cap = strs;
+    h->ring_off = l.ring_off;
+    h->ring_cap = ring;
+    h->record_size = sizeof(struct ls_record);
+    h->stack_depth = depth;
+    h->rank = h->local_rank = h->world_size = h->local_world_size = -1;
+    h->str_used = 1; /* offset 0 means "unknown" */
+    return f;
+}
+
+struct ls_header *tw_header(struct tw_file *f)
+{
+    return f->h;
+}
+
+uint32_t tw_string(struct tw_file *f, const char *s)
+{
+    size_t len = strlen(s) + 1;
+    if (f->h->str_used + len > f->h->str_cap)
+        return 0;
+    uint32_t off = (uint32_t)f->h->str_used;
+    memcpy(f->map + f->h->str_off + off, s, len);
+    f->h->str_used += len;
+    return off;
+}
+
+uint32_t tw_site(struct tw_file *f, const struct tw_frame *frames, uint32_t n)
+{
+    struct ls_header *h = f->h;
+    if (h->site_count >= h->site_cap)
+        return 0;
+    if (n > h->stack_depth)
+        n = h->stack_depth;
+    unsigned char *e = f->map + h->site_off + (uint64_t)h->site_count * h->site_entry_size;
+    struct ls_site site = {1, n, 0, 0, 0};
+    for (uint32_t i = 0; i < n; i++) {
+        struct ls_frame fr = {0};
+        fr.module_off = frames[i].module_off;
+        fr.pc = 0x400000 + frames[i].module_off;
+        fr.module = frames[i].module ? tw_string(f, frames[i].module) : 0;
+        fr.symbol = frames[i].symbol ? tw_string(f, frames[i].symbol) : 0;
+        fr.symbol_off = frames[i].symbol_off;
+        site.hash = site.hash * 31 + fr.pc;
+        memcpy(e + sizeof(site) + i * sizeof(fr), &fr, sizeof(fr));
+    }
+    memcpy(e, &site, sizeof(site));
+    return ++h->site_count;
+}
+
+struct ls_comm *tw_comm(struct tw_file *f, const struct ls_comm *c)
+{
+    struct ls_header *h = f->h;
+    if (h->comm_count >= h->comm_cap)
+        return NULL;
+    struct ls_comm *e = (struct ls_comm *)(f->map + h->comm_off) + h->comm_count++;
+    *e = *c;
+    return e;
+}
+
+uint32_t tw_comm_index(struct tw_file *f, const struct ls_comm *c)
+{
+    return (uint32_t)(c - (struct ls_comm *)(f->map + f->h->comm_off));
+}
+
+struct ls_peer *tw_peer(struct tw_file *f, uint64_t comm_id, uint32_t comm_idx, int32_t peer)
+{
+    struct ls_header *h = f->h;
+    struct ls_peer *tab = (struct ls_peer *)(f->map + h->peer_off);
+    for (uint32_t i = 0; i < h->peer_count; i++)
+        if (tab[i].comm_id == comm_id && tab[i].peer == peer)
+            return &tab[i];
+    if (h->peer_count >= h->peer_cap)
+        return NULL;
+    struct ls_peer *p = &tab[h->peer_count++];
+    p->comm_id = comm_id;
+    p->comm_idx = comm_idx;
+    p->peer = peer;
+    return p;
+}
+
+static struct ls_record *slot(struct tw_file *f, uint64_t ticket)
+{
+    return (struct ls_record *)(f->map + f->h->ring_off) + ticket % f->h->ring_cap;
+}
+
+uint64_t tw_begin(struct tw_file *f, const struct ls_record *r)
+{
+    uint64_t t = f->h->next_ticket++;
+    struct ls_record *s = slot(f, t);
+    *s = *r;
+    s->ticket = t + 1;
+    s->exit_ns = 0;
+    s->result = LS_RESULT_PENDING;
+    f->h->calls_in_flight++;
+    if (r->enter_ns > f->h->last_enter_ns)
+        f->h->last_enter_ns = r->enter_ns;
+    return t;
+}
+
+void tw_end(struct tw_file *f, uint64_t ticket, uint64_t exit_ns, int32_t result)
+{
+    struct ls_record *s = slot(f, ticket);
+    if (f->h->calls_in_flight)
+        f->h->calls_in_flight--;
+    if (exit_ns > f->h->last_exit_ns)
+        f->h->last_exit_ns = exit_ns;
+    if (s->ticket != ticket + 1)
+        return;
+    s->exit_ns = exit_ns;
+    s->result = result;
+}
+
+void tw_set_busy(struct tw_file *f, uint64_t ticket)
+{
+    struct ls_record *s = slot(f, ticket);
+    s->ticket = LS_TICKET_BUSY | ticket;
+}
+
+int tw_close(struct tw_file *f)
+{
+    if (!f)
+        return 0;
+    int rc = munmap(f->map, f->size);
+    free(f);
+    return rc;
+}

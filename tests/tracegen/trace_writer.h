@@ -1,0 +1,61 @@
+/* trace_writer.h -- writes trace files the way the shim lays them out, for synthetic tests. */
+#ifndef TRACEGEN_TRACE_WRITER_H
+#define TRACEGEN_TRACE_WRITER_H
+
+#include <stdint.h>
+
+#include "lockstep/trace_format.h"
+
+struct tw_file;
+
+/* Capacities of a new file (0 = the format's default). */
+struct tw_caps {
+    uint64_t ring;
+    uint32_t comms, peers, sites, stack_depth;
+    uint64_t strings;
+};
+
+/* One frame as the writer is given it. */
+struct tw_frame {
+    const char *module;
+    const char *symbol;
+    uint64_t module_off, symbol_off;
+};
+
+/* Creates `path` (replacing it) sized and laid out by ls_layout_for(caps), maps it shared and
+ * fills the header's layout fields, magic and version. Identity fields are the caller's to set
+ * through tw_header(). Returns NULL on error with errno set. Close with tw_close(). */
+struct tw_file *tw_create(const char *path, const struct tw_caps *caps);
+
+/* The header, writable in place. */
+struct ls_header *tw_header(struct tw_file *f);
+
+/* Adds a string to the pool; returns its offset, 0 when the pool is full. */
+uint32_t tw_string(struct tw_file *f, const char *s);
+
+/* Adds a call site of n frames (innermost first); returns its id (>= 1), 0 when full. */
+uint32_t tw_site(struct tw_file *f, const struct tw_frame *frames, uint32_t n);
+
+/* Adds a communicator entry; returns a pointer to it in the file, NULL when full. */
+struct ls_comm *tw_comm(struct tw_file *f, const struct ls_comm *c);
+
+/* Finds or adds the (comm, peer) counters; NULL when full. */
+struct ls_peer *tw_peer(struct tw_file *f, uint64_t comm_id, uint32_t comm_idx, int32_t peer);
+
+/* Index of a comm entry returned by tw_comm(). */
+uint32_t tw_comm_index(struct tw_file *f, const struct ls_comm *c);
+
+/* Reserves the next ticket and publishes r there (ticket set, result pending, exit 0). Returns
+ * the ticket. */
+uint64_t tw_begin(struct tw_file *f, const struct ls_record *r);
+
+/* Marks the call of `ticket` returned, if its slot still holds it. */
+void tw_end(struct tw_file *f, uint64_t ticket, uint64_t exit_ns, int32_t result);
+
+/* Makes the record of `ticket` look half-written (its writer died while writing it). */
+void tw_set_busy(struct tw_file *f, uint64_t ticket);
+
+/* Unmaps and closes. Returns 0, or -1 with errno set. NULL is fine. */
+int tw_close(struct tw_file *f);
+
+#endif
