@@ -245,7 +245,7 @@ static int load_sites(struct loader *ld)
             const char *sym = pool_string(t, fr.symbol);
             if (!mod || !sym) {
                 free(raw);
-                return fail(ld, "corrupt call site %u: frame %u names a string outside the pool",
+                return fail(ld, "corrupt call site %u: frame %u names a string outside the pool or without its NUL",
                             i + 1, f);
             }
             ts->frames[f] = (struct tr_frame){fr.pc, fr.module_off, fr.symbol_off, mod, sym};

@@ -250,8 +250,8 @@ static int cmp_int(const void *a, const void *b) {
 }
 
 /* New communicator of the parent's ranks minus excludeRanksList, in parent
- * order; only the remaining ranks call it. Named from hash(parent key,
- * counter, sorted excluded list). */
+ * order; only the remaining ranks need to call it (an excluded caller gets
+ * NULL at once). Named from hash(parent key, counter, sorted excluded list). */
 ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                              ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
     (void)shrinkFlags;
@@ -274,10 +274,11 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int exclude
         if (u == 0 || ex[u - 1] != ex[i]) ex[u++] = ex[i];
     nex = u;
     for (int i = 0; i < nex; i++) {
-        if (ex[i] == comm->rank) {
+        if (ex[i] == comm->rank) {   /* an excluded caller gets no communicator */
             free(ex);
-            emu_set_error("emulator: ncclCommShrink called by an excluded rank");
-            return ncclInvalidUsage;
+            comm->split_counter++;
+            *newcomm = NULL;
+            return ncclSuccess;
         }
         if (ex[i] < comm->rank) below++;
     }

@@ -74,6 +74,19 @@ void tour_nonblocking(int rank, int n)
     TP_CHECK(ncclCommDestroy(nb));
 }
 
+void tour_scalable(int rank, int n)
+{
+    ncclUniqueId id = tp_exchange_id("scalable");
+    ncclComm_t sc = NULL;
+    TP_CHECK(ncclCommInitRankScalable(&sc, n, rank, 1, &id, NULL));
+    TP_CHECK(ncclAllReduce(buf_a, buf_b, 25, ncclFloat32, ncclSum, sc, NULL));
+    TP_CHECK(ncclGroupStart());
+    ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+    TP_CHECK(ncclGroupSimulateEnd(&sim));
+    TP_CHECK(ncclCommRevoke(sc, NCCL_REVOKE_DEFAULT));
+    TP_CHECK(ncclCommAbort(sc));
+}
+
 void tour_init_all(void)
 {
     ncclComm_t comms[2];
@@ -90,6 +103,7 @@ int main(void)
     tour_collectives(w, rank, n);
     tour_splits(w, rank);
     tour_nonblocking(rank, n);
+    tour_scalable(rank, n);
     if (rank == 0)
         tour_init_all();
     TP_CHECK(ncclCommFinalize(w));

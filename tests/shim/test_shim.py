@@ -180,6 +180,15 @@ def case_api_tour(tmp):
         expect(ar23 and ar23[0]["comm"] == nb["id"] and ar23[0]["seq"] == 1,
                f"rank {rank}: AllReduce on the nonblocking comm {ar23}")
 
+        sc_init = [r for r in recs if r["op"] == "CommInitRankScalable"]
+        expect(len(sc_init) == 1 and sc_init[0]["count"] == 4, "InitRankScalable record")
+        sc = sc_init[0]["comm"]
+        sc_ops = [r["op"] for r in recs if r["comm"] == sc]
+        expect(sc_ops == ["CommInitRankScalable", "AllReduce", "CommRevoke", "CommAbort"],
+               f"rank {rank}: ops on the scalable comm {sc_ops}")
+        expect(comms[sc]["flags"] & 32 and comms[sc]["flags"] & 16, "revoked and aborted flags")
+        sim = [r for r in recs if r["op"] == "GroupSimulateEnd"]
+        expect(len(sim) == 1 and sim[0]["depth"] == 0, "GroupSimulateEnd record")
         expect([r["op"] for r in recs[-2:]] == ["CommFinalize", "CommDestroy"]
                and all(r["comm"] == world for r in recs[-2:]), f"rank {rank}: teardown")
         expect(comms[world]["flags"] & 8, "world comm marked destroyed")
@@ -199,7 +208,7 @@ def case_api_tour(tmp):
                "CommInitAll's internal CommInitRank calls must not be recorded")
 
     expect(len(world_ids) == 1, f"ranks disagree on the world comm id: {world_ids}")
-    for key in (21, 22, 24):
+    for key in (21, 22, 24, 25):
         ids = {}
         for rank, t in ranks.items():
             for r in t["records"]:
@@ -208,6 +217,8 @@ def case_api_tour(tmp):
         groups = sorted(sorted(v) for v in ids.values())
         if key == 21:
             expect(groups == [[0, 2], [1, 3]], f"split ids by color: {ids}")
+        elif key == 25:
+            expect(groups == [[0, 1, 2, 3]], f"ids of the scalable comm: {ids}")
         else:
             expect(groups == [[0, 1, 2]], f"ids of comm {key}: {ids}")
 

@@ -1,0 +1,76 @@
+/* test_json.c -- JSON string escaping and document structure. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "json_writer.h"
+
+static char *escaped(const char *s)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    json_write_string(f, s);
+    fclose(f);
+    return buf;
+}
+
+static void expect(const char *in, const char *want)
+{
+    char *got = escaped(in);
+    ck_assert_str_eq(got, want);
+    free(got);
+}
+
+START_TEST(escapes)
+{
+    expect("plain", "\"plain\"");
+    expect("a\"b", "\"a\\\"b\"");
+    expect("back\\slash", "\"back\\\\slash\"");
+    expect("line\nfeed\ttab\r", "\"line\\nfeed\\ttab\\r\"");
+    expect("\x01\x1f", "\"\\u0001\\u001f\"");
+    expect("caf\xc3\xa9 \xe2\x80\x94", "\"caf\xc3\xa9 \xe2\x80\x94\"");
+    expect("bad\xff", "\"bad\\ufffd\"");
+    expect("cut\xc3", "\"cut\\ufffd\"");
+    expect("overlong\xc0\xaf", "\"overlong\\ufffd\\ufffd\"");
+    expect("surrogate\xed\xa0\x80", "\"surrogate\\ufffd\\ufffd\\ufffd\"");
+}
+END_TEST
+
+START_TEST(document)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    struct json_writer w;
+    json_init(&w, f);
+    json_begin_object(&w, NULL);
+    json_int(&w, "n", -3);
+    json_hex64(&w, "comm", 0x7f3a91c2ull);
+    json_int_array(&w, "ranks", (int[]){1, 2}, 2);
+    json_begin_array(&w, "empty");
+    json_end_array(&w);
+    json_double(&w, "inf", 1.0 / 0.0);
+    json_string(&w, "s", NULL);
+    json_end_object(&w);
+    fclose(f);
+    ck_assert_str_eq(buf, "{\n  \"n\": -3,\n  \"comm\": \"000000007f3a91c2\",\n  \"ranks\": [1, 2],\n"
+                          "  \"empty\": [],\n  \"inf\": null,\n  \"s\": null\n}\n");
+    free(buf);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("json_writer");
+    TCase *tc = tcase_create("json");
+    tcase_add_test(tc, escapes);
+    tcase_add_test(tc, document);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

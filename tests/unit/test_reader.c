@@ -1,0 +1,317 @@
+/* test_reader.c -- the trace reader against good, truncated and corrupted files. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trace_reader.h"
+#include "trace_writer.h"
+
+static char dir[64];
+static unsigned char *good;
+static size_t good_len;
+
+/* Writes a small trace: 2 comms, a site, `nrec` collectives, one in flight. */
+static void make_trace(const char *path, uint64_t ring, int nrec)
+{
+    struct tw_caps caps = {.ring = ring, .comms = 8, .peers = 8, .sites = 8, .stack_depth = 4,
+                           .strings = 4096};
+    struct tw_file *f = tw_create(path, &caps);
+    ck_assert_ptr_nonnull(f);
+    struct ls_header *h = tw_header(f);
+    h->pid = 42;
+    h->rank = 3;
+    h->world_size = 8;
+    strcpy(h->host, "node-a");
+    strcpy(h->job, "j1");
+    struct ls_comm c = {.comm_id = 0xabcdef0123456789ull, .nranks = 8, .rank = 3};
+    tw_comm(f, &c);
+    c.comm_id = 0x1111;
+    c.nranks = 2;
+    c.rank = 1;
+    tw_comm(f, &c);
+    struct tw_frame fr[2] = {{"/no/such/train", "train_step", 0x1234, 0x10},
+                             {"/no/such/train", "main", 0x100, 0x20}};
+    uint32_t site = tw_site(f, fr, 2);
+    for (int i = 0; i < nrec; i++) {
+        struct ls_record r = {.op = LS_OP_ALLREDUCE, .comm_id = 0xabcdef0123456789ull,
+                              .seq = (uint64_t)i + 1, .count = 16, .dtype = 7, .redop = 0,
+                              .peer = -1, .callsite = site, .enter_ns = 1000 + (uint64_t)i};
+        uint64_t t = tw_begin(f, &r);
+        if (i + 1 < nrec)
+            tw_end(f, t, 2000 + (uint64_t)i, 0);
+    }
+    tw_close(f);
+}
+
+static unsigned char *read_file(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    ck_assert_ptr_nonnull(fp);
+    fseek(fp, 0, SEEK_END);
+    *len = (size_t)ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = malloc(*len);
+    ck_assert_uint_eq(fread(b, 1, *len, fp), *len);
+    fclose(fp);
+    return b;
+}
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/lockstep-unit-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof(path), "%s/good.trace", dir);
+    make_trace(path, 64, 10);
+    good = read_file(path, &good_len);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "%s/good.trace", dir);
+    unlink(cmd);
+    snprintf(cmd, sizeof(cmd), "%s/wrap.trace", dir);
+    unlink(cmd);
+    rmdir(dir);
+    free(good);
+}
+
+static struct ls_header *hdr_of(unsigned char *b)
+{
+    return (struct ls_header *)b;
+}
+
+/* Loads a modified copy of the good file; returns the trace or NULL with err filled. */
+static struct tr_trace *load_copy(unsigned char *copy, size_t len, char *err, size_t errlen)
+{
+    return trace_load_buffer("copy.trace", copy, len, err, errlen);
+}
+
+START_TEST(good_file_loads)
+{
+    char err[256] = "";
+    char path[128];
+    snprintf(path, sizeof(path), "%s/good.trace", dir);
+    struct tr_trace *t = trace_load(path, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_int_eq(t->hdr.rank, 3);
+    ck_assert_str_eq(t->hdr.host, "node-a");
+    ck_assert_uint_eq(t->ncomms, 2);
+    ck_assert_uint_eq(t->nrecords, 10);
+    ck_assert(!t->wrapped && !t->truncated);
+    for (size_t i = 0; i < t->nrecords; i++)
+        ck_assert_uint_eq(t->records[i].ticket, i + 1);
+    ck_assert_int_eq(t->records[9].result, LS_RESULT_PENDING);
+    const struct tr_site *s = trace_site(t, t->records[0].callsite);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(s->nframes, 2);
+    ck_assert_str_eq(s->frames[0].symbol, "train_step");
+    ck_assert_str_eq(s->frames[1].module, "/no/such/train");
+    ck_assert_ptr_nonnull(trace_comm(t, 0x1111));
+    trace_free(t);
+}
+END_TEST
+
+START_TEST(missing_file_names_it)
+{
+    char err[256] = "";
+    ck_assert_ptr_null(trace_load("/nonexistent/x.trace", err, sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent/x.trace"));
+}
+END_TEST
+
+START_TEST(truncated_ring_loads_incomplete)
+{
+    char err[256] = "";
+    size_t ring_off = (size_t)hdr_of(good)->ring_off;
+    struct tr_trace *t = load_copy(good, ring_off + 4 * sizeof(struct ls_record) + 50, err,
+                                   sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert(t->truncated);
+    ck_assert_uint_eq(t->nrecords, 4);
+    ck_assert_uint_eq(t->lost_to_truncation, 6);
+    trace_free(t);
+}
+END_TEST
+
+START_TEST(truncated_header_fails)
+{
+    char err[256] = "";
+    ck_assert_ptr_null(load_copy(good, 100, err, sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, "copy.trace"));
+    ck_assert_ptr_nonnull(strstr(err, "truncated"));
+    ck_assert_ptr_null(load_copy(good, 5000, err, sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, "truncated"));
+}
+END_TEST
+
+/* Each case corrupts one thing of a fresh copy and expects a message containing `want`. */
+static void expect_corrupt(void (*corrupt)(unsigned char *), const char *want)
+{
+    unsigned char *copy = malloc(good_len);
+    memcpy(copy, good, good_len);
+    corrupt(copy);
+    char err[256] = "";
+    struct tr_trace *t = load_copy(copy, good_len, err, sizeof(err));
+    ck_assert_msg(t == NULL, "corrupt file loaded (want '%s')", want);
+    ck_assert_msg(strstr(err, want) != NULL, "error '%s' lacks '%s'", err, want);
+    ck_assert_ptr_nonnull(strstr(err, "copy.trace"));
+    free(copy);
+}
+
+static void bad_magic(unsigned char *b) { b[0] = 'X'; }
+static void newer(unsigned char *b) { hdr_of(b)->version = 2; }
+static void zero_version(unsigned char *b) { hdr_of(b)->version = 0; }
+static void swapped(unsigned char *b) { hdr_of(b)->endian = 0x04030201u; }
+static void hdr_size(unsigned char *b) { hdr_of(b)->header_size = 8192; }
+static void comm_off(unsigned char *b) { hdr_of(b)->comm_off += 64; }
+static void ring_cap(unsigned char *b) { hdr_of(b)->ring_cap = (uint64_t)LS_MAX_RING + 1; }
+static void big_ring_cap(unsigned char *b) { hdr_of(b)->ring_cap = 128; }
+static void site_count(unsigned char *b) { hdr_of(b)->site_count = hdr_of(b)->site_cap + 1; }
+static void str_used(unsigned char *b) { hdr_of(b)->str_used = hdr_of(b)->str_cap + 1; }
+static void depth(unsigned char *b) { hdr_of(b)->stack_depth = LS_MAX_STACK_DEPTH + 1; }
+static void frame_string(unsigned char *b)
+{
+    struct ls_frame *fr = (struct ls_frame *)(b + hdr_of(b)->site_off + sizeof(struct ls_site));
+    fr->symbol = 4000; /* past str_used */
+}
+static void unterminated(unsigned char *b)
+{
+    struct ls_header *h = hdr_of(b);
+    memset(b + h->str_off + 1, 'x', h->str_used - 1); /* no NUL left in the used pool */
+}
+static void frames(unsigned char *b)
+{
+    struct ls_site *s = (struct ls_site *)(b + hdr_of(b)->site_off);
+    s->nframes = 99;
+}
+static void ticket(unsigned char *b)
+{
+    struct ls_record *r = (struct ls_record *)(b + hdr_of(b)->ring_off);
+    r[2].ticket = 6; /* ticket 5 lives in slot 5, not 2 */
+}
+static void op(unsigned char *b)
+{
+    struct ls_record *r = (struct ls_record *)(b + hdr_of(b)->ring_off);
+    r[1].op = 999;
+}
+static void site_id(unsigned char *b)
+{
+    struct ls_record *r = (struct ls_record *)(b + hdr_of(b)->ring_off);
+    r[1].callsite = 100000;
+}
+static void comm_rank(unsigned char *b)
+{
+    struct ls_comm *c = (struct ls_comm *)(b + hdr_of(b)->comm_off);
+    c->rank = 9; /* of 8 */
+}
+
+START_TEST(corruptions_are_named)
+{
+    expect_corrupt(bad_magic, "bad magic");
+    expect_corrupt(newer, "written by a newer lockstep (format 2, this reader knows 1)");
+    expect_corrupt(zero_version, "version 0");
+    expect_corrupt(swapped, "byte order");
+    expect_corrupt(hdr_size, "header_size");
+    expect_corrupt(comm_off, "section offsets");
+    expect_corrupt(ring_cap, "ring capacity");
+    expect_corrupt(big_ring_cap, "section offsets");
+    expect_corrupt(site_count, "counts exceed");
+    expect_corrupt(str_used, "counts exceed");
+    expect_corrupt(depth, "capacities out of bounds");
+    expect_corrupt(frame_string, "outside the pool");
+    expect_corrupt(unterminated, "outside the pool");
+    expect_corrupt(frames, "frames");
+    expect_corrupt(ticket, "corrupt ring");
+    expect_corrupt(op, "op 999");
+    expect_corrupt(site_id, "call site 100000");
+    expect_corrupt(comm_rank, "communicator entry");
+}
+END_TEST
+
+START_TEST(half_written_record_is_counted)
+{
+    unsigned char *copy = malloc(good_len);
+    memcpy(copy, good, good_len);
+    struct ls_record *r = (struct ls_record *)(copy + hdr_of(copy)->ring_off);
+    r[9].ticket = LS_TICKET_BUSY | 9;
+    r[9].op = 0xffff; /* garbage in a half-written record is not looked at */
+    char err[256] = "";
+    struct tr_trace *t = load_copy(copy, good_len, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_uint_eq(t->nbusy, 1);
+    ck_assert_uint_eq(t->busy_tickets[0], 9);
+    ck_assert_uint_eq(t->nrecords, 9);
+    trace_free(t);
+    free(copy);
+}
+END_TEST
+
+START_TEST(wrapped_ring_keeps_newest_in_order)
+{
+    char path[128], err[256] = "";
+    snprintf(path, sizeof(path), "%s/wrap.trace", dir);
+    make_trace(path, 64, 100);
+    struct tr_trace *t = trace_load(path, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert(t->wrapped);
+    ck_assert_uint_eq(t->first_ticket, 36);
+    ck_assert_uint_eq(t->nrecords, 64);
+    for (size_t i = 0; i < t->nrecords; i++)
+        ck_assert_uint_eq(t->records[i].seq, 37 + i);
+    trace_free(t);
+}
+END_TEST
+
+START_TEST(random_damage_never_crashes)
+{
+    srand(12345);
+    unsigned char *copy = malloc(good_len);
+    for (int round = 0; round < 3000; round++) {
+        memcpy(copy, good, good_len);
+        int flips = 1 + rand() % 8;
+        for (int k = 0; k < flips; k++) {
+            /* Aim at the header, tables and the used ring, where bytes mean something. */
+            size_t where = (size_t)rand() % 5 == 0 ? (size_t)rand() % 1024
+                                                   : (size_t)rand() % good_len;
+            copy[where] = (unsigned char)rand();
+        }
+        size_t len = rand() % 4 == 0 ? (size_t)rand() % good_len : good_len;
+        char err[256];
+        struct tr_trace *t = load_copy(copy, len, err, sizeof(err));
+        if (t) {
+            for (size_t i = 0; i < t->nrecords; i++)
+                ck_assert(t->records[i].op < LS_OP_COUNT);
+            trace_free(t);
+        } else {
+            ck_assert_ptr_nonnull(strstr(err, "copy.trace"));
+        }
+    }
+    free(copy);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("trace_reader");
+    TCase *tc = tcase_create("reader");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, good_file_loads);
+    tcase_add_test(tc, missing_file_names_it);
+    tcase_add_test(tc, truncated_ring_loads_incomplete);
+    tcase_add_test(tc, truncated_header_fails);
+    tcase_add_test(tc, corruptions_are_named);
+    tcase_add_test(tc, half_written_record_is_counted);
+    tcase_add_test(tc, wrapped_ring_keeps_newest_in_order);
+    tcase_add_test(tc, random_damage_never_crashes);
+    tcase_set_timeout(tc, 20);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
