@@ -126,6 +126,7 @@ void ls_lifecycle_start(struct ls_trace *t)
         exit_hook = 1;
     }
     install_handlers(0);
+    ls_live_stack_install(t);
 
     pthread_attr_t attr;
     pthread_attr_init(&attr);

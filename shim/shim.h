@@ -114,6 +114,10 @@ void ls_lifecycle_start(struct ls_trace *t);
  * ones to chain to). Cheap enough for communicator creation, not for every call. */
 void ls_lifecycle_recheck_signals(void);
 
+/* Installs the handler of the live-stack signal (LOCKSTEP_STACK_SIGNAL, default SIGRTMAX-3,
+ * 0 = off) and publishes its number in the header; leaves a program's own handler alone. */
+void ls_live_stack_install(struct ls_trace *t);
+
 /* ---- real NCCL (resolve.c) ---- */
 
 /* Finds the real NCCL function `name` (trying pncclX and ncclX through RTLD_NEXT, an already

@@ -59,6 +59,18 @@ enum ls_rank_source {
 #define LS_HFLAG_PEERS_FULL (1u << 4)  /* the peer table filled: p2p seq numbers for new peers 0 */
 #define LS_HFLAG_STRINGS_FULL (1u << 5)
 
+/* A stack captured on request while the process runs (`lockstep run`/`watch` send the signal
+ * in ls_header.live_signal). A sequence lock: `seq` is odd while the shim writes, even when
+ * the stack is whole; it grows by 2 per capture. */
+#define LS_LIVE_FRAMES 32
+struct ls_live_stack {
+    uint64_t seq;     /*  0 (live) */
+    uint64_t ns;      /*  8: CLOCK_REALTIME ns of the capture */
+    uint32_t tid;     /* 16: the thread that was interrupted */
+    uint32_t nframes; /* 20 */
+    uint64_t pcs[LS_LIVE_FRAMES]; /* 24: the interrupted pc first, then return addresses */
+};                    /* 280 bytes */
+
 struct ls_header {
     char magic[LS_MAGIC_LEN]; /*   0: "LOCKSTEP" */
     uint32_t version;         /*   8: LS_FORMAT_VERSION */
@@ -115,7 +127,10 @@ struct ls_header {
     uint64_t last_enter_ns;   /* 896: last time any thread entered a recorded call (live) */
     uint64_t last_exit_ns;    /* 904: last time any thread left a recorded call (live) */
     uint64_t calls_in_flight; /* 912: recorded calls entered and not yet left (live) */
-    uint8_t reserved[LS_HEADER_SIZE - 920]; /* 920: zero; later versions add fields here */
+    struct ls_live_stack live_stack; /* 920: the last stack captured on request */
+    int32_t live_signal;      /* 1200: signal that asks for a live stack, 0 if none is handled */
+    uint32_t pad1;            /* 1204 */
+    uint8_t reserved[LS_HEADER_SIZE - 1208]; /* 1208: zero; later versions add fields here */
 };
 
 /* Communicator entry flags (ls_comm.flags). */
@@ -267,6 +282,9 @@ _Static_assert(sizeof(struct ls_header) == LS_HEADER_SIZE, "header size");
 _Static_assert(offsetof(struct ls_header, nccl_version) == 832, "header layout");
 _Static_assert(offsetof(struct ls_header, heartbeat_ns) == 840, "header layout");
 _Static_assert(offsetof(struct ls_header, calls_in_flight) == 912, "header layout");
+_Static_assert(offsetof(struct ls_header, live_stack) == 920, "header layout");
+_Static_assert(offsetof(struct ls_header, live_signal) == 1200, "header layout");
+_Static_assert(sizeof(struct ls_live_stack) == 280, "live stack size");
 _Static_assert(sizeof(struct ls_comm) == 224, "comm entry size");
 _Static_assert(sizeof(struct ls_peer) == 32, "peer entry size");
 _Static_assert(sizeof(struct ls_frame) == 32, "frame size");
