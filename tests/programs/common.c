@@ -37,8 +37,10 @@ void tp_die(const char *fmt, ...) {
 }
 
 void tp_sleep_ms(int ms) {
+    /* Resumes after a signal handler ran, as Python's time.sleep and C++'s sleep_for do. */
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
 }
 
 void *tp_alloc(size_t bytes) {

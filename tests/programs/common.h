@@ -73,7 +73,7 @@ void tp_verify(const void *buf, size_t count, ncclDataType_t dt,
 #define TP_FNV_INIT 0xcbf29ce484222325ull
 uint64_t tp_fnv(uint64_t h, const void *p, size_t n);
 
-/* Sleep for ms milliseconds. */
+/* Sleep for ms milliseconds, resuming after signal handlers. */
 void tp_sleep_ms(int ms);
 
 /* malloc that exits 1 on failure; memory is zeroed. */

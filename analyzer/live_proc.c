@@ -1,0 +1,87 @@
+/* live_proc.c -- reads /proc/PID/stat: alive, run state, CPU time, start time. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "live_proc.h"
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Boot time in CLOCK_REALTIME ns, from /proc/stat's btime (0 if unknown). */
+static uint64_t boot_realtime_ns(void)
+{
+    static uint64_t cached;
+    if (cached)
+        return cached;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long btime = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "btime %llu", &btime) == 1)
+            break;
+    fclose(f);
+    cached = (uint64_t)btime * 1000000000ull;
+    return cached;
+}
+
+int proc_sample(int pid, struct proc_sample *s)
+{
+    memset(s, 0, sizeof *s);
+    s->state = '?';
+    s->taken_ns = mono_ns();
+    if (pid <= 0)
+        return -1;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* The command name may hold spaces and parentheses: fields start after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -1;
+    char state;
+    unsigned long long utime = 0, stime = 0, start = 0;
+    /* Fields 3.. : state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+     * utime stime cutime cstime priority nice threads itrealvalue starttime */
+    if (sscanf(p + 1,
+               " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
+               "%llu",
+               &state, &utime, &stime, &start) != 4)
+        return -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (hz <= 0)
+        hz = 100;
+    s->state = state;
+    s->alive = state != 'Z' && state != 'X';
+    s->cpu_ns = (utime + stime) * (1000000000ull / (uint64_t)hz);
+    s->start_ns = boot_realtime_ns() + start * (1000000000ull / (uint64_t)hz);
+    return 0;
+}
+
+double proc_cpu_share(const struct proc_sample *before, const struct proc_sample *after)
+{
+    if (after->taken_ns <= before->taken_ns || after->cpu_ns < before->cpu_ns)
+        return 0;
+    return (double)(after->cpu_ns - before->cpu_ns) / (double)(after->taken_ns - before->taken_ns);
+}
+
+const char *proc_activity(const struct proc_sample *before, const struct proc_sample *after)
+{
+    if (!after->alive)
+        return after->state == 'Z' ? "zombie" : "gone";
+    if (after->state == 'T' || after->state == 't')
+        return "stopped";
+    return proc_cpu_share(before, after) >= 0.3 ? "busy" : "sleeping";
+}

@@ -1,0 +1,25 @@
+/* live_proc.h -- what /proc says about a local process: alive, run state, CPU time. */
+#ifndef LOCKSTEP_LIVE_PROC_H
+#define LOCKSTEP_LIVE_PROC_H
+
+#include <stdint.h>
+
+struct proc_sample {
+    int alive;            /* 1 if /proc/PID exists and is not a zombie */
+    char state;           /* R, S, D, T, Z, ... ('?' when gone) */
+    uint64_t cpu_ns;      /* user + system time of the whole process */
+    uint64_t start_ns;    /* process start, CLOCK_REALTIME ns (to notice pid reuse) */
+    uint64_t taken_ns;    /* CLOCK_MONOTONIC ns when the sample was taken */
+};
+
+/* Samples process `pid`. Always fills `s`; returns 0 when the process exists, -1 when not. */
+int proc_sample(int pid, struct proc_sample *s);
+
+/* Share of one CPU the process used between two samples (0 when unknown). */
+double proc_cpu_share(const struct proc_sample *before, const struct proc_sample *after);
+
+/* A word for a process from two samples: "busy" (>= 30% of a CPU), "sleeping", "stopped",
+ * "zombie", "gone". */
+const char *proc_activity(const struct proc_sample *before, const struct proc_sample *after);
+
+#endif
