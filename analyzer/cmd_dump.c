@@ -12,11 +12,16 @@
 static const char *end_kind_name(uint32_t k)
 {
     switch (k) {
-    case LS_END_RUNNING: return "running (no end recorded)";
-    case LS_END_EXITED: return "exited";
-    case LS_END_SIGNALED: return "killed by signal";
-    case LS_END_UNDERSCORE_EXIT: return "_exit()";
-    default: return "?";
+    case LS_END_RUNNING:
+        return "running (no end recorded)";
+    case LS_END_EXITED:
+        return "exited";
+    case LS_END_SIGNALED:
+        return "killed by signal";
+    case LS_END_UNDERSCORE_EXIT:
+        return "_exit()";
+    default:
+        return "?";
     }
 }
 
@@ -77,10 +82,11 @@ static void dump_comms(const struct tr_trace *t)
                "  created by %s (color %d key %d)  flags 0x%x  init %s\n",
                c->comm_id, c->rank, c->nranks, c->parent_id, ls_op_name(c->create_op), c->color,
                c->key, c->flags, names_result(c->init_result));
-        printf("      collectives issued %llu done %llu  sends %llu recvs %llu  site %u  dev %d%s%s\n",
-               (unsigned long long)c->coll_issued, (unsigned long long)c->coll_done,
-               (unsigned long long)c->p2p_sends, (unsigned long long)c->p2p_recvs,
-               c->create_site, c->cuda_dev, c->name[0] ? "  name " : "", c->name);
+        printf(
+            "      collectives issued %llu done %llu  sends %llu recvs %llu  site %u  dev %d%s%s\n",
+            (unsigned long long)c->coll_issued, (unsigned long long)c->coll_done,
+            (unsigned long long)c->p2p_sends, (unsigned long long)c->p2p_recvs, c->create_site,
+            c->cuda_dev, c->name[0] ? "  name " : "", c->name);
     }
     if (t->npeers)
         printf("\np2p peers (%u):\n", t->npeers);
@@ -122,7 +128,8 @@ static void dump_record(const struct ls_record *r)
     const char *dur = r->exit_ns == 0 || r->result == LS_RESULT_PENDING
                           ? "IN FLIGHT"
                           : timefmt_duration(d, sizeof(d), r->exit_ns - r->enter_ns);
-    printf("%8llu %-14s %016" PRIx64 " r%-4d #%-6llu n=%-10llu %-7s %-4s %-16s g%llu/%u %s %10s %-11s "
+    printf("%8llu %-14s %016" PRIx64
+           " r%-4d #%-6llu n=%-10llu %-7s %-4s %-16s g%llu/%u %s %10s %-11s "
            "site %u tid %u%s\n",
            (unsigned long long)(r->ticket - 1), ls_op_name(r->op), r->comm_id, r->comm_rank,
            (unsigned long long)r->seq, (unsigned long long)r->count, ls_dtype_name(r->dtype),

@@ -8,8 +8,8 @@
 
 struct diag_options diag_default_options(void)
 {
-    struct diag_options o = {.straggler_min_s = 1.0, .straggler_factor = 10.0,
-                             .straggler_repeats = 3};
+    struct diag_options o = {
+        .straggler_min_s = 1.0, .straggler_factor = 10.0, .straggler_repeats = 3};
     return o;
 }
 
@@ -29,7 +29,7 @@ int diagnose_job(const struct model *m, size_t job, struct symbolizer *sym,
     struct diag d = {m, job, &m->jobs[job], sym, opt, out};
     size_t first = out->n;
     int (*const passes[])(struct diag *) = {
-        diagnose_process, diagnose_comm_init, diagnose_mismatch, diagnose_p2p,
+        diagnose_process, diagnose_comm_init, diagnose_mismatch,  diagnose_p2p,
         diagnose_missing, diagnose_deadlock,  diagnose_straggler, diagnose_incomplete,
     };
     for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]); i++)
@@ -88,7 +88,7 @@ static long common_cause(const struct findings *fs, size_t first, size_t self,
     static const struct {
         enum finding_kind kind;
         int which;
-    } causes[] = {{F_DEADLOCK_CYCLE, 2}, {F_P2P_UNMATCHED, 0}, {F_P2P_SIZE_MISMATCH, 0},
+    } causes[] = {{F_DEADLOCK_CYCLE, 2}, {F_P2P_UNMATCHED, 0},      {F_P2P_SIZE_MISMATCH, 0},
                   {F_NCCL_ERROR, 0},     {F_COMM_INIT_MISMATCH, 0}, {F_MISSING_RANKS, 1}};
     if (ranks->n == 0)
         return -1;

@@ -10,7 +10,7 @@
 #include "symbolizer.h"
 
 struct diag_options {
-    double straggler_min_s; /* a late arrival shorter than this is not a straggler */
+    double straggler_min_s;  /* a late arrival shorter than this is not a straggler */
     double straggler_factor; /* ...nor one less than this many times the others' spread */
     int straggler_repeats;   /* late this many times (or at the last collective) to report */
 };

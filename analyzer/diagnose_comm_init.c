@@ -78,9 +78,10 @@ static int report_size(struct diag *d, const struct m_comm *c)
     for (size_t k = 0; k < f->nclasses && used < sizeof(line); k++) {
         char ranks[256];
         describe_ranks(f->classes[k].ranks.v, f->classes[k].ranks.n, ranks, sizeof(ranks));
-        used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s say%s %llu ranks (%s from %s)",
-                                 k ? "; " : "", ranks, f->classes[k].ranks.n == 1 ? "s" : "", (unsigned long long)f->classes[k].count,
-                                 ls_op_name((unsigned)f->classes[k].op), f->classes[k].callsite);
+        used += (size_t)snprintf(
+            line + used, sizeof(line) - used, "%s%s say%s %llu ranks (%s from %s)", k ? "; " : "",
+            ranks, f->classes[k].ranks.n == 1 ? "s" : "", (unsigned long long)f->classes[k].count,
+            ls_op_name((unsigned)f->classes[k].op), f->classes[k].callsite);
     }
     finding_summary(f, "ranks disagree on the size of comm %08llx: %s",
                     (unsigned long long)(c->id >> 32), line);
@@ -118,8 +119,8 @@ static int report_absent(struct diag *d, const struct m_comm *c, struct intvec *
         snprintf(where, sizeof(where), " \xe2\x80\x94 %.900s", w);
     }
     finding_summary(f, "%s joined comm %08llx (%d ranks, by %s); %s never joined%s", joined,
-                    (unsigned long long)(c->id >> 32), c->nranks, ls_op_name(c->create_op),
-                    missing, where);
+                    (unsigned long long)(c->id >> 32), c->nranks, ls_op_name(c->create_op), missing,
+                    where);
     return 0;
 }
 

@@ -13,12 +13,12 @@ struct edge {
 };
 
 struct graph {
-    size_t nranks, nnodes;       /* nodes 0..nranks-1 are ranks (job->procs order) */
+    size_t nranks, nnodes; /* nodes 0..nranks-1 are ranks (job->procs order) */
     struct edge *edges;
     size_t nedges, cap;
     const struct ls_record **why; /* per barrier node: a record of the collective */
     const struct m_proc **why_proc;
-    size_t *first, *adj;         /* CSR */
+    size_t *first, *adj; /* CSR */
 };
 
 static int add_edge(struct graph *g, size_t from, size_t to)
@@ -118,7 +118,7 @@ static int build(struct ctx *x)
         x->job_index[j->procs[i] - x->d->m->procs] = i;
     for (size_t i = 0; i < j->nprocs; i++) {
         const struct m_proc *p = j->procs[i];
-        if (!model_alive(p))
+        if (!model_was_running(p))
             continue;
         size_t n = model_blocked_ops(p, ops, 64);
         for (size_t k = 0; k < n; k++) {
@@ -313,8 +313,9 @@ static int report(struct ctx *x, const size_t *comp, size_t cid)
         if (f->time_ns == 0 && via)
             f->time_ns = via->enter_ns;
         if (used < sizeof(line) && f->cycle.n <= 4)
-            used += (size_t)snprintf(line + used, sizeof(line) - used, "%srank %d waits in %s for rank %d",
-                                     used ? "; " : "", p->rank, call, next_rank);
+            used += (size_t)snprintf(line + used, sizeof(line) - used,
+                                     "%srank %d waits in %s for rank %d", used ? "; " : "", p->rank,
+                                     call, next_rank);
     }
     char ranks[256];
     describe_ranks(f->ranks.v, f->ranks.n, ranks, sizeof(ranks));

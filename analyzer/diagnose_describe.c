@@ -111,8 +111,8 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
         break;
     case RANK_EXITED:
         ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
-        snprintf(buf, len, "it exited with status %d %s ago; its last call was %s",
-                 h->end_status, t, last);
+        snprintf(buf, len, "it exited with status %d %s ago; its last call was %s", h->end_status,
+                 t, last);
         break;
     case RANK_CRASHED:
         ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
@@ -121,6 +121,12 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
         break;
     case RANK_VANISHED:
         ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
+        if (p->killed_with_job) {
+            snprintf(buf, len,
+                     "it was stopped with the rest of the job (no exit record) %s ago, %s %s", t,
+                     p->current ? "inside" : "busy outside NCCL; its last call was", last);
+            break;
+        }
         snprintf(buf, len,
                  "it is gone without an exit record (SIGKILL or the OOM killer?), last heartbeat "
                  "%s ago; its last call was %s",
@@ -146,8 +152,8 @@ struct f_class describe_class(struct diag *d, const struct m_proc *p, const stru
         c.count = r->count;
         c.dtype = r->dtype == LS_DTYPE_NONE ? -1 : r->dtype;
         c.redop = ls_op_has_redop(r->op) ? r->redop : -1;
-        c.root = ls_op_is_rooted(r->op) || r->op == LS_OP_SEND || r->op == LS_OP_RECV ? r->peer
-                                                                                       : -1;
+        c.root =
+            ls_op_is_rooted(r->op) || r->op == LS_OP_SEND || r->op == LS_OP_RECV ? r->peer : -1;
         c.seq = r->seq;
         c.comm = r->comm_id;
         c.callsite = symbolizer_site(d->sym, p->t, r->callsite);

@@ -41,13 +41,14 @@ static int add_missing_class(struct diag *d, struct finding *f, const struct m_p
     const struct ls_record *r = p->state == RANK_IN_CALL && p->current ? p->current : p->last_call;
     struct f_class key = describe_class(d, p, r, "missing");
     key.state = model_state_name(p->state);
-    key.seconds_ago = diag_seconds_ago(d, p->state == RANK_IN_CALL && r ? r->enter_ns : p->since_ns);
+    key.seconds_ago =
+        diag_seconds_ago(d, p->state == RANK_IN_CALL && r ? r->enter_ns : p->since_ns);
     double keep = key.seconds_ago;
     key.seconds_ago = -1; /* not part of the class identity */
     for (size_t i = 0; i < f->nclasses; i++) {
         struct f_class *c = &f->classes[i];
-        if (c->role == key.role && c->state == key.state && c->op == key.op &&
-            c->seq == key.seq && c->comm == key.comm && c->callsite == key.callsite) {
+        if (c->role == key.role && c->state == key.state && c->op == key.op && c->seq == key.seq &&
+            c->comm == key.comm && c->callsite == key.callsite) {
             if (keep < c->seconds_ago)
                 c->seconds_ago = keep;
             return intvec_push(&c->ranks, p->rank);
@@ -103,10 +104,10 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
     for (size_t i = 0; i < f->nclasses; i++)
         one_class += strcmp(f->classes[i].role, "missing") == 0;
     if (f->missing.n == 1 || one_class == 1) {
-        const struct m_proc *p = d->j->by_rank && f->missing.v[0] >= 0 &&
-                                         f->missing.v[0] < d->j->world_size
-                                     ? d->j->by_rank[f->missing.v[0]]
-                                     : NULL;
+        const struct m_proc *p =
+            d->j->by_rank && f->missing.v[0] >= 0 && f->missing.v[0] < d->j->world_size
+                ? d->j->by_rank[f->missing.v[0]]
+                : NULL;
         if (p) {
             char w[1024];
             describe_whereabouts(d, p, w, sizeof(w));
@@ -141,8 +142,7 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
             finding_detail(f, "missing: %s (%s), %s %s from %s, %s ago", rs, k->state,
                            strcmp(k->state, "in_call") == 0 ? "in" : "last call", what,
                            k->callsite ? k->callsite : "?", t);
-        }
-        else
+        } else
             finding_detail(f, "missing: %s (%s), no NCCL call recorded", rs, k->state);
     }
     return 0;

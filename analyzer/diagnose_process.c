@@ -24,7 +24,7 @@ static int peers_waiting_on(struct diag *d, const struct m_proc *p, struct intve
     const struct ls_record *ops[64];
     for (size_t i = 0; i < d->j->nprocs; i++) {
         const struct m_proc *q = d->j->procs[i];
-        if (q == p || !model_alive(q))
+        if (q == p || !model_was_running(q))
             continue;
         size_t n = model_blocked_ops(q, ops, 64);
         int waits = 0;
@@ -34,7 +34,7 @@ static int peers_waiting_on(struct diag *d, const struct m_proc *p, struct intve
             if (!c)
                 continue;
             if (ls_op_is_collective(r->op))
-                waits = lags(c, p, r->seq) || (!model_alive(p) && lags(c, p, UINT64_MAX));
+                waits = lags(c, p, r->seq) || (!model_was_running(p) && lags(c, p, UINT64_MAX));
             else if ((r->op == LS_OP_SEND || r->op == LS_OP_RECV) &&
                      diag_member_rank(c, r->peer) == p->rank)
                 waits = 1;
@@ -128,8 +128,7 @@ static int add_errors(struct diag *d)
             f->has_seq = err->seq != 0;
             f->result = err->result;
             f->time_ns = err->enter_ns;
-            finding_summary(f, "%s returned %s (%d)", call, names_result(err->result),
-                            err->result);
+            finding_summary(f, "%s returned %s (%d)", call, names_result(err->result), err->result);
         }
         struct f_class key = describe_class(d, p, err, "failed");
         if (finding_class_add(f, &key, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0)
@@ -154,8 +153,11 @@ int diagnose_process(struct diag *d)
 {
     for (size_t i = 0; i < d->j->nprocs; i++) {
         const struct m_proc *p = d->j->procs[i];
-        if ((p->state == RANK_CRASHED || p->state == RANK_EXITED || p->state == RANK_VANISHED) &&
-            add_death(d, p) < 0)
+        if (p->state != RANK_CRASHED && p->state != RANK_EXITED && p->state != RANK_VANISHED)
+            continue;
+        if (p->killed_with_job)
+            continue; /* stopped with the hung job: not a cause */
+        if (add_death(d, p) < 0)
             return -1;
     }
     return add_errors(d);

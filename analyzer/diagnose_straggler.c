@@ -6,10 +6,10 @@
 #include "diagnose.h"
 
 struct late {
-    unsigned times;       /* collectives where this rank was the lone late arrival */
-    double worst_s;       /* largest lateness */
+    unsigned times; /* collectives where this rank was the lone late arrival */
+    double worst_s; /* largest lateness */
     uint64_t worst_seq, worst_comm, last_seq, last_comm;
-    int at_last;          /* late at the newest collective everyone entered on some comm */
+    int at_last; /* late at the newest collective everyone entered on some comm */
 };
 
 /* Looks at every seq all members of c still hold; charges lone late arrivals to `late`
@@ -108,8 +108,7 @@ int diagnose_straggler(struct diag *d)
                         "rank %d arrived last, alone and late, at %u collective%s (up to %.1f s "
                         "after the others, at #%llu on comm %08llx)%s",
                         p->rank, l->times, l->times == 1 ? "" : "s", l->worst_s,
-                        (unsigned long long)l->worst_seq,
-                        (unsigned long long)(l->worst_comm >> 32),
+                        (unsigned long long)l->worst_seq, (unsigned long long)(l->worst_comm >> 32),
                         l->at_last ? ", including the latest one" : "");
     }
     free(late);

@@ -12,10 +12,10 @@
 const char *finding_kind_name(enum finding_kind k)
 {
     static const char *const names[F_KIND_COUNT] = {
-        "rank_crashed",   "rank_exited",    "nccl_error",      "comm_init_mismatch",
-        "op_mismatch",    "count_mismatch", "dtype_mismatch",  "redop_mismatch",
-        "root_mismatch",  "p2p_size_mismatch", "deadlock_cycle", "p2p_unmatched",
-        "missing_ranks",  "straggler",      "trace_incomplete"};
+        "rank_crashed",  "rank_exited",       "nccl_error",      "comm_init_mismatch",
+        "op_mismatch",   "count_mismatch",    "dtype_mismatch",  "redop_mismatch",
+        "root_mismatch", "p2p_size_mismatch", "deadlock_cycle",  "p2p_unmatched",
+        "missing_ranks", "straggler",         "trace_incomplete"};
     return k < F_KIND_COUNT ? names[k] : "?";
 }
 
@@ -135,7 +135,6 @@ void findings_normalize(struct findings *fs)
         f->missing.n = rankset_normalize(f->missing.v, f->missing.n);
         f->waiting.n = rankset_normalize(f->waiting.v, f->waiting.n);
         for (size_t k = 0; k < f->nclasses; k++)
-            f->classes[k].ranks.n =
-                rankset_normalize(f->classes[k].ranks.v, f->classes[k].ranks.n);
+            f->classes[k].ranks.n = rankset_normalize(f->classes[k].ranks.v, f->classes[k].ranks.n);
     }
 }

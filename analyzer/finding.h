@@ -32,34 +32,34 @@ enum finding_kind {
 struct f_class {
     struct intvec ranks;
     const char *role;
-    int has_call;          /* the fields below describe a call */
+    int has_call; /* the fields below describe a call */
     int op, dtype, redop, root;
     uint64_t count, seq;
     uint64_t comm;
-    const char *callsite;  /* owned by the symbolizer */
-    const char *state;     /* rank state name, NULL if not relevant */
-    double seconds_ago;    /* since the call was entered (or the rank was last seen), < 0 none */
+    const char *callsite; /* owned by the symbolizer */
+    const char *state;    /* rank state name, NULL if not relevant */
+    double seconds_ago;   /* since the call was entered (or the rank was last seen), < 0 none */
 };
 
 struct finding {
     enum finding_kind kind;
     size_t job;
-    char *summary;          /* one line */
-    char **details;         /* further lines for the text report */
+    char *summary;  /* one line */
+    char **details; /* further lines for the text report */
     size_t ndetails;
-    struct intvec ranks;    /* every global rank involved */
+    struct intvec ranks; /* every global rank involved */
     int has_comm, has_seq;
     uint64_t comm, seq;
-    uint64_t time_ns;       /* when it happened, for ordering; 0 unknown */
-    int consequence_of;     /* index of the finding this one follows from, -1 none */
+    uint64_t time_ns;   /* when it happened, for ordering; 0 unknown */
+    int consequence_of; /* index of the finding this one follows from, -1 none */
     struct f_class *classes;
     size_t nclasses;
     struct intvec missing, waiting, cycle;
     int rank, src, dst, signal, status, result; /* -1 where not relevant */
     double late_by_s;
-    int vanished;           /* rank_crashed without a recorded signal */
-    int was_waiting;        /* rank_*: the rank was inside a NCCL call when it ended */
-    const char *reason;     /* trace_incomplete: no_trace, truncated, wrapped, ... */
+    int vanished;       /* rank_crashed without a recorded signal */
+    int was_waiting;    /* rank_*: the rank was inside a NCCL call when it ended */
+    const char *reason; /* trace_incomplete: no_trace, truncated, wrapped, ... */
 };
 
 struct findings {
@@ -75,8 +75,7 @@ const char *finding_kind_name(enum finding_kind k);
 struct finding *finding_add(struct findings *fs, enum finding_kind kind, size_t job);
 
 /* Sets the summary (printf-style), replacing any. */
-void finding_summary(struct finding *f, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void finding_summary(struct finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Appends one detail line (printf-style). Lines that cannot be allocated are dropped. */
 void finding_detail(struct finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -373,8 +373,7 @@ struct model *model_build(struct tr_trace **traces, size_t ntraces)
         m->procs[i].t = traces[i];
         m->procs[i].rank = global_rank(traces[i]);
     }
-    if (assign_jobs(m) < 0 || fill_jobs(m) < 0 || build_comms(m) < 0 ||
-        model_state_build(m) < 0) {
+    if (assign_jobs(m) < 0 || fill_jobs(m) < 0 || build_comms(m) < 0 || model_state_build(m) < 0) {
         model_free(m);
         return NULL;
     }

@@ -23,50 +23,52 @@ enum rank_state {
 /* One process: one trace file. */
 struct m_proc {
     struct tr_trace *t;
-    int rank;           /* global rank, -1 unknown */
-    size_t job;         /* index into model.jobs */
+    int rank;   /* global rank, -1 unknown */
+    size_t job; /* index into model.jobs */
     enum rank_state state;
-    uint64_t since_ns;  /* in the call / idle / ended since */
-    uint64_t last_seen_ns; /* newest heartbeat, end or call time */
+    uint64_t since_ns;                 /* in the call / idle / ended since */
+    uint64_t last_seen_ns;             /* newest heartbeat, end or call time */
     const struct ls_record *current;   /* oldest call in flight, NULL if none */
     const struct ls_record *last_call; /* newest record */
+    int killed_with_job; /* stopped from outside together with the rest of the job (see
+                          * model_was_running()) */
     const struct ls_record **group_ends; /* GroupEnd records, ascending group id */
     size_t ngroup_ends;
 };
 
 /* One rank's part of a communicator. */
 struct m_member {
-    struct m_proc *proc;          /* NULL: no trace joined as this comm rank */
-    const struct ls_comm *entry;  /* the process's comm table entry */
+    struct m_proc *proc;            /* NULL: no trace joined as this comm rank */
+    const struct ls_comm *entry;    /* the process's comm table entry */
     const struct ls_record **colls; /* collectives on this comm, ascending seq */
     size_t ncolls;
     const struct ls_record **p2p; /* sends and receives on this comm, ticket order */
     size_t np2p;
-    uint64_t issued;              /* latest collective seq issued (survives wraps) */
+    uint64_t issued; /* latest collective seq issued (survives wraps) */
 };
 
 struct m_comm {
     uint64_t id, parent;
-    int nranks;            /* size most members agree on */
-    int size_disagrees;    /* members claim different sizes */
-    int color;             /* split color, -1 none */
+    int nranks;         /* size most members agree on */
+    int size_disagrees; /* members claim different sizes */
+    int color;          /* split color, -1 none */
     uint32_t create_op;
-    int njoined;           /* members with a trace */
-    uint64_t max_issued;   /* highest collective seq any member issued */
+    int njoined;              /* members with a trace */
+    uint64_t max_issued;      /* highest collective seq any member issued */
     struct m_member *members; /* nmembers slots, by comm rank */
-    int nmembers;          /* >= nranks when some member claims a larger size */
+    int nmembers;             /* >= nranks when some member claims a larger size */
     size_t job;
 };
 
 struct m_job {
     char name[LS_JOB_LEN + 16]; /* job id, or "anon-N" for jobs without one */
-    struct m_proc **procs;     /* ascending global rank */
+    struct m_proc **procs;      /* ascending global rank */
     size_t nprocs;
-    struct m_comm **comms;     /* ascending id */
+    struct m_comm **comms; /* ascending id */
     size_t ncomms;
-    int world_size;            /* from the launcher, else the largest communicator */
-    struct m_proc **by_rank;   /* world_size slots; NULL where no trace */
-    uint64_t now_ns;           /* reference time: newest heartbeat, end or call of the job */
+    int world_size;          /* from the launcher, else the largest communicator */
+    struct m_proc **by_rank; /* world_size slots; NULL where no trace */
+    uint64_t now_ns;         /* reference time: newest heartbeat, end or call of the job */
 };
 
 struct model {
@@ -76,7 +78,7 @@ struct model {
     size_t ncomms;
     struct m_job *jobs;
     size_t njobs;
-    struct idmap comm_index;   /* (comm id ^ job salt) -> index into comms */
+    struct idmap comm_index; /* (comm id ^ job salt) -> index into comms */
 };
 
 /* Builds the model of the given traces; the model does not own them (free them after
@@ -117,5 +119,14 @@ const char *model_state_name(enum rank_state s);
 
 /* True when the process is alive (in a call or idle). */
 int model_alive(const struct m_proc *p);
+
+/* Deaths closer than this to the job's last outside kill count as part of that kill. */
+#define MODEL_KILL_WINDOW_NS (2500000000ull)
+
+/* True when the process is alive, or was killed from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP,
+ * or vanished) together with other ranks of its job within MODEL_KILL_WINDOW_NS of the last
+ * such death: a launcher or scheduler stopping a hung job. The diagnosis then treats it as
+ * still doing what it did when killed, since the kill says nothing about why the job hung. */
+int model_was_running(const struct m_proc *p);
 
 #endif

@@ -2,6 +2,7 @@
  * completion; the calls a rank is blocked on. */
 #include "model.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +13,16 @@
 const char *model_state_name(enum rank_state s)
 {
     switch (s) {
-    case RANK_IN_CALL: return "in_call";
-    case RANK_IDLE: return "idle";
-    case RANK_EXITED: return "exited";
-    case RANK_CRASHED: return "crashed";
-    case RANK_VANISHED: return "vanished";
+    case RANK_IN_CALL:
+        return "in_call";
+    case RANK_IDLE:
+        return "idle";
+    case RANK_EXITED:
+        return "exited";
+    case RANK_CRASHED:
+        return "crashed";
+    case RANK_VANISHED:
+        return "vanished";
     }
     return "?";
 }
@@ -24,6 +30,39 @@ const char *model_state_name(enum rank_state s)
 int model_alive(const struct m_proc *p)
 {
     return p->state == RANK_IN_CALL || p->state == RANK_IDLE;
+}
+
+int model_was_running(const struct m_proc *p)
+{
+    return model_alive(p) || p->killed_with_job;
+}
+
+static int killed_from_outside(const struct m_proc *p)
+{
+    int sig = p->t->hdr.end_signal;
+    return p->state == RANK_VANISHED ||
+           (p->state == RANK_CRASHED &&
+            (sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP));
+}
+
+/* Marks the ranks of each job killed from outside together (two or more within the window
+ * of the job's last such death). */
+static void mark_job_kills(struct model *m)
+{
+    for (size_t j = 0; j < m->njobs; j++) {
+        const struct m_job *job = &m->jobs[j];
+        uint64_t last = 0;
+        size_t together = 0;
+        for (size_t i = 0; i < job->nprocs; i++)
+            if (killed_from_outside(job->procs[i]) && job->procs[i]->since_ns > last)
+                last = job->procs[i]->since_ns;
+        for (size_t i = 0; i < job->nprocs; i++)
+            together += killed_from_outside(job->procs[i]) &&
+                        job->procs[i]->since_ns + MODEL_KILL_WINDOW_NS >= last;
+        for (size_t i = 0; i < job->nprocs && together >= 2; i++)
+            job->procs[i]->killed_with_job = killed_from_outside(job->procs[i]) &&
+                                             job->procs[i]->since_ns + MODEL_KILL_WINDOW_NS >= last;
+    }
 }
 
 static int is_pending(const struct ls_record *r)
@@ -81,8 +120,7 @@ size_t model_blocked_ops(const struct m_proc *p, const struct ls_record **out, s
         if (r->op == LS_OP_GROUP_END) {
             for (size_t k = i; k-- > 0 && n < max;) {
                 const struct ls_record *g = &t->records[k];
-                if (g->op == LS_OP_GROUP_START && g->group_id == r->group_id &&
-                    g->group_depth == 0)
+                if (g->op == LS_OP_GROUP_START && g->group_id == r->group_id && g->group_depth == 0)
                     break;
                 if (g->group_id == r->group_id && in_group(g) && is_waitable(g))
                     out[n++] = g;
@@ -145,7 +183,8 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
 static uint64_t last_seen(const struct tr_trace *t)
 {
     const struct ls_header *h = &t->hdr;
-    uint64_t s = max_u64(max_u64(h->heartbeat_ns, h->end_ns), max_u64(h->start_ns, h->last_enter_ns));
+    uint64_t s =
+        max_u64(max_u64(h->heartbeat_ns, h->end_ns), max_u64(h->start_ns, h->last_enter_ns));
     s = max_u64(s, h->last_exit_ns);
     if (t->nrecords) {
         const struct ls_record *r = &t->records[t->nrecords - 1];
@@ -220,8 +259,8 @@ static void settle_state(struct m_proc *p, uint64_t job_now, const char *hostnam
         p->since_ns = p->current->enter_ns;
     } else {
         p->state = RANK_IDLE;
-        p->since_ns = p->last_call ? max_u64(p->last_call->exit_ns, p->last_call->enter_ns)
-                                   : h->start_ns;
+        p->since_ns =
+            p->last_call ? max_u64(p->last_call->exit_ns, p->last_call->enter_ns) : h->start_ns;
     }
 }
 
@@ -240,5 +279,6 @@ int model_state_build(struct model *m)
     }
     for (size_t i = 0; i < m->nprocs; i++)
         settle_state(&m->procs[i], m->jobs[m->procs[i].job].now_ns, hostname);
+    mark_job_kills(m);
     return 0;
 }

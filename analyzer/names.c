@@ -8,7 +8,7 @@
 
 const char *names_result(int result)
 {
-    static const char *const names[] = {"Success",      "UnhandledCudaError", "SystemError",
+    static const char *const names[] = {"Success",       "UnhandledCudaError", "SystemError",
                                         "InternalError", "InvalidArgument",    "InvalidUsage",
                                         "RemoteError",   "InProgress"};
     if (result == LS_RESULT_PENDING)

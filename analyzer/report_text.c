@@ -50,8 +50,7 @@ static void print_states(FILE *out, const struct report_input *in, const struct 
                 break;
         }
         if (k == ng) {
-            g[ng] = (struct state_group){p->state, r, p, site, r ? r->seq : 0, r ? r->seq : 0,
-                                         {0}};
+            g[ng] = (struct state_group){p->state, r, p, site, r ? r->seq : 0, r ? r->seq : 0, {0}};
             ng++;
         }
         if (r && r->seq < g[k].seq_lo)
@@ -73,7 +72,8 @@ static void print_states(FILE *out, const struct report_input *in, const struct 
         char comm[32] = "";
         if (r && r->comm_id)
             snprintf(comm, sizeof(comm), " on comm %08llx", (unsigned long long)(r->comm_id >> 32));
-        fprintf(out, "  %-9s %-12s %s%s%s%s%s%s\n", model_state_name(g[k].state), ranks ? ranks : "?",
+        fprintf(out, "  %-9s %-12s %s%s%s%s%s%s\n", model_state_name(g[k].state),
+                ranks ? ranks : "?",
                 r ? (g[k].state == RANK_IN_CALL ? "in " : "last ") : "no NCCL call",
                 r ? ls_op_name(r->op) : "", seq, comm, r ? " from " : "", r ? g[k].site : "");
         free(ranks);
@@ -82,8 +82,7 @@ static void print_states(FILE *out, const struct report_input *in, const struct 
     free(g);
 }
 
-static void print_finding(FILE *out, const struct finding *f, size_t index,
-                          const struct style *st)
+static void print_finding(FILE *out, const struct finding *f, size_t index, const struct style *st)
 {
     int root = f->consequence_of < 0;
     const char *colour = f->kind == F_TRACE_INCOMPLETE || f->kind == F_STRAGGLER ? st->yellow

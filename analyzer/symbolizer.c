@@ -162,8 +162,8 @@ const char *symbolizer_frame(struct symbolizer *s, const struct tr_frame *f)
         else
             snprintf(buf, sizeof(buf), "%s", fileline);
     } else if (f->symbol[0]) {
-        snprintf(buf, sizeof(buf), "%s+0x%llx (%s)", f->symbol,
-                 (unsigned long long)f->symbol_off, mod[0] ? mod : "?");
+        snprintf(buf, sizeof(buf), "%s+0x%llx (%s)", f->symbol, (unsigned long long)f->symbol_off,
+                 mod[0] ? mod : "?");
     } else if (mod[0]) {
         snprintf(buf, sizeof(buf), "%s+0x%llx", mod, (unsigned long long)f->module_off);
     } else {

@@ -79,14 +79,15 @@ static int check_header(struct loader *ld)
         return fail(ld, "byte order tag 0x%08x: written on a machine of another byte order",
                     h->endian);
     if (h->version > LS_FORMAT_VERSION)
-        return fail(ld, "written by a newer lockstep (format %u, this reader knows %u)",
-                    h->version, LS_FORMAT_VERSION);
+        return fail(ld, "written by a newer lockstep (format %u, this reader knows %u)", h->version,
+                    LS_FORMAT_VERSION);
     if (h->version == 0)
         return fail(ld, "corrupt header: format version 0");
     if (h->header_size != LS_HEADER_SIZE)
         return fail(ld, "corrupt header: header_size %u, expected %u", h->header_size,
                     LS_HEADER_SIZE);
-    if (h->record_size != sizeof(struct ls_record) || h->comm_entry_size != sizeof(struct ls_comm) ||
+    if (h->record_size != sizeof(struct ls_record) ||
+        h->comm_entry_size != sizeof(struct ls_comm) ||
         h->peer_entry_size != sizeof(struct ls_peer))
         return fail(ld, "corrupt header: entry sizes %u/%u/%u do not match format %u",
                     h->record_size, h->comm_entry_size, h->peer_entry_size, LS_FORMAT_VERSION);
@@ -102,8 +103,8 @@ static int check_header(struct loader *ld)
         l.str_off != h->str_off || l.ring_off != h->ring_off ||
         l.site_entry_size != h->site_entry_size || l.file_size != h->file_size)
         return fail(ld, "corrupt header: section offsets do not match its capacities");
-    if (h->comm_count > h->comm_cap || h->peer_count > h->peer_cap ||
-        h->site_count > h->site_cap || h->str_used > h->str_cap)
+    if (h->comm_count > h->comm_cap || h->peer_count > h->peer_cap || h->site_count > h->site_cap ||
+        h->str_used > h->str_cap)
         return fail(ld, "corrupt header: table counts exceed capacities");
     h->host[LS_HOST_LEN - 1] = 0;
     h->job[LS_JOB_LEN - 1] = 0;
@@ -146,8 +147,7 @@ static int load_comms(struct loader *ld)
         if (c.nranks < -1 || c.nranks > (int32_t)LS_MAX_RING * 16 || c.rank < -1 ||
             (c.nranks >= 0 && c.rank >= c.nranks)) {
             free(all);
-            return fail(ld, "corrupt communicator entry %u (rank %d of %d)", i, c.rank,
-                        c.nranks);
+            return fail(ld, "corrupt communicator entry %u (rank %d of %d)", i, c.rank, c.nranks);
         }
         c.name[LS_COMM_NAME_LEN - 1] = 0;
         t->comms[t->ncomms++] = c;
@@ -245,7 +245,9 @@ static int load_sites(struct loader *ld)
             const char *sym = pool_string(t, fr.symbol);
             if (!mod || !sym) {
                 free(raw);
-                return fail(ld, "corrupt call site %u: frame %u names a string outside the pool or without its NUL",
+                return fail(ld,
+                            "corrupt call site %u: frame %u names a string outside the pool or "
+                            "without its NUL",
                             i + 1, f);
             }
             ts->frames[f] = (struct tr_frame){fr.pc, fr.module_off, fr.symbol_off, mod, sym};
@@ -322,8 +324,8 @@ static int load_ring(struct loader *ld)
             t->nunwritten++; /* reserved, never published, or an older lap */
         } else {
             free(slots);
-            return fail(ld, "corrupt ring: slot %llu holds ticket %llu",
-                        (unsigned long long)slot, (unsigned long long)(tick - 1));
+            return fail(ld, "corrupt ring: slot %llu holds ticket %llu", (unsigned long long)slot,
+                        (unsigned long long)(tick - 1));
         }
     }
     free(slots);
@@ -359,8 +361,8 @@ static struct tr_trace *load(struct source src, const char *name, char *err, siz
     }
     struct loader ld = {src, t, err, errlen};
     if (check_header(&ld) < 0 || check_tables_present(&ld) < 0 || load_comms(&ld) < 0 ||
-        load_peers(&ld) < 0 || load_strings(&ld) < 0 || load_sites(&ld) < 0 ||
-        load_ring(&ld) < 0 || check_record_sites(&ld) < 0) {
+        load_peers(&ld) < 0 || load_strings(&ld) < 0 || load_sites(&ld) < 0 || load_ring(&ld) < 0 ||
+        check_record_sites(&ld) < 0) {
         trace_free(t);
         return NULL;
     }

@@ -8,9 +8,9 @@
 #include "lockstep/trace_format.h"
 
 /* Bounds a reader accepts beyond those in trace_format.h: larger tables are taken as corrupt. */
-#define TR_MAX_COMMS (1u << 20)
-#define TR_MAX_PEERS (1u << 24)
-#define TR_MAX_SITES (1u << 20)
+#define TR_MAX_COMMS   (1u << 20)
+#define TR_MAX_PEERS   (1u << 24)
+#define TR_MAX_SITES   (1u << 20)
 #define TR_MAX_STRINGS (1ull << 30)
 
 /* One frame of a call site, strings resolved against the pool (never NULL; "" = unknown). */
@@ -32,25 +32,25 @@ struct tr_site {
 /* A loaded trace. Everything it points to is owned by it; free with trace_free(). */
 struct tr_trace {
     char *path;
-    struct ls_header hdr;       /* copy, host/job/cmdline NUL-terminated */
-    struct ls_comm *comms;      /* entries with comm_id != 0, table order */
+    struct ls_header hdr;  /* copy, host/job/cmdline NUL-terminated */
+    struct ls_comm *comms; /* entries with comm_id != 0, table order */
     uint32_t ncomms;
-    struct ls_peer *peers;      /* entries with comm_id != 0 */
+    struct ls_peer *peers; /* entries with comm_id != 0 */
     uint32_t npeers;
-    struct tr_site *sites;      /* site id N is sites[N-1]; nsites == hdr.site_count */
+    struct tr_site *sites; /* site id N is sites[N-1]; nsites == hdr.site_count */
     uint32_t nsites;
-    char *strings;              /* copy of the used part of the string pool */
+    char *strings; /* copy of the used part of the string pool */
     uint64_t strings_len;
-    struct ls_record *records;  /* published records, sorted by ticket */
+    struct ls_record *records; /* published records, sorted by ticket */
     size_t nrecords;
-    uint64_t first_ticket;      /* oldest ticket the ring can still hold */
-    int wrapped;                /* older records were overwritten */
-    size_t nbusy;               /* half-written records (writer died while writing) */
-    uint64_t *busy_tickets;     /* their tickets, ascending */
-    size_t nunwritten;          /* reserved tickets whose record never appeared */
-    uint64_t file_bytes;        /* size of the file as read */
-    int truncated;              /* file shorter than hdr.file_size */
-    size_t lost_to_truncation;  /* ring slots beyond the end of a truncated file */
+    uint64_t first_ticket;     /* oldest ticket the ring can still hold */
+    int wrapped;               /* older records were overwritten */
+    size_t nbusy;              /* half-written records (writer died while writing) */
+    uint64_t *busy_tickets;    /* their tickets, ascending */
+    size_t nunwritten;         /* reserved tickets whose record never appeared */
+    uint64_t file_bytes;       /* size of the file as read */
+    int truncated;             /* file shorter than hdr.file_size */
+    size_t lost_to_truncation; /* ring slots beyond the end of a truncated file */
 };
 
 /* Loads the trace at `path`. Returns a new trace (free with trace_free()), or NULL on error,

@@ -1,0 +1,195 @@
+/* analysis.c -- one diagnosis of a set of traces: find, load, model, diagnose, report. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analysis.h"
+
+static int push_path(struct pathlist *l, const char *dir, const char *name)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char **v = realloc(l->v, cap * sizeof(*v));
+        if (!v)
+            return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    char *p = NULL;
+    if (dir ? asprintf(&p, "%s/%s", dir, name) < 0 : !(p = strdup(name)))
+        return -1;
+    l->v[l->n++] = p;
+    return 0;
+}
+
+static int is_trace_name(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 6 && strcmp(name + n - 6, ".trace") == 0;
+}
+
+/* Adds the *.trace files of dir, and of its subfolders when depth allows. */
+static int scan_dir(struct pathlist *l, const char *dir, int depth)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "lockstep: %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d))) {
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+            continue;
+        char *path = NULL;
+        struct stat st;
+        if (asprintf(&path, "%s/%s", dir, e->d_name) < 0)
+            return -1;
+        if (stat(path, &st) == 0) {
+            if (S_ISREG(st.st_mode) && is_trace_name(e->d_name))
+                rc = push_path(l, dir, e->d_name);
+            else if (S_ISDIR(st.st_mode) && depth > 0)
+                rc = scan_dir(l, path, depth - 1);
+        }
+        free(path);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void free_paths(struct pathlist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+}
+
+void analysis_free(struct analysis *a)
+{
+    findings_free(&a->fs);
+    model_free(a->m);
+    for (size_t i = 0; i < a->ntraces; i++)
+        trace_free(a->traces[i]);
+    free(a->traces);
+    for (size_t i = 0; i < a->nunreadable; i++)
+        free(a->unreadable[i]);
+    free(a->unreadable);
+    symbolizer_free(a->sym);
+    free(a->jobs);
+    free_paths(&a->paths);
+    memset(a, 0, sizeof(*a));
+}
+
+/* Loads every path; unreadable ones are remembered with their error. Returns -1 on OOM. */
+static int load_all(struct analysis *a)
+{
+    a->traces = calloc(a->paths.n + 1, sizeof(*a->traces));
+    a->unreadable = calloc(a->paths.n + 1, sizeof(*a->unreadable));
+    if (!a->traces || !a->unreadable)
+        return -1;
+    for (size_t i = 0; i < a->paths.n; i++) {
+        char err[1024];
+        struct tr_trace *t = trace_load(a->paths.v[i], err, sizeof(err));
+        if (t)
+            a->traces[a->ntraces++] = t;
+        else if (!(a->unreadable[a->nunreadable++] = strdup(err)))
+            return -1;
+    }
+    return 0;
+}
+
+static int select_jobs(struct analysis *a, const char *job)
+{
+    a->jobs = calloc(a->m->njobs + 1, sizeof(*a->jobs));
+    if (!a->jobs)
+        return -1;
+    for (size_t j = 0; j < a->m->njobs; j++)
+        if (!job || strcmp(a->m->jobs[j].name, job) == 0)
+            a->jobs[a->njobs++] = j;
+    return 0;
+}
+
+int analysis_add_path(struct analysis *a, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "lockstep: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return S_ISDIR(st.st_mode) ? scan_dir(&a->paths, path, 1) : push_path(&a->paths, NULL, path);
+}
+
+int analysis_load(struct analysis *a, const char *job)
+{
+    if (a->paths.n == 0) {
+        fprintf(stderr, "lockstep: no trace files (*.trace) found in the given paths\n");
+        return -1;
+    }
+    qsort(a->paths.v, a->paths.n, sizeof(*a->paths.v), cmp_str);
+    if (load_all(a) < 0)
+        goto oom;
+    for (size_t k = 0; k < a->nunreadable; k++)
+        fprintf(stderr, "lockstep: %s\n", a->unreadable[k]);
+    if (a->ntraces == 0) {
+        fprintf(stderr, "lockstep: no readable traces\n");
+        return -1;
+    }
+    a->m = model_build(a->traces, a->ntraces);
+    a->sym = symbolizer_new(1);
+    if (!a->m || !a->sym || select_jobs(a, job) < 0)
+        goto oom;
+    if (a->njobs == 0) {
+        fprintf(stderr, "lockstep: no job '%s'; jobs here:", job);
+        for (size_t j = 0; j < a->m->njobs; j++)
+            fprintf(stderr, " %s", a->m->jobs[j].name);
+        fprintf(stderr, "\n");
+        return -1;
+    }
+    return 0;
+oom:
+    fprintf(stderr, "lockstep: out of memory\n");
+    return -1;
+}
+
+int analysis_diagnose(struct analysis *a)
+{
+    struct diag_options opt = diag_default_options();
+    for (size_t j = 0; j < a->njobs; j++)
+        if (diagnose_job(a->m, a->jobs[j], a->sym, &opt, &a->fs) < 0)
+            return -1;
+    for (size_t k = 0; k < a->nunreadable; k++)
+        if (diagnose_unreadable(&a->fs, a->unreadable[k]) < 0)
+            return -1;
+    return 0;
+}
+
+int analysis_report(struct analysis *a, FILE *out, int json, int color)
+{
+    struct report_input in = {a->m,    &a->fs,  a->sym, a->jobs, a->njobs,
+                              (const char *const *)a->unreadable, a->nunreadable};
+    if (json)
+        report_json(out, &in);
+    else
+        report_text(out, &in, color);
+    if (fflush(out) != 0) {
+        fprintf(stderr, "lockstep: writing the report: %s\n", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int analysis_want_color(void)
+{
+    const char *no_color = getenv("NO_COLOR");
+    return isatty(STDOUT_FILENO) && !(no_color && no_color[0]);
+}

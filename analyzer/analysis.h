@@ -1,0 +1,54 @@
+/* analysis.h -- one diagnosis of a set of traces: find, load, model, diagnose, report. Shared
+ * by analyze (post-mortem) and run/watch (live), so both say the same thing. */
+#ifndef LOCKSTEP_ANALYSIS_H
+#define LOCKSTEP_ANALYSIS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "diagnose.h"
+#include "model.h"
+#include "report.h"
+
+struct pathlist {
+    char **v;
+    size_t n, cap;
+};
+
+struct analysis {
+    struct pathlist paths;
+    struct tr_trace **traces;
+    size_t ntraces;
+    char **unreadable; /* "file: problem" of each trace that could not be loaded */
+    size_t nunreadable;
+    struct model *m;
+    struct findings fs;
+    struct symbolizer *sym;
+    size_t *jobs; /* the jobs selected */
+    size_t njobs;
+};
+
+/* Adds a trace file, or the *.trace files of a folder and of its direct subfolders. Returns
+ * 0, or -1 after a message on stderr naming the path. */
+int analysis_add_path(struct analysis *a, const char *path);
+
+/* Loads every trace added (unreadable ones are kept as messages), builds the model and
+ * selects job `job` (NULL: all). Returns 0; -1 after a message when nothing could be loaded,
+ * the job does not exist or memory ran out. Live callers attach live facts to the model's
+ * processes between this and analysis_diagnose(). */
+int analysis_load(struct analysis *a, const char *job);
+
+/* Diagnoses the selected jobs into a->fs. Returns 0, or -1 when out of memory. */
+int analysis_diagnose(struct analysis *a);
+
+/* Writes the report: JSON, or text (colour if asked). Returns 0, or -1 when the stream failed
+ * (message printed). */
+int analysis_report(struct analysis *a, FILE *out, int json, int color);
+
+/* Frees everything the analysis holds. The struct may be zeroed and reused. */
+void analysis_free(struct analysis *a);
+
+/* True when stdout should get colour: a terminal and NO_COLOR unset. */
+int analysis_want_color(void);
+
+#endif
