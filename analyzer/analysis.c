@@ -78,6 +78,7 @@ void analysis_free(struct analysis *a)
 {
     findings_free(&a->fs);
     model_free(a->m);
+    live_set_free(&a->live);
     for (size_t i = 0; i < a->ntraces; i++)
         trace_free(a->traces[i]);
     free(a->traces);
@@ -146,7 +147,7 @@ int analysis_load(struct analysis *a, const char *job)
     }
     a->m = model_build(a->traces, a->ntraces);
     a->sym = symbolizer_new(1);
-    if (!a->m || !a->sym || select_jobs(a, job) < 0)
+    if (!a->m || !a->sym || select_jobs(a, job) < 0 || live_attach(a->m, a->sym, &a->live) < 0)
         goto oom;
     if (a->njobs == 0) {
         fprintf(stderr, "lockstep: no job '%s'; jobs here:", job);

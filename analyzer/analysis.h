@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "diagnose.h"
+#include "live.h"
 #include "model.h"
 #include "report.h"
 
@@ -26,6 +27,7 @@ struct analysis {
     struct symbolizer *sym;
     size_t *jobs; /* the jobs selected */
     size_t njobs;
+    struct live_set live; /* what probes saw of running ranks (<trace>.live files) */
 };
 
 /* Adds a trace file, or the *.trace files of a folder and of its direct subfolders. Returns
@@ -33,9 +35,9 @@ struct analysis {
 int analysis_add_path(struct analysis *a, const char *path);
 
 /* Loads every trace added (unreadable ones are kept as messages), builds the model and
- * selects job `job` (NULL: all). Returns 0; -1 after a message when nothing could be loaded,
- * the job does not exist or memory ran out. Live callers attach live facts to the model's
- * processes between this and analysis_diagnose(). */
+ * selects job `job` (NULL: all); live facts probed earlier (`<trace>.live`) are attached to
+ * their processes. Returns 0; -1 after a message when nothing could be loaded, the job does
+ * not exist or memory ran out. */
 int analysis_load(struct analysis *a, const char *job);
 
 /* Diagnoses the selected jobs into a->fs. Returns 0, or -1 when out of memory. */

@@ -92,15 +92,27 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
 {
     char call[512] = "", t[32];
     const struct ls_header *h = &p->t->hdr;
+    const struct m_live *lv = p->live && strcmp(p->live->activity, "gone") != 0 ? p->live : NULL;
     if (p->state == RANK_IN_CALL && p->current) {
         describe_call(d, p, p->current, call, sizeof(call));
         ago(t, sizeof(t), diag_seconds_ago(d, p->current->enter_ns));
-        snprintf(buf, len, "it is alive, inside %s since %s ago", call, t);
+        if (lv)
+            snprintf(buf, len, "it is alive and %s, inside %s since %s ago", lv->activity, call,
+                     t);
+        else
+            snprintf(buf, len, "it is alive, inside %s since %s ago", call, t);
         return;
     }
     if (p->last_call)
         describe_call(d, p, p->last_call, call, sizeof(call));
     const char *last = p->last_call ? call : "none recorded";
+    if (lv && (p->state == RANK_IDLE || p->state == RANK_VANISHED)) {
+        ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
+        snprintf(buf, len, "it is alive and %s, not in NCCL, now at %s; last seen in %s, %s ago",
+                 lv->activity, lv->where[0] ? lv->where : "an unknown place (no live stack)",
+                 last, t);
+        return;
+    }
     switch (p->state) {
     case RANK_IDLE:
         ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));

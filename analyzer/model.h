@@ -20,6 +20,17 @@ enum rank_state {
     RANK_VANISHED, /* no end recorded and the process is gone (SIGKILL, OOM killer) */
 };
 
+/* What a live command saw of a process that still runs on this host (run/watch only). */
+#define M_LIVE_FRAMES 32
+struct m_live {
+    const char *activity;  /* "busy", "sleeping", "stopped", "zombie", "gone" */
+    double cpu_share;      /* of one CPU, over the sampling interval */
+    char state;            /* /proc state letter */
+    int nframes;           /* live stack frames, 0 if the process did not answer */
+    char frames[M_LIVE_FRAMES][192]; /* symbolized, innermost first */
+    char where[512];       /* the user frames, "f (file.c:12) <- g (file.c:40) <- main" */
+};
+
 /* One process: one trace file. */
 struct m_proc {
     struct tr_trace *t;
@@ -34,6 +45,7 @@ struct m_proc {
                           * model_was_running()) */
     const struct ls_record **group_ends; /* GroupEnd records, ascending group id */
     size_t ngroup_ends;
+    const struct m_live *live; /* NULL post-mortem; owned by the live command */
 };
 
 /* One rank's part of a communicator. */

@@ -66,6 +66,17 @@ static void write_rank(struct json_writer *w, const struct report_input *in, con
         json_null(w, "signal");
     write_call(w, "current", in, p, p->state == RANK_IN_CALL ? p->current : NULL);
     write_call(w, "last_call", in, p, p->last_call);
+    if (p->live) {
+        json_begin_object(w, "live");
+        json_string(w, "activity", p->live->activity);
+        json_double(w, "cpu_share", p->live->cpu_share);
+        json_begin_array(w, "stack");
+        for (int i = 0; i < p->live->nframes; i++)
+            json_string(w, NULL, p->live->frames[i]);
+        json_end_array(w);
+        json_string(w, "where", p->live->where);
+        json_end_object(w);
+    }
     json_string(w, "trace", p->t->path);
     json_uint(w, "records", p->t->nrecords);
     json_bool(w, "wrapped", p->t->wrapped);

@@ -1,0 +1,35 @@
+/* live.h -- facts about traced processes still running on this host: activity from /proc and
+ * a live stack from the shim. A probe writes them next to each trace as `<trace>.live` (so
+ * they travel with the traces when nodes gather them); the analysis attaches them to the
+ * model before diagnosis. */
+#ifndef LOCKSTEP_LIVE_H
+#define LOCKSTEP_LIVE_H
+
+#include <stddef.h>
+
+#include "model.h"
+#include "symbolizer.h"
+
+struct live_set {
+    struct m_live *v; /* one per model process; p->live points here */
+    size_t n;
+};
+
+/* For each trace whose process runs on this host: samples /proc twice `sample_ms` apart, asks
+ * the shim for a live stack (of the thread inside NCCL, else the main thread) and writes
+ * `<trace>.live`. Returns the number of processes probed. */
+size_t live_probe(char *const *trace_paths, size_t n, int sample_ms);
+
+/* Reads the `<trace>.live` of every process of the model that has one, symbolizes its stack
+ * and points the process's `live` at the result. Returns 0, or -1 when out of memory. Free
+ * with live_set_free() after the model. */
+int live_attach(struct model *m, struct symbolizer *sym, struct live_set *out);
+
+/* Frees what live_attach() made. */
+void live_set_free(struct live_set *s);
+
+/* True when process `pid` recorded in trace header `h` still runs on this host (same host
+ * name, and the pid's start time is not after the trace's creation). */
+int live_is_running_here(const struct ls_header *h);
+
+#endif
