@@ -1,4 +1,5 @@
 /* live.c -- probes running ranks into `<trace>.live` sidecars and attaches them to the model. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,37 @@ size_t live_probe(char *const *trace_paths, size_t n, int sample_ms)
 out:
     free(before);
     free(hdrs);
+    return probed;
+}
+
+size_t live_probe_dir(const char *dir)
+{
+    char **paths = NULL;
+    size_t n = 0, cap = 0, probed = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 7 || strcmp(e->d_name + len - 6, ".trace") != 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **v = realloc(paths, cap * sizeof(*v));
+            if (!v)
+                break;
+            paths = v;
+        }
+        size_t plen = strlen(dir) + len + 2;
+        if (!(paths[n] = malloc(plen)))
+            break;
+        snprintf(paths[n++], plen, "%s/%s", dir, e->d_name);
+    }
+    if (d)
+        closedir(d);
+    probed = live_probe(paths, n, 300);
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
     return probed;
 }
 

@@ -20,6 +20,9 @@ struct live_set {
  * `<trace>.live`. Returns the number of processes probed. */
 size_t live_probe(char *const *trace_paths, size_t n, int sample_ms);
 
+/* live_probe() for every *.trace of folder `dir`. Returns the number of processes probed. */
+size_t live_probe_dir(const char *dir);
+
 /* Reads the `<trace>.live` of every process of the model that has one, symbolizes its stack
  * and points the process's `live` at the result. Returns 0, or -1 when out of memory. Free
  * with live_set_free() after the model. */

@@ -18,8 +18,12 @@ struct command {
 
 /* Every subcommand, in the order --help lists them. run, watch and export join here. */
 static const struct command commands[] = {
-    /* {"run", cmd_run, "[--dir DIR] [--stall SECONDS] [--json FILE] -- CMD [ARG...]", ...}, */
-    /* {"watch", cmd_watch, "[--stall SECONDS] [--json FILE] [--kill] DIR", ...}, */
+    {"run", cmd_run,
+     "run [--dir DIR] [--stall SECONDS] [--json FILE] [--format text|github] -- CMD [ARG...]",
+     "run a job under the shim; on a stall diagnose it live, stop it and exit 3"},
+    {"watch", cmd_watch,
+     "watch [--stall SECONDS] [--json FILE] [--format text|github] [--kill] DIR",
+     "watch a job traced into DIR; on a stall diagnose it live and exit 3"},
     {"analyze", cmd_analyze, "analyze [--json] [--job ID] PATH...",
      "diagnose a hung or failed job from its traces (dirs or files); exit 0 clean, 1 findings, "
      "2 bad input"},

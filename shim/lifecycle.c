@@ -37,7 +37,8 @@ static void *heartbeat_main(void *arg)
     struct ls_header *h = arg;
     uint32_t gen = atomic_load(&ls_generation);
     for (;;) {
-        struct timespec ts = {0, (long)HEARTBEAT_NS};
+        struct timespec ts = {(time_t)(HEARTBEAT_NS / 1000000000ull),
+                              (long)(HEARTBEAT_NS % 1000000000ull)};
         nanosleep(&ts, NULL);
         if (atomic_load(&ls_generation) != gen)
             return NULL; /* cannot happen in this thread's process; kept for clarity */

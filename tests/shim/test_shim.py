@@ -391,6 +391,30 @@ def case_callsites(tmp):
            "dump shows records and call sites")
 
 
+def case_idle_cpu(tmp):
+    """A traced rank that waits costs no CPU: the heartbeat thread sleeps between beats."""
+    d = os.path.join(tmp, "t")
+    env = dict(os.environ, LD_LIBRARY_PATH=EMU_DIR, LD_PRELOAD=SHIM, LOCKSTEP_DIR=d)
+    proc = subprocess.Popen([LAUNCH, "--np", "2", "--timeout", "4", "--", prog("blocker")],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import time
+        time.sleep(1.0)
+        pids = [t["pid"] for t in traces(d) if t["rank"] == 1]
+        expect(len(pids) == 1, "rank 1's trace")
+        def cpu_ticks():
+            with open(f"/proc/{pids[0]}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])
+        before = cpu_ticks()
+        time.sleep(2.0)
+        used = cpu_ticks() - before
+        hz = os.sysconf("SC_CLK_TCK")
+        expect(used / hz < 0.1, f"an idle traced rank used {used / hz:.2f} s of CPU in 2 s")
+    finally:
+        proc.wait(timeout=30)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -1,0 +1,81 @@
+/* cmd_watch.c -- `lockstep watch [--stall S] [--json FILE] [--format text|github] [--kill]
+ * DIR`: watches a job started elsewhere (LD_PRELOAD set by hand) through its trace folder;
+ * on a stall it diagnoses the live job (and stops it with --kill) and exits 3; when every
+ * traced process has ended it gives the post-mortem diagnosis. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "live_cmd.h"
+
+#define WATCH_STALL_EXIT 3
+
+static int usage_full(FILE *f, int rc)
+{
+    fprintf(f,
+            "usage: lockstep watch [--stall SECONDS] [--json FILE] [--format text|github] "
+            "[--kill] DIR\n"
+            "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
+            "  and LOCKSTEP_DIR=DIR; when for SECONDS (default 300) no rank entered or left an\n"
+            "  NCCL call while some rank waits, it diagnoses the live job and exits 3 (--kill\n"
+            "  also stops its processes). When every traced process has ended it prints the\n"
+            "  post-mortem diagnosis and exits 0 (nothing found) or 1 (findings).\n");
+    return rc;
+}
+
+int cmd_watch(int argc, char **argv)
+{
+    struct live_opts o = {300, NULL, 0};
+    int kill_job = 0, i;
+    const char *dir = NULL;
+    for (i = 1; i < argc; i++) {
+        int r = live_parse_option(&o, argc, argv, &i);
+        if (r < 0)
+            return 2;
+        if (r)
+            continue;
+        if (strcmp(argv[i], "--kill") == 0)
+            kill_job = 1;
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return usage_full(stdout, 0);
+        else if (argv[i][0] == '-' || dir) {
+            fprintf(stderr, "lockstep watch: unexpected argument '%s'\n", argv[i]);
+            return usage_full(stderr, 2);
+        } else
+            dir = argv[i];
+    }
+    if (!dir)
+        return usage_full(stderr, 2);
+    struct monitor m;
+    if (monitor_init(&m, dir) < 0)
+        return 2;
+    fprintf(stderr, "lockstep: watching %s (stall after %g s without progress)\n", dir, o.stall_s);
+    int seen_running = 0, rc;
+    for (;;) {
+        monitor_poll(&m);
+        size_t running = monitor_running(&m);
+        seen_running |= running > 0;
+        if (seen_running && running == 0) {
+            fprintf(stderr, "lockstep: every traced process has ended: post-mortem diagnosis\n");
+            int n = live_diagnose(dir, &o, 0, 1);
+            rc = n < 0 ? 2 : n > 0 ? 1 : 0;
+            break;
+        }
+        char why[256];
+        if (monitor_outstanding(&m, why, sizeof(why)) && monitor_idle_s(&m) >= o.stall_s) {
+            fprintf(stderr, "lockstep: no progress for %.1f s while %s: diagnosing the live job\n",
+                    monitor_idle_s(&m), why);
+            live_diagnose(dir, &o, 1, 1);
+            if (kill_job) {
+                live_stop(&m, 0, 5.0);
+                fprintf(stderr, "lockstep: stopped the job's processes\n");
+            }
+            rc = WATCH_STALL_EXIT;
+            break;
+        }
+        live_sleep_ms(200);
+    }
+    monitor_free(&m);
+    return rc;
+}

@@ -1,0 +1,208 @@
+/* live_cmd.c -- stall diagnosis, CI annotations and stopping, shared by run and watch. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analysis.h"
+#include "live_cmd.h"
+
+void live_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int live_parse_option(struct live_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const char *val = NULL;
+    const char *names[] = {"--stall", "--json", "--format"};
+    int which = -1;
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(names[k]);
+        if (strcmp(a, names[k]) == 0) {
+            if (*i + 1 >= argc) {
+                fprintf(stderr, "lockstep: %s needs a value\n", names[k]);
+                return -1;
+            }
+            which = k;
+            val = argv[++*i];
+        } else if (strncmp(a, names[k], n) == 0 && a[n] == '=') {
+            which = k;
+            val = a + n + 1;
+        }
+    }
+    if (which < 0)
+        return 0;
+    if (which == 0) {
+        char *end;
+        double s = strtod(val, &end);
+        if (*end || !(s > 0) || s > 1e7) {
+            fprintf(stderr, "lockstep: --stall wants a positive number of seconds, not '%s'\n",
+                    val);
+            return -1;
+        }
+        o->stall_s = s;
+    } else if (which == 1) {
+        o->json_path = val;
+    } else if (strcmp(val, "github") == 0) {
+        o->github = 1;
+    } else if (strcmp(val, "text") == 0) {
+        o->github = 0;
+    } else {
+        fprintf(stderr, "lockstep: --format is text or github, not '%s'\n", val);
+        return -1;
+    }
+    return 1;
+}
+
+/* Finds `base` under the current folder (bounded search, skipping .git and build folders) and
+ * writes its relative path; falls back to `base` itself. */
+static void find_source(const char *dir, const char *base, int depth, char *out, size_t len,
+                        int *budget)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && out[0] == 0 && (e = readdir(d)) != NULL && --*budget > 0) {
+        if (e->d_name[0] == '.' || strncmp(e->d_name, "build", 5) == 0)
+            continue;
+        char path[2048];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0)
+            continue;
+        if (S_ISREG(st.st_mode) && strcmp(e->d_name, base) == 0)
+            snprintf(out, len, "%.1000s", path + 2); /* drop "./" */
+        else if (S_ISDIR(st.st_mode) && depth > 0)
+            find_source(path, base, depth - 1, out, len, budget);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* "file.c:12 (func)" -> file and line; returns 0 when it has that shape. */
+static int split_site(const char *site, char *file, size_t flen, int *line)
+{
+    const char *colon = strchr(site, ':');
+    if (!colon || colon == site || (size_t)(colon - site) >= flen)
+        return -1;
+    char *end;
+    long l = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || l <= 0)
+        return -1;
+    memcpy(file, site, (size_t)(colon - site));
+    file[colon - site] = 0;
+    *line = (int)l;
+    return 0;
+}
+
+/* Writes text safe inside a GitHub workflow command (%, CR and LF escaped). */
+static void gh_escape(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '%')
+            fputs("%25", f);
+        else if (*s == '\r')
+            fputs("%0D", f);
+        else if (*s == '\n')
+            fputs("%0A", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+static void print_github(FILE *out, const struct findings *fs)
+{
+    for (size_t i = 0; i < fs->n; i++) {
+        const struct finding *f = &fs->v[i];
+        int any = 0;
+        for (size_t c = 0; c < f->nclasses; c++) {
+            char base[512], path[1024] = "";
+            int line;
+            if (!f->classes[c].callsite ||
+                split_site(f->classes[c].callsite, base, sizeof(base), &line) != 0)
+                continue;
+            int budget = 20000;
+            find_source(".", base, 6, path, sizeof(path), &budget);
+            fprintf(out, "::error file=%s,line=%d,title=lockstep %s::", path[0] ? path : base,
+                    line, finding_kind_name(f->kind));
+            gh_escape(out, f->summary ? f->summary : "");
+            fputc('\n', out);
+            any = 1;
+        }
+        if (!any && f->consequence_of < 0) {
+            fprintf(out, "::error title=lockstep %s::", finding_kind_name(f->kind));
+            gh_escape(out, f->summary ? f->summary : "");
+            fputc('\n', out);
+        }
+    }
+}
+
+int live_diagnose(const char *dir, const struct live_opts *o, int probe, int print)
+{
+    struct analysis a;
+    memset(&a, 0, sizeof(a));
+    int rc = -1;
+    if (analysis_add_path(&a, dir) < 0)
+        goto out;
+    if (probe)
+        live_probe(a.paths.v, a.paths.n, 300);
+    if (analysis_load(&a, NULL) < 0 || analysis_diagnose(&a) < 0)
+        goto out;
+    if (print) {
+        analysis_report(&a, stdout, 0, analysis_want_color());
+        if (o->github)
+            print_github(stdout, &a.fs);
+        fflush(stdout);
+    }
+    if (o->json_path) {
+        FILE *f = fopen(o->json_path, "w");
+        if (!f) {
+            fprintf(stderr, "lockstep: cannot write %s: %s\n", o->json_path, strerror(errno));
+        } else {
+            analysis_report(&a, f, 1, 0);
+            if (fclose(f) != 0)
+                fprintf(stderr, "lockstep: writing %s failed\n", o->json_path);
+        }
+    }
+    rc = (int)a.fs.n;
+out:
+    analysis_free(&a);
+    return rc;
+}
+
+static int any_running(struct monitor *m, pid_t pgid)
+{
+    if (pgid > 0 && kill(-pgid, 0) == 0)
+        return 1;
+    monitor_poll(m);
+    return monitor_running(m) > 0;
+}
+
+void live_stop(struct monitor *m, pid_t pgid, double grace_s)
+{
+    for (int sig = SIGTERM;; sig = SIGKILL) {
+        if (pgid > 0)
+            kill(-pgid, sig);
+        monitor_poll(m);
+        for (size_t i = 0; i < m->n; i++)
+            if (m->t[i].running_here)
+                kill(m->t[i].h.pid, sig);
+        if (sig == SIGKILL)
+            break;
+        for (int waited = 0; waited < (int)(grace_s * 1000) && any_running(m, pgid); waited += 50) {
+            while (pgid > 0 && waitpid(-pgid, NULL, WNOHANG) > 0)
+                ;
+            live_sleep_ms(50);
+        }
+        if (!any_running(m, pgid))
+            break;
+    }
+}
