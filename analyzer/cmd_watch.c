@@ -51,12 +51,12 @@ int cmd_watch(int argc, char **argv)
     if (monitor_init(&m, dir) < 0)
         return 2;
     fprintf(stderr, "lockstep: watching %s (stall after %g s without progress)\n", dir, o.stall_s);
-    int seen_running = 0, rc;
+    int rc;
     for (;;) {
         monitor_poll(&m);
-        size_t running = monitor_running(&m);
-        seen_running |= running > 0;
-        if (seen_running && running == 0) {
+        /* Over: traces exist, none of their processes runs, nothing moved for a second (a
+         * launcher may still be starting ranks). */
+        if (m.n > 0 && monitor_running(&m) == 0 && monitor_idle_s(&m) >= 1.0) {
             fprintf(stderr, "lockstep: every traced process has ended: post-mortem diagnosis\n");
             int n = live_diagnose(dir, &o, 0, 1);
             rc = n < 0 ? 2 : n > 0 ? 1 : 0;

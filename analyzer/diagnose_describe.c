@@ -88,6 +88,21 @@ void describe_call(struct diag *d, const struct m_proc *p, const struct ls_recor
                  (unsigned long long)(r->comm_id >> 32), args, site);
 }
 
+/* " for 3.0 s" when p was stopped while outside NCCL after its last call: for how long is
+ * what tells a person that this rank (data preparation, a checkpoint...) kept the others
+ * waiting. Empty otherwise. */
+static void outside_for(const struct m_proc *p, char *buf, size_t len)
+{
+    const struct ls_record *lc = p->last_call;
+    uint64_t left = lc ? (lc->exit_ns > lc->enter_ns ? lc->exit_ns : lc->enter_ns) : 0;
+    buf[0] = 0;
+    if (!p->current && left && p->since_ns > left) {
+        char dur[32];
+        ago(dur, sizeof(dur), (double)(p->since_ns - left) / 1e9);
+        snprintf(buf, len, " for %s", dur);
+    }
+}
+
 void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, size_t len)
 {
     char call[512] = "", t[32];
@@ -128,15 +143,33 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
         break;
     case RANK_CRASHED:
         ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
+        if (p->killed_with_job && !p->current) {
+            char busy[48];
+            outside_for(p, busy, sizeof(busy));
+            snprintf(buf, len,
+                     "it was killed by %s with the rest of the job %s ago, busy outside NCCL%s; "
+                     "its last call was %s",
+                     names_signal(h->end_signal), t, busy, last);
+            break;
+        }
         snprintf(buf, len, "it was killed by %s %s ago, %s %s", names_signal(h->end_signal), t,
                  p->current ? "inside" : "after its last call,", last);
         break;
     case RANK_VANISHED:
         ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
         if (p->killed_with_job) {
-            snprintf(buf, len,
-                     "it was stopped with the rest of the job (no exit record) %s ago, %s %s", t,
-                     p->current ? "inside" : "busy outside NCCL; its last call was", last);
+            char busy[48];
+            outside_for(p, busy, sizeof(busy));
+            if (p->current)
+                snprintf(buf, len,
+                         "it was stopped with the rest of the job (no exit record) %s ago, inside "
+                         "%s",
+                         t, last);
+            else
+                snprintf(buf, len,
+                         "it was stopped with the rest of the job (no exit record) %s ago, busy "
+                         "outside NCCL%s; its last call was %s",
+                         t, busy, last);
             break;
         }
         snprintf(buf, len,

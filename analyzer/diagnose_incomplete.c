@@ -71,12 +71,24 @@ static int process_damage(struct diag *d, const struct m_proc *p)
     return 0;
 }
 
+/* True when g's seq numbers sends/receives (per peer), not the communicator's collectives. */
+static int p2p_seq(const struct finding *g)
+{
+    if (g->kind == F_P2P_UNMATCHED || g->kind == F_P2P_SIZE_MISMATCH)
+        return 1;
+    for (size_t k = 0; g->kind == F_NCCL_ERROR && k < g->nclasses; k++) /* the failed call */
+        if (g->classes[k].op == LS_OP_SEND || g->classes[k].op == LS_OP_RECV)
+            return 1;
+    return 0;
+}
+
 /* Ranks whose ring no longer holds the collective another finding is about. */
 static int wrapped_past(struct diag *d, size_t upto)
 {
     for (size_t i = 0; i < upto; i++) {
         const struct finding *g = &d->out->v[i];
-        if (g->job != d->job || !g->has_comm || !g->has_seq || g->kind == F_TRACE_INCOMPLETE)
+        if (g->job != d->job || !g->has_comm || !g->has_seq || g->kind == F_TRACE_INCOMPLETE ||
+            p2p_seq(g))
             continue;
         const struct m_comm *c = model_comm(d->m, d->job, g->comm);
         if (!c)
@@ -103,7 +115,8 @@ static int wrapped_past(struct diag *d, size_t upto)
         f->has_seq = 1;
         finding_summary(f,
                         "the trace ring of %s wrapped past #%llu on comm %08llx: what %s called "
-                        "there is overwritten (a larger ring keeps more)",
+                        "there is overwritten (LOCKSTEP_RING sets the records kept per process, "
+                        "default 32768: a larger ring keeps more)",
                         ranks, (unsigned long long)g->seq, (unsigned long long)(g->comm >> 32),
                         lost.n == 1 ? "it" : "they");
     }

@@ -139,9 +139,10 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
                          (unsigned long long)k->seq, (unsigned long long)(k->comm >> 32));
             else
                 snprintf(what, sizeof(what), "%s", ls_op_name((unsigned)k->op));
-            finding_detail(f, "missing: %s (%s), %s %s from %s, %s ago", rs, k->state,
+            /* The time is the state's (seconds_ago), not the last call's. */
+            finding_detail(f, "missing: %s (%s since %s ago), %s %s from %s", rs, k->state, t,
                            strcmp(k->state, "in_call") == 0 ? "in" : "last call", what,
-                           k->callsite ? k->callsite : "?", t);
+                           k->callsite ? k->callsite : "?");
         } else
             finding_detail(f, "missing: %s (%s), no NCCL call recorded", rs, k->state);
     }

@@ -92,6 +92,7 @@ struct ncclComm {
     _Atomic int aborted;
     _Atomic int revoked;
     _Atomic int users;         /* queued/running ops and async jobs */
+    _Atomic int queued;        /* ops launched on streams, not finished (async mode) */
     _Atomic int pending;       /* async jobs (nonblocking split) */
     _Atomic int async_result;
     int blocking;
@@ -132,6 +133,8 @@ struct emu_op {
     ncclDataType_t dtype;
     int redop;
     int root;             /* root, or peer for p2p */
+    cudaStream_t stream;  /* the stream it was issued on (async mode) */
+    struct emu_redop scalar;  /* PreMulSum redop as it was at issue time */
     /* progress state */
     int phase;
     uint64_t chunk, nchunks, round, elems;
@@ -182,11 +185,14 @@ uint64_t emu_derive_key(uint64_t key, char kind, uint64_t counter,
 int emu_coll_progress(struct emu_op *op);
 int emu_send_progress(struct emu_op *op);
 int emu_recv_progress(struct emu_op *op);
-double emu_redop_scalar(struct ncclComm *comm, int redop, ncclDataType_t dt);
+void emu_redop_capture(struct ncclComm *comm, int redop, struct emu_redop *out);
 
 /* emu_group.c */
 struct emu_op *emu_op_new(int kind, struct ncclComm *comm);
 ncclResult_t emu_submit(struct emu_op *op);
+uint64_t emu_next_pass(void);
+int emu_queue_pass(struct emu_queue *q, uint64_t pass, int *pending, ncclResult_t *res);
+void emu_queue_hold_lanes(struct emu_queue *q, uint64_t pass);
 ncclResult_t emu_queue_run(struct emu_queue *q);
 void emu_queue_push(struct emu_queue *q, struct emu_op *op);
 void emu_queue_free(struct emu_queue *q);
@@ -199,6 +205,12 @@ void emu_comm_wait_idle(struct ncclComm *comm);
 
 /* emu_comm.c */
 int emu_split_progress(struct emu_op *op);
+
+/* emu_async.c */
+int emu_async(void);
+int emu_async_eligible(const struct emu_queue *q);
+ncclResult_t emu_async_launch(struct emu_queue *q);
+void emu_async_drain(struct emu_queue *q);
 
 #pragma GCC visibility pop
 

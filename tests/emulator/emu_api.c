@@ -5,6 +5,9 @@
 #include <string.h>
 
 /* ---- collectives ---- */
+/* Blocking mode: a call returns once its op completed. Async mode
+ * (LOCKSTEP_EMU_ASYNC=1): it returns after validation; the op completes on
+ * its stream (emu_async.c). */
 
 static int redop_valid(struct ncclComm *c, int redop) {
     if (redop >= 0 && redop < (int)ncclNumOps) return 1;
@@ -21,7 +24,8 @@ static ncclResult_t fail(ncclResult_t res) {
 }
 
 static ncclResult_t coll(int kind, const void *sendbuff, void *recvbuff, size_t count,
-                         ncclDataType_t dt, int redop, int root, ncclComm_t comm) {
+                         ncclDataType_t dt, int redop, int root, ncclComm_t comm,
+                         cudaStream_t stream) {
     ncclResult_t res = emu_comm_check(comm);
     if (res != ncclSuccess) return fail(res);
     if (emu_dtype_size(dt) == 0) {
@@ -55,7 +59,9 @@ static ncclResult_t coll(int kind, const void *sendbuff, void *recvbuff, size_t 
     op->count = count;
     op->dtype = dt;
     op->redop = reducing ? redop : -1;
+    if (reducing) emu_redop_capture(comm, redop, &op->scalar);
     op->root = rooted ? root : -1;
+    op->stream = stream;
     return emu_submit(op);
 }
 
@@ -63,8 +69,7 @@ static ncclResult_t coll(int kind, const void *sendbuff, void *recvbuff, size_t 
 ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count,
                          ncclDataType_t datatype, ncclRedOp_t op, int root,
                          ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
-    return coll(EMU_REDUCE, sendbuff, recvbuff, count, datatype, (int)op, root, comm);
+    return coll(EMU_REDUCE, sendbuff, recvbuff, count, datatype, (int)op, root, comm, stream);
 }
 EMU_ALIAS(ncclReduce);
 
@@ -72,8 +77,7 @@ EMU_ALIAS(ncclReduce);
 ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                             ncclDataType_t datatype, int root, ncclComm_t comm,
                             cudaStream_t stream) {
-    (void)stream;
-    return coll(EMU_BROADCAST, sendbuff, recvbuff, count, datatype, -1, root, comm);
+    return coll(EMU_BROADCAST, sendbuff, recvbuff, count, datatype, -1, root, comm, stream);
 }
 EMU_ALIAS(ncclBroadcast);
 
@@ -89,8 +93,7 @@ EMU_ALIAS(ncclBcast);
 ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                             cudaStream_t stream) {
-    (void)stream;
-    return coll(EMU_ALLREDUCE, sendbuff, recvbuff, count, datatype, (int)op, -1, comm);
+    return coll(EMU_ALLREDUCE, sendbuff, recvbuff, count, datatype, (int)op, -1, comm, stream);
 }
 EMU_ALIAS(ncclAllReduce);
 
@@ -98,25 +101,22 @@ EMU_ALIAS(ncclAllReduce);
 ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                 cudaStream_t stream) {
-    (void)stream;
     return coll(EMU_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, (int)op, -1,
-                comm);
+                comm, stream);
 }
 EMU_ALIAS(ncclReduceScatter);
 
 /* Concatenate every rank's sendcount elements in rank order. */
 ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                             ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
-    return coll(EMU_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, -1, -1, comm);
+    return coll(EMU_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, -1, -1, comm, stream);
 }
 EMU_ALIAS(ncclAllGather);
 
 /* Block q of count elements goes from every rank to rank q. */
 ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
-    return coll(EMU_ALLTOALL, sendbuff, recvbuff, count, datatype, -1, -1, comm);
+    return coll(EMU_ALLTOALL, sendbuff, recvbuff, count, datatype, -1, -1, comm, stream);
 }
 EMU_ALIAS(ncclAlltoAll);
 
@@ -124,8 +124,7 @@ EMU_ALIAS(ncclAlltoAll);
 ncclResult_t pncclGather(const void *sendbuff, void *recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm,
                          cudaStream_t stream) {
-    (void)stream;
-    return coll(EMU_GATHER, sendbuff, recvbuff, count, datatype, -1, root, comm);
+    return coll(EMU_GATHER, sendbuff, recvbuff, count, datatype, -1, root, comm, stream);
 }
 EMU_ALIAS(ncclGather);
 
@@ -133,15 +132,14 @@ EMU_ALIAS(ncclGather);
 ncclResult_t pncclScatter(const void *sendbuff, void *recvbuff, size_t count,
                           ncclDataType_t datatype, int root, ncclComm_t comm,
                           cudaStream_t stream) {
-    (void)stream;
-    return coll(EMU_SCATTER, sendbuff, recvbuff, count, datatype, -1, root, comm);
+    return coll(EMU_SCATTER, sendbuff, recvbuff, count, datatype, -1, root, comm, stream);
 }
 EMU_ALIAS(ncclScatter);
 
 /* ---- point-to-point ---- */
 
 static ncclResult_t p2p(int kind, const void *sendbuff, void *recvbuff, size_t count,
-                        ncclDataType_t dt, int peer, ncclComm_t comm) {
+                        ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t stream) {
     ncclResult_t res = emu_comm_check(comm);
     if (res != ncclSuccess) return fail(res);
     if (emu_dtype_size(dt) == 0 || peer < 0 || peer >= comm->nranks) {
@@ -159,23 +157,23 @@ static ncclResult_t p2p(int kind, const void *sendbuff, void *recvbuff, size_t c
     op->count = count;
     op->dtype = dt;
     op->root = peer;
+    op->stream = stream;
     return emu_submit(op);
 }
 
 /* Send count elements to peer; returns once peer received them (or, in a
- * group, at the outermost ncclGroupEnd). */
+ * group, at the outermost ncclGroupEnd; in async mode at once, completing on
+ * the stream). */
 ncclResult_t pncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                        ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
-    return p2p(EMU_OP_SEND, sendbuff, NULL, count, datatype, peer, comm);
+    return p2p(EMU_OP_SEND, sendbuff, NULL, count, datatype, peer, comm, stream);
 }
 EMU_ALIAS(ncclSend);
 
 /* Receive count elements from peer (matched in order per peer). */
 ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                        ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
-    return p2p(EMU_OP_RECV, NULL, recvbuff, count, datatype, peer, comm);
+    return p2p(EMU_OP_RECV, NULL, recvbuff, count, datatype, peer, comm, stream);
 }
 EMU_ALIAS(ncclRecv);
 
@@ -188,7 +186,8 @@ ncclResult_t pncclGroupStart(void) {
 }
 EMU_ALIAS(ncclGroupStart);
 
-/* Close a group; the outermost end progresses all queued ops to completion. */
+/* Close a group; the outermost end progresses all queued ops to completion
+ * (async mode: launches them as one unit on their streams and returns). */
 ncclResult_t pncclGroupEnd(void) {
     return emu_group_end(0);
 }

@@ -18,12 +18,21 @@ static int is_reducing(int coll) {
     return coll == EMU_ALLREDUCE || coll == EMU_REDUCE || coll == EMU_REDUCESCATTER;
 }
 
-/* Scalar of a PreMulSum redop (read now for device-resident scalars). */
-double emu_redop_scalar(struct ncclComm *c, int redop, ncclDataType_t dt) {
+/* Copy what a PreMulSum redop means into *out at issue time, so the op may be
+ * destroyed (or its slot reused) once the calls using it returned, as NCCL
+ * allows. Not a PreMulSum: out->used = 0. */
+void emu_redop_capture(struct ncclComm *c, int redop, struct emu_redop *out) {
     int idx = redop - (int)ncclNumOps;
-    if (idx < 0 || idx >= c->nredops || !c->redops[idx].used) return 1.0;
-    struct emu_redop *r = &c->redops[idx];
-    return r->device ? emu_load(r->ptr, dt) : r->value;
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&c->lock);
+    if (idx >= 0 && idx < c->nredops && c->redops[idx].used) *out = c->redops[idx];
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Scalar of the op's PreMulSum (a device-resident one is read now). */
+static double op_scalar(const struct emu_op *op) {
+    if (!op->scalar.used) return 1.0;
+    return op->scalar.device ? emu_load(op->scalar.ptr, op->dtype) : op->scalar.value;
 }
 
 static const char *coll_name(int coll) {
@@ -104,7 +113,7 @@ static void post_chunk(struct emu_op *op) {
         memcpy(dst, src + off * esz, len * esz);
     }
     if (is_reducing(op->coll) && op->redop >= (int)ncclNumOps) {
-        double s = emu_redop_scalar(c, op->redop, op->dtype);
+        double s = op_scalar(op);
         for (int q = 0; q < slices_of(op->coll, n); q++)
             emu_scale(dst + (size_t)q * op->elems * esz, len, op->dtype, s);
     }

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 
 /* Per-thread group state. Ops issued at depth > 0 wait in `group_q` until the
- * outermost ncclGroupEnd progresses them all together. An asynchronous mode
- * would hand such a queue to a worker thread running emu_queue_run. */
+ * outermost ncclGroupEnd progresses them all together -- or, in async mode,
+ * launches them as one work item on their streams (emu_async.c). */
 static __thread int group_depth;
 static __thread struct emu_queue group_q;
 
@@ -77,7 +77,10 @@ ncclResult_t emu_group_end(int simulate) {
     }
     if (--group_depth > 0) return ncclSuccess;
     ncclResult_t res = group_q.error;
-    if (res == ncclSuccess && !simulate) res = emu_queue_run(&group_q);
+    if (res == ncclSuccess && !simulate) {
+        if (emu_async() && emu_async_eligible(&group_q)) res = emu_async_launch(&group_q);
+        else res = emu_queue_run(&group_q);
+    }
     emu_queue_free(&group_q);
     return res;
 }
@@ -90,6 +93,7 @@ ncclResult_t emu_submit(struct emu_op *op) {
     }
     struct emu_queue q = {0};
     emu_queue_push(&q, op);
+    if (emu_async() && emu_async_eligible(&q)) return emu_async_launch(&q);
     ncclResult_t res = emu_queue_run(&q);
     emu_queue_free(&q);
     return res;
@@ -182,37 +186,68 @@ static int step(struct emu_op *op, uint64_t pass, int *pending) {
     return moved;
 }
 
+/* A fresh progress-pass number (process-wide, never 0). */
+uint64_t emu_next_pass(void) {
+    return atomic_fetch_add(&pass_counter, 1) + 1;
+}
+
+/* One progress pass over q: step every unfinished op once with `pass`.
+ * Sets *pending if some op is unfinished, and *res (stopping early) when an
+ * op failed or its communicator was aborted or revoked. Returns 1 if
+ * something moved. */
+int emu_queue_pass(struct emu_queue *q, uint64_t pass, int *pending, ncclResult_t *res) {
+    int moved = 0;
+    for (struct emu_op *op = q->head; op; op = op->next) {
+        if (op->state == EMU_ST_DONE) continue;
+        struct ncclComm *c = op->comm;
+        if (atomic_load(&c->aborted) || atomic_load(&c->revoked)) {
+            *res = interrupted(c);
+            return moved;
+        }
+        moved |= step(op, pass, pending);
+        if (op->state == EMU_ST_FAILED) {
+            *res = op->result;
+            return moved;
+        }
+    }
+    return moved;
+}
+
+/* Mark the lanes of q's unfinished ops as busy in `pass` without progressing
+ * them, so ops polled later in the same pass cannot overtake them. */
+void emu_queue_hold_lanes(struct emu_queue *q, uint64_t pass) {
+    for (struct emu_op *op = q->head; op; op = op->next) {
+        if (op->state == EMU_ST_DONE) continue;
+        struct ncclComm *c = op->comm;
+        switch (op->kind) {
+        case EMU_OP_COLL: case EMU_OP_SPLIT: c->pass_mark = pass; break;
+        case EMU_OP_SEND: c->send_mark[op->root] = pass; break;
+        case EMU_OP_RECV: c->recv_mark[op->root] = pass; break;
+        }
+    }
+}
+
 /* Progress every op of q until all are done; sleep with backoff while nothing
  * moves. Ops that never line up across ranks keep it waiting forever, unless
- * their communicator is aborted or revoked. Returns the first failure. */
+ * their communicator is aborted or revoked. Returns the first failure. In
+ * async mode it first waits until the ops' communicators have no work left on
+ * streams (the rounds of a communicator must not be progressed by two
+ * threads). */
 ncclResult_t emu_queue_run(struct emu_queue *q) {
     ncclResult_t res = ncclSuccess;
     unsigned bo;
     struct emu_op *op;
+    if (emu_async()) emu_async_drain(q);
     for (op = q->head; op; op = op->next)
         if (op->comm) atomic_fetch_add(&op->comm->users, 1);
     emu_backoff_reset(&bo);
     for (;;) {
-        uint64_t pass = atomic_fetch_add(&pass_counter, 1) + 1;
-        int moved = 0, pending = 0;
-        for (op = q->head; op; op = op->next) {
-            if (op->state == EMU_ST_DONE) continue;
-            struct ncclComm *c = op->comm;
-            if (atomic_load(&c->aborted) || atomic_load(&c->revoked)) {
-                res = interrupted(c);
-                goto out;
-            }
-            moved |= step(op, pass, &pending);
-            if (op->state == EMU_ST_FAILED) {
-                res = op->result;
-                goto out;
-            }
-        }
-        if (!pending) break;
+        int pending = 0;
+        int moved = emu_queue_pass(q, emu_next_pass(), &pending, &res);
+        if (res != ncclSuccess || !pending) break;
         if (moved) emu_backoff_reset(&bo);
         else emu_backoff_sleep(&bo);
     }
-out:
     for (op = q->head; op; op = op->next)
         if (op->comm) atomic_fetch_sub(&op->comm->users, 1);
     return res;

@@ -29,7 +29,12 @@ static volatile sig_atomic_t forward_sig;
 static void usage(void) {
     fprintf(stderr,
             "usage: launch-ranks [--np N] [--timeout SECONDS] [--kill-signal SIG]\n"
-            "                    [--idfile PATH] [--env-rank-var NAME]... -- PROGRAM [ARGS...]\n");
+            "                    [--idfile PATH] [--env-rank-var NAME]... [--fail-fast]\n"
+            "                    [--rank-offset K --world-size W] -- PROGRAM [ARGS...]\n"
+            "  --fail-fast      when a rank fails, stop the others (SIGTERM, then SIGKILL), as\n"
+            "                   torchrun does; exit with the first failure's status\n"
+            "  --rank-offset K  this launcher runs global ranks K..K+N-1 of a job of\n"
+            "  --world-size W   W ranks (one launcher per simulated node)\n");
     exit(2);
 }
 
@@ -116,13 +121,17 @@ int main(int argc, char **argv) {
     int kill_sig = SIGKILL;
     const char *idfile = NULL;
     const char *rank_vars[MAX_RANK_VARS];
-    int nrank_vars = 0;
+    int nrank_vars = 0, fail_fast = 0, rank_offset = 0, world_size = 0;
     int i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
             i++;
             break;
+        }
+        if (strcmp(a, "--fail-fast") == 0) {
+            fail_fast = 1;
+            continue;
         }
         if (i + 1 >= argc) usage();
         if (strcmp(a, "--np") == 0) {
@@ -135,6 +144,12 @@ int main(int argc, char **argv) {
             if (kill_sig < 0) usage();
         } else if (strcmp(a, "--idfile") == 0) {
             idfile = argv[++i];
+        } else if (strcmp(a, "--rank-offset") == 0) {
+            rank_offset = atoi(argv[++i]);
+            if (rank_offset < 0) usage();
+        } else if (strcmp(a, "--world-size") == 0) {
+            world_size = atoi(argv[++i]);
+            if (world_size < 1) usage();
         } else if (strcmp(a, "--env-rank-var") == 0) {
             if (nrank_vars == MAX_RANK_VARS) usage();
             rank_vars[nrank_vars++] = argv[++i];
@@ -160,7 +175,9 @@ int main(int argc, char **argv) {
     }
     setenv("LOCKSTEP_TEST_IDFILE", idfile, 1);
     setenv("LOCKSTEP_EMU_TAG", tag, 1);
-    setenv_int("WORLD_SIZE", nranks);
+    if (world_size == 0) world_size = rank_offset + nranks;
+    if (rank_offset + nranks > world_size) usage();
+    setenv_int("WORLD_SIZE", world_size);
     setenv_int("LOCAL_WORLD_SIZE", nranks);
 
     ranks = calloc((size_t)nranks, sizeof(*ranks));
@@ -186,9 +203,9 @@ int main(int argc, char **argv) {
             signal(SIGINT, SIG_DFL);
             signal(SIGTERM, SIG_DFL);
             signal(SIGHUP, SIG_DFL);
-            setenv_int("RANK", r);
+            setenv_int("RANK", rank_offset + r);
             setenv_int("LOCAL_RANK", r);
-            for (int v = 0; v < nrank_vars; v++) setenv_int(rank_vars[v], r);
+            for (int v = 0; v < nrank_vars; v++) setenv_int(rank_vars[v], rank_offset + r);
             execvp(prog[0], prog);
             fprintf(stderr, "launch-ranks: exec %s: %s\n", prog[0], strerror(errno));
             _exit(127);
@@ -198,8 +215,8 @@ int main(int argc, char **argv) {
         ranks[r].pid = pid;
     }
 
-    int first_bad = 0, running = nranks, timed_out = 0;
-    double deadline = timeout > 0 ? now_s() + timeout : 0;
+    int first_bad = 0, running = nranks, timed_out = 0, stopping = 0;
+    double deadline = timeout > 0 ? now_s() + timeout : 0, stop_deadline = 0;
     while (running > 0) {
         int status;
         pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -209,8 +226,20 @@ int main(int argc, char **argv) {
                 running--;
                 int code = ranks[r].state == R_EXITED ? ranks[r].value : 128 + ranks[r].value;
                 if (code != 0 && first_bad == 0) first_bad = code;
+                if (code != 0 && fail_fast && !stopping) {
+                    /* One rank failed: the job is over, as torchrun decides. */
+                    stopping = 1;
+                    stop_deadline = now_s() + 5.0;
+                    for (int k = 0; k < nranks; k++)
+                        if (ranks[k].state == R_RUNNING) kill(ranks[k].pid, SIGTERM);
+                }
             }
             continue;
+        }
+        if (stopping && now_s() > stop_deadline) {
+            for (int k = 0; k < nranks; k++)
+                if (ranks[k].state == R_RUNNING) kill(ranks[k].pid, SIGKILL);
+            stop_deadline = now_s() + 60.0;
         }
         if (pid < 0 && errno == ECHILD) break;
         if (forward_sig) {
@@ -250,12 +279,14 @@ int main(int argc, char **argv) {
 
     for (int r = 0; r < nranks; r++) {
         switch (ranks[r].state) {
-        case R_EXITED: fprintf(stderr, "rank %d: exited %d\n", r, ranks[r].value); break;
-        case R_SIGNALED:
-            fprintf(stderr, "rank %d: killed by signal %d\n", r, ranks[r].value);
+        case R_EXITED:
+            fprintf(stderr, "rank %d: exited %d\n", rank_offset + r, ranks[r].value);
             break;
-        case R_TIMEDOUT: fprintf(stderr, "rank %d: timed out\n", r); break;
-        default: fprintf(stderr, "rank %d: lost\n", r); break;
+        case R_SIGNALED:
+            fprintf(stderr, "rank %d: killed by signal %d\n", rank_offset + r, ranks[r].value);
+            break;
+        case R_TIMEDOUT: fprintf(stderr, "rank %d: timed out\n", rank_offset + r); break;
+        default: fprintf(stderr, "rank %d: lost\n", rank_offset + r); break;
         }
     }
     remove_segments(prefix);

@@ -1,4 +1,5 @@
 /* coll_check.c -- NCCL correctness program: every collective, p2p, split, nonblocking init, InitAll; prints a checksum. */
+/* Results are read only after tp_sync(), so it passes in the emulator's async mode too. */
 #include "common.h"
 
 #include <math.h>
@@ -128,7 +129,8 @@ static void run(struct test *t, ncclComm_t comm) {
     case K_GATHER: TP_CHECK(ncclGather(send, recv, c, t->dt, t->root, comm, NULL)); break;
     case K_SCATTER: TP_CHECK(ncclScatter(send, recv, c, t->dt, t->root, comm, NULL)); break;
     }
-    if (t->op == -1) TP_CHECK(ncclRedOpDestroy(op, comm));
+    if (t->op == -1) TP_CHECK(ncclRedOpDestroy(op, comm));   /* allowed before it ran */
+    tp_sync();
 
     char what[128];
     snprintf(what, sizeof(what), "%s%s count %zu op %d root %d", kind_name[t->kind],
@@ -198,6 +200,7 @@ static void ring(ncclComm_t comm, int n, int rank, size_t count, int salt) {
     TP_CHECK(ncclSend(s, count, ncclFloat32, next, comm, NULL));
     TP_CHECK(ncclRecv(r, count, ncclFloat32, prev, comm, NULL));
     TP_CHECK(ncclGroupEnd());
+    tp_sync();
     for (size_t i = 0; i < count; i++)
         if (r[i] != (float)tp_pattern(prev, i, salt))
             tp_die("WRONG RESULT in ring Send/Recv count %zu: element %zu is %g, expected %d",
@@ -216,6 +219,7 @@ static void sum_check(ncclComm_t comm, const int *members, int nmembers, int sal
     (void)me;
     for (size_t i = 0; i < C; i++) buf[i] = tp_pattern(tp_rank(), i, salt);
     TP_CHECK(ncclAllReduce(buf, buf, C, ncclInt32, ncclSum, comm, NULL));
+    tp_sync();
     for (size_t i = 0; i < C; i++) {
         int32_t want = 0;
         for (int m = 0; m < nmembers; m++) want += tp_pattern(members[m], i, salt);
@@ -324,6 +328,7 @@ static void init_all(void) {
     TP_CHECK(ncclAllReduce(a, ra, C, ncclFloat32, ncclSum, comms[0], NULL));
     TP_CHECK(ncclAllReduce(b, rb, C, ncclFloat32, ncclSum, comms[1], NULL));
     TP_CHECK(ncclGroupEnd());
+    tp_sync();
     for (size_t i = 0; i < C; i++)
         if (ra[i] != 3.0f * (float)i || rb[i] != 3.0f * (float)i)
             tp_die("WRONG RESULT in InitAll AllReduce at %zu: %g %g", i, ra[i], rb[i]);
@@ -333,6 +338,7 @@ static void init_all(void) {
     TP_CHECK(ncclSend(b, C, ncclFloat32, 0, comms[1], NULL));
     TP_CHECK(ncclRecv(ra, C, ncclFloat32, 1, comms[0], NULL));
     TP_CHECK(ncclGroupEnd());
+    tp_sync();
     if (memcmp(rb, a, C * sizeof(float)) || memcmp(ra, b, C * sizeof(float)))
         tp_die("WRONG RESULT in InitAll Send/Recv");
     account(ra, C * sizeof(float));
@@ -369,6 +375,7 @@ int main(void) {
     /* Combine every rank's checksum; rank 0 prints one line. */
     uint64_t mine = checksum, *all = tp_alloc((size_t)n * sizeof(uint64_t));
     TP_CHECK(ncclAllGather(&mine, all, 1, ncclUint64, comm, NULL));
+    tp_sync();
     TP_CHECK(ncclCommDestroy(comm));
     uint64_t h = tp_fnv(TP_FNV_INIT, all, (size_t)n * sizeof(uint64_t));
     if (rank == 0) printf("%016llx\n", (unsigned long long)h);

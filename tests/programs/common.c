@@ -1,6 +1,9 @@
 /* common.c -- implementation of the test-program helpers (environment, id exchange, typed buffers). */
+#define _GNU_SOURCE
 #include "common.h"
 
+#include <cuda.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -41,6 +44,38 @@ void tp_sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+typedef CUresult (*tp_cu_init_fn)(unsigned int);
+typedef CUresult (*tp_cu_sync_fn)(CUstream);
+
+static void *cuda_sym(void *lib, const char *name) {
+    void *p = lib ? dlsym(lib, name) : NULL;
+    return p ? p : dlsym(RTLD_DEFAULT, name);
+}
+
+void tp_sync(void) {
+    static int async = -1;
+    static tp_cu_sync_fn sync;
+    if (async < 0) {
+        const char *e = getenv("LOCKSTEP_EMU_ASYNC");
+        async = e && strcmp(e, "1") == 0;
+    }
+    if (!async) return;
+    if (!sync) {
+        void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        void *init_p = cuda_sym(lib, "cuInit"), *sync_p = cuda_sym(lib, "cuStreamSynchronize");
+        if (!init_p || !sync_p)
+            tp_die("tp_sync: LOCKSTEP_EMU_ASYNC=1 but no libcuda.so.1 with cuStreamSynchronize "
+                   "is loaded");
+        tp_cu_init_fn init;
+        memcpy(&init, &init_p, sizeof(init));
+        CUresult r = init(0);
+        if (r != CUDA_SUCCESS) tp_die("tp_sync: cuInit failed: %d", (int)r);
+        memcpy(&sync, &sync_p, sizeof(sync));
+    }
+    CUresult r = sync(NULL);
+    if (r != CUDA_SUCCESS) tp_die("tp_sync: cuStreamSynchronize failed: %d", (int)r);
 }
 
 void *tp_alloc(size_t bytes) {

@@ -76,6 +76,15 @@ uint64_t tp_fnv(uint64_t h, const void *p, size_t n);
 /* Sleep for ms milliseconds, resuming after signal handlers. */
 void tp_sleep_ms(int ms);
 
+/* Wait for the NCCL work this process issued on the default stream, as a
+ * training loop does when it reads a result (loss.item(), a host copy). In
+ * the emulator's async mode (LOCKSTEP_EMU_ASYNC=1) this is
+ * cuStreamSynchronize(NULL), resolved at run time from the already loaded
+ * libcuda.so.1 (programs need not link -lcuda), and it blocks forever if the
+ * work never completes -- where a GPU job hangs. Otherwise (NCCL calls
+ * complete before they return) a no-op. Exits 1 if it cannot synchronize. */
+void tp_sync(void);
+
 /* malloc that exits 1 on failure; memory is zeroed. */
 void *tp_alloc(size_t bytes);
 

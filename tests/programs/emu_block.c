@@ -1,12 +1,17 @@
 /* emu_block.c -- NCCL programs whose ranks do not line up (they must block, not crash), and an abort check. */
+#define _GNU_SOURCE
 #include "common.h"
 
+#include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
 static void usage(void) {
-    fprintf(stderr, "usage: emu_block skip|count|p2p|p2psize|nogroup|abort\n");
+    fprintf(stderr, "usage: emu_block skip|count|p2p|p2psize|nogroup|abort|async_skip\n");
     exit(2);
 }
 
@@ -54,6 +59,48 @@ static int nogroup(ncclComm_t comm, int rank) {
     if (rank > 1) return 0;
     TP_CHECK(ncclSend(buf, 100, ncclFloat32, peer, comm, NULL));
     TP_CHECK(ncclRecv(out, 100, ncclFloat32, peer, comm, NULL));
+    return 3;
+}
+
+static _Atomic int returned;
+
+static void *watchdog_main(void *arg) {
+    (void)arg;
+    tp_sleep_ms(1000);
+    if (!atomic_load(&returned)) {
+        fprintf(stderr, "rank %d: async AllReduce still blocked after 1 s\n", tp_rank());
+        _exit(4);
+    }
+    return NULL;
+}
+
+/* Async mode (LOCKSTEP_EMU_ASYNC=1): rank 1 skips the second AllReduce. The
+ * others' call must return at once (a watchdog exits 4 otherwise) and their
+ * default stream must stay busy; they then hang in tp_sync, as GPU ranks hang
+ * in cudaStreamSynchronize. Reaching the end is a failure (exit 3). */
+static int async_skip(ncclComm_t comm, int rank) {
+    const char *e = getenv("LOCKSTEP_EMU_ASYNC");
+    if (!e || strcmp(e, "1") != 0) tp_die("async_skip needs LOCKSTEP_EMU_ASYNC=1");
+    TP_CHECK(ncclAllReduce(buf, out, 1024, ncclFloat32, ncclSum, comm, NULL));
+    tp_sync();
+    if (rank == 1) {
+        TP_CHECK(ncclCommDestroy(comm));
+        return 0;
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, watchdog_main, NULL) != 0) tp_die("pthread_create failed");
+    TP_CHECK(ncclAllReduce(buf, out, 1024, ncclFloat32, ncclSum, comm, NULL));
+    atomic_store(&returned, 1);
+    pthread_join(t, NULL);
+    CUresult (*query)(CUstream) = NULL;
+    void *sym = dlsym(RTLD_DEFAULT, "cuStreamQuery");
+    memcpy(&query, &sym, sizeof(query));
+    if (!query) tp_die("cuStreamQuery not found (emulated libcuda not loaded)");
+    CUresult q = query(NULL);
+    if (q != CUDA_ERROR_NOT_READY) tp_die("default stream reports %d, expected NOT_READY", (int)q);
+    fprintf(stderr, "rank %d: AllReduce returned, stream busy; waiting in tp_sync\n", rank);
+    tp_sync();
+    fprintf(stderr, "rank %d: tp_sync returned although rank 1 skipped the AllReduce!\n", rank);
     return 3;
 }
 
@@ -106,5 +153,6 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "p2p") == 0) return p2p(comm, rank);
     if (strcmp(mode, "p2psize") == 0) return p2psize(comm, rank);
     if (strcmp(mode, "nogroup") == 0) return nogroup(comm, rank);
+    if (strcmp(mode, "async_skip") == 0) return async_skip(comm, rank);
     usage();
 }

@@ -2,11 +2,15 @@
  *
  * Usage: scenarios MODE   (run as N ranks by a launcher; RANK/WORLD_SIZE in the environment)
  * Knobs: SCENARIO_VICTIM (the rank that misbehaves, default the last), SCENARIO_STEPS
- * (training steps, default 5), SCENARIO_DELAY_MS (how late a late rank is, default 30000). */
+ * (training steps, default 5), SCENARIO_DELAY_MS (how late a late rank is, default 30000).
+ * Each call site waits for its result with tp_sync(), as a training loop does: with the
+ * emulator's LOCKSTEP_EMU_ASYNC=1 the NCCL call returns at once and a hung rank waits in
+ * the stream synchronize, as on a GPU; otherwise tp_sync() does nothing. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nccl.h>
@@ -26,24 +30,40 @@ static int env_int(const char *name, int dflt)
 void train_step(ncclComm_t w)
 {
     TP_CHECK(ncclAllReduce(grad, grad, 1024, ncclFloat32, ncclSum, w, NULL));
+    tp_sync();
 }
 
 /* The validation epoch's metric gather. */
 void validate(ncclComm_t w)
 {
     TP_CHECK(ncclAllGather(grad, out, 4, ncclFloat32, w, NULL));
+    tp_sync();
 }
 
 /* A barrier as torch.distributed implements it on NCCL: an AllReduce of one element. */
 void barrier(ncclComm_t w)
 {
     TP_CHECK(ncclAllReduce(grad, grad, 1, ncclFloat32, ncclSum, w, NULL));
+    tp_sync();
 }
 
-/* Rank 0 spends long in data preparation while the others wait at the barrier. */
+/* Computes for `ms` milliseconds: a rank busy with work of its own, not in NCCL. */
+void compute_ms(int ms)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    volatile double x = 1.0;
+    do {
+        for (int i = 0; i < 100000; i++)
+            x = x * 1.0000001 + 1e-9;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < ms);
+}
+
+/* One rank spends long preparing data (busy, not in NCCL) while the others wait. */
 void prepare_data(void)
 {
-    tp_sleep_ms(delay_ms);
+    compute_ms(delay_ms);
 }
 
 /* Sleeps until killed: a rank that has nothing more to do but is still alive. */
@@ -77,6 +97,7 @@ static void mode_uneven_shards(ncclComm_t w)
 void eval_broadcast_config(ncclComm_t w)
 {
     TP_CHECK(ncclBroadcast(grad, grad, 16, ncclFloat32, 0, w, NULL));
+    tp_sync();
 }
 
 static void mode_code_path(ncclComm_t w)
@@ -92,6 +113,7 @@ static void mode_code_path(ncclComm_t w)
 void verify_params(ncclComm_t w, size_t nparams)
 {
     TP_CHECK(ncclAllGather(grad, out, nparams, ncclInt64, w, NULL));
+    tp_sync();
 }
 
 static void mode_shape_mismatch(ncclComm_t w)
@@ -105,6 +127,7 @@ static void mode_dtype_mismatch(ncclComm_t w)
     run_steps(w, 1);
     TP_CHECK(ncclAllReduce(grad, grad, 256, rank == victim ? ncclFloat16 : ncclFloat32, ncclSum,
                            w, NULL));
+    tp_sync();
 }
 
 static void mode_redop_mismatch(ncclComm_t w)
@@ -112,12 +135,14 @@ static void mode_redop_mismatch(ncclComm_t w)
     run_steps(w, 1);
     TP_CHECK(ncclAllReduce(grad, grad, 8, ncclFloat32, rank == victim ? ncclMax : ncclSum, w,
                            NULL));
+    tp_sync();
 }
 
 /* Pipeline stages: a split communicator whose broadcast disagrees on its root. */
 void stage_broadcast(ncclComm_t stage, int root)
 {
     TP_CHECK(ncclBroadcast(grad, grad, 64, ncclFloat32, root, stage, NULL));
+    tp_sync();
 }
 
 static void mode_root_mismatch_split(ncclComm_t w)
@@ -131,11 +156,13 @@ static void mode_root_mismatch_split(ncclComm_t w)
 void send_activations(ncclComm_t w, int peer)
 {
     TP_CHECK(ncclSend(grad, 256, ncclFloat32, peer, w, NULL));
+    tp_sync();
 }
 
 void recv_activations(ncclComm_t w, int peer, size_t count)
 {
     TP_CHECK(ncclRecv(grad, count, ncclFloat32, peer, w, NULL));
+    tp_sync();
 }
 
 static void mode_unmatched_send(ncclComm_t w)
@@ -216,6 +243,25 @@ static void mode_straggler(ncclComm_t w)
     }
 }
 
+/* Long pauses between collectives with nothing in flight: not a stall. */
+static void mode_pauses(ncclComm_t w)
+{
+    for (int i = 0; i < steps; i++) {
+        train_step(w);
+        tp_sleep_ms(delay_ms);
+    }
+}
+
+/* Every step computes longer than the stall threshold, then all ranks finish the collective
+ * together (one rank a little later): progress every step, never a stall. */
+static void mode_slow_steps(ncclComm_t w)
+{
+    for (int i = 0; i < steps; i++) {
+        compute_ms(delay_ms + (rank == victim ? delay_ms / 8 : 0));
+        train_step(w);
+    }
+}
+
 static void mode_clean(ncclComm_t w)
 {
     run_steps(w, steps);
@@ -244,6 +290,8 @@ static const struct mode modes[] = {
     {"sigkill", mode_sigkill},
     {"early_exit", mode_early_exit},
     {"straggler", mode_straggler},
+    {"pauses", mode_pauses},
+    {"slow_steps", mode_slow_steps},
     {"clean", mode_clean},
 };
 

@@ -1,0 +1,243 @@
+/* cuda_core.c -- emulated CUDA driver: initialization, version, devices, primary contexts, error strings. */
+#include "cuda_emu.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+pthread_mutex_t cu_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static _Atomic int initialized;
+static struct CUctx_st contexts[CU_MAX_DEVICES];
+static pthread_once_t devices_once = PTHREAD_ONCE_INIT;
+static int ndevices;
+static int default_device;
+
+/* Per-thread current context. A thread that never called cuCtxSetCurrent has
+ * the primary context of device $LOCAL_RANK (mod the device count) current,
+ * as if the CUDA runtime had made it current (what cudaSetDevice does). */
+static __thread int ctx_set;
+static __thread struct CUctx_st *ctx_current;
+
+static int env_int(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return (v && *v) ? atoi(v) : dflt;
+}
+
+static void devices_init(void) {
+    int n = env_int("LOCKSTEP_EMU_CUDA_DEVICES", 0);
+    if (n <= 0) {
+        n = env_int("LOCAL_WORLD_SIZE", 1);
+        if (n < 8) n = 8;
+    }
+    if (n > CU_MAX_DEVICES) n = CU_MAX_DEVICES;
+    ndevices = n;
+    for (int d = 0; d < n; d++) {
+        contexts[d].magic = CU_CTX_MAGIC;
+        contexts[d].device = d;
+    }
+    int local = env_int("LOCAL_RANK", env_int("RANK", 0));
+    default_device = local >= 0 ? local % n : 0;
+}
+
+static int device_count(void) {
+    pthread_once(&devices_once, devices_init);
+    return ndevices;
+}
+
+/* CUDA_SUCCESS once cuInit succeeded in this process, else
+ * CUDA_ERROR_NOT_INITIALIZED. */
+CUresult cu_check_init(void) {
+    return atomic_load(&initialized) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+/* This thread's current context (NULL after cuCtxSetCurrent(NULL)). */
+struct CUctx_st *cu_current_ctx(void) {
+    if (ctx_set) return ctx_current;
+    device_count();
+    return &contexts[default_device];
+}
+
+/* Start a new wait: the next sleep is the shortest one. */
+void cu_backoff_reset(unsigned *us) {
+    *us = 50;
+}
+
+/* Sleep *us microseconds, then double it, up to 2 ms. */
+void cu_backoff_sleep(unsigned *us) {
+    struct timespec ts = {0, (long)*us * 1000L};
+    nanosleep(&ts, NULL);
+    *us = *us * 2 > 2000 ? 2000 : *us * 2;
+}
+
+/* CLOCK_MONOTONIC in milliseconds. */
+double cu_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- initialization and version ---- */
+
+/* Initialize the driver; Flags must be 0. Idempotent. */
+CUresult cuInit(unsigned int Flags) {
+    if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    device_count();
+    atomic_store(&initialized, 1);
+    return CUDA_SUCCESS;
+}
+
+/* The CUDA version of the cuda.h this emulator was built with (works before cuInit). */
+CUresult cuDriverGetVersion(int *driverVersion) {
+    if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = CUDA_VERSION;
+    return CUDA_SUCCESS;
+}
+
+/* ---- devices ---- */
+
+/* Number of emulated devices: $LOCKSTEP_EMU_CUDA_DEVICES, else
+ * max(8, $LOCAL_WORLD_SIZE), at most 64. */
+CUresult cuDeviceGetCount(int *count) {
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS) return r;
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    *count = device_count();
+    return CUDA_SUCCESS;
+}
+
+/* Device handle of an ordinal (the handle is the ordinal). */
+CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS) return r;
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+/* The device's primary context (one per device); counts a reference. */
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS) return r;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    atomic_fetch_add(&contexts[dev].retained, 1);
+    *pctx = &contexts[dev];
+    return CUDA_SUCCESS;
+}
+
+/* Drop a reference from cuDevicePrimaryCtxRetain; the context stays usable. */
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS) return r;
+    if (dev < 0 || dev >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    int old = atomic_load(&contexts[dev].retained);
+    while (old > 0 && !atomic_compare_exchange_weak(&contexts[dev].retained, &old, old - 1)) {
+    }
+    return old > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+/* Pre-CUDA-11 name of cuDevicePrimaryCtxRelease_v2. */
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+/* ---- contexts ---- */
+
+/* This thread's current context (see ctx_current above); NULL after
+ * cuCtxSetCurrent(NULL). */
+CUresult cuCtxGetCurrent(CUcontext *pctx) {
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS) return r;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    *pctx = cu_current_ctx();
+    return CUDA_SUCCESS;
+}
+
+/* Make ctx (a primary context, or NULL for none) current in this thread. */
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS) return r;
+    if (ctx && ctx->magic != CU_CTX_MAGIC) return CUDA_ERROR_INVALID_CONTEXT;
+    ctx_current = ctx;
+    ctx_set = 1;
+    return CUDA_SUCCESS;
+}
+
+/* Device of the current context; CUDA_ERROR_INVALID_CONTEXT if none. */
+CUresult cuCtxGetDevice(CUdevice *device) {
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS) return r;
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c = cu_current_ctx();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    *device = c->device;
+    return CUDA_SUCCESS;
+}
+
+/* ---- error strings ---- */
+
+struct cu_err {
+    CUresult code;
+    const char *name, *text;
+};
+
+static const struct cu_err errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
+     "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_STREAM_CAPTURE_MERGE, "CUDA_ERROR_STREAM_CAPTURE_MERGE",
+     "operation would result in a merge of separate capture sequences"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED",
+     "capture was not ended in the same stream as it began"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+     "capturing stream has unjoined work"},
+    {CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+     "dependency created on uncaptured work in another stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {CUDA_ERROR_CAPTURED_EVENT, "CUDA_ERROR_CAPTURED_EVENT",
+     "operation not permitted on an event last recorded in a capturing stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+     "attempt to terminate a thread-local capture sequence from another thread"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static const struct cu_err *find_error(CUresult code) {
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+        if (errors[i].code == code) return &errors[i];
+    return NULL;
+}
+
+/* Description of a result code; CUDA_ERROR_INVALID_VALUE (and *pStr = NULL)
+ * for codes this emulator does not know. Works before cuInit. */
+CUresult cuGetErrorString(CUresult error, const char **pStr) {
+    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+    const struct cu_err *e = find_error(error);
+    *pStr = e ? e->text : NULL;
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Enum name of a result code, e.g. "CUDA_ERROR_NOT_READY"; as cuGetErrorString
+ * for unknown codes. */
+CUresult cuGetErrorName(CUresult error, const char **pStr) {
+    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+    const struct cu_err *e = find_error(error);
+    *pStr = e ? e->name : NULL;
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""test_live.py -- `lockstep run` and `lockstep watch` on real hanging NCCL programs: the
+stall is noticed, diagnosed while the ranks live, the job is stopped, and the exit status
+says so. Also jobs that must NOT be taken for stalls, many nodes, and lockstep-gather.
+
+Usage: test_live.py CASE   (paths from the environment meson sets, see meson.build)
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+LOCKSTEP = os.environ["LOCKSTEP_BIN"]
+LAUNCH = os.environ["LAUNCH_RANKS"]
+EMU_DIR = os.environ["EMULATOR_DIR"]
+SCENARIOS = os.environ["SCENARIOS"]
+SHIM = os.environ["LOCKSTEP_SHIM"]
+GATHER = os.environ["GATHER_SCRIPT"]
+
+
+class Failure(Exception):
+    pass
+
+
+def expect(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def base_env(extra=None):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = EMU_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
+    env.pop("LD_PRELOAD", None)
+    env.pop("LOCKSTEP_DIR", None)
+    env.update(extra or {})
+    return env
+
+
+def lockstep_run(tmp, mode, np=4, stall=2, extra_env=None, launcher_args=(), run_args=()):
+    """Runs `lockstep run` on a scenario; returns (process, report dict or None, trace dir)."""
+    d = os.path.join(tmp, "traces-" + mode)
+    js = os.path.join(tmp, mode + ".json")
+    cmd = [LOCKSTEP, "run", "--dir", d, "--stall", str(stall), "--json", js, *run_args, "--",
+           LAUNCH, "--np", str(np), *launcher_args, "--", SCENARIOS, mode]
+    p = subprocess.run(cmd, env=base_env(extra_env), capture_output=True, text=True, timeout=120)
+    report = json.load(open(js)) if os.path.exists(js) else None
+    return p, report, d
+
+
+def trace_pids(d):
+    """Pids recorded in the trace headers of a folder (offset 120, little-endian int32)."""
+    pids = []
+    for name in os.listdir(d):
+        if name.endswith(".trace"):
+            with open(os.path.join(d, name), "rb") as f:
+                pids.append(int.from_bytes(f.read(124)[120:124], "little"))
+    return pids
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def expect_job_gone(d):
+    pids = trace_pids(d)
+    expect(pids, "no traces were written")
+    deadline = time.time() + 5
+    while time.time() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    left = [p for p in pids if alive(p)]
+    expect(not left, f"processes of the job still alive after the run: {left}")
+
+
+def first(report):
+    expect(report is not None, "no JSON report written")
+    expect(report["findings"], "no findings")
+    return report["findings"][0]
+
+
+# Each hang scenario and the first finding `lockstep run` must report while the ranks live.
+HANGS = {
+    "prepare_data": ("missing_ranks", 4),
+    "uneven_shards": ("op_mismatch", 4),
+    "code_path": ("op_mismatch", 4),
+    "shape_mismatch": ("count_mismatch", 4),
+    "root_mismatch_split": ("root_mismatch", 4),
+    "unmatched_send": ("p2p_unmatched", 2),
+    "sendrecv_deadlock": ("deadlock_cycle", 2),
+    "cross_comm_deadlock": ("deadlock_cycle", 4),
+    "segfault": ("rank_crashed", 4),
+    "early_exit": ("rank_exited", 4),
+}
+
+
+def run_hang(tmp, mode):
+    kind, np = HANGS[mode]
+    p, report, d = lockstep_run(tmp, mode, np=np)
+    expect(p.returncode == 3, f"{mode}: lockstep run exited {p.returncode}, expected 3\n{p.stderr}")
+    f = first(report)
+    expect(f["kind"] == kind, f"{mode}: first finding {f['kind']}, expected {kind}")
+    expect(f"[{kind}]" in p.stdout, f"{mode}: the text report was not printed")
+    expect("no progress for" in p.stderr, f"{mode}: the stall was not announced")
+    expect_job_gone(d)
+    return p, report
+
+
+def case_hangs(tmp):
+    for mode in HANGS:
+        if mode != "prepare_data":
+            run_hang(tmp, mode)
+
+
+def case_prepare_data(tmp):
+    """The busy rank is named as alive and not in NCCL, with where it is right now."""
+    p, report = run_hang(tmp, "prepare_data")
+    f = first(report)
+    expect(f["missing"] == [3] and f["waiting"] == [0, 1, 2], f"missing/waiting {f}")
+    r3 = [r for r in report["ranks"] if r["rank"] == 3][0]
+    live = r3.get("live")
+    expect(live is not None, "no live facts for the missing rank")
+    expect(live["activity"] == "busy", f"rank 3 should be busy, is {live['activity']}")
+    expect(any("prepare_data" in fr for fr in live["stack"]), f"live stack {live['stack']}")
+    expect("not in NCCL" in f["summary"] and "prepare_data" in f["summary"],
+           f"summary does not say where the missing rank is: {f['summary']}")
+
+
+def case_no_false_stall(tmp):
+    """Long pauses with nothing outstanding, and slow steps that keep finishing: not stalls."""
+    for mode, delay in (("pauses", "2500"), ("slow_steps", "1500")):
+        p, report, d = lockstep_run(tmp, mode, np=4, stall=1,
+                                    extra_env={"SCENARIO_DELAY_MS": delay, "SCENARIO_STEPS": "3"})
+        expect(p.returncode == 0, f"{mode}: lockstep run exited {p.returncode}\n{p.stderr}")
+        expect("no progress" not in p.stderr, f"{mode}: taken for a stall: {p.stderr}")
+        expect(report is not None and report["findings"] == [],
+               f"{mode}: a clean run should report no findings")
+
+
+def case_crash_status(tmp):
+    """A rank crashes and the launcher stops the job: run exits with the job's status and
+    reports the crash."""
+    p, report, d = lockstep_run(tmp, "segfault", stall=30, launcher_args=("--fail-fast",))
+    expect(p.returncode == 128 + 11, f"exit {p.returncode}, expected 139 (the job's own)")
+    f = first(report)
+    expect(f["kind"] == "rank_crashed" and f["signal"] == 11 and f["rank"] == 3, f"{f}")
+    expect("post-mortem" in p.stderr and "[rank_crashed]" in p.stdout, "post-mortem printed")
+
+
+def case_github(tmp):
+    """--format github points CI at the divergent source lines."""
+    p, report, d = lockstep_run(tmp, "code_path", run_args=("--format", "github"))
+    expect(p.returncode == 3, f"exit {p.returncode}")
+    lines = [l for l in p.stdout.splitlines() if l.startswith("::error ")]
+    expect(any("file=tests/scenarios/scenarios.c,line=" in l for l in lines),
+           f"no annotation at the scenario's source: {lines}")
+    expect(len(lines) >= 2, "one annotation per class of the mismatch")
+
+
+def case_watch(tmp):
+    """watch, on a job started elsewhere with LD_PRELOAD set by hand; --kill stops it."""
+    d = os.path.join(tmp, "w")
+    os.mkdir(d, 0o700)
+    env = base_env({"LD_PRELOAD": SHIM, "LOCKSTEP_DIR": d})
+    job = subprocess.Popen([LAUNCH, "--np", "4", "--", SCENARIOS, "uneven_shards"], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        js = os.path.join(tmp, "w.json")
+        p = subprocess.run([LOCKSTEP, "watch", "--stall", "2", "--json", js, "--kill", d],
+                           env=base_env(), capture_output=True, text=True, timeout=60)
+        expect(p.returncode == 3, f"watch exited {p.returncode}\n{p.stderr}")
+        expect(first(json.load(open(js)))["kind"] == "op_mismatch", "watch's finding")
+        expect_job_gone(d)
+    finally:
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        job.wait()
+
+
+def case_watch_clean(tmp):
+    """watch on a job that ends cleanly: post-mortem, exit 0."""
+    d = os.path.join(tmp, "w")
+    os.mkdir(d, 0o700)
+    env = base_env({"LD_PRELOAD": SHIM, "LOCKSTEP_DIR": d})
+    job = subprocess.Popen([LAUNCH, "--np", "2", "--", SCENARIOS, "clean"], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.run([LOCKSTEP, "watch", "--stall", "5", d], env=base_env(),
+                       capture_output=True, text=True, timeout=60)
+    job.wait()
+    expect(p.returncode == 0, f"watch exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    expect("ended" in p.stderr, "watch should say the job ended")
+
+
+def case_two_nodes(tmp):
+    """Two simulated nodes, each with its own `lockstep run` and trace folder, one gather
+    folder: the runner of rank 0 diagnoses the whole job."""
+    gather = os.path.join(tmp, "gather")
+    idfile = os.path.join(tmp, "id")
+    procs = []
+    for node in range(2):
+        d = os.path.join(tmp, f"node{node}")
+        js = os.path.join(tmp, f"node{node}.json")
+        cmd = [LOCKSTEP, "run", "--dir", d, "--stall", "2", "--json", js, "--",
+               LAUNCH, "--np", "2", "--rank-offset", str(2 * node), "--world-size", "4",
+               "--idfile", idfile, "--", SCENARIOS, "uneven_shards"]
+        env = base_env({"LOCKSTEP_GATHER_DIR": gather, "LOCKSTEP_GATHER_WAIT": "10"})
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=90) for p in procs]
+    for i, p in enumerate(procs):
+        expect(p.returncode == 3, f"node {i}: exit {p.returncode}\n{outs[i][1]}")
+    expect(os.path.exists(os.path.join(tmp, "node0.json")), "rank 0's runner wrote the report")
+    report = json.load(open(os.path.join(tmp, "node0.json")))
+    expect(sorted(r["rank"] for r in report["ranks"]) == [0, 1, 2, 3],
+           f"the report covers ranks {[r['rank'] for r in report['ranks']]}")
+    f = first(report)
+    expect(f["kind"] == "op_mismatch" and sorted(f["ranks"]) == [0, 1, 2, 3], f"{f}")
+    expect("[op_mismatch]" in outs[0][0], "rank 0's runner printed the diagnosis")
+    expect("rank 0 diagnoses" in outs[1][1], "the other runner defers to rank 0's")
+
+
+def case_gather_script(tmp):
+    """lockstep-gather over 'ssh' (a stand-in that runs the command here) puts each host's
+    traces in DEST/<host>, and analyze reads them all."""
+    p, report, d = lockstep_run(tmp, "uneven_shards")
+    fake_ssh = os.path.join(tmp, "fake-ssh")
+    with open(fake_ssh, "w") as f:
+        f.write('#!/bin/sh\nshift\nexec "$@"\n')
+    os.chmod(fake_ssh, 0o755)
+    dest = os.path.join(tmp, "gathered")
+    g = subprocess.run([GATHER, "--src", d, "--hosts", "nodeA,nodeB", dest],
+                       env=base_env({"LOCKSTEP_GATHER_SSH": fake_ssh}), capture_output=True,
+                       text=True, timeout=60)
+    expect(g.returncode == 0, f"lockstep-gather failed: {g.stderr}")
+    for h in ("nodeA", "nodeB"):
+        n = len([x for x in os.listdir(os.path.join(dest, h)) if x.endswith(".trace")])
+        expect(n == 4, f"{h}: {n} traces gathered")
+    bad = subprocess.run([GATHER, "--src", d, "--hosts", "a;rm -rf /", dest],
+                         env=base_env({"LOCKSTEP_GATHER_SSH": fake_ssh}), capture_output=True,
+                         text=True, timeout=60)
+    expect(bad.returncode == 2 and "refusing host name" in bad.stderr, "bad host names refused")
+    a = subprocess.run([LOCKSTEP, "analyze", "--json", os.path.join(dest, "nodeA")],
+                       capture_output=True, text=True, timeout=60)
+    expect(a.returncode == 1 and json.loads(a.stdout)["findings"][0]["kind"] == "op_mismatch",
+           "analyze on the gathered traces")
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        print(f"usage: test_live.py {{{','.join(CASES)}}}", file=sys.stderr)
+        return 2
+    tmp = tempfile.mkdtemp(prefix="lockstep-live-")
+    try:
+        CASES[sys.argv[1]](tmp)
+    except Failure as e:
+        print(f"FAIL {sys.argv[1]}: {e}")
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"ok {sys.argv[1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
