@@ -21,24 +21,24 @@ struct stop {
 
 enum mismatch_kind { MIS_NONE, MIS_OP, MIS_COUNT, MIS_DTYPE, MIS_REDOP, MIS_ROOT };
 
-#define MAX_STOPS 32
+#define MAX_STOPS    32
 #define MAX_NO_TRACE 64
 
 struct scenario {
     const char *out_dir;
     const char *job;
     int nranks;
-    int ncoll;            /* world collectives per rank */
-    uint64_t ring;        /* ring capacity (records) */
+    int ncoll;     /* world collectives per rank */
+    uint64_t ring; /* ring capacity (records) */
     int ranks_per_host;
     int pid_base;
     uint64_t seed;
-    double stall_s;       /* how long ago the job stopped moving */
-    int env_rank;         /* header.rank from the environment (else -1) */
-    int grouped;          /* world collectives inside GroupStart/GroupEnd */
-    int p2p;              /* ring exchange (send r+1, recv r-1) every iteration */
-    int split;            /* colors of a sub-communicator split from world (0 none) */
-    int sites;            /* record call sites */
+    double stall_s; /* how long ago the job stopped moving */
+    int env_rank;   /* header.rank from the environment (else -1) */
+    int grouped;    /* world collectives inside GroupStart/GroupEnd */
+    int p2p;        /* ring exchange (send r+1, recv r-1) every iteration */
+    int split;      /* colors of a sub-communicator split from world (0 none) */
+    int sites;      /* record call sites */
     struct stop stops[MAX_STOPS];
     int nstops;
     enum mismatch_kind mismatch;
@@ -49,8 +49,9 @@ struct scenario {
     int p2p_size_rank;      /* this rank sends twice the count in the last iteration */
     int deadlock_rank;      /* in the last iteration, sub before world (needs --split) */
     int error_rank, error_seq, error_code;
-    int init_size_rank;     /* this rank believes the world has one rank more */
-    int never_join_rank;    /* this rank never calls CommInitRank */
+    int init_size_rank;  /* this rank believes the world has one rank more */
+    int never_join_rank; /* this rank never calls CommInitRank */
+    int terminated;      /* at the end every live rank gets SIGTERM (a launcher timeout) */
     int no_trace[MAX_NO_TRACE];
     int n_no_trace;
 };

@@ -6,44 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scenario.h"
-#include "trace_writer.h"
-
-#define NS 1000000000ull
-#define T0_NS 1700000000000000000ull
-#define GAP_NS 10000000ull  /* compute between iterations */
-#define COLL_NS 1000000ull  /* a collective's duration once everyone is there */
-#define CALL_NS 2000ull     /* a call that returns at once */
-#define BASE_COUNT 1048576ull
-#define MAX_OPS 8
-#define BUCKETS 4096
-
-enum step_kind { ST_INIT, ST_SPLIT, ST_GSTART, ST_GEND, ST_COLL, ST_SEND, ST_RECV };
-enum site_kind { SITE_INIT, SITE_TRAIN, SITE_EVAL, SITE_HALO, SITE_SUB, SITE_ODD, NSITES };
-
-struct step {
-    enum step_kind kind;
-    int comm; /* 0 world, 1 sub */
-    int op, dtype, redop, peer;
-    uint64_t count;
-    enum site_kind site;
-};
-
-/* What must agree for a rendezvous to complete. */
-struct sig {
-    int op, dtype, redop, root;
-    uint64_t count;
-};
-
-/* One call waiting for its partners; the key names the rendezvous it joins. */
-struct op_inst {
-    int rank;
-    int done;
-    uint64_t done_ns;
-    struct sig sig;
-    uint64_t comm_id, seq;
-    int kind, a, b, expected; /* kind 0 collective, 1 p2p (a src, b dst), 2 init */
-};
+#include "sim.h"
 
 struct rendezvous {
     uint64_t comm_id, seq;
@@ -51,24 +14,6 @@ struct rendezvous {
     struct op_inst **who;
     uint64_t latest_launch;
     struct rendezvous *next;
-};
-
-struct rank_state {
-    int rank;
-    struct tw_file *f;
-    uint64_t clock;
-    int iter; /* 0: prologue; 1..ncoll; ncoll+1: epilogue */
-    struct step steps[16];
-    int nsteps, pc;
-    int done, blocked, queued, stopped_how, stop_arg;
-    struct ls_comm *comm[2];
-    uint64_t comm_id[2];
-    int comm_rank[2], comm_size[2];
-    uint32_t site[NSITES];
-    uint64_t group_id, group_calls, block_ticket;
-    int in_group;
-    struct op_inst ops[MAX_OPS];
-    int nops;
 };
 
 struct sim {
@@ -105,115 +50,12 @@ static void push(struct sim *s, int rank)
     s->queue[s->qtail++ % s->qcap] = rank;
 }
 
-/* ---- programs ---------------------------------------------------------------------------- */
-
-static void add(struct rank_state *rs, struct step st)
-{
-    rs->steps[rs->nsteps++] = st;
-}
-
-static struct step coll(int comm, int op, uint64_t count, int peer, enum site_kind site)
-{
-    struct step st = {ST_COLL, comm, op, 7 /* fp32 */, -1, peer, count, site};
-    if (ls_op_has_redop((unsigned)op))
-        st.redop = 0;
-    return st;
-}
-
-static struct step world_collective(const struct scenario *sc, int rank, int i)
-{
-    int rooted = i % 10 == 0 || (sc->mismatch == MIS_ROOT && i == sc->mismatch_seq);
-    struct step st = rooted ? coll(0, LS_OP_BROADCAST, BASE_COUNT / 4, 0, SITE_EVAL)
-                            : coll(0, LS_OP_ALLREDUCE, BASE_COUNT, -1, SITE_TRAIN);
-    if (sc->mismatch != MIS_NONE && rank == sc->mismatch_rank && i == sc->mismatch_seq) {
-        st.site = SITE_ODD;
-        switch (sc->mismatch) {
-        case MIS_OP: st = coll(0, rooted ? LS_OP_ALLREDUCE : LS_OP_BROADCAST, st.count,
-                               rooted ? -1 : 0, SITE_ODD); break;
-        case MIS_COUNT: st.count *= 2; break;
-        case MIS_DTYPE: st.dtype = 6; /* fp16 */ break;
-        case MIS_REDOP: st.redop = 2; /* max */ break;
-        case MIS_ROOT: st.peer = 1; break;
-        default: break;
-        }
-    }
-    return st;
-}
-
-static const struct stop *stop_at(const struct scenario *sc, int rank, int iter)
-{
-    for (int i = 0; i < sc->nstops; i++)
-        if (sc->stops[i].rank == rank && sc->stops[i].seq == iter)
-            return &sc->stops[i];
-    return NULL;
-}
-
-/* Fills the steps of the rank's next iteration (iteration 0 is the prologue that creates the
- * communicators); returns 0 when the program is over. */
-static int next_iteration(struct sim *s, struct rank_state *rs)
-{
-    const struct scenario *sc = s->sc;
-    int n = sc->nranks, r = rs->rank, i = rs->iter++;
-    rs->nsteps = rs->pc = 0;
-    if (i == 0) {
-        if (r == sc->never_join_rank) {
-            rs->stopped_how = STOP_IDLE;
-            return 0;
-        }
-        add(rs, (struct step){.kind = ST_INIT, .site = SITE_INIT});
-        if (sc->split)
-            add(rs, (struct step){.kind = ST_SPLIT, .site = SITE_INIT});
-        return 1;
-    }
-    if (i > sc->ncoll) {
-        const struct stop *st = stop_at(sc, r, i);
-        rs->stopped_how = st ? (int)st->how : STOP_EXIT;
-        rs->stop_arg = st ? st->arg : 0;
-        return 0;
-    }
-    const struct stop *st = stop_at(sc, r, i);
-    if (st && st->how != STOP_BUSY) {
-        rs->stopped_how = (int)st->how;
-        rs->stop_arg = st->arg;
-        return 0;
-    }
-    rs->clock += GAP_NS;
-    if (r == sc->straggler_rank)
-        rs->clock += (uint64_t)(sc->straggler_s * 1e9);
-    if (sc->p2p && n > 1) {
-        struct step send = {ST_SEND, 0, LS_OP_SEND, 7, -1, (r + 1) % n, BASE_COUNT / 8,
-                            SITE_HALO};
-        struct step recv = {ST_RECV, 0, LS_OP_RECV, 7, -1, (r + n - 1) % n, BASE_COUNT / 8,
-                            SITE_HALO};
-        if (i == sc->ncoll && r == sc->p2p_size_rank)
-            send.count *= 2;
-        add(rs, (struct step){.kind = ST_GSTART, .site = SITE_HALO});
-        add(rs, send);
-        if (!(i == sc->ncoll && r == sc->p2p_skip_recv_rank))
-            add(rs, recv);
-        add(rs, (struct step){.kind = ST_GEND, .site = SITE_HALO});
-    }
-    struct step world = world_collective(sc, r, i);
-    struct step sub = coll(1, LS_OP_ALLREDUCE, BASE_COUNT / 2, -1, SITE_SUB);
-    int swap = sc->split && i == sc->ncoll && r == sc->deadlock_rank;
-    if (swap)
-        add(rs, sub);
-    if (sc->grouped)
-        add(rs, (struct step){.kind = ST_GSTART, .site = world.site});
-    add(rs, world);
-    if (sc->grouped)
-        add(rs, (struct step){.kind = ST_GEND, .site = world.site});
-    if (sc->split && !swap)
-        add(rs, sub);
-    return 1;
-}
-
 /* ---- rendezvous -------------------------------------------------------------------------- */
 
 static int sig_equal(const struct sig *a, const struct sig *b)
 {
-    return a->op == b->op && a->count == b->count && a->dtype == b->dtype &&
-           a->redop == b->redop && a->root == b->root;
+    return a->op == b->op && a->count == b->count && a->dtype == b->dtype && a->redop == b->redop &&
+           a->root == b->root;
 }
 
 static void complete_rank(struct sim *s, struct rank_state *rs)
@@ -379,8 +221,8 @@ static void issue_init(struct sim *s, struct rank_state *rs, const struct step *
     int size = sc->nranks + (rs->rank == sc->init_size_rank);
     uint64_t id = mix64(hash_str(sc->job, mix64(sc->seed + 17)));
     add_comm(rs, 0, id, 0, size, rs->rank, -1, LS_OP_COMM_INIT_RANK);
-    uint64_t t = record(rs, LS_OP_COMM_INIT_RANK, 0, 0, (uint64_t)size, LS_DTYPE_NONE, -1, -1,
-                        id, st->site);
+    uint64_t t =
+        record(rs, LS_OP_COMM_INIT_RANK, 0, 0, (uint64_t)size, LS_DTYPE_NONE, -1, -1, id, st->site);
     struct op_inst *o = &rs->ops[rs->nops++];
     *o = (struct op_inst){.rank = rs->rank, .comm_id = id, .kind = 2, .expected = sc->nranks};
     o->sig = (struct sig){LS_OP_COMM_INIT_RANK, 0, 0, 0, (uint64_t)size};
@@ -410,9 +252,9 @@ static void issue_collective(struct sim *s, struct rank_state *rs, const struct 
     const struct scenario *sc = s->sc;
     struct ls_comm *c = rs->comm[st->comm];
     uint64_t seq = ++c->coll_issued;
-    const struct stop *sp = st->comm == 0 ? stop_at(sc, rs->rank, (int)seq) : NULL;
-    uint64_t t = record(rs, st->op, st->comm, seq, st->count, st->dtype, st->redop, st->peer, 0,
-                        st->site);
+    const struct stop *sp = st->comm == 0 ? program_stop_at(sc, rs->rank, (int)seq) : NULL;
+    uint64_t t =
+        record(rs, st->op, st->comm, seq, st->count, st->dtype, st->redop, st->peer, 0, st->site);
     if (sp && sp->how == STOP_BUSY) {
         tw_set_busy(rs->f, t);
         rs->stopped_how = STOP_VANISH;
@@ -428,7 +270,9 @@ static void issue_collective(struct sim *s, struct rank_state *rs, const struct 
         return;
     }
     struct op_inst *o = &rs->ops[rs->nops++];
-    *o = (struct op_inst){.rank = rs->rank, .comm_id = rs->comm_id[st->comm], .seq = seq,
+    *o = (struct op_inst){.rank = rs->rank,
+                          .comm_id = rs->comm_id[st->comm],
+                          .seq = seq,
                           .expected = rs->comm_size[st->comm]};
     o->sig = (struct sig){st->op == LS_OP_BCAST ? LS_OP_BROADCAST : st->op, st->dtype, st->redop,
                           st->peer, st->count};
@@ -449,9 +293,13 @@ static void issue_p2p(struct rank_state *rs, const struct step *st)
         rs->comm[0]->p2p_recvs++;
     uint64_t t = record(rs, st->op, 0, seq, st->count, st->dtype, -1, st->peer, 0, st->site);
     struct op_inst *o = &rs->ops[rs->nops++];
-    *o = (struct op_inst){.rank = rs->rank, .comm_id = rs->comm_id[0], .seq = seq, .kind = 1,
+    *o = (struct op_inst){.rank = rs->rank,
+                          .comm_id = rs->comm_id[0],
+                          .seq = seq,
+                          .kind = 1,
                           .a = send ? rs->comm_rank[0] : st->peer,
-                          .b = send ? st->peer : rs->comm_rank[0], .expected = 2};
+                          .b = send ? st->peer : rs->comm_rank[0],
+                          .expected = 2};
     o->sig = (struct sig){LS_OP_SEND, st->dtype, -1, -1, st->count};
     return_at_once(rs, t);
 }
@@ -494,7 +342,7 @@ static void step_rank(struct sim *s, struct rank_state *rs)
 static void run_rank(struct sim *s, struct rank_state *rs)
 {
     while (!rs->done && !rs->blocked) {
-        if (rs->pc >= rs->nsteps && !next_iteration(s, rs)) {
+        if (rs->pc >= rs->nsteps && !program_next(s->sc, rs)) {
             rs->done = 1;
             break;
         }
@@ -540,8 +388,8 @@ static int open_rank(const struct scenario *sc, struct rank_state *rs, int rank)
     host_of(sc, rank, host, sizeof(host));
     int pid = sc->pid_base + rank;
     snprintf(path, sizeof(path), "%s/lockstep-%s-%d-r%d.trace", sc->out_dir, host, pid, rank);
-    struct tw_caps caps = {.ring = sc->ring, .comms = 16, .peers = 64, .sites = 64,
-                           .stack_depth = 4, .strings = 8192};
+    struct tw_caps caps = {
+        .ring = sc->ring, .comms = 16, .peers = 64, .sites = 64, .stack_depth = 4, .strings = 8192};
     rs->f = tw_create(path, &caps);
     if (!rs->f) {
         fprintf(stderr, "lockstep-tracegen: %s: %s\n", path, strerror(errno));
@@ -593,6 +441,11 @@ static void finish_rank(struct sim *s, struct rank_state *rs)
             break; /* idle: alive */
         }
     }
+    if (s->sc->terminated && h->end_kind == LS_END_RUNNING && h->heartbeat_ns == s->now) {
+        h->end_kind = LS_END_SIGNALED;
+        h->end_signal = 15;
+        h->end_ns = s->now + (uint64_t)rs->rank * 1000;
+    }
 }
 
 int sim_run(const struct scenario *sc)
@@ -615,8 +468,12 @@ int sim_run(const struct scenario *sc)
             /* The rank still runs; its file goes to a scratch path that is removed. */
             char path[4096];
             snprintf(path, sizeof(path), "%s/.tracegen-scratch-r%d", sc->out_dir, r);
-            struct tw_caps caps = {.ring = sc->ring, .comms = 16, .peers = 64, .sites = 64,
-                                   .stack_depth = 4, .strings = 8192};
+            struct tw_caps caps = {.ring = sc->ring,
+                                   .comms = 16,
+                                   .peers = 64,
+                                   .sites = 64,
+                                   .stack_depth = 4,
+                                   .strings = 8192};
             rs->f = tw_create(path, &caps);
             remove(path);
             if (!rs->f)

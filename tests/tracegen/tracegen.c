@@ -39,31 +39,74 @@ static const char usage[] =
     "  --error R:SEQ:CODE   rank R's collective SEQ returns ncclResult CODE; R exits 1\n"
     "  --init-size R        rank R creates world with one rank too many\n"
     "  --never-join R       rank R never calls ncclCommInitRank\n"
-    "  --no-trace R         rank R's trace file is not written (repeatable)\n";
+    "  --no-trace R         rank R's trace file is not written (repeatable)\n"
+    "  --terminated         at the end, every live rank is killed by SIGTERM (a launcher\n"
+    "                       stopping the hung job)\n";
 
 enum {
-    O_OUT = 256, O_RANKS, O_COLLS, O_RING, O_JOB, O_SEED, O_PID, O_RPH, O_STALL, O_NOENV,
-    O_NOSITES, O_GROUPED, O_P2P, O_SPLIT, O_MISSING, O_CRASH, O_EXIT, O_VANISH, O_HALF,
-    O_MISMATCH, O_STRAGGLER, O_SKIPRECV, O_P2PSIZE, O_DEADLOCK, O_ERROR, O_INITSIZE,
-    O_NEVERJOIN, O_NOTRACE, O_HELP
+    O_OUT = 256,
+    O_RANKS,
+    O_COLLS,
+    O_RING,
+    O_JOB,
+    O_SEED,
+    O_PID,
+    O_RPH,
+    O_STALL,
+    O_NOENV,
+    O_NOSITES,
+    O_GROUPED,
+    O_P2P,
+    O_SPLIT,
+    O_MISSING,
+    O_CRASH,
+    O_EXIT,
+    O_VANISH,
+    O_HALF,
+    O_MISMATCH,
+    O_STRAGGLER,
+    O_SKIPRECV,
+    O_P2PSIZE,
+    O_DEADLOCK,
+    O_ERROR,
+    O_INITSIZE,
+    O_NEVERJOIN,
+    O_NOTRACE,
+    O_TERMINATED,
+    O_HELP
 };
 
-static const struct option options[] = {
-    {"out", 1, 0, O_OUT},           {"ranks", 1, 0, O_RANKS},
-    {"colls", 1, 0, O_COLLS},       {"ring", 1, 0, O_RING},
-    {"job", 1, 0, O_JOB},           {"seed", 1, 0, O_SEED},
-    {"pid-base", 1, 0, O_PID},      {"ranks-per-host", 1, 0, O_RPH},
-    {"stall", 1, 0, O_STALL},       {"no-env-rank", 0, 0, O_NOENV},
-    {"no-sites", 0, 0, O_NOSITES},  {"grouped", 0, 0, O_GROUPED},
-    {"p2p", 0, 0, O_P2P},           {"split", 1, 0, O_SPLIT},
-    {"missing", 1, 0, O_MISSING},   {"crash", 1, 0, O_CRASH},
-    {"exit", 1, 0, O_EXIT},         {"vanish", 1, 0, O_VANISH},
-    {"half-written", 1, 0, O_HALF}, {"mismatch", 1, 0, O_MISMATCH},
-    {"straggler", 1, 0, O_STRAGGLER}, {"p2p-skip-recv", 1, 0, O_SKIPRECV},
-    {"p2p-size", 1, 0, O_P2PSIZE},  {"deadlock", 1, 0, O_DEADLOCK},
-    {"error", 1, 0, O_ERROR},       {"init-size", 1, 0, O_INITSIZE},
-    {"never-join", 1, 0, O_NEVERJOIN}, {"no-trace", 1, 0, O_NOTRACE},
-    {"help", 0, 0, O_HELP},         {0, 0, 0, 0}};
+static const struct option options[] = {{"out", 1, 0, O_OUT},
+                                        {"ranks", 1, 0, O_RANKS},
+                                        {"colls", 1, 0, O_COLLS},
+                                        {"ring", 1, 0, O_RING},
+                                        {"job", 1, 0, O_JOB},
+                                        {"seed", 1, 0, O_SEED},
+                                        {"pid-base", 1, 0, O_PID},
+                                        {"ranks-per-host", 1, 0, O_RPH},
+                                        {"stall", 1, 0, O_STALL},
+                                        {"no-env-rank", 0, 0, O_NOENV},
+                                        {"no-sites", 0, 0, O_NOSITES},
+                                        {"grouped", 0, 0, O_GROUPED},
+                                        {"p2p", 0, 0, O_P2P},
+                                        {"split", 1, 0, O_SPLIT},
+                                        {"missing", 1, 0, O_MISSING},
+                                        {"crash", 1, 0, O_CRASH},
+                                        {"exit", 1, 0, O_EXIT},
+                                        {"vanish", 1, 0, O_VANISH},
+                                        {"half-written", 1, 0, O_HALF},
+                                        {"mismatch", 1, 0, O_MISMATCH},
+                                        {"straggler", 1, 0, O_STRAGGLER},
+                                        {"p2p-skip-recv", 1, 0, O_SKIPRECV},
+                                        {"p2p-size", 1, 0, O_P2PSIZE},
+                                        {"deadlock", 1, 0, O_DEADLOCK},
+                                        {"error", 1, 0, O_ERROR},
+                                        {"init-size", 1, 0, O_INITSIZE},
+                                        {"never-join", 1, 0, O_NEVERJOIN},
+                                        {"no-trace", 1, 0, O_NOTRACE},
+                                        {"terminated", 0, 0, O_TERMINATED},
+                                        {"help", 0, 0, O_HELP},
+                                        {0, 0, 0, 0}};
 
 /* Parses up to max colon-separated integers; returns how many, -1 on junk. */
 static int parse_ints(const char *s, long *v, int max)
@@ -110,7 +153,8 @@ static int parse_mismatch(struct scenario *sc, const char *arg)
     if (n < 1)
         return -1;
     for (int k = 1; k <= MIS_ROOT; k++)
-        if (strlen(kinds[k]) == (size_t)(colon - arg) && strncmp(arg, kinds[k], (size_t)(colon - arg)) == 0)
+        if (strlen(kinds[k]) == (size_t)(colon - arg) &&
+            strncmp(arg, kinds[k], (size_t)(colon - arg)) == 0)
             sc->mismatch = (enum mismatch_kind)k;
     if (sc->mismatch == MIS_NONE)
         return -1;
@@ -121,58 +165,133 @@ static int parse_mismatch(struct scenario *sc, const char *arg)
 
 int main(int argc, char **argv)
 {
-    struct scenario sc = {.job = "tg", .nranks = 4, .ncoll = 20, .ring = 4096,
-                          .ranks_per_host = 8, .pid_base = 4000, .seed = 1, .stall_s = 30,
-                          .env_rank = 1, .sites = 1, .mismatch_rank = -1, .straggler_rank = -1,
-                          .p2p_skip_recv_rank = -1, .p2p_size_rank = -1, .deadlock_rank = -1,
-                          .error_rank = -1, .init_size_rank = -1, .never_join_rank = -1};
+    struct scenario sc = {.job = "tg",
+                          .nranks = 4,
+                          .ncoll = 20,
+                          .ring = 4096,
+                          .ranks_per_host = 8,
+                          .pid_base = 4000,
+                          .seed = 1,
+                          .stall_s = 30,
+                          .env_rank = 1,
+                          .sites = 1,
+                          .mismatch_rank = -1,
+                          .straggler_rank = -1,
+                          .p2p_skip_recv_rank = -1,
+                          .p2p_size_rank = -1,
+                          .deadlock_rank = -1,
+                          .error_rank = -1,
+                          .init_size_rank = -1,
+                          .never_join_rank = -1};
     int opt;
     long v[3];
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         const char *name = opt >= O_OUT && opt < O_HELP ? options[opt - O_OUT].name : "?";
         int ok = 1;
         switch (opt) {
-        case O_OUT: sc.out_dir = optarg; break;
-        case O_RANKS: sc.nranks = atoi(optarg); ok = sc.nranks > 0; break;
-        case O_COLLS: sc.ncoll = atoi(optarg); ok = sc.ncoll >= 0; break;
-        case O_RING: sc.ring = strtoull(optarg, NULL, 10); ok = sc.ring >= LS_MIN_RING; break;
-        case O_JOB: sc.job = optarg; break;
-        case O_SEED: sc.seed = strtoull(optarg, NULL, 10); break;
-        case O_PID: sc.pid_base = atoi(optarg); break;
-        case O_RPH: sc.ranks_per_host = atoi(optarg); ok = sc.ranks_per_host > 0; break;
-        case O_STALL: sc.stall_s = atof(optarg); break;
-        case O_NOENV: sc.env_rank = 0; break;
-        case O_NOSITES: sc.sites = 0; break;
-        case O_GROUPED: sc.grouped = 1; break;
-        case O_P2P: sc.p2p = 1; break;
-        case O_SPLIT: sc.split = atoi(optarg); ok = sc.split > 0; break;
-        case O_MISSING: ok = add_stop(&sc, STOP_IDLE, optarg, 1) == 0; break;
-        case O_CRASH: ok = add_stop(&sc, STOP_CRASH, optarg, 2) == 0; break;
-        case O_EXIT: ok = add_stop(&sc, STOP_EXIT, optarg, 2) == 0; break;
-        case O_VANISH: ok = add_stop(&sc, STOP_VANISH, optarg, 1) == 0; break;
-        case O_HALF: ok = add_stop(&sc, STOP_BUSY, optarg, 1) == 0; break;
-        case O_MISMATCH: ok = parse_mismatch(&sc, optarg) == 0; break;
+        case O_OUT:
+            sc.out_dir = optarg;
+            break;
+        case O_RANKS:
+            sc.nranks = atoi(optarg);
+            ok = sc.nranks > 0;
+            break;
+        case O_COLLS:
+            sc.ncoll = atoi(optarg);
+            ok = sc.ncoll >= 0;
+            break;
+        case O_RING:
+            sc.ring = strtoull(optarg, NULL, 10);
+            ok = sc.ring >= LS_MIN_RING;
+            break;
+        case O_JOB:
+            sc.job = optarg;
+            break;
+        case O_SEED:
+            sc.seed = strtoull(optarg, NULL, 10);
+            break;
+        case O_PID:
+            sc.pid_base = atoi(optarg);
+            break;
+        case O_RPH:
+            sc.ranks_per_host = atoi(optarg);
+            ok = sc.ranks_per_host > 0;
+            break;
+        case O_STALL:
+            sc.stall_s = atof(optarg);
+            break;
+        case O_NOENV:
+            sc.env_rank = 0;
+            break;
+        case O_NOSITES:
+            sc.sites = 0;
+            break;
+        case O_GROUPED:
+            sc.grouped = 1;
+            break;
+        case O_P2P:
+            sc.p2p = 1;
+            break;
+        case O_SPLIT:
+            sc.split = atoi(optarg);
+            ok = sc.split > 0;
+            break;
+        case O_MISSING:
+            ok = add_stop(&sc, STOP_IDLE, optarg, 1) == 0;
+            break;
+        case O_CRASH:
+            ok = add_stop(&sc, STOP_CRASH, optarg, 2) == 0;
+            break;
+        case O_EXIT:
+            ok = add_stop(&sc, STOP_EXIT, optarg, 2) == 0;
+            break;
+        case O_VANISH:
+            ok = add_stop(&sc, STOP_VANISH, optarg, 1) == 0;
+            break;
+        case O_HALF:
+            ok = add_stop(&sc, STOP_BUSY, optarg, 1) == 0;
+            break;
+        case O_MISMATCH:
+            ok = parse_mismatch(&sc, optarg) == 0;
+            break;
         case O_STRAGGLER:
             ok = sscanf(optarg, "%d:%lf", &sc.straggler_rank, &sc.straggler_s) == 2;
             break;
-        case O_SKIPRECV: sc.p2p_skip_recv_rank = atoi(optarg); break;
-        case O_P2PSIZE: sc.p2p_size_rank = atoi(optarg); break;
-        case O_DEADLOCK: sc.deadlock_rank = atoi(optarg); break;
+        case O_SKIPRECV:
+            sc.p2p_skip_recv_rank = atoi(optarg);
+            break;
+        case O_P2PSIZE:
+            sc.p2p_size_rank = atoi(optarg);
+            break;
+        case O_DEADLOCK:
+            sc.deadlock_rank = atoi(optarg);
+            break;
         case O_ERROR:
             ok = parse_ints(optarg, v, 3) == 3;
             sc.error_rank = (int)v[0];
             sc.error_seq = (int)v[1];
             sc.error_code = (int)v[2];
             break;
-        case O_INITSIZE: sc.init_size_rank = atoi(optarg); break;
-        case O_NEVERJOIN: sc.never_join_rank = atoi(optarg); break;
+        case O_INITSIZE:
+            sc.init_size_rank = atoi(optarg);
+            break;
+        case O_NEVERJOIN:
+            sc.never_join_rank = atoi(optarg);
+            break;
         case O_NOTRACE:
             ok = sc.n_no_trace < MAX_NO_TRACE;
             if (ok)
                 sc.no_trace[sc.n_no_trace++] = atoi(optarg);
             break;
-        case O_HELP: fputs(usage, stdout); return 0;
-        default: fputs(usage, stderr); return 2;
+        case O_TERMINATED:
+            sc.terminated = 1;
+            break;
+        case O_HELP:
+            fputs(usage, stdout);
+            return 0;
+        default:
+            fputs(usage, stderr);
+            return 2;
         }
         if (!ok)
             return bad(name, optarg ? optarg : "");

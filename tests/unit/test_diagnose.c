@@ -10,6 +10,7 @@
 
 #include "diagnose.h"
 #include "scenario.h"
+#include "trace_writer.h"
 
 struct fixture {
     char dir[64];
@@ -22,11 +23,23 @@ struct fixture {
 
 static struct scenario base(int nranks, int ncoll)
 {
-    struct scenario sc = {.job = "t", .nranks = nranks, .ncoll = ncoll, .ring = 4096,
-                          .ranks_per_host = 8, .pid_base = 100, .seed = 1, .stall_s = 30,
-                          .env_rank = 1, .sites = 1, .mismatch_rank = -1,
-                          .straggler_rank = -1, .p2p_skip_recv_rank = -1, .p2p_size_rank = -1,
-                          .deadlock_rank = -1, .error_rank = -1, .init_size_rank = -1,
+    struct scenario sc = {.job = "t",
+                          .nranks = nranks,
+                          .ncoll = ncoll,
+                          .ring = 4096,
+                          .ranks_per_host = 8,
+                          .pid_base = 100,
+                          .seed = 1,
+                          .stall_s = 30,
+                          .env_rank = 1,
+                          .sites = 1,
+                          .mismatch_rank = -1,
+                          .straggler_rank = -1,
+                          .p2p_skip_recv_rank = -1,
+                          .p2p_size_rank = -1,
+                          .deadlock_rank = -1,
+                          .error_rank = -1,
+                          .init_size_rank = -1,
                           .never_join_rank = -1};
     return sc;
 }
@@ -282,6 +295,84 @@ START_TEST(straggler_found)
 }
 END_TEST
 
+/* Two ranks, a 64-record ring: 100 AllReduces, then rank 0's Send #1 to rank 1, which never
+ * posts the Recv. The p2p finding's seq counts sends, not collectives: collective #1 being
+ * overwritten says nothing about it, so no trace_incomplete "wrapped" may follow. */
+static void write_p2p_after_wrap(const char *dir, int rank)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/r%d.trace", dir, rank);
+    struct tw_caps caps = {.ring = 64};
+    struct tw_file *f = tw_create(path, &caps);
+    ck_assert_ptr_nonnull(f);
+    const uint64_t world = 0x5eed5eed12345678ull, t0 = 1700000000000000000ull;
+    struct ls_header *h = tw_header(f);
+    h->pid = 700 + rank;
+    h->rank = rank;
+    h->world_size = 2;
+    h->start_ns = t0;
+    strcpy(h->host, "p2p-node");
+    strcpy(h->job, "p2pwrap");
+    struct ls_comm c = {.comm_id = world,
+                        .nranks = 2,
+                        .rank = rank,
+                        .color = -1,
+                        .key = -1,
+                        .create_op = LS_OP_COMM_INIT_RANK,
+                        .coll_issued = 100,
+                        .coll_done = 100};
+    struct ls_comm *cp = tw_comm(f, &c);
+    ck_assert_ptr_nonnull(cp);
+    uint64_t now = t0;
+    for (uint64_t seq = 1; seq <= 100; seq++) {
+        struct ls_record r = {.op = LS_OP_ALLREDUCE,
+                              .comm_id = world,
+                              .seq = seq,
+                              .count = 8,
+                              .dtype = 7,
+                              .peer = -1,
+                              .comm_rank = rank,
+                              .enter_ns = now};
+        tw_end(f, tw_begin(f, &r), now + 1000, 0);
+        now += 1000000;
+    }
+    if (rank == 0) {
+        struct ls_peer *pp = tw_peer(f, world, tw_comm_index(f, cp), 1);
+        ck_assert_ptr_nonnull(pp);
+        pp->sends = 1;
+        cp->p2p_sends = 1;
+        struct ls_record r = {.op = LS_OP_SEND,
+                              .comm_id = world,
+                              .seq = 1,
+                              .count = 8,
+                              .dtype = 7,
+                              .peer = 1,
+                              .comm_rank = 0,
+                              .enter_ns = now};
+        tw_begin(f, &r);
+    }
+    h->heartbeat_ns = now + 5 * 1000000000ull;
+    ck_assert_int_eq(tw_close(f), 0);
+}
+
+START_TEST(p2p_seq_is_not_a_collective_seq)
+{
+    struct fixture *fx = fixture_new();
+    write_p2p_after_wrap(fx->dir, 0);
+    write_p2p_after_wrap(fx->dir, 1);
+    load(fx);
+    ck_assert(fx->t[0]->wrapped && fx->t[1]->wrapped);
+    const struct finding *f = find(fx, F_P2P_UNMATCHED, NULL);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(f->seq, 1);
+    ck_assert_int_eq(f->src, 0);
+    ck_assert_int_eq(f->dst, 1);
+    const struct finding *w = find(fx, F_TRACE_INCOMPLETE, NULL);
+    ck_assert_msg(w == NULL, "unexpected: %s", w ? w->summary : "");
+    fixture_free(fx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("diagnose");
@@ -294,6 +385,7 @@ int main(void)
     tcase_add_test(tc, group_semantics);
     tcase_add_test(tc, deadlock_across_comms);
     tcase_add_test(tc, straggler_found);
+    tcase_add_test(tc, p2p_seq_is_not_a_collective_seq);
     tcase_set_timeout(tc, 20);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -55,8 +55,9 @@ START_TEST(document)
     json_string(&w, "s", NULL);
     json_end_object(&w);
     fclose(f);
-    ck_assert_str_eq(buf, "{\n  \"n\": -3,\n  \"comm\": \"000000007f3a91c2\",\n  \"ranks\": [1, 2],\n"
-                          "  \"empty\": [],\n  \"inf\": null,\n  \"s\": null\n}\n");
+    ck_assert_str_eq(buf,
+                     "{\n  \"n\": -3,\n  \"comm\": \"000000007f3a91c2\",\n  \"ranks\": [1, 2],\n"
+                     "  \"empty\": [],\n  \"inf\": null,\n  \"s\": null\n}\n");
     free(buf);
 }
 END_TEST

@@ -15,8 +15,8 @@ static size_t good_len;
 /* Writes a small trace: 2 comms, a site, `nrec` collectives, one in flight. */
 static void make_trace(const char *path, uint64_t ring, int nrec)
 {
-    struct tw_caps caps = {.ring = ring, .comms = 8, .peers = 8, .sites = 8, .stack_depth = 4,
-                           .strings = 4096};
+    struct tw_caps caps = {
+        .ring = ring, .comms = 8, .peers = 8, .sites = 8, .stack_depth = 4, .strings = 4096};
     struct tw_file *f = tw_create(path, &caps);
     ck_assert_ptr_nonnull(f);
     struct ls_header *h = tw_header(f);
@@ -35,9 +35,15 @@ static void make_trace(const char *path, uint64_t ring, int nrec)
                              {"/no/such/train", "main", 0x100, 0x20}};
     uint32_t site = tw_site(f, fr, 2);
     for (int i = 0; i < nrec; i++) {
-        struct ls_record r = {.op = LS_OP_ALLREDUCE, .comm_id = 0xabcdef0123456789ull,
-                              .seq = (uint64_t)i + 1, .count = 16, .dtype = 7, .redop = 0,
-                              .peer = -1, .callsite = site, .enter_ns = 1000 + (uint64_t)i};
+        struct ls_record r = {.op = LS_OP_ALLREDUCE,
+                              .comm_id = 0xabcdef0123456789ull,
+                              .seq = (uint64_t)i + 1,
+                              .count = 16,
+                              .dtype = 7,
+                              .redop = 0,
+                              .peer = -1,
+                              .callsite = site,
+                              .enter_ns = 1000 + (uint64_t)i};
         uint64_t t = tw_begin(f, &r);
         if (i + 1 < nrec)
             tw_end(f, t, 2000 + (uint64_t)i, 0);
@@ -127,8 +133,8 @@ START_TEST(truncated_ring_loads_incomplete)
 {
     char err[256] = "";
     size_t ring_off = (size_t)hdr_of(good)->ring_off;
-    struct tr_trace *t = load_copy(good, ring_off + 4 * sizeof(struct ls_record) + 50, err,
-                                   sizeof(err));
+    struct tr_trace *t =
+        load_copy(good, ring_off + 4 * sizeof(struct ls_record) + 50, err, sizeof(err));
     ck_assert_msg(t != NULL, "%s", err);
     ck_assert(t->truncated);
     ck_assert_uint_eq(t->nrecords, 4);
@@ -162,17 +168,50 @@ static void expect_corrupt(void (*corrupt)(unsigned char *), const char *want)
     free(copy);
 }
 
-static void bad_magic(unsigned char *b) { b[0] = 'X'; }
-static void newer(unsigned char *b) { hdr_of(b)->version = 2; }
-static void zero_version(unsigned char *b) { hdr_of(b)->version = 0; }
-static void swapped(unsigned char *b) { hdr_of(b)->endian = 0x04030201u; }
-static void hdr_size(unsigned char *b) { hdr_of(b)->header_size = 8192; }
-static void comm_off(unsigned char *b) { hdr_of(b)->comm_off += 64; }
-static void ring_cap(unsigned char *b) { hdr_of(b)->ring_cap = (uint64_t)LS_MAX_RING + 1; }
-static void big_ring_cap(unsigned char *b) { hdr_of(b)->ring_cap = 128; }
-static void site_count(unsigned char *b) { hdr_of(b)->site_count = hdr_of(b)->site_cap + 1; }
-static void str_used(unsigned char *b) { hdr_of(b)->str_used = hdr_of(b)->str_cap + 1; }
-static void depth(unsigned char *b) { hdr_of(b)->stack_depth = LS_MAX_STACK_DEPTH + 1; }
+static void bad_magic(unsigned char *b)
+{
+    b[0] = 'X';
+}
+static void newer(unsigned char *b)
+{
+    hdr_of(b)->version = 2;
+}
+static void zero_version(unsigned char *b)
+{
+    hdr_of(b)->version = 0;
+}
+static void swapped(unsigned char *b)
+{
+    hdr_of(b)->endian = 0x04030201u;
+}
+static void hdr_size(unsigned char *b)
+{
+    hdr_of(b)->header_size = 8192;
+}
+static void comm_off(unsigned char *b)
+{
+    hdr_of(b)->comm_off += 64;
+}
+static void ring_cap(unsigned char *b)
+{
+    hdr_of(b)->ring_cap = (uint64_t)LS_MAX_RING + 1;
+}
+static void big_ring_cap(unsigned char *b)
+{
+    hdr_of(b)->ring_cap = 128;
+}
+static void site_count(unsigned char *b)
+{
+    hdr_of(b)->site_count = hdr_of(b)->site_cap + 1;
+}
+static void str_used(unsigned char *b)
+{
+    hdr_of(b)->str_used = hdr_of(b)->str_cap + 1;
+}
+static void depth(unsigned char *b)
+{
+    hdr_of(b)->stack_depth = LS_MAX_STACK_DEPTH + 1;
+}
 static void frame_string(unsigned char *b)
 {
     struct ls_frame *fr = (struct ls_frame *)(b + hdr_of(b)->site_off + sizeof(struct ls_site));
@@ -275,8 +314,8 @@ START_TEST(random_damage_never_crashes)
         int flips = 1 + rand() % 8;
         for (int k = 0; k < flips; k++) {
             /* Aim at the header, tables and the used ring, where bytes mean something. */
-            size_t where = (size_t)rand() % 5 == 0 ? (size_t)rand() % 1024
-                                                   : (size_t)rand() % good_len;
+            size_t where =
+                (size_t)rand() % 5 == 0 ? (size_t)rand() % 1024 : (size_t)rand() % good_len;
             copy[where] = (unsigned char)rand();
         }
         size_t len = rand() % 4 == 0 ? (size_t)rand() % good_len : good_len;

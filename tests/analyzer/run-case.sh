@@ -1,0 +1,344 @@
+#!/bin/bash
+# run-case.sh -- one CLI test of `lockstep` against traces made by lockstep-tracegen.
+# Usage: run-case.sh LOCKSTEP TRACEGEN CASE
+set -eu
+LOCKSTEP=$1
+TRACEGEN=$2
+CASE=$3
+HERE=$(cd "$(dirname "$0")" && pwd)
+D=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-cli-XXXXXX")
+trap 'rm -rf "$D"' EXIT
+rc=0
+
+fail() {
+    echo "FAIL [$CASE]: $*" >&2
+    [ -f "$D/err" ] && sed 's/^/  stderr: /' "$D/err" >&2
+    exit 1
+}
+gen() { "$TRACEGEN" --out "$D/t" "$@" >/dev/null || fail "tracegen $*"; }
+analyze_json() {
+    set +e
+    "$LOCKSTEP" analyze --json "$@" >"$D/out.json" 2>"$D/err"
+    rc=$?
+    set -e
+}
+analyze_text() {
+    set +e
+    "$LOCKSTEP" analyze "$@" >"$D/out.txt" 2>"$D/err"
+    rc=$?
+    set -e
+}
+run() {
+    set +e
+    "$LOCKSTEP" "$@" >"$D/out.txt" 2>"$D/err"
+    rc=$?
+    set -e
+}
+expect_rc() { [ "$rc" = "$1" ] || fail "exit status $rc, want $1"; }
+check() { python3 "$HERE/assert_json.py" "$D/out.json" "$@" || fail "JSON assertions"; }
+contains() { grep -qF -- "$2" "$1" || { sed 's/^/  | /' "$1" >&2; fail "$1 lacks '$2'"; }; }
+first_trace() { ls "$D"/t/*-r"$1".trace; }
+# Overwrites bytes of a file at an offset with a printf-style string.
+poke() { printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
+
+case $CASE in
+clean)
+    gen --ranks 8 --colls 20
+    analyze_json "$D/t"; expect_rc 0
+    check 'F == []' 'len(r["ranks"]) == 8' 'all(x["state"] == "exited" for x in r["ranks"])' \
+        'r["lockstep_report"] == 1'
+    ;;
+missing)
+    gen --ranks 8 --colls 20 --missing 4
+    analyze_json "$D/t"; expect_rc 1
+    check 'kinds == ["missing_ranks"]' 'f0["missing"] == [4]' 'f0["waiting"] == [0,1,2,3,5,6,7]' \
+        'f0["seq"] == 20' 'f0["comm"] in comms' 'f0["ranks"] == list(range(8))' \
+        'f0["consequence_of"] is None' \
+        'any(c["role"] == "missing" and c["ranks"] == [4] and c["state"] == "idle" for c in f0["classes"])'
+    analyze_text "$D/t"; expect_rc 1
+    contains "$D/out.txt" "ranks 0-3,5-7 wait in Broadcast #20"
+    contains "$D/out.txt" "rank 4 never called it"
+    contains "$D/out.txt" "it is alive, last seen in AllReduce #19"
+    ;;
+compressed)
+    gen --ranks 64 --colls 5 --missing 5
+    analyze_text "$D/t"; expect_rc 1
+    contains "$D/out.txt" "ranks 0-4,6-63 wait"
+    if grep -q "0,1,2,3" "$D/out.txt"; then fail "ranks not compressed"; fi
+    ;;
+crash)
+    gen --ranks 8 --colls 20 --crash 4:11
+    analyze_json "$D/t"; expect_rc 1
+    check 'kinds == ["rank_crashed", "missing_ranks"]' 'f0["rank"] == 4' 'f0["signal"] == 11' \
+        'F[1]["consequence_of"] == 0' 'F[1]["missing"] == [4]'
+    ;;
+job-killed)
+    # The launcher stopped the hung job: the kill is not a cause, the missing rank is.
+    gen --ranks 8 --colls 20 --missing 4 --terminated
+    analyze_json "$D/t"; expect_rc 1
+    check 'kinds == ["missing_ranks"]' 'f0["missing"] == [4]' \
+        'all(x["state"] == "crashed" for x in r["ranks"])'
+    # Where the missing rank was: outside NCCL, and for how long before the job was stopped.
+    analyze_text "$D/t"; expect_rc 1
+    contains "$D/out.txt" "rank 4 never called it — it was killed by SIGTERM with the rest of the job"
+    contains "$D/out.txt" "busy outside NCCL for 30 s; its last call was AllReduce #19"
+    ;;
+crash-then-job-killed)
+    # A rank crashed first; the launcher later stopped the others: the crash is the cause.
+    gen --ranks 8 --colls 20 --crash 4:11 --terminated
+    analyze_json "$D/t"; expect_rc 1
+    check 'kinds == ["rank_crashed", "missing_ranks"]' 'f0["rank"] == 4' 'f0["signal"] == 11' \
+        'F[1]["consequence_of"] == 0'
+    ;;
+deadlock-job-killed)
+    gen --ranks 4 --colls 20 --deadlock 2 --terminated
+    analyze_json "$D/t"; expect_rc 1
+    check 'f0["kind"] == "deadlock_cycle"' '"rank_crashed" not in kinds'
+    ;;
+exit)
+    gen --ranks 8 --colls 20 --exit 4:0
+    analyze_json "$D/t"; expect_rc 1
+    check 'f0["kind"] == "rank_exited"' 'f0["rank"] == 4' 'f0["status"] == 0' \
+        'kind("missing_ranks")["consequence_of"] == 0'
+    ;;
+exit-nonzero)
+    gen --ranks 4 --colls 5 --exit 2:3:6
+    analyze_json "$D/t"; expect_rc 1
+    check 'kinds == ["rank_exited"]' 'f0["rank"] == 2' 'f0["status"] == 3'
+    ;;
+vanish)
+    gen --ranks 8 --colls 20 --vanish 4
+    analyze_json "$D/t"; expect_rc 1
+    check 'f0["kind"] == "rank_crashed"' 'f0["rank"] == 4' 'f0["vanished"] is True' \
+        'f0["signal"] is None' '[x["state"] for x in r["ranks"] if x["rank"] == 4] == ["vanished"]'
+    ;;
+mismatch-op | mismatch-count | mismatch-dtype | mismatch-redop | mismatch-root)
+    what=${CASE#mismatch-}
+    seq=10 # a Broadcast (rooted every 10th), so a root can differ
+    [ "$what" = redop ] && seq=9 # an AllReduce: Broadcast has no reduction op
+    gen --ranks 8 --colls 20 --mismatch "$what:3:$seq"
+    analyze_json "$D/t"; expect_rc 1
+    check "f0['kind'] == '${what}_mismatch'" "f0['seq'] == $seq" 'f0["comm"] in comms' \
+        'len(f0["classes"]) == 2' 'f0["classes"][0]["ranks"] == [0,1,2,4,5,6,7]' \
+        'f0["classes"][1]["ranks"] == [3]' \
+        'f0["classes"][0]["callsite"] != f0["classes"][1]["callsite"]' \
+        'all(k in c for c in f0["classes"] for k in ("ranks","op","count","dtype","redop","root","callsite"))'
+    ;;
+redop-ignored-on-broadcast)
+    # A reduction op passed to a Broadcast means nothing to NCCL: not a mismatch.
+    gen --ranks 4 --colls 10 --mismatch redop:3:10
+    analyze_json "$D/t"; expect_rc 0
+    ;;
+bcast-matches-broadcast)
+    # Bcast and Broadcast are the same collective across ranks: no finding from the op alone.
+    gen --ranks 4 --colls 12
+    python3 - "$D"/t/*-r1.trace <<'PY'
+import struct, sys
+path = sys.argv[1]
+with open(path, "r+b") as f:
+    data = bytearray(f.read())
+    ring_off, ring_cap = struct.unpack_from("<QQ", data, 96)
+    next_ticket = struct.unpack_from("<Q", data, 848)[0]
+    changed = 0
+    for t in range(next_ticket):
+        at = ring_off + (t % ring_cap) * 128
+        if struct.unpack_from("<H", data, at + 116)[0] == 2:  # Broadcast -> Bcast
+            struct.pack_into("<H", data, at + 116, 3)
+            changed += 1
+    assert changed
+    f.seek(0); f.write(data)
+PY
+    analyze_json "$D/t"; expect_rc 0
+    check 'F == []'
+    ;;
+p2p-unmatched)
+    gen --ranks 8 --colls 20 --p2p --p2p-skip-recv 5
+    analyze_json "$D/t"; expect_rc 1
+    check 'kind("p2p_unmatched")["src"] == 4' 'kind("p2p_unmatched")["dst"] == 5' \
+        'kind("p2p_unmatched")["seq"] == 20' 'kind("p2p_unmatched")["ranks"] == [4, 5]'
+    ;;
+p2p-size)
+    gen --ranks 8 --colls 20 --p2p --p2p-size 5
+    analyze_json "$D/t"; expect_rc 1
+    check 'f0["kind"] == "p2p_size_mismatch"' 'f0["src"] == 5' 'f0["dst"] == 6' \
+        'kind("missing_ranks")["consequence_of"] == 0'
+    ;;
+deadlock)
+    gen --ranks 4 --colls 20 --deadlock 2
+    analyze_json "$D/t"; expect_rc 1
+    check 'f0["kind"] == "deadlock_cycle"' 'sorted(f0["cycle"]) in ([0, 2], [1, 2], [2, 3])' \
+        'f0["ranks"] == [0, 1, 2, 3]' \
+        'all(f["consequence_of"] is not None for f in F if f["kind"] == "missing_ranks")'
+    ;;
+straggler)
+    gen --ranks 8 --colls 20 --straggler 6:5
+    analyze_json "$D/t"; expect_rc 1
+    check 'kinds == ["straggler"]' 'f0["rank"] == 6' '4.9 < f0["late_by_s"] < 5.1' 'f0["ranks"] == [6]'
+    ;;
+no-straggler)
+    gen --ranks 8 --colls 20 --straggler 6:0.2
+    analyze_json "$D/t"; expect_rc 0
+    ;;
+nccl-error)
+    gen --ranks 8 --colls 20 --error 2:7:5
+    analyze_json "$D/t"; expect_rc 1
+    check 'f0["kind"] == "nccl_error"' 'f0["ranks"] == [2]' 'f0["seq"] == 7' 'f0["result"] == 5' \
+        'kind("rank_exited")["consequence_of"] == 0'
+    ;;
+init-size)
+    gen --ranks 8 --colls 20 --init-size 2
+    analyze_json "$D/t"; expect_rc 1
+    check 'f0["kind"] == "comm_init_mismatch"' 'f0["ranks"] == list(range(8))' \
+        'sorted(c["count"] for c in f0["classes"]) == [8, 9]'
+    ;;
+never-join)
+    gen --ranks 8 --colls 20 --never-join 2
+    analyze_json "$D/t"; expect_rc 1
+    check 'f0["kind"] == "comm_init_mismatch"' 'f0["missing"] == [2]'
+    ;;
+no-trace)
+    gen --ranks 8 --colls 20 --no-trace 3
+    analyze_json "$D/t"; expect_rc 1
+    check 'kinds == ["trace_incomplete"]' 'f0["ranks"] == [3]' 'f0["reason"] == "no_trace"'
+    ;;
+half-written)
+    gen --ranks 8 --colls 20 --half-written 3
+    analyze_json "$D/t"; expect_rc 1
+    check 'f0["kind"] == "rank_crashed"' 'f0["rank"] == 3' \
+        'any(f["reason"] == "half_written" and f["ranks"] == [3] for f in F if f["kind"] == "trace_incomplete")'
+    ;;
+wrapped)
+    gen --ranks 4 --colls 300 --ring 64
+    analyze_json "$D/t"; expect_rc 0
+    check 'all(x["wrapped"] for x in r["ranks"])'
+    run dump "$(first_trace 0)"; expect_rc 0
+    contains "$D/out.txt" "WRAPPED"
+    ;;
+wrapped-missing)
+    gen --ranks 4 --colls 300 --ring 64 --missing 1
+    analyze_json "$D/t"; expect_rc 1
+    check 'kinds == ["missing_ranks"]' 'f0["missing"] == [1]' 'f0["seq"] == 300'
+    ;;
+truncated-alone)
+    gen --ranks 2 --colls 5
+    f=$(first_trace 0)
+    truncate -s 5000 "$f"
+    analyze_json "$f"; expect_rc 2
+    contains "$D/err" "$f"
+    contains "$D/err" "truncated"
+    ;;
+truncated-ring)
+    gen --ranks 4 --colls 20 --missing 3
+    f=$(first_trace 1)
+    ring_off=$(python3 -c 'import struct,sys; print(struct.unpack_from("<Q", open(sys.argv[1],"rb").read(), 96)[0])' "$f")
+    truncate -s $((ring_off + 128 * 10 + 7)) "$f"
+    analyze_json "$D/t"; expect_rc 1
+    check 'any(f["kind"] == "trace_incomplete" and f["reason"] == "truncated" and f["ranks"] == [1] for f in F)' \
+        '[x["truncated"] for x in r["ranks"] if x["rank"] == 1] == [True]'
+    ;;
+corrupt-alone)
+    gen --ranks 2 --colls 5
+    f=$(first_trace 0)
+    poke "$f" 0 'XXXX'
+    analyze_json "$f"; expect_rc 2
+    contains "$D/err" "$f"
+    contains "$D/err" "bad magic"
+    run dump "$f"; expect_rc 2
+    contains "$D/err" "bad magic"
+    ;;
+corrupt-among-good)
+    gen --ranks 4 --colls 5
+    f=$(first_trace 2)
+    poke "$f" 40 '\377\377\377\377' # comm_cap
+    analyze_json "$D/t"; expect_rc 1
+    check 'any(f["kind"] == "trace_incomplete" and f["reason"] == "unreadable" for f in F)' \
+        'len(r["ranks"]) == 3' 'len(r["unreadable"]) == 1'
+    contains "$D/err" "$f"
+    ;;
+newer-version)
+    gen --ranks 1 --colls 1
+    f=$(first_trace 0)
+    poke "$f" 8 '\002'
+    analyze_json "$f"; expect_rc 2
+    contains "$D/err" "written by a newer lockstep (format 2, this reader knows 1)"
+    ;;
+random-damage)
+    gen --ranks 2 --colls 30
+    f=$(first_trace 0)
+    cp "$f" "$D/orig"
+    for seed in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+        cp "$D/orig" "$f"
+        python3 - "$f" "$seed" <<'PY'
+import random, sys
+path, seed = sys.argv[1], int(sys.argv[2])
+rnd = random.Random(seed)
+data = bytearray(open(path, "rb").read())
+for _ in range(rnd.randint(1, 6)):
+    at = rnd.randrange(1024) if rnd.random() < 0.5 else rnd.randrange(len(data))
+    data[at] = rnd.randrange(256)
+if rnd.random() < 0.3:
+    data = data[: rnd.randrange(len(data))]
+open(path, "wb").write(data)
+PY
+        run analyze "$f"
+        [ "$rc" -le 2 ] || fail "seed $seed: exit status $rc (crash?)"
+        run dump "$f"
+        [ "$rc" -le 2 ] || fail "dump, seed $seed: exit status $rc (crash?)"
+    done
+    ;;
+multi-job)
+    gen --ranks 4 --colls 5 --job alpha --missing 1
+    gen --ranks 4 --colls 5 --job beta --seed 2 --pid-base 7000
+    analyze_json "$D/t"; expect_rc 1
+    check 'sorted(j["job"] for j in r["jobs"]) == ["alpha", "beta"]' 'len(r["ranks"]) == 8' \
+        'kinds == ["missing_ranks"]' 'f0["job"] == "alpha"'
+    analyze_json --job beta "$D/t"; expect_rc 0
+    check 'F == []' 'len(r["ranks"]) == 4' 'all(x["job"] == "beta" for x in r["ranks"])'
+    analyze_json --job gamma "$D/t"; expect_rc 2
+    contains "$D/err" "no job 'gamma'"
+    ;;
+anon-jobs)
+    gen --ranks 3 --colls 5 --job "" --missing 2
+    gen --ranks 3 --colls 5 --job "" --seed 9 --pid-base 7000
+    analyze_json "$D/t"; expect_rc 1
+    check 'len(r["jobs"]) == 2' 'kinds == ["missing_ranks"]' 'f0["missing"] == [2]'
+    ;;
+subdir)
+    gen --ranks 2 --colls 3
+    mkdir -p "$D/top/node1"
+    mv "$D"/t/*.trace "$D/top/node1/"
+    analyze_json "$D/top"; expect_rc 0
+    check 'len(r["ranks"]) == 2'
+    ;;
+usage)
+    run; expect_rc 2
+    run analyze; expect_rc 2
+    run analyze --bogus "$D"; expect_rc 2
+    contains "$D/err" "--bogus"
+    run analyze "$D/does-not-exist"; expect_rc 2
+    contains "$D/err" "does-not-exist"
+    mkdir -p "$D/empty"
+    run analyze "$D/empty"; expect_rc 2
+    contains "$D/err" "no trace files"
+    run frobnicate; expect_rc 2
+    run --help; expect_rc 0
+    contains "$D/out.txt" "analyze"
+    contains "$D/out.txt" "dump"
+    run help analyze; expect_rc 0
+    contains "$D/out.txt" "usage: lockstep analyze"
+    run --version; expect_rc 0
+    contains "$D/out.txt" "lockstep"
+    run dump; expect_rc 2
+    ;;
+dump)
+    gen --ranks 2 --colls 3 --missing 1
+    run dump "$(first_trace 0)"; expect_rc 0
+    contains "$D/out.txt" "IN FLIGHT"
+    contains "$D/out.txt" "rank 0  local rank 0  world size 2"
+    contains "$D/out.txt" "train_step+0x1a (train)"
+    contains "$D/out.txt" "AllReduce"
+    ;;
+*)
+    fail "no such case"
+    ;;
+esac
