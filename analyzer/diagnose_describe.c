@@ -111,11 +111,12 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
     if (p->state == RANK_IN_CALL && p->current) {
         describe_call(d, p, p->current, call, sizeof(call));
         ago(t, sizeof(t), diag_seconds_ago(d, p->current->enter_ns));
+        const char *where = p->waiting_gpu ? "waiting for its GPU to finish" : "inside";
         if (lv)
-            snprintf(buf, len, "it is alive and %s, inside %s since %s ago", lv->activity, call,
-                     t);
+            snprintf(buf, len, "it is alive and %s, %s %s since %s ago", lv->activity, where,
+                     call, t);
         else
-            snprintf(buf, len, "it is alive, inside %s since %s ago", call, t);
+            snprintf(buf, len, "it is alive, %s %s since %s ago", where, call, t);
         return;
     }
     if (p->last_call)

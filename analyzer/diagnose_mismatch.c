@@ -104,13 +104,21 @@ static int check_comm(struct diag *d, const struct m_comm *c)
         if (c->members[i].ncolls && c->members[i].colls[0]->seq < lo)
             lo = c->members[i].colls[0]->seq;
     int rc = 0;
-    for (uint64_t seq = lo; seq <= c->max_issued && lo != UINT64_MAX; seq++) {
+    /* Step from one recorded seq to the next: seq numbers come from the file and may be far
+     * apart (or corrupt), so counting through the gaps could take forever. */
+    for (uint64_t seq = lo, next; seq <= c->max_issued && seq != UINT64_MAX; seq = next) {
         const struct ls_record *first = NULL;
+        next = UINT64_MAX;
         enum finding_kind worst = F_KIND_COUNT;
         for (int i = 0; i < c->nmembers; i++) {
             const struct m_member *mb = &c->members[i];
             while (cur[i] < mb->ncolls && mb->colls[cur[i]]->seq < seq)
                 cur[i]++;
+            size_t after = cur[i];
+            while (after < mb->ncolls && mb->colls[after]->seq <= seq)
+                after++;
+            if (after < mb->ncolls && mb->colls[after]->seq < next)
+                next = mb->colls[after]->seq;
             if (cur[i] >= mb->ncolls || mb->colls[cur[i]]->seq != seq)
                 continue;
             const struct ls_record *r = mb->colls[cur[i]];

@@ -28,7 +28,13 @@ static int scan_comm(struct diag *d, const struct m_comm *c, struct late *late,
             lo = c->members[i].colls[0]->seq;
     int last_rank = -1;
     double last_late = 0;
-    for (uint64_t seq = lo; seq <= c->max_issued; seq++) {
+    /* Only a seq member 0 holds can be held by all: step through those (seq numbers come from
+     * the file and may be far apart, or corrupt). */
+    const struct m_member *m0 = &c->members[0];
+    for (size_t k0 = 0; k0 < m0->ncolls; k0++) {
+        uint64_t seq = m0->colls[k0]->seq;
+        if (seq < lo || seq > c->max_issued || (k0 > 0 && m0->colls[k0 - 1]->seq == seq))
+            continue;
         uint64_t first = UINT64_MAX, top = 0, second = 0;
         int top_i = -1, all = 1;
         for (int i = 0; i < c->nmembers && all; i++) {

@@ -15,7 +15,7 @@ const char *finding_kind_name(enum finding_kind k)
         "rank_crashed",  "rank_exited",       "nccl_error",      "comm_init_mismatch",
         "op_mismatch",   "count_mismatch",    "dtype_mismatch",  "redop_mismatch",
         "root_mismatch", "p2p_size_mismatch", "deadlock_cycle",  "p2p_unmatched",
-        "missing_ranks", "straggler",         "trace_incomplete"};
+        "stuck_in_flight", "missing_ranks",   "straggler",       "trace_incomplete"};
     return k < F_KIND_COUNT ? names[k] : "?";
 }
 
@@ -36,6 +36,7 @@ struct finding *finding_add(struct findings *fs, enum finding_kind kind, size_t 
     f->consequence_of = -1;
     f->rank = f->src = f->dst = f->signal = f->status = f->result = -1;
     f->late_by_s = -1;
+    f->since_s = -1;
     return f;
 }
 

@@ -21,6 +21,7 @@ enum finding_kind {
     F_P2P_SIZE_MISMATCH,
     F_DEADLOCK_CYCLE,
     F_P2P_UNMATCHED,
+    F_STUCK_IN_FLIGHT,
     F_MISSING_RANKS,
     F_STRAGGLER,
     F_TRACE_INCOMPLETE,
@@ -57,6 +58,7 @@ struct finding {
     struct intvec missing, waiting, cycle;
     int rank, src, dst, signal, status, result; /* -1 where not relevant */
     double late_by_s;
+    double since_s;     /* stuck_in_flight: seconds since the last rank issued the call */
     int vanished;       /* rank_crashed without a recorded signal */
     int was_waiting;    /* rank_*: the rank was inside a NCCL call when it ended */
     const char *reason; /* trace_incomplete: no_trace, truncated, wrapped, ... */

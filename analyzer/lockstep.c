@@ -16,7 +16,7 @@ struct command {
     const char *summary; /* one line for --help */
 };
 
-/* Every subcommand, in the order --help lists them. run, watch and export join here. */
+/* Every subcommand, in the order --help lists them. */
 static const struct command commands[] = {
     {"run", cmd_run,
      "run [--dir DIR] [--stall SECONDS] [--json FILE] [--format text|github] -- CMD [ARG...]",
@@ -24,11 +24,12 @@ static const struct command commands[] = {
     {"watch", cmd_watch,
      "watch [--stall SECONDS] [--json FILE] [--format text|github] [--kill] DIR",
      "watch a job traced into DIR; on a stall diagnose it live and exit 3"},
-    {"analyze", cmd_analyze, "analyze [--json] [--job ID] PATH...",
+    {"analyze", cmd_analyze, "analyze [--json] [--html OUT.html] [--job ID] PATH...",
      "diagnose a hung or failed job from its traces (dirs or files); exit 0 clean, 1 findings, "
      "2 bad input"},
     {"dump", cmd_dump, "dump PATH", "print every record of one trace, readable"},
-    /* {"export", cmd_export, "--perfetto OUT.json PATH...", ...}, */
+    {"export", cmd_export, "export --perfetto OUT.json [--job ID] PATH...",
+     "write the calls of every rank as a timeline for ui.perfetto.dev / chrome://tracing"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

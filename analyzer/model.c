@@ -320,6 +320,10 @@ static int build_comms(struct model *m)
             }
             if (mb->issued > c->max_issued)
                 c->max_issued = mb->issued;
+            /* A collective completes on every member or on none: one GPU's word is enough. */
+            if (mb->proc && mb->entry && mb->proc->t->hdr.completion == LS_COMPLETION_EVENTS &&
+                mb->entry->coll_completed > c->gpu_completed)
+                c->gpu_completed = mb->entry->coll_completed;
         }
         m->jobs[c->job].ncomms++;
     }
@@ -371,6 +375,7 @@ struct model *model_build(struct tr_trace **traces, size_t ntraces)
     m->nprocs = ntraces;
     for (size_t i = 0; i < ntraces; i++) {
         m->procs[i].t = traces[i];
+        m->procs[i].model = m;
         m->procs[i].rank = global_rank(traces[i]);
     }
     if (assign_jobs(m) < 0 || fill_jobs(m) < 0 || build_comms(m) < 0 || model_state_build(m) < 0) {

@@ -13,7 +13,8 @@
 #define MODEL_HEARTBEAT_STALE_NS (10ull * 1000000000ull)
 
 enum rank_state {
-    RANK_IN_CALL,  /* alive, inside a NCCL call (or a group's GroupEnd) */
+    RANK_IN_CALL,  /* alive, waiting on NCCL: inside a call (or a group's GroupEnd), or with
+                    * work it issued that its GPU has not completed (see waiting_gpu) */
     RANK_IDLE,     /* alive, not in any NCCL call */
     RANK_EXITED,   /* exit()/_exit() recorded */
     RANK_CRASHED,  /* a fatal signal reached the shim's handler */
@@ -39,7 +40,10 @@ struct m_proc {
     enum rank_state state;
     uint64_t since_ns;                 /* in the call / idle / ended since */
     uint64_t last_seen_ns;             /* newest heartbeat, end or call time */
-    const struct ls_record *current;   /* oldest call in flight, NULL if none */
+    const struct ls_record *current;   /* oldest call in flight (else, completion tracked, the
+                                        * oldest op its GPU has not completed), NULL if none */
+    int waiting_gpu;                   /* current returned: the rank waits on its GPU */
+    const struct model *model;         /* the model it belongs to */
     const struct ls_record *last_call; /* newest record */
     int killed_with_job; /* stopped from outside together with the rest of the job (see
                           * model_was_running()) */
@@ -67,6 +71,7 @@ struct m_comm {
     uint32_t create_op;
     int njoined;              /* members with a trace */
     uint64_t max_issued;      /* highest collective seq any member issued */
+    uint64_t gpu_completed;   /* highest collective seq any member's GPU completed (tracked) */
     struct m_member *members; /* nmembers slots, by comm rank */
     int nmembers;             /* >= nranks when some member claims a larger size */
     size_t job;
@@ -117,6 +122,10 @@ const struct ls_record *model_group_end(const struct m_proc *p, uint64_t group_i
 /* True when record r of process p has completed: it returned and, inside a group, the
  * group's GroupEnd returned too. */
 int model_op_complete(const struct m_proc *p, const struct ls_record *r);
+
+/* True when the completion of r on the GPU is tracked (CUDA events on its stream): then
+ * returning from the call is not enough to be complete. */
+int model_gpu_tracked(const struct m_proc *p, const struct ls_record *r);
 
 /* True when record r has been handed to NCCL: issued outside a group, or the process has
  * entered its group's GroupEnd. */

@@ -89,13 +89,52 @@ static int in_group(const struct ls_record *r)
     return (r->flags & LS_REC_IN_GROUP) && r->group_id != 0;
 }
 
-int model_op_complete(const struct m_proc *p, const struct ls_record *r)
+/* A collective some member's GPU completed has completed on every member. */
+static int coll_done_elsewhere(const struct m_proc *p, const struct ls_record *r)
 {
+    if (!ls_op_is_collective(r->op) || !p->model)
+        return 0;
+    const struct m_comm *c = model_comm(p->model, p->job, r->comm_id);
+    return c && c->gpu_completed >= r->seq;
+}
+
+/* Returned from NCCL, but its GPU has not been seen to complete it (completion tracked). */
+static int gpu_pending(const struct m_proc *p, const struct ls_record *r)
+{
+    if (is_pending(r) || r->complete_ns != 0 || !model_gpu_tracked(p, r) ||
+        coll_done_elsewhere(p, r))
+        return 0;
     if (in_group(r)) {
         const struct ls_record *ge = model_group_end(p, r->group_id);
         return ge && !is_pending(ge);
     }
-    return !is_pending(r);
+    return 1;
+}
+
+int model_gpu_tracked(const struct m_proc *p, const struct ls_record *r)
+{
+    const struct ls_header *h = &p->t->hdr;
+    if (h->completion != LS_COMPLETION_EVENTS || (r->flags & LS_REC_GRAPH_CAPTURED) ||
+        !(ls_op_is_collective(r->op) || r->op == LS_OP_SEND || r->op == LS_OP_RECV))
+        return 0;
+    for (uint32_t i = 0; i < h->stream_count && i < LS_MAX_STREAMS; i++)
+        if (h->streams[i].stream == r->stream)
+            return !(h->streams[i].flags & LS_STREAM_FAILED);
+    return 0;
+}
+
+int model_op_complete(const struct m_proc *p, const struct ls_record *r)
+{
+    if (in_group(r)) {
+        const struct ls_record *ge = model_group_end(p, r->group_id);
+        if (!ge || is_pending(ge))
+            return 0;
+    } else if (is_pending(r)) {
+        return 0;
+    }
+    /* On a GPU a call that returned has only been enqueued: done when its stream says so, or
+     * (a collective) when any member's GPU completed it. */
+    return !model_gpu_tracked(p, r) || r->complete_ns != 0 || coll_done_elsewhere(p, r);
 }
 
 int model_op_launched(const struct m_proc *p, const struct ls_record *r)
@@ -129,6 +168,10 @@ size_t model_blocked_ops(const struct m_proc *p, const struct ls_record **out, s
             out[n++] = r;
         }
     }
+    /* Work handed to the GPU and not completed there: the rank waits on it in the stream. */
+    for (size_t i = 0; i < t->nrecords && n < max; i++)
+        if (gpu_pending(p, &t->records[i]))
+            out[n++] = &t->records[i];
     return n;
 }
 
@@ -234,9 +277,15 @@ static void settle_state(struct m_proc *p, uint64_t job_now, const char *hostnam
     const struct tr_trace *t = p->t;
     const struct ls_header *h = &t->hdr;
     p->current = NULL;
+    p->waiting_gpu = 0;
     for (size_t i = 0; i < t->nrecords && !p->current; i++)
         if (is_pending(&t->records[i]))
             p->current = &t->records[i];
+    for (size_t i = 0; i < t->nrecords && !p->current; i++)
+        if (gpu_pending(p, &t->records[i])) {
+            p->current = &t->records[i];
+            p->waiting_gpu = 1;
+        }
     p->last_call = t->nrecords ? &t->records[t->nrecords - 1] : NULL;
     switch (h->end_kind) {
     case LS_END_EXITED:

@@ -62,7 +62,7 @@ static int reread(struct mon_trace *t)
         memcmp(h.magic, LS_MAGIC, LS_MAGIC_LEN) == 0 && h.version == LS_FORMAT_VERSION &&
         h.comm_entry_size == sizeof(struct ls_comm) && h.comm_cap <= (1u << 20)) {
         moved = h.next_ticket != t->h.next_ticket || h.last_exit_ns != t->h.last_exit_ns ||
-                h.end_kind != t->h.end_kind;
+                h.end_kind != t->h.end_kind || h.completions != t->h.completions;
         uint32_t n = h.comm_count < h.comm_cap ? h.comm_count : h.comm_cap;
         struct ls_comm *c = n ? malloc(n * sizeof(*c)) : NULL;
         if (c && pread(fd, c, n * sizeof(*c), (off_t)h.comm_off) == (ssize_t)(n * sizeof(*c))) {
@@ -121,8 +121,23 @@ int monitor_outstanding(const struct monitor *m, char *why, size_t len)
             return 1;
         }
     }
-    /* Members of one communicator that issued different numbers of collectives: on a GPU the
-     * calls return at once, and the ranks then wait in the stream, not in NCCL. */
+    /* Work issued on a GPU stream and not seen to complete: the calls returned at once and
+     * the ranks wait in the stream, not in NCCL. */
+    for (size_t i = 0; i < m->n; i++) {
+        const struct mon_trace *t = &m->t[i];
+        if (!t->running_here || t->h.completion != LS_COMPLETION_EVENTS)
+            continue;
+        for (uint32_t s = 0; s < t->h.stream_count && s < LS_MAX_STREAMS; s++) {
+            const struct ls_stream *st = &t->h.streams[s];
+            if (!(st->flags & LS_STREAM_FAILED) && st->issued_ticket > st->completed_ticket) {
+                snprintf(why, len,
+                         "rank %d (pid %d) has NCCL work on its GPU stream not yet completed",
+                         t->h.rank, t->h.pid);
+                return 1;
+            }
+        }
+    }
+    /* Members of one communicator that issued different numbers of collectives. */
     for (size_t i = 0; i < m->n; i++) {
         const struct mon_trace *a = &m->t[i];
         if (!a->running_here)

@@ -1,4 +1,5 @@
-/* report.h -- writes a diagnosis for people (text) or machines (JSON, docs/report-format.md). */
+/* report.h -- writes a diagnosis for people (text, HTML) or machines (JSON,
+ * docs/report-format.md). */
 #ifndef LOCKSTEP_REPORT_H
 #define LOCKSTEP_REPORT_H
 
@@ -27,5 +28,10 @@ void report_json(FILE *out, const struct report_input *in);
 /* Writes the text report: the root cause first, then details and rank states. With `color`,
  * uses ANSI colour. Errors are the stream's. */
 void report_text(FILE *out, const struct report_input *in, int color);
+
+/* Writes the report as one self-contained HTML page (inline CSS, SVG and a small script; no
+ * network): findings, a timeline of the last collectives by class of ranks, rank states.
+ * Returns 0, or -1 when out of memory (the page is then cut short). Errors are the stream's. */
+int report_html(FILE *out, const struct report_input *in);
 
 #endif

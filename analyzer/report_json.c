@@ -65,6 +65,8 @@ static void write_rank(struct json_writer *w, const struct report_input *in, con
     else
         json_null(w, "signal");
     write_call(w, "current", in, p, p->state == RANK_IN_CALL ? p->current : NULL);
+    if (p->state == RANK_IN_CALL)
+        json_string(w, "waiting_on", p->waiting_gpu ? "gpu" : "nccl_call");
     write_call(w, "last_call", in, p, p->last_call);
     if (p->live) {
         json_begin_object(w, "live");
@@ -181,6 +183,10 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
     case F_STRAGGLER:
         json_int(w, "rank", f->rank);
         json_double(w, "late_by_s", f->late_by_s);
+        break;
+    case F_STUCK_IN_FLIGHT:
+        json_double(w, "since_s", f->since_s);
+        json_int_array(w, "lagging", f->waiting.v, f->waiting.n);
         break;
     case F_RANK_CRASHED:
         json_int(w, "rank", f->rank);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,8 +94,13 @@ static const char *base_name(const char *path)
 static int run_addr2line(struct symbolizer *s, const char *module, uint64_t off, char *func,
                          size_t funclen, char *fileline, size_t fllen)
 {
+    /* The module path comes from the trace: only a readable regular file is handed to
+     * addr2line (as one argument, never through a shell), so a FIFO or a device named there
+     * cannot block the analyzer. */
     int fds[2];
-    if (access(module, R_OK) != 0 || pipe(fds) != 0)
+    struct stat st;
+    if (stat(module, &st) != 0 || !S_ISREG(st.st_mode) || access(module, R_OK) != 0 ||
+        pipe(fds) != 0)
         return -1;
     char addr[32];
     snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)off);

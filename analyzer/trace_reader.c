@@ -103,9 +103,16 @@ static int check_header(struct loader *ld)
         l.str_off != h->str_off || l.ring_off != h->ring_off ||
         l.site_entry_size != h->site_entry_size || l.file_size != h->file_size)
         return fail(ld, "corrupt header: section offsets do not match its capacities");
-    if (h->comm_count > h->comm_cap || h->peer_count > h->peer_cap || h->site_count > h->site_cap ||
-        h->str_used > h->str_cap)
+    /* peer_count also counts the claims refused once the table was full: clamp it. */
+    if (h->peer_count > h->peer_cap)
+        h->peer_count = h->peer_cap;
+    if (h->comm_count > h->comm_cap || h->site_count > h->site_cap || h->str_used > h->str_cap)
         return fail(ld, "corrupt header: table counts exceed capacities");
+    if (h->rank < -1 || h->rank >= TR_MAX_RANKS || h->world_size < -1 ||
+        h->world_size > TR_MAX_RANKS || h->local_rank < -1 || h->local_rank >= TR_MAX_RANKS ||
+        h->local_world_size < -1 || h->local_world_size > TR_MAX_RANKS)
+        return fail(ld, "corrupt header: rank %d, world size %d outside -1..%d", h->rank,
+                    h->world_size, TR_MAX_RANKS);
     h->host[LS_HOST_LEN - 1] = 0;
     h->job[LS_JOB_LEN - 1] = 0;
     h->job_source[sizeof(h->job_source) - 1] = 0;
@@ -144,7 +151,7 @@ static int load_comms(struct loader *ld)
         struct ls_comm c = all[i];
         if (c.comm_id == 0)
             continue; /* reserved, not yet published */
-        if (c.nranks < -1 || c.nranks > (int32_t)LS_MAX_RING * 16 || c.rank < -1 ||
+        if (c.nranks < -1 || c.nranks > TR_MAX_RANKS || c.rank < -1 || c.rank >= TR_MAX_RANKS ||
             (c.nranks >= 0 && c.rank >= c.nranks)) {
             free(all);
             return fail(ld, "corrupt communicator entry %u (rank %d of %d)", i, c.rank, c.nranks);
@@ -270,6 +277,28 @@ static int check_record(struct loader *ld, const struct ls_record *r)
     return 0;
 }
 
+/* A file may be written while it is read: a slot copied while a writer refilled it would mix
+ * two records. Reads the tickets again after the copy (a sequence lock: the writer marks a
+ * slot busy before it touches the fields and publishes the new ticket last) and forgets the
+ * slots whose ticket moved, as newer than this view. A memory buffer does not move. */
+static int recheck_tickets(struct loader *ld, struct ls_record *slots, uint64_t n)
+{
+    if (ld->src.buf || n == 0)
+        return 0;
+    struct ls_record *again = xcalloc(n, sizeof(*again));
+    if (!again)
+        return -1;
+    if (read_exact(ld, ld->t->hdr.ring_off, again, n * sizeof(*again)) < 0) {
+        free(again);
+        return -1;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if (again[i].ticket != slots[i].ticket)
+            slots[i].ticket = 0; /* counted as not (yet) written */
+    free(again);
+    return 0;
+}
+
 static int load_ring(struct loader *ld)
 {
     const struct ls_header *h = &ld->t->hdr;
@@ -279,29 +308,38 @@ static int load_ring(struct loader *ld)
     uint64_t n = next - first;
     t->first_ticket = first;
     t->wrapped = next > cap;
-    t->records = xcalloc(n, sizeof(*t->records));
-    t->busy_tickets = xcalloc(n, sizeof(*t->busy_tickets));
-    if (!t->records || !t->busy_tickets)
-        return fail(ld, "out of memory");
-    /* Read the slots in ring order (at most two runs) and pick records in ticket order. */
-    struct ls_record *slots = xcalloc(n, sizeof(*slots));
-    if (!slots)
-        return fail(ld, "out of memory");
     uint64_t whole = 0; /* slots fully inside the file */
     if (ld->src.size > h->ring_off)
         whole = (ld->src.size - h->ring_off) / sizeof(struct ls_record);
     uint64_t readable = whole < cap ? whole : cap;
     uint64_t want = n < cap ? n : cap; /* slots 0..want-1 hold tickets when not wrapped */
     uint64_t nread = want < readable ? want : readable;
+    /* Only slots inside the file can hold records: a truncated file whose header claims a
+     * large ring costs memory in proportion to its size, not to the claim. */
+    uint64_t most = t->wrapped ? readable : nread;
+    t->records = xcalloc(most, sizeof(*t->records));
+    t->busy_tickets = xcalloc(most, sizeof(*t->busy_tickets));
+    struct ls_record *slots = xcalloc(t->wrapped ? readable : nread, sizeof(*slots));
+    if (!t->records || !t->busy_tickets || !slots) {
+        free(slots);
+        return fail(ld, "out of memory");
+    }
+    /* Read the slots in ring order (at most two runs) and pick records in ticket order. */
     if (!t->wrapped) {
         if (read_exact(ld, h->ring_off, slots, nread * sizeof(*slots)) < 0)
             goto io;
     } else if (read_exact(ld, h->ring_off, slots, readable * sizeof(*slots)) < 0) {
         goto io;
     }
+    if (recheck_tickets(ld, slots, t->wrapped ? readable : nread) < 0)
+        goto io;
     for (uint64_t tk = first; tk < next; tk++) {
         uint64_t slot = tk % cap;
         if (slot >= readable) {
+            if (!t->wrapped) { /* the rest are past the end too */
+                t->lost_to_truncation += next - tk;
+                break;
+            }
             t->lost_to_truncation++;
             continue;
         }
@@ -371,14 +409,23 @@ static struct tr_trace *load(struct source src, const char *name, char *err, siz
 
 struct tr_trace *trace_load(const char *path, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO named like a trace must not block the open forever. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file", path);
+    if (fstat(fd, &st) < 0) {
+        snprintf(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file but %s", path,
+                 S_ISDIR(st.st_mode)    ? "a folder"
+                 : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                        : "a device or socket");
         close(fd);
         return NULL;
     }

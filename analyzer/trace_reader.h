@@ -12,6 +12,7 @@
 #define TR_MAX_PEERS   (1u << 24)
 #define TR_MAX_SITES   (1u << 20)
 #define TR_MAX_STRINGS (1ull << 30)
+#define TR_MAX_RANKS   (1 << 20) /* ranks of a job or communicator */
 
 /* One frame of a call site, strings resolved against the pool (never NULL; "" = unknown). */
 struct tr_frame {

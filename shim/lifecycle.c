@@ -32,17 +32,17 @@ static void mark_end(uint32_t kind, int status, int sig)
     atomic_store_explicit((_Atomic uint32_t *)&h->end_kind, kind, memory_order_release);
 }
 
+/* The heartbeat thread: refreshes the heartbeat, and observes GPU completion (every 50 ms
+ * while an event is outstanding, else every second). It never blocks on the GPU. */
 static void *heartbeat_main(void *arg)
 {
-    struct ls_header *h = arg;
-    uint32_t gen = atomic_load(&ls_generation);
+    struct ls_trace *t = arg;
     for (;;) {
-        struct timespec ts = {(time_t)(HEARTBEAT_NS / 1000000000ull),
-                              (long)(HEARTBEAT_NS % 1000000000ull)};
+        int pending = ls_completion_poll(t);
+        uint64_t tick = pending ? 50000000ull : HEARTBEAT_NS;
+        struct timespec ts = {(time_t)(tick / 1000000000ull), (long)(tick % 1000000000ull)};
         nanosleep(&ts, NULL);
-        if (atomic_load(&ls_generation) != gen)
-            return NULL; /* cannot happen in this thread's process; kept for clarity */
-        atomic_store_explicit((_Atomic uint64_t *)&h->heartbeat_ns, ls_now(),
+        atomic_store_explicit((_Atomic uint64_t *)&t->hdr->heartbeat_ns, ls_now(),
                               memory_order_relaxed);
     }
     return NULL;
@@ -115,8 +115,10 @@ void ls_lifecycle_recheck_signals(void)
 static void on_process_exit(int status, void *arg)
 {
     (void)arg;
-    if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING)
+    if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING) {
+        ls_completion_poll(&ls_g.trace); /* what completed since the last heartbeat */
         mark_end(LS_END_EXITED, status, 0);
+    }
 }
 
 void ls_lifecycle_start(struct ls_trace *t)
@@ -137,7 +139,7 @@ void ls_lifecycle_start(struct ls_trace *t)
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the heartbeat thread takes no signals */
     pthread_t th;
-    int err = pthread_create(&th, &attr, heartbeat_main, t->hdr);
+    int err = pthread_create(&th, &attr, heartbeat_main, t);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (err != 0)

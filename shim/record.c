@@ -18,6 +18,28 @@ static struct ls_record *ring_reserve(struct ls_trace *t, uint64_t *ticket)
     return r;
 }
 
+/* Remembers a stream the open group issues work on (up to 8; more go untracked). */
+static void group_note_stream(const void *stream)
+{
+    for (int i = 0; i < ls_t.ngroup_streams; i++)
+        if (ls_t.group_streams[i] == stream)
+            return;
+    if (ls_t.ngroup_streams < (int)(sizeof ls_t.group_streams / sizeof ls_t.group_streams[0]))
+        ls_t.group_streams[ls_t.ngroup_streams++] = stream;
+}
+
+void ls_call_issued(struct ls_call *c, const void *stream)
+{
+    if (ls_completion_issue(c->t, stream, c->ticket) < 0 &&
+        atomic_load_explicit((_Atomic uint64_t *)&c->rec->ticket, memory_order_relaxed) ==
+            c->ticket + 1)
+        atomic_fetch_or_explicit((_Atomic uint32_t *)&c->rec->flags, LS_REC_GRAPH_CAPTURED,
+                                 memory_order_relaxed);
+    if (c->comm_idx >= 0)
+        atomic_store_explicit((_Atomic uint64_t *)&c->t->comms[c->comm_idx].last_stream,
+                              (uint64_t)(uintptr_t)stream, memory_order_relaxed);
+}
+
 int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
 {
     if (ls_t.in_call)
@@ -76,9 +98,12 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     r->group_depth = (uint8_t)(ls_t.group_depth > 255 ? 255 : ls_t.group_depth);
     r->result = LS_RESULT_PENDING;
     uint32_t flags = 0;
+    int issues_work = ls_op_is_collective(a->op) || a->op == LS_OP_SEND || a->op == LS_OP_RECV;
     if (ls_t.group_depth > 0 && a->op != LS_OP_GROUP_START && a->op != LS_OP_GROUP_END) {
         flags |= LS_REC_IN_GROUP;
         ls_t.group_calls++;
+        if (issues_work)
+            group_note_stream(a->stream);
     }
     if (comm && (comm->flags & LS_COMM_NONBLOCKING))
         flags |= LS_REC_NONBLOCKING;
@@ -91,6 +116,8 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->calls_in_flight, 1,
                               memory_order_relaxed);
     c->op = a->op;
+    c->stream = a->stream;
+    c->in_group = (flags & LS_REC_IN_GROUP) != 0;
     c->t = t;
     c->rec = r;
     c->ticket = tk;
@@ -120,6 +147,11 @@ void ls_call_exit(struct ls_call *c, int result)
     if (c->comm_idx >= 0 && ls_op_is_collective(c->op))
         atomic_fetch_add_explicit((_Atomic uint64_t *)&t->comms[c->comm_idx].coll_done, 1,
                                   memory_order_relaxed);
+    /* Issued work outside a group is on its stream now (a group's is at its GroupEnd). */
+    int issues_work = ls_op_is_collective(c->op) || c->op == LS_OP_SEND || c->op == LS_OP_RECV;
+    if (issues_work && !c->in_group && (result == 0 || result == 7 /* ncclInProgress */) &&
+        ls_completion_active())
+        ls_call_issued(c, c->stream);
     atomic_store_explicit((_Atomic uint64_t *)&t->hdr->last_exit_ns, now, memory_order_relaxed);
     atomic_fetch_sub_explicit((_Atomic uint64_t *)&t->hdr->calls_in_flight, 1,
                               memory_order_relaxed);

@@ -82,6 +82,8 @@ struct ls_thread {
     uint32_t generation;
     uintptr_t cached_handle; /* last communicator looked up */
     int cached_idx;
+    const void *group_streams[8]; /* streams the open group issued on */
+    int ngroup_streams;
 };
 
 extern LS_TLS struct ls_thread ls_t;
@@ -117,6 +119,27 @@ void ls_lifecycle_recheck_signals(void);
 /* Installs the handler of the live-stack signal (LOCKSTEP_STACK_SIGNAL, default SIGRTMAX-3,
  * 0 = off) and publishes its number in the header; leaves a program's own handler alone. */
 void ls_live_stack_install(struct ls_trace *t);
+
+/* ---- completion on the GPU (completion.c) ---- */
+
+/* Turns completion tracking on when the process has the CUDA driver (libcuda.so.1) loaded
+ * and LOCKSTEP_COMPLETION is not 0; safe to call again later (cheap once on). */
+void ls_completion_start(struct ls_trace *t);
+
+/* True once tracking is on. */
+int ls_completion_active(void);
+
+/* Notes that the operation with `ticket` was issued on `stream` (records an event behind it
+ * when none is outstanding on that stream). Returns 1 when tracked, 0 when not (stream table
+ * full), -1 when the stream is being captured into a graph (the caller marks the record). */
+int ls_completion_issue(struct ls_trace *t, const void *stream, uint64_t ticket);
+
+/* Checks outstanding events, marks what completed, re-arms streams with newer work. Never
+ * blocks on the GPU. Returns 1 while an event is still outstanding. */
+int ls_completion_poll(struct ls_trace *t);
+
+/* Forgets the driver state (after fork). */
+void ls_completion_reset(void);
 
 /* ---- real NCCL (resolve.c) ---- */
 
@@ -211,6 +234,8 @@ struct ls_call_args {
 
 struct ls_call {
     unsigned op;
+    const void *stream;
+    int in_group;
     struct ls_trace *t;
     struct ls_record *rec;
     uint64_t ticket;
@@ -221,6 +246,10 @@ struct ls_call {
  * must then call ls_call_exit), 0 when it must simply be forwarded (recording off, or a
  * nested call made by NCCL itself). */
 int ls_call_enter(struct ls_call *c, const struct ls_call_args *a);
+
+/* Tells completion tracking that call `c` put work on `stream` (its own record's stream, or
+ * for a GroupEnd each stream of the group). */
+void ls_call_issued(struct ls_call *c, const void *stream);
 
 /* Writes the return of a call started by ls_call_enter. */
 void ls_call_exit(struct ls_call *c, int result);

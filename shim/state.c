@@ -20,6 +20,7 @@ static void after_fork_child(void)
         ls_trace_unmap(&ls_g.trace);
     ls_comms_reset();
     ls_callsites_reset();
+    ls_completion_reset();
     atomic_store(&ls_g.state, LS_STATE_OFF);
     atomic_fetch_add(&ls_generation, 1);
     ls_t.group_depth = 0;
@@ -48,6 +49,7 @@ struct ls_trace *ls_active(void)
         } else if (ls_trace_create(&ls_g.trace, &ls_g.cfg) == 0) {
             ls_g.pid = getpid();
             ls_lifecycle_start(&ls_g.trace);
+            ls_completion_start(&ls_g.trace);
             s = LS_STATE_ON;
         } else {
             s = LS_STATE_DISABLED;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -104,6 +105,20 @@ static void prune_expired(int dirfd, const struct ls_config *cfg, uint64_t now)
     closedir(d);
 }
 
+/* The name is taken. An older trace of ours (pid reuse) is expected; a symlink or another
+ * user's file there is not: say so (it is left alone, never followed or written). */
+static void warn_if_planted(int dirfd, const char *dir, const char *name)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return;
+    if (S_ISLNK(st.st_mode))
+        ls_warn("%s/%s is a symlink: left alone, the trace takes the next free name", dir, name);
+    else if (st.st_uid != getuid())
+        ls_warn("%s/%s belongs to uid %u: left alone, the trace takes the next free name", dir,
+                name, (unsigned)st.st_uid);
+}
+
 /* Picks the first of the environment variables that is set (and not "none"). */
 static const char *first_env(const char *const *names, const char **which)
 {
@@ -173,6 +188,50 @@ static void fill_identity(struct ls_header *h)
     }
 }
 
+/* Writes the N-th candidate name of this process's trace ("lockstep-HOST-PID-rR.trace", then
+ * with ".N" before ".trace"). */
+static void trace_name(char *buf, size_t n, const struct ls_header *id, const char *host,
+                       const char *rank, int attempt)
+{
+    if (attempt == 0)
+        snprintf(buf, n, "lockstep-%s-%d-%s.trace", host, id->pid, rank);
+    else
+        snprintf(buf, n, "lockstep-%s-%d-%s.%d.trace", host, id->pid, rank, attempt);
+}
+
+/* Creates the trace under the first free name (never following or reusing an entry that is
+ * there). Returns the fd with `name` filled, or -1 with errno set. */
+static int create_named(int dirfd, const char *dir, const struct ls_header *id, const char *host,
+                        const char *rank, char *name, size_t n)
+{
+    for (int attempt = 0; attempt < 100; attempt++) {
+        trace_name(name, n, id, host, rank, attempt);
+        int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+        warn_if_planted(dirfd, dir, name);
+    }
+    return -1;
+}
+
+/* Gives the nameless file `fd` the first free name (a link never replaces an entry). Returns 0
+ * with `name` filled, or -1 with errno set. */
+static int link_named(int fd, int dirfd, const char *dir, const struct ls_header *id,
+                      const char *host, const char *rank, char *name, size_t n)
+{
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        trace_name(name, n, id, host, rank, attempt);
+        if (linkat(AT_FDCWD, self, dirfd, name, AT_SYMLINK_FOLLOW) == 0)
+            return 0;
+        if (errno != EEXIST)
+            return -1;
+        warn_if_planted(dirfd, dir, name);
+    }
+    return -1;
+}
+
 int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg)
 {
     memset(t, 0, sizeof *t);
@@ -193,16 +252,15 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg)
         snprintf(rank, sizeof rank, "r%d", id.rank);
     else
         snprintf(rank, sizeof rank, "rx");
-    char name[256];
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        if (attempt == 0)
-            snprintf(name, sizeof name, "lockstep-%s-%d-%s.trace", host, id.pid, rank);
-        else
-            snprintf(name, sizeof name, "lockstep-%s-%d-%s.%d.trace", host, id.pid, rank, attempt);
-        fd = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && errno != EEXIST)
-            break;
+    /* The file is made nameless (O_TMPFILE) and linked under its name only once its header is
+     * whole: a process killed while making it leaves nothing half-made behind. Where the
+     * filesystem cannot, it is made under its name directly. */
+    char name[256] = "";
+    int named = 0;
+    int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fd = create_named(dirfd, cfg->dir, &id, host, rank, name, sizeof name);
+        named = 1;
     }
     if (fd < 0) {
         ls_warn("cannot create a trace file in %s: %s; recording is off", cfg->dir,
@@ -210,29 +268,35 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg)
         close(dirfd);
         return -1;
     }
-    snprintf(t->path, sizeof t->path, "%s/%s", cfg->dir, name);
+    snprintf(t->path, sizeof t->path, "%s/%s", cfg->dir, named ? name : "(being created)");
 
     struct ls_layout l = ls_layout_for(LS_DEFAULT_COMMS, LS_DEFAULT_PEERS, LS_DEFAULT_SITES,
                                        cfg->stack_depth, LS_DEFAULT_STRINGS, cfg->ring);
-    /* Reserve every block now: writing into a hole of a full tmpfs would SIGBUS the program. */
-    int err = posix_fallocate(fd, 0, (off_t)l.file_size);
-    if (err != 0) {
-        ls_warn("cannot reserve %llu bytes for %s: %s; recording is off",
-                (unsigned long long)l.file_size, t->path, strerror(err));
-        close(fd);
-        unlinkat(dirfd, name, 0);
-        close(dirfd);
-        return -1;
+    void *base = MAP_FAILED;
+    /* Past a file-size limit (ulimit -f) the kernel answers with SIGXFSZ, which kills the
+     * program: stay under it rather than ask. */
+    struct rlimit fsize;
+    int err;
+    if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+        l.file_size > (uint64_t)fsize.rlim_cur) {
+        ls_warn("a trace needs %llu bytes, over the file size limit (ulimit -f) of %llu; "
+                "recording is off",
+                (unsigned long long)l.file_size, (unsigned long long)fsize.rlim_cur);
+    } else if ((err = posix_fallocate(fd, 0, (off_t)l.file_size)) != 0) {
+        /* Every block reserved now: writing into a hole of a full tmpfs would SIGBUS. */
+        ls_warn("cannot reserve %llu bytes for a trace in %s: %s; recording is off",
+                (unsigned long long)l.file_size, cfg->dir, strerror(err));
+    } else if ((base = mmap(NULL, l.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
+               MAP_FAILED) {
+        ls_warn("cannot map a trace in %s: %s; recording is off", cfg->dir, strerror(errno));
     }
-    void *base = mmap(NULL, l.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
     if (base == MAP_FAILED) {
-        ls_warn("cannot map %s: %s; recording is off", t->path, strerror(errno));
-        unlinkat(dirfd, name, 0);
+        close(fd);
+        if (named)
+            unlinkat(dirfd, name, 0);
         close(dirfd);
         return -1;
     }
-    close(dirfd);
 
     struct ls_header *h = base;
     memcpy(h, &id, sizeof *h);
@@ -270,6 +334,17 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg)
     /* The magic goes last: a reader that sees it sees a complete header. */
     atomic_thread_fence(memory_order_release);
     memcpy(h->magic, LS_MAGIC, LS_MAGIC_LEN);
+    if (!named && link_named(fd, dirfd, cfg->dir, &id, host, rank, name, sizeof name) < 0) {
+        ls_warn("cannot name the trace in %s: %s; recording is off", cfg->dir, strerror(errno));
+        munmap(base, l.file_size);
+        memset(t, 0, sizeof *t);
+        close(fd);
+        close(dirfd);
+        return -1;
+    }
+    snprintf(t->path, sizeof t->path, "%s/%s", cfg->dir, name);
+    close(fd);
+    close(dirfd);
     return 0;
 }
 

@@ -109,6 +109,7 @@ ncclResult_t ncclGroupStart(void)
     if (!ls_t.in_call && ls_t.group_depth == 0) {
         ls_t.group_id = atomic_fetch_add(&ls_g.group_counter, 1) + 1;
         ls_t.group_calls = 0;
+        ls_t.ngroup_streams = 0;
     }
     struct ls_call c;
     if (!ls_call_enter(&c, &a))
@@ -135,6 +136,12 @@ static ncclResult_t group_end(unsigned op, ncclResult_t (*forward)(void *), void
     ncclResult_t res = forward(arg);
     ls_call_exit(&c, res);
     if (ls_t.group_depth == 0) {
+        /* The group's work reaches its streams here, at the outermost GroupEnd. */
+        if ((res == ncclSuccess || res == ncclInProgress) && op == LS_OP_GROUP_END &&
+            ls_completion_active())
+            for (int i = 0; i < ls_t.ngroup_streams; i++)
+                ls_call_issued(&c, ls_t.group_streams[i]);
+        ls_t.ngroup_streams = 0;
         if (res == ncclSuccess) {
             ls_comm_settle();
             ls_comm_resolve_pending(c.t, 0);

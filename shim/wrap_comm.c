@@ -36,6 +36,7 @@ static void before_create(struct ls_trace *t)
     ls_query_rank = query_rank;
     ls_query_count = query_count;
     ls_lifecycle_recheck_signals();
+    ls_completion_start(t);
     if (t->hdr->nccl_version == 0) {
         typedef ncclResult_t (*version_fn)(int *);
         version_fn fn = (version_fn)ls_resolve("ncclGetVersion", NULL);

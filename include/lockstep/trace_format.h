@@ -71,6 +71,31 @@ struct ls_live_stack {
     uint64_t pcs[LS_LIVE_FRAMES]; /* 24: the interrupted pc first, then return addresses */
 };                    /* 280 bytes */
 
+/* Completion tracking of one CUDA stream the process issued NCCL work on (GPU truth: a call
+ * that returned has only been enqueued). The shim keeps at most one CUDA event outstanding
+ * per stream; when it completes, every operation issued on the stream up to the ticket it
+ * covers has completed. */
+#define LS_MAX_STREAMS 32
+#define LS_STREAM_VALID (1u << 0)       /* the slot is in use */
+#define LS_STREAM_EVENT_PENDING (1u << 1) /* an event is outstanding on it (live) */
+#define LS_STREAM_CAPTURED (1u << 2)    /* work was issued into it while it was captured */
+#define LS_STREAM_FAILED (1u << 3)      /* the driver refused an event: no tracking */
+struct ls_stream {
+    uint64_t stream;           /*  0: the cudaStream_t (0 is the legacy default stream) */
+    uint64_t issued_ticket;    /*  8: ticket + 1 of the newest op issued on it, 0 none (live) */
+    uint64_t completed_ticket; /* 16: ticket + 1 of the newest op known complete, 0 none (live) */
+    uint64_t completed_ns;     /* 24: when that completion was observed (live) */
+    uint64_t event_ticket;     /* 32: ticket + 1 the outstanding event covers (live) */
+    uint32_t flags;            /* 40: LS_STREAM_* (live) */
+    uint32_t pad;              /* 44 */
+};                             /* 48 bytes */
+
+/* ls_header.completion: whether issued operations' completion is known. */
+enum ls_completion_state {
+    LS_COMPLETION_OFF = 0,    /* no CUDA driver in the process: a call that returned is done */
+    LS_COMPLETION_EVENTS = 1, /* tracked with CUDA events per stream */
+};
+
 struct ls_header {
     char magic[LS_MAGIC_LEN]; /*   0: "LOCKSTEP" */
     uint32_t version;         /*   8: LS_FORMAT_VERSION */
@@ -130,7 +155,11 @@ struct ls_header {
     struct ls_live_stack live_stack; /* 920: the last stack captured on request */
     int32_t live_signal;      /* 1200: signal that asks for a live stack, 0 if none is handled */
     uint32_t pad1;            /* 1204 */
-    uint8_t reserved[LS_HEADER_SIZE - 1208]; /* 1208: zero; later versions add fields here */
+    uint32_t completion;      /* 1208: enum ls_completion_state (live) */
+    uint32_t stream_count;    /* 1212: stream slots used (live) */
+    uint64_t completions;     /* 1216: completions observed so far (live; progress for watchers) */
+    struct ls_stream streams[LS_MAX_STREAMS]; /* 1224 */
+    uint8_t reserved[LS_HEADER_SIZE - 2760]; /* 2760: zero; later versions add fields here */
 };
 
 /* Communicator entry flags (ls_comm.flags). */
@@ -168,8 +197,12 @@ struct ls_comm {
     uint32_t create_site; /* 112: call site of the creating call, 0 none */
     int32_t cuda_dev;     /* 116: device, -1 unknown */
     char name[LS_COMM_NAME_LEN]; /* 120: config.commName, truncated, "" if none */
-    uint64_t reserved[9]; /* 152: zero (completion tracking comes here) */
-};                        /* 224 bytes */
+    uint64_t coll_completed; /* 152: highest collective seq known complete on the GPU (live;
+                              *      meaningful when the header's completion is EVENTS) */
+    uint64_t completed_ns;   /* 160: when that completion was observed (live) */
+    uint64_t last_stream;    /* 168: stream of the newest operation (live) */
+    uint64_t reserved[6];    /* 176: zero */
+};                           /* 224 bytes */
 
 /* Point-to-point counters of one (communicator, peer) pair; valid once comm_id != 0. */
 struct ls_peer {
@@ -234,7 +267,8 @@ enum ls_op {
 #define LS_REC_IN_GROUP (1u << 0)     /* issued between ncclGroupStart and ncclGroupEnd */
 #define LS_REC_NONBLOCKING (1u << 1)  /* on a nonblocking communicator */
 #define LS_REC_INPLACE (1u << 2)      /* sendbuff == recvbuff (or NCCL's in-place offset) */
-#define LS_REC_GRAPH_CAPTURED (1u << 3) /* reserved: issued into a stream being captured */
+#define LS_REC_GRAPH_CAPTURED (1u << 3) /* issued into a stream being captured into a graph:
+                                         * it runs when the graph is launched, not tracked */
 
 /* ls_record.result while the call has not returned. */
 #define LS_RESULT_PENDING (-1)
@@ -262,7 +296,7 @@ struct ls_record {
     uint64_t group_id;   /*  72: per-process id of the outermost group, 0 outside groups */
     uint64_t aux;        /*  80: op specific: Split: color << 32 | key (as uint32); Init*: the
                           *      communicator id created; GroupEnd: calls in the group */
-    uint64_t complete_ns;/*  88: reserved for completion tracking, 0 */
+    uint64_t complete_ns;/*  88: when its completion on the GPU was observed, 0 not (yet) */
     uint32_t callsite;   /*  96: call site id (1-based), 0 none */
     uint32_t tid;        /* 100: kernel thread id */
     int32_t comm_rank;   /* 104: the caller's rank in the communicator, -1 unknown */
@@ -285,6 +319,9 @@ _Static_assert(offsetof(struct ls_header, calls_in_flight) == 912, "header layou
 _Static_assert(offsetof(struct ls_header, live_stack) == 920, "header layout");
 _Static_assert(offsetof(struct ls_header, live_signal) == 1200, "header layout");
 _Static_assert(sizeof(struct ls_live_stack) == 280, "live stack size");
+_Static_assert(offsetof(struct ls_header, streams) == 1224, "header layout");
+_Static_assert(sizeof(struct ls_stream) == 48, "stream entry size");
+_Static_assert(offsetof(struct ls_comm, coll_completed) == 152, "comm layout");
 _Static_assert(sizeof(struct ls_comm) == 224, "comm entry size");
 _Static_assert(sizeof(struct ls_peer) == 32, "peer entry size");
 _Static_assert(sizeof(struct ls_frame) == 32, "frame size");

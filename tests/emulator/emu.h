@@ -74,6 +74,7 @@ struct emu_redop {
 
 struct ncclComm {
     uint32_t magic;
+    uint64_t async_colls;  /* collectives launched in async mode (LOCKSTEP_EMU_HANG_COLL) */
     int nranks, rank, cudev;
     uint64_t arena;        /* collective arena bytes per rank */
     uint64_t p2p_arena;    /* mailbox bytes per ordered pair */

@@ -13,6 +13,7 @@ struct emu_work {
     struct lsemu_work base;
     struct emu_queue q;
     int held;                /* still counts in its comms' users and queued */
+    int hang;                /* never completes (LOCKSTEP_EMU_HANG_COLL) */
 };
 
 static const struct lsemu_cuda_api *cuda_api;
@@ -59,6 +60,12 @@ static void api_load(void) {
     const struct lsemu_cuda_api *api = fn ? fn() : NULL;
     if (api && api->version == LSEMU_CUDA_API_VERSION && api->size >= sizeof(*api))
         cuda_api = api;
+    /* A real NCCL program has initialized CUDA before its first NCCL call (NCCL itself
+     * needs a device): do the same, so the driver answers from the first call on. */
+    typedef int (*cu_init_fn)(unsigned int);
+    cu_init_fn cu_init = h ? (cu_init_fn)dlsym(h, "cuInit") : NULL;
+    if (!cu_init) cu_init = (cu_init_fn)dlsym(RTLD_DEFAULT, "cuInit");
+    if (cu_init) cu_init(0);
     emu_debug("async mode: emulated libcuda %s", cuda_api ? "found" : "NOT found");
 }
 
@@ -121,7 +128,8 @@ static int work_poll(struct lsemu_work *base, uint64_t sweep, int head) {
             return head ? LSEMU_WORK_DONE : LSEMU_WORK_MOVED;
         }
     }
-    if (!head) {
+    if (!head || w->hang) {
+        /* w->hang: a simulated dead link, the work never finishes (test hook). */
         emu_queue_hold_lanes(&w->q, pass);
         return LSEMU_WORK_PENDING;
     }
@@ -161,7 +169,15 @@ ncclResult_t emu_async_launch(struct emu_queue *q) {
     q->head = q->tail = NULL;
     q->error = ncclSuccess;
     n = 0;
-    for (struct emu_op *op = w->q.head; op; op = op->next) streams[n++] = op->stream;
+    /* LOCKSTEP_EMU_HANG_COLL=K: the K-th collective of each communicator never completes on
+     * the device, as with a dead link (calls still return at once, as on a GPU). */
+    const char *hang = getenv("LOCKSTEP_EMU_HANG_COLL");
+    uint64_t hang_at = hang ? strtoull(hang, NULL, 10) : 0;
+    for (struct emu_op *op = w->q.head; op; op = op->next) {
+        streams[n++] = op->stream;
+        if (op->kind == EMU_OP_COLL && hang_at && ++op->comm->async_colls == hang_at)
+            w->hang = 1;
+    }
     int rc = -1;
     hold(w, +1);
     if (cuda_api) rc = cuda_api->launch(&w->base, streams, n);

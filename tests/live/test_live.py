@@ -118,6 +118,36 @@ def case_hangs(tmp):
             run_hang(tmp, mode)
 
 
+def case_hangs_async(tmp):
+    """The same hangs with the emulator behaving like a GPU: calls return at once, ranks wait
+    in the stream synchronize, and the stall is noticed from GPU completion."""
+    async_env = {"LOCKSTEP_EMU_ASYNC": "1", "SCENARIO_DELAY_MS": "60000"}
+    for mode in ("prepare_data", "uneven_shards", "unmatched_send", "sendrecv_deadlock"):
+        kind, np = HANGS[mode]
+        p, report, d = lockstep_run(tmp, mode, np=np, extra_env=async_env)
+        expect(p.returncode == 3, f"{mode} (async): exit {p.returncode}\n{p.stderr}")
+        expect(first(report)["kind"] == kind,
+               f"{mode} (async): first finding {first(report)['kind']}, expected {kind}")
+        expect("not yet completed" in p.stderr or "inside an NCCL call" in p.stderr,
+               f"{mode} (async): stall reason {p.stderr}")
+        expect_job_gone(d)
+    # A collective every rank issued and no GPU finishes (a dead link).
+    p, report, d = lockstep_run(tmp, "clean", extra_env=dict(async_env,
+                                                              LOCKSTEP_EMU_HANG_COLL="4"))
+    expect(p.returncode == 3, f"dead link: exit {p.returncode}\n{p.stderr}")
+    f = first(report)
+    expect(f["kind"] == "stuck_in_flight" and f["seq"] == 4 and f["ranks"] == [0, 1, 2, 3],
+           f"dead link: {f}")
+    expect("not yet completed" in p.stderr, f"dead link: stall reason {p.stderr}")
+    expect_job_gone(d)
+    # Long pauses between steps in async mode: not a stall.
+    p, report, d = lockstep_run(tmp, "pauses", stall=1,
+                                extra_env={"LOCKSTEP_EMU_ASYNC": "1", "SCENARIO_DELAY_MS": "2000",
+                                           "SCENARIO_STEPS": "2"})
+    expect(p.returncode == 0 and report["findings"] == [],
+           f"pauses (async): exit {p.returncode}, {p.stderr}")
+
+
 def case_prepare_data(tmp):
     """The busy rank is named as alive and not in NCCL, with where it is right now."""
     p, report = run_hang(tmp, "prepare_data")

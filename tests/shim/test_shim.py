@@ -415,6 +415,49 @@ def case_idle_cpu(tmp):
         proc.wait(timeout=30)
 
 
+def case_completion(tmp):
+    """GPU-style (async) NCCL: the shim tracks completion with CUDA events; every issued op of
+    a job that synchronized is marked complete. Without a CUDA driver tracking stays off."""
+    d = os.path.join(tmp, "async")
+    p = run_ranks(4, [COLL_CHECK], d, env_extra={"LOCKSTEP_EMU_ASYNC": "1"})
+    expect(p.returncode == 0, f"coll_check (async) failed: {p.stderr}")
+    for t in traces(d):
+        expect(t["completion"] == 1, f"rank {t['rank']}: completion tracking is off")
+        work = [r for r in t["records"] if r["op"] in ("AllReduce", "Broadcast", "Bcast",
+                "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Gather", "Scatter", "Send",
+                "Recv")]
+        expect(len(work) > 50, f"rank {t['rank']}: only {len(work)} ops")
+        late = [r for r in work if r["complete_ns"] == 0]
+        expect(not late, f"rank {t['rank']}: {len(late)} ops never marked complete: {late[:2]}")
+        expect(all(r["complete_ns"] >= r["enter_ns"] for r in work), "completion before issue")
+        for c in t["comms"]:
+            expect(c["coll_completed"] == c["coll_issued"],
+                   f"rank {t['rank']}: comm {c['id']} completed {c['coll_completed']} of "
+                   f"{c['coll_issued']}")
+    d = os.path.join(tmp, "blocking")
+    p = run_ranks(2, [COLL_CHECK], d)
+    expect(p.returncode == 0, "coll_check (blocking) failed")
+    expect(all(t["completion"] == 0 for t in traces(d)), "tracking on without a CUDA driver")
+    d = os.path.join(tmp, "off")
+    p = run_ranks(2, [COLL_CHECK], d, env_extra={"LOCKSTEP_EMU_ASYNC": "1",
+                                                  "LOCKSTEP_COMPLETION": "0"})
+    expect(all(t["completion"] == 0 for t in traces(d)), "LOCKSTEP_COMPLETION=0 ignored")
+
+
+def case_graph_capture(tmp):
+    """A call issued into a stream being captured into a graph is marked, not tracked."""
+    d = os.path.join(tmp, "t")
+    p = run_ranks(2, [prog("capture")], d, env_extra={"LOCKSTEP_EMU_ASYNC": "1"})
+    expect(p.returncode == 0, f"capture failed: {p.stderr}")
+    for t in traces(d):
+        ar = [r for r in t["records"] if r["op"] == "AllReduce"]
+        expect(len(ar) == 2, f"{len(ar)} AllReduce records")
+        expect(ar[0]["flags"] & 8 and ar[0]["complete_ns"] == 0,
+               f"the captured call: flags {ar[0]['flags']}, complete {ar[0]['complete_ns']}")
+        expect(not ar[1]["flags"] & 8 and ar[1]["complete_ns"] > 0,
+               f"the call after the capture: {ar[1]}")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "trace_reader.h"
@@ -333,6 +334,81 @@ START_TEST(random_damage_never_crashes)
 }
 END_TEST
 
+START_TEST(peer_count_past_capacity_is_clamped)
+{
+    /* The shim counts refused claims once the peer table is full: not corruption. */
+    unsigned char *copy = malloc(good_len);
+    memcpy(copy, good, good_len);
+    hdr_of(copy)->peer_count = hdr_of(copy)->peer_cap + 5;
+    hdr_of(copy)->flags |= LS_HFLAG_PEERS_FULL;
+    char err[256] = "";
+    struct tr_trace *t = load_copy(copy, good_len, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_uint_eq(t->hdr.peer_count, t->hdr.peer_cap);
+    trace_free(t);
+    free(copy);
+}
+END_TEST
+
+START_TEST(huge_ring_claim_costs_what_the_file_holds)
+{
+    /* A header consistent with itself that claims 2^24 records, in a file of a few KiB. */
+    unsigned char *copy = malloc(good_len);
+    memcpy(copy, good, good_len);
+    struct ls_header *h = hdr_of(copy);
+    h->ring_cap = LS_MAX_RING;
+    h->file_size = ls_layout_for(h->comm_cap, h->peer_cap, h->site_cap, h->stack_depth, h->str_cap,
+                                 h->ring_cap)
+                       .file_size;
+    h->next_ticket = 10;
+    char err[256] = "";
+    struct tr_trace *t = load_copy(copy, good_len, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert(t->truncated);
+    ck_assert_uint_eq(t->nrecords, 10);
+    trace_free(t);
+    free(copy);
+}
+END_TEST
+
+START_TEST(bounds_on_ranks)
+{
+    unsigned char *copy = malloc(good_len);
+    memcpy(copy, good, good_len);
+    hdr_of(copy)->world_size = 0x7fffffff; /* would size per-rank tables */
+    char err[256] = "";
+    ck_assert_ptr_null(load_copy(copy, good_len, err, sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, "world size"));
+    free(copy);
+}
+END_TEST
+
+START_TEST(not_a_file_is_named)
+{
+    char path[160], err[256] = "";
+    snprintf(path, sizeof(path), "%s/empty.trace", dir);
+    FILE *f = fopen(path, "w");
+    fclose(f);
+    ck_assert_ptr_null(trace_load(path, err, sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, path));
+    ck_assert_ptr_nonnull(strstr(err, "truncated: 0 bytes"));
+    unlink(path);
+
+    snprintf(path, sizeof(path), "%s/folder.trace", dir);
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+    ck_assert_ptr_null(trace_load(path, err, sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, "a folder"));
+    rmdir(path);
+
+    /* A FIFO with no writer: opening it must not block (the test's timeout would fire). */
+    snprintf(path, sizeof(path), "%s/fifo.trace", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_ptr_null(trace_load(path, err, sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, "a FIFO"));
+    unlink(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trace_reader");
@@ -346,6 +422,10 @@ int main(void)
     tcase_add_test(tc, half_written_record_is_counted);
     tcase_add_test(tc, wrapped_ring_keeps_newest_in_order);
     tcase_add_test(tc, random_damage_never_crashes);
+    tcase_add_test(tc, peer_count_past_capacity_is_clamped);
+    tcase_add_test(tc, huge_ring_claim_costs_what_the_file_holds);
+    tcase_add_test(tc, bounds_on_ranks);
+    tcase_add_test(tc, not_a_file_is_named);
     tcase_set_timeout(tc, 20);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -1,0 +1,124 @@
+/* diagnose_inflight.c -- GPU truth: collectives every rank issued and no GPU completed
+ * (stuck_in_flight), and ranks whose GPU lags far behind what they issued. */
+#include <stdio.h>
+#include <string.h>
+
+#include "diagnose.h"
+#include "timefmt.h"
+
+/* Collectives a member issued that its GPU has not (yet) been seen to complete. */
+static uint64_t lag(const struct m_member *mb)
+{
+    uint64_t done = mb->entry ? mb->entry->coll_completed : 0;
+    return mb->issued > done ? mb->issued - done : 0;
+}
+
+/* The same collective as far as NCCL is concerned (the fields diagnose_mismatch compares). */
+static int same_call(const struct ls_record *a, const struct ls_record *b)
+{
+    unsigned oa = a->op == LS_OP_BCAST ? LS_OP_BROADCAST : a->op;
+    unsigned ob = b->op == LS_OP_BCAST ? LS_OP_BROADCAST : b->op;
+    return oa == ob && a->count == b->count && a->dtype == b->dtype &&
+           (!ls_op_has_redop(oa) || a->redop == b->redop) &&
+           (!ls_op_is_rooted(oa) || a->peer == b->peer);
+}
+
+/* True when every member with a trace tracks completion, issued #k with the same call, and
+ * none of their GPUs completed it. */
+static int stuck_at(const struct m_comm *c, uint64_t k, const struct ls_record **first)
+{
+    *first = NULL;
+    int n = 0;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc)
+            continue;
+        const struct ls_record *r = model_member_coll(mb, k);
+        if (!r || mb->issued < k || !mb->entry || mb->entry->coll_completed >= k ||
+            !model_gpu_tracked(mb->proc, r) || !model_op_launched(mb->proc, r))
+            return 0;
+        if (*first && !same_call(r, *first))
+            return 0; /* a mismatch: diagnose_mismatch says why */
+        if (!*first || r->enter_ns > (*first)->enter_ns)
+            *first = r; /* the last rank to issue it */
+        n++;
+    }
+    return n == c->nranks && n > 0;
+}
+
+static int report(struct diag *d, const struct m_comm *c, uint64_t k, const struct ls_record *last)
+{
+    struct finding *f = finding_add(d->out, F_STUCK_IN_FLIGHT, d->job);
+    if (!f)
+        return -1;
+    f->comm = c->id;
+    f->has_comm = 1;
+    f->seq = k;
+    f->has_seq = 1;
+    f->time_ns = last->enter_ns;
+    f->since_s = diag_seconds_ago(d, last->enter_ns);
+    const struct m_proc *example = NULL;
+    uint64_t most_done = 0;
+    for (int i = 0; i < c->nmembers; i++)
+        if (c->members[i].proc && c->members[i].entry &&
+            c->members[i].entry->coll_completed > most_done)
+            most_done = c->members[i].entry->coll_completed;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc)
+            continue;
+        example = example ? example : mb->proc;
+        const struct ls_record *r = model_member_coll(mb, k);
+        struct f_class key = describe_class(d, mb->proc, r, "issued");
+        if (intvec_push(&f->ranks, mb->proc->rank) < 0 ||
+            finding_class_add(f, &key, mb->proc->rank) < 0)
+            return -1;
+        /* A GPU still several collectives behind the others. */
+        uint64_t done = mb->entry->coll_completed;
+        if (most_done > done + 1 && intvec_push(&f->waiting, mb->proc->rank) < 0)
+            return -1;
+    }
+    char call[512], t[32];
+    describe_call(d, example, last, call, sizeof(call));
+    timefmt_duration(t, sizeof(t), (uint64_t)(f->since_s * 1e9));
+    finding_summary(f,
+                    "every rank of comm %08llx issued %s and no GPU completed it in the %s "
+                    "since the last one issued it: the collective itself is stuck (a link, a "
+                    "peer's GPU, or work queued ahead of it on the stream)",
+                    (unsigned long long)(c->id >> 32), call, t);
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc)
+            continue;
+        uint64_t done = mb->entry->coll_completed;
+        if (most_done > done + 1)
+            finding_detail(f,
+                           "rank %d's GPU lags: it completed only #%llu of #%llu issued (others "
+                           "reached #%llu)",
+                           mb->proc->rank, (unsigned long long)done,
+                           (unsigned long long)mb->issued, (unsigned long long)most_done);
+    }
+    finding_detail(f, "GPUs completed up to #%llu; #%llu was issued by all %d ranks",
+                   (unsigned long long)most_done, (unsigned long long)k, c->nranks);
+    return f->summary ? 0 : -1;
+}
+
+int diagnose_inflight(struct diag *d)
+{
+    for (size_t ci = 0; ci < d->j->ncomms; ci++) {
+        const struct m_comm *c = d->j->comms[ci];
+        if (c->size_disagrees || c->max_issued == 0)
+            continue;
+        /* The oldest collective not completed anywhere: #k with every GPU before it. */
+        uint64_t k = c->max_issued;
+        for (int i = 0; i < c->nmembers; i++) {
+            const struct m_member *mb = &c->members[i];
+            if (mb->proc && mb->entry && mb->entry->coll_completed + 1 < k && lag(mb) > 0)
+                k = mb->entry->coll_completed + 1;
+        }
+        const struct ls_record *last;
+        if (stuck_at(c, k, &last) && report(d, c, k, last) < 0)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,431 @@
+/* export_perfetto.c -- the recorded calls as Chrome trace events: ranks as processes,
+ * communicators as tracks, calls as slices, sends joined to receives, findings as instants. */
+#include "export_perfetto.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idmap.h"
+#include "json_writer.h"
+#include "names.h"
+
+/* Track ids inside a rank's process; communicator i of its trace is TID_COMM0 + i. */
+enum { TID_FINDINGS = 1, TID_GROUPS = 2, TID_OTHER = 3, TID_COMM0 = 4 };
+
+/* pids of processes that are not the newest holder of a known global rank start here. */
+#define PID_EXTRA      900000
+#define PID_JOB_STRIDE 1000000
+
+/* What the exporter knows of one process of the model. */
+struct px {
+    int shown;           /* its job is exported */
+    long pid;            /* the trace event pid */
+    struct idmap tracks; /* comm id -> index in its trace's comm table */
+    int has_finding;
+};
+
+struct exporter {
+    FILE *f;
+    const struct report_input *in;
+    struct px *px; /* one per model process */
+    uint64_t origin_ns;
+    size_t nevents;
+    unsigned long long next_flow;
+};
+
+/* One half of a point-to-point transfer, for pairing sends with receives. */
+struct p2p_half {
+    size_t comm;  /* index in the model */
+    int src, dst; /* comm ranks */
+    uint64_t seq;
+    const struct m_proc *proc;
+    const struct ls_record *r;
+};
+
+struct p2p_list {
+    struct p2p_half *v;
+    size_t n, cap;
+};
+
+static int job_shown(const struct report_input *in, size_t job)
+{
+    if (!in->jobs)
+        return 1;
+    for (size_t i = 0; i < in->njobs; i++)
+        if (in->jobs[i] == job)
+            return 1;
+    return 0;
+}
+
+static size_t proc_index(const struct exporter *x, const struct m_proc *p)
+{
+    return (size_t)(p - x->in->m->procs);
+}
+
+static int in_flight(const struct ls_record *r)
+{
+    return r->exit_ns == 0 && r->result == LS_RESULT_PENDING;
+}
+
+/* Starts one event: the separator, then "{". */
+static void begin_event(struct exporter *x)
+{
+    fputs(x->nevents++ ? ",\n{" : "\n{", x->f);
+}
+
+/* Writes ns as microseconds since the origin, exactly (three decimals). */
+static void write_us(FILE *f, const char *key, uint64_t ns, uint64_t origin)
+{
+    uint64_t rel = ns > origin ? ns - origin : 0;
+    fprintf(f, "\"%s\":%" PRIu64 ".%03" PRIu64, key, rel / 1000, rel % 1000);
+}
+
+static void write_meta(struct exporter *x, long pid, int tid, const char *what, const char *name,
+                       long sort_index)
+{
+    begin_event(x);
+    fprintf(x->f, "\"ph\":\"M\",\"pid\":%ld,\"tid\":%d,\"name\":\"%s\",\"args\":{\"name\":", pid,
+            tid, what);
+    json_write_string(x->f, name);
+    fputs("}}", x->f);
+    begin_event(x);
+    fprintf(x->f,
+            "\"ph\":\"M\",\"pid\":%ld,\"tid\":%d,\"name\":\"%s_sort_index\","
+            "\"args\":{\"sort_index\":%ld}}",
+            pid, tid, strcmp(what, "process_name") == 0 ? "process" : "thread", sort_index);
+}
+
+static int track_of(const struct px *px, const struct ls_record *r)
+{
+    size_t idx;
+    if (r->comm_id == 0)
+        return TID_GROUPS;
+    return idmap_get(&px->tracks, r->comm_id, &idx) ? TID_COMM0 + (int)idx : TID_OTHER;
+}
+
+/* Names the process and the tracks it uses. Returns 0, or -1 when out of memory. */
+static int write_proc_meta(struct exporter *x, const struct m_proc *p, const struct m_job *j)
+{
+    struct px *px = &x->px[proc_index(x, p)];
+    const struct tr_trace *t = p->t;
+    char name[256];
+    int multi = x->in->m->njobs > 1 && (!x->in->jobs || x->in->njobs > 1);
+    char rank[16] = "?";
+    if (p->rank >= 0)
+        snprintf(rank, sizeof(rank), "%d", p->rank);
+    snprintf(name, sizeof(name), "rank %s (%s:%d)%s%s%s", rank, t->hdr.host, t->hdr.pid,
+             p->rank >= 0 && px->pid % PID_JOB_STRIDE >= PID_EXTRA ? " earlier process" : "",
+             multi ? " job " : "", multi ? j->name : "");
+    write_meta(x, px->pid, 0, "process_name", name, px->pid);
+
+    char *used = calloc(t->ncomms + TID_COMM0, 1);
+    if (!used)
+        return -1;
+    for (size_t i = 0; i < t->nrecords; i++)
+        used[track_of(px, &t->records[i])] = 1;
+    used[TID_FINDINGS] = (char)px->has_finding;
+    if (used[TID_FINDINGS])
+        write_meta(x, px->pid, TID_FINDINGS, "thread_name", "findings", 0);
+    if (used[TID_GROUPS])
+        write_meta(x, px->pid, TID_GROUPS, "thread_name", "groups", 1);
+    if (used[TID_OTHER])
+        write_meta(x, px->pid, TID_OTHER, "thread_name", "other communicators", 2);
+    for (uint32_t c = 0; c < t->ncomms; c++) {
+        if (!used[TID_COMM0 + c])
+            continue;
+        const struct ls_comm *e = &t->comms[c];
+        snprintf(name, sizeof(name), "comm %08" PRIx64 " (%d ranks, rank %d)%s%s", e->comm_id >> 32,
+                 e->nranks, e->rank, e->name[0] ? " " : "", e->name);
+        write_meta(x, px->pid, TID_COMM0 + (int)c, "thread_name", name, TID_COMM0 + c);
+    }
+    free(used);
+    return 0;
+}
+
+/* When a call still in flight is drawn to end: the job's reference time, or the process's
+ * own end when it died on its own (not stopped with the hung job). */
+static uint64_t open_end(const struct m_proc *p, const struct m_job *j, const struct ls_record *r)
+{
+    uint64_t end = j->now_ns;
+    if (!model_alive(p) && !p->killed_with_job && p->last_seen_ns)
+        end = p->last_seen_ns;
+    return end > r->enter_ns ? end : r->enter_ns;
+}
+
+static const char *category(unsigned op)
+{
+    if (ls_op_is_collective(op))
+        return "collective";
+    if (op == LS_OP_SEND || op == LS_OP_RECV)
+        return "p2p";
+    if (ls_op_is_comm(op))
+        return "communicator";
+    return "group";
+}
+
+static void write_slice_args(struct exporter *x, const struct m_proc *p, const struct ls_record *r)
+{
+    FILE *f = x->f;
+    fprintf(f, ",\"args\":{\"op\":\"%s\"", ls_op_name(r->op));
+    if (r->seq)
+        fprintf(f, ",\"seq\":%" PRIu64, r->seq);
+    if (ls_op_is_collective(r->op) || r->op == LS_OP_SEND || r->op == LS_OP_RECV)
+        fprintf(f, ",\"count\":%" PRIu64 ",\"dtype\":\"%s\"", r->count, ls_dtype_name(r->dtype));
+    else if (r->op == LS_OP_COMM_SPLIT || r->op == LS_OP_COMM_SHRINK)
+        fprintf(f, ",\"new_comm\":\"%016" PRIx64 "\"", r->count);
+    else if (r->op >= LS_OP_COMM_INIT_RANK && r->op <= LS_OP_COMM_INIT_RANK_SCALABLE)
+        fprintf(f, ",\"nranks\":%" PRIu64, r->count);
+    else if (r->op == LS_OP_GROUP_END)
+        fprintf(f, ",\"calls\":%" PRIu64, r->aux);
+    if (ls_op_has_redop(r->op))
+        fprintf(f, ",\"redop\":\"%s\"", ls_redop_name(r->redop));
+    if (ls_op_is_rooted(r->op))
+        fprintf(f, ",\"root\":%d", r->peer);
+    if (r->op == LS_OP_SEND || r->op == LS_OP_RECV)
+        fprintf(f, ",\"peer\":%d", r->peer);
+    if (r->comm_id)
+        fprintf(f, ",\"comm\":\"%016" PRIx64 "\",\"comm_rank\":%d", r->comm_id, r->comm_rank);
+    if (r->group_id)
+        fprintf(f, ",\"group\":%" PRIu64, r->group_id);
+    if (r->complete_ns) { /* its completion on the GPU was observed (a CUDA event) */
+        fputc(',', f);
+        write_us(f, "gpu_complete_us", r->complete_ns, x->origin_ns);
+    }
+    fputs(",\"callsite\":", f);
+    json_write_string(f, symbolizer_site(x->in->sym, p->t, r->callsite));
+    fprintf(f, ",\"result\":\"%s\",\"in_flight\":%s,\"thread\":%u,\"ticket\":%" PRIu64 "}",
+            names_result(r->result), in_flight(r) ? "true" : "false", r->tid, r->ticket - 1);
+}
+
+static void write_slice(struct exporter *x, const struct m_proc *p, const struct m_job *j,
+                        const struct ls_record *r)
+{
+    const struct px *px = &x->px[proc_index(x, p)];
+    int open = in_flight(r);
+    uint64_t end = open ? open_end(p, j, r) : r->exit_ns > r->enter_ns ? r->exit_ns : r->enter_ns;
+    begin_event(x);
+    fprintf(x->f, "\"ph\":\"X\",\"pid\":%ld,\"tid\":%d,\"cat\":\"%s\",", px->pid, track_of(px, r),
+            category(r->op));
+    write_us(x->f, "ts", r->enter_ns, x->origin_ns);
+    fputc(',', x->f);
+    write_us(x->f, "dur", end, r->enter_ns);
+    fprintf(x->f, ",\"name\":\"%s", ls_op_name(r->op));
+    if (r->seq)
+        fprintf(x->f, " #%" PRIu64, r->seq);
+    if (r->op == LS_OP_SEND || r->op == LS_OP_RECV)
+        fprintf(x->f, " %s %d", r->op == LS_OP_SEND ? "to" : "from", r->peer);
+    fprintf(x->f, "%s\"", open ? " (in flight)" : "");
+    write_slice_args(x, p, r);
+    fputc('}', x->f);
+}
+
+static int push_half(struct p2p_list *l, const struct p2p_half *h)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        struct p2p_half *v = realloc(l->v, cap * sizeof(*v));
+        if (!v)
+            return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = *h;
+    return 0;
+}
+
+static int cmp_half(const void *a, const void *b)
+{
+    const struct p2p_half *x = a, *y = b;
+    if (x->comm != y->comm)
+        return x->comm < y->comm ? -1 : 1;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    if (x->dst != y->dst)
+        return x->dst < y->dst ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void write_flow_end(struct exporter *x, const struct p2p_half *h, const char *ph,
+                           uint64_t ts, const struct p2p_half *send)
+{
+    const struct px *px = &x->px[proc_index(x, h->proc)];
+    begin_event(x);
+    fprintf(x->f,
+            "\"ph\":\"%s\",%s\"id\":%llu,\"pid\":%ld,\"tid\":%d,\"cat\":\"p2p\","
+            "\"name\":\"Send #%" PRIu64 " %d->%d\",",
+            ph, ph[0] == 'f' ? "\"bp\":\"e\"," : "", x->next_flow, px->pid, track_of(px, h->r),
+            send->seq, send->src, send->dst);
+    write_us(x->f, "ts", ts, x->origin_ns);
+    fputc('}', x->f);
+}
+
+/* Joins send #k from s to d with receive #k on d from s, on every exported communicator. */
+static int write_flows(struct exporter *x)
+{
+    const struct model *m = x->in->m;
+    struct p2p_list sends = {0}, recvs = {0};
+    int rc = 0;
+    for (size_t c = 0; c < m->ncomms && rc == 0; c++) {
+        const struct m_comm *cm = &m->comms[c];
+        if (!job_shown(x->in, cm->job))
+            continue;
+        for (int i = 0; i < cm->nmembers && rc == 0; i++) {
+            const struct m_member *mb = &cm->members[i];
+            for (size_t k = 0; mb->proc && k < mb->np2p && rc == 0; k++) {
+                const struct ls_record *r = mb->p2p[k];
+                if (!r->seq || r->peer < 0)
+                    continue;
+                int send = r->op == LS_OP_SEND;
+                struct p2p_half h = {c,      send ? i : r->peer, send ? r->peer : i,
+                                     r->seq, mb->proc,           r};
+                rc = push_half(send ? &sends : &recvs, &h);
+            }
+        }
+    }
+    if (rc == 0) {
+        qsort(sends.v, sends.n, sizeof(*sends.v), cmp_half);
+        qsort(recvs.v, recvs.n, sizeof(*recvs.v), cmp_half);
+        for (size_t a = 0, b = 0; a < sends.n && b < recvs.n;) {
+            int d = cmp_half(&sends.v[a], &recvs.v[b]);
+            if (d < 0 || d > 0) {
+                a += d < 0;
+                b += d > 0;
+                continue;
+            }
+            const struct p2p_half *s = &sends.v[a++], *r = &recvs.v[b++];
+            const struct m_job *j = &m->jobs[r->proc->job];
+            uint64_t r_end = in_flight(r->r) ? open_end(r->proc, j, r->r) : r->r->exit_ns;
+            /* The arrow lands inside the receive, as late as the send began when it can. */
+            uint64_t at = s->r->enter_ns;
+            if (at < r->r->enter_ns)
+                at = r->r->enter_ns;
+            if (r_end >= r->r->enter_ns && at > r_end)
+                at = r_end;
+            x->next_flow++;
+            write_flow_end(x, s, "s", s->r->enter_ns, s);
+            write_flow_end(x, r, "f", at, s);
+        }
+    }
+    free(sends.v);
+    free(recvs.v);
+    return rc;
+}
+
+/* One instant event per finding on every rank it names, on that rank's findings track. */
+static void write_findings(struct exporter *x)
+{
+    const struct findings *fs = x->in->fs;
+    for (size_t i = 0; i < fs->n; i++) {
+        const struct finding *f = &fs->v[i];
+        if (f->job == (size_t)-1 || !job_shown(x->in, f->job))
+            continue;
+        const struct m_job *j = &x->in->m->jobs[f->job];
+        uint64_t ts = f->time_ns ? f->time_ns : j->now_ns;
+        for (size_t k = 0; k < f->ranks.n; k++) {
+            int rank = f->ranks.v[k];
+            if (rank < 0 || rank >= j->world_size || !j->by_rank[rank])
+                continue;
+            begin_event(x);
+            fprintf(x->f, "\"ph\":\"i\",\"s\":\"p\",\"pid\":%ld,\"tid\":%d,\"cat\":\"finding\",",
+                    x->px[proc_index(x, j->by_rank[rank])].pid, TID_FINDINGS);
+            write_us(x->f, "ts", ts, x->origin_ns);
+            fprintf(x->f, ",\"name\":\"%s\",\"args\":{\"finding\":%zu,\"kind\":\"%s\",\"summary\":",
+                    finding_kind_name(f->kind), i + 1, finding_kind_name(f->kind));
+            json_write_string(x->f, f->summary ? f->summary : "");
+            if (f->has_comm)
+                fprintf(x->f, ",\"comm\":\"%016" PRIx64 "\"", f->comm);
+            if (f->has_seq)
+                fprintf(x->f, ",\"seq\":%" PRIu64, f->seq);
+            if (f->consequence_of >= 0)
+                fprintf(x->f, ",\"follows_from\":%d", f->consequence_of + 1);
+            fputs(",\"details\":[", x->f);
+            for (size_t d = 0; d < f->ndetails; d++) {
+                fputs(d ? "," : "", x->f);
+                json_write_string(x->f, f->details[d]);
+            }
+            fputs("]}}", x->f);
+        }
+    }
+}
+
+/* Assigns pids (the global rank, one job after another when several are exported), builds the
+ * comm -> track maps and finds the time origin. Returns 0 or -1 when out of memory. */
+static int prepare(struct exporter *x)
+{
+    const struct model *m = x->in->m;
+    long extra = PID_EXTRA, jobs_seen = 0;
+    x->origin_ns = UINT64_MAX;
+    for (size_t jx = 0; jx < m->njobs; jx++) {
+        if (!job_shown(x->in, jx))
+            continue;
+        const struct m_job *j = &m->jobs[jx];
+        long base = jobs_seen++ * PID_JOB_STRIDE;
+        extra = base + PID_EXTRA;
+        for (size_t i = 0; i < j->nprocs; i++) {
+            const struct m_proc *p = j->procs[i];
+            struct px *px = &x->px[proc_index(x, p)];
+            int newest = p->rank >= 0 && p->rank < j->world_size && j->by_rank[p->rank] == p;
+            px->shown = 1;
+            px->pid = newest && p->rank < PID_EXTRA ? base + p->rank : extra++;
+            for (uint32_t c = 0; c < p->t->ncomms; c++) {
+                size_t old;
+                if (!idmap_get(&px->tracks, p->t->comms[c].comm_id, &old) &&
+                    idmap_put(&px->tracks, p->t->comms[c].comm_id, c) < 0)
+                    return -1;
+            }
+            for (size_t r = 0; r < p->t->nrecords; r++)
+                if (p->t->records[r].enter_ns && p->t->records[r].enter_ns < x->origin_ns)
+                    x->origin_ns = p->t->records[r].enter_ns;
+            if (p->t->hdr.start_ns && p->t->nrecords == 0 && p->t->hdr.start_ns < x->origin_ns)
+                x->origin_ns = p->t->hdr.start_ns;
+        }
+    }
+    for (size_t i = 0; i < x->in->fs->n; i++) {
+        const struct finding *f = &x->in->fs->v[i];
+        if (f->job == (size_t)-1 || !job_shown(x->in, f->job))
+            continue;
+        const struct m_job *j = &m->jobs[f->job];
+        for (size_t k = 0; k < f->ranks.n; k++)
+            if (f->ranks.v[k] >= 0 && f->ranks.v[k] < j->world_size && j->by_rank[f->ranks.v[k]])
+                x->px[proc_index(x, j->by_rank[f->ranks.v[k]])].has_finding = 1;
+    }
+    if (x->origin_ns == UINT64_MAX)
+        x->origin_ns = 0;
+    return 0;
+}
+
+int export_perfetto(FILE *out, const struct report_input *in)
+{
+    const struct model *m = in->m;
+    struct exporter x = {out, in, calloc(m->nprocs + 1, sizeof(struct px)), 0, 0, 0};
+    int rc = -1;
+    if (!x.px || prepare(&x) < 0)
+        goto out;
+    fprintf(out,
+            "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"lockstep\","
+            "\"origin_ns\":%" PRIu64 ",\"time\":\"microseconds since origin_ns "
+            "(CLOCK_REALTIME of the earliest record)\"},\n\"traceEvents\":[",
+            x.origin_ns);
+    for (size_t jx = 0; jx < m->njobs; jx++) {
+        if (!job_shown(in, jx))
+            continue;
+        const struct m_job *j = &m->jobs[jx];
+        for (size_t i = 0; i < j->nprocs; i++) {
+            if (write_proc_meta(&x, j->procs[i], j) < 0)
+                goto out;
+            for (size_t r = 0; r < j->procs[i]->t->nrecords; r++)
+                write_slice(&x, j->procs[i], j, &j->procs[i]->t->records[r]);
+        }
+    }
+    if (write_flows(&x) < 0)
+        goto out;
+    write_findings(&x);
+    fputs("\n]}\n", out);
+    rc = 0;
+out:
+    for (size_t i = 0; x.px && i < m->nprocs; i++)
+        idmap_free(&x.px[i].tracks);
+    free(x.px);
+    return rc;
+}
