@@ -186,6 +186,8 @@ static int read_sidecar(const char *trace_path, int pid, struct symbolizer *sym,
             if (k > 0 && (size_t)k < sizeof(lv->where) - used)
                 used += (size_t)k;
             shown++;
+            if (strstr(text, "(main)") || strcmp(text, "main") == 0)
+                shown = 4; /* what calls main is the C runtime */
         }
     }
     fclose(f);
