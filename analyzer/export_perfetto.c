@@ -48,15 +48,6 @@ struct p2p_list {
     size_t n, cap;
 };
 
-static int job_shown(const struct report_input *in, size_t job)
-{
-    if (!in->jobs)
-        return 1;
-    for (size_t i = 0; i < in->njobs; i++)
-        if (in->jobs[i] == job)
-            return 1;
-    return 0;
-}
 
 static size_t proc_index(const struct exporter *x, const struct m_proc *p)
 {
@@ -268,7 +259,7 @@ static int write_flows(struct exporter *x)
     int rc = 0;
     for (size_t c = 0; c < m->ncomms && rc == 0; c++) {
         const struct m_comm *cm = &m->comms[c];
-        if (!job_shown(x->in, cm->job))
+        if (!report_job_shown(x->in, cm->job))
             continue;
         for (int i = 0; i < cm->nmembers && rc == 0; i++) {
             const struct m_member *mb = &cm->members[i];
@@ -318,7 +309,7 @@ static void write_findings(struct exporter *x)
     const struct findings *fs = x->in->fs;
     for (size_t i = 0; i < fs->n; i++) {
         const struct finding *f = &fs->v[i];
-        if (f->job == (size_t)-1 || !job_shown(x->in, f->job))
+        if (f->job == (size_t)-1 || !report_job_shown(x->in, f->job))
             continue;
         const struct m_job *j = &x->in->m->jobs[f->job];
         uint64_t ts = f->time_ns ? f->time_ns : j->now_ns;
@@ -357,7 +348,7 @@ static int prepare(struct exporter *x)
     long extra = PID_EXTRA, jobs_seen = 0;
     x->origin_ns = UINT64_MAX;
     for (size_t jx = 0; jx < m->njobs; jx++) {
-        if (!job_shown(x->in, jx))
+        if (!report_job_shown(x->in, jx))
             continue;
         const struct m_job *j = &m->jobs[jx];
         long base = jobs_seen++ * PID_JOB_STRIDE;
@@ -383,7 +374,7 @@ static int prepare(struct exporter *x)
     }
     for (size_t i = 0; i < x->in->fs->n; i++) {
         const struct finding *f = &x->in->fs->v[i];
-        if (f->job == (size_t)-1 || !job_shown(x->in, f->job))
+        if (f->job == (size_t)-1 || !report_job_shown(x->in, f->job))
             continue;
         const struct m_job *j = &m->jobs[f->job];
         for (size_t k = 0; k < f->ranks.n; k++)
@@ -408,7 +399,7 @@ int export_perfetto(FILE *out, const struct report_input *in)
             "(CLOCK_REALTIME of the earliest record)\"},\n\"traceEvents\":[",
             x.origin_ns);
     for (size_t jx = 0; jx < m->njobs; jx++) {
-        if (!job_shown(in, jx))
+        if (!report_job_shown(in, jx))
             continue;
         const struct m_job *j = &m->jobs[jx];
         for (size_t i = 0; i < j->nprocs; i++) {

@@ -22,6 +22,9 @@ struct report_input {
     size_t nunreadable;
 };
 
+/* True when job `job` of the model is among those the report covers. */
+int report_job_shown(const struct report_input *in, size_t job);
+
 /* Writes the JSON report (schema "lockstep_report": 1). Errors are the stream's. */
 void report_json(FILE *out, const struct report_input *in);
 

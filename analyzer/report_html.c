@@ -130,15 +130,6 @@ const struct finding *html_root_finding(const struct report_input *in, size_t jo
     return NULL;
 }
 
-static int job_shown(const struct report_input *in, size_t job)
-{
-    if (!in->jobs)
-        return 1;
-    for (size_t i = 0; i < in->njobs; i++)
-        if (in->jobs[i] == job)
-            return 1;
-    return 0;
-}
 
 static void write_classes(FILE *f, const struct finding *fd)
 {
@@ -324,7 +315,7 @@ int report_html(FILE *out, const struct report_input *in)
 {
     size_t n = 0;
     for (size_t i = 0; i < in->fs->n; i++)
-        n += in->fs->v[i].job == (size_t)-1 || job_shown(in, in->fs->v[i].job);
+        n += in->fs->v[i].job == (size_t)-1 || report_job_shown(in, in->fs->v[i].job);
     fprintf(out,
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
@@ -333,7 +324,7 @@ int report_html(FILE *out, const struct report_input *in)
     char when[64];
     uint64_t now = 0;
     for (size_t j = 0; j < in->m->njobs; j++)
-        if (job_shown(in, j) && in->m->jobs[j].now_ns > now)
+        if (report_job_shown(in, j) && in->m->jobs[j].now_ns > now)
             now = in->m->jobs[j].now_ns;
     fprintf(out,
             "<header><h1>lockstep report</h1><p class=\"meta\">which rank and which NCCL "
@@ -349,7 +340,7 @@ int report_html(FILE *out, const struct report_input *in)
         if (in->fs->v[i].job == (size_t)-1)
             write_finding(out, &in->fs->v[i], i);
     for (size_t j = 0; j < in->m->njobs; j++)
-        if (job_shown(in, j) && write_job(out, in, j) < 0)
+        if (report_job_shown(in, j) && write_job(out, in, j) < 0)
             return -1;
     fprintf(out,
             "<footer>lockstep %s \xc2\xb7 <code>lockstep analyze --json</code> gives the "

@@ -5,15 +5,6 @@
 #include "names.h"
 #include "report.h"
 
-static int job_shown(const struct report_input *in, size_t job)
-{
-    if (!in->jobs)
-        return 1;
-    for (size_t i = 0; i < in->njobs; i++)
-        if (in->jobs[i] == job)
-            return 1;
-    return 0;
-}
 
 static double ago_s(const struct m_job *j, uint64_t t)
 {
@@ -233,7 +224,7 @@ void report_json(FILE *out, const struct report_input *in)
     json_int(&w, "lockstep_report", REPORT_FORMAT_VERSION);
     json_begin_array(&w, "jobs");
     for (size_t j = 0; j < in->m->njobs; j++) {
-        if (!job_shown(in, j))
+        if (!report_job_shown(in, j))
             continue;
         json_begin_object(&w, NULL);
         json_string(&w, "job", in->m->jobs[j].name);
@@ -248,12 +239,12 @@ void report_json(FILE *out, const struct report_input *in)
     json_end_array(&w);
     json_begin_array(&w, "ranks");
     for (size_t j = 0; j < in->m->njobs; j++)
-        for (size_t i = 0; job_shown(in, j) && i < in->m->jobs[j].nprocs; i++)
+        for (size_t i = 0; report_job_shown(in, j) && i < in->m->jobs[j].nprocs; i++)
             write_rank(&w, in, in->m->jobs[j].procs[i]);
     json_end_array(&w);
     json_begin_array(&w, "communicators");
     for (size_t j = 0; j < in->m->njobs; j++)
-        for (size_t i = 0; job_shown(in, j) && i < in->m->jobs[j].ncomms; i++)
+        for (size_t i = 0; report_job_shown(in, j) && i < in->m->jobs[j].ncomms; i++)
             write_comm(&w, in, in->m->jobs[j].comms[i]);
     json_end_array(&w);
     json_begin_array(&w, "unreadable");

@@ -11,15 +11,6 @@ struct style {
     const char *bold, *red, *yellow, *dim, *off;
 };
 
-static int job_shown(const struct report_input *in, size_t job)
-{
-    if (!in->jobs)
-        return 1;
-    for (size_t i = 0; i < in->njobs; i++)
-        if (in->jobs[i] == job)
-            return 1;
-    return 0;
-}
 
 /* One line per group of ranks in the same state, in the same call, from the same place. */
 struct state_group {
@@ -104,7 +95,7 @@ void report_text(FILE *out, const struct report_input *in, int color)
     for (size_t i = 0; i < in->nunreadable; i++)
         fprintf(out, "%scould not read%s %s\n", st.yellow, st.off, in->unreadable[i]);
     for (size_t j = 0; j < in->m->njobs; j++) {
-        if (!job_shown(in, j))
+        if (!report_job_shown(in, j))
             continue;
         const struct m_job *job = &in->m->jobs[j];
         size_t n = 0, roots = 0;
