@@ -63,7 +63,7 @@ static void dump_header(const struct tr_trace *t)
         printf(" at %s", timefmt_wall(w, sizeof(w), h->end_ns));
     printf("\n  last enter %s", timefmt_wall(w, sizeof(w), h->last_enter_ns));
     printf("  last exit %s  calls in flight %llu\n", timefmt_wall(w, sizeof(w), h->last_exit_ns),
-           (unsigned long long)h->calls_in_flight);
+           (unsigned long long)ls_calls_in_flight(h));
     printf("  ring: %llu records reserved, capacity %llu%s; %zu kept, %zu half-written, %zu "
            "never published\n",
            (unsigned long long)h->next_ticket, (unsigned long long)h->ring_cap,

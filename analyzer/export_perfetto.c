@@ -275,8 +275,10 @@ static int write_flows(struct exporter *x)
         }
     }
     if (rc == 0) {
-        qsort(sends.v, sends.n, sizeof(*sends.v), cmp_half);
-        qsort(recvs.v, recvs.n, sizeof(*recvs.v), cmp_half);
+        if (sends.n) /* qsort of an empty, never allocated list is undefined */
+            qsort(sends.v, sends.n, sizeof(*sends.v), cmp_half);
+        if (recvs.n)
+            qsort(recvs.v, recvs.n, sizeof(*recvs.v), cmp_half);
         for (size_t a = 0, b = 0; a < sends.n && b < recvs.n;) {
             int d = cmp_half(&sends.v[a], &recvs.v[b]);
             if (d < 0 || d > 0) {

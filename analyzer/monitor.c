@@ -116,7 +116,7 @@ int monitor_outstanding(const struct monitor *m, char *why, size_t len)
 {
     for (size_t i = 0; i < m->n; i++) {
         const struct mon_trace *t = &m->t[i];
-        if (t->running_here && t->h.calls_in_flight > 0) {
+        if (t->running_here && ls_calls_in_flight(&t->h) > 0) {
             snprintf(why, len, "rank %d (pid %d) is inside an NCCL call", t->h.rank, t->h.pid);
             return 1;
         }

@@ -1,7 +1,10 @@
-/* callsite.c -- call sites: stacks captured with libunwind, deduplicated, symbolized once. */
+/* callsite.c -- call sites: stacks captured with libunwind, deduplicated, symbolized once, and
+ * recognised again without unwinding (each thread remembers where its recent stacks keep their
+ * return addresses and checks those words instead of walking the frames). */
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define UNW_LOCAL_ONLY
@@ -120,25 +123,10 @@ static uint32_t add_site(struct ls_trace *t, uint64_t hash, void *const *pcs, in
     return idx + 1;
 }
 
-uint32_t ls_callsite_capture(struct ls_trace *t)
+/* Returns the site id of the stack `pcs` (n frames), registering it on first sight; 0 when
+ * the table is full. */
+static uint32_t site_of(struct ls_trace *t, void *const *pcs, int n)
 {
-    uint32_t depth = t->hdr->stack_depth;
-    if (depth == 0)
-        return 0;
-    void *raw[LS_MAX_STACK_DEPTH + SHIM_SKIP];
-    int n = unw_backtrace(raw, (int)depth + SHIM_SKIP);
-    if (LS_UNLIKELY(shim_hi == 0))
-        dl_iterate_phdr(find_self, (void *)(uintptr_t)&ls_callsite_capture);
-    int skip = 0;
-    while (skip < n && (uintptr_t)raw[skip] >= shim_lo && (uintptr_t)raw[skip] < shim_hi)
-        skip++;
-    void **pcs = raw + skip;
-    n -= skip;
-    if (n > (int)depth)
-        n = (int)depth;
-    if (n <= 0)
-        return 0;
-
     uint64_t hash = hash_pcs(pcs, n);
     size_t i = (size_t)(hash % SITE_SLOTS);
     for (size_t probes = 0; probes < SITE_SLOTS; probes++, i = (i + 1) % SITE_SLOTS) {
@@ -147,11 +135,8 @@ uint32_t ls_callsite_capture(struct ls_trace *t)
             break;
         if (cur == hash) {
             uint32_t id = atomic_load_explicit(&site_slots[i].site, memory_order_acquire);
-            if (id && same_stack(t, id, pcs, n)) {
-                atomic_fetch_add_explicit((_Atomic uint64_t *)&site_at(t, id - 1)->count, 1,
-                                          memory_order_relaxed);
+            if (id && same_stack(t, id, pcs, n))
                 return id;
-            }
         }
     }
 
@@ -179,9 +164,189 @@ uint32_t ls_callsite_capture(struct ls_trace *t)
         }
     }
     pthread_mutex_unlock(&site_lock);
-    if (id)
-        atomic_fetch_add_explicit((_Atomic uint64_t *)&site_at(t, id - 1)->count, 1,
-                                  memory_order_relaxed);
+    return id;
+}
+
+/* ---- per-thread memory of recent stacks ----
+ *
+ * A stack is remembered by the address of each frame's return-address slot and the return
+ * address found there. The same call instruction (pc0) reached with the same stack pointer
+ * (slot0) from the same callers leaves the same words in the same slots; a different path
+ * changes at least one of them. So a call whose (pc0, slot0) is remembered and whose
+ * remembered slots all still hold their return addresses has the remembered site, found with
+ * one load and compare per frame. Slots are only remembered inside this thread's stack, and
+ * checked only while slot0 is inside it too, so the loads cannot fault. */
+#define CACHE_WAYS 16
+struct chain {
+    uintptr_t pc0, slot0; /* key: the caller's return address and where it is stored */
+    uintptr_t seen_pc0, seen_slot0; /* a key seen once, not remembered yet */
+    uint32_t site;        /* 0: empty */
+    uint32_t n;           /* frames remembered */
+    uintptr_t *slot, *pc; /* n each: slot addresses and the return addresses they hold */
+};
+struct site_cache {
+    int pid;              /* process the site ids belong to */
+    uint32_t depth;
+    uintptr_t stack_lo, stack_hi;
+    struct chain e[CACHE_WAYS];
+};
+static pthread_key_t cache_key;
+static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
+
+static void cache_free(void *p)
+{
+    if (ls_t.site_cache == p)
+        ls_t.site_cache = NULL;
+    free(p);
+}
+
+static void cache_key_create(void)
+{
+    pthread_key_create(&cache_key, cache_free);
+}
+
+/* The thread's cache for `depth` frames, made on first use; NULL when it cannot be made. */
+static struct site_cache *thread_cache(uint32_t depth)
+{
+    struct site_cache *sc = ls_t.site_cache;
+    if (sc && sc->pid == ls_g.pid && sc->depth == depth)
+        return sc;
+    if (sc) { /* a fork's child (ids of the parent's table) or another depth: start over */
+        ls_t.site_cache = NULL;
+        pthread_setspecific(cache_key, NULL);
+        free(sc);
+    }
+    pthread_attr_t attr;
+    void *lo;
+    size_t size;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0)
+        return NULL;
+    int ok = pthread_attr_getstack(&attr, &lo, &size) == 0;
+    pthread_attr_destroy(&attr);
+    if (!ok)
+        return NULL;
+    size_t words = (size_t)CACHE_WAYS * 2 * depth;
+    sc = calloc(1, sizeof *sc + words * sizeof(uintptr_t));
+    if (!sc)
+        return NULL;
+    uintptr_t *w = (uintptr_t *)(sc + 1);
+    for (int i = 0; i < CACHE_WAYS; i++) {
+        sc->e[i].slot = w + (size_t)i * 2 * depth;
+        sc->e[i].pc = sc->e[i].slot + depth;
+    }
+    sc->pid = ls_g.pid;
+    sc->depth = depth;
+    sc->stack_lo = (uintptr_t)lo;
+    sc->stack_hi = (uintptr_t)lo + size;
+    pthread_once(&cache_key_once, cache_key_create);
+    pthread_setspecific(cache_key, sc);
+    ls_t.site_cache = sc;
+    return sc;
+}
+
+static inline struct chain *way_of(struct site_cache *sc, uintptr_t pc0, uintptr_t slot0)
+{
+    uint64_t h = (uint64_t)(pc0 ^ (slot0 << 17) ^ (slot0 >> 7)) * 0x9e3779b97f4a7c15ull;
+    return &sc->e[h >> 60];
+}
+
+/* Unwinds frame by frame, keeping each frame's stack pointer: the frames outside the shim
+ * go to pcs (and their slots to slots); returns how many (at most `depth`). */
+static int unwind_with_slots(uint32_t depth, void **pcs, uintptr_t *slots)
+{
+    unw_context_t uc;
+    unw_cursor_t cur;
+    if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0)
+        return 0;
+    int n = 0, in_shim = 1;
+    do {
+        unw_word_t ip = 0, sp = 0;
+        if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || unw_get_reg(&cur, UNW_REG_SP, &sp) != 0)
+            break;
+        if (in_shim && ip >= shim_lo && ip < shim_hi)
+            continue;
+        in_shim = 0;
+        pcs[n] = (void *)(uintptr_t)ip;
+        slots[n] = (uintptr_t)sp - sizeof(uintptr_t);
+        n++;
+    } while ((uint32_t)n < depth && unw_step(&cur) > 0);
+    return n;
+}
+
+/* A stack not recognised: unwind it, find its site, and remember it when it is seen the
+ * second time (a stack seen once is often never seen again: unw_backtrace is cheaper). */
+static __attribute__((noinline)) uint32_t capture_slow(struct ls_trace *t, uint32_t depth,
+                                                       uintptr_t pc0, uintptr_t slot0)
+{
+    if (LS_UNLIKELY(shim_hi == 0))
+        dl_iterate_phdr(find_self, (void *)(uintptr_t)&ls_callsite_capture);
+    struct site_cache *sc = pc0 ? thread_cache(depth) : NULL;
+    struct chain *e = sc ? way_of(sc, pc0, slot0) : NULL;
+    void *raw[LS_MAX_STACK_DEPTH + SHIM_SKIP];
+    if (e && e->seen_pc0 == pc0 && e->seen_slot0 == slot0 && slot0 >= sc->stack_lo &&
+        slot0 < sc->stack_hi) {
+        uintptr_t slots[LS_MAX_STACK_DEPTH];
+        int n = unwind_with_slots(depth, raw, slots);
+        if (n <= 0)
+            return 0;
+        uint32_t id = site_of(t, raw, n);
+        int ok = id && (uintptr_t)raw[0] == pc0 && slots[0] == slot0;
+        for (int k = 0; ok && k < n; k++)
+            ok = slots[k] >= sc->stack_lo && slots[k] + sizeof(uintptr_t) <= sc->stack_hi &&
+                 *(const uintptr_t *)slots[k] == (uintptr_t)raw[k];
+        if (ok) {
+            for (int k = 0; k < n; k++) {
+                e->slot[k] = slots[k];
+                e->pc[k] = (uintptr_t)raw[k];
+            }
+            e->n = (uint32_t)n;
+            e->pc0 = pc0;
+            e->slot0 = slot0;
+            e->site = id;
+        }
+        return id;
+    }
+    if (e) {
+        e->seen_pc0 = pc0;
+        e->seen_slot0 = slot0;
+    }
+    int n = unw_backtrace(raw, (int)depth + SHIM_SKIP);
+    int skip = 0;
+    while (skip < n && (uintptr_t)raw[skip] >= shim_lo && (uintptr_t)raw[skip] < shim_hi)
+        skip++;
+    n -= skip;
+    if (n > (int)depth)
+        n = (int)depth;
+    return n > 0 ? site_of(t, raw + skip, n) : 0;
+}
+
+uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a)
+{
+    uint32_t depth = t->hdr->stack_depth;
+    if (depth == 0)
+        return 0;
+    uintptr_t pc0 = (uintptr_t)a->caller_pc;
+    uintptr_t slot0 = (uintptr_t)a->caller_cfa - sizeof(uintptr_t);
+    struct site_cache *sc = ls_t.site_cache;
+    uint32_t id = 0;
+    if (LS_LIKELY(sc && pc0 && sc->pid == ls_g.pid && sc->depth == depth &&
+                  slot0 >= sc->stack_lo && slot0 < sc->stack_hi)) {
+        const struct chain *e = way_of(sc, pc0, slot0);
+        if (e->site && e->pc0 == pc0 && e->slot0 == slot0) {
+            uint32_t k = 1;
+            while (k < e->n && *(const volatile uintptr_t *)e->slot[k] == e->pc[k])
+                k++;
+            if (k == e->n)
+                id = e->site;
+        }
+    }
+    if (!id)
+        id = capture_slow(t, depth, pc0, slot0);
+    if (id) { /* approximate under contention, as the format says: no atomic add */
+        _Atomic uint64_t *count = (_Atomic uint64_t *)&site_at(t, id - 1)->count;
+        atomic_store_explicit(count, atomic_load_explicit(count, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    }
     return id;
 }
 

@@ -24,6 +24,7 @@ static _Atomic int active;
 static pthread_mutex_t slot_locks[LS_MAX_STREAMS];
 static CUevent events[LS_MAX_STREAMS]; /* the pool: one reusable event per stream slot */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t last_observed[LS_MAX_STREAMS]; /* when the issuing side last queried */
 
 static int resolve_driver(void)
 {
@@ -188,10 +189,18 @@ int ls_completion_issue(struct ls_trace *t, const void *stream, uint64_t ticket)
         ;
     /* If the previous event has completed, note it and cover this op with a new one. With
      * it still outstanding (or the heartbeat holding the slot), the heartbeat covers this op
-     * once that event completes. */
-    if (!(atomic_load_explicit((_Atomic uint32_t *)&s->flags, memory_order_relaxed) &
-          LS_STREAM_FAILED) &&
-        pthread_mutex_trylock(&slot_locks[i]) == 0) {
+     * once that event completes. An outstanding event is asked about at most every 100 us
+     * from here (a driver query per call costs more than the call; the heartbeat asks every
+     * 50 ms anyway). */
+    uint32_t fl = atomic_load_explicit((_Atomic uint32_t *)&s->flags, memory_order_relaxed);
+    if (fl & LS_STREAM_EVENT_PENDING) {
+        uint64_t now = ls_now();
+        uint64_t last = atomic_load_explicit(&last_observed[i], memory_order_relaxed);
+        if (now - last < 100000ull)
+            return 1;
+        atomic_store_explicit(&last_observed[i], now, memory_order_relaxed);
+    }
+    if (!(fl & LS_STREAM_FAILED) && pthread_mutex_trylock(&slot_locks[i]) == 0) {
         observe(t, s, i);
         if (!(s->flags & (LS_STREAM_EVENT_PENDING | LS_STREAM_FAILED)))
             arm(s, i);

@@ -37,11 +37,20 @@ static void mark_end(uint32_t kind, int status, int sig)
 static void *heartbeat_main(void *arg)
 {
     struct ls_trace *t = arg;
+    /* A first TSC conversion from two samples 20 ms apart; each heartbeat refines it. */
+    ls_clock_calibrate();
+    struct timespec first = {0, 20000000};
+    nanosleep(&first, NULL);
+    ls_clock_calibrate();
     for (;;) {
         int pending = ls_completion_poll(t);
         uint64_t tick = pending ? 50000000ull : HEARTBEAT_NS;
         struct timespec ts = {(time_t)(tick / 1000000000ull), (long)(tick % 1000000000ull)};
         nanosleep(&ts, NULL);
+        ls_clock_calibrate();
+        if (atomic_load_explicit(&ls_clock_conv.on, memory_order_relaxed))
+            atomic_store_explicit((_Atomic uint32_t *)&t->hdr->clock_source, LS_CLOCK_TSC,
+                                  memory_order_relaxed);
         atomic_store_explicit((_Atomic uint64_t *)&t->hdr->heartbeat_ns, ls_now(),
                               memory_order_relaxed);
     }

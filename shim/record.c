@@ -1,12 +1,55 @@
 /* record.c -- the hot path: one NCCL call becomes one record in the ring, lock-free. */
+#include <pthread.h>
 #include <string.h>
 
 #include "shim.h"
 
 _Atomic int ls_nccl_call_seen;
 
+static pthread_key_t slot_key;
+static pthread_once_t slot_key_once = PTHREAD_ONCE_INIT;
+
+/* Thread exit: frees the thread's header slot for a later thread. */
+static void slot_release(void *arg)
+{
+    (void)arg;
+    struct ls_thread_slot *s = ls_t.slot;
+    if (s && ls_t.slot_pid == ls_g.pid && atomic_load(&ls_g.state) == LS_STATE_ON) {
+        atomic_store_explicit((_Atomic uint64_t *)&s->in_call_since, 0, memory_order_relaxed);
+        atomic_store_explicit((_Atomic uint32_t *)&s->tid, 0, memory_order_release);
+    }
+    ls_t.slot = NULL;
+}
+
+static void slot_key_create(void)
+{
+    pthread_key_create(&slot_key, slot_release);
+}
+
+/* First recorded call of a thread, or the first after a fork or a communicator's end: the
+ * thread id and caches are refreshed and the thread gets a header slot if one is free. */
+static __attribute__((noinline)) void thread_setup(struct ls_trace *t, uint32_t gen)
+{
+    uint32_t tid = ls_tid();
+    ls_t.setup_generation = gen;
+    if (ls_t.slot && ls_t.slot_pid == ls_g.pid)
+        return; /* same process, same trace: the slot is still ours */
+    ls_t.slot = NULL; /* a parent's slot after fork: that mapping is gone */
+    pthread_once(&slot_key_once, slot_key_create);
+    for (unsigned i = 0; i < LS_THREAD_SLOTS; i++) {
+        uint32_t expected = 0;
+        if (atomic_compare_exchange_strong((_Atomic uint32_t *)&t->hdr->threads[i].tid,
+                                           &expected, tid)) {
+            ls_t.slot = &t->hdr->threads[i];
+            ls_t.slot_pid = ls_g.pid;
+            pthread_setspecific(slot_key, &ls_t);
+            return;
+        }
+    }
+}
+
 /* Reserves the next slot and marks it busy; the caller fills it and publishes it. */
-static struct ls_record *ring_reserve(struct ls_trace *t, uint64_t *ticket)
+static inline struct ls_record *ring_reserve(struct ls_trace *t, uint64_t *ticket)
 {
     uint64_t tk = atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->next_ticket, 1,
                                             memory_order_relaxed);
@@ -40,40 +83,69 @@ void ls_call_issued(struct ls_call *c, const void *stream)
                               (uint64_t)(uintptr_t)stream, memory_order_relaxed);
 }
 
+/* Adds one to a counter only this thread writes (NCCL forbids using one communicator from
+ * two threads at once), with plain stores a live reader can load atomically. */
+static inline uint64_t bump(uint64_t *field)
+{
+    _Atomic uint64_t *f = (_Atomic uint64_t *)field;
+    uint64_t v = atomic_load_explicit(f, memory_order_relaxed) + 1;
+    atomic_store_explicit(f, v, memory_order_relaxed);
+    return v;
+}
+
+/* The sequence number of a call on communicator `idx` (counters updated). */
+static inline uint64_t next_seq(struct ls_trace *t, int idx, struct ls_comm *comm,
+                                const struct ls_call_args *a)
+{
+    if (ls_op_is_collective(a->op))
+        return bump(&comm->coll_issued);
+    if (a->op != LS_OP_SEND && a->op != LS_OP_RECV)
+        return 0;
+    bump(a->op == LS_OP_SEND ? &comm->p2p_sends : &comm->p2p_recvs);
+    struct ls_peer *p = ls_peer_get(t, idx, a->peer);
+    return p ? bump(a->op == LS_OP_SEND ? &p->sends : &p->recvs) : 0;
+}
+
 int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
 {
     if (ls_t.in_call)
         return 0; /* NCCL calling its own API: part of the user's call already recorded */
-    struct ls_trace *t = ls_active();
+    struct ls_trace *t =
+        LS_LIKELY(atomic_load_explicit(&ls_g.state, memory_order_acquire) == LS_STATE_ON)
+            ? &ls_g.trace
+            : ls_active();
     if (!t)
         return 0;
     ls_t.in_call = 1;
-    if (LS_UNLIKELY(!ls_nccl_call_seen))
+    if (LS_UNLIKELY(!atomic_load_explicit(&ls_nccl_call_seen, memory_order_relaxed)))
         atomic_store_explicit(&ls_nccl_call_seen, 1, memory_order_relaxed);
+    uint32_t gen = atomic_load_explicit(&ls_generation, memory_order_relaxed);
+    if (LS_UNLIKELY(ls_t.setup_generation != gen || ls_t.generation != gen))
+        thread_setup(t, gen);
 
-    uint32_t tid = ls_tid();
-    int idx = a->comm ? ls_comm_lookup(t, a->comm) : -1;
+    int idx = -1;
+    if (a->comm)
+        idx = ls_t.cached_handle == a->comm ? ls_t.cached_idx : ls_comm_lookup(t, a->comm);
     struct ls_comm *comm = idx >= 0 ? &t->comms[idx] : NULL;
-    uint64_t seq = 0;
+    uint64_t seq = comm ? next_seq(t, idx, comm, a) : 0;
+    uint32_t site = t->hdr->stack_depth ? ls_callsite_capture(t, a) : 0;
     uint64_t now = ls_now();
-    if (comm) {
-        if (ls_op_is_collective(a->op)) {
-            seq = atomic_fetch_add_explicit((_Atomic uint64_t *)&comm->coll_issued, 1,
-                                            memory_order_relaxed) + 1;
-        } else if (a->op == LS_OP_SEND || a->op == LS_OP_RECV) {
-            struct ls_peer *p = ls_peer_get(t, idx, a->peer);
-            _Atomic uint64_t *ctr = (_Atomic uint64_t *)(a->op == LS_OP_SEND ? &comm->p2p_sends
-                                                                             : &comm->p2p_recvs);
-            atomic_fetch_add_explicit(ctr, 1, memory_order_relaxed);
-            if (p)
-                seq = atomic_fetch_add_explicit(
-                          (_Atomic uint64_t *)(a->op == LS_OP_SEND ? &p->sends : &p->recvs), 1,
-                          memory_order_relaxed) + 1;
-        }
+    if (comm)
         atomic_store_explicit((_Atomic uint64_t *)&comm->last_enter_ns, now,
                               memory_order_relaxed);
+
+    uint32_t flags = 0;
+    int issues_work = ls_op_is_collective(a->op) || a->op == LS_OP_SEND || a->op == LS_OP_RECV;
+    if (ls_t.group_depth > 0 && a->op != LS_OP_GROUP_START && a->op != LS_OP_GROUP_END) {
+        flags |= LS_REC_IN_GROUP;
+        ls_t.group_calls++;
+        if (issues_work)
+            group_note_stream(a->stream);
     }
-    uint32_t site = ls_callsite_capture(t);
+    if (comm && (comm->flags & LS_COMM_NONBLOCKING))
+        flags |= LS_REC_NONBLOCKING;
+    if (a->sendbuff && a->sendbuff == a->recvbuff)
+        flags |= LS_REC_INPLACE;
 
     uint64_t tk;
     struct ls_record *r = ring_reserve(t, &tk);
@@ -89,7 +161,7 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     r->aux = 0;
     r->complete_ns = 0;
     r->callsite = site;
-    r->tid = tid;
+    r->tid = ls_t.tid;
     r->comm_rank = comm ? comm->rank : -1;
     r->peer = a->peer;
     r->redop = a->redop;
@@ -97,25 +169,18 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     r->dtype = a->dtype < 0 ? LS_DTYPE_NONE : (uint8_t)a->dtype;
     r->group_depth = (uint8_t)(ls_t.group_depth > 255 ? 255 : ls_t.group_depth);
     r->result = LS_RESULT_PENDING;
-    uint32_t flags = 0;
-    int issues_work = ls_op_is_collective(a->op) || a->op == LS_OP_SEND || a->op == LS_OP_RECV;
-    if (ls_t.group_depth > 0 && a->op != LS_OP_GROUP_START && a->op != LS_OP_GROUP_END) {
-        flags |= LS_REC_IN_GROUP;
-        ls_t.group_calls++;
-        if (issues_work)
-            group_note_stream(a->stream);
-    }
-    if (comm && (comm->flags & LS_COMM_NONBLOCKING))
-        flags |= LS_REC_NONBLOCKING;
-    if (a->sendbuff && a->sendbuff == a->recvbuff)
-        flags |= LS_REC_INPLACE;
     r->flags = flags;
     atomic_store_explicit((_Atomic uint64_t *)&r->ticket, tk + 1, memory_order_release);
 
     atomic_store_explicit((_Atomic uint64_t *)&t->hdr->last_enter_ns, now, memory_order_relaxed);
-    atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->calls_in_flight, 1,
+    if (LS_LIKELY(ls_t.slot != NULL))
+        atomic_store_explicit((_Atomic uint64_t *)&ls_t.slot->in_call_since, now,
                               memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->calls_in_flight, 1,
+                                  memory_order_relaxed);
     c->op = a->op;
+    c->enter_ns = now;
     c->stream = a->stream;
     c->in_group = (flags & LS_REC_IN_GROUP) != 0;
     c->t = t;
@@ -137,6 +202,8 @@ void ls_call_exit(struct ls_call *c, int result)
 {
     struct ls_trace *t = c->t;
     uint64_t now = ls_now();
+    if (LS_UNLIKELY(now < c->enter_ns))
+        now = c->enter_ns; /* the clock was recalibrated (or the thread moved) in between */
     struct ls_record *r = c->rec;
     /* The ring may have wrapped onto this slot while the call ran: then the slot is not ours. */
     if (atomic_load_explicit((_Atomic uint64_t *)&r->ticket, memory_order_relaxed) ==
@@ -145,15 +212,18 @@ void ls_call_exit(struct ls_call *c, int result)
         atomic_store_explicit((_Atomic int32_t *)&r->result, result, memory_order_release);
     }
     if (c->comm_idx >= 0 && ls_op_is_collective(c->op))
-        atomic_fetch_add_explicit((_Atomic uint64_t *)&t->comms[c->comm_idx].coll_done, 1,
-                                  memory_order_relaxed);
+        bump(&t->comms[c->comm_idx].coll_done);
     /* Issued work outside a group is on its stream now (a group's is at its GroupEnd). */
     int issues_work = ls_op_is_collective(c->op) || c->op == LS_OP_SEND || c->op == LS_OP_RECV;
     if (issues_work && !c->in_group && (result == 0 || result == 7 /* ncclInProgress */) &&
         ls_completion_active())
         ls_call_issued(c, c->stream);
     atomic_store_explicit((_Atomic uint64_t *)&t->hdr->last_exit_ns, now, memory_order_relaxed);
-    atomic_fetch_sub_explicit((_Atomic uint64_t *)&t->hdr->calls_in_flight, 1,
-                              memory_order_relaxed);
+    if (LS_LIKELY(ls_t.slot != NULL))
+        atomic_store_explicit((_Atomic uint64_t *)&ls_t.slot->in_call_since, 0,
+                              memory_order_release);
+    else
+        atomic_fetch_sub_explicit((_Atomic uint64_t *)&t->hdr->calls_in_flight, 1,
+                                  memory_order_relaxed);
     ls_t.in_call = 0;
 }

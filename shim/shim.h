@@ -84,6 +84,10 @@ struct ls_thread {
     int cached_idx;
     const void *group_streams[8]; /* streams the open group issued on */
     int ngroup_streams;
+    uint32_t setup_generation;    /* ls_generation when record.c last set the thread up */
+    int slot_pid;                 /* process whose trace `slot` lies in */
+    struct ls_thread_slot *slot;  /* this thread's slot in the header, NULL if none */
+    void *site_cache;             /* callsite.c's recently seen stacks of this thread */
 };
 
 extern LS_TLS struct ls_thread ls_t;
@@ -97,12 +101,67 @@ struct ls_trace *ls_active(void);
 /* Kernel thread id of the caller, cached per thread. */
 uint32_t ls_tid(void);
 
-/* CLOCK_REALTIME in ns. */
-static inline uint64_t ls_now(void)
+/* ---- clock (clock.c) ---- */
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define LS_HAVE_TSC 1
+static inline uint64_t ls_rdtsc(void)
+{
+    return __rdtsc();
+}
+#else
+#define LS_HAVE_TSC 0
+static inline uint64_t ls_rdtsc(void)
+{
+    return 0;
+}
+#endif
+
+/* CLOCK_REALTIME in ns, from the kernel. */
+static inline uint64_t ls_realtime_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* TSC -> CLOCK_REALTIME: ns = base_ns + ((tsc - base_tsc) * mult) >> 32, published by the
+ * heartbeat under a sequence lock (`seq` odd while it rewrites the fields). */
+struct ls_clock_conv {
+    _Atomic int on; /* a conversion is published: ls_now() reads the TSC */
+    _Atomic uint32_t seq;
+    _Atomic uint64_t base_tsc, base_ns, mult;
+};
+extern struct ls_clock_conv ls_clock_conv;
+
+/* Takes a (TSC, CLOCK_REALTIME) sample and, with the previous one at least 10 ms old,
+ * publishes a new conversion. Called by the heartbeat thread about once a second; does
+ * nothing when the kernel does not run its own clock on the TSC (or LOCKSTEP_CLOCK=realtime),
+ * so ls_now() keeps asking the kernel. This function can't fail. */
+void ls_clock_calibrate(void);
+
+/* CLOCK_REALTIME in ns: from the TSC once calibrated (a few ns; within a few microseconds of
+ * the kernel's clock, recalibrated every second), else clock_gettime. */
+static inline uint64_t ls_now(void)
+{
+    struct ls_clock_conv *c = &ls_clock_conv;
+    if (LS_UNLIKELY(!atomic_load_explicit(&c->on, memory_order_relaxed)))
+        return ls_realtime_ns();
+    for (;;) {
+        uint32_t s = atomic_load_explicit(&c->seq, memory_order_acquire);
+        uint64_t tsc = ls_rdtsc();
+        uint64_t base_tsc = atomic_load_explicit(&c->base_tsc, memory_order_relaxed);
+        uint64_t base_ns = atomic_load_explicit(&c->base_ns, memory_order_relaxed);
+        uint64_t mult = atomic_load_explicit(&c->mult, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (LS_UNLIKELY((s & 1) || atomic_load_explicit(&c->seq, memory_order_relaxed) != s))
+            continue;
+        /* Another CPU's TSC may read a few ticks before the base: no wraparound. */
+        if (LS_UNLIKELY(tsc < base_tsc))
+            return base_ns - (uint64_t)(((unsigned __int128)(base_tsc - tsc) * mult) >> 32);
+        return base_ns + (uint64_t)(((unsigned __int128)(tsc - base_tsc) * mult) >> 32);
+    }
 }
 
 /* ---- lifecycle: heartbeat, signals, exit, fork (lifecycle.c) ---- */
@@ -212,8 +271,10 @@ extern int (*ls_query_count)(uintptr_t h, int *count);
 
 /* Captures the caller's stack (skipping the shim's frames) and returns its call site id,
  * registering and symbolizing it the first time it is seen; 0 when call sites are off or the
- * table is full. */
-uint32_t ls_callsite_capture(struct ls_trace *t);
+ * table is full. `a->caller_pc`/`caller_cfa` (the wrapper's return address and frame) let a
+ * stack the thread saw recently be recognised without unwinding; NULL forces an unwind. */
+struct ls_call_args;
+uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a);
 
 /* Forgets the in-process site index (after fork). */
 void ls_callsites_reset(void);
@@ -230,10 +291,20 @@ struct ls_call_args {
     const void *sendbuff;
     const void *recvbuff;
     const void *stream;
+    const void *caller_pc;  /* the NCCL wrapper's __builtin_return_address(0), or NULL */
+    const void *caller_cfa; /* the NCCL wrapper's __builtin_dwarf_cfa() */
 };
+
+/* Fills the caller fields of `a`; used in the exported wrapper itself (not a helper). */
+#define LS_CALLER(a)                                                                               \
+    do {                                                                                           \
+        (a).caller_pc = __builtin_return_address(0);                                               \
+        (a).caller_cfa = __builtin_dwarf_cfa();                                                    \
+    } while (0)
 
 struct ls_call {
     unsigned op;
+    uint64_t enter_ns;
     const void *stream;
     int in_group;
     struct ls_trace *t;

@@ -13,6 +13,7 @@
         if (LS_UNLIKELY(!real))                                                                    \
             return ncclSystemError;                                                                \
         struct ls_call_args a = args_init;                                                         \
+        LS_CALLER(a);                                                                              \
         struct ls_call c;                                                                          \
         if (!ls_call_enter(&c, &a))                                                                \
             return real args;                                                                      \
@@ -106,6 +107,7 @@ ncclResult_t ncclGroupStart(void)
         return ncclSystemError;
     struct ls_call_args a = no_args;
     a.op = LS_OP_GROUP_START;
+    LS_CALLER(a);
     if (!ls_t.in_call && ls_t.group_depth == 0) {
         ls_t.group_id = atomic_fetch_add(&ls_g.group_counter, 1) + 1;
         ls_t.group_calls = 0;
@@ -120,13 +122,17 @@ ncclResult_t ncclGroupStart(void)
     return res;
 }
 
-/* Records the end of a group (GroupEnd or GroupSimulateEnd) around `forward`. */
-static ncclResult_t group_end(unsigned op, ncclResult_t (*forward)(void *), void *arg)
+/* Records the end of a group (GroupEnd or GroupSimulateEnd) around `forward`; `caller` holds
+ * the exported wrapper's LS_CALLER. */
+static ncclResult_t group_end(unsigned op, ncclResult_t (*forward)(void *), void *arg,
+                             const struct ls_call_args *caller)
 {
     if (ls_t.in_call || !ls_active())
         return forward(arg);
     struct ls_call_args a = no_args;
     a.op = op;
+    a.caller_pc = caller->caller_pc;
+    a.caller_cfa = caller->caller_cfa;
     if (ls_t.group_depth > 0)
         ls_t.group_depth--;
     struct ls_call c;
@@ -162,7 +168,9 @@ ncclResult_t ncclGroupEnd(void)
     ls_fn_ncclGroupEnd_t real = LS_REAL(ncclGroupEnd);
     if (LS_UNLIKELY(!real))
         return ncclSystemError;
-    return group_end(LS_OP_GROUP_END, forward_group_end, (void *)real);
+    struct ls_call_args caller = no_args;
+    LS_CALLER(caller);
+    return group_end(LS_OP_GROUP_END, forward_group_end, (void *)real, &caller);
 }
 
 LS_FORWARD_DECL(ncclGroupSimulateEnd, ncclResult_t, (ncclSimInfo_t *));
@@ -182,5 +190,7 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
     if (LS_UNLIKELY(!real))
         return ncclSystemError;
     struct simulate_arg s = {real, simInfo};
-    return group_end(LS_OP_GROUP_SIMULATE_END, forward_simulate_end, &s);
+    struct ls_call_args caller = no_args;
+    LS_CALLER(caller);
+    return group_end(LS_OP_GROUP_SIMULATE_END, forward_simulate_end, &s, &caller);
 }

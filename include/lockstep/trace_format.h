@@ -90,6 +90,26 @@ struct ls_stream {
     uint32_t pad;              /* 44 */
 };                             /* 48 bytes */
 
+/* Where record timestamps come from (ls_header.clock_source). Either way they are
+ * CLOCK_REALTIME ns, comparable across nodes. */
+enum ls_clock_source {
+    LS_CLOCK_REALTIME = 0, /* clock_gettime(CLOCK_REALTIME) on every call */
+    LS_CLOCK_TSC = 1,      /* the TSC, converted with a rate and offset the shim recalibrates
+                            * against CLOCK_REALTIME every second (within a few us of it) */
+};
+
+/* One thread of the process that records calls: whether it is inside one. The first
+ * LS_THREAD_SLOTS recording threads own a slot each (one cache line, written by its owner
+ * only, so entering and leaving a call costs no shared atomic); later threads count in
+ * ls_header.calls_in_flight instead. Use ls_calls_in_flight() for the total. */
+#define LS_THREAD_SLOTS 16
+struct ls_thread_slot {
+    uint64_t in_call_since; /*  0: enter_ns of the call the thread is in, 0 none (live) */
+    uint32_t tid;           /*  8: owning thread, 0 free (live) */
+    uint32_t pad;           /* 12 */
+    uint64_t reserved[6];   /* 16 */
+};                          /* 64 bytes */
+
 /* ls_header.completion: whether issued operations' completion is known. */
 enum ls_completion_state {
     LS_COMPLETION_OFF = 0,    /* no CUDA driver in the process: a call that returned is done */
@@ -151,7 +171,8 @@ struct ls_header {
     uint64_t end_ns;          /* 888: CLOCK_REALTIME ns of the end (live) */
     uint64_t last_enter_ns;   /* 896: last time any thread entered a recorded call (live) */
     uint64_t last_exit_ns;    /* 904: last time any thread left a recorded call (live) */
-    uint64_t calls_in_flight; /* 912: recorded calls entered and not yet left (live) */
+    uint64_t calls_in_flight; /* 912: calls entered and not yet left by threads without a
+                               *      thread slot (live); see ls_calls_in_flight() */
     struct ls_live_stack live_stack; /* 920: the last stack captured on request */
     int32_t live_signal;      /* 1200: signal that asks for a live stack, 0 if none is handled */
     uint32_t pad1;            /* 1204 */
@@ -159,7 +180,10 @@ struct ls_header {
     uint32_t stream_count;    /* 1212: stream slots used (live) */
     uint64_t completions;     /* 1216: completions observed so far (live; progress for watchers) */
     struct ls_stream streams[LS_MAX_STREAMS]; /* 1224 */
-    uint8_t reserved[LS_HEADER_SIZE - 2760]; /* 2760: zero; later versions add fields here */
+    uint32_t clock_source;    /* 2760: enum ls_clock_source (live) */
+    uint32_t pad2;            /* 2764 */
+    uint8_t reserved[304];    /* 2768: zero; later versions add fields here */
+    struct ls_thread_slot threads[LS_THREAD_SLOTS]; /* 3072: threads in a call (live) */
 };
 
 /* Communicator entry flags (ls_comm.flags). */
@@ -321,6 +345,9 @@ _Static_assert(offsetof(struct ls_header, live_signal) == 1200, "header layout")
 _Static_assert(sizeof(struct ls_live_stack) == 280, "live stack size");
 _Static_assert(offsetof(struct ls_header, streams) == 1224, "header layout");
 _Static_assert(sizeof(struct ls_stream) == 48, "stream entry size");
+_Static_assert(offsetof(struct ls_header, clock_source) == 2760, "header layout");
+_Static_assert(offsetof(struct ls_header, threads) == 3072, "header layout");
+_Static_assert(sizeof(struct ls_thread_slot) == 64, "thread slot size");
 _Static_assert(offsetof(struct ls_comm, coll_completed) == 152, "comm layout");
 _Static_assert(sizeof(struct ls_comm) == 224, "comm entry size");
 _Static_assert(sizeof(struct ls_peer) == 32, "peer entry size");
@@ -422,6 +449,17 @@ static inline const char *ls_redop_name(int redop)
     if (redop < 0)
         return "-";
     return redop < 5 ? names[redop] : "premulsum";
+}
+
+/* Recorded calls the process is inside right now: the threads whose slot says so, plus the
+ * calls of threads without a slot. A live reader passes a header it copied atomically enough
+ * for a progress check (each field is written with one store). */
+static inline uint64_t ls_calls_in_flight(const struct ls_header *h)
+{
+    uint64_t n = h->calls_in_flight;
+    for (unsigned i = 0; i < LS_THREAD_SLOTS; i++)
+        n += h->threads[i].in_call_since != 0;
+    return n;
 }
 
 #endif

@@ -211,6 +211,10 @@ int emu_split_progress(struct emu_op *op);
 int emu_async(void);
 int emu_async_eligible(const struct emu_queue *q);
 ncclResult_t emu_async_launch(struct emu_queue *q);
+
+/* In async mode, initializes the emulated CUDA driver as a program would have before
+ * creating a communicator. Does nothing in blocking mode. */
+void emu_async_device_init(void);
 void emu_async_drain(struct emu_queue *q);
 
 #pragma GCC visibility pop

@@ -60,13 +60,27 @@ static void api_load(void) {
     const struct lsemu_cuda_api *api = fn ? fn() : NULL;
     if (api && api->version == LSEMU_CUDA_API_VERSION && api->size >= sizeof(*api))
         cuda_api = api;
-    /* A real NCCL program has initialized CUDA before its first NCCL call (NCCL itself
-     * needs a device): do the same, so the driver answers from the first call on. */
-    typedef int (*cu_init_fn)(unsigned int);
-    cu_init_fn cu_init = h ? (cu_init_fn)dlsym(h, "cuInit") : NULL;
-    if (!cu_init) cu_init = (cu_init_fn)dlsym(RTLD_DEFAULT, "cuInit");
-    if (cu_init) cu_init(0);
+
     emu_debug("async mode: emulated libcuda %s", cuda_api ? "found" : "NOT found");
+}
+
+static void device_init(void) {
+    typedef int (*cu_init_fn)(unsigned int);
+    cu_init_fn cu_init = (cu_init_fn)dlsym(RTLD_DEFAULT, "cuInit");
+    void *h = cu_init ? NULL : dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (h) cu_init = (cu_init_fn)dlsym(h, "cuInit");
+    if (cu_init) cu_init(0);
+    if (h) dlclose(h);
+}
+
+/* A real NCCL program has initialized CUDA before it creates a communicator (NCCL needs a
+ * device): in async mode, do the same at the first communicator creation. */
+void emu_async_device_init(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (emu_async()) {
+        pthread_once(&api_once, api_load);
+        pthread_once(&once, device_init);
+    }
 }
 
 /* In async mode, load the emulated libcuda before main, so a program or an

@@ -86,6 +86,7 @@ EMU_ALIAS(ncclGetUniqueId);
 
 static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *uid,
                               int rank, const ncclConfig_t *config) {
+    emu_async_device_init();
     if (!out) {
         emu_set_error("emulator: init: NULL comm pointer");
         return ncclInvalidArgument;

@@ -1,0 +1,466 @@
+#!/usr/bin/env python3
+"""run_bench.py -- measures lockstep (shim cost per call, memory, analyzer time and memory, live
+detection latency) and writes the figures as Markdown with a PNG plot. Run by scripts/bench.
+
+Usage: run_bench.py --build DIR --out FILE.md [--quick] [--plot-dir DIR] [--work DIR]
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+A = None  # parsed arguments
+LINES = []  # the Markdown being written
+
+
+def say(msg):
+    print("==> " + msg, flush=True)
+
+
+def out(line=""):
+    LINES.append(line)
+
+
+def path(*parts):
+    return os.path.join(A.build, *parts)
+
+
+def env_with(extra=None, shim=False):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env["LD_LIBRARY_PATH"] = path("tests", "emulator") + ":" + env.get("LD_LIBRARY_PATH", "")
+    if shim:
+        env["LD_PRELOAD"] = path("shim", "liblockstep.so")
+        env["LOCKSTEP_DIR"] = A.trace_dir
+    env.update(extra or {})
+    return env
+
+
+# ---- shim cost per call -------------------------------------------------------------------
+
+def bench_run(args, shim, extra=None):
+    """Runs shim_bench once; returns its key/value output as floats."""
+    p = subprocess.run([path("bench", "shim_bench"), *map(str, args)], env=env_with(extra, shim),
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise SystemExit(f"shim_bench {args} failed: {p.stderr}")
+    shutil.rmtree(A.trace_dir, ignore_errors=True)
+    return {k: float(v) for k, v in (l.split() for l in p.stdout.splitlines())}
+
+
+# name, LOCKSTEP_STACK_DEPTH (None: no shim), frames between the thread and the calls, threads,
+# extra environment
+CASES = [
+    ("call sites off (depth 0), shallow stack", "0", 0, 1, {}),
+    ("call sites off (depth 0), deep stack", "0", 20, 1, {}),
+    ("default (depth 16), shallow stack", "16", 0, 1, {}),
+    ("default (depth 16), deep stack", "16", 20, 1, {}),
+    ("depth 32, shallow stack", "32", 0, 1, {}),
+    ("depth 32, deep stack", "32", 20, 1, {}),
+    ("default, deep stack, 16 threads at once", "16", 20, 16, {}),
+    ("default, deep stack, async mode + completion tracking", "16", 20, 1,
+     {"LOCKSTEP_EMU_ASYNC": "1"}),
+]
+
+
+def shim_ns():
+    """Median ns per call, shim minus no shim, alternating runs of the same program."""
+    calls = 20000 if A.quick else 1000000
+    reps = 3 if A.quick else 5
+    rounds = 1 if A.quick else 3
+    rows = []
+    for name, depth, frames, threads, extra in CASES:
+        per_thread = calls if threads == 1 else max(calls // threads, 1000)
+        args = ["--calls", per_thread, "--reps", reps, "--frames", frames, "--threads", threads]
+        base, with_shim = [], []
+        for _ in range(rounds):
+            base.append(bench_run(args, False, extra)["cpu_ns_per_call"])
+            with_shim.append(bench_run(args, True, dict(extra, LOCKSTEP_STACK_DEPTH=depth))[
+                "cpu_ns_per_call"])
+        b, s = statistics.median(base), statistics.median(with_shim)
+        rows.append((name, per_thread * reps * rounds * threads, b, s, s - b))
+        say(f"{name}: {b:.0f} -> {s:.0f} ns/call (+{s - b:.0f})")
+    return rows
+
+
+def callgrind_ir(args, shim, extra=None):
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+           path("bench", "shim_bench"), *map(str, args)]
+    p = subprocess.run(cmd, env=env_with(extra, shim), capture_output=True, text=True,
+                       timeout=1200)
+    shutil.rmtree(A.trace_dir, ignore_errors=True)
+    m = re.search(r"Collected : (\d+)", p.stderr)
+    if not m:
+        raise SystemExit(f"callgrind failed: {p.stderr[-2000:]}")
+    return int(m.group(1))
+
+
+def shim_instructions():
+    """Instructions per call from callgrind: (Ir(2N) - Ir(N)) per added call, shim minus none.
+    The difference of two run lengths removes start-up (trace creation, first unwinds)."""
+    if not shutil.which("valgrind"):
+        return None
+    n = 2000 if A.quick else 20000
+    rows = []
+    for name, depth, frames, threads, extra in CASES[:6]:
+        per = []
+        for shim in (False, True):
+            ext = dict(LOCKSTEP_STACK_DEPTH=depth) if shim else {}
+            irs = [callgrind_ir(["--calls", k, "--reps", 1, "--frames", frames], shim, ext)
+                   for k in (n, 2 * n)]
+            # shim_bench makes calls/10 + 1 warm-up calls before the measured ones
+            added = (2 * n + 2 * n // 10) - (n + n // 10)
+            per.append((irs[1] - irs[0]) / added)
+        rows.append((name, per[0], per[1], per[1] - per[0]))
+        say(f"{name}: {per[1] - per[0]:.0f} instructions/call")
+    return rows
+
+
+# ---- memory -------------------------------------------------------------------------------
+
+def memory():
+    calls = 50000 if A.quick else 1000000
+    args = ["--calls", calls, "--reps", 1, "--frames", 20]
+    base = bench_run(args, False)["maxrss_kib"]
+    os.makedirs(A.trace_dir, exist_ok=True)
+    p = subprocess.run([path("bench", "shim_bench"), *map(str, args)], env=env_with({}, True),
+                       capture_output=True, text=True, timeout=600)
+    shim = float(re.search(r"maxrss_kib (\S+)", p.stdout).group(1))
+    sizes = [os.path.getsize(f) for f in glob.glob(os.path.join(A.trace_dir, "*.trace"))]
+    shutil.rmtree(A.trace_dir, ignore_errors=True)
+    return base, shim, max(sizes) if sizes else 0
+
+
+# ---- analyzer -----------------------------------------------------------------------------
+
+def gen_traces(d, ranks, records):
+    """A job of `ranks` ranks whose rings each hold `records` records (wrapped once): world
+    collectives, a p2p ring exchange in a group and a split communicator every iteration, rank
+    1 with a different count in the last collective."""
+    per_iter = 6
+    colls = records // per_iter + 64
+    cmd = [path("tests", "tracegen", "lockstep-tracegen"), "--out", d, "--ranks", str(ranks),
+           "--colls", str(colls), "--ring", str(records), "--p2p", "--split", "4",
+           "--mismatch", "count:1"]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=1800)
+
+
+def analyze_measured(d):
+    """Runs the analyzer in a child whose own peak RSS is measured (wait4)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen([path("analyzer", "lockstep"), "analyze", "--json", d],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    chunks = []
+    reader = threading.Thread(target=lambda: chunks.append(p.stdout.read()))
+    reader.start()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.monotonic() - t0
+    reader.join()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    ok = p.returncode == 1 and b"count_mismatch" in b"".join(chunks)
+    return wall, ru.ru_maxrss / 1024.0, ok
+
+
+def analyzer_grid():
+    if A.quick:
+        grid = [(16, 4096), (64, 1024), (16, 16384)]
+    else:
+        grid = [(64, 65536), (256, 65536), (1024, 65536), (1024, 4096), (1024, 16384),
+                (256, 4096), (4096, 4096), (4096, 1024)]
+    rows = []
+    for ranks, records in grid:
+        d = tempfile.mkdtemp(prefix="lockstep-bench-traces-", dir=A.work)
+        try:
+            say(f"generating {ranks} ranks x {records} records in {d}")
+            gen_traces(d, ranks, records)
+            subprocess.run(["sync"])
+            repeats = 1 if A.quick or ranks * records > (1 << 24) else 3
+            runs = [analyze_measured(d) for _ in range(repeats)]
+            wall = statistics.median(r[0] for r in runs)
+            rss = max(r[1] for r in runs)
+            ok = all(r[2] for r in runs)
+            rows.append((ranks, records, wall, rss, ok))
+            say(f"analyze {ranks} x {records}: {wall:.2f} s, {rss:.0f} MiB, "
+                f"{'found the divergence' if ok else 'DID NOT find the divergence'}")
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    return rows
+
+
+# ---- live detection latency ---------------------------------------------------------------
+
+LIVE = [("prepare_data", 4), ("uneven_shards", 4), ("code_path", 4), ("shape_mismatch", 4),
+        ("root_mismatch_split", 4), ("unmatched_send", 2), ("sendrecv_deadlock", 2),
+        ("cross_comm_deadlock", 4), ("segfault", 4), ("early_exit", 4)]
+
+
+def last_progress_ns(d, before_ns):
+    """Newest enter/exit (or end) time in the trace headers of `d`, not after `before_ns`."""
+    best = 0
+    for f in glob.glob(os.path.join(d, "*.trace")):
+        with open(f, "rb") as fh:
+            h = fh.read(4096)
+        end_kind, = struct.unpack_from("<I", h, 868)
+        end_ns, last_enter, last_exit = struct.unpack_from("<QQQ", h, 888)
+        for v in (last_enter, last_exit, end_ns if end_kind else 0):
+            if v <= before_ns:
+                best = max(best, v)
+    return best
+
+
+def live_one(mode, np, stall, tmp):
+    d = os.path.join(tmp, "traces-" + mode)
+    cmd = [path("analyzer", "lockstep"), "run", "--dir", d, "--stall", str(stall), "--",
+           path("tests", "launcher", "launch-ranks"), "--np", str(np), "--",
+           path("tests", "scenarios", "scenarios"), mode]
+    env = env_with()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stamps = {}
+
+    def watch(stream, key):
+        for line in stream:
+            if key not in stamps and line.strip():
+                stamps[key] = time.time_ns()
+
+    ts = [threading.Thread(target=watch, args=(p.stdout, "report")),
+          threading.Thread(target=watch, args=(p.stderr, "stderr"))]
+    for t in ts:
+        t.start()
+    p.wait(timeout=300)
+    for t in ts:
+        t.join()
+    rep = stamps.get("report")
+    if rep is None or p.returncode != 3:
+        return None
+    last = last_progress_ns(d, rep)
+    return (rep - last) / 1e9 if last else None
+
+
+def live_latency():
+    stall = 2
+    modes = LIVE[2:3] if A.quick else LIVE
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="lockstep-bench-live-", dir=A.work) as tmp:
+        for mode, np in modes:
+            lat = live_one(mode, np, stall, tmp)
+            rows.append((mode, lat))
+            say(f"live {mode}: " + (f"{lat:.2f} s" if lat is not None else "no diagnosis"))
+    return stall, rows
+
+
+# ---- report -------------------------------------------------------------------------------
+
+def machine():
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    load = open("/proc/loadavg").read().split()[:3]
+    src = open("/sys/devices/system/clocksource/clocksource0/current_clocksource").read().strip()
+    return (f"{os.cpu_count()} CPUs (`nproc`), {cpu}, Linux {platform.release()}, "
+            f"clocksource {src}, load average {' '.join(load)} at the start, "
+            f"{datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}")
+
+
+def met(ok):
+    return "**met**" if ok else "**not met**"
+
+
+def plot(rows):
+    """time and memory against ranks x records (PNG through gnuplot); returns the file name."""
+    if not shutil.which("gnuplot") or not rows:
+        return None
+    os.makedirs(A.plot_dir, exist_ok=True)
+    dat = os.path.join(A.work, "lockstep-analyzer-bench.dat")
+    with open(dat, "w") as f:
+        for ranks, records, wall, rss, _ in sorted(rows, key=lambda r: r[0] * r[1]):
+            f.write(f"{ranks * records / 1e6:.3f} {wall:.3f} {rss:.1f} \"{ranks}x{records}\"\n")
+    png = os.path.join(A.plot_dir, "analyzer-scaling.png")
+    script = f"""
+set terminal pngcairo size 900,520 font ",10" noenhanced
+set output "{png}"
+set title "lockstep analyze --json: time and peak memory against records in the job"
+set xlabel "records in the job (millions) = ranks x records per rank"
+set ylabel "wall time (s)"
+set y2label "peak RSS (MiB)"
+set ytics nomirror
+set y2tics
+set key left top
+set grid
+plot "{dat}" using 1:2 with linespoints lw 2 pt 7 title "wall time (s)", \\
+     "{dat}" using 1:3 axes x1y2 with linespoints lw 2 pt 5 title "peak RSS (MiB)", \\
+     "{dat}" using 1:2:4 with labels offset 0,1 font ",8" notitle
+"""
+    p = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
+    if p.returncode != 0:
+        say("gnuplot failed: " + p.stderr.strip())
+        return None
+    return png
+
+
+def targets(ns, ir, rss_base, rss_shim, trace_bytes, ana, stall, live):
+    cost = {name: d for name, _, _, _, d in ns}
+    icost = {name: d for name, _, _, d in ir} if ir else {}
+    def worst(prefix, table):
+        v = [d for name, d in table.items() if name.startswith(prefix)]
+        return max(v) if v else None
+    rows = []
+    off_ns, off_ir = worst("call sites off", cost), worst("call sites off", icost)
+    rows.append(("call sites off: <= 40 ns per call", f"{off_ns:.0f} ns", off_ns <= 40))
+    if off_ir is not None:
+        rows.append(("call sites off: <= 150 instructions per call", f"{off_ir:.0f}",
+                     off_ir <= 150))
+    dflt = worst("default (depth 16)", cost)
+    rows.append(("default setting: <= 300 ns per call (shallow and deep)", f"{dflt:.0f} ns",
+                 dflt <= 300))
+    d32 = worst("depth 32", cost)
+    rows.append(("depth 32 (no target; shown for scale)", f"{d32:.0f} ns", None))
+    thr = cost.get(CASES[6][0])
+    rows.append(("16 threads at once (no target)", f"{thr:.0f} ns", None))
+    asy = cost.get(CASES[7][0])
+    rows.append(("async mode, completion tracking on: <= 300 ns per call", f"{asy:.0f} ns",
+                 asy <= 300))
+    rows.append(("trace file per process <= 8 MiB", f"{trace_bytes / 2**20:.2f} MiB",
+                 trace_bytes <= 8 * 2**20))
+    grow = (rss_shim - rss_base) * 1024
+    rows.append(("resident memory grows by no more than the trace file",
+                 f"+{grow / 2**20:.1f} MiB", grow <= max(trace_bytes, 1)))
+    for ranks, records, limit_s, limit_mib in ((1024, 65536, 3, 1024), (4096, 4096, 2, None)):
+        r = [a for a in ana if a[0] == ranks and a[1] == records]
+        if r:
+            _, _, wall, rss, ok = r[0]
+            good = wall <= limit_s and (limit_mib is None or rss <= limit_mib) and ok
+            want = f"<= {limit_s} s" + (f", <= 1 GiB" if limit_mib else "")
+            rows.append((f"analyze {ranks} ranks x {records} records: {want}",
+                         f"{wall:.2f} s, {rss:.0f} MiB", good))
+    lats = [l for _, l in live if l is not None]
+    if lats:
+        rows.append((f"live detection <= stall + 1 s ({stall + 1} s)",
+                     f"worst {max(lats):.2f} s", max(lats) <= stall + 1 and len(lats) == len(live)))
+    out("## Targets")
+    out()
+    out("| target | measured | |")
+    out("|---|---:|---|")
+    for what, val, ok in rows:
+        out(f"| {what} | {val} | {'' if ok is None else met(ok)} |")
+    out()
+
+
+def main():
+    global A
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--plot-dir", default=None)
+    ap.add_argument("--work", default="/var/tmp")
+    ap.add_argument("--quick", action="store_true")
+    A = ap.parse_args()
+    A.build = os.path.abspath(A.build)
+    A.plot_dir = A.plot_dir or os.path.dirname(os.path.abspath(A.out))
+    A.trace_dir = tempfile.mkdtemp(prefix="lockstep-bench-shim-", dir=A.work)
+    started = machine()
+
+    ns = shim_ns()
+    ir = shim_instructions()
+    rss_base, rss_shim, trace_bytes = memory()
+    ana = analyzer_grid()
+    stall, live = live_latency()
+    png = plot(ana)
+
+    out("# Performance")
+    out()
+    out("Figures written by `scripts/bench`" + (" --quick (small runs: not the figures)"
+                                                  if A.quick else "") + ". Machine: " + started + ".")
+    out()
+    out("## Shim cost per intercepted call")
+    out()
+    out("A plain NCCL program (`bench/shim_bench.c`) calls `ncclAllReduce` (count 1) on a "
+        "single-rank communicator against the CPU NCCL emulator, with and without the shim "
+        "(`LD_PRELOAD`), runs alternating. *Deep* = the calls are made 20 frames below the "
+        "thread's entry (about 24 frames in all), *shallow* = from the thread's entry (4). "
+        "Time is the thread's CPU time per call (this shared 2-CPU machine is noisy; CPU time "
+        "leaves out time spent waiting for a CPU), the median over repetitions of "
+        f"{'20,000' if A.quick else '10^6'} calls.")
+    out()
+    out("| case | calls timed | no shim ns/call | shim ns/call | shim cost ns/call |")
+    out("|---|---:|---:|---:|---:|")
+    for name, calls, b, s, d in ns:
+        out(f"| {name} | {calls:,} | {b:.0f} | {s:.0f} | **{d:.0f}** |")
+    out()
+    if ir:
+        out("Instructions per call from `valgrind --tool=callgrind` (Ir of a run with 2N calls "
+            "minus one with N, per added call, so start-up drops out; valgrind does not count "
+            "the vDSO's clock read):")
+        out()
+        out("| case | no shim instr/call | shim instr/call | shim cost instr/call |")
+        out("|---|---:|---:|---:|")
+        for name, b, s, d in ir:
+            out(f"| {name} | {b:.0f} | {s:.0f} | **{d:.0f}** |")
+        out()
+    out("## Memory")
+    out()
+    out(f"- trace file per process (default ring): {trace_bytes / 2**20:.2f} MiB")
+    out(f"- peak RSS of the benchmark program: {rss_base / 1024:.1f} MiB without the shim, "
+        f"{rss_shim / 1024:.1f} MiB with it (+{(rss_shim - rss_base) / 1024:.1f} MiB, the "
+        "mapped trace pages the program touched included)")
+    out()
+    out("## Analyzer")
+    out()
+    out("`lockstep-tracegen` jobs (world collectives, a grouped send/recv ring exchange and a "
+        "split communicator every iteration, rank 1's last collective with another count), "
+        "each ring full and wrapped, fed to `lockstep analyze --json` (page cache warm; "
+        "generation not timed). Wall time is the median of 3 runs (1 run above 16M records), "
+        "memory the analyzer's peak RSS (`wait4`).")
+    out()
+    out("| ranks | records per rank | records in all | trace data | wall s | peak RSS MiB | found the divergence |")
+    out("|---:|---:|---:|---:|---:|---:|---|")
+    for ranks, records, wall, rss, ok in ana:
+        out(f"| {ranks:,} | {records:,} | {ranks * records:,} | "
+            f"{ranks * records * 128 / 2**30:.2f} GiB | {wall:.2f} | {rss:.0f} | "
+            f"{'yes' if ok else 'NO'} |")
+    out()
+    if png:
+        out(f"![analyzer time and memory]({os.path.relpath(png, os.path.dirname(os.path.abspath(A.out)))})")
+        out()
+    out("## Live detection latency")
+    out()
+    out(f"`lockstep run --stall {stall}` over the hang scenarios (`tests/scenarios`): the time from "
+        "the last progress recorded in any trace header (last enter/exit, or the end of a rank "
+        "that died) to the first line of the printed diagnosis.")
+    out()
+    out("| scenario | latency s |")
+    out("|---|---:|")
+    for mode, lat in live:
+        out(f"| {mode} | {'-' if lat is None else f'{lat:.2f}'} |")
+    out()
+    targets(ns, ir, rss_base, rss_shim, trace_bytes, ana, stall, live)
+    notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "performance-notes.md")
+    if os.path.exists(notes):
+        out(open(notes).read().rstrip())
+        out()
+    with open(A.out, "w") as f:
+        f.write("\n".join(LINES) + "\n")
+    with open(os.path.join(A.work, "lockstep-bench.json"), "w") as f:
+        json.dump({"shim_ns": ns, "shim_ir": ir, "memory": [rss_base, rss_shim, trace_bytes],
+                   "analyzer": ana, "live": live, "stall": stall, "machine": started}, f,
+                  indent=1)
+    shutil.rmtree(A.trace_dir, ignore_errors=True)
+    say(f"wrote {A.out}")
+
+
+if __name__ == "__main__":
+    main()

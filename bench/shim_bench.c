@@ -1,0 +1,185 @@
+/* shim_bench.c -- a plain NCCL program that issues many count-1 allreduces on single-rank
+ * communicators, timed per call; run with and without the shim to get the shim's cost. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <cuda.h>
+#include <nccl.h>
+
+struct options {
+    long calls;   /* calls per repetition per thread */
+    int reps;     /* repetitions (each reported; the median is taken) */
+    int threads;  /* threads calling at once, one communicator each */
+    int frames;   /* nested frames between the thread's entry and the calls */
+    int async;    /* LOCKSTEP_EMU_ASYNC=1: synchronize the stream every 1024 calls */
+};
+
+struct worker {
+    const struct options *opt;
+    ncclComm_t comm;
+    pthread_barrier_t *barrier;
+    double *ns_per_call; /* [reps]: thread CPU time per call */
+    double *wall_per_call; /* [reps]: wall time per call */
+};
+
+typedef CUresult (*cu_sync_fn)(CUstream);
+static cu_sync_fn stream_sync;
+
+static void die(const char *what, int code)
+{
+    fprintf(stderr, "shim_bench: %s failed (%d)\n", what, code);
+    exit(2);
+}
+
+static double clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* The measured loop: `calls` allreduces of one float. */
+static __attribute__((noinline)) void call_loop(struct worker *w)
+{
+    static float send = 1.0f;
+    float recv;
+    const struct options *o = w->opt;
+    for (int rep = -1; rep < o->reps; rep++) { /* rep -1 warms up */
+        long n = rep < 0 ? o->calls / 10 + 1 : o->calls;
+        pthread_barrier_wait(w->barrier);
+        double c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = clock_ns(CLOCK_MONOTONIC);
+        for (long i = 0; i < n; i++) {
+            ncclResult_t r = ncclAllReduce(&send, &recv, 1, ncclFloat, ncclSum, w->comm, NULL);
+            if (r != ncclSuccess)
+                die("ncclAllReduce", r);
+            if (o->async && (i & 1023) == 1023)
+                stream_sync(NULL);
+        }
+        if (o->async)
+            stream_sync(NULL);
+        double c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t1 = clock_ns(CLOCK_MONOTONIC);
+        if (rep >= 0) {
+            w->ns_per_call[rep] = (c1 - c0) / (double)n;
+            w->wall_per_call[rep] = (t1 - t0) / (double)n;
+        }
+    }
+}
+
+/* Recurses `depth` frames deep (none of them a tail call), then runs the loop. */
+static __attribute__((noinline)) int nest(struct worker *w, int depth)
+{
+    if (depth <= 0) {
+        call_loop(w);
+        return 0;
+    }
+    volatile int keep = nest(w, depth - 1);
+    return keep + 1;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    nest(w, w->opt->frames);
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: shim_bench [--calls N] [--reps R] [--threads T] [--frames F]\n"
+                    "Prints cpu_ns_per_call and wall_ns_per_call (medians over reps and "
+                    "threads).\n");
+    exit(2);
+}
+
+static void find_stream_sync(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    void *init = lib ? dlsym(lib, "cuInit") : NULL;
+    void *sync = lib ? dlsym(lib, "cuStreamSynchronize") : NULL;
+    if (!init || !sync)
+        die("finding libcuda.so.1 (LOCKSTEP_EMU_ASYNC=1)", 0);
+    CUresult (*cu_init)(unsigned);
+    memcpy(&cu_init, &init, sizeof init);
+    memcpy(&stream_sync, &sync, sizeof sync);
+    CUresult r = cu_init(0);
+    if (r != CUDA_SUCCESS)
+        die("cuInit", r);
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {.calls = 100000, .reps = 5, .threads = 1, .frames = 0};
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc)
+            usage();
+        long v = strtol(argv[i + 1], NULL, 10);
+        if (!strcmp(argv[i], "--calls"))
+            o.calls = v;
+        else if (!strcmp(argv[i], "--reps"))
+            o.reps = (int)v;
+        else if (!strcmp(argv[i], "--threads"))
+            o.threads = (int)v;
+        else if (!strcmp(argv[i], "--frames"))
+            o.frames = (int)v;
+        else
+            usage();
+        i++;
+    }
+    if (o.calls < 1 || o.reps < 1 || o.threads < 1 || o.threads > 256 || o.frames < 0 ||
+        o.frames > 1000)
+        usage();
+    const char *async = getenv("LOCKSTEP_EMU_ASYNC");
+    o.async = async && !strcmp(async, "1");
+    if (o.async)
+        find_stream_sync();
+
+    pthread_barrier_t barrier;
+    pthread_barrier_init(&barrier, NULL, (unsigned)o.threads);
+    struct worker *w = calloc((size_t)o.threads, sizeof *w);
+    double *cpu = calloc((size_t)o.threads * (size_t)o.reps, sizeof *cpu);
+    double *wall = calloc((size_t)o.threads * (size_t)o.reps, sizeof *wall);
+    pthread_t *tids = calloc((size_t)o.threads, sizeof *tids);
+    for (int i = 0; i < o.threads; i++) {
+        ncclUniqueId id;
+        ncclResult_t r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess)
+            die("ncclGetUniqueId", r);
+        r = ncclCommInitRank(&w[i].comm, 1, id, 0);
+        if (r != ncclSuccess)
+            die("ncclCommInitRank", r);
+        w[i].opt = &o;
+        w[i].barrier = &barrier;
+        w[i].ns_per_call = cpu + (size_t)i * (size_t)o.reps;
+        w[i].wall_per_call = wall + (size_t)i * (size_t)o.reps;
+    }
+    for (int i = 0; i < o.threads; i++)
+        pthread_create(&tids[i], NULL, worker_main, &w[i]);
+    for (int i = 0; i < o.threads; i++)
+        pthread_join(tids[i], NULL);
+    for (int i = 0; i < o.threads; i++)
+        ncclCommDestroy(w[i].comm);
+    size_t n = (size_t)o.threads * (size_t)o.reps;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("cpu_ns_per_call %.1f\nwall_ns_per_call %.1f\nmaxrss_kib %ld\n", median(cpu, n),
+           median(wall, n), ru.ru_maxrss);
+    return 0;
+}

@@ -1,0 +1,67 @@
+/* clock.c -- the shim's timestamps: CLOCK_REALTIME ns, read from the TSC when the kernel itself
+ * trusts it, with a conversion the heartbeat thread recalibrates against CLOCK_REALTIME. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+struct ls_clock_conv ls_clock_conv;
+
+static uint64_t prev_tsc, prev_ns; /* the heartbeat's previous sample */
+static int tsc_usable = -1;        /* -1 unknown, 0 no, 1 yes */
+
+/* The TSC is usable when the kernel runs its own clock on it (it checked that the TSC is
+ * invariant and synchronized across CPUs) and LOCKSTEP_CLOCK is not "realtime". */
+static int tsc_trusted(void)
+{
+    const char *knob = getenv("LOCKSTEP_CLOCK");
+    if (knob && strcmp(knob, "realtime") == 0)
+        return 0;
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+    if (!f)
+        return 0;
+    char name[32] = "";
+    int ok = fgets(name, sizeof name, f) != NULL && strncmp(name, "tsc", 3) == 0 &&
+             (name[3] == '\n' || name[3] == 0);
+    fclose(f);
+    return ok;
+}
+
+/* Reads CLOCK_REALTIME between two TSC reads; returns the TSC at the middle. */
+static uint64_t sample(uint64_t *ns)
+{
+    uint64_t a = ls_rdtsc();
+    *ns = ls_realtime_ns();
+    uint64_t b = ls_rdtsc();
+    return a + (b - a) / 2;
+}
+
+void ls_clock_calibrate(void)
+{
+    if (tsc_usable < 0)
+        tsc_usable = LS_HAVE_TSC && tsc_trusted();
+    if (!tsc_usable)
+        return;
+    uint64_t ns, tsc = sample(&ns);
+    /* A rate needs two samples at least 10 ms apart; the wall clock may be stepped between
+     * them (then the interval is nonsense: start over). */
+    if (prev_tsc && tsc > prev_tsc && ns > prev_ns && ns - prev_ns >= 10000000ull &&
+        ns - prev_ns < 60000000000ull) {
+        unsigned __int128 m = ((unsigned __int128)(ns - prev_ns) << 32) / (tsc - prev_tsc);
+        if (m > 0 && m < (1ull << 40)) { /* 0.0002 to 256 ns per tick */
+            uint32_t s = atomic_load_explicit(&ls_clock_conv.seq, memory_order_relaxed);
+            atomic_store_explicit(&ls_clock_conv.seq, s + 1, memory_order_relaxed);
+            atomic_thread_fence(memory_order_release);
+            atomic_store_explicit(&ls_clock_conv.base_tsc, tsc, memory_order_relaxed);
+            atomic_store_explicit(&ls_clock_conv.base_ns, ns, memory_order_relaxed);
+            atomic_store_explicit(&ls_clock_conv.mult, (uint64_t)m, memory_order_relaxed);
+            atomic_store_explicit(&ls_clock_conv.seq, s + 2, memory_order_release);
+            atomic_store_explicit(&ls_clock_conv.on, 1, memory_order_release);
+        }
+    }
+    if (!prev_tsc || ns - prev_ns >= 10000000ull || ns < prev_ns) {
+        prev_tsc = tsc;
+        prev_ns = ns;
+    }
+}
