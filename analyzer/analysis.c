@@ -91,16 +91,37 @@ void analysis_free(struct analysis *a)
     memset(a, 0, sizeof(*a));
 }
 
+uint64_t analysis_window(void)
+{
+    const char *v = getenv("LOCKSTEP_ANALYZE_RECORDS");
+    if (!v || !v[0])
+        return ANALYSIS_DEFAULT_RECORDS;
+    if (strcmp(v, "all") == 0)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || *end || v[0] == '-') {
+        fprintf(stderr,
+                "lockstep: LOCKSTEP_ANALYZE_RECORDS=%s is not a number of records or \"all\"; "
+                "reading the newest %u\n",
+                v, ANALYSIS_DEFAULT_RECORDS);
+        return ANALYSIS_DEFAULT_RECORDS;
+    }
+    return n; /* 0: all */
+}
+
 /* Loads every path; unreadable ones are remembered with their error. Returns -1 on OOM. */
 static int load_all(struct analysis *a)
 {
+    uint64_t window = analysis_window();
     a->traces = calloc(a->paths.n + 1, sizeof(*a->traces));
     a->unreadable = calloc(a->paths.n + 1, sizeof(*a->unreadable));
     if (!a->traces || !a->unreadable)
         return -1;
     for (size_t i = 0; i < a->paths.n; i++) {
         char err[1024];
-        struct tr_trace *t = trace_load(a->paths.v[i], err, sizeof(err));
+        struct tr_trace *t = trace_load_window(a->paths.v[i], window, err, sizeof(err));
         if (t)
             a->traces[a->ntraces++] = t;
         else if (!(a->unreadable[a->nunreadable++] = strdup(err)))

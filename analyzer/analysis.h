@@ -4,6 +4,7 @@
 #define LOCKSTEP_ANALYSIS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "diagnose.h"
@@ -29,6 +30,14 @@ struct analysis {
     size_t njobs;
     struct live_set live; /* what probes saw of running ranks (<trace>.live files) */
 };
+
+/* Records per trace the analysis reads by default: the newest ones of each ring (the
+ * diagnosis needs where each rank stands, not its whole history; docs/analyzer.md). */
+#define ANALYSIS_DEFAULT_RECORDS 4096u
+
+/* Records per trace to read: LOCKSTEP_ANALYZE_RECORDS (a number, or "all"/0 for whole
+ * rings), else ANALYSIS_DEFAULT_RECORDS. A malformed value gets a warning and the default. */
+uint64_t analysis_window(void);
 
 /* Adds a trace file, or the *.trace files of a folder and of its direct subfolders. Returns
  * 0, or -1 after a message on stderr naming the path. */

@@ -278,62 +278,90 @@ static int check_record(struct loader *ld, const struct ls_record *r)
 }
 
 /* A file may be written while it is read: a slot copied while a writer refilled it would mix
- * two records. Reads the tickets again after the copy (a sequence lock: the writer marks a
- * slot busy before it touches the fields and publishes the new ticket last) and forgets the
- * slots whose ticket moved, as newer than this view. A memory buffer does not move. */
-static int recheck_tickets(struct loader *ld, struct ls_record *slots, uint64_t n)
+ * two records. Reads the tickets of the `n` copied slots (file slots first..first+n-1, copied
+ * to `slots`) again after the copy (a sequence lock: the writer marks a slot busy before it
+ * touches the fields and publishes the new ticket last) and forgets the slots whose ticket
+ * moved, as newer than this view. Reads in small chunks, so the check costs no memory in
+ * proportion to the ring. A memory buffer does not move. */
+#define RECHECK_CHUNK 512
+static int recheck_tickets(struct loader *ld, struct ls_record *slots, uint64_t first, uint64_t n)
 {
     if (ld->src.buf || n == 0)
         return 0;
-    struct ls_record *again = xcalloc(n, sizeof(*again));
+    struct ls_record *again = malloc(RECHECK_CHUNK * sizeof(*again));
     if (!again)
         return -1;
-    if (read_exact(ld, ld->t->hdr.ring_off, again, n * sizeof(*again)) < 0) {
-        free(again);
-        return -1;
+    for (uint64_t done = 0; done < n;) {
+        uint64_t k = n - done < RECHECK_CHUNK ? n - done : RECHECK_CHUNK;
+        uint64_t off = ld->t->hdr.ring_off + (first + done) * sizeof(*again);
+        if (read_exact(ld, off, again, k * sizeof(*again)) < 0) {
+            free(again);
+            return -1;
+        }
+        for (uint64_t i = 0; i < k; i++)
+            if (again[i].ticket != slots[done + i].ticket)
+                slots[done + i].ticket = 0; /* counted as not (yet) written */
+        done += k;
     }
-    for (uint64_t i = 0; i < n; i++)
-        if (again[i].ticket != slots[i].ticket)
-            slots[i].ticket = 0; /* counted as not (yet) written */
     free(again);
     return 0;
 }
 
-static int load_ring(struct loader *ld)
+/* Copies the slots of tickets [from, next) that lie inside the file to buf, in ticket order
+ * (the window covers at most ring_cap tickets: at most two runs of slots). Returns how many
+ * were copied, or -1 when a read failed. */
+static int64_t read_window(struct loader *ld, uint64_t from, uint64_t next, uint64_t readable,
+                           struct ls_record *buf)
+{
+    uint64_t cap = ld->t->hdr.ring_cap, got = 0;
+    for (uint64_t tk = from; tk < next;) {
+        uint64_t slot = tk % cap, run = cap - slot;
+        if (run > next - tk)
+            run = next - tk;
+        if (slot < readable) {
+            uint64_t k = readable - slot < run ? readable - slot : run;
+            if (read_exact(ld, ld->t->hdr.ring_off + slot * sizeof(*buf), buf + got,
+                           k * sizeof(*buf)) < 0 ||
+                recheck_tickets(ld, buf + got, slot, k) < 0)
+                return -1;
+            got += k;
+        }
+        tk += run;
+    }
+    return (int64_t)got;
+}
+
+/* Loads the newest `max_records` tickets of the ring (all when 0) into t->records: one copy
+ * from the file, checked in place. */
+static int load_ring(struct loader *ld, uint64_t max_records)
 {
     const struct ls_header *h = &ld->t->hdr;
     struct tr_trace *t = ld->t;
     uint64_t cap = h->ring_cap, next = h->next_ticket;
     uint64_t first = next > cap ? next - cap : 0;
-    uint64_t n = next - first;
     t->first_ticket = first;
     t->wrapped = next > cap;
+    uint64_t from = first; /* oldest ticket read */
+    if (max_records && next - first > max_records)
+        from = next - max_records;
+    t->unread = from - first;
     uint64_t whole = 0; /* slots fully inside the file */
     if (ld->src.size > h->ring_off)
         whole = (ld->src.size - h->ring_off) / sizeof(struct ls_record);
     uint64_t readable = whole < cap ? whole : cap;
-    uint64_t want = n < cap ? n : cap; /* slots 0..want-1 hold tickets when not wrapped */
-    uint64_t nread = want < readable ? want : readable;
     /* Only slots inside the file can hold records: a truncated file whose header claims a
      * large ring costs memory in proportion to its size, not to the claim. */
-    uint64_t most = t->wrapped ? readable : nread;
+    uint64_t most = next - from < readable ? next - from : readable;
     t->records = xcalloc(most, sizeof(*t->records));
     t->busy_tickets = xcalloc(most, sizeof(*t->busy_tickets));
-    struct ls_record *slots = xcalloc(t->wrapped ? readable : nread, sizeof(*slots));
-    if (!t->records || !t->busy_tickets || !slots) {
-        free(slots);
+    if (!t->records || !t->busy_tickets)
         return fail(ld, "out of memory");
-    }
-    /* Read the slots in ring order (at most two runs) and pick records in ticket order. */
-    if (!t->wrapped) {
-        if (read_exact(ld, h->ring_off, slots, nread * sizeof(*slots)) < 0)
-            goto io;
-    } else if (read_exact(ld, h->ring_off, slots, readable * sizeof(*slots)) < 0) {
-        goto io;
-    }
-    if (recheck_tickets(ld, slots, t->wrapped ? readable : nread) < 0)
-        goto io;
-    for (uint64_t tk = first; tk < next; tk++) {
+    if (read_window(ld, from, next, readable, t->records) < 0)
+        return fail(ld, "cannot read the record ring");
+    /* Walk the tickets in order; copied slots are consumed from `in`, records kept are
+     * compacted to the front of the same array (never ahead of `in`). */
+    size_t in = 0;
+    for (uint64_t tk = from; tk < next; tk++) {
         uint64_t slot = tk % cap;
         if (slot >= readable) {
             if (!t->wrapped) { /* the rest are past the end too */
@@ -343,34 +371,29 @@ static int load_ring(struct loader *ld)
             t->lost_to_truncation++;
             continue;
         }
-        const struct ls_record *r = &slots[slot];
+        const struct ls_record *r = &t->records[in++];
         uint64_t tick = r->ticket;
         if (tick & LS_TICKET_BUSY) {
             t->busy_tickets[t->nbusy++] = tk;
             continue;
         }
         if (tick == tk + 1) {
-            if (check_record(ld, r) < 0) {
-                free(slots);
+            if (check_record(ld, r) < 0)
                 return -1;
-            }
-            t->records[t->nrecords++] = *r;
+            if (t->nrecords != in - 1)
+                t->records[t->nrecords] = *r;
+            t->nrecords++;
         } else if (tick > tk + 1 && (tick - 1) % cap == slot) {
             /* A live writer lapped this slot after the header was read: newer than our view. */
             t->nunwritten++;
         } else if (tick == 0 || (tick - 1) % cap == slot) {
             t->nunwritten++; /* reserved, never published, or an older lap */
         } else {
-            free(slots);
             return fail(ld, "corrupt ring: slot %llu holds ticket %llu", (unsigned long long)slot,
                         (unsigned long long)(tick - 1));
         }
     }
-    free(slots);
     return 0;
-io:
-    free(slots);
-    return fail(ld, "cannot read the record ring");
 }
 
 static int check_record_sites(struct loader *ld)
@@ -384,7 +407,8 @@ static int check_record_sites(struct loader *ld)
     return 0;
 }
 
-static struct tr_trace *load(struct source src, const char *name, char *err, size_t errlen)
+static struct tr_trace *load(struct source src, const char *name, uint64_t max_records,
+                             char *err, size_t errlen)
 {
     struct tr_trace *t = calloc(1, sizeof(*t));
     if (!t) {
@@ -399,7 +423,8 @@ static struct tr_trace *load(struct source src, const char *name, char *err, siz
     }
     struct loader ld = {src, t, err, errlen};
     if (check_header(&ld) < 0 || check_tables_present(&ld) < 0 || load_comms(&ld) < 0 ||
-        load_peers(&ld) < 0 || load_strings(&ld) < 0 || load_sites(&ld) < 0 || load_ring(&ld) < 0 ||
+        load_peers(&ld) < 0 || load_strings(&ld) < 0 || load_sites(&ld) < 0 ||
+        load_ring(&ld, max_records) < 0 ||
         check_record_sites(&ld) < 0) {
         trace_free(t);
         return NULL;
@@ -407,7 +432,8 @@ static struct tr_trace *load(struct source src, const char *name, char *err, siz
     return t;
 }
 
-struct tr_trace *trace_load(const char *path, char *err, size_t errlen)
+struct tr_trace *trace_load_window(const char *path, uint64_t max_records, char *err,
+                                   size_t errlen)
 {
     /* O_NONBLOCK: a FIFO named like a trace must not block the open forever. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
@@ -430,16 +456,27 @@ struct tr_trace *trace_load(const char *path, char *err, size_t errlen)
         return NULL;
     }
     struct source src = {fd, NULL, (uint64_t)st.st_size};
-    struct tr_trace *t = load(src, path, err, errlen);
+    struct tr_trace *t = load(src, path, max_records, err, errlen);
     close(fd);
     return t;
+}
+
+struct tr_trace *trace_load(const char *path, char *err, size_t errlen)
+{
+    return trace_load_window(path, 0, err, errlen);
+}
+
+struct tr_trace *trace_load_buffer_window(const char *name, const void *buf, size_t len,
+                                          uint64_t max_records, char *err, size_t errlen)
+{
+    struct source src = {-1, buf, len};
+    return load(src, name, max_records, err, errlen);
 }
 
 struct tr_trace *trace_load_buffer(const char *name, const void *buf, size_t len, char *err,
                                    size_t errlen)
 {
-    struct source src = {-1, buf, len};
-    return load(src, name, err, errlen);
+    return trace_load_buffer_window(name, buf, len, 0, err, errlen);
 }
 
 void trace_free(struct tr_trace *t)

@@ -42,9 +42,11 @@ struct tr_trace {
     uint32_t nsites;
     char *strings; /* copy of the used part of the string pool */
     uint64_t strings_len;
-    struct ls_record *records; /* published records, sorted by ticket */
+    struct ls_record *records; /* published records read, sorted by ticket */
     size_t nrecords;
     uint64_t first_ticket;     /* oldest ticket the ring can still hold */
+    uint64_t unread;           /* tickets from first_ticket on left unread (a window smaller
+                                * than the ring was asked for): older than every record */
     int wrapped;               /* older records were overwritten */
     size_t nbusy;              /* half-written records (writer died while writing) */
     uint64_t *busy_tickets;    /* their tickets, ascending */
@@ -60,10 +62,20 @@ struct tr_trace {
  * and the records past the end are missing. Safe on files a live process is still writing. */
 struct tr_trace *trace_load(const char *path, char *err, size_t errlen);
 
+/* Same as trace_load() but reads only the newest `max_records` tickets of the ring (all of
+ * them when 0); `unread` counts the older ones the ring still holds. Tables and header are
+ * read whole either way. The analysis reads a window; `dump` reads everything. */
+struct tr_trace *trace_load_window(const char *path, uint64_t max_records, char *err,
+                                   size_t errlen);
+
 /* Same as trace_load() but from a memory buffer of `len` bytes (tests, and files read
  * elsewhere); `name` is used in messages and copied into `path`. */
 struct tr_trace *trace_load_buffer(const char *name, const void *buf, size_t len, char *err,
                                    size_t errlen);
+
+/* trace_load_buffer() with a window, as trace_load_window(). */
+struct tr_trace *trace_load_buffer_window(const char *name, const void *buf, size_t len,
+                                          uint64_t max_records, char *err, size_t errlen);
 
 /* Frees a trace and everything it owns. NULL is fine. */
 void trace_free(struct tr_trace *t);

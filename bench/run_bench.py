@@ -207,7 +207,8 @@ LIVE = [("prepare_data", 4), ("uneven_shards", 4), ("code_path", 4), ("shape_mis
 
 
 def last_progress_ns(d, before_ns):
-    """Newest enter/exit (or end) time in the trace headers of `d`, not after `before_ns`."""
+    """Newest enter/exit (or end) time in the trace headers of `d` before `before_ns` (the
+    stall announcement: ends after it are the job being stopped)."""
     best = 0
     for f in glob.glob(os.path.join(d, "*.trace")):
         with open(f, "rb") as fh:
@@ -231,20 +232,20 @@ def live_one(mode, np, stall, tmp):
 
     def watch(stream, key):
         for line in stream:
-            if key not in stamps and line.strip():
+            if key not in stamps and line.strip() and (key != "stall" or "no progress" in line):
                 stamps[key] = time.time_ns()
 
     ts = [threading.Thread(target=watch, args=(p.stdout, "report")),
-          threading.Thread(target=watch, args=(p.stderr, "stderr"))]
+          threading.Thread(target=watch, args=(p.stderr, "stall"))]
     for t in ts:
         t.start()
     p.wait(timeout=300)
     for t in ts:
         t.join()
-    rep = stamps.get("report")
-    if rep is None or p.returncode != 3:
+    rep, stall_seen = stamps.get("report"), stamps.get("stall")
+    if rep is None or stall_seen is None or p.returncode != 3:
         return None
-    last = last_progress_ns(d, rep)
+    last = last_progress_ns(d, stall_seen)
     return (rep - last) / 1e9 if last else None
 
 
@@ -440,7 +441,8 @@ def main():
     out()
     out(f"`lockstep run --stall {stall}` over the hang scenarios (`tests/scenarios`): the time from "
         "the last progress recorded in any trace header (last enter/exit, or the end of a rank "
-        "that died) to the first line of the printed diagnosis.")
+        "that died, before the stall was announced) to the first line of the printed "
+        "diagnosis, lines timestamped as they arrive.")
     out()
     out("| scenario | latency s |")
     out("|---|---:|")
@@ -454,7 +456,8 @@ def main():
         out()
     with open(A.out, "w") as f:
         f.write("\n".join(LINES) + "\n")
-    with open(os.path.join(A.work, "lockstep-bench.json"), "w") as f:
+    raw = os.path.dirname(os.path.abspath(A.out)) if A.quick else A.work
+    with open(os.path.join(raw, "lockstep-bench.json"), "w") as f:
         json.dump({"shim_ns": ns, "shim_ir": ir, "memory": [rss_base, rss_shim, trace_bytes],
                    "analyzer": ana, "live": live, "stall": stall, "machine": started}, f,
                   indent=1)

@@ -49,13 +49,21 @@ static __attribute__((noinline)) void thread_setup(struct ls_trace *t, uint32_t 
 }
 
 /* Reserves the next slot and marks it busy; the caller fills it and publishes it. */
-static inline struct ls_record *ring_reserve(struct ls_trace *t, uint64_t *ticket)
+/* Reserves the next ticket and claims its slot for this writer (marked busy until published).
+ * Returns NULL when another writer still holds the slot (the ring wrapped onto a record being
+ * written or closed): this call then goes unrecorded rather than tearing that one; the reader
+ * sees the ticket as reserved and never written. */
+static inline struct ls_record *ring_claim(struct ls_trace *t, uint64_t *ticket)
 {
     uint64_t tk = atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->next_ticket, 1,
                                             memory_order_relaxed);
     struct ls_record *r = &t->ring[tk & t->ring_mask];
-    atomic_store_explicit((_Atomic uint64_t *)&r->ticket, LS_TICKET_BUSY | tk,
-                          memory_order_relaxed);
+    _Atomic uint64_t *slot = (_Atomic uint64_t *)&r->ticket;
+    uint64_t cur = atomic_load_explicit(slot, memory_order_relaxed);
+    if (LS_UNLIKELY(cur & LS_TICKET_BUSY) ||
+        !atomic_compare_exchange_strong_explicit(slot, &cur, LS_TICKET_BUSY | tk,
+                                                 memory_order_acq_rel, memory_order_relaxed))
+        return NULL;
     atomic_thread_fence(memory_order_release);
     *ticket = tk;
     return r;
@@ -73,7 +81,7 @@ static void group_note_stream(const void *stream)
 
 void ls_call_issued(struct ls_call *c, const void *stream)
 {
-    if (ls_completion_issue(c->t, stream, c->ticket) < 0 &&
+    if (ls_completion_issue(c->t, stream, c->ticket) < 0 && c->rec &&
         atomic_load_explicit((_Atomic uint64_t *)&c->rec->ticket, memory_order_relaxed) ==
             c->ticket + 1)
         atomic_fetch_or_explicit((_Atomic uint32_t *)&c->rec->flags, LS_REC_GRAPH_CAPTURED,
@@ -147,8 +155,18 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     if (a->sendbuff && a->sendbuff == a->recvbuff)
         flags |= LS_REC_INPLACE;
 
-    uint64_t tk;
-    struct ls_record *r = ring_reserve(t, &tk);
+    /* A process that calls NCCL after a "fatal" signal survived it (its own handler jumped
+     * out with siglongjmp): it is running again. */
+    if (LS_UNLIKELY(t->hdr->end_kind == LS_END_SIGNALED))
+        atomic_store_explicit((_Atomic uint32_t *)&t->hdr->end_kind, LS_END_RUNNING,
+                              memory_order_relaxed);
+
+    uint64_t tk = 0;
+    struct ls_record *r = ring_claim(t, &tk);
+    c->site = site;
+    c->comm_rank = comm ? comm->rank : -1;
+    if (LS_UNLIKELY(!r))
+        goto claimed;
     r->comm_id = comm ? comm->comm_id : 0;
     r->seq = seq;
     r->count = a->count;
@@ -171,6 +189,7 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     r->result = LS_RESULT_PENDING;
     r->flags = flags;
     atomic_store_explicit((_Atomic uint64_t *)&r->ticket, tk + 1, memory_order_release);
+claimed:
 
     atomic_store_explicit((_Atomic uint64_t *)&t->hdr->last_enter_ns, now, memory_order_relaxed);
     if (LS_LIKELY(ls_t.slot != NULL))
@@ -192,6 +211,9 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
 
 void ls_call_set(struct ls_call *c, uint64_t comm_id, int comm_rank, uint64_t count, uint64_t aux)
 {
+    c->comm_rank = comm_rank;
+    if (!c->rec)
+        return;
     c->rec->comm_id = comm_id;
     c->rec->comm_rank = comm_rank;
     c->rec->count = count;
@@ -205,11 +227,17 @@ void ls_call_exit(struct ls_call *c, int result)
     if (LS_UNLIKELY(now < c->enter_ns))
         now = c->enter_ns; /* the clock was recalibrated (or the thread moved) in between */
     struct ls_record *r = c->rec;
-    /* The ring may have wrapped onto this slot while the call ran: then the slot is not ours. */
-    if (atomic_load_explicit((_Atomic uint64_t *)&r->ticket, memory_order_relaxed) ==
-        c->ticket + 1) {
+    /* Lock our record again while writing its return; if the ring wrapped onto the slot while
+     * the call ran, it is no longer ours and stays as its new writer left it. */
+    uint64_t mine = c->ticket + 1;
+    if (r && atomic_compare_exchange_strong_explicit((_Atomic uint64_t *)&r->ticket, &mine,
+                                                     LS_TICKET_BUSY | c->ticket,
+                                                     memory_order_acq_rel, memory_order_relaxed)) {
+        atomic_thread_fence(memory_order_release);
         atomic_store_explicit((_Atomic uint64_t *)&r->exit_ns, now, memory_order_relaxed);
-        atomic_store_explicit((_Atomic int32_t *)&r->result, result, memory_order_release);
+        atomic_store_explicit((_Atomic int32_t *)&r->result, result, memory_order_relaxed);
+        atomic_store_explicit((_Atomic uint64_t *)&r->ticket, c->ticket + 1,
+                              memory_order_release);
     }
     if (c->comm_idx >= 0 && ls_op_is_collective(c->op))
         bump(&t->comms[c->comm_idx].coll_done);

@@ -304,11 +304,13 @@ struct ls_call_args {
 
 struct ls_call {
     unsigned op;
+    uint32_t site;  /* call site id of the call */
+    int comm_rank;  /* the caller's rank in the call's communicator, -1 unknown */
     uint64_t enter_ns;
     const void *stream;
     int in_group;
     struct ls_trace *t;
-    struct ls_record *rec;
+    struct ls_record *rec; /* NULL when the ring slot was taken (the call is unrecorded) */
     uint64_t ticket;
     int comm_idx;
 };

@@ -543,13 +543,10 @@ def case_segv_recover(tmp):
     (t,) = traces(d)
     counts = [r["count"] for r in t["records"] if r["op"] == "AllReduce"]
     expect(counts == [21, 21, 22, 22, 23, 23], f"records {counts}")
-    # Open (shim/record.c or lifecycle.c): after a siglongjmp out of the program's handler the
-    # header keeps end_kind SIGNALED and the later exit(0) is not recorded. Tighten this check
-    # to END_EXITED once the shim clears the mark when the process calls NCCL again.
+    # The process called NCCL again after each fault: the shim knows it survived, and records
+    # the exit(0) that follows.
     end = (t["end_kind"], t["end_status"], t["end_signal"])
-    expect(end in ((END_EXITED, 0, 0), (END_SIGNALED, 0, 11)), f"end recorded as {end}")
-    if end != (END_EXITED, 0, 0):
-        print("known issue: the trace says SIGSEGV although the program recovered and exited 0")
+    expect(end == (END_EXITED, 0, 0), f"end recorded as {end}, expected a clean exit")
     figures("2 SIGSEGVs handled by the program itself: it ran on, 6 of 6 calls recorded")
 
 
