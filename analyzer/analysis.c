@@ -95,7 +95,7 @@ uint64_t analysis_window(void)
 {
     const char *v = getenv("LOCKSTEP_ANALYZE_RECORDS");
     if (!v || !v[0])
-        return ANALYSIS_DEFAULT_RECORDS;
+        return TR_DEFAULT_WINDOW;
     if (strcmp(v, "all") == 0)
         return 0;
     char *end = NULL;
@@ -105,8 +105,8 @@ uint64_t analysis_window(void)
         fprintf(stderr,
                 "lockstep: LOCKSTEP_ANALYZE_RECORDS=%s is not a number of records or \"all\"; "
                 "reading the newest %u\n",
-                v, ANALYSIS_DEFAULT_RECORDS);
-        return ANALYSIS_DEFAULT_RECORDS;
+                v, TR_DEFAULT_WINDOW);
+        return TR_DEFAULT_WINDOW;
     }
     return n; /* 0: all */
 }
@@ -114,7 +114,7 @@ uint64_t analysis_window(void)
 /* Loads every path; unreadable ones are remembered with their error. Returns -1 on OOM. */
 static int load_all(struct analysis *a)
 {
-    uint64_t window = analysis_window();
+    uint64_t window = a->whole_rings ? 0 : analysis_window();
     a->traces = calloc(a->paths.n + 1, sizeof(*a->traces));
     a->unreadable = calloc(a->paths.n + 1, sizeof(*a->unreadable));
     if (!a->traces || !a->unreadable)

@@ -62,10 +62,12 @@ static int find_shim(char *out, size_t len)
     if (!slash)
         return -1;
     *slash = 0;
-    static const char *const rel[] = {"../shim/liblockstep.so", "../lib/liblockstep.so",
+    static const char *const rel[] = {"../shim/liblockstep.so",
+                                      "../lib/liblockstep.so",
                                       "../lib64/liblockstep.so",
                                       "../lib/x86_64-linux-gnu/liblockstep.so",
-                                      "../lib/aarch64-linux-gnu/liblockstep.so", "liblockstep.so",
+                                      "../lib/aarch64-linux-gnu/liblockstep.so",
+                                      "liblockstep.so",
                                       NULL};
     for (int i = 0; rel[i]; i++) {
         char path[PATH_MAX + 64];
@@ -216,7 +218,8 @@ int cmd_run(int argc, char **argv)
         int stalled = outstanding && monitor_idle_s(&m) >= o.stall_s;
         if (stalled || gather_stall_elsewhere(&g)) {
             if (stalled)
-                fprintf(stderr, "lockstep: no progress for %.1f s while %s: diagnosing the live job\n",
+                fprintf(stderr,
+                        "lockstep: no progress for %.1f s while %s: diagnosing the live job\n",
                         monitor_idle_s(&m), why);
             else
                 fprintf(stderr, "lockstep: another node saw the job stall: diagnosing\n");

@@ -13,14 +13,13 @@
 
 static int usage_full(FILE *f, int rc)
 {
-    fprintf(f,
-            "usage: lockstep watch [--stall SECONDS] [--json FILE] [--format text|github] "
-            "[--kill] DIR\n"
-            "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
-            "  and LOCKSTEP_DIR=DIR; when for SECONDS (default 300) no rank entered or left an\n"
-            "  NCCL call while some rank waits, it diagnoses the live job and exits 3 (--kill\n"
-            "  also stops its processes). When every traced process has ended it prints the\n"
-            "  post-mortem diagnosis and exits 0 (nothing found) or 1 (findings).\n");
+    fprintf(f, "usage: lockstep watch [--stall SECONDS] [--json FILE] [--format text|github] "
+               "[--kill] DIR\n"
+               "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
+               "  and LOCKSTEP_DIR=DIR; when for SECONDS (default 300) no rank entered or left an\n"
+               "  NCCL call while some rank waits, it diagnoses the live job and exits 3 (--kill\n"
+               "  also stops its processes). When every traced process has ended it prints the\n"
+               "  post-mortem diagnosis and exits 0 (nothing found) or 1 (findings).\n");
     return rc;
 }
 

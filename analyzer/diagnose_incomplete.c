@@ -82,7 +82,41 @@ static int p2p_seq(const struct finding *g)
     return 0;
 }
 
-/* Ranks whose ring no longer holds the collective another finding is about. */
+/* Adds the finding for the ranks in `lost` (taken over) that miss #seq on comm: overwritten
+ * in their ring, or older than the records the analysis read (`unread`). */
+static int add_lost(struct diag *d, struct intvec *lost, uint64_t comm, uint64_t seq, int unread)
+{
+    struct finding *f = add(d, unread ? "not_read" : "wrapped");
+    if (!f) {
+        intvec_free(lost);
+        return -1;
+    }
+    char ranks[256];
+    describe_ranks(lost->v, lost->n, ranks, sizeof(ranks));
+    f->ranks = *lost;
+    *lost = (struct intvec){0};
+    f->comm = comm;
+    f->has_comm = 1;
+    f->seq = seq;
+    f->has_seq = 1;
+    if (unread)
+        finding_summary(f,
+                        "the analysis read only the newest records of %s, not back to #%llu on "
+                        "comm %08llx (LOCKSTEP_ANALYZE_RECORDS sets the records read per trace, "
+                        "default %u; \"all\" reads whole rings)",
+                        ranks, (unsigned long long)seq, (unsigned long long)(comm >> 32),
+                        TR_DEFAULT_WINDOW);
+    else
+        finding_summary(f,
+                        "the trace ring of %s wrapped past #%llu on comm %08llx: what %s called "
+                        "there is overwritten (LOCKSTEP_RING sets the records kept per process, "
+                        "default 32768: a larger ring keeps more)",
+                        ranks, (unsigned long long)seq, (unsigned long long)(comm >> 32),
+                        f->ranks.n == 1 ? "it" : "they");
+    return 0;
+}
+
+/* Ranks whose records no longer hold the collective another finding is about. */
 static int wrapped_past(struct diag *d, size_t upto)
 {
     for (size_t i = 0; i < upto; i++) {
@@ -93,32 +127,27 @@ static int wrapped_past(struct diag *d, size_t upto)
         const struct m_comm *c = model_comm(d->m, d->job, g->comm);
         if (!c)
             continue;
-        struct intvec lost = {0};
-        for (int k = 0; k < c->nmembers; k++)
-            if (c->members[k].proc && model_seq_lost(&c->members[k], g->seq) &&
-                intvec_push(&lost, c->members[k].proc->rank) < 0)
+        uint64_t comm = g->comm, seq = g->seq;
+        struct intvec lost = {0}, unread = {0};
+        for (int k = 0; k < c->nmembers; k++) {
+            const struct m_member *mb = &c->members[k];
+            if (!mb->proc || !model_seq_lost(mb, seq))
+                continue;
+            if (intvec_push(model_seq_unread(mb, seq) ? &unread : &lost, mb->proc->rank) < 0) {
+                intvec_free(&lost);
+                intvec_free(&unread);
                 return -1;
-        if (lost.n == 0)
-            continue;
-        struct finding *f = add(d, "wrapped");
-        if (!f) {
+            }
+        }
+        /* finding_add may move the list: g is not used from here on. */
+        if ((lost.n && add_lost(d, &lost, comm, seq, 0) < 0) ||
+            (unread.n && add_lost(d, &unread, comm, seq, 1) < 0)) {
             intvec_free(&lost);
+            intvec_free(&unread);
             return -1;
         }
-        g = &d->out->v[i]; /* finding_add may have moved the list */
-        char ranks[256];
-        describe_ranks(lost.v, lost.n, ranks, sizeof(ranks));
-        f->ranks = lost;
-        f->comm = g->comm;
-        f->has_comm = 1;
-        f->seq = g->seq;
-        f->has_seq = 1;
-        finding_summary(f,
-                        "the trace ring of %s wrapped past #%llu on comm %08llx: what %s called "
-                        "there is overwritten (LOCKSTEP_RING sets the records kept per process, "
-                        "default 32768: a larger ring keeps more)",
-                        ranks, (unsigned long long)g->seq, (unsigned long long)(g->comm >> 32),
-                        lost.n == 1 ? "it" : "they");
+        intvec_free(&lost);
+        intvec_free(&unread);
     }
     return 0;
 }

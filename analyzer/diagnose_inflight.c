@@ -6,13 +6,6 @@
 #include "diagnose.h"
 #include "timefmt.h"
 
-/* Collectives a member issued that its GPU has not (yet) been seen to complete. */
-static uint64_t lag(const struct m_member *mb)
-{
-    uint64_t done = mb->entry ? mb->entry->coll_completed : 0;
-    return mb->issued > done ? mb->issued - done : 0;
-}
-
 /* The same collective as far as NCCL is concerned (the fields diagnose_mismatch compares). */
 static int same_call(const struct ls_record *a, const struct ls_record *b)
 {
@@ -34,7 +27,7 @@ static int stuck_at(const struct m_comm *c, uint64_t k, const struct ls_record *
         if (!mb->proc)
             continue;
         const struct ls_record *r = model_member_coll(mb, k);
-        if (!r || mb->issued < k || !mb->entry || mb->entry->coll_completed >= k ||
+        if (!r || mb->issued < k || !mb->entry || c->gpu_completed >= k ||
             !model_gpu_tracked(mb->proc, r) || !model_op_launched(mb->proc, r))
             return 0;
         if (*first && !same_call(r, *first))
@@ -109,13 +102,12 @@ int diagnose_inflight(struct diag *d)
         const struct m_comm *c = d->j->comms[ci];
         if (c->size_disagrees || c->max_issued == 0)
             continue;
-        /* The oldest collective not completed anywhere: #k with every GPU before it. */
-        uint64_t k = c->max_issued;
-        for (int i = 0; i < c->nmembers; i++) {
-            const struct m_member *mb = &c->members[i];
-            if (mb->proc && mb->entry && mb->entry->coll_completed + 1 < k && lag(mb) > 0)
-                k = mb->entry->coll_completed + 1;
-        }
+        /* The oldest collective no member's GPU completed (a collective completes on every
+         * member or on none, so one member's word is enough; another member may not have
+         * observed its own completion yet). */
+        uint64_t k = c->gpu_completed + 1;
+        if (k > c->max_issued)
+            continue;
         const struct ls_record *last;
         if (stuck_at(c, k, &last) && report(d, c, k, last) < 0)
             return -1;

@@ -48,7 +48,6 @@ struct p2p_list {
     size_t n, cap;
 };
 
-
 static size_t proc_index(const struct exporter *x, const struct m_proc *p)
 {
     return (size_t)(p - x->in->m->procs);

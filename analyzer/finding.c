@@ -12,10 +12,10 @@
 const char *finding_kind_name(enum finding_kind k)
 {
     static const char *const names[F_KIND_COUNT] = {
-        "rank_crashed",  "rank_exited",       "nccl_error",      "comm_init_mismatch",
-        "op_mismatch",   "count_mismatch",    "dtype_mismatch",  "redop_mismatch",
-        "root_mismatch", "p2p_size_mismatch", "deadlock_cycle",  "p2p_unmatched",
-        "stuck_in_flight", "missing_ranks",   "straggler",       "trace_incomplete"};
+        "rank_crashed",    "rank_exited",       "nccl_error",     "comm_init_mismatch",
+        "op_mismatch",     "count_mismatch",    "dtype_mismatch", "redop_mismatch",
+        "root_mismatch",   "p2p_size_mismatch", "deadlock_cycle", "p2p_unmatched",
+        "stuck_in_flight", "missing_ranks",     "straggler",      "trace_incomplete"};
     return k < F_KIND_COUNT ? names[k] : "?";
 }
 

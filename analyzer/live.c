@@ -13,9 +13,9 @@
 
 #define SIDECAR_MAGIC "lockstep-live 1"
 
-static const char *const system_modules[] = {"/libc.so", "/libc-", "/ld-linux", "/libpthread",
-                                             "/liblockstep", "/libnccl", "/libcuda",
-                                             "/libunwind", "/libstdc++", "/libgcc_s", NULL};
+static const char *const system_modules[] = {
+    "/libc.so",   "/libc-",     "/ld-linux", "/libpthread", "/liblockstep", "/libnccl", "/libcuda",
+    "/libunwind", "/libstdc++", "/libgcc_s", NULL};
 
 /* True for frames of libraries a person does not need to see (libc, NCCL, lockstep...). */
 static int system_frame(const char *module)
@@ -94,8 +94,8 @@ size_t live_probe(char *const *trace_paths, size_t n, int sample_ms)
         proc_sample(hdrs[i].pid, &after);
         /* The main thread answers for the process: where the program itself is. */
         struct live_stack *st = malloc(sizeof(*st));
-        int ok = st && after.alive &&
-                 live_stack_request(trace_paths[i], hdrs[i].pid, 0, 500, st) == 0;
+        int ok =
+            st && after.alive && live_stack_request(trace_paths[i], hdrs[i].pid, 0, 500, st) == 0;
         write_sidecar(trace_paths[i], hdrs[i].pid, &before[i], &after, ok ? st : NULL);
         free(st);
     }
@@ -147,8 +147,7 @@ static const char *activity_word(const char *s)
 
 /* Parses a sidecar into lv (frames symbolized). Returns 0 when it is one of ours and names
  * the trace's pid; anything malformed is ignored line by line. */
-static int read_sidecar(const char *trace_path, int pid, struct symbolizer *sym,
-                        struct m_live *lv)
+static int read_sidecar(const char *trace_path, int pid, struct symbolizer *sym, struct m_live *lv)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s.live", trace_path);
@@ -156,7 +155,8 @@ static int read_sidecar(const char *trace_path, int pid, struct symbolizer *sym,
     if (!f)
         return -1;
     char line[1024];
-    int ok = fgets(line, sizeof(line), f) && strncmp(line, SIDECAR_MAGIC, strlen(SIDECAR_MAGIC)) == 0;
+    int ok =
+        fgets(line, sizeof(line), f) && strncmp(line, SIDECAR_MAGIC, strlen(SIDECAR_MAGIC)) == 0;
     int shown = 0, file_pid = -1;
     size_t used = 0;
     while (ok && fgets(line, sizeof(line), f)) {

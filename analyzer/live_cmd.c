@@ -131,8 +131,8 @@ static void print_github(FILE *out, const struct findings *fs)
                 continue;
             int budget = 20000;
             find_source(".", base, 6, path, sizeof(path), &budget);
-            fprintf(out, "::error file=%s,line=%d,title=lockstep %s::", path[0] ? path : base,
-                    line, finding_kind_name(f->kind));
+            fprintf(out, "::error file=%s,line=%d,title=lockstep %s::", path[0] ? path : base, line,
+                    finding_kind_name(f->kind));
             gh_escape(out, f->summary ? f->summary : "");
             fputc('\n', out);
             any = 1;

@@ -10,8 +10,8 @@
 struct live_stack {
     uint32_t tid;
     uint32_t nframes;
-    uint64_t ns;                             /* when captured */
-    struct tr_frame frames[LS_LIVE_FRAMES];  /* module strings point into `modules` */
+    uint64_t ns;                            /* when captured */
+    struct tr_frame frames[LS_LIVE_FRAMES]; /* module strings point into `modules` */
     char modules[LS_LIVE_FRAMES][256];
 };
 

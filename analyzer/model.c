@@ -362,6 +362,12 @@ int model_seq_lost(const struct m_member *mb, uint64_t seq)
     return seq >= 1 && seq <= mb->issued && !model_member_coll(mb, seq);
 }
 
+int model_seq_unread(const struct m_member *mb, uint64_t seq)
+{
+    return mb->proc && mb->proc->t->unread && model_seq_lost(mb, seq) &&
+           (mb->ncolls == 0 || seq < mb->colls[0]->seq);
+}
+
 struct model *model_build(struct tr_trace **traces, size_t ntraces)
 {
     struct model *m = calloc(1, sizeof(*m));

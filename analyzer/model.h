@@ -112,8 +112,13 @@ struct m_comm *model_comm(const struct model *m, size_t job, uint64_t id);
  * overwritten (see model_seq_lost()). */
 const struct ls_record *model_member_coll(const struct m_member *mb, uint64_t seq);
 
-/* True when the member issued #seq but the ring no longer holds it. */
+/* True when the member issued #seq but the records read do not hold it: overwritten in the
+ * ring, or older than the window the analysis read (see model_seq_unread()). */
 int model_seq_lost(const struct m_member *mb, uint64_t seq);
+
+/* True when #seq is lost (model_seq_lost()) and may still be in the ring: older than every
+ * collective read of a trace whose older records were left unread. */
+int model_seq_unread(const struct m_member *mb, uint64_t seq);
 
 /* Returns the GroupEnd record of group `group_id` of process p, or NULL when the process has
  * not reached it (or it was overwritten). */

@@ -10,10 +10,10 @@
 
 struct mon_trace {
     char *path;
-    struct ls_header h;   /* as last read */
+    struct ls_header h;    /* as last read */
     struct ls_comm *comms; /* valid entries as last read */
     uint32_t ncomms;
-    int running_here;     /* its process runs on this host */
+    int running_here; /* its process runs on this host */
 };
 
 struct monitor {

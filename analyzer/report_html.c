@@ -130,7 +130,6 @@ const struct finding *html_root_finding(const struct report_input *in, size_t jo
     return NULL;
 }
 
-
 static void write_classes(FILE *f, const struct finding *fd)
 {
     if (!fd->nclasses)

@@ -5,7 +5,6 @@
 #include "names.h"
 #include "report.h"
 
-
 static double ago_s(const struct m_job *j, uint64_t t)
 {
     return t && t < j->now_ns ? (double)(j->now_ns - t) / 1e9 : 0.0;

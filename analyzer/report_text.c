@@ -11,7 +11,6 @@ struct style {
     const char *bold, *red, *yellow, *dim, *off;
 };
 
-
 /* One line per group of ranks in the same state, in the same call, from the same place. */
 struct state_group {
     enum rank_state state;

@@ -361,6 +361,16 @@ def targets(ns, ir, rss_base, rss_shim, trace_bytes, ana, stall, live):
     out()
 
 
+def analyzer_table(ana):
+    out("| ranks | records per rank | records in all | trace data | wall s | peak RSS MiB | found the divergence |")
+    out("|---:|---:|---:|---:|---:|---:|---|")
+    for ranks, records, wall, rss, ok in ana:
+        out(f"| {ranks:,} | {records:,} | {ranks * records:,} | "
+            f"{ranks * records * 128 / 2**30:.2f} GiB | {wall:.2f} | {rss:.0f} | "
+            f"{'yes' if ok else 'NO'} |")
+    out()
+
+
 def main():
     global A
     ap = argparse.ArgumentParser()
@@ -369,9 +379,18 @@ def main():
     ap.add_argument("--plot-dir", default=None)
     ap.add_argument("--work", default="/var/tmp")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--analyzer-only", action="store_true",
+                    help="run only the analyzer grid and print its table (writes no file)")
     A = ap.parse_args()
     A.build = os.path.abspath(A.build)
     A.plot_dir = A.plot_dir or os.path.dirname(os.path.abspath(A.out))
+    if A.analyzer_only:
+        started = machine()
+        ana = analyzer_grid()
+        print(f"Machine: {started}.")
+        analyzer_table(ana)
+        print("\n".join(LINES))
+        return
     A.trace_dir = tempfile.mkdtemp(prefix="lockstep-bench-shim-", dir=A.work)
     started = machine()
 
@@ -423,17 +442,12 @@ def main():
     out()
     out("`lockstep-tracegen` jobs (world collectives, a grouped send/recv ring exchange and a "
         "split communicator every iteration, rank 1's last collective with another count), "
-        "each ring full and wrapped, fed to `lockstep analyze --json` (page cache warm; "
+        "each ring full and wrapped, fed to `lockstep analyze --json` (which reads the newest "
+        "1,024 records of each trace by default, docs/analyzer.md; page cache warm; "
         "generation not timed). Wall time is the median of 3 runs (1 run above 16M records), "
         "memory the analyzer's peak RSS (`wait4`).")
     out()
-    out("| ranks | records per rank | records in all | trace data | wall s | peak RSS MiB | found the divergence |")
-    out("|---:|---:|---:|---:|---:|---:|---|")
-    for ranks, records, wall, rss, ok in ana:
-        out(f"| {ranks:,} | {records:,} | {ranks * records:,} | "
-            f"{ranks * records * 128 / 2**30:.2f} GiB | {wall:.2f} | {rss:.0f} | "
-            f"{'yes' if ok else 'NO'} |")
-    out()
+    analyzer_table(ana)
     if png:
         out(f"![analyzer time and memory]({os.path.relpath(png, os.path.dirname(os.path.abspath(A.out)))})")
         out()

@@ -13,18 +13,18 @@
 #include <nccl.h>
 
 struct options {
-    long calls;   /* calls per repetition per thread */
-    int reps;     /* repetitions (each reported; the median is taken) */
-    int threads;  /* threads calling at once, one communicator each */
-    int frames;   /* nested frames between the thread's entry and the calls */
-    int async;    /* LOCKSTEP_EMU_ASYNC=1: synchronize the stream every 1024 calls */
+    long calls;  /* calls per repetition per thread */
+    int reps;    /* repetitions (each reported; the median is taken) */
+    int threads; /* threads calling at once, one communicator each */
+    int frames;  /* nested frames between the thread's entry and the calls */
+    int async;   /* LOCKSTEP_EMU_ASYNC=1: synchronize the stream every 1024 calls */
 };
 
 struct worker {
     const struct options *opt;
     ncclComm_t comm;
     pthread_barrier_t *barrier;
-    double *ns_per_call; /* [reps]: thread CPU time per call */
+    double *ns_per_call;   /* [reps]: thread CPU time per call */
     double *wall_per_call; /* [reps]: wall time per call */
 };
 

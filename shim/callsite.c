@@ -13,7 +13,7 @@
 #include "shim.h"
 
 #define SITE_SLOTS (2 * LS_DEFAULT_SITES)
-#define SHIM_SKIP 4 /* at most this many leading frames belong to the shim */
+#define SHIM_SKIP  4 /* at most this many leading frames belong to the shim */
 
 /* In-process index: stack hash -> site index + 1 (0 = free slot). */
 struct site_slot {
@@ -178,14 +178,14 @@ static uint32_t site_of(struct ls_trace *t, void *const *pcs, int n)
  * checked only while slot0 is inside it too, so the loads cannot fault. */
 #define CACHE_WAYS 16
 struct chain {
-    uintptr_t pc0, slot0; /* key: the caller's return address and where it is stored */
+    uintptr_t pc0, slot0;           /* key: the caller's return address and where it is stored */
     uintptr_t seen_pc0, seen_slot0; /* a key seen once, not remembered yet */
-    uint32_t site;        /* 0: empty */
-    uint32_t n;           /* frames remembered */
-    uintptr_t *slot, *pc; /* n each: slot addresses and the return addresses they hold */
+    uint32_t site;                  /* 0: empty */
+    uint32_t n;                     /* frames remembered */
+    uintptr_t *slot, *pc;           /* n each: slot addresses and the return addresses they hold */
 };
 struct site_cache {
-    int pid;              /* process the site ids belong to */
+    int pid; /* process the site ids belong to */
     uint32_t depth;
     uintptr_t stack_lo, stack_hi;
     struct chain e[CACHE_WAYS];
@@ -329,8 +329,8 @@ uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a)
     uintptr_t slot0 = (uintptr_t)a->caller_cfa - sizeof(uintptr_t);
     struct site_cache *sc = ls_t.site_cache;
     uint32_t id = 0;
-    if (LS_LIKELY(sc && pc0 && sc->pid == ls_g.pid && sc->depth == depth &&
-                  slot0 >= sc->stack_lo && slot0 < sc->stack_hi)) {
+    if (LS_LIKELY(sc && pc0 && sc->pid == ls_g.pid && sc->depth == depth && slot0 >= sc->stack_lo &&
+                  slot0 < sc->stack_hi)) {
         const struct chain *e = way_of(sc, pc0, slot0);
         if (e->site && e->pc0 == pc0 && e->slot0 == slot0) {
             uint32_t k = 1;

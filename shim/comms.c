@@ -10,7 +10,7 @@
 #include "shim.h"
 
 #define HANDLE_SLOTS (2 * LS_DEFAULT_COMMS)
-#define PEER_SLOTS LS_DEFAULT_PEERS
+#define PEER_SLOTS   LS_DEFAULT_PEERS
 
 /* In-process index: handle -> comm-table index. Readers are lock-free; writers hold the
  * registry lock. A slot's handle never changes once set, only its index (-1: forgotten). */
@@ -135,9 +135,9 @@ static void read_config(struct ls_comm *c, const void *config)
         snprintf(c->name, sizeof c->name, "%s", cfg->commName);
 }
 
-int ls_comm_register(struct ls_trace *t, uintptr_t h, uint64_t id,
-                     uint64_t parent_id, int nranks, int rank, unsigned create_op, int color,
-                     int key, uint32_t site, const void *config)
+int ls_comm_register(struct ls_trace *t, uintptr_t h, uint64_t id, uint64_t parent_id, int nranks,
+                     int rank, unsigned create_op, int color, int key, uint32_t site,
+                     const void *config)
 {
     pthread_mutex_lock(&reg_lock);
     uint32_t n = t->hdr->comm_count;
@@ -251,8 +251,8 @@ int ls_comm_lookup(struct ls_trace *t, uintptr_t h)
     }
     if (idx < 0 && h) {
         /* A communicator made before recording started: an id of our own, rank from NCCL. */
-        uint64_t id = ls_comm_id_child((uint64_t)getpid(), (uint32_t)atomic_fetch_add(&adopted_counter, 1),
-                                       -2, (uint64_t)h);
+        uint64_t id = ls_comm_id_child(
+            (uint64_t)getpid(), (uint32_t)atomic_fetch_add(&adopted_counter, 1), -2, (uint64_t)h);
         idx = ls_comm_register(t, h, id, 0, -1, -1, LS_OP_NONE, -1, -1, 0, NULL);
         if (idx >= 0)
             fill_rank_info(&t->comms[idx], h);

@@ -38,8 +38,7 @@ static int resolve_driver(void)
     *(void **)&cu.stream_get_ctx = dlsym(h, "cuStreamGetCtx");
     *(void **)&cu.ctx_set_current = dlsym(h, "cuCtxSetCurrent");
     dlclose(h); /* the program keeps it loaded */
-    return cu.event_create && cu.event_record && cu.event_query && cu.stream_is_capturing ? 0
-                                                                                          : -1;
+    return cu.event_create && cu.event_record && cu.event_query && cu.stream_is_capturing ? 0 : -1;
 }
 
 void ls_completion_start(struct ls_trace *t)
@@ -79,8 +78,8 @@ static int slot_of(struct ls_trace *t, uintptr_t stream)
     for (uint32_t i = 0; i < n && found < 0; i++)
         if (h->streams[i].stream == stream)
             found = (int)i;
-    if (found < 0 && n < LS_MAX_STREAMS && cu.event_create(&events[n], CU_EVENT_DISABLE_TIMING) ==
-                                               CUDA_SUCCESS) {
+    if (found < 0 && n < LS_MAX_STREAMS &&
+        cu.event_create(&events[n], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
         h->streams[n].stream = stream;
         h->streams[n].flags = LS_STREAM_VALID;
         atomic_store_explicit((_Atomic uint32_t *)&h->stream_count, n + 1, memory_order_release);
@@ -100,8 +99,8 @@ static int arm(struct ls_stream *s, int i)
         s->flags |= LS_STREAM_CAPTURED;
         return 0;
     }
-    uint64_t covers = atomic_load_explicit((_Atomic uint64_t *)&s->issued_ticket,
-                                           memory_order_acquire);
+    uint64_t covers =
+        atomic_load_explicit((_Atomic uint64_t *)&s->issued_ticket, memory_order_acquire);
     if (cu.event_record(events[i], (CUstream)(uintptr_t)s->stream) != CUDA_SUCCESS) {
         s->flags |= LS_STREAM_FAILED;
         return 0;
@@ -118,16 +117,14 @@ static void mark_records(struct ls_trace *t, uint64_t stream, uint64_t from, uin
                          uint64_t now)
 {
     struct ls_header *h = t->hdr;
-    uint64_t next = atomic_load_explicit((_Atomic uint64_t *)&h->next_ticket,
-                                         memory_order_acquire);
+    uint64_t next = atomic_load_explicit((_Atomic uint64_t *)&h->next_ticket, memory_order_acquire);
     if (to > next)
         to = next;
     if (next > h->ring_cap && from < next - h->ring_cap)
         from = next - h->ring_cap;
     for (uint64_t tk = from; tk < to; tk++) {
         struct ls_record *r = &t->ring[tk & t->ring_mask];
-        if (atomic_load_explicit((_Atomic uint64_t *)&r->ticket, memory_order_acquire) !=
-                tk + 1 ||
+        if (atomic_load_explicit((_Atomic uint64_t *)&r->ticket, memory_order_acquire) != tk + 1 ||
             r->stream != stream || r->complete_ns != 0 || (r->flags & LS_REC_GRAPH_CAPTURED))
             continue; /* a captured call runs when its graph is launched, not now */
         atomic_store_explicit((_Atomic uint64_t *)&r->complete_ns, now, memory_order_relaxed);
@@ -158,8 +155,7 @@ static void observe(struct ls_trace *t, struct ls_stream *s, int i)
         uint64_t done = s->event_ticket;
         mark_records(t, s->stream, s->completed_ticket, done, now);
         atomic_store_explicit((_Atomic uint64_t *)&s->completed_ns, now, memory_order_relaxed);
-        atomic_store_explicit((_Atomic uint64_t *)&s->completed_ticket, done,
-                              memory_order_release);
+        atomic_store_explicit((_Atomic uint64_t *)&s->completed_ticket, done, memory_order_release);
         atomic_fetch_and_explicit((_Atomic uint32_t *)&s->flags, ~LS_STREAM_EVENT_PENDING,
                                   memory_order_relaxed);
         atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->completions, 1,
@@ -214,8 +210,8 @@ int ls_completion_poll(struct ls_trace *t)
     if (!atomic_load_explicit(&active, memory_order_acquire))
         return 0;
     int pending = 0;
-    uint32_t n = atomic_load_explicit((_Atomic uint32_t *)&t->hdr->stream_count,
-                                      memory_order_acquire);
+    uint32_t n =
+        atomic_load_explicit((_Atomic uint32_t *)&t->hdr->stream_count, memory_order_acquire);
     for (uint32_t i = 0; i < n; i++) {
         struct ls_stream *s = &t->hdr->streams[i];
         pthread_mutex_lock(&slot_locks[i]);

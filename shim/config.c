@@ -18,7 +18,8 @@ void ls_warn(const char *fmt, ...)
     va_end(ap);
     if (m < 0)
         m = 0;
-    size_t len = (size_t)n + ((size_t)m < sizeof buf - (size_t)n - 1 ? (size_t)m : sizeof buf - (size_t)n - 2);
+    size_t len = (size_t)n +
+                 ((size_t)m < sizeof buf - (size_t)n - 1 ? (size_t)m : sizeof buf - (size_t)n - 2);
     buf[len++] = '\n';
     ssize_t w = write(STDERR_FILENO, buf, len);
     (void)w;
@@ -35,8 +36,8 @@ static int knob_u64(const char *name, uint64_t lo, uint64_t hi, uint64_t *out)
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || *end || s[0] == '-' || v < lo || v > hi) {
-        ls_warn("%s=%s refused: expected an integer from %llu to %llu; using the default", name,
-                s, (unsigned long long)lo, (unsigned long long)hi);
+        ls_warn("%s=%s refused: expected an integer from %llu to %llu; using the default", name, s,
+                (unsigned long long)lo, (unsigned long long)hi);
         return -1;
     }
     *out = v;

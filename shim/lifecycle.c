@@ -85,8 +85,8 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *uctx)
         /* Default action: restore it and let the signal kill us. A fault re-triggers when
          * the instruction restarts; other signals are raised again and delivered on return. */
         sigaction(sig, prev, NULL);
-        if (info == NULL || info->si_code <= 0 || (sig != SIGSEGV && sig != SIGBUS &&
-                                                   sig != SIGFPE && sig != SIGILL))
+        if (info == NULL || info->si_code <= 0 ||
+            (sig != SIGSEGV && sig != SIGBUS && sig != SIGFPE && sig != SIGILL))
             raise(sig);
         return;
     }

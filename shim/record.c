@@ -33,13 +33,13 @@ static __attribute__((noinline)) void thread_setup(struct ls_trace *t, uint32_t 
     uint32_t tid = ls_tid();
     ls_t.setup_generation = gen;
     if (ls_t.slot && ls_t.slot_pid == ls_g.pid)
-        return; /* same process, same trace: the slot is still ours */
+        return;       /* same process, same trace: the slot is still ours */
     ls_t.slot = NULL; /* a parent's slot after fork: that mapping is gone */
     pthread_once(&slot_key_once, slot_key_create);
     for (unsigned i = 0; i < LS_THREAD_SLOTS; i++) {
         uint32_t expected = 0;
-        if (atomic_compare_exchange_strong((_Atomic uint32_t *)&t->hdr->threads[i].tid,
-                                           &expected, tid)) {
+        if (atomic_compare_exchange_strong((_Atomic uint32_t *)&t->hdr->threads[i].tid, &expected,
+                                           tid)) {
             ls_t.slot = &t->hdr->threads[i];
             ls_t.slot_pid = ls_g.pid;
             pthread_setspecific(slot_key, &ls_t);
@@ -139,8 +139,7 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     uint32_t site = t->hdr->stack_depth ? ls_callsite_capture(t, a) : 0;
     uint64_t now = ls_now();
     if (comm)
-        atomic_store_explicit((_Atomic uint64_t *)&comm->last_enter_ns, now,
-                              memory_order_relaxed);
+        atomic_store_explicit((_Atomic uint64_t *)&comm->last_enter_ns, now, memory_order_relaxed);
 
     uint32_t flags = 0;
     int issues_work = ls_op_is_collective(a->op) || a->op == LS_OP_SEND || a->op == LS_OP_RECV;
@@ -236,8 +235,7 @@ void ls_call_exit(struct ls_call *c, int result)
         atomic_thread_fence(memory_order_release);
         atomic_store_explicit((_Atomic uint64_t *)&r->exit_ns, now, memory_order_relaxed);
         atomic_store_explicit((_Atomic int32_t *)&r->result, result, memory_order_relaxed);
-        atomic_store_explicit((_Atomic uint64_t *)&r->ticket, c->ticket + 1,
-                              memory_order_release);
+        atomic_store_explicit((_Atomic uint64_t *)&r->ticket, c->ticket + 1, memory_order_release);
     }
     if (c->comm_idx >= 0 && ls_op_is_collective(c->op))
         bump(&t->comms[c->comm_idx].coll_done);

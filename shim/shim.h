@@ -9,19 +9,19 @@
 
 #include "lockstep/trace_format.h"
 
-#define LS_TLS __thread __attribute__((tls_model("initial-exec")))
-#define LS_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LS_TLS         __thread __attribute__((tls_model("initial-exec")))
+#define LS_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define LS_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* ---- configuration (config.c) ---- */
 
 struct ls_config {
-    int disabled;          /* LOCKSTEP_DISABLE */
-    char dir[512];         /* LOCKSTEP_DIR or the per-user default; "" until read */
-    int dir_is_default;    /* the folder is /dev/shm/lockstep-<uid> */
-    uint64_t ring;         /* LOCKSTEP_RING, a power of two */
-    uint32_t stack_depth;  /* LOCKSTEP_STACK_DEPTH */
-    double retain_hours;   /* LOCKSTEP_RETAIN_HOURS; 0 keeps every trace */
+    int disabled;         /* LOCKSTEP_DISABLE */
+    char dir[512];        /* LOCKSTEP_DIR or the per-user default; "" until read */
+    int dir_is_default;   /* the folder is /dev/shm/lockstep-<uid> */
+    uint64_t ring;        /* LOCKSTEP_RING, a power of two */
+    uint32_t stack_depth; /* LOCKSTEP_STACK_DEPTH */
+    double retain_hours;  /* LOCKSTEP_RETAIN_HOURS; 0 keeps every trace */
 };
 
 /* Reads the LOCKSTEP_* environment into `cfg`, bounding every knob; out-of-range values are
@@ -74,20 +74,20 @@ extern struct ls_global ls_g;
 
 /* Per-thread state. `generation` invalidates caches after fork. */
 struct ls_thread {
-    int in_call;            /* inside a recorded wrapper: nested NCCL calls are forwarded */
-    int group_depth;        /* ncclGroupStart nesting */
-    uint64_t group_id;      /* id of the outermost open group, 0 outside groups */
-    uint64_t group_calls;   /* calls recorded inside the open group */
+    int in_call;          /* inside a recorded wrapper: nested NCCL calls are forwarded */
+    int group_depth;      /* ncclGroupStart nesting */
+    uint64_t group_id;    /* id of the outermost open group, 0 outside groups */
+    uint64_t group_calls; /* calls recorded inside the open group */
     uint32_t tid;
     uint32_t generation;
     uintptr_t cached_handle; /* last communicator looked up */
     int cached_idx;
     const void *group_streams[8]; /* streams the open group issued on */
     int ngroup_streams;
-    uint32_t setup_generation;    /* ls_generation when record.c last set the thread up */
-    int slot_pid;                 /* process whose trace `slot` lies in */
-    struct ls_thread_slot *slot;  /* this thread's slot in the header, NULL if none */
-    void *site_cache;             /* callsite.c's recently seen stacks of this thread */
+    uint32_t setup_generation;   /* ls_generation when record.c last set the thread up */
+    int slot_pid;                /* process whose trace `slot` lies in */
+    struct ls_thread_slot *slot; /* this thread's slot in the header, NULL if none */
+    void *site_cache;            /* callsite.c's recently seen stacks of this thread */
 };
 
 extern LS_TLS struct ls_thread ls_t;
@@ -229,8 +229,8 @@ int ls_comm_lookup(struct ls_trace *t, uintptr_t h);
 /* Registers a communicator created by `op`; `h` is 0 while NCCL has not produced the handle
  * (ls_comm_bind or ls_comm_defer follow). Returns the entry index or -1 when the table is
  * full. */
-int ls_comm_register(struct ls_trace *t, uintptr_t h, uint64_t id, uint64_t parent_id,
-                     int nranks, int rank, unsigned create_op, int color, int key, uint32_t site,
+int ls_comm_register(struct ls_trace *t, uintptr_t h, uint64_t id, uint64_t parent_id, int nranks,
+                     int rank, unsigned create_op, int color, int key, uint32_t site,
                      const void *config);
 
 /* Sets the handle of entry `idx` once NCCL has produced it and asks NCCL for rank/size if
@@ -283,11 +283,11 @@ void ls_callsites_reset(void);
 
 struct ls_call_args {
     unsigned op;
-    uintptr_t comm;  /* handle, 0 if the call has none */
+    uintptr_t comm; /* handle, 0 if the call has none */
     uint64_t count;
-    int dtype;       /* -1 none */
-    int redop;       /* -1 none */
-    int peer;        /* root or peer, -1 none */
+    int dtype; /* -1 none */
+    int redop; /* -1 none */
+    int peer;  /* root or peer, -1 none */
     const void *sendbuff;
     const void *recvbuff;
     const void *stream;
@@ -304,8 +304,8 @@ struct ls_call_args {
 
 struct ls_call {
     unsigned op;
-    uint32_t site;  /* call site id of the call */
-    int comm_rank;  /* the caller's rank in the call's communicator, -1 unknown */
+    uint32_t site; /* call site id of the call */
+    int comm_rank; /* the caller's rank in the call's communicator, -1 unknown */
     uint64_t enter_ns;
     const void *stream;
     int in_group;

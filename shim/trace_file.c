@@ -145,19 +145,31 @@ static int env_int(const char *const *names)
 
 static void fill_identity(struct ls_header *h)
 {
-    static const char *const rank_vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-                                            "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK",
+    static const char *const rank_vars[] = {"RANK",     "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                                            "PMI_RANK", "PMIX_RANK",    "MV2_COMM_WORLD_RANK",
                                             NULL};
-    static const char *const local_vars[] = {"LOCAL_RANK", "SLURM_LOCALID",
-                                             "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                             "MV2_COMM_WORLD_LOCAL_RANK", NULL};
-    static const char *const world_vars[] = {"WORLD_SIZE", "SLURM_NTASKS", "SLURM_NPROCS",
-                                             "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
-                                             "MV2_COMM_WORLD_SIZE", NULL};
+    static const char *const local_vars[] = {"LOCAL_RANK",
+                                             "SLURM_LOCALID",
+                                             "OMPI_COMM_WORLD_LOCAL_RANK",
+                                             "MPI_LOCALRANKID",
+                                             "MV2_COMM_WORLD_LOCAL_RANK",
+                                             NULL};
+    static const char *const world_vars[] = {"WORLD_SIZE",
+                                             "SLURM_NTASKS",
+                                             "SLURM_NPROCS",
+                                             "OMPI_COMM_WORLD_SIZE",
+                                             "PMI_SIZE",
+                                             "MV2_COMM_WORLD_SIZE",
+                                             NULL};
     static const char *const lworld_vars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
                                               "MPI_LOCALNRANKS", NULL};
-    static const char *const job_vars[] = {"LOCKSTEP_JOB", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID",
-                                           "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID", "JOB_ID",
+    static const char *const job_vars[] = {"LOCKSTEP_JOB",
+                                           "SLURM_JOB_ID",
+                                           "TORCHELASTIC_RUN_ID",
+                                           "PBS_JOBID",
+                                           "LSB_JOBID",
+                                           "FLUX_JOB_ID",
+                                           "JOB_ID",
                                            NULL};
     h->pid = getpid();
     h->ppid = getppid();

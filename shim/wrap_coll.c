@@ -125,7 +125,7 @@ ncclResult_t ncclGroupStart(void)
 /* Records the end of a group (GroupEnd or GroupSimulateEnd) around `forward`; `caller` holds
  * the exported wrapper's LS_CALLER. */
 static ncclResult_t group_end(unsigned op, ncclResult_t (*forward)(void *), void *arg,
-                             const struct ls_call_args *caller)
+                              const struct ls_call_args *caller)
 {
     if (ls_t.in_call || !ls_active())
         return forward(arg);

@@ -78,8 +78,8 @@ static void after_create(struct ls_trace *t, int idx, ncclComm_t *out, ncclResul
     if (!ls_call_enter(&c, &a))                                                                    \
         return real_call;                                                                          \
     before_create(c.t);                                                                            \
-    int idx = ls_comm_register(c.t, 0, id, 0, (nranks_), (rank_), (op_), -1, -1,                  \
-                               c.site, (config_));                                        \
+    int idx =                                                                                      \
+        ls_comm_register(c.t, 0, id, 0, (nranks_), (rank_), (op_), -1, -1, c.site, (config_));     \
     ls_call_set(&c, id, (rank_), (uint64_t)(nranks_), id);                                         \
     ncclResult_t res = real_call;                                                                  \
     after_create(c.t, idx, comm, res);                                                             \
@@ -144,8 +144,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
     ls_call_set(&c, id, -1, (uint64_t)ndev, id);
     ncclResult_t res = real(comm, ndev, devlist);
     for (int i = 0; res == ncclSuccess && comm && i < ndev; i++) {
-        int idx = ls_comm_register(c.t, 0, id, 0, ndev, i, LS_OP_COMM_INIT_ALL, -1, -1,
-                                   c.site, NULL);
+        int idx =
+            ls_comm_register(c.t, 0, id, 0, ndev, i, LS_OP_COMM_INIT_ALL, -1, -1, c.site, NULL);
         after_create(c.t, idx, &comm[i], res);
     }
     ls_call_exit(&c, res);
@@ -187,12 +187,11 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     uint64_t parent_id = pidx >= 0 ? c.t->comms[pidx].comm_id : 0;
     uint32_t counter = next_split_counter(c.t, pidx);
     uint64_t id = color == NCCL_SPLIT_NOCOLOR ? 0 : ls_comm_id_child(parent_id, counter, color, 0);
-    ls_call_set(&c, parent_id, c.comm_rank, id,
-                ((uint64_t)(uint32_t)color << 32) | (uint32_t)key);
+    ls_call_set(&c, parent_id, c.comm_rank, id, ((uint64_t)(uint32_t)color << 32) | (uint32_t)key);
     int idx = -1;
     if (id)
-        idx = ls_comm_register(c.t, 0, id, parent_id, -1, -1, LS_OP_COMM_SPLIT, color, key,
-                               c.site, config);
+        idx = ls_comm_register(c.t, 0, id, parent_id, -1, -1, LS_OP_COMM_SPLIT, color, key, c.site,
+                               config);
     ncclResult_t res = real(comm, color, key, newcomm, config);
     after_create(c.t, idx, newcomm, res);
     ls_call_exit(&c, res);
@@ -239,8 +238,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
     uint64_t id = ls_comm_id_child(parent_id, counter, -3,
                                    excluded_hash(excludeRanksList, excludeRanksCount));
     ls_call_set(&c, parent_id, c.comm_rank, id, (uint64_t)(uint32_t)excludeRanksCount);
-    int idx = ls_comm_register(c.t, 0, id, parent_id, -1, -1, LS_OP_COMM_SHRINK,
-                               excludeRanksCount, -1, c.site, config);
+    int idx = ls_comm_register(c.t, 0, id, parent_id, -1, -1, LS_OP_COMM_SHRINK, excludeRanksCount,
+                               -1, c.site, config);
     ncclResult_t res =
         real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
     after_create(c.t, idx, newcomm, res);

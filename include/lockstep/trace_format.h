@@ -15,27 +15,27 @@
  * Fields the writer updates while the process runs are marked (live); they are written with
  * atomic stores and must be read with atomic loads by a live reader. */
 
-#define LS_MAGIC "LOCKSTEP"
-#define LS_MAGIC_LEN 8
+#define LS_MAGIC          "LOCKSTEP"
+#define LS_MAGIC_LEN      8
 #define LS_FORMAT_VERSION 1
-#define LS_ENDIAN_TAG 0x01020304u
-#define LS_HEADER_SIZE 4096u
+#define LS_ENDIAN_TAG     0x01020304u
+#define LS_HEADER_SIZE    4096u
 
-#define LS_HOST_LEN 64
-#define LS_JOB_LEN 64
-#define LS_CMDLINE_LEN 512
+#define LS_HOST_LEN      64
+#define LS_JOB_LEN       64
+#define LS_CMDLINE_LEN   512
 #define LS_COMM_NAME_LEN 32
 
 /* Default capacities (the shim may be told otherwise; readers take them from the header). */
-#define LS_DEFAULT_RING 32768u
-#define LS_DEFAULT_COMMS 512u
-#define LS_DEFAULT_PEERS 4096u
-#define LS_DEFAULT_SITES 1024u
-#define LS_DEFAULT_STRINGS (256u * 1024u)
+#define LS_DEFAULT_RING        32768u
+#define LS_DEFAULT_COMMS       512u
+#define LS_DEFAULT_PEERS       4096u
+#define LS_DEFAULT_SITES       1024u
+#define LS_DEFAULT_STRINGS     (256u * 1024u)
 #define LS_DEFAULT_STACK_DEPTH 16u
-#define LS_MAX_STACK_DEPTH 64u
-#define LS_MIN_RING 64u
-#define LS_MAX_RING (1u << 24)
+#define LS_MAX_STACK_DEPTH     64u
+#define LS_MIN_RING            64u
+#define LS_MAX_RING            (1u << 24)
 
 /* How the process ended (ls_header.end_kind). */
 enum ls_end_kind {
@@ -52,11 +52,11 @@ enum ls_rank_source {
 };
 
 /* Header flags. */
-#define LS_HFLAG_CUDA_SEEN (1u << 0)   /* the process had libcuda loaded at some point */
-#define LS_HFLAG_CLOSED (1u << 1)      /* the writer unmapped the file cleanly */
-#define LS_HFLAG_SITES_FULL (1u << 2)  /* the site table filled: later new sites are id 0 */
-#define LS_HFLAG_COMMS_FULL (1u << 3)  /* the comm table filled: calls on new comms unrecorded */
-#define LS_HFLAG_PEERS_FULL (1u << 4)  /* the peer table filled: p2p seq numbers for new peers 0 */
+#define LS_HFLAG_CUDA_SEEN    (1u << 0) /* the process had libcuda loaded at some point */
+#define LS_HFLAG_CLOSED       (1u << 1) /* the writer unmapped the file cleanly */
+#define LS_HFLAG_SITES_FULL   (1u << 2) /* the site table filled: later new sites are id 0 */
+#define LS_HFLAG_COMMS_FULL   (1u << 3) /* the comm table filled: calls on new comms unrecorded */
+#define LS_HFLAG_PEERS_FULL   (1u << 4) /* the peer table filled: p2p seq numbers for new peers 0 */
 #define LS_HFLAG_STRINGS_FULL (1u << 5)
 
 /* A stack captured on request while the process runs (`lockstep run`/`watch` send the signal
@@ -64,22 +64,22 @@ enum ls_rank_source {
  * the stack is whole; it grows by 2 per capture. */
 #define LS_LIVE_FRAMES 32
 struct ls_live_stack {
-    uint64_t seq;     /*  0 (live) */
-    uint64_t ns;      /*  8: CLOCK_REALTIME ns of the capture */
-    uint32_t tid;     /* 16: the thread that was interrupted */
-    uint32_t nframes; /* 20 */
+    uint64_t seq;                 /*  0 (live) */
+    uint64_t ns;                  /*  8: CLOCK_REALTIME ns of the capture */
+    uint32_t tid;                 /* 16: the thread that was interrupted */
+    uint32_t nframes;             /* 20 */
     uint64_t pcs[LS_LIVE_FRAMES]; /* 24: the interrupted pc first, then return addresses */
-};                    /* 280 bytes */
+};                                /* 280 bytes */
 
 /* Completion tracking of one CUDA stream the process issued NCCL work on (GPU truth: a call
  * that returned has only been enqueued). The shim keeps at most one CUDA event outstanding
  * per stream; when it completes, every operation issued on the stream up to the ticket it
  * covers has completed. */
-#define LS_MAX_STREAMS 32
-#define LS_STREAM_VALID (1u << 0)       /* the slot is in use */
+#define LS_MAX_STREAMS          32
+#define LS_STREAM_VALID         (1u << 0) /* the slot is in use */
 #define LS_STREAM_EVENT_PENDING (1u << 1) /* an event is outstanding on it (live) */
-#define LS_STREAM_CAPTURED (1u << 2)    /* work was issued into it while it was captured */
-#define LS_STREAM_FAILED (1u << 3)      /* the driver refused an event: no tracking */
+#define LS_STREAM_CAPTURED      (1u << 2) /* work was issued into it while it was captured */
+#define LS_STREAM_FAILED        (1u << 3) /* the driver refused an event: no tracking */
 struct ls_stream {
     uint64_t stream;           /*  0: the cudaStream_t (0 is the legacy default stream) */
     uint64_t issued_ticket;    /*  8: ticket + 1 of the newest op issued on it, 0 none (live) */
@@ -133,34 +133,36 @@ struct ls_header {
     uint32_t peer_entry_size; /*  60: sizeof(struct ls_peer) */
     uint64_t site_off;        /*  64 */
     uint32_t site_cap;        /*  72 */
-    uint32_t site_entry_size; /*  76: sizeof(struct ls_site) + stack_depth * sizeof(struct ls_frame) */
-    uint64_t str_off;         /*  80 */
-    uint64_t str_cap;         /*  88: bytes */
-    uint64_t ring_off;        /*  96 */
-    uint64_t ring_cap;        /* 104: records */
-    uint32_t record_size;     /* 112: sizeof(struct ls_record) */
-    uint32_t stack_depth;     /* 116: frames kept per call site (0: call sites off) */
+    uint32_t
+        site_entry_size;  /*  76: sizeof(struct ls_site) + stack_depth * sizeof(struct ls_frame) */
+    uint64_t str_off;     /*  80 */
+    uint64_t str_cap;     /*  88: bytes */
+    uint64_t ring_off;    /*  96 */
+    uint64_t ring_cap;    /* 104: records */
+    uint32_t record_size; /* 112: sizeof(struct ls_record) */
+    uint32_t stack_depth; /* 116: frames kept per call site (0: call sites off) */
 
     /* Identity of the process. */
-    int32_t pid;              /* 120 */
-    int32_t ppid;             /* 124 */
-    uint32_t uid;             /* 128 */
-    int32_t rank;             /* 132: global rank from the launcher's environment, -1 unknown */
-    int32_t local_rank;       /* 136: -1 unknown */
-    int32_t world_size;       /* 140: -1 unknown */
-    int32_t local_world_size; /* 144: -1 unknown */
-    uint32_t rank_source;     /* 148: enum ls_rank_source */
-    uint64_t start_ns;        /* 152: CLOCK_REALTIME ns when the trace was created */
-    char host[LS_HOST_LEN];   /* 160: NUL-terminated */
-    char job[LS_JOB_LEN];     /* 224: job id (LOCKSTEP_JOB, SLURM_JOB_ID, ...), "" if none */
-    char job_source[32];      /* 288: name of the variable the job id came from */
+    int32_t pid;                  /* 120 */
+    int32_t ppid;                 /* 124 */
+    uint32_t uid;                 /* 128 */
+    int32_t rank;                 /* 132: global rank from the launcher's environment, -1 unknown */
+    int32_t local_rank;           /* 136: -1 unknown */
+    int32_t world_size;           /* 140: -1 unknown */
+    int32_t local_world_size;     /* 144: -1 unknown */
+    uint32_t rank_source;         /* 148: enum ls_rank_source */
+    uint64_t start_ns;            /* 152: CLOCK_REALTIME ns when the trace was created */
+    char host[LS_HOST_LEN];       /* 160: NUL-terminated */
+    char job[LS_JOB_LEN];         /* 224: job id (LOCKSTEP_JOB, SLURM_JOB_ID, ...), "" if none */
+    char job_source[32];          /* 288: name of the variable the job id came from */
     char cmdline[LS_CMDLINE_LEN]; /* 320: argv joined by spaces, truncated */
-    uint32_t nccl_version;    /* 832: ncclGetVersion() of the real library, 0 unknown (live) */
-    uint32_t pad0;            /* 836 */
+    uint32_t nccl_version;        /* 832: ncclGetVersion() of the real library, 0 unknown (live) */
+    uint32_t pad0;                /* 836 */
 
     /* Live state. */
-    uint64_t heartbeat_ns;    /* 840: CLOCK_REALTIME ns of the last heartbeat (live) */
-    uint64_t next_ticket;     /* 848: records reserved so far; record t lives in slot t % ring_cap (live) */
+    uint64_t heartbeat_ns; /* 840: CLOCK_REALTIME ns of the last heartbeat (live) */
+    uint64_t
+        next_ticket; /* 848: records reserved so far; record t lives in slot t % ring_cap (live) */
     uint32_t comm_count;      /* 856: comm entries used (live) */
     uint32_t peer_count;      /* 860: peer entries used (live) */
     uint32_t site_count;      /* 864: site entries used (live) */
@@ -174,59 +176,59 @@ struct ls_header {
     uint64_t calls_in_flight; /* 912: calls entered and not yet left by threads without a
                                *      thread slot (live); see ls_calls_in_flight() */
     struct ls_live_stack live_stack; /* 920: the last stack captured on request */
-    int32_t live_signal;      /* 1200: signal that asks for a live stack, 0 if none is handled */
-    uint32_t pad1;            /* 1204 */
-    uint32_t completion;      /* 1208: enum ls_completion_state (live) */
-    uint32_t stream_count;    /* 1212: stream slots used (live) */
-    uint64_t completions;     /* 1216: completions observed so far (live; progress for watchers) */
-    struct ls_stream streams[LS_MAX_STREAMS]; /* 1224 */
-    uint32_t clock_source;    /* 2760: enum ls_clock_source (live) */
-    uint32_t pad2;            /* 2764 */
-    uint8_t reserved[304];    /* 2768: zero; later versions add fields here */
+    int32_t live_signal;   /* 1200: signal that asks for a live stack, 0 if none is handled */
+    uint32_t pad1;         /* 1204 */
+    uint32_t completion;   /* 1208: enum ls_completion_state (live) */
+    uint32_t stream_count; /* 1212: stream slots used (live) */
+    uint64_t completions;  /* 1216: completions observed so far (live; progress for watchers) */
+    struct ls_stream streams[LS_MAX_STREAMS];       /* 1224 */
+    uint32_t clock_source;                          /* 2760: enum ls_clock_source (live) */
+    uint32_t pad2;                                  /* 2764 */
+    uint8_t reserved[304];                          /* 2768: zero; later versions add fields here */
     struct ls_thread_slot threads[LS_THREAD_SLOTS]; /* 3072: threads in a call (live) */
 };
 
 /* Communicator entry flags (ls_comm.flags). */
-#define LS_COMM_NONBLOCKING (1u << 0) /* created with config.blocking == 0 */
+#define LS_COMM_NONBLOCKING  (1u << 0) /* created with config.blocking == 0 */
 #define LS_COMM_RANK_PENDING (1u << 1) /* rank/nranks not known yet (split still in progress) */
-#define LS_COMM_FINALIZED (1u << 2)
-#define LS_COMM_DESTROYED (1u << 3)
-#define LS_COMM_ABORTED (1u << 4)
-#define LS_COMM_REVOKED (1u << 5)
-#define LS_COMM_INIT_FAILED (1u << 6)
+#define LS_COMM_FINALIZED    (1u << 2)
+#define LS_COMM_DESTROYED    (1u << 3)
+#define LS_COMM_ABORTED      (1u << 4)
+#define LS_COMM_REVOKED      (1u << 5)
+#define LS_COMM_INIT_FAILED  (1u << 6)
 
 /* One communicator this process is a member of. `comm_id` is computed alike on every member
  * without communication: the hash of the ncclUniqueId (InitRank family) or of the parent's id,
  * the parent's split counter and the color (Split, Shrink). An entry is valid once comm_id != 0;
  * the writer fills every other field first and stores comm_id last (release). */
 struct ls_comm {
-    uint64_t comm_id;     /*   0: 0 = slot unused */
-    uint64_t parent_id;   /*   8: 0 = none */
-    uint64_t handle;      /*  16: the ncclComm_t value in this process */
-    int32_t nranks;       /*  24: -1 unknown */
-    int32_t rank;         /*  28: this process's rank in the communicator, -1 unknown */
-    int32_t color;        /*  32: split color (Split), excluded count (Shrink), else -1 */
-    int32_t key;          /*  36: split key, else -1 */
-    uint32_t create_op;   /*  40: enum ls_op that created it */
-    uint32_t flags;       /*  44: LS_COMM_* (live) */
-    int32_t init_result;  /*  48: ncclResult_t of the creating call (live) */
-    uint32_t split_count; /*  52: children split/shrunk from this communicator so far (live) */
-    uint64_t created_ns;  /*  56 */
-    uint64_t ended_ns;    /*  64: when finalized/destroyed/aborted, 0 otherwise (live) */
-    uint64_t coll_issued; /*  72: collectives entered; the latest has seq == coll_issued (live) */
-    uint64_t coll_done;   /*  80: collectives returned (live) */
-    uint64_t p2p_sends;   /*  88: sends entered (live) */
-    uint64_t p2p_recvs;   /*  96: receives entered (live) */
+    uint64_t comm_id;       /*   0: 0 = slot unused */
+    uint64_t parent_id;     /*   8: 0 = none */
+    uint64_t handle;        /*  16: the ncclComm_t value in this process */
+    int32_t nranks;         /*  24: -1 unknown */
+    int32_t rank;           /*  28: this process's rank in the communicator, -1 unknown */
+    int32_t color;          /*  32: split color (Split), excluded count (Shrink), else -1 */
+    int32_t key;            /*  36: split key, else -1 */
+    uint32_t create_op;     /*  40: enum ls_op that created it */
+    uint32_t flags;         /*  44: LS_COMM_* (live) */
+    int32_t init_result;    /*  48: ncclResult_t of the creating call (live) */
+    uint32_t split_count;   /*  52: children split/shrunk from this communicator so far (live) */
+    uint64_t created_ns;    /*  56 */
+    uint64_t ended_ns;      /*  64: when finalized/destroyed/aborted, 0 otherwise (live) */
+    uint64_t coll_issued;   /*  72: collectives entered; the latest has seq == coll_issued (live) */
+    uint64_t coll_done;     /*  80: collectives returned (live) */
+    uint64_t p2p_sends;     /*  88: sends entered (live) */
+    uint64_t p2p_recvs;     /*  96: receives entered (live) */
     uint64_t last_enter_ns; /* 104: last call on this communicator entered (live) */
-    uint32_t create_site; /* 112: call site of the creating call, 0 none */
-    int32_t cuda_dev;     /* 116: device, -1 unknown */
+    uint32_t create_site;   /* 112: call site of the creating call, 0 none */
+    int32_t cuda_dev;       /* 116: device, -1 unknown */
     char name[LS_COMM_NAME_LEN]; /* 120: config.commName, truncated, "" if none */
-    uint64_t coll_completed; /* 152: highest collective seq known complete on the GPU (live;
-                              *      meaningful when the header's completion is EVENTS) */
-    uint64_t completed_ns;   /* 160: when that completion was observed (live) */
-    uint64_t last_stream;    /* 168: stream of the newest operation (live) */
-    uint64_t reserved[6];    /* 176: zero */
-};                           /* 224 bytes */
+    uint64_t coll_completed;     /* 152: highest collective seq known complete on the GPU (live;
+                                  *      meaningful when the header's completion is EVENTS) */
+    uint64_t completed_ns;       /* 160: when that completion was observed (live) */
+    uint64_t last_stream;        /* 168: stream of the newest operation (live) */
+    uint64_t reserved[6];        /* 176: zero */
+};                               /* 224 bytes */
 
 /* Point-to-point counters of one (communicator, peer) pair; valid once comm_id != 0. */
 struct ls_peer {
@@ -239,23 +241,23 @@ struct ls_peer {
 
 /* One frame of a call site. String offsets index the string pool; 0 means "unknown". */
 struct ls_frame {
-    uint64_t pc;          /*  0: return address as captured */
-    uint64_t module_off;  /*  8: pc minus the load base of its module */
-    uint32_t module;      /* 16: string: path of the module (executable or shared object) */
-    uint32_t symbol;      /* 20: string: nearest symbol name, 0 if none */
-    uint64_t symbol_off;  /* 24: pc minus the symbol's address */
-};                        /* 32 bytes */
+    uint64_t pc;         /*  0: return address as captured */
+    uint64_t module_off; /*  8: pc minus the load base of its module */
+    uint32_t module;     /* 16: string: path of the module (executable or shared object) */
+    uint32_t symbol;     /* 20: string: nearest symbol name, 0 if none */
+    uint64_t symbol_off; /* 24: pc minus the symbol's address */
+};                       /* 32 bytes */
 
 /* A unique call stack. Call site id N (N >= 1) is entry N-1. Valid once `state` is 1. Frames
  * follow the entry: `stack_depth` slots, the first `nframes` used, innermost first, starting
  * at the caller of the NCCL function. */
 struct ls_site {
-    uint32_t state;   /*  0: 0 empty, 1 valid (release) */
-    uint32_t nframes; /*  4 */
-    uint64_t hash;    /*  8: hash of the pcs */
-    uint64_t count;   /* 16: calls seen from this site (live, approximate under contention) */
-    uint64_t reserved;/* 24 */
-};                    /* 32 bytes, then the frames */
+    uint32_t state;    /*  0: 0 empty, 1 valid (release) */
+    uint32_t nframes;  /*  4 */
+    uint64_t hash;     /*  8: hash of the pcs */
+    uint64_t count;    /* 16: calls seen from this site (live, approximate under contention) */
+    uint64_t reserved; /* 24 */
+};                     /* 32 bytes, then the frames */
 
 /* Operations (ls_record.op, ls_comm.create_op). Values are part of the format. */
 enum ls_op {
@@ -288,11 +290,12 @@ enum ls_op {
 };
 
 /* Record flags (ls_record.flags). */
-#define LS_REC_IN_GROUP (1u << 0)     /* issued between ncclGroupStart and ncclGroupEnd */
-#define LS_REC_NONBLOCKING (1u << 1)  /* on a nonblocking communicator */
-#define LS_REC_INPLACE (1u << 2)      /* sendbuff == recvbuff (or NCCL's in-place offset) */
-#define LS_REC_GRAPH_CAPTURED (1u << 3) /* issued into a stream being captured into a graph:
-                                         * it runs when the graph is launched, not tracked */
+#define LS_REC_IN_GROUP    (1u << 0) /* issued between ncclGroupStart and ncclGroupEnd */
+#define LS_REC_NONBLOCKING (1u << 1) /* on a nonblocking communicator */
+#define LS_REC_INPLACE     (1u << 2) /* sendbuff == recvbuff (or NCCL's in-place offset) */
+#define LS_REC_GRAPH_CAPTURED                                                                      \
+    (1u << 3) /* issued into a stream being captured into a graph:                                 \
+               * it runs when the graph is launched, not tracked */
 
 /* ls_record.result while the call has not returned. */
 #define LS_RESULT_PENDING (-1)
@@ -304,34 +307,34 @@ enum ls_op {
 /* One NCCL call. Written at entry (everything but exit_ns and result), published by a release
  * store of `ticket`; at return exit_ns is stored, then `result` (release). */
 struct ls_record {
-    uint64_t ticket;     /*   0 */
-    uint64_t comm_id;    /*   8: 0 for calls without a communicator (GroupStart/End) */
-    uint64_t seq;        /*  16: collectives: per-communicator number, from 1; Send: per (comm,
-                          *      peer) send number; Recv: per (comm, peer) receive number;
-                          *      0 for other calls */
-    uint64_t count;      /*  24: elements as passed (AllGather: send count; ReduceScatter: recv
-                          *      count; AlltoAll: per peer); Split: the new comm id; InitAll:
-                          *      ndev; Shrink: excluded count */
-    uint64_t sendbuff;   /*  32 */
-    uint64_t recvbuff;   /*  40 */
-    uint64_t stream;     /*  48 */
-    uint64_t enter_ns;   /*  56: CLOCK_REALTIME */
-    uint64_t exit_ns;    /*  64: CLOCK_REALTIME, 0 while in the call */
-    uint64_t group_id;   /*  72: per-process id of the outermost group, 0 outside groups */
-    uint64_t aux;        /*  80: op specific: Split: color << 32 | key (as uint32); Init*: the
-                          *      communicator id created; GroupEnd: calls in the group */
-    uint64_t complete_ns;/*  88: when its completion on the GPU was observed, 0 not (yet) */
-    uint32_t callsite;   /*  96: call site id (1-based), 0 none */
-    uint32_t tid;        /* 100: kernel thread id */
-    int32_t comm_rank;   /* 104: the caller's rank in the communicator, -1 unknown */
-    int32_t peer;        /* 108: root (rooted collectives), peer (Send/Recv), else -1 */
-    int32_t redop;       /* 112: ncclRedOp_t, -1 if none */
-    uint16_t op;         /* 116: enum ls_op */
-    uint8_t dtype;       /* 118: ncclDataType_t, 255 if none */
-    uint8_t group_depth; /* 119: ncclGroupStart nesting at the call (saturates at 255) */
-    int32_t result;      /* 120: ncclResult_t, LS_RESULT_PENDING while in the call */
-    uint32_t flags;      /* 124: LS_REC_* */
-};                       /* 128 bytes */
+    uint64_t ticket;      /*   0 */
+    uint64_t comm_id;     /*   8: 0 for calls without a communicator (GroupStart/End) */
+    uint64_t seq;         /*  16: collectives: per-communicator number, from 1; Send: per (comm,
+                           *      peer) send number; Recv: per (comm, peer) receive number;
+                           *      0 for other calls */
+    uint64_t count;       /*  24: elements as passed (AllGather: send count; ReduceScatter: recv
+                           *      count; AlltoAll: per peer); Split: the new comm id; InitAll:
+                           *      ndev; Shrink: excluded count */
+    uint64_t sendbuff;    /*  32 */
+    uint64_t recvbuff;    /*  40 */
+    uint64_t stream;      /*  48 */
+    uint64_t enter_ns;    /*  56: CLOCK_REALTIME */
+    uint64_t exit_ns;     /*  64: CLOCK_REALTIME, 0 while in the call */
+    uint64_t group_id;    /*  72: per-process id of the outermost group, 0 outside groups */
+    uint64_t aux;         /*  80: op specific: Split: color << 32 | key (as uint32); Init*: the
+                           *      communicator id created; GroupEnd: calls in the group */
+    uint64_t complete_ns; /*  88: when its completion on the GPU was observed, 0 not (yet) */
+    uint32_t callsite;    /*  96: call site id (1-based), 0 none */
+    uint32_t tid;         /* 100: kernel thread id */
+    int32_t comm_rank;    /* 104: the caller's rank in the communicator, -1 unknown */
+    int32_t peer;         /* 108: root (rooted collectives), peer (Send/Recv), else -1 */
+    int32_t redop;        /* 112: ncclRedOp_t, -1 if none */
+    uint16_t op;          /* 116: enum ls_op */
+    uint8_t dtype;        /* 118: ncclDataType_t, 255 if none */
+    uint8_t group_depth;  /* 119: ncclGroupStart nesting at the call (saturates at 255) */
+    int32_t result;       /* 120: ncclResult_t, LS_RESULT_PENDING while in the call */
+    uint32_t flags;       /* 124: LS_REC_* */
+};                        /* 128 bytes */
 
 #define LS_DTYPE_NONE 255
 
@@ -391,12 +394,31 @@ static inline struct ls_layout ls_layout_for(uint32_t comm_cap, uint32_t peer_ca
 /* Names of ops as NCCL spells them (without the "nccl" prefix); "?" for unknown values. */
 static inline const char *ls_op_name(unsigned op)
 {
-    static const char *const names[LS_OP_COUNT] = {
-        "None", "AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter",
-        "AlltoAll", "Gather", "Scatter", "Send", "Recv", "GroupStart", "GroupEnd",
-        "GroupSimulateEnd", "CommInitRank", "CommInitRankConfig", "CommInitAll",
-        "CommInitRankScalable", "CommSplit", "CommShrink", "CommFinalize", "CommDestroy",
-        "CommAbort", "CommRevoke"};
+    static const char *const names[LS_OP_COUNT] = {"None",
+                                                   "AllReduce",
+                                                   "Broadcast",
+                                                   "Bcast",
+                                                   "Reduce",
+                                                   "AllGather",
+                                                   "ReduceScatter",
+                                                   "AlltoAll",
+                                                   "Gather",
+                                                   "Scatter",
+                                                   "Send",
+                                                   "Recv",
+                                                   "GroupStart",
+                                                   "GroupEnd",
+                                                   "GroupSimulateEnd",
+                                                   "CommInitRank",
+                                                   "CommInitRankConfig",
+                                                   "CommInitAll",
+                                                   "CommInitRankScalable",
+                                                   "CommSplit",
+                                                   "CommShrink",
+                                                   "CommFinalize",
+                                                   "CommDestroy",
+                                                   "CommAbort",
+                                                   "CommRevoke"};
     return op < LS_OP_COUNT ? names[op] : "?";
 }
 
@@ -409,8 +431,8 @@ static inline int ls_op_is_collective(unsigned op)
 /* True for collectives where `peer` holds a root. */
 static inline int ls_op_is_rooted(unsigned op)
 {
-    return op == LS_OP_BROADCAST || op == LS_OP_BCAST || op == LS_OP_REDUCE ||
-           op == LS_OP_GATHER || op == LS_OP_SCATTER;
+    return op == LS_OP_BROADCAST || op == LS_OP_BCAST || op == LS_OP_REDUCE || op == LS_OP_GATHER ||
+           op == LS_OP_SCATTER;
 }
 
 /* True for reductions, where `redop` matters. */
@@ -428,8 +450,8 @@ static inline int ls_op_is_comm(unsigned op)
 /* Short datatype names; "?" for unknown values. */
 static inline const char *ls_dtype_name(unsigned dt)
 {
-    static const char *const names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                        "fp16", "fp32", "fp64", "bf16", "fp8e4m3", "fp8e5m2"};
+    static const char *const names[] = {"int8", "uint8", "int32", "uint32", "int64",   "uint64",
+                                        "fp16", "fp32",  "fp64",  "bf16",   "fp8e4m3", "fp8e5m2"};
     if (dt == LS_DTYPE_NONE)
         return "-";
     return dt < sizeof(names) / sizeof(names[0]) ? names[dt] : "?";

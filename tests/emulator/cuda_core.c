@@ -1,4 +1,5 @@
-/* cuda_core.c -- emulated CUDA driver: initialization, version, devices, primary contexts, error strings. */
+/* cuda_core.c -- emulated CUDA driver: initialization, version, devices, primary contexts, error
+ * strings. */
 #include "cuda_emu.h"
 
 #include <stdlib.h>
@@ -18,18 +19,22 @@ static int default_device;
 static __thread int ctx_set;
 static __thread struct CUctx_st *ctx_current;
 
-static int env_int(const char *name, int dflt) {
+static int env_int(const char *name, int dflt)
+{
     const char *v = getenv(name);
     return (v && *v) ? atoi(v) : dflt;
 }
 
-static void devices_init(void) {
+static void devices_init(void)
+{
     int n = env_int("LOCKSTEP_EMU_CUDA_DEVICES", 0);
     if (n <= 0) {
         n = env_int("LOCAL_WORLD_SIZE", 1);
-        if (n < 8) n = 8;
+        if (n < 8)
+            n = 8;
     }
-    if (n > CU_MAX_DEVICES) n = CU_MAX_DEVICES;
+    if (n > CU_MAX_DEVICES)
+        n = CU_MAX_DEVICES;
     ndevices = n;
     for (int d = 0; d < n; d++) {
         contexts[d].magic = CU_CTX_MAGIC;
@@ -39,38 +44,45 @@ static void devices_init(void) {
     default_device = local >= 0 ? local % n : 0;
 }
 
-static int device_count(void) {
+static int device_count(void)
+{
     pthread_once(&devices_once, devices_init);
     return ndevices;
 }
 
 /* CUDA_SUCCESS once cuInit succeeded in this process, else
  * CUDA_ERROR_NOT_INITIALIZED. */
-CUresult cu_check_init(void) {
+CUresult cu_check_init(void)
+{
     return atomic_load(&initialized) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 /* This thread's current context (NULL after cuCtxSetCurrent(NULL)). */
-struct CUctx_st *cu_current_ctx(void) {
-    if (ctx_set) return ctx_current;
+struct CUctx_st *cu_current_ctx(void)
+{
+    if (ctx_set)
+        return ctx_current;
     device_count();
     return &contexts[default_device];
 }
 
 /* Start a new wait: the next sleep is the shortest one. */
-void cu_backoff_reset(unsigned *us) {
+void cu_backoff_reset(unsigned *us)
+{
     *us = 50;
 }
 
 /* Sleep *us microseconds, then double it, up to 2 ms. */
-void cu_backoff_sleep(unsigned *us) {
+void cu_backoff_sleep(unsigned *us)
+{
     struct timespec ts = {0, (long)*us * 1000L};
     nanosleep(&ts, NULL);
     *us = *us * 2 > 2000 ? 2000 : *us * 2;
 }
 
 /* CLOCK_MONOTONIC in milliseconds. */
-double cu_now_ms(void) {
+double cu_now_ms(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
@@ -79,16 +91,20 @@ double cu_now_ms(void) {
 /* ---- initialization and version ---- */
 
 /* Initialize the driver; Flags must be 0. Idempotent. */
-CUresult cuInit(unsigned int Flags) {
-    if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+CUresult cuInit(unsigned int Flags)
+{
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
     device_count();
     atomic_store(&initialized, 1);
     return CUDA_SUCCESS;
 }
 
 /* The CUDA version of the cuda.h this emulator was built with (works before cuInit). */
-CUresult cuDriverGetVersion(int *driverVersion) {
-    if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
+CUresult cuDriverGetVersion(int *driverVersion)
+{
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
     *driverVersion = CUDA_VERSION;
     return CUDA_SUCCESS;
 }
@@ -97,40 +113,54 @@ CUresult cuDriverGetVersion(int *driverVersion) {
 
 /* Number of emulated devices: $LOCKSTEP_EMU_CUDA_DEVICES, else
  * max(8, $LOCAL_WORLD_SIZE), at most 64. */
-CUresult cuDeviceGetCount(int *count) {
+CUresult cuDeviceGetCount(int *count)
+{
     CUresult r = cu_check_init();
-    if (r != CUDA_SUCCESS) return r;
-    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
     *count = device_count();
     return CUDA_SUCCESS;
 }
 
 /* Device handle of an ordinal (the handle is the ordinal). */
-CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
     CUresult r = cu_check_init();
-    if (r != CUDA_SUCCESS) return r;
-    if (!device) return CUDA_ERROR_INVALID_VALUE;
-    if (ordinal < 0 || ordinal >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
     *device = ordinal;
     return CUDA_SUCCESS;
 }
 
 /* The device's primary context (one per device); counts a reference. */
-CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
     CUresult r = cu_check_init();
-    if (r != CUDA_SUCCESS) return r;
-    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
     atomic_fetch_add(&contexts[dev].retained, 1);
     *pctx = &contexts[dev];
     return CUDA_SUCCESS;
 }
 
 /* Drop a reference from cuDevicePrimaryCtxRetain; the context stays usable. */
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
     CUresult r = cu_check_init();
-    if (r != CUDA_SUCCESS) return r;
-    if (dev < 0 || dev >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dev < 0 || dev >= device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
     int old = atomic_load(&contexts[dev].retained);
     while (old > 0 && !atomic_compare_exchange_weak(&contexts[dev].retained, &old, old - 1)) {
     }
@@ -138,7 +168,8 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 }
 
 /* Pre-CUDA-11 name of cuDevicePrimaryCtxRelease_v2. */
-CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
     return cuDevicePrimaryCtxRelease_v2(dev);
 }
 
@@ -146,31 +177,41 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
 
 /* This thread's current context (see ctx_current above); NULL after
  * cuCtxSetCurrent(NULL). */
-CUresult cuCtxGetCurrent(CUcontext *pctx) {
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
     CUresult r = cu_check_init();
-    if (r != CUDA_SUCCESS) return r;
-    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
     *pctx = cu_current_ctx();
     return CUDA_SUCCESS;
 }
 
 /* Make ctx (a primary context, or NULL for none) current in this thread. */
-CUresult cuCtxSetCurrent(CUcontext ctx) {
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
     CUresult r = cu_check_init();
-    if (r != CUDA_SUCCESS) return r;
-    if (ctx && ctx->magic != CU_CTX_MAGIC) return CUDA_ERROR_INVALID_CONTEXT;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (ctx && ctx->magic != CU_CTX_MAGIC)
+        return CUDA_ERROR_INVALID_CONTEXT;
     ctx_current = ctx;
     ctx_set = 1;
     return CUDA_SUCCESS;
 }
 
 /* Device of the current context; CUDA_ERROR_INVALID_CONTEXT if none. */
-CUresult cuCtxGetDevice(CUdevice *device) {
+CUresult cuCtxGetDevice(CUdevice *device)
+{
     CUresult r = cu_check_init();
-    if (r != CUDA_SUCCESS) return r;
-    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
     struct CUctx_st *c = cu_current_ctx();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
     *device = c->device;
     return CUDA_SUCCESS;
 }
@@ -218,16 +259,20 @@ static const struct cu_err errors[] = {
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
-static const struct cu_err *find_error(CUresult code) {
+static const struct cu_err *find_error(CUresult code)
+{
     for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
-        if (errors[i].code == code) return &errors[i];
+        if (errors[i].code == code)
+            return &errors[i];
     return NULL;
 }
 
 /* Description of a result code; CUDA_ERROR_INVALID_VALUE (and *pStr = NULL)
  * for codes this emulator does not know. Works before cuInit. */
-CUresult cuGetErrorString(CUresult error, const char **pStr) {
-    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
     const struct cu_err *e = find_error(error);
     *pStr = e ? e->text : NULL;
     return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -235,8 +280,10 @@ CUresult cuGetErrorString(CUresult error, const char **pStr) {
 
 /* Enum name of a result code, e.g. "CUDA_ERROR_NOT_READY"; as cuGetErrorString
  * for unknown codes. */
-CUresult cuGetErrorName(CUresult error, const char **pStr) {
-    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
     const struct cu_err *e = find_error(error);
     *pStr = e ? e->name : NULL;
     return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;

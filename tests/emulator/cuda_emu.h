@@ -1,4 +1,5 @@
-/* cuda_emu.h -- internal declarations of the emulated CUDA driver (libcuda.so.1): contexts, streams, events. */
+/* cuda_emu.h -- internal declarations of the emulated CUDA driver (libcuda.so.1): contexts,
+ * streams, events. */
 #ifndef LSEMU_CUDA_EMU_H
 #define LSEMU_CUDA_EMU_H
 
@@ -15,12 +16,12 @@
 
 #pragma GCC visibility push(hidden)
 
-#define CU_MAX_DEVICES 64
-#define CU_CTX_MAGIC 0x43545845u
+#define CU_MAX_DEVICES  64
+#define CU_CTX_MAGIC    0x43545845u
 #define CU_STREAM_MAGIC 0x5354524du
-#define CU_EVENT_MAGIC 0x45564e54u
-#define CU_GRAPH_MAGIC 0x47525048u
-#define CU_DEAD_MAGIC 0xdeadbeefu
+#define CU_EVENT_MAGIC  0x45564e54u
+#define CU_GRAPH_MAGIC  0x47525048u
+#define CU_DEAD_MAGIC   0xdeadbeefu
 
 /* One primary context per device; never freed. */
 struct CUctx_st {
@@ -37,12 +38,12 @@ struct cu_wnode;
 struct CUstream_st {
     _Atomic uint32_t magic;
     unsigned flags;
-    struct CUctx_st *ctx;        /* NULL: the legacy stream (the current context's) */
-    uint64_t enq;                /* work launched so far */
-    uint64_t done;               /* work completed so far (in launch order) */
-    int capturing;               /* between BeginCapture and EndCapture */
-    int invalidated;             /* the capture was invalidated */
-    struct cu_wnode *cap_head, *cap_tail;   /* work launched while capturing */
+    struct CUctx_st *ctx;                 /* NULL: the legacy stream (the current context's) */
+    uint64_t enq;                         /* work launched so far */
+    uint64_t done;                        /* work completed so far (in launch order) */
+    int capturing;                        /* between BeginCapture and EndCapture */
+    int invalidated;                      /* the capture was invalidated */
+    struct cu_wnode *cap_head, *cap_tail; /* work launched while capturing */
 };
 
 /* An event: which stream position it waits for. Destroyed events go to a free
@@ -50,10 +51,10 @@ struct CUstream_st {
 struct CUevent_st {
     _Atomic uint32_t magic;
     unsigned flags;
-    struct CUstream_st *stream;  /* last record; NULL: never recorded */
-    uint64_t pos;                /* complete once stream->done >= pos */
-    int captured;                /* last recorded into a capturing stream */
-    int stamped;                 /* ms holds the time it was first seen complete */
+    struct CUstream_st *stream; /* last record; NULL: never recorded */
+    uint64_t pos;               /* complete once stream->done >= pos */
+    int captured;               /* last recorded into a capturing stream */
+    int stamped;                /* ms holds the time it was first seen complete */
     double ms;
     struct CUevent_st *free_next;
 };

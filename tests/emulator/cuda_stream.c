@@ -1,4 +1,5 @@
-/* cuda_stream.c -- emulated CUDA driver: streams, stream capture, and the device thread that runs launched work. */
+/* cuda_stream.c -- emulated CUDA driver: streams, stream capture, and the device thread that runs
+ * launched work. */
 #include "cuda_emu.h"
 
 #include <signal.h>
@@ -7,9 +8,9 @@
 /* Work launched on streams, in launch order (guarded by cu_lock). */
 struct cu_wnode {
     struct lsemu_work *w;
-    int n;                        /* distinct streams */
+    int n; /* distinct streams */
     struct CUstream_st **streams;
-    uint64_t *pos;                /* the work's position on each stream */
+    uint64_t *pos; /* the work's position on each stream */
     struct cu_wnode *next;
 };
 
@@ -21,28 +22,34 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 /* The process-wide legacy default stream (handles NULL, CU_STREAM_LEGACY and
  * CU_STREAM_PER_THREAD all name it). */
-struct CUstream_st *cu_legacy_stream(void) {
+struct CUstream_st *cu_legacy_stream(void)
+{
     return &legacy;
 }
 
-static int is_legacy(CUstream h) {
+static int is_legacy(CUstream h)
+{
     return h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
 }
 
 /* Resolve a public-API stream handle. The legacy stream belongs to the current
  * context, so it needs one (CUDA_ERROR_INVALID_CONTEXT otherwise). */
-CUresult cu_get_stream(CUstream h, struct CUstream_st **out) {
+CUresult cu_get_stream(CUstream h, struct CUstream_st **out)
+{
     if (is_legacy(h)) {
-        if (!cu_current_ctx()) return CUDA_ERROR_INVALID_CONTEXT;
+        if (!cu_current_ctx())
+            return CUDA_ERROR_INVALID_CONTEXT;
         *out = &legacy;
         return CUDA_SUCCESS;
     }
-    if (atomic_load(&h->magic) != CU_STREAM_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+    if (atomic_load(&h->magic) != CU_STREAM_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
     *out = h;
     return CUDA_SUCCESS;
 }
 
-static void node_free(struct cu_wnode *n) {
+static void node_free(struct cu_wnode *n)
+{
     free(n->streams);
     free(n->pos);
     free(n);
@@ -50,25 +57,29 @@ static void node_free(struct cu_wnode *n) {
 
 /* ---- the device thread ---- */
 
-static int node_is_head(const struct cu_wnode *n) {
+static int node_is_head(const struct cu_wnode *n)
+{
     for (int i = 0; i < n->n; i++)
-        if (n->streams[i]->done + 1 != n->pos[i]) return 0;
+        if (n->streams[i]->done + 1 != n->pos[i])
+            return 0;
     return 1;
 }
 
 /* Polls all launched work in launch order, sweep after sweep; sleeps with
  * backoff while nothing moves and on a condition variable while idle. */
-static void *device_main(void *arg) {
+static void *device_main(void *arg)
+{
     (void)arg;
     sigset_t all;
     sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals belong to the program */
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals belong to the program */
     uint64_t sweep = 0;
     unsigned bo;
     cu_backoff_reset(&bo);
     pthread_mutex_lock(&cu_lock);
     for (;;) {
-        while (!active_head) pthread_cond_wait(&work_cond, &cu_lock);
+        while (!active_head)
+            pthread_cond_wait(&work_cond, &cu_lock);
         sweep++;
         int moved = 0;
         struct cu_wnode *prev = NULL, *n = active_head;
@@ -79,17 +90,22 @@ static void *device_main(void *arg) {
             pthread_mutex_lock(&cu_lock);
             struct cu_wnode *next = n->next;
             if (r == LSEMU_WORK_DONE && head) {
-                for (int i = 0; i < n->n; i++) n->streams[i]->done = n->pos[i];
-                if (prev) prev->next = next;
-                else active_head = next;
-                if (active_tail == n) active_tail = prev;
+                for (int i = 0; i < n->n; i++)
+                    n->streams[i]->done = n->pos[i];
+                if (prev)
+                    prev->next = next;
+                else
+                    active_head = next;
+                if (active_tail == n)
+                    active_tail = prev;
                 pthread_mutex_unlock(&cu_lock);
                 n->w->release(n->w);
                 node_free(n);
                 pthread_mutex_lock(&cu_lock);
                 moved = 1;
             } else {
-                if (r != LSEMU_WORK_PENDING) moved = 1;
+                if (r != LSEMU_WORK_PENDING)
+                    moved = 1;
                 prev = n;
             }
             n = next;
@@ -107,51 +123,64 @@ static void *device_main(void *arg) {
 
 /* fork: the child has no device thread; work launched before the fork is the
  * parent's and never runs in the child. */
-static void atfork_prepare(void) {
+static void atfork_prepare(void)
+{
     pthread_mutex_lock(&cu_lock);
 }
 
-static void atfork_parent(void) {
+static void atfork_parent(void)
+{
     pthread_mutex_unlock(&cu_lock);
 }
 
-static void atfork_child(void) {
+static void atfork_child(void)
+{
     active_head = active_tail = NULL;
     device_started = 0;
     pthread_mutex_unlock(&cu_lock);
 }
 
-static void atfork_register(void) {
+static void atfork_register(void)
+{
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 /* Start the device thread if needed (cu_lock held). 0 on success. */
-static int device_start(void) {
-    if (device_started) return 0;
+static int device_start(void)
+{
+    if (device_started)
+        return 0;
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     int rc = pthread_create(&t, &attr, device_main, NULL);
     pthread_attr_destroy(&attr);
-    if (rc != 0) return -1;
+    if (rc != 0)
+        return -1;
     device_started = 1;
     return 0;
 }
 
 /* Give n its positions and queue it for the device thread (cu_lock held). */
-static void activate(struct cu_wnode *n) {
-    for (int i = 0; i < n->n; i++) n->pos[i] = ++n->streams[i]->enq;
+static void activate(struct cu_wnode *n)
+{
+    for (int i = 0; i < n->n; i++)
+        n->pos[i] = ++n->streams[i]->enq;
     n->next = NULL;
-    if (active_tail) active_tail->next = n;
-    else active_head = n;
+    if (active_tail)
+        active_tail->next = n;
+    else
+        active_head = n;
     active_tail = n;
     pthread_cond_signal(&work_cond);
 }
 
 /* lsemu_cuda_api.launch: see emu_cuda_api.h. */
-static int launch(struct lsemu_work *w, struct CUstream_st *const *streams, int count) {
-    if (!w || !streams || count < 1) return CUDA_ERROR_INVALID_VALUE;
+static int launch(struct lsemu_work *w, struct CUstream_st *const *streams, int count)
+{
+    if (!w || !streams || count < 1)
+        return CUDA_ERROR_INVALID_VALUE;
     pthread_once(&atfork_once, atfork_register);
     struct cu_wnode *n = calloc(1, sizeof(*n));
     if (n) {
@@ -159,7 +188,8 @@ static int launch(struct lsemu_work *w, struct CUstream_st *const *streams, int 
         n->pos = calloc((size_t)count, sizeof(*n->pos));
     }
     if (!n || !n->streams || !n->pos) {
-        if (n) node_free(n);
+        if (n)
+            node_free(n);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     n->w = w;
@@ -170,8 +200,10 @@ static int launch(struct lsemu_work *w, struct CUstream_st *const *streams, int 
             return CUDA_ERROR_INVALID_HANDLE;
         }
         int dup = 0;
-        for (int j = 0; j < n->n; j++) dup |= n->streams[j] == s;
-        if (!dup) n->streams[n->n++] = s;
+        for (int j = 0; j < n->n; j++)
+            dup |= n->streams[j] == s;
+        if (!dup)
+            n->streams[n->n++] = s;
     }
     int res = CUDA_SUCCESS, capturing = 0, invalid = 0;
     pthread_mutex_lock(&cu_lock);
@@ -180,20 +212,25 @@ static int launch(struct lsemu_work *w, struct CUstream_st *const *streams, int 
         invalid |= n->streams[i]->invalidated;
     }
     if (capturing == 0) {
-        if (device_start() == 0) activate(n);
-        else res = CUDA_ERROR_OUT_OF_MEMORY;
+        if (device_start() == 0)
+            activate(n);
+        else
+            res = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (capturing != n->n) {
         res = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
     } else if (invalid) {
         res = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    } else {                      /* park until EndCapture of the first stream */
+    } else { /* park until EndCapture of the first stream */
         struct CUstream_st *s = n->streams[0];
-        if (s->cap_tail) s->cap_tail->next = n;
-        else s->cap_head = n;
+        if (s->cap_tail)
+            s->cap_tail->next = n;
+        else
+            s->cap_head = n;
         s->cap_tail = n;
     }
     pthread_mutex_unlock(&cu_lock);
-    if (res != CUDA_SUCCESS) node_free(n);
+    if (res != CUDA_SUCCESS)
+        node_free(n);
     return res;
 }
 
@@ -204,7 +241,8 @@ static const struct lsemu_cuda_api api = {
 };
 
 /* Entry point the emulated libnccl looks up (LSEMU_CUDA_API_SYMBOL). */
-__attribute__((visibility("default"))) const struct lsemu_cuda_api *lsemu_cuda_get_api(void) {
+__attribute__((visibility("default"))) const struct lsemu_cuda_api *lsemu_cuda_get_api(void)
+{
     return &api;
 }
 
@@ -212,14 +250,19 @@ __attribute__((visibility("default"))) const struct lsemu_cuda_api *lsemu_cuda_g
 
 /* A new stream in the current context; Flags: CU_STREAM_DEFAULT or
  * CU_STREAM_NON_BLOCKING (recorded, no other effect). */
-CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
     CUresult r = cu_check_init();
-    if (r != CUDA_SUCCESS) return r;
-    if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
     struct CUctx_st *ctx = cu_current_ctx();
-    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
     struct CUstream_st *s = calloc(1, sizeof(*s));
-    if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     s->flags = Flags;
     s->ctx = ctx;
     atomic_store(&s->magic, CU_STREAM_MAGIC);
@@ -228,13 +271,15 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
 }
 
 /* Take the parked work of a capture (cu_lock held). */
-static struct cu_wnode *take_parked(struct CUstream_st *s) {
+static struct cu_wnode *take_parked(struct CUstream_st *s)
+{
     struct cu_wnode *list = s->cap_head;
     s->cap_head = s->cap_tail = NULL;
     return list;
 }
 
-static void discard(struct cu_wnode *list) {
+static void discard(struct cu_wnode *list)
+{
     while (list) {
         struct cu_wnode *next = list->next;
         list->w->release(list->w);
@@ -245,13 +290,17 @@ static void discard(struct cu_wnode *list) {
 
 /* Destroy a stream. Work already launched still completes; the handle is
  * invalid from now on. A capture in progress is dropped with its work. */
-CUresult cuStreamDestroy_v2(CUstream hStream) {
+CUresult cuStreamDestroy_v2(CUstream hStream)
+{
     CUresult r = cu_check_init();
-    if (r != CUDA_SUCCESS) return r;
-    if (is_legacy(hStream)) return CUDA_ERROR_INVALID_HANDLE;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (is_legacy(hStream))
+        return CUDA_ERROR_INVALID_HANDLE;
     struct CUstream_st *s;
     r = cu_get_stream(hStream, &s);
-    if (r != CUDA_SUCCESS) return r;
+    if (r != CUDA_SUCCESS)
+        return r;
     pthread_mutex_lock(&cu_lock);
     struct cu_wnode *parked = take_parked(s);
     s->capturing = 0;
@@ -262,70 +311,88 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
 }
 
 /* Pre-CUDA-4 name of cuStreamDestroy_v2. */
-CUresult cuStreamDestroy(CUstream hStream) {
+CUresult cuStreamDestroy(CUstream hStream)
+{
     return cuStreamDestroy_v2(hStream);
 }
 
 /* Querying or waiting on a capturing stream is illegal and invalidates the
  * capture (as on real CUDA). Returns 1 if s is capturing (cu_lock held). */
-static int capture_violation(struct CUstream_st *s) {
-    if (!s->capturing) return 0;
+static int capture_violation(struct CUstream_st *s)
+{
+    if (!s->capturing)
+        return 0;
     s->invalidated = 1;
     return 1;
 }
 
 /* Wait until all work launched on the stream so far completed -- forever if
  * some never does (polling with 50 us..2 ms sleeps). */
-CUresult cuStreamSynchronize(CUstream hStream) {
+CUresult cuStreamSynchronize(CUstream hStream)
+{
     CUresult r = cu_check_init();
     struct CUstream_st *s;
-    if (r == CUDA_SUCCESS) r = cu_get_stream(hStream, &s);
-    if (r != CUDA_SUCCESS) return r;
+    if (r == CUDA_SUCCESS)
+        r = cu_get_stream(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
     pthread_mutex_lock(&cu_lock);
     int bad = capture_violation(s);
     uint64_t target = s->enq;
     pthread_mutex_unlock(&cu_lock);
-    if (bad) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (bad)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     unsigned bo;
     cu_backoff_reset(&bo);
     for (;;) {
         pthread_mutex_lock(&cu_lock);
         int done = s->done >= target;
         pthread_mutex_unlock(&cu_lock);
-        if (done) return CUDA_SUCCESS;
+        if (done)
+            return CUDA_SUCCESS;
         cu_backoff_sleep(&bo);
     }
 }
 
 /* CUDA_SUCCESS if all launched work completed, else CUDA_ERROR_NOT_READY. */
-CUresult cuStreamQuery(CUstream hStream) {
+CUresult cuStreamQuery(CUstream hStream)
+{
     CUresult r = cu_check_init();
     struct CUstream_st *s;
-    if (r == CUDA_SUCCESS) r = cu_get_stream(hStream, &s);
-    if (r != CUDA_SUCCESS) return r;
+    if (r == CUDA_SUCCESS)
+        r = cu_get_stream(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
     pthread_mutex_lock(&cu_lock);
     int bad = capture_violation(s);
     int done = s->done >= s->enq;
     pthread_mutex_unlock(&cu_lock);
-    if (bad) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (bad)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 /* Context of a stream (the current one for the legacy stream). */
-CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
+CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
     CUresult r = cu_check_init();
     struct CUstream_st *s;
-    if (r == CUDA_SUCCESS) r = cu_get_stream(hStream, &s);
-    if (r != CUDA_SUCCESS) return r;
-    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = cu_get_stream(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
     *pctx = s->ctx ? s->ctx : cu_current_ctx();
     return CUDA_SUCCESS;
 }
 
 /* As cuStreamGetCtx; there are no green contexts (*pGreenCtx = NULL). */
-CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx) {
+CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
     CUresult r = cuStreamGetCtx(hStream, pCtx);
-    if (r == CUDA_SUCCESS && pGreenCtx) *pGreenCtx = NULL;
+    if (r == CUDA_SUCCESS && pGreenCtx)
+        *pGreenCtx = NULL;
     return r;
 }
 
@@ -333,14 +400,18 @@ CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreen
 
 /* CU_STREAM_CAPTURE_STATUS_ACTIVE between Begin- and EndCapture (_INVALIDATED
  * once an illegal query/sync hit it), else _NONE. */
-CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
     CUresult r = cu_check_init();
     struct CUstream_st *s;
-    if (r == CUDA_SUCCESS) r = cu_get_stream(hStream, &s);
-    if (r != CUDA_SUCCESS) return r;
-    if (!captureStatus) return CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = cu_get_stream(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!captureStatus)
+        return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&cu_lock);
-    *captureStatus = !s->capturing ? CU_STREAM_CAPTURE_STATUS_NONE
+    *captureStatus = !s->capturing    ? CU_STREAM_CAPTURE_STATUS_NONE
                      : s->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
                                       : CU_STREAM_CAPTURE_STATUS_ACTIVE;
     pthread_mutex_unlock(&cu_lock);
@@ -349,25 +420,32 @@ CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureSta
 
 /* Start capturing a (non-legacy) stream: work launched on it from now on is
  * held back instead of run. The mode is checked, not enforced. */
-CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
     CUresult r = cu_check_init();
-    if (r != CUDA_SUCCESS) return r;
-    if (is_legacy(hStream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (is_legacy(hStream))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
         mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         return CUDA_ERROR_INVALID_VALUE;
     struct CUstream_st *s;
     r = cu_get_stream(hStream, &s);
-    if (r != CUDA_SUCCESS) return r;
+    if (r != CUDA_SUCCESS)
+        return r;
     pthread_mutex_lock(&cu_lock);
-    if (s->capturing) r = CUDA_ERROR_ILLEGAL_STATE;
-    else s->capturing = 1, s->invalidated = 0;
+    if (s->capturing)
+        r = CUDA_ERROR_ILLEGAL_STATE;
+    else
+        s->capturing = 1, s->invalidated = 0;
     pthread_mutex_unlock(&cu_lock);
     return r;
 }
 
 /* CUDA 10.0 form: global capture mode. */
-CUresult cuStreamBeginCapture(CUstream hStream) {
+CUresult cuStreamBeginCapture(CUstream hStream)
+{
     return cuStreamBeginCapture_v2(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
@@ -376,16 +454,22 @@ CUresult cuStreamBeginCapture(CUstream hStream) {
  * launched right away. *phGraph gets a token for cuGraphDestroy. An
  * invalidated capture drops its work, sets *phGraph = NULL and returns
  * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. */
-CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
     CUresult r = cu_check_init();
-    if (r != CUDA_SUCCESS) return r;
-    if (!phGraph) return CUDA_ERROR_INVALID_VALUE;
-    if (is_legacy(hStream)) return CUDA_ERROR_ILLEGAL_STATE;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!phGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (is_legacy(hStream))
+        return CUDA_ERROR_ILLEGAL_STATE;
     struct CUstream_st *s;
     r = cu_get_stream(hStream, &s);
-    if (r != CUDA_SUCCESS) return r;
+    if (r != CUDA_SUCCESS)
+        return r;
     struct CUgraph_st *g = calloc(1, sizeof(*g));
-    if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     g->magic = CU_GRAPH_MAGIC;
     struct cu_wnode *dropped = NULL;
     pthread_mutex_lock(&cu_lock);
@@ -413,7 +497,8 @@ CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
     discard(dropped);
     if (r != CUDA_SUCCESS) {
         free(g);
-        if (r != CUDA_ERROR_ILLEGAL_STATE) *phGraph = NULL;
+        if (r != CUDA_ERROR_ILLEGAL_STATE)
+            *phGraph = NULL;
         return r;
     }
     *phGraph = g;
@@ -421,8 +506,10 @@ CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
 }
 
 /* Free a token from cuStreamEndCapture. */
-CUresult cuGraphDestroy(CUgraph hGraph) {
-    if (!hGraph || hGraph->magic != CU_GRAPH_MAGIC) return CUDA_ERROR_INVALID_VALUE;
+CUresult cuGraphDestroy(CUgraph hGraph)
+{
+    if (!hGraph || hGraph->magic != CU_GRAPH_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
     hGraph->magic = CU_DEAD_MAGIC;
     free(hGraph);
     return CUDA_SUCCESS;
@@ -431,34 +518,42 @@ CUresult cuGraphDestroy(CUgraph hGraph) {
 /* ---- per-thread-default-stream (_ptsz) entry points: the per-thread default
  * stream is the legacy stream here ---- */
 
-CUresult cuStreamSynchronize_ptsz(CUstream hStream) {
+CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
     return cuStreamSynchronize(hStream);
 }
 
-CUresult cuStreamQuery_ptsz(CUstream hStream) {
+CUresult cuStreamQuery_ptsz(CUstream hStream)
+{
     return cuStreamQuery(hStream);
 }
 
-CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx) {
+CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
     return cuStreamGetCtx(hStream, pctx);
 }
 
-CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx) {
+CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
     return cuStreamGetCtx_v2(hStream, pCtx, pGreenCtx);
 }
 
-CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
     return cuStreamIsCapturing(hStream, captureStatus);
 }
 
-CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
+CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
+{
     return cuStreamBeginCapture(hStream);
 }
 
-CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
     return cuStreamBeginCapture_v2(hStream, mode);
 }
 
-CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
     return cuStreamEndCapture(hStream, phGraph);
 }

@@ -12,21 +12,20 @@
 #pragma GCC visibility push(hidden)
 
 /* Export a public API the way libnccl does: pncclX strong, ncclX weak. */
-#define EMU_ALIAS(name) \
-    extern __typeof__(p##name) name __attribute__((weak, alias("p" #name)))
+#define EMU_ALIAS(name) extern __typeof__(p##name) name __attribute__((weak, alias("p" #name)))
 
-#define EMU_ID_MAGIC "LSEMU-1"
-#define EMU_TAG_MAX 40
-#define EMU_NAME_MAX 96
+#define EMU_ID_MAGIC      "LSEMU-1"
+#define EMU_TAG_MAX       40
+#define EMU_NAME_MAX      96
 #define EMU_DEFAULT_ARENA (256u * 1024u)
-#define EMU_MIN_ARENA 4096u
+#define EMU_MIN_ARENA     4096u
 
 /* Layout of the 128 bytes of an ncclUniqueId produced by this emulator. */
 struct emu_id {
     char magic[8];
-    uint64_t arena;           /* per-rank collective arena size in bytes */
-    uint64_t key;             /* random 64-bit key naming the segment */
-    char tag[EMU_TAG_MAX];    /* LOCKSTEP_EMU_TAG or u<uid> */
+    uint64_t arena;        /* per-rank collective arena size in bytes */
+    uint64_t key;          /* random 64-bit key naming the segment */
+    char tag[EMU_TAG_MAX]; /* LOCKSTEP_EMU_TAG or u<uid> */
     unsigned char rnd[128 - 8 - 8 - 8 - EMU_TAG_MAX];
 };
 
@@ -34,7 +33,7 @@ struct emu_id {
 
 /* What one rank posts with one chunk round; compared across ranks. */
 struct emu_desc {
-    int32_t op;        /* enum emu_coll_kind */
+    int32_t op; /* enum emu_coll_kind */
     int32_t dtype;
     int32_t redop;
     int32_t root;
@@ -44,22 +43,22 @@ struct emu_desc {
 };
 
 struct emu_slot {
-    _Atomic uint64_t posted;   /* last round this rank published */
-    _Atomic uint64_t done;     /* last round this rank finished reading */
-    _Atomic uint32_t joined;   /* 1 once this rank attached */
+    _Atomic uint64_t posted; /* last round this rank published */
+    _Atomic uint64_t done;   /* last round this rank finished reading */
+    _Atomic uint32_t joined; /* 1 once this rank attached */
     uint32_t pad0;
-    struct emu_desc desc;      /* descriptor of round `posted` */
+    struct emu_desc desc; /* descriptor of round `posted` */
 } __attribute__((aligned(64)));
 
-struct emu_chan {               /* one ordered (src,dst) p2p mailbox */
-    _Atomic uint64_t posted;    /* chunks published by src */
-    _Atomic uint64_t taken;     /* chunks consumed by dst */
-    uint64_t bytes;             /* total message size of the posted chunk */
-    uint64_t chunk;             /* index of the posted chunk in its message */
+struct emu_chan {            /* one ordered (src,dst) p2p mailbox */
+    _Atomic uint64_t posted; /* chunks published by src */
+    _Atomic uint64_t taken;  /* chunks consumed by dst */
+    uint64_t bytes;          /* total message size of the posted chunk */
+    uint64_t chunk;          /* index of the posted chunk in its message */
 } __attribute__((aligned(64)));
 
 struct emu_hdr {
-    _Atomic uint32_t joined;   /* number of ranks attached */
+    _Atomic uint32_t joined; /* number of ranks attached */
     _Atomic uint32_t detached;
 } __attribute__((aligned(64)));
 
@@ -67,18 +66,18 @@ struct emu_hdr {
 
 struct emu_redop {
     int used;
-    int device;            /* scalar read at execution time from ptr */
+    int device; /* scalar read at execution time from ptr */
     const void *ptr;
-    double value;          /* host-immediate scalar */
+    double value; /* host-immediate scalar */
 };
 
 struct ncclComm {
     uint32_t magic;
-    uint64_t async_colls;  /* collectives launched in async mode (LOCKSTEP_EMU_HANG_COLL) */
+    uint64_t async_colls; /* collectives launched in async mode (LOCKSTEP_EMU_HANG_COLL) */
     int nranks, rank, cudev;
-    uint64_t arena;        /* collective arena bytes per rank */
-    uint64_t p2p_arena;    /* mailbox bytes per ordered pair */
-    struct emu_id id;      /* identity (tag/key/arena) */
+    uint64_t arena;     /* collective arena bytes per rank */
+    uint64_t p2p_arena; /* mailbox bytes per ordered pair */
+    struct emu_id id;   /* identity (tag/key/arena) */
     char name[EMU_NAME_MAX];
     int fd;
     void *base;
@@ -89,17 +88,17 @@ struct ncclComm {
     struct emu_chan *chans;
     unsigned char *p2p;
     int attached;
-    _Atomic int ready;         /* 1 once every rank joined */
+    _Atomic int ready; /* 1 once every rank joined */
     _Atomic int aborted;
     _Atomic int revoked;
-    _Atomic int users;         /* queued/running ops and async jobs */
-    _Atomic int queued;        /* ops launched on streams, not finished (async mode) */
-    _Atomic int pending;       /* async jobs (nonblocking split) */
+    _Atomic int users;   /* queued/running ops and async jobs */
+    _Atomic int queued;  /* ops launched on streams, not finished (async mode) */
+    _Atomic int pending; /* async jobs (nonblocking split) */
     _Atomic int async_result;
     int blocking;
-    uint64_t round;            /* last completed collective round */
+    uint64_t round; /* last completed collective round */
     uint64_t split_counter;
-    uint64_t pass_mark;        /* progress-pass ordering marks */
+    uint64_t pass_mark; /* progress-pass ordering marks */
     uint64_t *send_mark, *recv_mark;
     struct emu_redop *redops;
     int nredops;
@@ -111,12 +110,18 @@ struct ncclComm {
 /* ---- operations ---- */
 
 enum emu_coll_kind {
-    EMU_ALLREDUCE = 1, EMU_BROADCAST, EMU_REDUCE, EMU_ALLGATHER,
-    EMU_REDUCESCATTER, EMU_ALLTOALL, EMU_GATHER, EMU_SCATTER, EMU_SPLIT
+    EMU_ALLREDUCE = 1,
+    EMU_BROADCAST,
+    EMU_REDUCE,
+    EMU_ALLGATHER,
+    EMU_REDUCESCATTER,
+    EMU_ALLTOALL,
+    EMU_GATHER,
+    EMU_SCATTER,
+    EMU_SPLIT
 };
 
-enum emu_op_kind { EMU_OP_COLL = 1, EMU_OP_SEND, EMU_OP_RECV, EMU_OP_JOIN,
-                   EMU_OP_SPLIT };
+enum emu_op_kind { EMU_OP_COLL = 1, EMU_OP_SEND, EMU_OP_RECV, EMU_OP_JOIN, EMU_OP_SPLIT };
 
 enum emu_op_state { EMU_ST_RUN = 0, EMU_ST_DONE, EMU_ST_FAILED, EMU_ST_STUCK };
 
@@ -133,15 +138,15 @@ struct emu_op {
     size_t count;
     ncclDataType_t dtype;
     int redop;
-    int root;             /* root, or peer for p2p */
-    cudaStream_t stream;  /* the stream it was issued on (async mode) */
-    struct emu_redop scalar;  /* PreMulSum redop as it was at issue time */
+    int root;                /* root, or peer for p2p */
+    cudaStream_t stream;     /* the stream it was issued on (async mode) */
+    struct emu_redop scalar; /* PreMulSum redop as it was at issue time */
     /* progress state */
     int phase;
     uint64_t chunk, nchunks, round, elems;
     /* split / shrink */
     int stage;
-    uint64_t counter;     /* parent's split counter when issued */
+    uint64_t counter; /* parent's split counter when issued */
     int color, key;
     int *colors, *keys;
     ncclComm_t *newcomm;
@@ -179,8 +184,7 @@ void emu_comm_free(struct ncclComm *comm);
 ncclResult_t emu_attach(struct ncclComm *comm);
 int emu_join_progress(struct ncclComm *comm);
 void emu_detach(struct ncclComm *comm);
-uint64_t emu_derive_key(uint64_t key, char kind, uint64_t counter,
-                        const int *vals, int nvals);
+uint64_t emu_derive_key(uint64_t key, char kind, uint64_t counter, const int *vals, int nvals);
 
 /* emu_coll.c */
 int emu_coll_progress(struct emu_op *op);

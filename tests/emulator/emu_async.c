@@ -1,4 +1,5 @@
-/* emu_async.c -- async mode (LOCKSTEP_EMU_ASYNC=1): NCCL ops launched as work on the emulated libcuda streams. */
+/* emu_async.c -- async mode (LOCKSTEP_EMU_ASYNC=1): NCCL ops launched as work on the emulated
+ * libcuda streams. */
 #define _GNU_SOURCE
 #include "emu.h"
 #include "emu_cuda_api.h"
@@ -12,15 +13,16 @@
 struct emu_work {
     struct lsemu_work base;
     struct emu_queue q;
-    int held;                /* still counts in its comms' users and queued */
-    int hang;                /* never completes (LOCKSTEP_EMU_HANG_COLL) */
+    int held; /* still counts in its comms' users and queued */
+    int hang; /* never completes (LOCKSTEP_EMU_HANG_COLL) */
 };
 
 static const struct lsemu_cuda_api *cuda_api;
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 
 /* 1 when LOCKSTEP_EMU_ASYNC=1 (read once). */
-int emu_async(void) {
+int emu_async(void)
+{
     static _Atomic int mode = -1;
     int m = atomic_load(&mode);
     if (m < 0) {
@@ -31,7 +33,8 @@ int emu_async(void) {
     return m;
 }
 
-static lsemu_cuda_get_api_fn lookup(void *handle) {
+static lsemu_cuda_get_api_fn lookup(void *handle)
+{
     lsemu_cuda_get_api_fn fn;
     void *sym = dlsym(handle, LSEMU_CUDA_API_SYMBOL);
     memcpy(&fn, &sym, sizeof(fn));
@@ -41,21 +44,25 @@ static lsemu_cuda_get_api_fn lookup(void *handle) {
 /* Find the emulated libcuda: already loaded (linked with -lcuda, or loaded by
  * someone), else libcuda.so.1 from this library's own directory, loaded
  * RTLD_GLOBAL so that later dlopen("libcuda.so.1") calls find it too. */
-static void api_load(void) {
+static void api_load(void)
+{
     lsemu_cuda_get_api_fn fn = NULL;
     void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (h) fn = lookup(h);
-    if (!fn) fn = lookup(RTLD_DEFAULT);
+    if (h)
+        fn = lookup(h);
+    if (!fn)
+        fn = lookup(RTLD_DEFAULT);
     Dl_info info;
     if (!fn && dladdr((void *)&emu_async, &info) && info.dli_fname) {
         char path[4096];
         const char *slash = strrchr(info.dli_fname, '/');
         int dirlen = slash ? (int)(slash - info.dli_fname) : 1;
-        snprintf(path, sizeof(path), "%.*s/libcuda.so.1", dirlen,
-                 slash ? info.dli_fname : ".");
+        snprintf(path, sizeof(path), "%.*s/libcuda.so.1", dirlen, slash ? info.dli_fname : ".");
         h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-        if (h) fn = lookup(h);
-        else emu_debug("async: cannot load %s: %s", path, dlerror());
+        if (h)
+            fn = lookup(h);
+        else
+            emu_debug("async: cannot load %s: %s", path, dlerror());
     }
     const struct lsemu_cuda_api *api = fn ? fn() : NULL;
     if (api && api->version == LSEMU_CUDA_API_VERSION && api->size >= sizeof(*api))
@@ -64,18 +71,23 @@ static void api_load(void) {
     emu_debug("async mode: emulated libcuda %s", cuda_api ? "found" : "NOT found");
 }
 
-static void device_init(void) {
+static void device_init(void)
+{
     typedef int (*cu_init_fn)(unsigned int);
     cu_init_fn cu_init = (cu_init_fn)dlsym(RTLD_DEFAULT, "cuInit");
     void *h = cu_init ? NULL : dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (h) cu_init = (cu_init_fn)dlsym(h, "cuInit");
-    if (cu_init) cu_init(0);
-    if (h) dlclose(h);
+    if (h)
+        cu_init = (cu_init_fn)dlsym(h, "cuInit");
+    if (cu_init)
+        cu_init(0);
+    if (h)
+        dlclose(h);
 }
 
 /* A real NCCL program has initialized CUDA before it creates a communicator (NCCL needs a
  * device): in async mode, do the same at the first communicator creation. */
-void emu_async_device_init(void) {
+void emu_async_device_init(void)
+{
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (emu_async()) {
         pthread_once(&api_once, api_load);
@@ -86,14 +98,18 @@ void emu_async_device_init(void) {
 /* In async mode, load the emulated libcuda before main, so a program or an
  * interposer that resolves "libcuda.so.1" at run time gets the one that
  * shares the streams with this library. */
-__attribute__((constructor)) static void async_init(void) {
-    if (emu_async()) pthread_once(&api_once, api_load);
+__attribute__((constructor)) static void async_init(void)
+{
+    if (emu_async())
+        pthread_once(&api_once, api_load);
 }
 
 /* 1 if q can run on streams: non-empty, only collectives and p2p (joins and
  * splits -- communicator creation -- stay synchronous). */
-int emu_async_eligible(const struct emu_queue *q) {
-    if (!q->head) return 0;
+int emu_async_eligible(const struct emu_queue *q)
+{
+    if (!q->head)
+        return 0;
     for (const struct emu_op *op = q->head; op; op = op->next)
         if (op->kind != EMU_OP_COLL && op->kind != EMU_OP_SEND && op->kind != EMU_OP_RECV)
             return 0;
@@ -101,7 +117,8 @@ int emu_async_eligible(const struct emu_queue *q) {
 }
 
 /* Wait until no op of q's communicators is still queued on a stream. */
-void emu_async_drain(struct emu_queue *q) {
+void emu_async_drain(struct emu_queue *q)
+{
     for (struct emu_op *op = q->head; op; op = op->next) {
         unsigned bo;
         emu_backoff_reset(&bo);
@@ -112,7 +129,8 @@ void emu_async_drain(struct emu_queue *q) {
 
 /* Count (+1) or uncount (-1) w in its comms' users and queued. users goes last:
  * once it drops to 0 an ncclCommAbort/Destroy may free the comm. */
-static void hold(struct emu_work *w, int delta) {
+static void hold(struct emu_work *w, int delta)
+{
     for (struct emu_op *op = w->q.head; op; op = op->next) {
         atomic_fetch_add(&op->comm->queued, delta);
         atomic_fetch_add(&op->comm->users, delta);
@@ -125,10 +143,12 @@ static void hold(struct emu_work *w, int delta) {
  * keep their issue order across streams. An aborted or revoked communicator
  * finishes the work at once with an error (it lets go of its communicators
  * even before its turn, so ncclCommAbort can return). */
-static int work_poll(struct lsemu_work *base, uint64_t sweep, int head) {
-    static uint64_t last_sweep, pass;    /* only the device thread polls */
+static int work_poll(struct lsemu_work *base, uint64_t sweep, int head)
+{
+    static uint64_t last_sweep, pass; /* only the device thread polls */
     struct emu_work *w = (struct emu_work *)base;
-    if (!w->held) return head ? LSEMU_WORK_DONE : LSEMU_WORK_PENDING;
+    if (!w->held)
+        return head ? LSEMU_WORK_DONE : LSEMU_WORK_PENDING;
     if (sweep != last_sweep) {
         last_sweep = sweep;
         pass = emu_next_pass();
@@ -151,7 +171,8 @@ static int work_poll(struct lsemu_work *base, uint64_t sweep, int head) {
     ncclResult_t res = ncclSuccess;
     int moved = emu_queue_pass(&w->q, pass, &pending, &res);
     if (res != ncclSuccess || !pending) {
-        if (res != ncclSuccess) emu_debug("async: op failed: %s", emu_last_error());
+        if (res != ncclSuccess)
+            emu_debug("async: op failed: %s", emu_last_error());
         hold(w, -1);
         return LSEMU_WORK_DONE;
     }
@@ -159,9 +180,11 @@ static int work_poll(struct lsemu_work *base, uint64_t sweep, int head) {
 }
 
 /* lsemu_work.release: completed or discarded (capture invalidated). */
-static void work_release(struct lsemu_work *base) {
+static void work_release(struct lsemu_work *base)
+{
     struct emu_work *w = (struct emu_work *)base;
-    if (w->held) hold(w, -1);
+    if (w->held)
+        hold(w, -1);
     emu_queue_free(&w->q);
     free(w);
 }
@@ -170,13 +193,16 @@ static void work_release(struct lsemu_work *base) {
  * streams they were issued on and empty q. Returns ncclSuccess at once; the
  * ops complete later, in stream order. ncclUnhandledCudaError if the emulated
  * libcuda is missing or refused the launch (invalid stream, mixed capture). */
-ncclResult_t emu_async_launch(struct emu_queue *q) {
+ncclResult_t emu_async_launch(struct emu_queue *q)
+{
     pthread_once(&api_once, api_load);
     struct emu_work *w = calloc(1, sizeof(*w));
     int n = 0;
-    for (struct emu_op *op = q->head; op; op = op->next) n++;
+    for (struct emu_op *op = q->head; op; op = op->next)
+        n++;
     struct CUstream_st **streams = calloc((size_t)n, sizeof(*streams));
-    if (!w || !streams) abort();
+    if (!w || !streams)
+        abort();
     w->base.poll = work_poll;
     w->base.release = work_release;
     w->q = *q;
@@ -194,9 +220,11 @@ ncclResult_t emu_async_launch(struct emu_queue *q) {
     }
     int rc = -1;
     hold(w, +1);
-    if (cuda_api) rc = cuda_api->launch(&w->base, streams, n);
+    if (cuda_api)
+        rc = cuda_api->launch(&w->base, streams, n);
     free(streams);
-    if (rc == 0) return ncclSuccess;
+    if (rc == 0)
+        return ncclSuccess;
     if (!cuda_api)
         emu_set_error("emulator: LOCKSTEP_EMU_ASYNC=1 but the emulated libcuda.so.1 was not "
                       "found next to libnccl.so.2");

@@ -1,54 +1,63 @@
-/* emu_coll.c -- progress-once state machines for collectives (chunk rounds) and send/recv (mailboxes). */
+/* emu_coll.c -- progress-once state machines for collectives (chunk rounds) and send/recv
+ * (mailboxes). */
 #include "emu.h"
 
 #include <string.h>
 
 enum { PH_POST = 0, PH_GATHER, PH_WAIT };
 
-static unsigned char *arena_of(struct ncclComm *c, int q) {
+static unsigned char *arena_of(struct ncclComm *c, int q)
+{
     return c->arenas + (uint64_t)q * c->arena;
 }
 
-static int slices_of(int coll, int nranks) {
-    return (coll == EMU_REDUCESCATTER || coll == EMU_ALLTOALL || coll == EMU_SCATTER)
-               ? nranks : 1;
+static int slices_of(int coll, int nranks)
+{
+    return (coll == EMU_REDUCESCATTER || coll == EMU_ALLTOALL || coll == EMU_SCATTER) ? nranks : 1;
 }
 
-static int is_reducing(int coll) {
+static int is_reducing(int coll)
+{
     return coll == EMU_ALLREDUCE || coll == EMU_REDUCE || coll == EMU_REDUCESCATTER;
 }
 
 /* Copy what a PreMulSum redop means into *out at issue time, so the op may be
  * destroyed (or its slot reused) once the calls using it returned, as NCCL
  * allows. Not a PreMulSum: out->used = 0. */
-void emu_redop_capture(struct ncclComm *c, int redop, struct emu_redop *out) {
+void emu_redop_capture(struct ncclComm *c, int redop, struct emu_redop *out)
+{
     int idx = redop - (int)ncclNumOps;
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&c->lock);
-    if (idx >= 0 && idx < c->nredops && c->redops[idx].used) *out = c->redops[idx];
+    if (idx >= 0 && idx < c->nredops && c->redops[idx].used)
+        *out = c->redops[idx];
     pthread_mutex_unlock(&c->lock);
 }
 
 /* Scalar of the op's PreMulSum (a device-resident one is read now). */
-static double op_scalar(const struct emu_op *op) {
-    if (!op->scalar.used) return 1.0;
+static double op_scalar(const struct emu_op *op)
+{
+    if (!op->scalar.used)
+        return 1.0;
     return op->scalar.device ? emu_load(op->scalar.ptr, op->dtype) : op->scalar.value;
 }
 
-static const char *coll_name(int coll) {
-    static const char *names[] = {"?", "AllReduce", "Broadcast", "Reduce", "AllGather",
-                                  "ReduceScatter", "AlltoAll", "Gather", "Scatter",
-                                  "CommSplit"};
+static const char *coll_name(int coll)
+{
+    static const char *names[] = {"?",         "AllReduce",     "Broadcast", "Reduce",
+                                  "AllGather", "ReduceScatter", "AlltoAll",  "Gather",
+                                  "Scatter",   "CommSplit"};
     return (coll >= 1 && coll <= EMU_SPLIT) ? names[coll] : "?";
 }
 
-static void fill_desc(struct emu_op *op, struct emu_desc *d) {
+static void fill_desc(struct emu_op *op, struct emu_desc *d)
+{
     memset(d, 0, sizeof(*d));
     d->op = op->coll;
     d->dtype = op->coll == EMU_SPLIT ? -1 : (int)op->dtype;
     d->redop = is_reducing(op->coll) ? op->redop : -1;
-    int rooted = op->coll == EMU_BROADCAST || op->coll == EMU_REDUCE ||
-                 op->coll == EMU_GATHER || op->coll == EMU_SCATTER;
+    int rooted = op->coll == EMU_BROADCAST || op->coll == EMU_REDUCE || op->coll == EMU_GATHER ||
+                 op->coll == EMU_SCATTER;
     d->root = rooted ? op->root : -1;
     d->count = op->count;
     d->chunk = op->chunk;
@@ -57,25 +66,32 @@ static void fill_desc(struct emu_op *op, struct emu_desc *d) {
 
 /* Compare every rank's descriptor of this round with ours; on a difference
  * record why and return 0 (the caller then waits forever, like a GPU). */
-static int descs_agree(struct emu_op *op) {
+static int descs_agree(struct emu_op *op)
+{
     struct ncclComm *c = op->comm;
     struct emu_desc mine;
     fill_desc(op, &mine);
     for (int q = 0; q < c->nranks; q++) {
         const struct emu_desc *d = &c->slots[q].desc;
         const char *what = NULL;
-        if (d->op != mine.op) what = "op";
-        else if (d->count != mine.count) what = "count";
-        else if (d->dtype != mine.dtype) what = "datatype";
-        else if (d->redop != mine.redop) what = "redop";
-        else if (d->root != mine.root) what = "root";
-        else if (d->chunk != mine.chunk || d->nchunks != mine.nchunks) what = "chunk";
+        if (d->op != mine.op)
+            what = "op";
+        else if (d->count != mine.count)
+            what = "count";
+        else if (d->dtype != mine.dtype)
+            what = "datatype";
+        else if (d->redop != mine.redop)
+            what = "redop";
+        else if (d->root != mine.root)
+            what = "root";
+        else if (d->chunk != mine.chunk || d->nchunks != mine.nchunks)
+            what = "chunk";
         if (what) {
             emu_set_error("emulator: %s mismatch in collective round %llu: rank %d called "
                           "%s(count %llu), rank %d called %s(count %llu); waiting forever",
-                          what, (unsigned long long)op->round, c->rank,
-                          coll_name(mine.op), (unsigned long long)mine.count, q,
-                          coll_name(d->op), (unsigned long long)d->count);
+                          what, (unsigned long long)op->round, c->rank, coll_name(mine.op),
+                          (unsigned long long)mine.count, q, coll_name(d->op),
+                          (unsigned long long)d->count);
             return 0;
         }
     }
@@ -83,7 +99,8 @@ static int descs_agree(struct emu_op *op) {
 }
 
 /* Copy this rank's share of the current chunk into its arena. */
-static void post_chunk(struct emu_op *op) {
+static void post_chunk(struct emu_op *op)
+{
     struct ncclComm *c = op->comm;
     unsigned char *dst = arena_of(c, c->rank);
     if (op->coll == EMU_SPLIT) {
@@ -98,16 +115,18 @@ static void post_chunk(struct emu_op *op) {
     int n = c->nranks;
     switch (op->coll) {
     case EMU_BROADCAST:
-        if (c->rank == op->root) memcpy(dst, src + off * esz, len * esz);
+        if (c->rank == op->root)
+            memcpy(dst, src + off * esz, len * esz);
         return;
     case EMU_SCATTER:
-        if (c->rank != op->root) return;
+        if (c->rank != op->root)
+            return;
         /* fall through */
     case EMU_REDUCESCATTER:
     case EMU_ALLTOALL:
         for (int q = 0; q < n; q++)
-            memcpy(dst + (size_t)q * op->elems * esz,
-                   src + ((size_t)q * op->count + off) * esz, len * esz);
+            memcpy(dst + (size_t)q * op->elems * esz, src + ((size_t)q * op->count + off) * esz,
+                   len * esz);
         break;
     default:
         memcpy(dst, src + off * esz, len * esz);
@@ -120,7 +139,8 @@ static void post_chunk(struct emu_op *op) {
 }
 
 /* Reduce slice `slice` of every rank's arena into out (len elements). */
-static void reduce_into(struct emu_op *op, unsigned char *out, size_t slice, size_t len) {
+static void reduce_into(struct emu_op *op, unsigned char *out, size_t slice, size_t len)
+{
     struct ncclComm *c = op->comm;
     size_t esz = emu_dtype_size(op->dtype);
     size_t at = slice * op->elems * esz;
@@ -128,11 +148,13 @@ static void reduce_into(struct emu_op *op, unsigned char *out, size_t slice, siz
     memcpy(out, arena_of(c, 0) + at, len * esz);
     for (int q = 1; q < c->nranks; q++)
         emu_reduce(out, arena_of(c, q) + at, len, op->dtype, base);
-    if (op->redop == ncclAvg) emu_divide(out, len, op->dtype, c->nranks);
+    if (op->redop == ncclAvg)
+        emu_divide(out, len, op->dtype, c->nranks);
 }
 
 /* Take what this rank needs from all arenas of the current chunk. */
-static void extract_chunk(struct emu_op *op) {
+static void extract_chunk(struct emu_op *op)
+{
     struct ncclComm *c = op->comm;
     int n = c->nranks, me = c->rank;
     if (op->coll == EMU_SPLIT) {
@@ -153,7 +175,8 @@ static void extract_chunk(struct emu_op *op) {
         reduce_into(op, recv + off * esz, 0, len);
         break;
     case EMU_REDUCE:
-        if (me == op->root) reduce_into(op, recv + off * esz, 0, len);
+        if (me == op->root)
+            reduce_into(op, recv + off * esz, 0, len);
         break;
     case EMU_REDUCESCATTER:
         reduce_into(op, recv + off * esz, (size_t)me, len);
@@ -162,11 +185,11 @@ static void extract_chunk(struct emu_op *op) {
         memcpy(recv + off * esz, arena_of(c, op->root), len * esz);
         break;
     case EMU_SCATTER:
-        memcpy(recv + off * esz, arena_of(c, op->root) + (size_t)me * op->elems * esz,
-               len * esz);
+        memcpy(recv + off * esz, arena_of(c, op->root) + (size_t)me * op->elems * esz, len * esz);
         break;
     case EMU_GATHER:
-        if (me != op->root) break;
+        if (me != op->root)
+            break;
         /* fall through */
     case EMU_ALLGATHER:
         for (int q = 0; q < n; q++)
@@ -180,7 +203,8 @@ static void extract_chunk(struct emu_op *op) {
     }
 }
 
-static void coll_setup(struct emu_op *op) {
+static void coll_setup(struct emu_op *op)
+{
     struct ncclComm *c = op->comm;
     if (op->coll == EMU_SPLIT) {
         op->elems = 1;
@@ -189,9 +213,11 @@ static void coll_setup(struct emu_op *op) {
     }
     size_t esz = emu_dtype_size(op->dtype);
     op->elems = c->arena / (esz * (size_t)slices_of(op->coll, c->nranks));
-    if (op->elems == 0) op->elems = 1;
+    if (op->elems == 0)
+        op->elems = 1;
     op->nchunks = (op->count + op->elems - 1) / op->elems;
-    if (op->nchunks == 0) op->nchunks = 1;
+    if (op->nchunks == 0)
+        op->nchunks = 1;
 }
 
 /* Advance a collective as far as it can go without waiting. Each chunk is one
@@ -199,10 +225,12 @@ static void coll_setup(struct emu_op *op) {
  * our chunk and descriptor, wait until every rank published, check the
  * descriptors agree (else stay stuck forever), extract, mark done.
  * Returns 1 if something moved. */
-int emu_coll_progress(struct emu_op *op) {
+int emu_coll_progress(struct emu_op *op)
+{
     struct ncclComm *c = op->comm;
     int n = c->nranks, moved = 0;
-    if (op->nchunks == 0) coll_setup(op);
+    if (op->nchunks == 0)
+        coll_setup(op);
     for (;;) {
         if (op->phase == PH_POST) {
             uint64_t k = c->round + 1;
@@ -238,32 +266,39 @@ int emu_coll_progress(struct emu_op *op) {
 
 /* ---- point-to-point: one mailbox per ordered pair, chunks matched in order ---- */
 
-static struct emu_chan *chan_of(struct ncclComm *c, int src, int dst) {
+static struct emu_chan *chan_of(struct ncclComm *c, int src, int dst)
+{
     return &c->chans[(size_t)src * (size_t)c->nranks + (size_t)dst];
 }
 
-static unsigned char *mailbox_of(struct ncclComm *c, int src, int dst) {
+static unsigned char *mailbox_of(struct ncclComm *c, int src, int dst)
+{
     return c->p2p + ((uint64_t)src * (uint64_t)c->nranks + (uint64_t)dst) * c->p2p_arena;
 }
 
-static void p2p_setup(struct emu_op *op) {
+static void p2p_setup(struct emu_op *op)
+{
     uint64_t bytes = (uint64_t)op->count * emu_dtype_size(op->dtype);
     op->nchunks = (bytes + op->comm->p2p_arena - 1) / op->comm->p2p_arena;
-    if (op->nchunks == 0) op->nchunks = 1;
+    if (op->nchunks == 0)
+        op->nchunks = 1;
 }
 
 /* Advance a send: publish chunk j once the receiver took chunk j-1; done only
  * when the receiver took the last chunk (a rendezvous). Returns 1 if moved. */
-int emu_send_progress(struct emu_op *op) {
+int emu_send_progress(struct emu_op *op)
+{
     struct ncclComm *c = op->comm;
     struct emu_chan *ch = chan_of(c, c->rank, op->root);
     uint64_t bytes = (uint64_t)op->count * emu_dtype_size(op->dtype);
     int moved = 0;
-    if (op->nchunks == 0) p2p_setup(op);
+    if (op->nchunks == 0)
+        p2p_setup(op);
     for (;;) {
         if (op->phase == PH_POST) {
             uint64_t posted = atomic_load_explicit(&ch->posted, memory_order_relaxed);
-            if (atomic_load_explicit(&ch->taken, memory_order_acquire) != posted) return moved;
+            if (atomic_load_explicit(&ch->taken, memory_order_acquire) != posted)
+                return moved;
             uint64_t off = op->chunk * c->p2p_arena;
             uint64_t len = bytes - off < c->p2p_arena ? bytes - off : c->p2p_arena;
             memcpy(mailbox_of(c, c->rank, op->root), (const char *)op->sendbuff + off, len);
@@ -274,7 +309,8 @@ int emu_send_progress(struct emu_op *op) {
             op->phase = PH_WAIT;
             moved = 1;
         }
-        if (atomic_load_explicit(&ch->taken, memory_order_acquire) < op->round) return moved;
+        if (atomic_load_explicit(&ch->taken, memory_order_acquire) < op->round)
+            return moved;
         op->chunk++;
         op->phase = PH_POST;
         moved = 1;
@@ -287,15 +323,18 @@ int emu_send_progress(struct emu_op *op) {
 
 /* Advance a receive: take each posted chunk whose size and index match;
  * a mismatched message leaves both sides waiting forever. */
-int emu_recv_progress(struct emu_op *op) {
+int emu_recv_progress(struct emu_op *op)
+{
     struct ncclComm *c = op->comm;
     struct emu_chan *ch = chan_of(c, op->root, c->rank);
     uint64_t bytes = (uint64_t)op->count * emu_dtype_size(op->dtype);
     int moved = 0;
-    if (op->nchunks == 0) p2p_setup(op);
+    if (op->nchunks == 0)
+        p2p_setup(op);
     for (;;) {
         uint64_t taken = atomic_load_explicit(&ch->taken, memory_order_relaxed);
-        if (atomic_load_explicit(&ch->posted, memory_order_acquire) == taken) return moved;
+        if (atomic_load_explicit(&ch->posted, memory_order_acquire) == taken)
+            return moved;
         if (ch->bytes != bytes || ch->chunk != op->chunk) {
             emu_set_error("emulator: p2p size mismatch: rank %d receives %llu bytes from "
                           "rank %d, which sends %llu bytes; waiting forever",

@@ -1,4 +1,5 @@
-/* emu_comm.c -- communicator lifecycle API: unique ids, init, split, shrink, nonblocking jobs, teardown, queries. */
+/* emu_comm.c -- communicator lifecycle API: unique ids, init, split, shrink, nonblocking jobs,
+ * teardown, queries. */
 #include "emu.h"
 
 #include <stdlib.h>
@@ -10,11 +11,12 @@ _Static_assert(sizeof(struct emu_id) == NCCL_UNIQUE_ID_BYTES, "emu_id must fill 
 
 struct emu_job {
     struct emu_queue q;
-    struct ncclComm *result_comm;  /* gets the job's result as its async error */
-    struct ncclComm *parent;       /* has the job counted as pending */
+    struct ncclComm *result_comm; /* gets the job's result as its async error */
+    struct ncclComm *parent;      /* has the job counted as pending */
 };
 
-static void *job_main(void *arg) {
+static void *job_main(void *arg)
+{
     struct emu_job *job = arg;
     ncclResult_t res = emu_queue_run(&job->q);
     emu_queue_free(&job->q);
@@ -23,7 +25,8 @@ static void *job_main(void *arg) {
         atomic_fetch_sub(&job->result_comm->users, 1);
     }
     if (job->parent) {
-        if (res != ncclSuccess) atomic_store(&job->parent->async_result, res);
+        if (res != ncclSuccess)
+            atomic_store(&job->parent->async_result, res);
         atomic_fetch_sub(&job->parent->pending, 1);
         atomic_fetch_sub(&job->parent->users, 1);
     }
@@ -34,9 +37,11 @@ static void *job_main(void *arg) {
 /* Run op in the background; returns ncclInProgress (or the result if no thread
  * could be started and it ran synchronously). */
 static ncclResult_t start_job(struct emu_op *op, struct ncclComm *result_comm,
-                              struct ncclComm *parent) {
+                              struct ncclComm *parent)
+{
     struct emu_job *job = calloc(1, sizeof(*job));
-    if (!job) abort();
+    if (!job)
+        abort();
     emu_queue_push(&job->q, op);
     job->result_comm = result_comm;
     job->parent = parent;
@@ -56,23 +61,25 @@ static ncclResult_t start_job(struct emu_op *op, struct ncclComm *result_comm,
     pthread_attr_destroy(&attr);
     if (rc != 0) {
         job_main(job);
-        return result_comm ? (ncclResult_t)atomic_load(&result_comm->async_result)
-                           : ncclSuccess;
+        return result_comm ? (ncclResult_t)atomic_load(&result_comm->async_result) : ncclSuccess;
     }
     return ncclInProgress;
 }
 
 /* Wait until no operation or job uses comm any more. */
-static void wait_unused(struct ncclComm *comm) {
+static void wait_unused(struct ncclComm *comm)
+{
     unsigned bo;
     emu_backoff_reset(&bo);
-    while (atomic_load(&comm->users) > 0) emu_backoff_sleep(&bo);
+    while (atomic_load(&comm->users) > 0)
+        emu_backoff_sleep(&bo);
 }
 
 /* ---- ids and init ---- */
 
 /* Make a fresh id naming a new shared-memory communicator. */
-ncclResult_t pncclGetUniqueId(ncclUniqueId *uniqueId) {
+ncclResult_t pncclGetUniqueId(ncclUniqueId *uniqueId)
+{
     if (!uniqueId) {
         emu_set_error("emulator: ncclGetUniqueId: NULL argument");
         return ncclInvalidArgument;
@@ -84,8 +91,9 @@ ncclResult_t pncclGetUniqueId(ncclUniqueId *uniqueId) {
 }
 EMU_ALIAS(ncclGetUniqueId);
 
-static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *uid,
-                              int rank, const ncclConfig_t *config) {
+static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *uid, int rank,
+                              const ncclConfig_t *config)
+{
     emu_async_device_init();
     if (!out) {
         emu_set_error("emulator: init: NULL comm pointer");
@@ -102,13 +110,15 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *u
         return ncclInvalidArgument;
     }
     struct ncclComm *c = emu_comm_new(&id, nranks, rank);
-    if (!c) return ncclSystemError;
+    if (!c)
+        return ncclSystemError;
     c->blocking = emu_config_blocking(config, 1);
     struct emu_op *op = emu_op_new(EMU_OP_JOIN, c);
     *out = c;
     emu_debug("init rank %d/%d on %s%s", rank, nranks, c->name,
               c->blocking ? "" : " (nonblocking)");
-    if (!c->blocking && emu_group_depth() == 0) return start_job(op, c, NULL);
+    if (!c->blocking && emu_group_depth() == 0)
+        return start_job(op, c, NULL);
     ncclResult_t res = emu_submit(op);
     if (res != ncclSuccess && emu_group_depth() == 0) {
         emu_detach(c);
@@ -120,22 +130,25 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *u
 
 /* Join rank `rank` of an nranks communicator named by commId; blocks until all
  * ranks joined (or, inside a group, until the outermost ncclGroupEnd). */
-ncclResult_t pncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
+ncclResult_t pncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+{
     return init_rank(comm, nranks, &commId, rank, NULL);
 }
 EMU_ALIAS(ncclCommInitRank);
 
 /* As ncclCommInitRank; config->blocking == 0 returns ncclInProgress and joins
  * in the background (poll ncclCommGetAsyncError). */
-ncclResult_t pncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
-                                     int rank, ncclConfig_t *config) {
+ncclResult_t pncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                     ncclConfig_t *config)
+{
     return init_rank(comm, nranks, &commId, rank, config);
 }
 EMU_ALIAS(ncclCommInitRankConfig);
 
 /* As ncclCommInitRankConfig, using the first of the nId ids. */
-ncclResult_t pncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank,
-                                       int nId, ncclUniqueId *commIds, ncclConfig_t *config) {
+ncclResult_t pncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                       ncclUniqueId *commIds, ncclConfig_t *config)
+{
     if (nId < 1 || !commIds) {
         emu_set_error("emulator: ncclCommInitRankScalable: no ids");
         return ncclInvalidArgument;
@@ -146,22 +159,27 @@ EMU_ALIAS(ncclCommInitRankScalable);
 
 /* ndev ranks in this process. Like libnccl, calls the public ncclGetUniqueId,
  * ncclGroupStart, ncclCommInitRank and ncclGroupEnd (through the PLT). */
-ncclResult_t pncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
+ncclResult_t pncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
+{
     if (!comms || ndev < 1) {
         emu_set_error("emulator: ncclCommInitAll: invalid arguments");
         return ncclInvalidArgument;
     }
     ncclUniqueId id;
     ncclResult_t res = ncclGetUniqueId(&id);
-    if (res != ncclSuccess) return res;
+    if (res != ncclSuccess)
+        return res;
     res = ncclGroupStart();
-    if (res != ncclSuccess) return res;
+    if (res != ncclSuccess)
+        return res;
     for (int i = 0; i < ndev && res == ncclSuccess; i++)
         res = ncclCommInitRank(&comms[i], ndev, id, i);
     ncclResult_t end = ncclGroupEnd();
-    if (res == ncclSuccess) res = end;
     if (res == ncclSuccess)
-        for (int i = 0; i < ndev; i++) comms[i]->cudev = devlist ? devlist[i] : i;
+        res = end;
+    if (res == ncclSuccess)
+        for (int i = 0; i < ndev; i++)
+            comms[i]->cudev = devlist ? devlist[i] : i;
     return res;
 }
 EMU_ALIAS(ncclCommInitAll);
@@ -171,12 +189,14 @@ EMU_ALIAS(ncclCommInitAll);
 /* Progress of an ncclCommSplit op: one exchange round of (color, key) on the
  * parent, then a join of the child named by hash(parent key, counter, color).
  * Sets *newcomm when the child is ready. Returns 1 if it moved. */
-int emu_split_progress(struct emu_op *op) {
+int emu_split_progress(struct emu_op *op)
+{
     struct ncclComm *p = op->comm;
     int moved = 0;
     if (op->stage == 0) {
         moved = emu_coll_progress(op);
-        if (op->state != EMU_ST_DONE) return moved;
+        if (op->state != EMU_ST_DONE)
+            return moved;
         op->state = EMU_ST_RUN;
         op->stage = 1;
         if (op->color == NCCL_SPLIT_NOCOLOR) {
@@ -186,9 +206,11 @@ int emu_split_progress(struct emu_op *op) {
         }
         int m = 0, r = 0;
         for (int q = 0; q < p->nranks; q++) {
-            if (op->colors[q] != op->color) continue;
+            if (op->colors[q] != op->color)
+                continue;
             m++;
-            if (op->keys[q] < op->key || (op->keys[q] == op->key && q < p->rank)) r++;
+            if (op->keys[q] < op->key || (op->keys[q] == op->key && q < p->rank))
+                r++;
         }
         struct emu_id id = p->id;
         id.key = emu_derive_key(p->id.key, 's', op->counter, &op->color, 1);
@@ -221,9 +243,11 @@ int emu_split_progress(struct emu_op *op) {
  * parent; NCCL_SPLIT_NOCOLOR yields NULL. Nonblocking configs (or a
  * nonblocking parent) return ncclInProgress and set *newcomm when done. */
 ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-                            ncclConfig_t *config) {
+                            ncclConfig_t *config)
+{
     ncclResult_t res = emu_comm_check(comm);
-    if (res != ncclSuccess) return res;
+    if (res != ncclSuccess)
+        return res;
     if (!newcomm || (color < 0 && color != NCCL_SPLIT_NOCOLOR)) {
         emu_set_error("emulator: ncclCommSplit: invalid arguments");
         return ncclInvalidArgument;
@@ -237,15 +261,18 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
     op->counter = comm->split_counter++;
     op->colors = calloc((size_t)comm->nranks, sizeof(int));
     op->keys = calloc((size_t)comm->nranks, sizeof(int));
-    if (!op->colors || !op->keys) abort();
+    if (!op->colors || !op->keys)
+        abort();
     op->newcomm = newcomm;
     op->child_blocking = emu_config_blocking(config, comm->blocking);
-    if (!op->child_blocking && emu_group_depth() == 0) return start_job(op, NULL, comm);
+    if (!op->child_blocking && emu_group_depth() == 0)
+        return start_job(op, NULL, comm);
     return emu_submit(op);
 }
 EMU_ALIAS(ncclCommSplit);
 
-static int cmp_int(const void *a, const void *b) {
+static int cmp_int(const void *a, const void *b)
+{
     int x = *(const int *)a, y = *(const int *)b;
     return (x > y) - (x < y);
 }
@@ -254,17 +281,20 @@ static int cmp_int(const void *a, const void *b) {
  * order; only the remaining ranks need to call it (an excluded caller gets
  * NULL at once). Named from hash(parent key, counter, sorted excluded list). */
 ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
-                             ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
+                             ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
     (void)shrinkFlags;
     ncclResult_t res = emu_comm_check(comm);
-    if (res != ncclSuccess) return res;
+    if (res != ncclSuccess)
+        return res;
     if (!newcomm || excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList)) {
         emu_set_error("emulator: ncclCommShrink: invalid arguments");
         return ncclInvalidArgument;
     }
     emu_comm_wait_idle(comm);
     int *ex = calloc((size_t)excludeRanksCount + 1, sizeof(int));
-    if (!ex) abort();
+    if (!ex)
+        abort();
     int nex = 0;
     for (int i = 0; i < excludeRanksCount; i++)
         if (excludeRanksList[i] >= 0 && excludeRanksList[i] < comm->nranks)
@@ -272,29 +302,33 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int exclude
     qsort(ex, (size_t)nex, sizeof(int), cmp_int);
     int u = 0, below = 0;
     for (int i = 0; i < nex; i++)
-        if (u == 0 || ex[u - 1] != ex[i]) ex[u++] = ex[i];
+        if (u == 0 || ex[u - 1] != ex[i])
+            ex[u++] = ex[i];
     nex = u;
     for (int i = 0; i < nex; i++) {
-        if (ex[i] == comm->rank) {   /* an excluded caller gets no communicator */
+        if (ex[i] == comm->rank) { /* an excluded caller gets no communicator */
             free(ex);
             comm->split_counter++;
             *newcomm = NULL;
             return ncclSuccess;
         }
-        if (ex[i] < comm->rank) below++;
+        if (ex[i] < comm->rank)
+            below++;
     }
     struct emu_id id = comm->id;
     id.key = emu_derive_key(comm->id.key, 'k', comm->split_counter++, ex, nex);
     free(ex);
     struct ncclComm *child = emu_comm_new(&id, comm->nranks - nex, comm->rank - below);
-    if (!child) return ncclSystemError;
+    if (!child)
+        return ncclSystemError;
     child->cudev = comm->cudev;
     child->blocking = emu_config_blocking(config, comm->blocking);
     *newcomm = NULL;
     struct emu_op *op = emu_op_new(EMU_OP_JOIN, child);
     op->child = child;
     op->newcomm = newcomm;
-    if (!child->blocking && emu_group_depth() == 0) return start_job(op, NULL, comm);
+    if (!child->blocking && emu_group_depth() == 0)
+        return start_job(op, NULL, comm);
     return emu_submit(op);
 }
 EMU_ALIAS(ncclCommShrink);
@@ -302,7 +336,8 @@ EMU_ALIAS(ncclCommShrink);
 /* ---- teardown ---- */
 
 /* Detach from the segment; the comm stays valid for queries until destroyed. */
-ncclResult_t pncclCommFinalize(ncclComm_t comm) {
+ncclResult_t pncclCommFinalize(ncclComm_t comm)
+{
     if (!comm || comm->magic != EMU_COMM_MAGIC) {
         emu_set_error("emulator: ncclCommFinalize: invalid communicator");
         return ncclInvalidArgument;
@@ -314,8 +349,10 @@ ncclResult_t pncclCommFinalize(ncclComm_t comm) {
 EMU_ALIAS(ncclCommFinalize);
 
 /* Detach (if still attached) and free comm. NULL is accepted. */
-ncclResult_t pncclCommDestroy(ncclComm_t comm) {
-    if (!comm) return ncclSuccess;
+ncclResult_t pncclCommDestroy(ncclComm_t comm)
+{
+    if (!comm)
+        return ncclSuccess;
     if (comm->magic != EMU_COMM_MAGIC) {
         emu_set_error("emulator: ncclCommDestroy: invalid communicator");
         return ncclInvalidArgument;
@@ -329,8 +366,10 @@ EMU_ALIAS(ncclCommDestroy);
 
 /* Stop everything on comm: operations blocked in other threads return
  * ncclSystemError promptly; then detach and free. */
-ncclResult_t pncclCommAbort(ncclComm_t comm) {
-    if (!comm) return ncclSuccess;
+ncclResult_t pncclCommAbort(ncclComm_t comm)
+{
+    if (!comm)
+        return ncclSuccess;
     if (comm->magic != EMU_COMM_MAGIC) {
         emu_set_error("emulator: ncclCommAbort: invalid communicator");
         return ncclInvalidArgument;
@@ -345,7 +384,8 @@ EMU_ALIAS(ncclCommAbort);
 
 /* Revoke comm: in-flight operations return ncclRemoteError, later ones
  * ncclInvalidUsage. The comm must still be destroyed. */
-ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags)
+{
     (void)revokeFlags;
     if (!comm || comm->magic != EMU_COMM_MAGIC) {
         emu_set_error("emulator: ncclCommRevoke: invalid communicator");
@@ -360,37 +400,47 @@ EMU_ALIAS(ncclCommRevoke);
 
 /* ncclInProgress while a nonblocking init or split of comm runs, else its
  * result (ncclSuccess normally). */
-ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
     if (!comm || comm->magic != EMU_COMM_MAGIC || !asyncError) {
         emu_set_error("emulator: ncclCommGetAsyncError: invalid arguments");
         return ncclInvalidArgument;
     }
-    if (atomic_load(&comm->revoked)) *asyncError = ncclRemoteError;
-    else if (atomic_load(&comm->pending) > 0) *asyncError = ncclInProgress;
-    else *asyncError = (ncclResult_t)atomic_load(&comm->async_result);
+    if (atomic_load(&comm->revoked))
+        *asyncError = ncclRemoteError;
+    else if (atomic_load(&comm->pending) > 0)
+        *asyncError = ncclInProgress;
+    else
+        *asyncError = (ncclResult_t)atomic_load(&comm->async_result);
     return ncclSuccess;
 }
 EMU_ALIAS(ncclCommGetAsyncError);
 
 /* Number of ranks of comm. */
-ncclResult_t pncclCommCount(const ncclComm_t comm, int *count) {
-    if (!comm || comm->magic != EMU_COMM_MAGIC || !count) return ncclInvalidArgument;
+ncclResult_t pncclCommCount(const ncclComm_t comm, int *count)
+{
+    if (!comm || comm->magic != EMU_COMM_MAGIC || !count)
+        return ncclInvalidArgument;
     *count = comm->nranks;
     return ncclSuccess;
 }
 EMU_ALIAS(ncclCommCount);
 
 /* "CUDA device" of comm: devlist entry (InitAll), else $LOCAL_RANK, else 0. */
-ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int *device) {
-    if (!comm || comm->magic != EMU_COMM_MAGIC || !device) return ncclInvalidArgument;
+ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int *device)
+{
+    if (!comm || comm->magic != EMU_COMM_MAGIC || !device)
+        return ncclInvalidArgument;
     *device = comm->cudev;
     return ncclSuccess;
 }
 EMU_ALIAS(ncclCommCuDevice);
 
 /* This process's rank in comm. */
-ncclResult_t pncclCommUserRank(const ncclComm_t comm, int *rank) {
-    if (!comm || comm->magic != EMU_COMM_MAGIC || !rank) return ncclInvalidArgument;
+ncclResult_t pncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+    if (!comm || comm->magic != EMU_COMM_MAGIC || !rank)
+        return ncclInvalidArgument;
     *rank = comm->rank;
     return ncclSuccess;
 }

@@ -1,4 +1,5 @@
-/* emu_cuda_api.h -- private interface between the emulated libnccl and the emulated libcuda: work launched on streams. */
+/* emu_cuda_api.h -- private interface between the emulated libnccl and the emulated libcuda: work
+ * launched on streams. */
 #ifndef LSEMU_CUDA_API_H
 #define LSEMU_CUDA_API_H
 
@@ -7,7 +8,7 @@
 struct CUstream_st;
 
 /* Name of the function the emulated libcuda.so.1 exports for libnccl. */
-#define LSEMU_CUDA_API_SYMBOL "lsemu_cuda_get_api"
+#define LSEMU_CUDA_API_SYMBOL  "lsemu_cuda_get_api"
 #define LSEMU_CUDA_API_VERSION 1
 
 /* What lsemu_work.poll returns. */
@@ -33,8 +34,8 @@ struct lsemu_work {
 
 /* Function table returned by lsemu_cuda_get_api(). */
 struct lsemu_cuda_api {
-    uint32_t version;    /* LSEMU_CUDA_API_VERSION */
-    uint32_t size;       /* sizeof(struct lsemu_cuda_api) */
+    uint32_t version; /* LSEMU_CUDA_API_VERSION */
+    uint32_t size;    /* sizeof(struct lsemu_cuda_api) */
     /* Enqueue w on the n >= 1 given streams (NULL, CU_STREAM_LEGACY and
      * CU_STREAM_PER_THREAD mean the legacy default stream; duplicates are
      * allowed). Returns a CUresult: CUDA_SUCCESS, CUDA_ERROR_INVALID_HANDLE

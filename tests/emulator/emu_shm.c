@@ -11,28 +11,38 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t round_up(uint64_t v, uint64_t a) {
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
     return (v + a - 1) / a * a;
 }
 
-static uint64_t env_arena(void) {
+static uint64_t env_arena(void)
+{
     const char *e = getenv("LOCKSTEP_EMU_ARENA");
-    if (!e || !*e) return EMU_DEFAULT_ARENA;
+    if (!e || !*e)
+        return EMU_DEFAULT_ARENA;
     char *end;
     unsigned long long v = strtoull(e, &end, 10);
-    if (*end == 'k' || *end == 'K') v <<= 10;
-    else if (*end == 'm' || *end == 'M') v <<= 20;
-    if (v < EMU_MIN_ARENA) v = EMU_MIN_ARENA;
-    if (v > (1ull << 30)) v = 1ull << 30;
+    if (*end == 'k' || *end == 'K')
+        v <<= 10;
+    else if (*end == 'm' || *end == 'M')
+        v <<= 20;
+    if (v < EMU_MIN_ARENA)
+        v = EMU_MIN_ARENA;
+    if (v > (1ull << 30))
+        v = 1ull << 30;
     return round_up(v, 64);
 }
 
-static void fill_random(void *p, size_t n) {
+static void fill_random(void *p, size_t n)
+{
     static _Atomic uint64_t counter;
     FILE *f = fopen("/dev/urandom", "rb");
     size_t got = f ? fread(p, 1, n, f) : 0;
-    if (f) fclose(f);
-    if (got == n) return;
+    if (f)
+        fclose(f);
+    if (got == n)
+        return;
     /* Fallback: hash of time, pid and a counter. */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -51,7 +61,8 @@ static void fill_random(void *p, size_t n) {
 
 /* Fill a fresh identity: random key, arena from LOCKSTEP_EMU_ARENA, tag from
  * LOCKSTEP_EMU_TAG (else "u<uid>"), so segment names read /lsemu-<tag>-... */
-void emu_make_id(struct emu_id *id) {
+void emu_make_id(struct emu_id *id)
+{
     memset(id, 0, sizeof(*id));
     memcpy(id->magic, EMU_ID_MAGIC, sizeof(EMU_ID_MAGIC));
     id->arena = env_arena();
@@ -59,38 +70,44 @@ void emu_make_id(struct emu_id *id) {
     fill_random(id->rnd, sizeof(id->rnd));
     const char *tag = getenv("LOCKSTEP_EMU_TAG");
     char buf[EMU_TAG_MAX];
-    if (tag && *tag) snprintf(buf, sizeof(buf), "%s", tag);
-    else snprintf(buf, sizeof(buf), "u%u", (unsigned)getuid());
+    if (tag && *tag)
+        snprintf(buf, sizeof(buf), "%s", tag);
+    else
+        snprintf(buf, sizeof(buf), "u%u", (unsigned)getuid());
     for (size_t i = 0; buf[i]; i++) {
         char ch = buf[i];
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                 (ch >= '0' && ch <= '9') || ch == '_' || ch == '.';
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '_' || ch == '.';
         id->tag[i] = ok ? ch : '_';
     }
 }
 
 /* 1 if id looks like one made by emu_make_id. */
-int emu_id_valid(const struct emu_id *id) {
+int emu_id_valid(const struct emu_id *id)
+{
     return memcmp(id->magic, EMU_ID_MAGIC, sizeof(EMU_ID_MAGIC)) == 0 &&
            id->arena >= EMU_MIN_ARENA && memchr(id->tag, 0, EMU_TAG_MAX) != NULL;
 }
 
 /* Key of a derived communicator: hash of the parent key, kind ('s' split,
  * 'k' shrink), the parent's split counter and some integers. */
-uint64_t emu_derive_key(uint64_t key, char kind, uint64_t counter,
-                        const int *vals, int nvals) {
+uint64_t emu_derive_key(uint64_t key, char kind, uint64_t counter, const int *vals, int nvals)
+{
     uint64_t h = 0xcbf29ce484222325ull;
     h = emu_fnv(h, &key, sizeof(key));
     h = emu_fnv(h, &kind, 1);
     h = emu_fnv(h, &counter, sizeof(counter));
-    if (nvals > 0) h = emu_fnv(h, vals, sizeof(int) * (size_t)nvals);
+    if (nvals > 0)
+        h = emu_fnv(h, vals, sizeof(int) * (size_t)nvals);
     return h;
 }
 
 /* Allocate the process-side communicator for `rank` of `nranks` (not attached). */
-struct ncclComm *emu_comm_new(const struct emu_id *id, int nranks, int rank) {
+struct ncclComm *emu_comm_new(const struct emu_id *id, int nranks, int rank)
+{
     struct ncclComm *c = calloc(1, sizeof(*c));
-    if (!c) return NULL;
+    if (!c)
+        return NULL;
     c->magic = EMU_COMM_MAGIC;
     c->nranks = nranks;
     c->rank = rank;
@@ -114,8 +131,10 @@ struct ncclComm *emu_comm_new(const struct emu_id *id, int nranks, int rank) {
 }
 
 /* Free a communicator's process-side memory (detach first). */
-void emu_comm_free(struct ncclComm *c) {
-    if (!c) return;
+void emu_comm_free(struct ncclComm *c)
+{
+    if (!c)
+        return;
     free(c->send_mark);
     free(c->recv_mark);
     free(c->redops);
@@ -125,7 +144,8 @@ void emu_comm_free(struct ncclComm *c) {
 }
 
 /* Open (creating if needed), size and map the communicator's segment. */
-ncclResult_t emu_attach(struct ncclComm *c) {
+ncclResult_t emu_attach(struct ncclComm *c)
+{
     uint64_t n = (uint64_t)c->nranks;
     uint64_t off = round_up(sizeof(struct emu_hdr), 64);
     uint64_t slots_off = off;
@@ -173,7 +193,8 @@ ncclResult_t emu_attach(struct ncclComm *c) {
 /* One non-blocking step of the collective join: announce this rank once, then
  * report 1 when all nranks announced. The rank completing the count unlinks
  * the name (everyone has it mapped), so a killed job leaks nothing. */
-int emu_join_progress(struct ncclComm *c) {
+int emu_join_progress(struct ncclComm *c)
+{
     struct emu_slot *me = &c->slots[c->rank];
     if (!atomic_load(&c->ready) && atomic_load_explicit(&me->joined, memory_order_acquire) == 0) {
         uint32_t zero = 0;
@@ -194,8 +215,10 @@ int emu_join_progress(struct ncclComm *c) {
 
 /* Unmap the segment. A name still present (not every rank joined) is left for
  * the launcher's cleanup, since a late rank may still open it. */
-void emu_detach(struct ncclComm *c) {
-    if (!c->attached) return;
+void emu_detach(struct ncclComm *c)
+{
+    if (!c->attached)
+        return;
     atomic_fetch_add(&c->hdr->detached, 1);
     munmap(c->base, c->size);
     close(c->fd);

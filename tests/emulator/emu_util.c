@@ -12,7 +12,8 @@ static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
 static char err_buf[256];
 
 /* Record the text later returned by ncclGetLastError (process-wide). */
-void emu_set_error(const char *fmt, ...) {
+void emu_set_error(const char *fmt, ...)
+{
     char tmp[sizeof(err_buf)];
     va_list ap;
     va_start(ap, fmt);
@@ -25,18 +26,21 @@ void emu_set_error(const char *fmt, ...) {
 }
 
 /* Return the last error text ("" if none). The buffer stays valid forever. */
-const char *emu_last_error(void) {
+const char *emu_last_error(void)
+{
     return err_buf;
 }
 
 /* Print a debug line on stderr when LOCKSTEP_EMU_DEBUG=1; silent otherwise. */
-void emu_debug(const char *fmt, ...) {
+void emu_debug(const char *fmt, ...)
+{
     static int enabled = -1;
     if (enabled < 0) {
         const char *e = getenv("LOCKSTEP_EMU_DEBUG");
         enabled = (e && e[0] == '1');
     }
-    if (!enabled) return;
+    if (!enabled)
+        return;
     char line[512];
     va_list ap;
     va_start(ap, fmt);
@@ -46,7 +50,8 @@ void emu_debug(const char *fmt, ...) {
 }
 
 /* FNV-1a over n bytes, continuing from h (start with 0xcbf29ce484222325). */
-uint64_t emu_fnv(uint64_t h, const void *p, size_t n) {
+uint64_t emu_fnv(uint64_t h, const void *p, size_t n)
+{
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) {
         h ^= b[i];
@@ -56,23 +61,30 @@ uint64_t emu_fnv(uint64_t h, const void *p, size_t n) {
 }
 
 /* Start a new wait: the next sleep is the shortest one. */
-void emu_backoff_reset(unsigned *us) {
+void emu_backoff_reset(unsigned *us)
+{
     *us = 50;
 }
 
 /* Sleep for *us microseconds, then double it up to 2 ms. */
-void emu_backoff_sleep(unsigned *us) {
+void emu_backoff_sleep(unsigned *us)
+{
     struct timespec ts = {0, (long)*us * 1000L};
     nanosleep(&ts, NULL);
     *us *= 2;
-    if (*us > 2000) *us = 2000;
+    if (*us > 2000)
+        *us = 2000;
 }
 
 /* The blocking flag of a config, reading only the fields its size covers. */
-int emu_config_blocking(const ncclConfig_t *config, int dflt) {
-    if (!config) return dflt;
+int emu_config_blocking(const ncclConfig_t *config, int dflt)
+{
+    if (!config)
+        return dflt;
     size_t need = offsetof(ncclConfig_t, blocking) + sizeof(int);
-    if (config->size < need) return dflt;
-    if (config->blocking == NCCL_CONFIG_UNDEF_INT) return dflt;
+    if (config->size < need)
+        return dflt;
+    if (config->blocking == NCCL_CONFIG_UNDEF_INT)
+        return dflt;
     return config->blocking != 0;
 }

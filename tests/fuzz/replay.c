@@ -92,7 +92,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         struct stat st;
         long n = stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode) ? replay_dir(argv[i])
-                                                                  : (replay_file(argv[i]) ? -1 : 1);
+                                                                : (replay_file(argv[i]) ? -1 : 1);
         if (n < 0)
             return 2;
         total += n;

@@ -112,8 +112,21 @@ static unsigned char *slurp(const char *path, size_t *len)
 /* Every truncation point that matters (section and record edges, +-1) and 256 spread ones. */
 static void truncations(const unsigned char *orig, size_t len, const struct ls_header *h)
 {
-    uint64_t edges[] = {0, 1, 8, 12, 24, 32, 848, 856, LS_HEADER_SIZE, h->comm_off, h->peer_off,
-                        h->site_off, h->str_off, h->str_off + h->str_used, h->ring_off};
+    uint64_t edges[] = {0,
+                        1,
+                        8,
+                        12,
+                        24,
+                        32,
+                        848,
+                        856,
+                        LS_HEADER_SIZE,
+                        h->comm_off,
+                        h->peer_off,
+                        h->site_off,
+                        h->str_off,
+                        h->str_off + h->str_used,
+                        h->ring_off};
     for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
         for (int d = -1; d <= 1; d++) {
             uint64_t at = edges[i] + (uint64_t)(int64_t)d;
@@ -124,8 +137,7 @@ static void truncations(const unsigned char *orig, size_t len, const struct ls_h
     for (uint64_t r = 0; r <= used; r++) {
         uint64_t at = h->ring_off + r * sizeof(struct ls_record);
         if (at + 60 < len)
-            try_variant(orig, at + 60, "truncated inside record slot %llu",
-                        (unsigned long long)r);
+            try_variant(orig, at + 60, "truncated inside record slot %llu", (unsigned long long)r);
     }
     for (int k = 1; k < 256; k++) {
         size_t at = len / 256 * (size_t)k;
@@ -185,8 +197,8 @@ static void bad_fields(unsigned char *copy, const unsigned char *orig, size_t le
     memcpy(copy, orig, len);
     struct ls_header *c = (struct ls_header *)copy;
     c->ring_cap = LS_MAX_RING;
-    c->file_size = ls_layout_for(c->comm_cap, c->peer_cap, c->site_cap, c->stack_depth,
-                                 c->str_cap, c->ring_cap)
+    c->file_size = ls_layout_for(c->comm_cap, c->peer_cap, c->site_cap, c->stack_depth, c->str_cap,
+                                 c->ring_cap)
                        .file_size;
     c->next_ticket = (uint64_t)LS_MAX_RING * 3 + 5;
     try_variant(copy, len, "consistent header claiming a 2^24-record ring");
@@ -224,8 +236,7 @@ int main(int argc, char **argv)
               "site table");
         flips(copy, orig, len, h.str_off, h.str_off + h.str_used, "string pool");
         uint64_t used = h.next_ticket < h.ring_cap ? h.next_ticket : h.ring_cap;
-        flips(copy, orig, len, h.ring_off, h.ring_off + used * sizeof(struct ls_record),
-              "records");
+        flips(copy, orig, len, h.ring_off, h.ring_off + used * sizeof(struct ls_record), "records");
         bad_fields(copy, orig, len, &h);
         free(copy);
         free(orig);

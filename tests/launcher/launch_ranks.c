@@ -1,4 +1,5 @@
-/* launch_ranks.c -- start N ranks of a program as torchrun would, wait, report, time out, clean up. */
+/* launch_ranks.c -- start N ranks of a program as torchrun would, wait, report, time out, clean up.
+ */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -19,14 +20,15 @@ enum rank_state { R_RUNNING = 0, R_EXITED, R_SIGNALED, R_TIMEDOUT };
 struct rank {
     pid_t pid;
     int state;
-    int value;        /* exit status or signal number */
+    int value; /* exit status or signal number */
 };
 
 static struct rank *ranks;
 static int nranks = 1;
 static volatile sig_atomic_t forward_sig;
 
-static void usage(void) {
+static void usage(void)
+{
     fprintf(stderr,
             "usage: launch-ranks [--np N] [--timeout SECONDS] [--kill-signal SIG]\n"
             "                    [--idfile PATH] [--env-rank-var NAME]... [--fail-fast]\n"
@@ -38,45 +40,58 @@ static void usage(void) {
     exit(2);
 }
 
-static int parse_signal(const char *s) {
-    static const struct { const char *name; int sig; } names[] = {
-        {"KILL", SIGKILL}, {"TERM", SIGTERM}, {"INT", SIGINT}, {"QUIT", SIGQUIT},
-        {"ABRT", SIGABRT}, {"HUP", SIGHUP}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+static int parse_signal(const char *s)
+{
+    static const struct {
+        const char *name;
+        int sig;
+    } names[] = {
+        {"KILL", SIGKILL}, {"TERM", SIGTERM}, {"INT", SIGINT},   {"QUIT", SIGQUIT},
+        {"ABRT", SIGABRT}, {"HUP", SIGHUP},   {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
         {"SEGV", SIGSEGV}, {"ALRM", SIGALRM}, {"CONT", SIGCONT}, {"STOP", SIGSTOP},
     };
     char *end;
     long v = strtol(s, &end, 10);
-    if (*s && !*end && v > 0 && v < NSIG) return (int)v;
-    if (strncmp(s, "SIG", 3) == 0) s += 3;
+    if (*s && !*end && v > 0 && v < NSIG)
+        return (int)v;
+    if (strncmp(s, "SIG", 3) == 0)
+        s += 3;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (strcmp(s, names[i].name) == 0) return names[i].sig;
+        if (strcmp(s, names[i].name) == 0)
+            return names[i].sig;
     return -1;
 }
 
-static double now_s(void) {
+static double now_s(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void on_signal(int sig) {
+static void on_signal(int sig)
+{
     forward_sig = sig;
 }
 
-static void setenv_int(const char *name, int v) {
+static void setenv_int(const char *name, int v)
+{
     char buf[32];
     snprintf(buf, sizeof(buf), "%d", v);
     setenv(name, buf, 1);
 }
 
 /* Remove /dev/shm/<prefix>* (segments of this job's emulator communicators). */
-static void remove_segments(const char *prefix) {
+static void remove_segments(const char *prefix)
+{
     DIR *d = opendir("/dev/shm");
-    if (!d) return;
+    if (!d)
+        return;
     struct dirent *e;
     size_t n = strlen(prefix);
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, n) != 0) continue;
+        if (strncmp(e->d_name, prefix, n) != 0)
+            continue;
         char path[512];
         snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
         unlink(path);
@@ -85,12 +100,15 @@ static void remove_segments(const char *prefix) {
 }
 
 /* Remove our temporary id directory and the id files the ranks wrote in it. */
-static void remove_tmpdir(const char *dir) {
+static void remove_tmpdir(const char *dir)
+{
     DIR *d = opendir(dir);
-    if (!d) return;
+    if (!d)
+        return;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
         char path[4096];
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
         unlink(path);
@@ -99,9 +117,11 @@ static void remove_tmpdir(const char *dir) {
     rmdir(dir);
 }
 
-static int reap(pid_t pid, int status) {
+static int reap(pid_t pid, int status)
+{
     for (int r = 0; r < nranks; r++) {
-        if (ranks[r].pid != pid || ranks[r].state != R_RUNNING) continue;
+        if (ranks[r].pid != pid || ranks[r].state != R_RUNNING)
+            continue;
         if (WIFEXITED(status)) {
             ranks[r].state = R_EXITED;
             ranks[r].value = WEXITSTATUS(status);
@@ -116,7 +136,8 @@ static int reap(pid_t pid, int status) {
     return -1;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     double timeout = 0;
     int kill_sig = SIGKILL;
     const char *idfile = NULL;
@@ -133,31 +154,38 @@ int main(int argc, char **argv) {
             fail_fast = 1;
             continue;
         }
-        if (i + 1 >= argc) usage();
+        if (i + 1 >= argc)
+            usage();
         if (strcmp(a, "--np") == 0) {
             nranks = atoi(argv[++i]);
-            if (nranks < 1 || nranks > 4096) usage();
+            if (nranks < 1 || nranks > 4096)
+                usage();
         } else if (strcmp(a, "--timeout") == 0) {
             timeout = atof(argv[++i]);
         } else if (strcmp(a, "--kill-signal") == 0) {
             kill_sig = parse_signal(argv[++i]);
-            if (kill_sig < 0) usage();
+            if (kill_sig < 0)
+                usage();
         } else if (strcmp(a, "--idfile") == 0) {
             idfile = argv[++i];
         } else if (strcmp(a, "--rank-offset") == 0) {
             rank_offset = atoi(argv[++i]);
-            if (rank_offset < 0) usage();
+            if (rank_offset < 0)
+                usage();
         } else if (strcmp(a, "--world-size") == 0) {
             world_size = atoi(argv[++i]);
-            if (world_size < 1) usage();
+            if (world_size < 1)
+                usage();
         } else if (strcmp(a, "--env-rank-var") == 0) {
-            if (nrank_vars == MAX_RANK_VARS) usage();
+            if (nrank_vars == MAX_RANK_VARS)
+                usage();
             rank_vars[nrank_vars++] = argv[++i];
         } else {
             usage();
         }
     }
-    if (i >= argc) usage();
+    if (i >= argc)
+        usage();
     char **prog = &argv[i];
 
     char tag[32], prefix[64], tmpdir[4000] = "", idpath[4096];
@@ -175,13 +203,16 @@ int main(int argc, char **argv) {
     }
     setenv("LOCKSTEP_TEST_IDFILE", idfile, 1);
     setenv("LOCKSTEP_EMU_TAG", tag, 1);
-    if (world_size == 0) world_size = rank_offset + nranks;
-    if (rank_offset + nranks > world_size) usage();
+    if (world_size == 0)
+        world_size = rank_offset + nranks;
+    if (rank_offset + nranks > world_size)
+        usage();
     setenv_int("WORLD_SIZE", world_size);
     setenv_int("LOCAL_WORLD_SIZE", nranks);
 
     ranks = calloc((size_t)nranks, sizeof(*ranks));
-    if (!ranks) return 2;
+    if (!ranks)
+        return 2;
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -195,7 +226,8 @@ int main(int argc, char **argv) {
         pid_t pid = fork();
         if (pid < 0) {
             fprintf(stderr, "launch-ranks: fork: %s\n", strerror(errno));
-            if (pgid) kill(-pgid, SIGKILL);
+            if (pgid)
+                kill(-pgid, SIGKILL);
             return 2;
         }
         if (pid == 0) {
@@ -205,13 +237,15 @@ int main(int argc, char **argv) {
             signal(SIGHUP, SIG_DFL);
             setenv_int("RANK", rank_offset + r);
             setenv_int("LOCAL_RANK", r);
-            for (int v = 0; v < nrank_vars; v++) setenv_int(rank_vars[v], rank_offset + r);
+            for (int v = 0; v < nrank_vars; v++)
+                setenv_int(rank_vars[v], rank_offset + r);
             execvp(prog[0], prog);
             fprintf(stderr, "launch-ranks: exec %s: %s\n", prog[0], strerror(errno));
             _exit(127);
         }
-        setpgid(pid, pgid);   /* also in the parent: no race with the child */
-        if (!pgid) pgid = pid;
+        setpgid(pid, pgid); /* also in the parent: no race with the child */
+        if (!pgid)
+            pgid = pid;
         ranks[r].pid = pid;
     }
 
@@ -225,32 +259,38 @@ int main(int argc, char **argv) {
             if (r >= 0) {
                 running--;
                 int code = ranks[r].state == R_EXITED ? ranks[r].value : 128 + ranks[r].value;
-                if (code != 0 && first_bad == 0) first_bad = code;
+                if (code != 0 && first_bad == 0)
+                    first_bad = code;
                 if (code != 0 && fail_fast && !stopping) {
                     /* One rank failed: the job is over, as torchrun decides. */
                     stopping = 1;
                     stop_deadline = now_s() + 5.0;
                     for (int k = 0; k < nranks; k++)
-                        if (ranks[k].state == R_RUNNING) kill(ranks[k].pid, SIGTERM);
+                        if (ranks[k].state == R_RUNNING)
+                            kill(ranks[k].pid, SIGTERM);
                 }
             }
             continue;
         }
         if (stopping && now_s() > stop_deadline) {
             for (int k = 0; k < nranks; k++)
-                if (ranks[k].state == R_RUNNING) kill(ranks[k].pid, SIGKILL);
+                if (ranks[k].state == R_RUNNING)
+                    kill(ranks[k].pid, SIGKILL);
             stop_deadline = now_s() + 60.0;
         }
-        if (pid < 0 && errno == ECHILD) break;
+        if (pid < 0 && errno == ECHILD)
+            break;
         if (forward_sig) {
             for (int r = 0; r < nranks; r++)
-                if (ranks[r].state == R_RUNNING) kill(ranks[r].pid, forward_sig);
+                if (ranks[r].state == R_RUNNING)
+                    kill(ranks[r].pid, forward_sig);
             forward_sig = 0;
         }
         if (deadline > 0 && now_s() >= deadline) {
             timed_out = 1;
             for (int r = 0; r < nranks; r++)
-                if (ranks[r].state == R_RUNNING) kill(ranks[r].pid, kill_sig);
+                if (ranks[r].state == R_RUNNING)
+                    kill(ranks[r].pid, kill_sig);
             double grace = now_s() + 5.0;
             while (running > 0) {
                 pid = waitpid(-1, &status, WNOHANG);
@@ -262,10 +302,12 @@ int main(int argc, char **argv) {
                     }
                     continue;
                 }
-                if (pid < 0 && errno == ECHILD) break;
-                if (now_s() > grace) {   /* the signal was ignored: insist */
+                if (pid < 0 && errno == ECHILD)
+                    break;
+                if (now_s() > grace) { /* the signal was ignored: insist */
                     for (int r = 0; r < nranks; r++)
-                        if (ranks[r].state == R_RUNNING) kill(ranks[r].pid, SIGKILL);
+                        if (ranks[r].state == R_RUNNING)
+                            kill(ranks[r].pid, SIGKILL);
                     grace = now_s() + 60.0;
                 }
                 struct timespec ts = {0, 5 * 1000 * 1000};
@@ -285,12 +327,18 @@ int main(int argc, char **argv) {
         case R_SIGNALED:
             fprintf(stderr, "rank %d: killed by signal %d\n", rank_offset + r, ranks[r].value);
             break;
-        case R_TIMEDOUT: fprintf(stderr, "rank %d: timed out\n", rank_offset + r); break;
-        default: fprintf(stderr, "rank %d: lost\n", rank_offset + r); break;
+        case R_TIMEDOUT:
+            fprintf(stderr, "rank %d: timed out\n", rank_offset + r);
+            break;
+        default:
+            fprintf(stderr, "rank %d: lost\n", rank_offset + r);
+            break;
         }
     }
     remove_segments(prefix);
-    if (tmpdir[0]) remove_tmpdir(tmpdir);
-    if (timed_out) return 124;
+    if (tmpdir[0])
+        remove_tmpdir(tmpdir);
+    if (timed_out)
+        return 124;
     return first_bad;
 }

@@ -79,9 +79,12 @@ def expect_job_gone(d):
     expect(not left, f"processes of the job still alive after the run: {left}")
 
 
-def first(report):
-    expect(report is not None, "no JSON report written")
-    expect(report["findings"], "no findings")
+def first(report, label=""):
+    expect(report is not None, f"{label}: no JSON report written")
+    expect(report["findings"], f"{label}: no findings; ranks: " +
+           "; ".join(f"{r['rank']} {r['state']} {r.get('waiting_on', '')} "
+                     f"{(r.get('current') or r.get('last_call') or {}).get('op')}"
+                     for r in report.get("ranks", [])))
     return report["findings"][0]
 
 
@@ -126,8 +129,8 @@ def case_hangs_async(tmp):
         kind, np = HANGS[mode]
         p, report, d = lockstep_run(tmp, mode, np=np, extra_env=async_env)
         expect(p.returncode == 3, f"{mode} (async): exit {p.returncode}\n{p.stderr}")
-        expect(first(report)["kind"] == kind,
-               f"{mode} (async): first finding {first(report)['kind']}, expected {kind}")
+        got = first(report, f"{mode} (async)")["kind"]
+        expect(got == kind, f"{mode} (async): first finding {got}, expected {kind}")
         expect("not yet completed" in p.stderr or "inside an NCCL call" in p.stderr,
                f"{mode} (async): stall reason {p.stderr}")
         expect_job_gone(d)
@@ -135,7 +138,7 @@ def case_hangs_async(tmp):
     p, report, d = lockstep_run(tmp, "clean", extra_env=dict(async_env,
                                                               LOCKSTEP_EMU_HANG_COLL="4"))
     expect(p.returncode == 3, f"dead link: exit {p.returncode}\n{p.stderr}")
-    f = first(report)
+    f = first(report, "dead link")
     expect(f["kind"] == "stuck_in_flight" and f["seq"] == 4 and f["ranks"] == [0, 1, 2, 3],
            f"dead link: {f}")
     expect("not yet completed" in p.stderr, f"dead link: stall reason {p.stderr}")

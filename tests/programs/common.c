@@ -1,4 +1,5 @@
-/* common.c -- implementation of the test-program helpers (environment, id exchange, typed buffers). */
+/* common.c -- implementation of the test-program helpers (environment, id exchange, typed buffers).
+ */
 #define _GNU_SOURCE
 #include "common.h"
 
@@ -12,24 +13,29 @@
 #include <time.h>
 #include <unistd.h>
 
-static int env_int(const char *name, int dflt) {
+static int env_int(const char *name, int dflt)
+{
     const char *v = getenv(name);
     return (v && *v) ? atoi(v) : dflt;
 }
 
-int tp_rank(void) {
+int tp_rank(void)
+{
     return env_int("RANK", 0);
 }
 
-int tp_world_size(void) {
+int tp_world_size(void)
+{
     return env_int("WORLD_SIZE", 1);
 }
 
-int tp_local_rank(void) {
+int tp_local_rank(void)
+{
     return env_int("LOCAL_RANK", tp_rank());
 }
 
-void tp_die(const char *fmt, ...) {
+void tp_die(const char *fmt, ...)
+{
     va_list ap;
     fprintf(stderr, "rank %d: ", tp_rank());
     va_start(ap, fmt);
@@ -39,7 +45,8 @@ void tp_die(const char *fmt, ...) {
     exit(1);
 }
 
-void tp_sleep_ms(int ms) {
+void tp_sleep_ms(int ms)
+{
     /* Resumes after a signal handler ran, as Python's time.sleep and C++'s sleep_for do. */
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
@@ -49,19 +56,22 @@ void tp_sleep_ms(int ms) {
 typedef CUresult (*tp_cu_init_fn)(unsigned int);
 typedef CUresult (*tp_cu_sync_fn)(CUstream);
 
-static void *cuda_sym(void *lib, const char *name) {
+static void *cuda_sym(void *lib, const char *name)
+{
     void *p = lib ? dlsym(lib, name) : NULL;
     return p ? p : dlsym(RTLD_DEFAULT, name);
 }
 
-void tp_sync(void) {
+void tp_sync(void)
+{
     static int async = -1;
     static tp_cu_sync_fn sync;
     if (async < 0) {
         const char *e = getenv("LOCKSTEP_EMU_ASYNC");
         async = e && strcmp(e, "1") == 0;
     }
-    if (!async) return;
+    if (!async)
+        return;
     if (!sync) {
         void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
         void *init_p = cuda_sym(lib, "cuInit"), *sync_p = cuda_sym(lib, "cuStreamSynchronize");
@@ -71,33 +81,41 @@ void tp_sync(void) {
         tp_cu_init_fn init;
         memcpy(&init, &init_p, sizeof(init));
         CUresult r = init(0);
-        if (r != CUDA_SUCCESS) tp_die("tp_sync: cuInit failed: %d", (int)r);
+        if (r != CUDA_SUCCESS)
+            tp_die("tp_sync: cuInit failed: %d", (int)r);
         memcpy(&sync, &sync_p, sizeof(sync));
     }
     CUresult r = sync(NULL);
-    if (r != CUDA_SUCCESS) tp_die("tp_sync: cuStreamSynchronize failed: %d", (int)r);
+    if (r != CUDA_SUCCESS)
+        tp_die("tp_sync: cuStreamSynchronize failed: %d", (int)r);
 }
 
-void *tp_alloc(size_t bytes) {
+void *tp_alloc(size_t bytes)
+{
     void *p = calloc(1, bytes ? bytes : 1);
-    if (!p) tp_die("out of memory (%zu bytes)", bytes);
+    if (!p)
+        tp_die("out of memory (%zu bytes)", bytes);
     return p;
 }
 
-static int read_id(const char *path, ncclUniqueId *id) {
+static int read_id(const char *path, ncclUniqueId *id)
+{
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return 0;
+    if (fd < 0)
+        return 0;
     ssize_t n = read(fd, id, sizeof(*id));
     close(fd);
     return n == (ssize_t)sizeof(*id);
 }
 
-ncclUniqueId tp_exchange_id(const char *tag) {
+ncclUniqueId tp_exchange_id(const char *tag)
+{
     ncclUniqueId id;
     memset(&id, 0, sizeof(id));
     const char *base = getenv("LOCKSTEP_TEST_IDFILE");
     if (!base || !*base) {
-        if (tp_world_size() > 1) tp_die("LOCKSTEP_TEST_IDFILE is not set (use launch-ranks)");
+        if (tp_world_size() > 1)
+            tp_die("LOCKSTEP_TEST_IDFILE is not set (use launch-ranks)");
         TP_CHECK(ncclGetUniqueId(&id));
         return id;
     }
@@ -107,36 +125,55 @@ ncclUniqueId tp_exchange_id(const char *tag) {
         TP_CHECK(ncclGetUniqueId(&id));
         snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
         int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0) tp_die("cannot create %s: %s", tmp, strerror(errno));
+        if (fd < 0)
+            tp_die("cannot create %s: %s", tmp, strerror(errno));
         if (write(fd, &id, sizeof(id)) != (ssize_t)sizeof(id))
             tp_die("cannot write %s: %s", tmp, strerror(errno));
         close(fd);
-        if (rename(tmp, path) != 0) tp_die("cannot rename to %s: %s", path, strerror(errno));
+        if (rename(tmp, path) != 0)
+            tp_die("cannot rename to %s: %s", path, strerror(errno));
         return id;
     }
-    while (!read_id(path, &id)) tp_sleep_ms(2);
+    while (!read_id(path, &id))
+        tp_sleep_ms(2);
     return id;
 }
 
-void tp_init_world(ncclComm_t *comm) {
+void tp_init_world(ncclComm_t *comm)
+{
     ncclUniqueId id = tp_exchange_id("world");
     TP_CHECK(ncclCommInitRank(comm, tp_world_size(), id, tp_rank()));
 }
 
-size_t tp_dtype_size(ncclDataType_t dt) {
+size_t tp_dtype_size(ncclDataType_t dt)
+{
     switch (dt) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-    default: return 0;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+        return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+        return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+        return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+        return 8;
+    default:
+        return 0;
     }
 }
 
-const char *tp_dtype_name(ncclDataType_t dt) {
-    static const char *names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                  "float16", "float32", "float64", "bfloat16",
-                                  "float8e4m3", "float8e5m2"};
+const char *tp_dtype_name(ncclDataType_t dt)
+{
+    static const char *names[] = {"int8",    "uint8",    "int32",      "uint32",
+                                  "int64",   "uint64",   "float16",    "float32",
+                                  "float64", "bfloat16", "float8e4m3", "float8e5m2"};
     return ((int)dt >= 0 && (int)dt < 12) ? names[dt] : "?";
 }
 
@@ -146,19 +183,26 @@ struct smallfp {
     int ebits, mbits, finite_only;
 };
 
-static const struct smallfp *smallfp_of(ncclDataType_t dt) {
+static const struct smallfp *smallfp_of(ncclDataType_t dt)
+{
     static const struct smallfp f16 = {5, 10, 0}, bf16 = {8, 7, 0}, e4m3 = {4, 3, 1},
                                 e5m2 = {5, 2, 0};
     switch (dt) {
-    case ncclFloat16: return &f16;
-    case ncclBfloat16: return &bf16;
-    case ncclFloat8e4m3: return &e4m3;
-    case ncclFloat8e5m2: return &e5m2;
-    default: return NULL;
+    case ncclFloat16:
+        return &f16;
+    case ncclBfloat16:
+        return &bf16;
+    case ncclFloat8e4m3:
+        return &e4m3;
+    case ncclFloat8e5m2:
+        return &e5m2;
+    default:
+        return NULL;
     }
 }
 
-static double smallfp_value(const struct smallfp *f, unsigned code) {
+static double smallfp_value(const struct smallfp *f, unsigned code)
+{
     int bias = (1 << (f->ebits - 1)) - 1;
     unsigned top = (1u << f->ebits) - 1, mmask = (1u << f->mbits) - 1;
     unsigned exp = (code >> f->mbits) & top, man = code & mmask;
@@ -174,83 +218,145 @@ static double smallfp_value(const struct smallfp *f, unsigned code) {
 }
 
 /* Encode by rounding |v| to the format's grid at its binade (ties to even). */
-static unsigned smallfp_code(const struct smallfp *f, double v) {
+static unsigned smallfp_code(const struct smallfp *f, double v)
+{
     int bias = (1 << (f->ebits - 1)) - 1;
     unsigned top = (1u << f->ebits) - 1, mmask = (1u << f->mbits) - 1;
     unsigned sign = (v < 0 || (v == 0 && signbit(v))) ? 1u << (f->ebits + f->mbits) : 0;
-    if (isnan(v)) return sign | (top << f->mbits) | (f->finite_only ? mmask : 1u << (f->mbits - 1));
+    if (isnan(v))
+        return sign | (top << f->mbits) | (f->finite_only ? mmask : 1u << (f->mbits - 1));
     double a = fabs(v);
     int e = a > 0 ? ilogb(a) : 1 - bias;
-    if (e < 1 - bias) e = 1 - bias;
-    double units = nearbyint(ldexp(a, f->mbits - e));   /* multiples of the grid step */
-    if (units >= ldexp(1.0, f->mbits + 1)) {            /* rounded into the next binade */
+    if (e < 1 - bias)
+        e = 1 - bias;
+    double units = nearbyint(ldexp(a, f->mbits - e)); /* multiples of the grid step */
+    if (units >= ldexp(1.0, f->mbits + 1)) {          /* rounded into the next binade */
         units /= 2;
         e++;
     }
     unsigned biased = units >= ldexp(1.0, f->mbits) ? (unsigned)(e + bias) : 0;
     unsigned maxexp = f->finite_only ? top : top - 1;
     unsigned maxman = f->finite_only ? mmask - 1 : mmask;
-    if (biased > maxexp || (biased == maxexp && ((unsigned)units & mmask) > maxman) ||
-        isinf(a)) {
-        if (f->finite_only) return sign | (maxexp << f->mbits) | maxman;
+    if (biased > maxexp || (biased == maxexp && ((unsigned)units & mmask) > maxman) || isinf(a)) {
+        if (f->finite_only)
+            return sign | (maxexp << f->mbits) | maxman;
         return sign | (top << f->mbits);
     }
     return sign | (biased << f->mbits) | ((unsigned)units & mmask);
 }
 
-double tp_get(const void *buf, size_t i, ncclDataType_t dt) {
+double tp_get(const void *buf, size_t i, ncclDataType_t dt)
+{
     const unsigned char *p = (const unsigned char *)buf + i * tp_dtype_size(dt);
-    union { int8_t i8; uint8_t u8; int32_t i32; uint32_t u32; int64_t i64; uint64_t u64;
-            float f; double d; uint16_t h; } u;
+    union {
+        int8_t i8;
+        uint8_t u8;
+        int32_t i32;
+        uint32_t u32;
+        int64_t i64;
+        uint64_t u64;
+        float f;
+        double d;
+        uint16_t h;
+    } u;
     memcpy(&u, p, tp_dtype_size(dt));
     switch (dt) {
-    case ncclInt8: return u.i8;
-    case ncclUint8: return u.u8;
-    case ncclInt32: return u.i32;
-    case ncclUint32: return u.u32;
-    case ncclInt64: return (double)u.i64;
-    case ncclUint64: return (double)u.u64;
-    case ncclFloat32: return u.f;
-    case ncclFloat64: return u.d;
-    case ncclFloat16: case ncclBfloat16: return smallfp_value(smallfp_of(dt), u.h);
-    case ncclFloat8e4m3: case ncclFloat8e5m2: return smallfp_value(smallfp_of(dt), u.u8);
-    default: return 0;
+    case ncclInt8:
+        return u.i8;
+    case ncclUint8:
+        return u.u8;
+    case ncclInt32:
+        return u.i32;
+    case ncclUint32:
+        return u.u32;
+    case ncclInt64:
+        return (double)u.i64;
+    case ncclUint64:
+        return (double)u.u64;
+    case ncclFloat32:
+        return u.f;
+    case ncclFloat64:
+        return u.d;
+    case ncclFloat16:
+    case ncclBfloat16:
+        return smallfp_value(smallfp_of(dt), u.h);
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+        return smallfp_value(smallfp_of(dt), u.u8);
+    default:
+        return 0;
     }
 }
 
-void tp_set(void *buf, size_t i, ncclDataType_t dt, double v) {
+void tp_set(void *buf, size_t i, ncclDataType_t dt, double v)
+{
     unsigned char *p = (unsigned char *)buf + i * tp_dtype_size(dt);
-    union { int8_t i8; uint8_t u8; int32_t i32; uint32_t u32; int64_t i64; uint64_t u64;
-            float f; double d; uint16_t h; } u;
+    union {
+        int8_t i8;
+        uint8_t u8;
+        int32_t i32;
+        uint32_t u32;
+        int64_t i64;
+        uint64_t u64;
+        float f;
+        double d;
+        uint16_t h;
+    } u;
     switch (dt) {
-    case ncclInt8: u.i8 = (int8_t)(uint8_t)(int64_t)v; break;      /* integers wrap */
-    case ncclUint8: u.u8 = (uint8_t)(int64_t)v; break;
-    case ncclInt32: u.i32 = (int32_t)(uint32_t)(int64_t)v; break;
-    case ncclUint32: u.u32 = (uint32_t)(int64_t)v; break;
-    case ncclInt64: u.i64 = (int64_t)v; break;
-    case ncclUint64: u.u64 = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v; break;
-    case ncclFloat32: u.f = (float)v; break;
-    case ncclFloat64: u.d = v; break;
-    case ncclFloat16: case ncclBfloat16: u.h = (uint16_t)smallfp_code(smallfp_of(dt), v); break;
-    case ncclFloat8e4m3: case ncclFloat8e5m2: u.u8 = (uint8_t)smallfp_code(smallfp_of(dt), v); break;
-    default: return;
+    case ncclInt8:
+        u.i8 = (int8_t)(uint8_t)(int64_t)v;
+        break; /* integers wrap */
+    case ncclUint8:
+        u.u8 = (uint8_t)(int64_t)v;
+        break;
+    case ncclInt32:
+        u.i32 = (int32_t)(uint32_t)(int64_t)v;
+        break;
+    case ncclUint32:
+        u.u32 = (uint32_t)(int64_t)v;
+        break;
+    case ncclInt64:
+        u.i64 = (int64_t)v;
+        break;
+    case ncclUint64:
+        u.u64 = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
+        break;
+    case ncclFloat32:
+        u.f = (float)v;
+        break;
+    case ncclFloat64:
+        u.d = v;
+        break;
+    case ncclFloat16:
+    case ncclBfloat16:
+        u.h = (uint16_t)smallfp_code(smallfp_of(dt), v);
+        break;
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+        u.u8 = (uint8_t)smallfp_code(smallfp_of(dt), v);
+        break;
+    default:
+        return;
     }
     memcpy(p, &u, tp_dtype_size(dt));
 }
 
-int tp_pattern(int rank, size_t i, int salt) {
+int tp_pattern(int rank, size_t i, int salt)
+{
     uint64_t h = (uint64_t)i * 2654435761u + (uint64_t)rank * 40503u + (uint64_t)salt * 977u;
     h ^= h >> 13;
     return (int)(h % 8);
 }
 
-void tp_fill(void *buf, size_t count, ncclDataType_t dt, int rank, int salt) {
-    for (size_t i = 0; i < count; i++) tp_set(buf, i, dt, tp_pattern(rank, i, salt));
+void tp_fill(void *buf, size_t count, ncclDataType_t dt, int rank, int salt)
+{
+    for (size_t i = 0; i < count; i++)
+        tp_set(buf, i, dt, tp_pattern(rank, i, salt));
 }
 
 void tp_verify(const void *buf, size_t count, ncclDataType_t dt,
-               double (*expect)(size_t i, void *ctx), void *ctx, double tol,
-               const char *what) {
+               double (*expect)(size_t i, void *ctx), void *ctx, double tol, const char *what)
+{
     for (size_t i = 0; i < count; i++) {
         double got = tp_get(buf, i, dt), want = expect(i, ctx);
         if (!(fabs(got - want) <= tol)) {
@@ -260,7 +366,8 @@ void tp_verify(const void *buf, size_t count, ncclDataType_t dt,
     }
 }
 
-uint64_t tp_fnv(uint64_t h, const void *p, size_t n) {
+uint64_t tp_fnv(uint64_t h, const void *p, size_t n)
+{
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) {
         h ^= b[i];

@@ -10,15 +10,14 @@
 
 /* Exit 1 with file:line, the call, NCCL's error string and last error if
  * `call` does not return ncclSuccess. */
-#define TP_CHECK(call)                                                          \
-    do {                                                                        \
-        ncclResult_t tp_res_ = (call);                                          \
-        if (tp_res_ != ncclSuccess) {                                           \
-            fprintf(stderr, "rank %d: %s:%d: %s failed: %s (%s)\n", tp_rank(),  \
-                    __FILE__, __LINE__, #call, ncclGetErrorString(tp_res_),     \
-                    ncclGetLastError(NULL));                                    \
-            exit(1);                                                            \
-        }                                                                       \
+#define TP_CHECK(call)                                                                             \
+    do {                                                                                           \
+        ncclResult_t tp_res_ = (call);                                                             \
+        if (tp_res_ != ncclSuccess) {                                                              \
+            fprintf(stderr, "rank %d: %s:%d: %s failed: %s (%s)\n", tp_rank(), __FILE__, __LINE__, \
+                    #call, ncclGetErrorString(tp_res_), ncclGetLastError(NULL));                   \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* $RANK, or 0 when unset. */
@@ -66,8 +65,7 @@ void tp_fill(void *buf, size_t count, ncclDataType_t dt, int rank, int salt);
 /* Compare buf[0..count) with expect(i, ctx) (absolute tolerance tol); on the
  * first difference print what/index/values and exit 1. */
 void tp_verify(const void *buf, size_t count, ncclDataType_t dt,
-               double (*expect)(size_t i, void *ctx), void *ctx, double tol,
-               const char *what);
+               double (*expect)(size_t i, void *ctx), void *ctx, double tol, const char *what);
 
 /* FNV-1a of n bytes continuing from h (start with TP_FNV_INIT). */
 #define TP_FNV_INIT 0xcbf29ce484222325ull

@@ -125,16 +125,16 @@ static void mode_shape_mismatch(ncclComm_t w)
 static void mode_dtype_mismatch(ncclComm_t w)
 {
     run_steps(w, 1);
-    TP_CHECK(ncclAllReduce(grad, grad, 256, rank == victim ? ncclFloat16 : ncclFloat32, ncclSum,
-                           w, NULL));
+    TP_CHECK(ncclAllReduce(grad, grad, 256, rank == victim ? ncclFloat16 : ncclFloat32, ncclSum, w,
+                           NULL));
     tp_sync();
 }
 
 static void mode_redop_mismatch(ncclComm_t w)
 {
     run_steps(w, 1);
-    TP_CHECK(ncclAllReduce(grad, grad, 8, ncclFloat32, rank == victim ? ncclMax : ncclSum, w,
-                           NULL));
+    TP_CHECK(
+        ncclAllReduce(grad, grad, 8, ncclFloat32, rank == victim ? ncclMax : ncclSum, w, NULL));
     tp_sync();
 }
 

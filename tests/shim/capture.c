@@ -7,13 +7,13 @@
 
 #include "common.h"
 
-#define CU_CHECK(call)                                                                         \
-    do {                                                                                       \
-        CUresult r_ = (call);                                                                  \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            fprintf(stderr, "capture: %s failed: %d\n", #call, (int)r_);                      \
-            return 1;                                                                          \
-        }                                                                                      \
+#define CU_CHECK(call)                                                                             \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            fprintf(stderr, "capture: %s failed: %d\n", #call, (int)r_);                           \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 int main(void)

@@ -50,16 +50,16 @@ static void print_trace(const struct tr_trace *t)
            ",\"start_ns\":%" PRIu64 ",\"nccl_version\":%u,\"stack_depth\":%u"
            ",\"ring_cap\":%" PRIu64 ",\"next_ticket\":%" PRIu64
            ",\"wrapped\":%d,\"nbusy\":%zu,\"truncated\":%d,\"completion\":%u,\"comms\":[",
-           h->end_kind, h->end_status, h->end_signal, h->heartbeat_ns, h->start_ns,
-           h->nccl_version, h->stack_depth, h->ring_cap, h->next_ticket, t->wrapped, t->nbusy,
-           t->truncated, h->completion);
+           h->end_kind, h->end_status, h->end_signal, h->heartbeat_ns, h->start_ns, h->nccl_version,
+           h->stack_depth, h->ring_cap, h->next_ticket, t->wrapped, t->nbusy, t->truncated,
+           h->completion);
     for (uint32_t i = 0; i < t->ncomms; i++) {
         const struct ls_comm *c = &t->comms[i];
         printf("%s{\"id\":\"%016" PRIx64 "\",\"parent\":\"%016" PRIx64
                "\",\"nranks\":%d,\"rank\":%d,\"color\":%d,\"key\":%d,\"create_op\":\"%s\","
-               "\"flags\":%u,\"init_result\":%d,\"coll_issued\":%" PRIu64
-               ",\"coll_done\":%" PRIu64 ",\"coll_completed\":%" PRIu64
-               ",\"p2p_sends\":%" PRIu64 ",\"p2p_recvs\":%" PRIu64 ",\"name\":",
+               "\"flags\":%u,\"init_result\":%d,\"coll_issued\":%" PRIu64 ",\"coll_done\":%" PRIu64
+               ",\"coll_completed\":%" PRIu64 ",\"p2p_sends\":%" PRIu64 ",\"p2p_recvs\":%" PRIu64
+               ",\"name\":",
                i ? "," : "", c->comm_id, c->parent_id, c->nranks, c->rank, c->color, c->key,
                ls_op_name(c->create_op), c->flags, c->init_result, c->coll_issued, c->coll_done,
                c->coll_completed, c->p2p_sends, c->p2p_recvs);
@@ -75,9 +75,9 @@ static void print_trace(const struct tr_trace *t)
                ",\"depth\":%u,\"flags\":%u,\"result\":%d,\"in_flight\":%s,\"tid\":%u"
                ",\"enter_ns\":%" PRIu64 ",\"exit_ns\":%" PRIu64 ",\"complete_ns\":%" PRIu64
                ",\"site\":",
-               i ? "," : "", r->ticket - 1, ls_op_name(r->op), r->comm_id, r->seq, r->count,
-               r->aux, r->dtype == LS_DTYPE_NONE ? -1 : r->dtype, r->redop, r->peer,
-               r->comm_rank, r->group_id, r->group_depth, r->flags, r->result,
+               i ? "," : "", r->ticket - 1, ls_op_name(r->op), r->comm_id, r->seq, r->count, r->aux,
+               r->dtype == LS_DTYPE_NONE ? -1 : r->dtype, r->redop, r->peer, r->comm_rank,
+               r->group_id, r->group_depth, r->flags, r->result,
                r->exit_ns == 0 && r->result == LS_RESULT_PENDING ? "true" : "false", r->tid,
                r->enter_ns, r->exit_ns, r->complete_ns);
         print_site(t, r->callsite);

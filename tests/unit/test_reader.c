@@ -306,6 +306,51 @@ START_TEST(wrapped_ring_keeps_newest_in_order)
 }
 END_TEST
 
+START_TEST(window_reads_only_the_newest)
+{
+    char path[128], err[256] = "";
+    snprintf(path, sizeof(path), "%s/window.trace", dir);
+    make_trace(path, 64, 100);
+    /* A window across the ring's wrap point (slots 36..63, then 0..35). */
+    struct tr_trace *t = trace_load_window(path, 40, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_uint_eq(t->first_ticket, 36);
+    ck_assert_uint_eq(t->unread, 24);
+    ck_assert_uint_eq(t->nrecords, 40);
+    for (size_t i = 0; i < t->nrecords; i++)
+        ck_assert_uint_eq(t->records[i].seq, 61 + i);
+    trace_free(t);
+    /* A window larger than the ring reads all of it. */
+    t = trace_load_window(path, 1000, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_uint_eq(t->unread, 0);
+    ck_assert_uint_eq(t->nrecords, 64);
+    trace_free(t);
+}
+END_TEST
+
+START_TEST(window_of_a_truncated_file)
+{
+    /* 10 tickets, the file cut after slot 3: the window counts tickets, cut or not. */
+    char err[256] = "";
+    size_t cut = (size_t)hdr_of(good)->ring_off + 4 * sizeof(struct ls_record) + 50;
+    struct tr_trace *t = trace_load_buffer_window("cut.trace", good, cut, 3, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert(t->truncated);
+    ck_assert_uint_eq(t->unread, 7);
+    ck_assert_uint_eq(t->nrecords, 0);
+    ck_assert_uint_eq(t->lost_to_truncation, 3);
+    trace_free(t);
+    t = trace_load_buffer_window("cut.trace", good, cut, 8, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_uint_eq(t->unread, 2);
+    ck_assert_uint_eq(t->nrecords, 2);
+    ck_assert_uint_eq(t->records[0].ticket, 3);
+    ck_assert_uint_eq(t->lost_to_truncation, 6);
+    trace_free(t);
+}
+END_TEST
+
 START_TEST(random_damage_never_crashes)
 {
     srand(12345);
@@ -421,6 +466,8 @@ int main(void)
     tcase_add_test(tc, corruptions_are_named);
     tcase_add_test(tc, half_written_record_is_counted);
     tcase_add_test(tc, wrapped_ring_keeps_newest_in_order);
+    tcase_add_test(tc, window_reads_only_the_newest);
+    tcase_add_test(tc, window_of_a_truncated_file);
     tcase_add_test(tc, random_damage_never_crashes);
     tcase_add_test(tc, peer_count_past_capacity_is_clamped);
     tcase_add_test(tc, huge_ring_claim_costs_what_the_file_holds);
