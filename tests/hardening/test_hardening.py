@@ -20,8 +20,10 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import Skip, expect, run  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
 LAUNCH = os.environ["LAUNCH_RANKS"]
@@ -37,19 +39,6 @@ SWEEP = os.environ["CORRUPT_SWEEP"]
 END_RUNNING, END_EXITED, END_SIGNALED = 0, 1, 2
 COMM_ABORTED = 16
 OTHER_UID = 12345  # a user that is not us, for foreign-owned files (needs root to chown)
-
-
-class Failure(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-def expect(cond, what):
-    if not cond:
-        raise Failure(what)
 
 
 def figures(text):
@@ -601,27 +590,5 @@ def case_knob_bounds(tmp):
     figures(f"{len(cases)} out-of-bounds knob values refused with one line each, defaults used")
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
-
-
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print(f"usage: test_hardening.py {{{','.join(CASES)}}}", file=sys.stderr)
-        return 2
-    tmp = tempfile.mkdtemp(prefix="lockstep-hardening-")
-    try:
-        CASES[sys.argv[1]](tmp)
-    except Skip as e:
-        print(f"SKIP {sys.argv[1]}: {e}")
-        return 77
-    except Failure as e:
-        print(f"FAIL {sys.argv[1]}: {e}")
-        return 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"ok {sys.argv[1]}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(globals(), "lockstep-hardening-"))

@@ -7,12 +7,13 @@ Usage: test_live.py CASE   (paths from the environment meson sets, see meson.bui
 """
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import expect, run  # noqa: E402
 
 LOCKSTEP = os.environ["LOCKSTEP_BIN"]
 LAUNCH = os.environ["LAUNCH_RANKS"]
@@ -20,15 +21,6 @@ EMU_DIR = os.environ["EMULATOR_DIR"]
 SCENARIOS = os.environ["SCENARIOS"]
 SHIM = os.environ["LOCKSTEP_SHIM"]
 GATHER = os.environ["GATHER_SCRIPT"]
-
-
-class Failure(Exception):
-    pass
-
-
-def expect(cond, what):
-    if not cond:
-        raise Failure(what)
 
 
 def base_env(extra=None):
@@ -287,24 +279,5 @@ def case_gather_script(tmp):
            "analyze on the gathered traces")
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
-
-
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print(f"usage: test_live.py {{{','.join(CASES)}}}", file=sys.stderr)
-        return 2
-    tmp = tempfile.mkdtemp(prefix="lockstep-live-")
-    try:
-        CASES[sys.argv[1]](tmp)
-    except Failure as e:
-        print(f"FAIL {sys.argv[1]}: {e}")
-        return 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"ok {sys.argv[1]}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(globals(), "lockstep-live-"))

@@ -10,13 +10,15 @@ Usage: test_pictures.py CASE   (paths from the environment meson sets, see meson
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
 import tempfile
 import time
 import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import Failure, expect, run  # noqa: E402
 
 LOCKSTEP = os.environ["LOCKSTEP_BIN"]
 LAUNCH = os.environ["LAUNCH_RANKS"]
@@ -30,15 +32,6 @@ CHROMIUM = "/usr/bin/chromium"
 HTML_MAX_BYTES = 5 * 1024 * 1024
 RENDER_BOUND_S = 20  # the goal is 5 s (docs/pictures.md); generous against noisy machines
 SUSPECT_BG = (0xFD, 0xE3, 0xE1)  # fill of a lane holding the ranks the diagnosis blames
-
-
-class Failure(Exception):
-    pass
-
-
-def expect(cond, what):
-    if not cond:
-        raise Failure(what)
 
 
 # ---------------------------------------------------------------- producing traces
@@ -501,24 +494,5 @@ def case_html_bad_input(tmp):
     expect("<svg" in dom or "No collectives" in dom, "clean job without a timeline")
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
-
-
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print(f"usage: test_pictures.py {{{','.join(CASES)}}}", file=sys.stderr)
-        return 2
-    tmp = tempfile.mkdtemp(prefix="lockstep-pictures-")
-    try:
-        CASES[sys.argv[1]](tmp)
-    except Failure as e:
-        print(f"FAIL {sys.argv[1]}: {e}", file=sys.stderr)
-        print(f"(files kept in {tmp})", file=sys.stderr)
-        return 1
-    shutil.rmtree(tmp, ignore_errors=True)
-    print(f"ok {sys.argv[1]}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(globals(), "lockstep-pictures-"))

@@ -10,12 +10,13 @@ Usage: test_scenarios.py CASE   (paths come from the environment meson sets, see
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import Failure, expect, run  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
 LAUNCH = os.environ["LAUNCH_RANKS"]
@@ -25,15 +26,6 @@ LOCKSTEP = os.environ["LOCKSTEP_BIN"]
 SCENARIOS = os.environ["SCENARIOS"]
 
 HUNG = 124  # the launcher's status when it had to stop the ranks
-
-
-class Failure(Exception):
-    pass
-
-
-def expect(cond, what):
-    if not cond:
-        raise Failure(what)
 
 
 # ---------------------------------------------------------------- running and analyzing
@@ -604,24 +596,5 @@ def case_uneven_shards_32(tmp):
     expect("0,1,2" not in text and "0, 1, 2" not in text, f"ranks not compressed:\n{text}")
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
-
-
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print(f"usage: test_scenarios.py {{{','.join(CASES)}}}", file=sys.stderr)
-        return 2
-    tmp = tempfile.mkdtemp(prefix="lockstep-scenario-")
-    try:
-        CASES[sys.argv[1]](tmp)
-    except Failure as e:
-        print(f"FAIL {sys.argv[1]}: {e}")
-        print(f"traces kept in {tmp}")
-        return 1
-    print(f"ok {sys.argv[1]}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(globals(), "lockstep-scenario-"))

@@ -6,10 +6,11 @@ Usage: test_shim.py CASE   (paths come from the environment meson sets, see meso
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import expect, run  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
 LAUNCH = os.environ["LAUNCH_RANKS"]
@@ -25,15 +26,6 @@ INT8, UINT8, INT32, INT64, FLOAT32, FLOAT64 = 0, 1, 2, 4, 7, 8
 SUM, PROD, MAX, MIN = 0, 1, 2, 3
 REC_IN_GROUP, COMM_NONBLOCKING = 1, 1
 END_RUNNING, END_EXITED, END_SIGNALED, END_UNDERSCORE = 0, 1, 2, 3
-
-
-class Failure(Exception):
-    pass
-
-
-def expect(cond, what):
-    if not cond:
-        raise Failure(what)
 
 
 def prog(name):
@@ -458,24 +450,5 @@ def case_graph_capture(tmp):
                f"the call after the capture: {ar[1]}")
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
-
-
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print(f"usage: test_shim.py {{{','.join(CASES)}}}", file=sys.stderr)
-        return 2
-    tmp = tempfile.mkdtemp(prefix="lockstep-test-")
-    try:
-        CASES[sys.argv[1]](tmp)
-    except Failure as e:
-        print(f"FAIL {sys.argv[1]}: {e}")
-        return 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"ok {sys.argv[1]}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(globals(), "lockstep-test-"))
