@@ -6,6 +6,7 @@ Usage: test_shim.py CASE   (paths come from the environment meson sets, see meso
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -448,6 +449,44 @@ def case_graph_capture(tmp):
                f"the captured call: flags {ar[0]['flags']}, complete {ar[0]['complete_ns']}")
         expect(not ar[1]["flags"] & 8 and ar[1]["complete_ns"] > 0,
                f"the call after the capture: {ar[1]}")
+
+
+def case_no_link_deps(tmp):
+    """The shim resolves NCCL and CUDA at run time: it needs neither at link time."""
+    p = subprocess.run(["readelf", "-d", SHIM], capture_output=True, text=True, timeout=30)
+    expect(p.returncode == 0, f"readelf failed: {p.stderr}")
+    needed = [l.split("[")[1].rstrip("]") for l in p.stdout.splitlines() if "(NEEDED)" in l]
+    expect(needed, "no NEEDED entries read")
+    bad = [n for n in needed if n.startswith(("libnccl", "libcuda", "libcudart"))]
+    expect(not bad, f"the shim links against {bad}")
+
+
+def case_retention(tmp):
+    """Traces of processes gone longer than LOCKSTEP_RETAIN_HOURS are deleted when a new
+    process starts recording; recent ones and live ones are kept."""
+    d = os.path.join(tmp, "t")
+    p = run_ranks(1, [COLL_CHECK], d)
+    expect(p.returncode == 0, "coll_check failed")
+    (old,) = [os.path.join(d, n) for n in os.listdir(d) if n.endswith(".trace")]
+    recent = os.path.join(d, "lockstep-elsewhere-1-r9.trace")
+    shutil.copy(old, recent)
+    # Age the first trace by three days: start, heartbeat and end (header offsets 152, 840,
+    # 888), as a process gone that long would have left them.
+    with open(old, "r+b") as f:
+        for off in (152, 840, 888):
+            f.seek(off)
+            ns = int.from_bytes(f.read(8), "little")
+            if ns:
+                f.seek(off)
+                f.write((ns - 3 * 24 * 3600 * 10**9).to_bytes(8, "little"))
+    p = run_ranks(1, [COLL_CHECK], d, env_extra={"LOCKSTEP_RETAIN_HOURS": "48"})
+    expect(p.returncode == 0, "coll_check failed")
+    names = os.listdir(d)
+    expect(os.path.basename(old) not in names, f"a 3-day-old trace survived: {names}")
+    expect(os.path.basename(recent) in names, "a recent trace was deleted")
+    expect(len([n for n in names if n.endswith(".trace")]) == 2, f"traces now: {names}")
+    p = run_ranks(1, [COLL_CHECK], d, env_extra={"LOCKSTEP_RETAIN_HOURS": "0"})
+    expect(len([n for n in os.listdir(d) if n.endswith(".trace")]) == 3, "0 keeps everything")
 
 
 if __name__ == "__main__":
