@@ -197,8 +197,9 @@ int analysis_diagnose(struct analysis *a)
 
 int analysis_report(struct analysis *a, FILE *out, int json, int color)
 {
-    struct report_input in = {a->m,    &a->fs,  a->sym, a->jobs, a->njobs,
-                              (const char *const *)a->unreadable, a->nunreadable};
+    struct report_input in = {a->m,          &a->fs,   a->sym,
+                              a->jobs,       a->njobs, (const char *const *)a->unreadable,
+                              a->nunreadable};
     if (json)
         report_json(out, &in);
     else

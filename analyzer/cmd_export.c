@@ -82,6 +82,7 @@ int cmd_export(int argc, char **argv)
     for (; i < argc; i++)
         if (analysis_add_path(&a, argv[i]) < 0)
             goto done;
+    a.whole_rings = 1; /* a timeline shows every call kept, not the diagnosis window */
     if (analysis_load(&a, job) < 0)
         goto done;
     if (analysis_diagnose(&a) < 0) {

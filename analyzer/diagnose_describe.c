@@ -113,8 +113,8 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
         ago(t, sizeof(t), diag_seconds_ago(d, p->current->enter_ns));
         const char *where = p->waiting_gpu ? "waiting for its GPU to finish" : "inside";
         if (lv)
-            snprintf(buf, len, "it is alive and %s, %s %s since %s ago", lv->activity, where,
-                     call, t);
+            snprintf(buf, len, "it is alive and %s, %s %s since %s ago", lv->activity, where, call,
+                     t);
         else
             snprintf(buf, len, "it is alive, %s %s since %s ago", where, call, t);
         return;
@@ -125,8 +125,8 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
     if (lv && (p->state == RANK_IDLE || p->state == RANK_VANISHED)) {
         ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
         snprintf(buf, len, "it is alive and %s, not in NCCL, now at %s; last seen in %s, %s ago",
-                 lv->activity, lv->where[0] ? lv->where : "an unknown place (no live stack)",
-                 last, t);
+                 lv->activity, lv->where[0] ? lv->where : "an unknown place (no live stack)", last,
+                 t);
         return;
     }
     switch (p->state) {

@@ -88,8 +88,8 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t k, const stru
             finding_detail(f,
                            "rank %d's GPU lags: it completed only #%llu of #%llu issued (others "
                            "reached #%llu)",
-                           mb->proc->rank, (unsigned long long)done,
-                           (unsigned long long)mb->issued, (unsigned long long)most_done);
+                           mb->proc->rank, (unsigned long long)done, (unsigned long long)mb->issued,
+                           (unsigned long long)most_done);
     }
     finding_detail(f, "GPUs completed up to #%llu; #%llu was issued by all %d ranks",
                    (unsigned long long)most_done, (unsigned long long)k, c->nranks);

@@ -24,12 +24,12 @@ enum rank_state {
 /* What a live command saw of a process that still runs on this host (run/watch only). */
 #define M_LIVE_FRAMES 32
 struct m_live {
-    const char *activity;  /* "busy", "sleeping", "stopped", "zombie", "gone" */
-    double cpu_share;      /* of one CPU, over the sampling interval */
-    char state;            /* /proc state letter */
-    int nframes;           /* live stack frames, 0 if the process did not answer */
+    const char *activity;            /* "busy", "sleeping", "stopped", "zombie", "gone" */
+    double cpu_share;                /* of one CPU, over the sampling interval */
+    char state;                      /* /proc state letter */
+    int nframes;                     /* live stack frames, 0 if the process did not answer */
     char frames[M_LIVE_FRAMES][192]; /* symbolized, innermost first */
-    char where[512];       /* the user frames, "f (file.c:12) <- g (file.c:40) <- main" */
+    char where[512];                 /* the user frames, "f (file.c:12) <- g (file.c:40) <- main" */
 };
 
 /* One process: one trace file. */

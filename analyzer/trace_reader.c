@@ -407,8 +407,8 @@ static int check_record_sites(struct loader *ld)
     return 0;
 }
 
-static struct tr_trace *load(struct source src, const char *name, uint64_t max_records,
-                             char *err, size_t errlen)
+static struct tr_trace *load(struct source src, const char *name, uint64_t max_records, char *err,
+                             size_t errlen)
 {
     struct tr_trace *t = calloc(1, sizeof(*t));
     if (!t) {
@@ -424,16 +424,14 @@ static struct tr_trace *load(struct source src, const char *name, uint64_t max_r
     struct loader ld = {src, t, err, errlen};
     if (check_header(&ld) < 0 || check_tables_present(&ld) < 0 || load_comms(&ld) < 0 ||
         load_peers(&ld) < 0 || load_strings(&ld) < 0 || load_sites(&ld) < 0 ||
-        load_ring(&ld, max_records) < 0 ||
-        check_record_sites(&ld) < 0) {
+        load_ring(&ld, max_records) < 0 || check_record_sites(&ld) < 0) {
         trace_free(t);
         return NULL;
     }
     return t;
 }
 
-struct tr_trace *trace_load_window(const char *path, uint64_t max_records, char *err,
-                                   size_t errlen)
+struct tr_trace *trace_load_window(const char *path, uint64_t max_records, char *err, size_t errlen)
 {
     /* O_NONBLOCK: a FIFO named like a trace must not block the open forever. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);

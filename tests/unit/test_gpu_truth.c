@@ -12,8 +12,8 @@
 #include "trace_writer.h"
 
 #define WORLD 0x600dc0ffee000001ull
-#define T0 1700000000000000000ull
-#define MS 1000000ull
+#define T0    1700000000000000000ull
+#define MS    1000000ull
 
 /* One rank of a 3-rank job on a GPU: it issued collectives 1..issued (all returned at once),
  * its GPU was seen to complete 1..observed. */
@@ -124,14 +124,13 @@ START_TEST(stuck_at_first_collective_no_gpu_completed)
     analyze(r);
     ck_assert_int_ge(r->fs.n, 1);
     const struct finding *f = &r->fs.v[0];
-    ck_assert_msg(f->kind == F_STUCK_IN_FLIGHT, "first finding %s: %s",
-                  finding_kind_name(f->kind), f->summary);
+    ck_assert_msg(f->kind == F_STUCK_IN_FLIGHT, "first finding %s: %s", finding_kind_name(f->kind),
+                  f->summary);
     ck_assert_uint_eq(f->seq, 4);
     ck_assert_uint_eq(f->comm, WORLD);
     ck_assert_uint_eq(f->ranks.n, 3);
     for (size_t i = 0; i < r->fs.n; i++)
-        ck_assert_msg(r->fs.v[i].kind != F_MISSING_RANKS, "missing_ranks: %s",
-                      r->fs.v[i].summary);
+        ck_assert_msg(r->fs.v[i].kind != F_MISSING_RANKS, "missing_ranks: %s", r->fs.v[i].summary);
     /* Every rank waits on its GPU, not inside NCCL. */
     for (size_t i = 0; i < r->m->nprocs; i++) {
         ck_assert_int_eq(r->m->procs[i].state, RANK_IN_CALL);

@@ -374,6 +374,16 @@ START_TEST(random_damage_never_crashes)
         } else {
             ck_assert_ptr_nonnull(strstr(err, "copy.trace"));
         }
+        /* The same damage seen through a small window. */
+        t = trace_load_buffer_window("window.trace", copy, len, 1 + (uint64_t)(rand() % 8), err,
+                                     sizeof(err));
+        if (t) {
+            for (size_t i = 0; i < t->nrecords; i++)
+                ck_assert(t->records[i].op < LS_OP_COUNT);
+            trace_free(t);
+        } else {
+            ck_assert_ptr_nonnull(strstr(err, "window.trace"));
+        }
     }
     free(copy);
 }
