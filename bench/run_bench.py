@@ -288,22 +288,26 @@ def plot(rows):
     os.makedirs(A.plot_dir, exist_ok=True)
     dat = os.path.join(A.work, "lockstep-analyzer-bench.dat")
     with open(dat, "w") as f:
-        for ranks, records, wall, rss, _ in sorted(rows, key=lambda r: r[0] * r[1]):
-            f.write(f"{ranks * records / 1e6:.3f} {wall:.3f} {rss:.1f} \"{ranks}x{records}\"\n")
+        for ranks, records, wall, rss, _ in sorted(rows, key=lambda r: (r[0], r[1])):
+            f.write(f"{ranks} {wall:.3f} {rss:.1f} \"{records // 1024}k/rank\"\n")
     png = os.path.join(A.plot_dir, "analyzer-scaling.png")
+    # The analysis reads a window of each ring (LOCKSTEP_ANALYZE_RECORDS), so its cost follows
+    # the number of ranks more than the records each one holds: ranks on the x axis.
     script = f"""
 set terminal pngcairo size 900,520 font ",10" noenhanced
 set output "{png}"
-set title "lockstep analyze --json: time and peak memory against records in the job"
-set xlabel "records in the job (millions) = ranks x records per rank"
+set title "lockstep analyze --json: time and peak memory against ranks (labels: records per rank)"
+set xlabel "ranks (log scale)"
+set logscale x 2
+set xrange [32:8192]
 set ylabel "wall time (s)"
 set y2label "peak RSS (MiB)"
 set ytics nomirror
 set y2tics
 set key left top
 set grid
-plot "{dat}" using 1:2 with linespoints lw 2 pt 7 title "wall time (s)", \\
-     "{dat}" using 1:3 axes x1y2 with linespoints lw 2 pt 5 title "peak RSS (MiB)", \\
+plot "{dat}" using 1:2 with points pt 7 ps 1.5 title "wall time (s)", \\
+     "{dat}" using 1:3 axes x1y2 with points pt 5 ps 1.5 title "peak RSS (MiB)", \\
      "{dat}" using 1:2:4 with labels offset 0,1 font ",8" notitle
 """
     p = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
@@ -380,7 +384,7 @@ def main():
     ap.add_argument("--work", default="/var/tmp")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--analyzer-only", action="store_true",
-                    help="run only the analyzer grid and print its table (writes no file)")
+                    help="run only the analyzer grid, print its table and redraw the plot")
     A = ap.parse_args()
     A.build = os.path.abspath(A.build)
     A.plot_dir = A.plot_dir or os.path.dirname(os.path.abspath(A.out))
@@ -390,6 +394,9 @@ def main():
         print(f"Machine: {started}.")
         analyzer_table(ana)
         print("\n".join(LINES))
+        png = plot(ana)
+        if png:
+            print(f"plot: {png}")
         return
     A.trace_dir = tempfile.mkdtemp(prefix="lockstep-bench-shim-", dir=A.work)
     started = machine()
