@@ -181,5 +181,10 @@ int main(int argc, char **argv)
     getrusage(RUSAGE_SELF, &ru);
     printf("cpu_ns_per_call %.1f\nwall_ns_per_call %.1f\nmaxrss_kib %ld\n", median(cpu, n),
            median(wall, n), ru.ru_maxrss);
+    pthread_barrier_destroy(&barrier);
+    free(tids);
+    free(wall);
+    free(cpu);
+    free(w);
     return 0;
 }
