@@ -427,7 +427,11 @@ def case_threads64(tmp):
     (t,) = traces(d)
     expect(t["ring_cap"] == ring and t["wrapped"] and t["nbusy"] == 0, "ring state")
     expect(t["next_ticket"] == nthreads * (calls + 2), f"tickets {t['next_ticket']}")
-    expect(len(t["records"]) == ring, f"{len(t['records'])} records in a ring of {ring}")
+    # A writer whose slot is still held by a call from one lap earlier skips its record rather
+    # than tear that one: the reader counts such tickets as reserved and never written. Every
+    # slot of the last lap is one or the other, and at most one per thread can be held.
+    expect(len(t["records"]) + t["nunwritten"] == ring and t["nunwritten"] <= nthreads,
+           f"{len(t['records'])} records and {t['nunwritten']} unwritten in a ring of {ring}")
     expect([r["ticket"] for r in t["records"]] == list(range(t["next_ticket"] - ring,
                                                               t["next_ticket"])),
            "the ring does not hold exactly the newest tickets")

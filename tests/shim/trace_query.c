@@ -49,10 +49,11 @@ static void print_trace(const struct tr_trace *t)
     printf(",\"end_kind\":%u,\"end_status\":%d,\"end_signal\":%d,\"heartbeat_ns\":%" PRIu64
            ",\"start_ns\":%" PRIu64 ",\"nccl_version\":%u,\"stack_depth\":%u"
            ",\"ring_cap\":%" PRIu64 ",\"next_ticket\":%" PRIu64
-           ",\"wrapped\":%d,\"nbusy\":%zu,\"truncated\":%d,\"completion\":%u,\"comms\":[",
+           ",\"wrapped\":%d,\"nbusy\":%zu,\"nunwritten\":%zu,\"truncated\":%d,\"completion\":%u,"
+           "\"comms\":[",
            h->end_kind, h->end_status, h->end_signal, h->heartbeat_ns, h->start_ns, h->nccl_version,
-           h->stack_depth, h->ring_cap, h->next_ticket, t->wrapped, t->nbusy, t->truncated,
-           h->completion);
+           h->stack_depth, h->ring_cap, h->next_ticket, t->wrapped, t->nbusy, t->nunwritten,
+           t->truncated, h->completion);
     for (uint32_t i = 0; i < t->ncomms; i++) {
         const struct ls_comm *c = &t->comms[i];
         printf("%s{\"id\":\"%016" PRIx64 "\",\"parent\":\"%016" PRIx64
