@@ -1,5 +1,6 @@
 /* model_state.c -- what each rank is doing: in a call, idle, exited, crashed or vanished; group
  * completion; the calls a rank is blocked on. */
+#include "live_proc.h"
 #include "model.h"
 
 #include <signal.h>
@@ -181,41 +182,12 @@ size_t model_blocked_ops(const struct m_proc *p, const struct ls_record **out, s
  * not, -1 if it cannot tell. */
 static int local_process_alive(int pid, uint64_t trace_start_ns)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    struct proc_sample ps;
+    if (proc_sample(pid, &ps) != 0)
         return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *paren = strrchr(buf, ')');
-    if (!paren)
+    if (ps.start_ns == 0)
         return -1;
-    /* Fields after the command: state is field 3; starttime is field 22. */
-    unsigned long long start_ticks = 0;
-    char *p = paren + 2;
-    for (int field = 3; field < 22 && p; field++) {
-        p = strchr(p, ' ');
-        if (p)
-            p++;
-    }
-    if (!p || sscanf(p, "%llu", &start_ticks) != 1)
-        return -1;
-    f = fopen("/proc/stat", "r");
-    if (!f)
-        return -1;
-    unsigned long long btime = 0;
-    char line[256];
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "btime %llu", &btime) == 1)
-            break;
-    fclose(f);
-    long hz = sysconf(_SC_CLK_TCK);
-    if (btime == 0 || hz <= 0)
-        return -1;
-    uint64_t started_ns = (btime + start_ticks / (unsigned long long)hz) * NS;
-    return started_ns <= trace_start_ns + 2 * NS;
+    return ps.start_ns <= trace_start_ns + 2 * NS;
 }
 
 static uint64_t max_u64(uint64_t a, uint64_t b)
