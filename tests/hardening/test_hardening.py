@@ -258,8 +258,11 @@ def case_shm_full(tmp):
     lines = lockstep_lines(p.stderr)
     expect(len(lines) == 2 and all("No space left" in l for l in lines),
            f"want one 'No space left' line per rank: {lines}")
-    # Room for one trace of two: one records, one warns.
-    p = launch(2, [COLL_CHECK], shim_env(d), prefix=in_tmpfs(mnt, "8m"))
+    # Room for one trace of two: one records, one warns. Rank 1 starts half a second later,
+    # once rank 0 holds its reservation: two reservations racing for the same space could
+    # each take part of it and both fail.
+    staggered = ["sh", "-c", 'if [ "$RANK" = 1 ]; then sleep 0.5; fi; exec "$0"', COLL_CHECK]
+    p = launch(2, staggered, shim_env(d), prefix=in_tmpfs(mnt, "8m"))
     expect(p.returncode == 0 and p.stdout == want, f"half-full tmpfs: {p.stderr}")
     lines = lockstep_lines(p.stderr)
     expect(len(lines) == 1 and "No space left" in lines[0], f"want one warning: {lines}")
