@@ -1,8 +1,9 @@
 /* clock.c -- the shim's timestamps: CLOCK_REALTIME ns, read from the TSC when the kernel itself
  * trusts it, with a conversion the heartbeat thread recalibrates against CLOCK_REALTIME. */
-#include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shim.h"
 
@@ -18,13 +19,16 @@ static int tsc_trusted(void)
     const char *knob = getenv("LOCKSTEP_CLOCK");
     if (knob && strcmp(knob, "realtime") == 0)
         return 0;
-    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
-    if (!f)
+    /* open/read, not stdio: this runs on the heartbeat thread, which never allocates (a fork
+     * of the main thread while another thread holds an allocator lock leaves it held). */
+    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                  O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return 0;
-    char name[32] = "";
-    int ok = fgets(name, sizeof name, f) != NULL && strncmp(name, "tsc", 3) == 0 &&
-             (name[3] == '\n' || name[3] == 0);
-    fclose(f);
+    char name[32];
+    ssize_t n = read(fd, name, sizeof name - 1);
+    close(fd);
+    int ok = n >= 3 && strncmp(name, "tsc", 3) == 0 && (n == 3 || name[3] == '\n');
     return ok;
 }
 

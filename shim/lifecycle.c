@@ -34,9 +34,12 @@ static void mark_end(uint32_t kind, int status, int sig)
 
 /* The heartbeat thread: refreshes the heartbeat, and observes GPU completion (every 50 ms
  * while an event is outstanding, else every second). It never blocks on the GPU. */
+static _Atomic int heartbeat_state; /* 0 none, 1 starting, 2 running its loop */
+
 static void *heartbeat_main(void *arg)
 {
     struct ls_trace *t = arg;
+    atomic_store_explicit(&heartbeat_state, 2, memory_order_release);
     /* A first TSC conversion from two samples 20 ms apart; each heartbeat refines it. */
     ls_clock_calibrate();
     struct timespec first = {0, 20000000};
@@ -148,11 +151,31 @@ void ls_lifecycle_start(struct ls_trace *t)
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the heartbeat thread takes no signals */
     pthread_t th;
+    atomic_store(&heartbeat_state, 1);
     int err = pthread_create(&th, &attr, heartbeat_main, t);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (err != 0)
+        atomic_store(&heartbeat_state, 0);
+    if (err != 0)
         ls_warn("cannot start the heartbeat thread; the trace will show no heartbeat");
+}
+
+/* Before the program forks: a heartbeat thread still starting up may be inside the C library
+ * or a sanitizer runtime holding an allocator lock, which the child would inherit held. Once
+ * in its loop it holds none (it only sleeps, reads clocks and polls events). So wait for it
+ * to get there, 200 ms at most. */
+void ls_lifecycle_before_fork(void)
+{
+    for (int i = 0; i < 2000 && atomic_load(&heartbeat_state) == 1; i++) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void ls_lifecycle_after_fork_child(void)
+{
+    atomic_store(&heartbeat_state, 0); /* the child has no heartbeat thread until it starts one */
 }
 
 /* _exit and _Exit skip on_exit handlers: record the status, then leave. */

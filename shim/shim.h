@@ -170,6 +170,8 @@ static inline uint64_t ls_now(void)
  * and the exit hooks for the trace just created. Failures are reported once and leave
  * recording on. */
 void ls_lifecycle_start(struct ls_trace *t);
+void ls_lifecycle_before_fork(void);
+void ls_lifecycle_after_fork_child(void);
 
 /* Re-installs the signal handlers if the program replaced them since (keeping theirs as the
  * ones to chain to). Cheap enough for communicator creation, not for every call. */

@@ -21,6 +21,7 @@ static void after_fork_child(void)
     ls_comms_reset();
     ls_callsites_reset();
     ls_completion_reset();
+    ls_lifecycle_after_fork_child();
     atomic_store(&ls_g.state, LS_STATE_OFF);
     atomic_fetch_add(&ls_generation, 1);
     ls_t.group_depth = 0;
@@ -40,7 +41,7 @@ struct ls_trace *ls_active(void)
     if (s == LS_STATE_OFF) {
         static int atfork_done;
         if (!atfork_done) {
-            pthread_atfork(NULL, NULL, after_fork_child);
+            pthread_atfork(ls_lifecycle_before_fork, NULL, after_fork_child);
             atfork_done = 1;
         }
         ls_config_read(&ls_g.cfg);
