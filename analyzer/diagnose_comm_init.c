@@ -67,6 +67,7 @@ static int report_size(struct diag *d, const struct m_comm *c)
         key.count = (uint64_t)(mb->entry->nranks < 0 ? 0 : mb->entry->nranks);
         key.comm = c->id;
         key.callsite = symbolizer_site(d->sym, mb->proc->t, mb->entry->create_site);
+        key.python = symbolizer_python(mb->proc->t, mb->entry->create_site);
         if (finding_class_add(f, &key, mb->proc->rank) < 0 ||
             intvec_push(&f->ranks, mb->proc->rank) < 0)
             return -1;

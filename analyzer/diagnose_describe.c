@@ -203,6 +203,7 @@ struct f_class describe_class(struct diag *d, const struct m_proc *p, const stru
         c.seq = r->seq;
         c.comm = r->comm_id;
         c.callsite = symbolizer_site(d->sym, p->t, r->callsite);
+        c.python = symbolizer_python(p->t, r->callsite);
     }
     return c;
 }

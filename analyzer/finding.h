@@ -37,9 +37,10 @@ struct f_class {
     int op, dtype, redop, root;
     uint64_t count, seq;
     uint64_t comm;
-    const char *callsite; /* owned by the symbolizer */
-    const char *state;    /* rank state name, NULL if not relevant */
-    double seconds_ago;   /* since the call was entered (or the rank was last seen), < 0 none */
+    const char *callsite;           /* owned by the symbolizer */
+    const struct tr_pysite *python; /* the Python stack of the first rank's call, or NULL */
+    const char *state;              /* rank state name, NULL if not relevant */
+    double seconds_ago; /* since the call was entered (or the rank was last seen), < 0 none */
 };
 
 struct finding {

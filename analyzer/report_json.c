@@ -10,6 +10,24 @@ static double ago_s(const struct m_job *j, uint64_t t)
     return t && t < j->now_ns ? (double)(j->now_ns - t) / 1e9 : 0.0;
 }
 
+/* "python": [{file, line, func}, ...] innermost first, or null. */
+static void write_python(struct json_writer *w, const struct tr_pysite *py)
+{
+    if (!py) {
+        json_null(w, "python");
+        return;
+    }
+    json_begin_array(w, "python");
+    for (uint32_t i = 0; i < py->nframes; i++) {
+        json_begin_object(w, NULL);
+        json_string(w, "file", py->frames[i].file);
+        json_int(w, "line", py->frames[i].line);
+        json_string(w, "func", py->frames[i].func);
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
 static void write_call(struct json_writer *w, const char *key, const struct report_input *in,
                        const struct m_proc *p, const struct ls_record *r)
 {
@@ -28,6 +46,7 @@ static void write_call(struct json_writer *w, const char *key, const struct repo
     json_uint(w, "count", r->count);
     json_string(w, "dtype", ls_dtype_name(r->dtype));
     json_string(w, "callsite", symbolizer_site(in->sym, p->t, r->callsite));
+    write_python(w, symbolizer_python(p->t, r->callsite));
     json_bool(w, "in_flight", r->exit_ns == 0 && r->result == LS_RESULT_PENDING);
     json_string(w, "result", names_result(r->result));
     json_double(w, "entered_s_ago", ago_s(j, r->enter_ns));
@@ -131,6 +150,7 @@ static void write_class(struct json_writer *w, const struct f_class *c)
         json_null(w, "root");
     }
     json_string(w, "callsite", c->callsite);
+    write_python(w, c->has_call ? c->python : NULL);
     if (c->state)
         json_string(w, "state", c->state);
     if (c->seconds_ago >= 0)

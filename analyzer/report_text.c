@@ -67,6 +67,14 @@ static void print_states(FILE *out, const struct report_input *in, const struct 
                 r ? (g[k].state == RANK_IN_CALL ? "in " : "last ") : "no NCCL call",
                 r ? ls_op_name(r->op) : "", seq, comm, r ? " from " : "", r ? g[k].site : "");
         free(ranks);
+        const struct tr_pysite *py =
+            r ? symbolizer_python(g[k].example_proc->t, r->callsite) : NULL;
+        if (py) { /* the Python stack, from the innermost frame outwards */
+            fprintf(out, "  %-9s %-12s %spython:%s", "", "", st->dim, st->off);
+            for (uint32_t f = 0; f < py->nframes && f < 6; f++)
+                fprintf(out, "%s%s", f ? " <- " : " ", symbolizer_pyframe(in->sym, &py->frames[f]));
+            fprintf(out, "%s\n", py->nframes > 6 ? " <- ..." : "");
+        }
         intvec_free(&g[k].ranks);
     }
     free(g);

@@ -192,10 +192,54 @@ uint32_t symbolizer_user_frame(const struct tr_site *site)
     return 0;
 }
 
+const char *symbolizer_pyframe(struct symbolizer *s, const struct tr_pyframe *f)
+{
+    char key[4200];
+    snprintf(key, sizeof(key), "P%d:%.2000s:%.2000s", f->line, f->func, f->file);
+    const char *hit = cache_get(s, key);
+    if (hit)
+        return hit;
+    char buf[1200];
+    snprintf(buf, sizeof(buf), "%.500s:%d (%.500s)", f->file[0] ? base_name(f->file) : "?", f->line,
+             f->func[0] ? f->func : "?");
+    return cache_put(s, key, strdup(buf));
+}
+
+/* Installed packages, the standard library (.../lib/python3.N/...) and frozen modules. */
+static int is_python_library(const char *file)
+{
+    if (strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") ||
+        strncmp(file, "<frozen ", 8) == 0)
+        return 1;
+    const char *p = strstr(file, "/lib/python3.");
+    if (!p)
+        return 0;
+    p += 13;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return *p == '/';
+}
+
+uint32_t symbolizer_python_user_frame(const struct tr_pysite *py)
+{
+    for (uint32_t i = 0; i < py->nframes; i++)
+        if (!is_python_library(py->frames[i].file))
+            return i;
+    return 0;
+}
+
+const struct tr_pysite *symbolizer_python(const struct tr_trace *t, uint32_t callsite)
+{
+    const struct tr_site *site = trace_site(t, callsite);
+    return site && site->py && site->py->nframes ? site->py : NULL;
+}
+
 const char *symbolizer_site(struct symbolizer *s, const struct tr_trace *t, uint32_t callsite)
 {
     const struct tr_site *site = trace_site(t, callsite);
     if (!site)
         return "?";
+    if (site->py && site->py->nframes)
+        return symbolizer_pyframe(s, &site->py->frames[symbolizer_python_user_frame(site->py)]);
     return symbolizer_frame(s, &site->frames[symbolizer_user_frame(site)]);
 }

@@ -16,14 +16,27 @@ struct symbolizer *symbolizer_new(int use_addr2line);
 /* Frees the symbolizer and every string it returned. NULL is fine. */
 void symbolizer_free(struct symbolizer *s);
 
-/* Returns the call site `callsite` of trace `t` as one short string: the innermost frame
- * outside libnccl and lockstep, as "file.c:LINE (function)" when debug info exists, else
- * "symbol+0xOFF (module)", else "module+0xOFF"; "?" for no call site. Never NULL; the string
- * belongs to the symbolizer and lives until symbolizer_free(). */
+/* Returns the call site `callsite` of trace `t` as one short string. When the calling thread
+ * ran Python: its innermost frame outside installed packages and the standard library, as
+ * "script.py:LINE (function)". Else the innermost native frame outside libnccl and lockstep,
+ * as "file.c:LINE (function)" when debug info exists, else "symbol+0xOFF (module)", else
+ * "module+0xOFF"; "?" for no call site. Never NULL; the string belongs to the symbolizer and
+ * lives until symbolizer_free(); equal places give the same pointer. */
 const char *symbolizer_site(struct symbolizer *s, const struct tr_trace *t, uint32_t callsite);
 
 /* Returns one frame as a string like symbolizer_site() does (for dumps). Same ownership. */
 const char *symbolizer_frame(struct symbolizer *s, const struct tr_frame *f);
+
+/* Returns one Python frame as "file.py:LINE (function)" (base name of the file). Same
+ * ownership as symbolizer_site(). */
+const char *symbolizer_pyframe(struct symbolizer *s, const struct tr_pyframe *f);
+
+/* The Python stack of call site `callsite`, NULL when it has none. */
+const struct tr_pysite *symbolizer_python(const struct tr_trace *t, uint32_t callsite);
+
+/* Returns the index of the Python frame that stands for the stack: the innermost one outside
+ * site-packages/dist-packages, the standard library and frozen modules, else 0. */
+uint32_t symbolizer_python_user_frame(const struct tr_pysite *py);
 
 /* Returns the index of the frame that stands for the site (the first outside libnccl and
  * lockstep, else 0). The site must have at least one frame. */

@@ -95,18 +95,21 @@ static int check_header(struct loader *ld)
         return fail(ld, "corrupt header: ring capacity %llu outside %u..%u",
                     (unsigned long long)h->ring_cap, LS_MIN_RING, LS_MAX_RING);
     if (h->comm_cap > TR_MAX_COMMS || h->peer_cap > TR_MAX_PEERS || h->site_cap > TR_MAX_SITES ||
-        h->str_cap > TR_MAX_STRINGS || h->stack_depth > LS_MAX_STACK_DEPTH)
+        h->str_cap > TR_MAX_STRINGS || h->stack_depth > LS_MAX_STACK_DEPTH ||
+        h->pysite_cap > TR_MAX_SITES || h->py_depth > LS_MAX_PY_DEPTH)
         return fail(ld, "corrupt header: table capacities out of bounds");
     struct ls_layout l = ls_layout_for(h->comm_cap, h->peer_cap, h->site_cap, h->stack_depth,
-                                       h->str_cap, h->ring_cap);
+                                       h->pysite_cap, h->py_depth, h->str_cap, h->ring_cap);
     if (l.comm_off != h->comm_off || l.peer_off != h->peer_off || l.site_off != h->site_off ||
-        l.str_off != h->str_off || l.ring_off != h->ring_off ||
-        l.site_entry_size != h->site_entry_size || l.file_size != h->file_size)
+        l.pysite_off != h->pysite_off || l.str_off != h->str_off || l.ring_off != h->ring_off ||
+        l.site_entry_size != h->site_entry_size || l.pysite_entry_size != h->pysite_entry_size ||
+        l.file_size != h->file_size)
         return fail(ld, "corrupt header: section offsets do not match its capacities");
     /* peer_count also counts the claims refused once the table was full: clamp it. */
     if (h->peer_count > h->peer_cap)
         h->peer_count = h->peer_cap;
-    if (h->comm_count > h->comm_cap || h->site_count > h->site_cap || h->str_used > h->str_cap)
+    if (h->comm_count > h->comm_cap || h->site_count > h->site_cap ||
+        h->pysite_count > h->pysite_cap || h->str_used > h->str_cap)
         return fail(ld, "corrupt header: table counts exceed capacities");
     if (h->rank < -1 || h->rank >= TR_MAX_RANKS || h->world_size < -1 ||
         h->world_size > TR_MAX_RANKS || h->local_rank < -1 || h->local_rank >= TR_MAX_RANKS ||
@@ -211,6 +214,61 @@ static const char *pool_string(const struct tr_trace *t, uint32_t off)
     return t->strings + off;
 }
 
+static int load_pysites(struct loader *ld)
+{
+    const struct ls_header *h = &ld->t->hdr;
+    struct tr_trace *t = ld->t;
+    uint32_t n = h->pysite_count;
+    if (n == 0)
+        return 0;
+    size_t esz = h->pysite_entry_size;
+    unsigned char *raw = xcalloc(n, esz);
+    t->pysites = xcalloc(n, sizeof(*t->pysites));
+    t->npysites = n;
+    if (!raw || !t->pysites) {
+        free(raw);
+        return fail(ld, "out of memory");
+    }
+    if (read_exact(ld, h->pysite_off, raw, (uint64_t)n * esz) < 0) {
+        free(raw);
+        return fail(ld, "cannot read the python site table");
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct ls_pysite s;
+        memcpy(&s, raw + i * esz, sizeof(s));
+        if (s.state != 1 || s.nframes == 0)
+            continue; /* not yet published */
+        if (s.nframes > h->py_depth) {
+            free(raw);
+            return fail(ld, "corrupt python site %u: %u frames, at most %u", i + 1, s.nframes,
+                        h->py_depth);
+        }
+        struct tr_pysite *ps = &t->pysites[i];
+        ps->frames = xcalloc(s.nframes, sizeof(*ps->frames));
+        if (!ps->frames) {
+            free(raw);
+            return fail(ld, "out of memory");
+        }
+        for (uint32_t f = 0; f < s.nframes; f++) {
+            struct ls_pyframe fr;
+            memcpy(&fr, raw + i * esz + sizeof(s) + f * sizeof(fr), sizeof(fr));
+            const char *file = pool_string(t, fr.file);
+            const char *func = pool_string(t, fr.func);
+            if (!file || !func || fr.line < 0) {
+                free(raw);
+                return fail(ld,
+                            "corrupt python site %u: frame %u names a string outside the pool "
+                            "or a negative line",
+                            i + 1, f);
+            }
+            ps->frames[f] = (struct tr_pyframe){file, func, fr.line};
+        }
+        ps->nframes = s.nframes;
+    }
+    free(raw);
+    return 0;
+}
+
 static int load_sites(struct loader *ld)
 {
     const struct ls_header *h = &ld->t->hdr;
@@ -260,6 +318,14 @@ static int load_sites(struct loader *ld)
             ts->frames[f] = (struct tr_frame){fr.pc, fr.module_off, fr.symbol_off, mod, sym};
         }
         ts->nframes = s.nframes;
+        if (s.pysite > h->pysite_cap) {
+            free(raw);
+            return fail(ld, "corrupt call site %u: python site %u beyond the table (%u)", i + 1,
+                        s.pysite, h->pysite_cap);
+        }
+        /* A python site published after the header was read is left out, like late sites. */
+        if (s.pysite && s.pysite <= t->npysites && t->pysites[s.pysite - 1].nframes)
+            ts->py = &t->pysites[s.pysite - 1];
     }
     free(raw);
     return 0;
@@ -423,8 +489,8 @@ static struct tr_trace *load(struct source src, const char *name, uint64_t max_r
     }
     struct loader ld = {src, t, err, errlen};
     if (check_header(&ld) < 0 || check_tables_present(&ld) < 0 || load_comms(&ld) < 0 ||
-        load_peers(&ld) < 0 || load_strings(&ld) < 0 || load_sites(&ld) < 0 ||
-        load_ring(&ld, max_records) < 0 || check_record_sites(&ld) < 0) {
+        load_peers(&ld) < 0 || load_strings(&ld) < 0 || load_pysites(&ld) < 0 ||
+        load_sites(&ld) < 0 || load_ring(&ld, max_records) < 0 || check_record_sites(&ld) < 0) {
         trace_free(t);
         return NULL;
     }
@@ -484,6 +550,9 @@ void trace_free(struct tr_trace *t)
     for (uint32_t i = 0; i < t->nsites; i++)
         free(t->sites[i].frames);
     free(t->sites);
+    for (uint32_t i = 0; i < t->npysites; i++)
+        free(t->pysites[i].frames);
+    free(t->pysites);
     free(t->comms);
     free(t->peers);
     free(t->strings);

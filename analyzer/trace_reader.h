@@ -27,11 +27,26 @@ struct tr_frame {
     const char *symbol;
 };
 
-/* One call site: nframes frames, innermost first. A site not (yet) published has nframes 0. */
+/* One Python frame (strings never NULL; "" = unknown; line 0 = unknown). */
+struct tr_pyframe {
+    const char *file;
+    const char *func;
+    int32_t line;
+};
+
+/* One Python stack, innermost first. */
+struct tr_pysite {
+    uint32_t nframes;
+    struct tr_pyframe *frames;
+};
+
+/* One call site: nframes frames, innermost first. A site not (yet) published has nframes 0.
+ * `py` is the calling thread's Python stack, NULL when it had none (or none was recorded). */
 struct tr_site {
     uint32_t nframes;
     uint64_t count;
     struct tr_frame *frames;
+    const struct tr_pysite *py;
 };
 
 /* A loaded trace. Everything it points to is owned by it; free with trace_free(). */
@@ -44,6 +59,8 @@ struct tr_trace {
     uint32_t npeers;
     struct tr_site *sites; /* site id N is sites[N-1]; nsites == hdr.site_count */
     uint32_t nsites;
+    struct tr_pysite *pysites; /* python site id N is pysites[N-1]; unpublished: 0 frames */
+    uint32_t npysites;
     char *strings; /* copy of the used part of the string pool */
     uint64_t strings_len;
     struct ls_record *records; /* published records read, sorted by ticket */

@@ -51,9 +51,9 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
-static uint64_t hash_pcs(void *const *pcs, int n)
+static uint64_t hash_pcs(void *const *pcs, int n, uint32_t py)
 {
-    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)n;
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)n ^ ((uint64_t)py << 32);
     for (int i = 0; i < n; i++) {
         h ^= (uint64_t)(uintptr_t)pcs[i];
         h *= 0x100000001b3ull;
@@ -67,10 +67,10 @@ static struct ls_site *site_at(struct ls_trace *t, uint32_t idx)
     return (struct ls_site *)(t->sites + (size_t)idx * t->hdr->site_entry_size);
 }
 
-static int same_stack(struct ls_trace *t, uint32_t id, void *const *pcs, int n)
+static int same_stack(struct ls_trace *t, uint32_t id, void *const *pcs, int n, uint32_t py)
 {
     struct ls_site *s = site_at(t, id - 1);
-    if ((int)s->nframes != n)
+    if ((int)s->nframes != n || s->pysite != py)
         return 0;
     const struct ls_frame *f = (const struct ls_frame *)(s + 1);
     for (int i = 0; i < n; i++)
@@ -91,7 +91,7 @@ static uint32_t module_string(struct ls_trace *t, const char *path)
 }
 
 /* Fills a new site entry (site lock held). Returns its id or 0 when the table is full. */
-static uint32_t add_site(struct ls_trace *t, uint64_t hash, void *const *pcs, int n)
+static uint32_t add_site(struct ls_trace *t, uint64_t hash, void *const *pcs, int n, uint32_t py)
 {
     uint32_t idx = t->hdr->site_count;
     if (idx >= t->hdr->site_cap) {
@@ -117,17 +117,18 @@ static uint32_t add_site(struct ls_trace *t, uint64_t hash, void *const *pcs, in
         }
     }
     s->nframes = (uint32_t)n;
+    s->pysite = py;
     s->hash = hash;
     atomic_store_explicit((_Atomic uint32_t *)&s->state, 1, memory_order_release);
     atomic_store_explicit((_Atomic uint32_t *)&t->hdr->site_count, idx + 1, memory_order_release);
     return idx + 1;
 }
 
-/* Returns the site id of the stack `pcs` (n frames), registering it on first sight; 0 when
- * the table is full. */
-static uint32_t site_of(struct ls_trace *t, void *const *pcs, int n)
+/* Returns the site id of the stack `pcs` (n frames) called from python site `py` (0 none),
+ * registering it on first sight; 0 when the table is full. */
+static uint32_t site_of(struct ls_trace *t, void *const *pcs, int n, uint32_t py)
 {
-    uint64_t hash = hash_pcs(pcs, n);
+    uint64_t hash = hash_pcs(pcs, n, py);
     size_t i = (size_t)(hash % SITE_SLOTS);
     for (size_t probes = 0; probes < SITE_SLOTS; probes++, i = (i + 1) % SITE_SLOTS) {
         uint64_t cur = atomic_load_explicit(&site_slots[i].hash, memory_order_acquire);
@@ -135,7 +136,7 @@ static uint32_t site_of(struct ls_trace *t, void *const *pcs, int n)
             break;
         if (cur == hash) {
             uint32_t id = atomic_load_explicit(&site_slots[i].site, memory_order_acquire);
-            if (id && same_stack(t, id, pcs, n))
+            if (id && same_stack(t, id, pcs, n, py))
                 return id;
         }
     }
@@ -148,14 +149,14 @@ static uint32_t site_of(struct ls_trace *t, void *const *pcs, int n)
         uint64_t cur = atomic_load_explicit(&site_slots[i].hash, memory_order_relaxed);
         if (cur == hash) {
             uint32_t s = atomic_load_explicit(&site_slots[i].site, memory_order_relaxed);
-            if (s && same_stack(t, s, pcs, n)) {
+            if (s && same_stack(t, s, pcs, n, py)) {
                 id = s;
                 break;
             }
             continue;
         }
         if (cur == 0) {
-            id = add_site(t, hash, pcs, n);
+            id = add_site(t, hash, pcs, n, py);
             if (id) {
                 atomic_store_explicit(&site_slots[i].site, id, memory_order_relaxed);
                 atomic_store_explicit(&site_slots[i].hash, hash, memory_order_release);
@@ -181,6 +182,7 @@ struct chain {
     uintptr_t pc0, slot0;           /* key: the caller's return address and where it is stored */
     uintptr_t seen_pc0, seen_slot0; /* a key seen once, not remembered yet */
     uint32_t site;                  /* 0: empty */
+    uint32_t py;                    /* the python site `site` was found with */
     uint32_t n;                     /* frames remembered */
     uintptr_t *slot, *pc;           /* n each: slot addresses and the return addresses they hold */
 };
@@ -276,7 +278,7 @@ static int unwind_with_slots(uint32_t depth, void **pcs, uintptr_t *slots)
 /* A stack not recognised: unwind it, find its site, and remember it when it is seen the
  * second time (a stack seen once is often never seen again: unw_backtrace is cheaper). */
 static __attribute__((noinline)) uint32_t capture_slow(struct ls_trace *t, uint32_t depth,
-                                                       uintptr_t pc0, uintptr_t slot0)
+                                                       uintptr_t pc0, uintptr_t slot0, uint32_t py)
 {
     if (LS_UNLIKELY(shim_hi == 0))
         dl_iterate_phdr(find_self, (void *)(uintptr_t)&ls_callsite_capture);
@@ -289,7 +291,7 @@ static __attribute__((noinline)) uint32_t capture_slow(struct ls_trace *t, uint3
         int n = unwind_with_slots(depth, raw, slots);
         if (n <= 0)
             return 0;
-        uint32_t id = site_of(t, raw, n);
+        uint32_t id = site_of(t, raw, n, py);
         int ok = id && (uintptr_t)raw[0] == pc0 && slots[0] == slot0;
         for (int k = 0; ok && k < n; k++)
             ok = slots[k] >= sc->stack_lo && slots[k] + sizeof(uintptr_t) <= sc->stack_hi &&
@@ -303,6 +305,7 @@ static __attribute__((noinline)) uint32_t capture_slow(struct ls_trace *t, uint3
             e->pc0 = pc0;
             e->slot0 = slot0;
             e->site = id;
+            e->py = py;
         }
         return id;
     }
@@ -317,7 +320,7 @@ static __attribute__((noinline)) uint32_t capture_slow(struct ls_trace *t, uint3
     n -= skip;
     if (n > (int)depth)
         n = (int)depth;
-    return n > 0 ? site_of(t, raw + skip, n) : 0;
+    return n > 0 ? site_of(t, raw + skip, n, py) : 0;
 }
 
 uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a)
@@ -327,21 +330,28 @@ uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a)
         return 0;
     uintptr_t pc0 = (uintptr_t)a->caller_pc;
     uintptr_t slot0 = (uintptr_t)a->caller_cfa - sizeof(uintptr_t);
+    uint32_t py = t->pysites ? ls_python_capture(t) : 0;
     struct site_cache *sc = ls_t.site_cache;
     uint32_t id = 0;
     if (LS_LIKELY(sc && pc0 && sc->pid == ls_g.pid && sc->depth == depth && slot0 >= sc->stack_lo &&
                   slot0 < sc->stack_hi)) {
-        const struct chain *e = way_of(sc, pc0, slot0);
+        struct chain *e = way_of(sc, pc0, slot0);
         if (e->site && e->pc0 == pc0 && e->slot0 == slot0) {
             uint32_t k = 1;
             while (k < e->n && *(const volatile uintptr_t *)e->slot[k] == e->pc[k])
                 k++;
-            if (k == e->n)
+            if (k == e->n) {
+                /* The same native stack from another Python line: no unwinding needed. */
+                if (LS_UNLIKELY(e->py != py)) {
+                    e->site = site_of(t, (void *const *)e->pc, (int)e->n, py);
+                    e->py = py;
+                }
                 id = e->site;
+            }
         }
     }
     if (!id)
-        id = capture_slow(t, depth, pc0, slot0);
+        id = capture_slow(t, depth, pc0, slot0, py);
     if (id) { /* approximate under contention, as the format says: no atomic add */
         _Atomic uint64_t *count = (_Atomic uint64_t *)&site_at(t, id - 1)->count;
         atomic_store_explicit(count, atomic_load_explicit(count, memory_order_relaxed) + 1,

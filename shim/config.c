@@ -76,6 +76,11 @@ void ls_config_read(struct ls_config *cfg)
     cfg->stack_depth = LS_DEFAULT_STACK_DEPTH;
     if (knob_u64("LOCKSTEP_STACK_DEPTH", 0, LS_MAX_STACK_DEPTH, &v) == 1)
         cfg->stack_depth = (uint32_t)v;
+    cfg->py_depth = LS_DEFAULT_PY_DEPTH;
+    if (knob_u64("LOCKSTEP_PYTHON_DEPTH", 0, LS_MAX_PY_DEPTH, &v) == 1)
+        cfg->py_depth = (uint32_t)v;
+    if (cfg->stack_depth == 0)
+        cfg->py_depth = 0; /* call sites off: Python frames too */
     cfg->retain_hours = 72;
     if (knob_u64("LOCKSTEP_RETAIN_HOURS", 0, 24 * 365 * 10, &v) == 1)
         cfg->retain_hours = (double)v;

@@ -21,6 +21,7 @@ struct ls_config {
     int dir_is_default;   /* the folder is /dev/shm/lockstep-<uid> */
     uint64_t ring;        /* LOCKSTEP_RING, a power of two */
     uint32_t stack_depth; /* LOCKSTEP_STACK_DEPTH */
+    uint32_t py_depth;    /* LOCKSTEP_PYTHON_DEPTH (0 when stack_depth is 0) */
     double retain_hours;  /* LOCKSTEP_RETAIN_HOURS; 0 keeps every trace */
 };
 
@@ -38,7 +39,8 @@ struct ls_trace {
     struct ls_header *hdr;
     struct ls_comm *comms;
     struct ls_peer *peers;
-    unsigned char *sites; /* site_cap entries of hdr->site_entry_size bytes */
+    unsigned char *sites;   /* site_cap entries of hdr->site_entry_size bytes */
+    unsigned char *pysites; /* pysite_cap entries of hdr->pysite_entry_size bytes, or NULL */
     char *strings;
     struct ls_record *ring;
     uint64_t ring_mask;
@@ -55,8 +57,11 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg);
 void ls_trace_unmap(struct ls_trace *t);
 
 /* Appends a NUL-terminated string to the pool and returns its offset, or 0 when the pool is
- * full. Callers serialize (the site lock). */
+ * full. Thread-safe (a lock of its own). */
 uint32_t ls_trace_add_string(struct ls_trace *t, const char *s);
+
+/* Re-initializes the string lock (after fork). */
+void ls_trace_strings_reset(void);
 
 /* ---- process-wide state (state.c) ---- */
 
@@ -280,6 +285,19 @@ uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a);
 
 /* Forgets the in-process site index (after fork). */
 void ls_callsites_reset(void);
+
+/* ---- Python frames (python.c) ---- */
+
+/* Whether a CPython interpreter's symbols are in the process (initialized or not). */
+int ls_python_present(void);
+
+/* The python site id of the calling thread's Python stack (registered and named the first
+ * time it is seen), 0 when the thread runs no Python, Python frames are off or cannot be
+ * read safely (docs/python.md). Never takes the GIL, never allocates a Python object. */
+uint32_t ls_python_capture(struct ls_trace *t);
+
+/* Forgets the in-process python site index (after fork). */
+void ls_python_reset(void);
 
 /* ---- recording a call (record.c) ---- */
 

@@ -20,6 +20,8 @@ static void after_fork_child(void)
         ls_trace_unmap(&ls_g.trace);
     ls_comms_reset();
     ls_callsites_reset();
+    ls_python_reset();
+    ls_trace_strings_reset();
     ls_completion_reset();
     ls_lifecycle_after_fork_child();
     atomic_store(&ls_g.state, LS_STATE_OFF);

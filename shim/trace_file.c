@@ -1,4 +1,5 @@
 /* trace_file.c -- creates, sizes and maps the per-process trace file, and prunes old ones. */
+#include <pthread.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -282,8 +283,12 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg)
     }
     snprintf(t->path, sizeof t->path, "%s/%s", cfg->dir, named ? name : "(being created)");
 
-    struct ls_layout l = ls_layout_for(LS_DEFAULT_COMMS, LS_DEFAULT_PEERS, LS_DEFAULT_SITES,
-                                       cfg->stack_depth, LS_DEFAULT_STRINGS, cfg->ring);
+    /* The python site table only where an interpreter is loaded (docs/python.md). */
+    uint32_t py_depth = cfg->py_depth && ls_python_present() ? cfg->py_depth : 0;
+    uint32_t pysite_cap = py_depth ? LS_DEFAULT_PYSITES : 0;
+    struct ls_layout l =
+        ls_layout_for(LS_DEFAULT_COMMS, LS_DEFAULT_PEERS, LS_DEFAULT_SITES, cfg->stack_depth,
+                      pysite_cap, py_depth, LS_DEFAULT_STRINGS, cfg->ring);
     void *base = MAP_FAILED;
     /* Past a file-size limit (ulimit -f) the kernel answers with SIGXFSZ, which kills the
      * program: stay under it rather than ask. */
@@ -325,6 +330,10 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg)
     h->site_off = l.site_off;
     h->site_cap = LS_DEFAULT_SITES;
     h->site_entry_size = l.site_entry_size;
+    h->pysite_off = l.pysite_off;
+    h->pysite_cap = pysite_cap;
+    h->pysite_entry_size = l.pysite_entry_size;
+    h->py_depth = py_depth;
     h->str_off = l.str_off;
     h->str_cap = LS_DEFAULT_STRINGS;
     h->ring_off = l.ring_off;
@@ -339,6 +348,7 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg)
     t->comms = (struct ls_comm *)((char *)base + l.comm_off);
     t->peers = (struct ls_peer *)((char *)base + l.peer_off);
     t->sites = (unsigned char *)base + l.site_off;
+    t->pysites = pysite_cap ? (unsigned char *)base + l.pysite_off : NULL;
     t->strings = (char *)base + l.str_off;
     t->ring = (struct ls_record *)((char *)base + l.ring_off);
     t->ring_mask = cfg->ring - 1;
@@ -367,16 +377,27 @@ void ls_trace_unmap(struct ls_trace *t)
     memset(t, 0, sizeof *t);
 }
 
+static pthread_mutex_t string_lock = PTHREAD_MUTEX_INITIALIZER;
+
 uint32_t ls_trace_add_string(struct ls_trace *t, const char *s)
 {
     size_t n = strlen(s) + 1;
+    pthread_mutex_lock(&string_lock);
     uint64_t used = t->hdr->str_used;
     if (used + n > t->hdr->str_cap || used + n > UINT32_MAX) {
+        pthread_mutex_unlock(&string_lock);
         atomic_fetch_or_explicit((_Atomic uint32_t *)&t->hdr->flags, LS_HFLAG_STRINGS_FULL,
                                  memory_order_relaxed);
         return 0;
     }
     memcpy(t->strings + used, s, n);
     atomic_store_explicit((_Atomic uint64_t *)&t->hdr->str_used, used + n, memory_order_release);
+    pthread_mutex_unlock(&string_lock);
     return (uint32_t)used;
+}
+
+void ls_trace_strings_reset(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    string_lock = fresh;
 }

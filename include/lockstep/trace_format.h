@@ -8,7 +8,8 @@
 
 /* A trace file is one shared mapping, laid out as:
  *
- *   [ls_header, 4096 bytes][comm table][peer table][site table][string pool][ring of records]
+ *   [ls_header, 4096 bytes][comm table][peer table][site table][python site table]
+ *   [string pool][ring of records]
  *
  * Every section offset and size is in the header, so a reader never assumes the layout. All
  * integers are little-endian (the writer's native order; `endian` lets a reader refuse others).
@@ -34,6 +35,9 @@
 #define LS_DEFAULT_STRINGS     (256u * 1024u)
 #define LS_DEFAULT_STACK_DEPTH 16u
 #define LS_MAX_STACK_DEPTH     64u
+#define LS_DEFAULT_PYSITES     1024u
+#define LS_DEFAULT_PY_DEPTH    16u
+#define LS_MAX_PY_DEPTH        64u
 #define LS_MIN_RING            64u
 #define LS_MAX_RING            (1u << 24)
 
@@ -58,6 +62,7 @@ enum ls_rank_source {
 #define LS_HFLAG_COMMS_FULL   (1u << 3) /* the comm table filled: calls on new comms unrecorded */
 #define LS_HFLAG_PEERS_FULL   (1u << 4) /* the peer table filled: p2p seq numbers for new peers 0 */
 #define LS_HFLAG_STRINGS_FULL (1u << 5)
+#define LS_HFLAG_PYSITES_FULL (1u << 6) /* the python site table filled: later stacks unnamed */
 
 /* A stack captured on request while the process runs (`lockstep run`/`watch` send the signal
  * in ls_header.live_signal). A sequence lock: `seq` is odd while the shim writes, even when
@@ -181,10 +186,17 @@ struct ls_header {
     uint32_t completion;   /* 1208: enum ls_completion_state (live) */
     uint32_t stream_count; /* 1212: stream slots used (live) */
     uint64_t completions;  /* 1216: completions observed so far (live; progress for watchers) */
-    struct ls_stream streams[LS_MAX_STREAMS];       /* 1224 */
-    uint32_t clock_source;                          /* 2760: enum ls_clock_source (live) */
-    uint32_t pad2;                                  /* 2764 */
-    uint8_t reserved[304];                          /* 2768: zero; later versions add fields here */
+    struct ls_stream streams[LS_MAX_STREAMS]; /* 1224 */
+    uint32_t clock_source;                    /* 2760: enum ls_clock_source (live) */
+    uint32_t pad2;                            /* 2764 */
+    uint64_t pysite_off;        /* 2768: python site table; 0 (and cap 0) in traces without one */
+    uint32_t pysite_cap;        /* 2776: entries */
+    uint32_t pysite_entry_size; /* 2780: sizeof(struct ls_pysite) + py_depth * sizeof(ls_pyframe) */
+    uint32_t py_depth;          /* 2784: Python frames kept per Python stack (0: off) */
+    uint32_t pysite_count;      /* 2788: python site entries used (live) */
+    uint32_t python;            /* 2792: enum ls_python_state (live) */
+    uint32_t python_version;    /* 2796: major << 8 | minor of the interpreter, 0 unknown (live) */
+    uint8_t reserved[272];      /* 2800: zero; later versions add fields here */
     struct ls_thread_slot threads[LS_THREAD_SLOTS]; /* 3072: threads in a call (live) */
 };
 
@@ -252,12 +264,37 @@ struct ls_frame {
  * follow the entry: `stack_depth` slots, the first `nframes` used, innermost first, starting
  * at the caller of the NCCL function. */
 struct ls_site {
-    uint32_t state;    /*  0: 0 empty, 1 valid (release) */
-    uint32_t nframes;  /*  4 */
-    uint64_t hash;     /*  8: hash of the pcs */
-    uint64_t count;    /* 16: calls seen from this site (live, approximate under contention) */
-    uint64_t reserved; /* 24 */
+    uint32_t state;   /*  0: 0 empty, 1 valid (release) */
+    uint32_t nframes; /*  4 */
+    uint64_t hash;    /*  8: hash of the pcs */
+    uint64_t count;   /* 16: calls seen from this site (live, approximate under contention) */
+    uint32_t pysite;  /* 24: Python stack of the calling thread (python site id, 1-based), 0 none */
+    uint32_t reserved; /* 28 */
 };                     /* 32 bytes, then the frames */
+
+/* One Python frame: where the interpreter was in a function. Strings index the pool. */
+struct ls_pyframe {
+    uint32_t file;     /*  0: string: co_filename as the interpreter has it */
+    uint32_t func;     /*  4: string: the function's qualified name (co_qualname, or co_name) */
+    int32_t line;      /*  8: line number, 0 unknown */
+    uint32_t reserved; /* 12 */
+};                     /* 16 bytes */
+
+/* A unique Python stack. Python site id N (N >= 1) is entry N-1, valid once `state` is 1.
+ * `py_depth` frame slots follow, the first `nframes` used, innermost first. */
+struct ls_pysite {
+    uint32_t state;   /* 0: 0 empty, 1 valid (release) */
+    uint32_t nframes; /* 4 */
+    uint64_t hash;    /* 8: hash of the frames as the shim saw them (code object, offset) */
+};                    /* 16 bytes, then the frames */
+
+/* Python call stacks (ls_header.python). */
+enum ls_python_state {
+    LS_PYTHON_NONE = 0,     /* no CPython interpreter seen (or Python frames off) */
+    LS_PYTHON_ACTIVE = 1,   /* frames of python_version are read and recorded */
+    LS_PYTHON_DISABLED = 2, /* an interpreter is there, but its frames cannot be read safely
+                             * (version without a layout, or the layout check failed) */
+};
 
 /* Operations (ls_record.op, ls_comm.create_op). Values are part of the format. */
 enum ls_op {
@@ -356,21 +393,25 @@ _Static_assert(sizeof(struct ls_comm) == 224, "comm entry size");
 _Static_assert(sizeof(struct ls_peer) == 32, "peer entry size");
 _Static_assert(sizeof(struct ls_frame) == 32, "frame size");
 _Static_assert(sizeof(struct ls_site) == 32, "site entry size");
+_Static_assert(sizeof(struct ls_pyframe) == 16, "python frame size");
+_Static_assert(sizeof(struct ls_pysite) == 16, "python site entry size");
 _Static_assert(sizeof(struct ls_record) == 128, "record size");
 _Static_assert(offsetof(struct ls_record, result) == 120, "record layout");
 
 /* Layout of a file with the given capacities. Used by the writer to size the file and by the
  * reader to check that the header's offsets are the ones this version writes. */
 struct ls_layout {
-    uint64_t comm_off, peer_off, site_off, str_off, ring_off, file_size;
-    uint32_t site_entry_size;
+    uint64_t comm_off, peer_off, site_off, pysite_off, str_off, ring_off, file_size;
+    uint32_t site_entry_size, pysite_entry_size;
 };
 
 /* Computes the section offsets for the given capacities. Sections start on 64-byte
  * boundaries and the ring on a 4096-byte boundary. This function can't fail; capacities are
- * the caller's to bound. */
+ * the caller's to bound. A trace without a python site table (pysite_cap 0) has
+ * pysite_off 0. */
 static inline struct ls_layout ls_layout_for(uint32_t comm_cap, uint32_t peer_cap,
                                              uint32_t site_cap, uint32_t stack_depth,
+                                             uint32_t pysite_cap, uint32_t py_depth,
                                              uint64_t str_cap, uint64_t ring_cap)
 {
     struct ls_layout l;
@@ -382,6 +423,11 @@ static inline struct ls_layout ls_layout_for(uint32_t comm_cap, uint32_t peer_ca
     l.site_entry_size = (uint32_t)(sizeof(struct ls_site) + stack_depth * sizeof(struct ls_frame));
     l.site_off = at;
     at += (uint64_t)site_cap * l.site_entry_size;
+    l.pysite_entry_size =
+        pysite_cap ? (uint32_t)(sizeof(struct ls_pysite) + py_depth * sizeof(struct ls_pyframe))
+                   : 0;
+    l.pysite_off = pysite_cap ? at : 0;
+    at += (uint64_t)pysite_cap * l.pysite_entry_size;
     l.str_off = at;
     at += str_cap;
     at = (at + 4095u) & ~(uint64_t)4095u;

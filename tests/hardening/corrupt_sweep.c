@@ -197,8 +197,8 @@ static void bad_fields(unsigned char *copy, const unsigned char *orig, size_t le
     memcpy(copy, orig, len);
     struct ls_header *c = (struct ls_header *)copy;
     c->ring_cap = LS_MAX_RING;
-    c->file_size = ls_layout_for(c->comm_cap, c->peer_cap, c->site_cap, c->stack_depth, c->str_cap,
-                                 c->ring_cap)
+    c->file_size = ls_layout_for(c->comm_cap, c->peer_cap, c->site_cap, c->stack_depth, c->pysite_cap,
+                                 c->py_depth, c->str_cap, c->ring_cap)
                        .file_size;
     c->next_ticket = (uint64_t)LS_MAX_RING * 3 + 5;
     try_variant(copy, len, "consistent header claiming a 2^24-record ring");

@@ -34,6 +34,25 @@ static void print_site(const struct tr_trace *t, uint32_t id)
     printf("]");
 }
 
+/* The Python frames of a call site: [[file, line, func], ...] innermost first, or null. */
+static void print_python(const struct tr_trace *t, uint32_t id)
+{
+    const struct tr_site *s = trace_site(t, id);
+    if (!s || !s->py) {
+        printf("null");
+        return;
+    }
+    printf("[");
+    for (uint32_t i = 0; i < s->py->nframes; i++) {
+        printf(i ? ",[" : "[");
+        print_string(s->py->frames[i].file);
+        printf(",%d,", s->py->frames[i].line);
+        print_string(s->py->frames[i].func);
+        printf("]");
+    }
+    printf("]");
+}
+
 static void print_trace(const struct tr_trace *t)
 {
     const struct ls_header *h = &t->hdr;
@@ -50,10 +69,12 @@ static void print_trace(const struct tr_trace *t)
            ",\"start_ns\":%" PRIu64 ",\"nccl_version\":%u,\"stack_depth\":%u"
            ",\"ring_cap\":%" PRIu64 ",\"next_ticket\":%" PRIu64
            ",\"wrapped\":%d,\"nbusy\":%zu,\"nunwritten\":%zu,\"truncated\":%d,\"completion\":%u,"
-           "\"comms\":[",
+           "\"python\":%u,\"python_version\":%u,\"py_depth\":%u,\"pysite_count\":%u,"
+           "\"site_count\":%u,\"comms\":[",
            h->end_kind, h->end_status, h->end_signal, h->heartbeat_ns, h->start_ns, h->nccl_version,
            h->stack_depth, h->ring_cap, h->next_ticket, t->wrapped, t->nbusy, t->nunwritten,
-           t->truncated, h->completion);
+           t->truncated, h->completion, h->python, h->python_version, h->py_depth, h->pysite_count,
+           h->site_count);
     for (uint32_t i = 0; i < t->ncomms; i++) {
         const struct ls_comm *c = &t->comms[i];
         printf("%s{\"id\":\"%016" PRIx64 "\",\"parent\":\"%016" PRIx64
@@ -82,6 +103,8 @@ static void print_trace(const struct tr_trace *t)
                r->exit_ns == 0 && r->result == LS_RESULT_PENDING ? "true" : "false", r->tid,
                r->enter_ns, r->exit_ns, r->complete_ns);
         print_site(t, r->callsite);
+        printf(",\"callsite\":%u,\"python\":", r->callsite);
+        print_python(t, r->callsite);
         printf("}");
     }
     printf("]}");

@@ -27,7 +27,7 @@ struct tw_file *tw_create(const char *path, const struct tw_caps *caps)
     uint32_t depth = (uint32_t)or_default(caps->stack_depth, LS_DEFAULT_STACK_DEPTH);
     uint64_t strs = or_default(caps->strings, LS_DEFAULT_STRINGS);
     uint64_t ring = or_default(caps->ring, LS_DEFAULT_RING);
-    struct ls_layout l = ls_layout_for(comms, peers, sites, depth, strs, ring);
+    struct ls_layout l = ls_layout_for(comms, peers, sites, depth, 0, 0, strs, ring);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return NULL;
@@ -99,7 +99,7 @@ uint32_t tw_site(struct tw_file *f, const struct tw_frame *frames, uint32_t n)
     if (n > h->stack_depth)
         n = h->stack_depth;
     unsigned char *e = f->map + h->site_off + (uint64_t)h->site_count * h->site_entry_size;
-    struct ls_site site = {1, n, 0, 0, 0};
+    struct ls_site site = {.state = 1, .nframes = n};
     for (uint32_t i = 0; i < n; i++) {
         struct ls_frame fr = {0};
         fr.module_off = frames[i].module_off;

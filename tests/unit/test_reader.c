@@ -412,8 +412,8 @@ START_TEST(huge_ring_claim_costs_what_the_file_holds)
     memcpy(copy, good, good_len);
     struct ls_header *h = hdr_of(copy);
     h->ring_cap = LS_MAX_RING;
-    h->file_size = ls_layout_for(h->comm_cap, h->peer_cap, h->site_cap, h->stack_depth, h->str_cap,
-                                 h->ring_cap)
+    h->file_size = ls_layout_for(h->comm_cap, h->peer_cap, h->site_cap, h->stack_depth, h->pysite_cap,
+                                 h->py_depth, h->str_cap, h->ring_cap)
                        .file_size;
     h->next_ticket = 10;
     char err[256] = "";

@@ -1,0 +1,702 @@
+/* python.c -- the Python frames of the thread that calls NCCL, read without the GIL.
+ *
+ * PyTorch calls NCCL with the GIL released, from the thread that ran the Python code. That
+ * thread's frames cannot change while it is inside the call (only the thread itself pushes
+ * and pops them), and the code objects they name stay alive with them. So the shim reads
+ * them the way faulthandler does: plain loads through CPython's structures, no GIL, no API
+ * call that could allocate or take a lock. Offsets come from a per-version table
+ * (python_layouts.c) that is trusted only after a first walk of real frames checks every
+ * pointer with reads that cannot fault, and agrees with the interpreter's own traceback
+ * dumper where it is exported. docs/python.md has the design and its limits.
+ *
+ * Hot path: the frames are keyed by (code object, instruction offset); a stack seen before is
+ * found in a lock-free index and costs one walk plus one compare. A new stack is named (file,
+ * function, line) once, under a lock, while its frames are alive. */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "python_layout.h"
+#include "shim.h"
+
+#define PY_SLOTS     (2 * LS_DEFAULT_PYSITES)
+#define MAX_SKIPPED  64   /* frames skipped (trampolines, non-code) per walk, at most */
+#define CHECK_FRAMES 256  /* frames the layout check walks, at most */
+#define NAME_MAX_LEN 1024 /* bytes of a file or function name kept */
+
+enum { PY_UNRESOLVED = 0, PY_UNCHECKED, PY_READY, PY_OFF };
+
+struct py_key {
+    uintptr_t code;
+    intptr_t lasti; /* in code units (3.10+) or bytes (3.9), -1 before the first */
+};
+
+/* In-process index: hash -> python site id (the keys of each site are kept here, not in the
+ * trace: they are addresses of this process). */
+struct py_slot {
+    _Atomic uint64_t hash;
+    _Atomic uint32_t id;
+};
+static struct py_slot slots[PY_SLOTS];
+static struct py_key *site_keys; /* pysite_cap * py_depth keys, site id N at (N-1)*depth */
+static uint32_t *site_nkeys;
+
+static _Atomic int state;
+static int header_written; /* the trace header names the interpreter (per trace) */
+static pthread_mutex_t py_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ls_py_layout L; /* a copy: the test knob may skew it */
+static int py_major, py_minor;
+static _Atomic unsigned resolve_tries;
+
+static int (*py_is_initialized)(void);
+static void *(*py_this_tstate)(void);
+static int (*py_is_finalizing)(void);
+static int (*py_addr2line)(void *code, int addr);
+static void (*py_dump_traceback)(int fd, void *tstate);
+static const void *py_code_type, *py_unicode_type, *py_frame_type;
+
+/* ---- finding the interpreter ---- */
+
+static int find_libpython(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    const char *name = info->dlpi_name, *base = name ? strrchr(name, '/') : NULL;
+    base = base ? base + 1 : name;
+    if (base && strncmp(base, "libpython3", 10) == 0) {
+        snprintf(data, 512, "%s", name);
+        return 1;
+    }
+    return 0;
+}
+
+/* A handle on the library that holds the interpreter when it was loaded privately
+ * (RTLD_LOCAL), else NULL: the executable or a global library, reached by RTLD_DEFAULT. */
+static void *libpython_handle(void)
+{
+    char path[512] = "";
+    dl_iterate_phdr(find_libpython, path);
+    return path[0] ? dlopen(path, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+}
+
+static void *sym(void *lib, const char *name)
+{
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (!p && lib)
+        p = dlsym(lib, name);
+    return p;
+}
+
+int ls_python_present(void)
+{
+    if (dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+        return 1;
+    void *lib = libpython_handle();
+    int found = lib && dlsym(lib, "Py_IsInitialized");
+    if (lib)
+        dlclose(lib);
+    return found;
+}
+
+static void set_header(struct ls_trace *t, uint32_t python)
+{
+    atomic_store_explicit((_Atomic uint32_t *)&t->hdr->python_version,
+                          (uint32_t)(py_major << 8 | py_minor), memory_order_relaxed);
+    atomic_store_explicit((_Atomic uint32_t *)&t->hdr->python, python, memory_order_release);
+}
+
+static void turn_off(struct ls_trace *t, const char *why)
+{
+    atomic_store(&state, PY_OFF);
+    if (why) {
+        set_header(t, LS_PYTHON_DISABLED);
+        ls_warn("Python %d.%d frames are not recorded: %s; call sites name native frames only",
+                py_major, py_minor, why);
+    }
+}
+
+/* Looks the interpreter up (lock held). Returns the new state. */
+static int resolve(struct ls_trace *t)
+{
+    void *lib = libpython_handle();
+    py_is_initialized = (int (*)(void))sym(lib, "Py_IsInitialized");
+    py_this_tstate = (void *(*)(void))sym(lib, "PyGILState_GetThisThreadState");
+    if (!py_is_initialized || !py_this_tstate) {
+        if (lib)
+            dlclose(lib);
+        return PY_UNRESOLVED; /* no interpreter (yet): asked again later */
+    }
+    const unsigned long *hexversion = sym(lib, "Py_Version"); /* 3.11+ */
+    if (hexversion) {
+        py_major = (int)(*hexversion >> 24 & 0xff);
+        py_minor = (int)(*hexversion >> 16 & 0xff);
+    } else {
+        const char *(*get_version)(void) = (const char *(*)(void))sym(lib, "Py_GetVersion");
+        const char *v = get_version ? get_version() : NULL;
+        char *end;
+        py_major = v ? (int)strtol(v, &end, 10) : 0;
+        py_minor = v && *end == '.' ? (int)strtol(end + 1, NULL, 10) : 0;
+    }
+    py_is_finalizing = (int (*)(void))sym(lib, "Py_IsFinalizing"); /* 3.13+ */
+    if (!py_is_finalizing)
+        py_is_finalizing = (int (*)(void))sym(lib, "_Py_IsFinalizing");
+    py_addr2line = (int (*)(void *, int))sym(lib, "PyCode_Addr2Line");
+    py_dump_traceback = (void (*)(int, void *))sym(lib, "_Py_DumpTraceback");
+    py_code_type = sym(lib, "PyCode_Type");
+    py_unicode_type = sym(lib, "PyUnicode_Type");
+    py_frame_type = sym(lib, "PyFrame_Type");
+    if (lib)
+        dlclose(lib); /* the interpreter stays loaded: it is running */
+
+    const struct ls_py_layout *l = ls_py_layout_for(py_major, py_minor);
+    if (!l) {
+        turn_off(t, "no frame layout for this version");
+        return PY_OFF;
+    }
+    if (!py_is_finalizing || !py_addr2line || !py_code_type || !py_unicode_type) {
+        turn_off(t, "the interpreter does not export what lockstep reads");
+        return PY_OFF;
+    }
+    L = *l;
+    const char *skew = getenv("LOCKSTEP_TEST_PY_SKEW"); /* tests of the layout check only */
+    if (skew && *skew)
+        L.fr_code = (int16_t)(L.fr_code + atoi(skew));
+    return PY_UNCHECKED;
+}
+
+/* ---- reading the structures ---- */
+
+#define LOAD(type, base, off) (*(type const *)((const char *)(base) + (off)))
+
+static inline uintptr_t code_of(const void *frame)
+{
+    uintptr_t c = LOAD(uintptr_t, frame, L.fr_code);
+    return L.code_tagged ? c & ~(uintptr_t)3 : c;
+}
+
+static inline const void *first_frame(const void *ts)
+{
+    if (L.ts_cframe >= 0) {
+        const void *cf = LOAD(const void *, ts, L.ts_cframe);
+        return cf ? LOAD(const void *, cf, L.cframe_current) : NULL;
+    }
+    return LOAD(const void *, ts, L.ts_frame);
+}
+
+static inline intptr_t lasti_of(const void *frame, uintptr_t code)
+{
+    if (L.instr == LS_PY_INSTR_PTR) {
+        uintptr_t p = LOAD(uintptr_t, frame, L.fr_instr), start = code + (uintptr_t)L.co_code_units;
+        return (intptr_t)(p - start) / 2;
+    }
+    return LOAD(int, frame, L.fr_instr);
+}
+
+/* The byte offset PyCode_Addr2Line takes. */
+static inline int addr_of(intptr_t lasti)
+{
+    return L.instr == LS_PY_LASTI_BYTES ? (int)lasti : (int)(lasti * 2);
+}
+
+/* A frame that is not Python code: a C-stack trampoline, or an executable that is no code
+ * object. Reads `code`'s type: the caller made sure it is readable. */
+static inline int skipped(const void *frame, uintptr_t code)
+{
+    if (L.fr_owner >= 0 && L.owner_skip >= 0 && LOAD(char, frame, L.fr_owner) == L.owner_skip)
+        return 1;
+    return !code || LOAD(const void *, code, 8) != py_code_type;
+}
+
+/* Walks the calling thread's frames into keys[] (at most depth); returns how many. Plain
+ * loads: only after the layout check passed. */
+static int walk(const void *ts, struct py_key *keys, int depth)
+{
+    const void *f = first_frame(ts);
+    int n = 0, skips = 0;
+    while (f && n < depth) {
+        uintptr_t code = code_of(f);
+        if (skipped(f, code)) {
+            if (++skips > MAX_SKIPPED)
+                break;
+        } else {
+            keys[n].code = code;
+            keys[n].lasti = lasti_of(f, code);
+            n++;
+        }
+        f = LOAD(const void *, f, L.fr_previous);
+    }
+    return n;
+}
+
+/* ---- the one-time layout check: reads that report a bad address instead of faulting ---- */
+
+static int probe[2] = {-1, -1};
+
+/* Copies n bytes from addr; -1 when any of them is not readable (write(2) says EFAULT). */
+static int safe_read(void *dst, uintptr_t addr, size_t n)
+{
+    if (addr < 4096 || (addr % sizeof(void *) != 0 && n >= sizeof(void *)))
+        return -1;
+    ssize_t w = write(probe[1], (const void *)addr, n);
+    if (w != (ssize_t)n) {
+        if (w > 0) { /* drain what went in */
+            char junk[64];
+            while (read(probe[0], junk, sizeof junk) == (ssize_t)sizeof junk)
+                ;
+        }
+        return -1;
+    }
+    return read(probe[0], dst, n) == (ssize_t)n ? 0 : -1;
+}
+
+static int safe_ptr(uintptr_t addr, uintptr_t *out)
+{
+    return safe_read(out, addr, sizeof *out);
+}
+
+/* A str object: readable, of type str, compact, of plausible length. */
+static int check_str(uintptr_t s)
+{
+    uintptr_t type;
+    int64_t len;
+    uint32_t st;
+    if (safe_ptr(s + 8, &type) < 0 || (const void *)type != py_unicode_type ||
+        safe_read(&len, s + 16, sizeof len) < 0 ||
+        safe_read(&st, s + (uintptr_t)L.uni_state, 4) < 0)
+        return -1;
+    unsigned kind = st >> 2 & 7, compact = st >> 5 & 1;
+    if (!compact || (kind != 1 && kind != 2 && kind != 4) || len < 0 || len > (1 << 20))
+        return -1;
+    char probe_byte;
+    uintptr_t data = s + (uintptr_t)((st >> 6 & 1) ? L.uni_ascii : L.uni_compact);
+    return len ? safe_read(&probe_byte, data + (uintptr_t)len * kind - 1, 1) : 0;
+}
+
+struct checked {
+    uintptr_t code;
+    int line;
+};
+
+/* Walks with safe reads and checks every step; fills out[] (at most max) with the frames it
+ * keeps. Returns their number, or -1 with *why set when something does not fit. */
+static int checked_walk(const void *ts, struct checked *out, int max, const char **why)
+{
+    uintptr_t f = 0, cf;
+    if (L.ts_cframe >= 0) {
+        if (safe_ptr((uintptr_t)ts + (uintptr_t)L.ts_cframe, &cf) < 0 ||
+            (cf && safe_ptr(cf + (uintptr_t)L.cframe_current, &f) < 0)) {
+            *why = "the thread state's frame pointer is not readable";
+            return -1;
+        }
+    } else if (safe_ptr((uintptr_t)ts + (uintptr_t)L.ts_frame, &f) < 0) {
+        *why = "the thread state's frame pointer is not readable";
+        return -1;
+    }
+    int n = 0, seen = 0;
+    while (f && seen++ < CHECK_FRAMES) {
+        uintptr_t code, type;
+        if (py_frame_type && L.fr_owner < 0 &&
+            (safe_ptr(f + 8, &type) < 0 || (const void *)type != py_frame_type)) {
+            *why = "a frame is not a frame object";
+            return -1;
+        }
+        if (safe_ptr(f + (uintptr_t)L.fr_code, &code) < 0) {
+            *why = "a frame's code pointer is not readable";
+            return -1;
+        }
+        if (L.code_tagged)
+            code &= ~(uintptr_t)3;
+        char owner = 0;
+        if (L.fr_owner >= 0 && safe_read(&owner, f + (uintptr_t)L.fr_owner, 1) < 0) {
+            *why = "a frame's owner is not readable";
+            return -1;
+        }
+        int trampoline = L.fr_owner >= 0 && L.owner_skip >= 0 && owner == L.owner_skip;
+        if (!trampoline) {
+            if (!code || safe_ptr(code + 8, &type) < 0) {
+                *why = "a frame's code object is not readable";
+                return -1;
+            }
+            /* 3.13+ frames may run other executables; before, every frame runs code. */
+            if ((const void *)type != py_code_type && (L.major == 3 && L.minor < 13)) {
+                *why = "a frame's code object is not of type code";
+                return -1;
+            }
+        }
+        if (!trampoline && (const void *)type == py_code_type) {
+            uintptr_t file, name;
+            if (safe_ptr(code + (uintptr_t)L.co_filename, &file) < 0 || check_str(file) < 0 ||
+                safe_ptr(code + (uintptr_t)L.co_name, &name) < 0 || check_str(name) < 0) {
+                *why = "a code object's file or function name is not a string";
+                return -1;
+            }
+            intptr_t lasti;
+            if (L.instr == LS_PY_INSTR_PTR) {
+                uintptr_t p;
+                int64_t units;
+                if (safe_ptr(f + (uintptr_t)L.fr_instr, &p) < 0 ||
+                    safe_read(&units, code + 16, sizeof units) < 0) {
+                    *why = "a frame's instruction pointer is not readable";
+                    return -1;
+                }
+                uintptr_t start = code + (uintptr_t)L.co_code_units;
+                if (p + 2 < start || p > start + (uintptr_t)units * 2) {
+                    *why = "a frame's instruction pointer is outside its code";
+                    return -1;
+                }
+                lasti = (intptr_t)(p - start) / 2;
+            } else {
+                int v;
+                if (safe_read(&v, f + (uintptr_t)L.fr_instr, sizeof v) < 0 || v < -1) {
+                    *why = "a frame's instruction offset is not plausible";
+                    return -1;
+                }
+                lasti = v;
+            }
+            int line = py_addr2line((void *)code, addr_of(lasti));
+            if (line < 0) {
+                *why = "a frame's line cannot be computed";
+                return -1;
+            }
+            if (n < max)
+                out[n++] = (struct checked){code, line};
+        }
+        if (safe_ptr(f + (uintptr_t)L.fr_previous, &f) < 0) {
+            *why = "a frame's caller pointer is not readable";
+            return -1;
+        }
+    }
+    if (f) {
+        *why = "the frame chain does not end";
+        return -1;
+    }
+    return n;
+}
+
+/* ---- naming: str objects to UTF-8 ---- */
+
+/* Decodes a compact str into buf (NUL-terminated, truncated to fit). */
+static void str_utf8(uintptr_t s, char *buf, size_t cap)
+{
+    size_t o = 0;
+    if (!s || LOAD(const void *, s, 8) != py_unicode_type) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    uint32_t st = LOAD(uint32_t, s, L.uni_state);
+    int64_t len = LOAD(int64_t, s, 16);
+    unsigned kind = st >> 2 & 7;
+    if (!(st >> 5 & 1) || (kind != 1 && kind != 2 && kind != 4)) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    const unsigned char *d =
+        (const unsigned char *)s + ((st >> 6 & 1) ? L.uni_ascii : L.uni_compact);
+    for (int64_t i = 0; i < len; i++) {
+        uint32_t c = kind == 1   ? d[i]
+                     : kind == 2 ? ((const uint16_t *)d)[i]
+                                 : ((const uint32_t *)d)[i];
+        char u[4];
+        size_t k;
+        if (c < 0x80) {
+            u[0] = (char)c;
+            k = 1;
+        } else if (c < 0x800) {
+            u[0] = (char)(0xc0 | c >> 6);
+            u[1] = (char)(0x80 | (c & 0x3f));
+            k = 2;
+        } else if (c < 0x10000) {
+            u[0] = (char)(0xe0 | c >> 12);
+            u[1] = (char)(0x80 | (c >> 6 & 0x3f));
+            u[2] = (char)(0x80 | (c & 0x3f));
+            k = 3;
+        } else {
+            u[0] = (char)(0xf0 | (c >> 18 & 0x07));
+            u[1] = (char)(0x80 | (c >> 12 & 0x3f));
+            u[2] = (char)(0x80 | (c >> 6 & 0x3f));
+            u[3] = (char)(0x80 | (c & 0x3f));
+            k = 4;
+        }
+        if (o + k >= cap)
+            break;
+        memcpy(buf + o, u, k);
+        o += k;
+    }
+    buf[o] = 0;
+}
+
+/* Pool offsets of names already stored (file names repeat across sites). Lock held. */
+#define NAME_CACHE 512
+static struct {
+    uint64_t hash;
+    uint32_t off;
+} names[NAME_CACHE];
+
+static uint32_t name_string(struct ls_trace *t, const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = s; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    h |= 1;
+    size_t i = h % NAME_CACHE;
+    if (names[i].hash == h && strcmp(t->strings + names[i].off, s) == 0)
+        return names[i].off;
+    uint32_t off = ls_trace_add_string(t, s);
+    if (off) {
+        names[i].hash = h;
+        names[i].off = off;
+    }
+    return off;
+}
+
+/* ---- the site index ---- */
+
+static uint64_t hash_keys(const struct py_key *k, int n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        h = (h ^ (uint64_t)k[i].code) * 0x100000001b3ull;
+        h = (h ^ (uint64_t)k[i].lasti) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return h ? h : 1;
+}
+
+static int same_keys(uint32_t id, const struct py_key *k, int n, uint32_t depth)
+{
+    return site_nkeys[id - 1] == (uint32_t)n &&
+           memcmp(site_keys + (size_t)(id - 1) * depth, k, (size_t)n * sizeof *k) == 0;
+}
+
+/* Names and publishes a new python site (lock held): returns its id, 0 when the table is
+ * full. The frames are alive: the calling thread is inside them. */
+static uint32_t add_pysite(struct ls_trace *t, uint64_t hash, const struct py_key *k, int n)
+{
+    struct ls_header *h = t->hdr;
+    uint32_t idx = h->pysite_count, depth = h->py_depth;
+    if (idx >= h->pysite_cap) {
+        atomic_fetch_or_explicit((_Atomic uint32_t *)&h->flags, LS_HFLAG_PYSITES_FULL,
+                                 memory_order_relaxed);
+        return 0;
+    }
+    struct ls_pysite *s = (struct ls_pysite *)(t->pysites + (size_t)idx * h->pysite_entry_size);
+    struct ls_pyframe *f = (struct ls_pyframe *)(s + 1);
+    char buf[NAME_MAX_LEN];
+    for (int i = 0; i < n; i++) {
+        uintptr_t code = k[i].code;
+        str_utf8(LOAD(uintptr_t, code, L.co_filename), buf, sizeof buf);
+        f[i].file = name_string(t, buf);
+        str_utf8(LOAD(uintptr_t, code, L.co_name), buf, sizeof buf);
+        f[i].func = name_string(t, buf);
+        int line = k[i].lasti < 0 ? LOAD(int, code, L.co_firstlineno)
+                                  : py_addr2line((void *)code, addr_of(k[i].lasti));
+        f[i].line = line > 0 ? line : 0;
+    }
+    memcpy(site_keys + (size_t)idx * depth, k, (size_t)n * sizeof *k);
+    site_nkeys[idx] = (uint32_t)n;
+    s->nframes = (uint32_t)n;
+    s->hash = hash;
+    atomic_store_explicit((_Atomic uint32_t *)&s->state, 1, memory_order_release);
+    atomic_store_explicit((_Atomic uint32_t *)&h->pysite_count, idx + 1, memory_order_release);
+    return idx + 1;
+}
+
+static uint32_t pysite_of(struct ls_trace *t, const struct py_key *k, int n)
+{
+    uint32_t depth = t->hdr->py_depth;
+    uint64_t hash = hash_keys(k, n);
+    size_t i = hash % PY_SLOTS;
+    for (size_t p = 0; p < PY_SLOTS; p++, i = (i + 1) % PY_SLOTS) {
+        uint64_t cur = atomic_load_explicit(&slots[i].hash, memory_order_acquire);
+        if (cur == 0)
+            break;
+        if (cur == hash) {
+            uint32_t id = atomic_load_explicit(&slots[i].id, memory_order_acquire);
+            if (id && same_keys(id, k, n, depth))
+                return id;
+        }
+    }
+    pthread_mutex_lock(&py_lock);
+    uint32_t id = 0;
+    i = hash % PY_SLOTS;
+    for (size_t p = 0; p < PY_SLOTS; p++, i = (i + 1) % PY_SLOTS) {
+        uint64_t cur = atomic_load_explicit(&slots[i].hash, memory_order_relaxed);
+        if (cur == hash) {
+            uint32_t s = atomic_load_explicit(&slots[i].id, memory_order_relaxed);
+            if (s && same_keys(s, k, n, depth)) {
+                id = s;
+                break;
+            }
+            continue;
+        }
+        if (cur == 0) {
+            id = add_pysite(t, hash, k, n);
+            if (id) {
+                atomic_store_explicit(&slots[i].id, id, memory_order_relaxed);
+                atomic_store_explicit(&slots[i].hash, hash, memory_order_release);
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&py_lock);
+    return id;
+}
+
+/* ---- checking the layout against the interpreter's own traceback dumper ---- */
+
+/* Parses `  File "F", line N in NAME` lines of a faulthandler-style dump; compares with
+ * ours. Returns 0 when they agree on every frame both show, -1 otherwise. */
+static int agrees_with_dump(const void *ts, const struct checked *mine, int n)
+{
+    int fd = memfd_create("lockstep-pycheck", MFD_CLOEXEC);
+    if (fd < 0)
+        return 0; /* nothing to compare with: the safe walk stands alone */
+    py_dump_traceback(fd, (void *)ts);
+    char text[16384];
+    ssize_t len = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    if (len <= 0)
+        return 0;
+    text[len] = 0;
+    int i = 0;
+    char buf[NAME_MAX_LEN];
+    for (char *line = strstr(text, "File \""); line && i < n && i < 8;
+         line = strstr(line + 1, "File \"")) {
+        char *q = strchr(line + 6, '"');
+        if (!q)
+            break;
+        char *end = strchr(q, '\n'), *at = strstr(q, ", line ");
+        if (!at || (end && at > end))
+            break;
+        int lno = atoi(at + 7);
+        str_utf8(LOAD(uintptr_t, mine[i].code, L.co_filename), buf, sizeof buf);
+        size_t flen = (size_t)(q - (line + 6));
+        /* faulthandler truncates and escapes long or non-ASCII names: compare plain ones. */
+        if (flen < 400 && strlen(buf) == flen && strncmp(buf, line + 6, flen) != 0)
+            return -1;
+        if (lno != mine[i].line)
+            return -1;
+        i++;
+    }
+    return 0;
+}
+
+/* Runs the check on the calling thread (lock held). Returns the new state. */
+static int check_layout(struct ls_trace *t, const void *ts)
+{
+    struct checked frames[8];
+    const char *why = "";
+    if (pipe2(probe, O_CLOEXEC) < 0)
+        return PY_UNCHECKED; /* out of descriptors: try again on a later call */
+    int n = checked_walk(ts, frames, 8, &why);
+    close(probe[0]);
+    close(probe[1]);
+    probe[0] = probe[1] = -1;
+    if (n == 0)
+        return PY_UNCHECKED; /* no Python frames on this thread: nothing to check yet */
+    if (n < 0) {
+        turn_off(t, why);
+        return PY_OFF;
+    }
+    if (py_dump_traceback && agrees_with_dump(ts, frames, n) < 0) {
+        turn_off(t, "its frames read differently from the interpreter's own traceback");
+        return PY_OFF;
+    }
+    return PY_READY;
+}
+
+/* ---- entry points ---- */
+
+static int can_read_frames(void)
+{
+    /* Not initialized yet, or finalizing: thread states may be half made or freed. */
+    return py_is_initialized() && !py_is_finalizing();
+}
+
+static int prepare_index(struct ls_trace *t)
+{
+    if (site_keys)
+        return 0;
+    size_t cap = t->hdr->pysite_cap, depth = t->hdr->py_depth;
+    site_keys = calloc(cap * depth, sizeof *site_keys);
+    site_nkeys = calloc(cap, sizeof *site_nkeys);
+    if (!site_keys || !site_nkeys) {
+        free(site_keys);
+        free(site_nkeys);
+        site_keys = NULL;
+        site_nkeys = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The slow start: resolve, then check the layout on this thread's frames (lock taken). */
+static __attribute__((noinline)) int start(struct ls_trace *t)
+{
+    pthread_mutex_lock(&py_lock);
+    int s = atomic_load(&state);
+    if (s == PY_UNRESOLVED)
+        s = resolve(t);
+    if (s == PY_UNCHECKED && can_read_frames()) {
+        void *ts = py_this_tstate();
+        if (ts) {
+            if (prepare_index(t) < 0) {
+                turn_off(t, "out of memory");
+                s = PY_OFF;
+            } else {
+                s = check_layout(t, ts);
+            }
+        }
+    }
+    if (s == PY_READY && !header_written) {
+        set_header(t, LS_PYTHON_ACTIVE);
+        header_written = 1;
+    }
+    atomic_store(&state, s);
+    pthread_mutex_unlock(&py_lock);
+    return s;
+}
+
+uint32_t ls_python_capture(struct ls_trace *t)
+{
+    uint32_t depth = t->hdr->py_depth;
+    if (depth == 0 || !t->pysites)
+        return 0;
+    int s = atomic_load_explicit(&state, memory_order_acquire);
+    if (LS_UNLIKELY(s != PY_READY || !header_written)) {
+        if (s == PY_OFF)
+            return 0;
+        /* No interpreter yet: look again every 1024th call. Not initialized, or a thread
+         * without Python: nothing to check the layout on. Neither takes the lock. */
+        if (s == PY_UNRESOLVED && atomic_fetch_add(&resolve_tries, 1) % 1024 != 0)
+            return 0;
+        if (s == PY_UNCHECKED && (!can_read_frames() || !py_this_tstate()))
+            return 0;
+        if ((s = start(t)) != PY_READY)
+            return 0;
+    }
+    if (!can_read_frames())
+        return 0;
+    void *ts = py_this_tstate();
+    if (!ts)
+        return 0; /* a thread the interpreter does not know (a C++ or NCCL thread) */
+    struct py_key keys[LS_MAX_PY_DEPTH];
+    int n = walk(ts, keys, (int)depth);
+    return n ? pysite_of(t, keys, n) : 0;
+}
+
+void ls_python_reset(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    py_lock = fresh;
+    memset(slots, 0, sizeof slots);
+    memset(names, 0, sizeof names);
+    if (site_nkeys)
+        memset(site_nkeys, 0, LS_DEFAULT_PYSITES * sizeof *site_nkeys);
+    header_written = 0; /* the child's trace is new; the interpreter and its check stand */
+}
