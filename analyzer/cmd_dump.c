@@ -49,6 +49,12 @@ static void dump_header(const struct tr_trace *t)
            h->flags & LS_HFLAG_SITES_FULL ? " sites-full" : "",
            h->flags & LS_HFLAG_COMMS_FULL ? " comms-full" : "",
            h->flags & LS_HFLAG_PEERS_FULL ? " peers-full" : "");
+    if (h->python != LS_PYTHON_NONE)
+        printf("  python %u.%u: frames %s (depth %u, %u python stacks%s)\n", h->python_version >> 8,
+               h->python_version & 0xff,
+               h->python == LS_PYTHON_ACTIVE ? "recorded" : "not readable, not recorded",
+               h->py_depth, h->pysite_count,
+               h->flags & LS_HFLAG_PYSITES_FULL ? ", table full" : "");
     printf("  started %s\n", timefmt_wall(w, sizeof(w), h->start_ns));
     printf("  heartbeat %s (%s ago)\n", timefmt_wall(w, sizeof(w), h->heartbeat_ns),
            h->heartbeat_ns && now > h->heartbeat_ns
@@ -107,6 +113,9 @@ static void dump_sites(const struct tr_trace *t, struct symbolizer *sym)
         }
         printf("  #%u %s  (%llu calls)\n", i + 1, symbolizer_site(sym, t, i + 1),
                (unsigned long long)s->count);
+        for (uint32_t f = 0; s->py && f < s->py->nframes; f++)
+            printf("      py %-40s %s\n", symbolizer_pyframe(sym, &s->py->frames[f]),
+                   s->py->frames[f].file);
         for (uint32_t f = 0; f < s->nframes; f++)
             printf("      %2u %-40s %s+0x%llx\n", f, symbolizer_frame(sym, &s->frames[f]),
                    s->frames[f].module[0] ? s->frames[f].module : "?",
