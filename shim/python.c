@@ -48,7 +48,8 @@ static struct py_key *site_keys; /* pysite_cap * py_depth keys, site id N at (N-
 static uint32_t *site_nkeys;
 
 static _Atomic int state;
-static int header_written; /* the trace header names the interpreter (per trace) */
+static _Atomic int header_written; /* the trace header names the interpreter (per trace) */
+static int disabled;               /* turned off for a reason the header should say */
 static pthread_mutex_t py_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ls_py_layout L; /* a copy: the test knob may skew it */
 static int py_major, py_minor;
@@ -114,7 +115,9 @@ static void turn_off(struct ls_trace *t, const char *why)
 {
     atomic_store(&state, PY_OFF);
     if (why) {
+        disabled = 1;
         set_header(t, LS_PYTHON_DISABLED);
+        atomic_store(&header_written, 1);
         ls_warn("Python %d.%d frames are not recorded: %s; call sites name native frames only",
                 py_major, py_minor, why);
     }
@@ -669,8 +672,12 @@ uint32_t ls_python_capture(struct ls_trace *t)
         return 0;
     int s = atomic_load_explicit(&state, memory_order_acquire);
     if (LS_UNLIKELY(s != PY_READY || !header_written)) {
-        if (s == PY_OFF)
+        if (s == PY_OFF) {
+            /* A fork's child of a process that turned Python frames off says so too. */
+            if (disabled && !atomic_exchange(&header_written, 1))
+                set_header(t, LS_PYTHON_DISABLED);
             return 0;
+        }
         /* No interpreter yet: look again every 1024th call. Not initialized, or a thread
          * without Python: nothing to check the layout on. Neither takes the lock. */
         if (s == PY_UNRESOLVED && atomic_fetch_add(&resolve_tries, 1) % 1024 != 0)
