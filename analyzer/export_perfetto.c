@@ -184,6 +184,16 @@ static void write_slice_args(struct exporter *x, const struct m_proc *p, const s
     }
     fputs(",\"callsite\":", f);
     json_write_string(f, symbolizer_site(x->in->sym, p->t, r->callsite));
+    const struct tr_pysite *py = symbolizer_python(p->t, r->callsite);
+    if (py) { /* the Python stack, innermost first, as one line */
+        char line[4096];
+        size_t n = 0;
+        for (uint32_t i = 0; i < py->nframes && n < sizeof(line); i++)
+            n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s", i ? " <- " : "",
+                                  symbolizer_pyframe(x->in->sym, &py->frames[i]));
+        fputs(",\"python\":", f);
+        json_write_string(f, line);
+    }
     fprintf(f, ",\"result\":\"%s\",\"in_flight\":%s,\"thread\":%u,\"ticket\":%" PRIu64 "}",
             names_result(r->result), in_flight(r) ? "true" : "false", r->tid, r->ticket - 1);
 }
