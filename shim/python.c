@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "python_layout.h"
@@ -53,7 +54,7 @@ static int disabled;               /* turned off for a reason the header should 
 static pthread_mutex_t py_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ls_py_layout L; /* a copy: the test knob may skew it */
 static int py_major, py_minor;
-static _Atomic unsigned resolve_tries;
+static _Atomic unsigned resolve_tries, check_tries;
 
 static int (*py_is_initialized)(void);
 static void *(*py_this_tstate)(void);
@@ -210,7 +211,7 @@ static inline int addr_of(intptr_t lasti)
  * object. Reads `code`'s type: the caller made sure it is readable. */
 static inline int skipped(const void *frame, uintptr_t code)
 {
-    if (L.fr_owner >= 0 && L.owner_skip >= 0 && LOAD(char, frame, L.fr_owner) == L.owner_skip)
+    if (L.fr_owner >= 0 && L.owner_skip >= 0 && LOAD(char, frame, L.fr_owner) >= L.owner_skip)
         return 1;
     return !code || LOAD(const void *, code, 8) != py_code_type;
 }
@@ -240,21 +241,22 @@ static int walk(const void *ts, struct py_key *keys, int depth)
 
 static int probe[2] = {-1, -1};
 
-/* Copies n bytes from addr; -1 when any of them is not readable (write(2) says EFAULT). */
+/* Copies n bytes from addr; -1 when any of them is not readable (write(2) says EFAULT). Raw
+ * system calls: a sanitizer's write() wrapper would itself check the address and report. */
 static int safe_read(void *dst, uintptr_t addr, size_t n)
 {
     if (addr < 4096 || (addr % sizeof(void *) != 0 && n >= sizeof(void *)))
         return -1;
-    ssize_t w = write(probe[1], (const void *)addr, n);
+    ssize_t w = syscall(SYS_write, probe[1], (const void *)addr, n);
     if (w != (ssize_t)n) {
         if (w > 0) { /* drain what went in */
             char junk[64];
-            while (read(probe[0], junk, sizeof junk) == (ssize_t)sizeof junk)
+            while (syscall(SYS_read, probe[0], junk, sizeof junk) == (long)sizeof junk)
                 ;
         }
         return -1;
     }
-    return read(probe[0], dst, n) == (ssize_t)n ? 0 : -1;
+    return syscall(SYS_read, probe[0], dst, n) == (long)n ? 0 : -1;
 }
 
 static int safe_ptr(uintptr_t addr, uintptr_t *out)
@@ -300,7 +302,7 @@ static int checked_walk(const void *ts, struct checked *out, int max, const char
         *why = "the thread state's frame pointer is not readable";
         return -1;
     }
-    int n = 0, seen = 0;
+    int n = 0, seen = 0, runs = 0;
     while (f && seen++ < CHECK_FRAMES) {
         uintptr_t code, type;
         if (py_frame_type && L.fr_owner < 0 &&
@@ -319,7 +321,8 @@ static int checked_walk(const void *ts, struct checked *out, int max, const char
             *why = "a frame's owner is not readable";
             return -1;
         }
-        int trampoline = L.fr_owner >= 0 && L.owner_skip >= 0 && owner == L.owner_skip;
+        int trampoline = L.fr_owner >= 0 && L.owner_skip >= 0 && owner >= L.owner_skip;
+        runs += !trampoline;
         if (!trampoline) {
             if (!code || safe_ptr(code + 8, &type) < 0) {
                 *why = "a frame's code object is not readable";
@@ -376,6 +379,10 @@ static int checked_walk(const void *ts, struct checked *out, int max, const char
     }
     if (f) {
         *why = "the frame chain does not end";
+        return -1;
+    }
+    if (runs && !n) {
+        *why = "no frame runs a code object";
         return -1;
     }
     return n;
@@ -683,6 +690,11 @@ uint32_t ls_python_capture(struct ls_trace *t)
         if (s == PY_UNRESOLVED && atomic_fetch_add(&resolve_tries, 1) % 1024 != 0)
             return 0;
         if (s == PY_UNCHECKED && (!can_read_frames() || !py_this_tstate()))
+            return 0;
+        /* A thread with a thread state but no Python frames cannot check the layout: after
+         * 64 such tries, try only every 1024th call. */
+        if (s == PY_UNCHECKED && atomic_fetch_add(&check_tries, 1) > 64 &&
+            atomic_load(&check_tries) % 1024 != 0)
             return 0;
         if ((s = start(t)) != PY_READY)
             return 0;
