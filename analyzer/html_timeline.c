@@ -28,6 +28,7 @@ struct cell {
     enum cell_status status;
     const struct ls_record *r; /* NULL when it has no record of it */
     const char *site;
+    const struct tr_pysite *py; /* the Python stack of the call, NULL none */
 };
 
 /* One class of ranks that did the same thing in every column (and are in the same state). */
@@ -108,12 +109,13 @@ static int same_where(const struct m_proc *a, const struct m_proc *b)
 
 static struct cell member_cell(const struct timeline *tl, const struct m_member *mb, uint64_t seq)
 {
-    struct cell c = {CELL_NO_TRACE, NULL, ""};
+    struct cell c = {CELL_NO_TRACE, NULL, "", NULL};
     if (!mb->proc)
         return c;
     c.r = model_member_coll(mb, seq);
     if (c.r) {
         c.site = symbolizer_site(tl->in->sym, mb->proc->t, c.r->callsite);
+        c.py = symbolizer_python(mb->proc->t, c.r->callsite);
         c.status = model_op_complete(mb->proc, c.r) ? CELL_DONE : CELL_WAITING;
     } else
         c.status = model_seq_lost(mb, seq) ? CELL_LOST : CELL_NOT_REACHED;
@@ -323,6 +325,10 @@ static void write_cell_title(const struct timeline *tl, const struct lane *ln, c
             fprintf(f, " root %d", c->r->peer);
         fputs("\nfrom ", f);
         html_text(f, c->site);
+        for (uint32_t i = 0; c->py && i < c->py->nframes && i < 8; i++) {
+            fputs(i ? "\n   called from " : "\npython: ", f);
+            html_text(f, symbolizer_pyframe(tl->in->sym, &c->py->frames[i]));
+        }
         ago(d, sizeof(d), tl->j, c->r->enter_ns);
         if (c->status == CELL_WAITING && c->r->exit_ns)
             fprintf(f, "\nentered %s ago, returned, not complete on the GPU", d);
