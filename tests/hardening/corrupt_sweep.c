@@ -124,6 +124,7 @@ static void truncations(const unsigned char *orig, size_t len, const struct ls_h
                         h->comm_off,
                         h->peer_off,
                         h->site_off,
+                        h->pysite_off,
                         h->str_off,
                         h->str_off + h->str_used,
                         h->ring_off};
@@ -178,6 +179,9 @@ static void bad_fields(unsigned char *copy, const unsigned char *orig, size_t le
     FIELD(version, 0xffffffffu, "format version 2^32-1");
     FIELD(comm_count, h->comm_cap + 1, "comm count past its capacity");
     FIELD(site_count, 0xffffffffu, "site count 2^32-1");
+    FIELD(pysite_count, h->pysite_cap + 1, "python site count past its capacity");
+    FIELD(py_depth, LS_MAX_PY_DEPTH + 1, "python depth past the maximum");
+    FIELD(pysite_off, h->pysite_off + 64, "python site table moved");
     FIELD(peer_count, 0xffffffffu, "peer count 2^32-1 (clamped, as the shim may overshoot)");
     FIELD(str_used, h->str_cap + 1, "string pool use past its capacity");
     FIELD(str_used, ~0ull, "string pool use 2^64-1");
@@ -197,8 +201,8 @@ static void bad_fields(unsigned char *copy, const unsigned char *orig, size_t le
     memcpy(copy, orig, len);
     struct ls_header *c = (struct ls_header *)copy;
     c->ring_cap = LS_MAX_RING;
-    c->file_size = ls_layout_for(c->comm_cap, c->peer_cap, c->site_cap, c->stack_depth, c->pysite_cap,
-                                 c->py_depth, c->str_cap, c->ring_cap)
+    c->file_size = ls_layout_for(c->comm_cap, c->peer_cap, c->site_cap, c->stack_depth,
+                                 c->pysite_cap, c->py_depth, c->str_cap, c->ring_cap)
                        .file_size;
     c->next_ticket = (uint64_t)LS_MAX_RING * 3 + 5;
     try_variant(copy, len, "consistent header claiming a 2^24-record ring");
@@ -234,6 +238,8 @@ int main(int argc, char **argv)
               "peer table");
         flips(copy, orig, len, h.site_off, h.site_off + (uint64_t)h.site_count * h.site_entry_size,
               "site table");
+        flips(copy, orig, len, h.pysite_off,
+              h.pysite_off + (uint64_t)h.pysite_count * h.pysite_entry_size, "python site table");
         flips(copy, orig, len, h.str_off, h.str_off + h.str_used, "string pool");
         uint64_t used = h.next_ticket < h.ring_cap ? h.next_ticket : h.ring_cap;
         flips(copy, orig, len, h.ring_off, h.ring_off + used * sizeof(struct ls_record), "records");
