@@ -39,6 +39,7 @@ struct scenario {
     int p2p;        /* ring exchange (send r+1, recv r-1) every iteration */
     int split;      /* colors of a sub-communicator split from world (0 none) */
     int sites;      /* record call sites */
+    int python;     /* call sites come from Python (a library frame, the script, <module>) */
     struct stop stops[MAX_STOPS];
     int nstops;
     enum mismatch_kind mismatch;

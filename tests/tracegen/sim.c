@@ -379,6 +379,17 @@ static void add_sites(const struct scenario *sc, struct rank_state *rs)
             {"/opt/tracegen/bin/train", "main", 0x1200 + (uint64_t)k * 8, 0x40 + (uint64_t)k * 8},
         };
         rs->site[k] = tw_site(rs->f, fr, 2);
+        if (sc->python) { /* a library frame, the script's line for this site, <module> */
+            char func[64];
+            snprintf(func, sizeof(func), "Trainer.%s", fn[k]);
+            struct tw_pyframe py[3] = {
+                {"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py",
+                 "all_reduce", 2050},
+                {"/work/train.py", func, 100 + 10 * k},
+                {"/work/train.py", "<module>", 300},
+            };
+            tw_site_python(rs->f, rs->site[k], tw_pysite(rs->f, py, 3));
+        }
     }
 }
 
@@ -388,8 +399,14 @@ static int open_rank(const struct scenario *sc, struct rank_state *rs, int rank)
     host_of(sc, rank, host, sizeof(host));
     int pid = sc->pid_base + rank;
     snprintf(path, sizeof(path), "%s/lockstep-%s-%d-r%d.trace", sc->out_dir, host, pid, rank);
-    struct tw_caps caps = {
-        .ring = sc->ring, .comms = 16, .peers = 64, .sites = 64, .stack_depth = 4, .strings = 8192};
+    struct tw_caps caps = {.ring = sc->ring,
+                           .comms = 16,
+                           .peers = 64,
+                           .sites = 64,
+                           .stack_depth = 4,
+                           .strings = 8192,
+                           .pysites = sc->python ? 64 : 0,
+                           .py_depth = 8};
     rs->f = tw_create(path, &caps);
     if (!rs->f) {
         fprintf(stderr, "lockstep-tracegen: %s: %s\n", path, strerror(errno));
@@ -473,7 +490,9 @@ int sim_run(const struct scenario *sc)
                                    .peers = 64,
                                    .sites = 64,
                                    .stack_depth = 4,
-                                   .strings = 8192};
+                                   .strings = 8192,
+                                   .pysites = sc->python ? 64 : 0,
+                                   .py_depth = 8};
             rs->f = tw_create(path, &caps);
             remove(path);
             if (!rs->f)

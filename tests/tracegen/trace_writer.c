@@ -27,7 +27,8 @@ struct tw_file *tw_create(const char *path, const struct tw_caps *caps)
     uint32_t depth = (uint32_t)or_default(caps->stack_depth, LS_DEFAULT_STACK_DEPTH);
     uint64_t strs = or_default(caps->strings, LS_DEFAULT_STRINGS);
     uint64_t ring = or_default(caps->ring, LS_DEFAULT_RING);
-    struct ls_layout l = ls_layout_for(comms, peers, sites, depth, 0, 0, strs, ring);
+    uint32_t pysites = caps->pysites, py_depth = pysites ? caps->py_depth : 0;
+    struct ls_layout l = ls_layout_for(comms, peers, sites, depth, pysites, py_depth, strs, ring);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return NULL;
@@ -64,6 +65,11 @@ struct tw_file *tw_create(const char *path, const struct tw_caps *caps)
     h->site_off = l.site_off;
     h->site_cap = sites;
     h->site_entry_size = l.site_entry_size;
+    h->pysite_off = l.pysite_off;
+    h->pysite_cap = pysites;
+    h->pysite_entry_size = l.pysite_entry_size;
+    h->py_depth = py_depth;
+    h->python = pysites ? LS_PYTHON_ACTIVE : LS_PYTHON_NONE;
     h->str_off = l.str_off;
     h->str_cap = strs;
     h->ring_off = l.ring_off;
@@ -112,6 +118,37 @@ uint32_t tw_site(struct tw_file *f, const struct tw_frame *frames, uint32_t n)
     }
     memcpy(e, &site, sizeof(site));
     return ++h->site_count;
+}
+
+uint32_t tw_pysite(struct tw_file *f, const struct tw_pyframe *frames, uint32_t n)
+{
+    struct ls_header *h = f->h;
+    if (h->pysite_count >= h->pysite_cap)
+        return 0;
+    if (n > h->py_depth)
+        n = h->py_depth;
+    unsigned char *e = f->map + h->pysite_off + (uint64_t)h->pysite_count * h->pysite_entry_size;
+    struct ls_pysite s = {.state = 1, .nframes = n};
+    for (uint32_t i = 0; i < n; i++) {
+        struct ls_pyframe fr = {0};
+        fr.file = frames[i].file ? tw_string(f, frames[i].file) : 0;
+        fr.func = frames[i].func ? tw_string(f, frames[i].func) : 0;
+        fr.line = frames[i].line;
+        s.hash = s.hash * 31 + (uint64_t)fr.line;
+        memcpy(e + sizeof(s) + i * sizeof(fr), &fr, sizeof(fr));
+    }
+    memcpy(e, &s, sizeof(s));
+    return ++h->pysite_count;
+}
+
+void tw_site_python(struct tw_file *f, uint32_t site, uint32_t pysite)
+{
+    struct ls_header *h = f->h;
+    if (site == 0 || site > h->site_count)
+        return;
+    struct ls_site *s =
+        (struct ls_site *)(f->map + h->site_off + (uint64_t)(site - 1) * h->site_entry_size);
+    s->pysite = pysite;
 }
 
 struct ls_comm *tw_comm(struct tw_file *f, const struct ls_comm *c)

@@ -13,6 +13,13 @@ struct tw_caps {
     uint64_t ring;
     uint32_t comms, peers, sites, stack_depth;
     uint64_t strings;
+    uint32_t pysites, py_depth; /* 0: no python site table */
+};
+
+/* One Python frame as the writer is given it. */
+struct tw_pyframe {
+    const char *file, *func;
+    int32_t line;
 };
 
 /* One frame as the writer is given it. */
@@ -35,6 +42,13 @@ uint32_t tw_string(struct tw_file *f, const char *s);
 
 /* Adds a call site of n frames (innermost first); returns its id (>= 1), 0 when full. */
 uint32_t tw_site(struct tw_file *f, const struct tw_frame *frames, uint32_t n);
+
+/* Adds a python site of n frames (innermost first); returns its id (>= 1), 0 when full or
+ * the file has no python site table. */
+uint32_t tw_pysite(struct tw_file *f, const struct tw_pyframe *frames, uint32_t n);
+
+/* Makes call site `site` name python site `pysite`. */
+void tw_site_python(struct tw_file *f, uint32_t site, uint32_t pysite);
 
 /* Adds a communicator entry; returns a pointer to it in the file, NULL when full. */
 struct ls_comm *tw_comm(struct tw_file *f, const struct ls_comm *c);

@@ -21,6 +21,7 @@ static const char usage[] =
     "  --stall SECONDS      how long ago the job stopped (default 30)\n"
     "  --no-env-rank        header.rank = -1 (rank from the communicator)\n"
     "  --no-sites           no call sites\n"
+    "  --python             call sites carry Python frames (site-packages, then train.py)\n"
     "  --grouped            world collectives inside GroupStart/GroupEnd\n"
     "  --p2p                a send/recv ring exchange in a group every iteration\n"
     "  --split C            also a sub-communicator split from world by rank %% C\n"
@@ -55,6 +56,7 @@ enum {
     O_STALL,
     O_NOENV,
     O_NOSITES,
+    O_PYTHON,
     O_GROUPED,
     O_P2P,
     O_SPLIT,
@@ -87,6 +89,7 @@ static const struct option options[] = {{"out", 1, 0, O_OUT},
                                         {"stall", 1, 0, O_STALL},
                                         {"no-env-rank", 0, 0, O_NOENV},
                                         {"no-sites", 0, 0, O_NOSITES},
+                                        {"python", 0, 0, O_PYTHON},
                                         {"grouped", 0, 0, O_GROUPED},
                                         {"p2p", 0, 0, O_P2P},
                                         {"split", 1, 0, O_SPLIT},
@@ -225,6 +228,9 @@ int main(int argc, char **argv)
             break;
         case O_NOSITES:
             sc.sites = 0;
+            break;
+        case O_PYTHON:
+            sc.python = 1;
             break;
         case O_GROUPED:
             sc.grouped = 1;

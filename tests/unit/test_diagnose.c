@@ -215,6 +215,34 @@ START_TEST(mismatch_classes)
 }
 END_TEST
 
+/* Call sites from Python: classes name the script's line (not the library frame every
+ * collective passes through) and carry the whole Python stack. */
+START_TEST(mismatch_classes_name_python_lines)
+{
+    struct fixture *fx = fixture_new();
+    struct scenario sc = base(4, 10);
+    sc.python = 1;
+    sc.mismatch = MIS_OP;
+    sc.mismatch_rank = 2;
+    sc.mismatch_seq = 6;
+    generate(fx, &sc);
+    load(fx);
+    const struct finding *f = find(fx, F_OP_MISMATCH, NULL);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(f->nclasses, 2);
+    ck_assert_str_eq(f->classes[0].callsite, "train.py:110 (Trainer.train_step)");
+    ck_assert_str_eq(f->classes[1].callsite, "train.py:150 (Trainer.train_step_odd)");
+    for (int k = 0; k < 2; k++) {
+        const struct tr_pysite *py = f->classes[k].python;
+        ck_assert_ptr_nonnull(py);
+        ck_assert_uint_eq(py->nframes, 3);
+        ck_assert_str_eq(py->frames[0].func, "all_reduce");
+        ck_assert_str_eq(py->frames[2].func, "<module>");
+    }
+    fixture_free(fx);
+}
+END_TEST
+
 START_TEST(crash_is_root_cause)
 {
     struct fixture *fx = fixture_new();
@@ -381,6 +409,7 @@ int main(void)
     tcase_add_test(tc, rank_from_largest_comm_and_jobs_by_component);
     tcase_add_test(tc, missing_rank_and_whereabouts);
     tcase_add_test(tc, mismatch_classes);
+    tcase_add_test(tc, mismatch_classes_name_python_lines);
     tcase_add_test(tc, crash_is_root_cause);
     tcase_add_test(tc, group_semantics);
     tcase_add_test(tc, deadlock_across_comms);

@@ -13,11 +13,18 @@ static char dir[64];
 static unsigned char *good;
 static size_t good_len;
 
-/* Writes a small trace: 2 comms, a site, `nrec` collectives, one in flight. */
+/* Writes a small trace: 2 comms, a site called from Python, `nrec` collectives, one in
+ * flight. */
 static void make_trace(const char *path, uint64_t ring, int nrec)
 {
-    struct tw_caps caps = {
-        .ring = ring, .comms = 8, .peers = 8, .sites = 8, .stack_depth = 4, .strings = 4096};
+    struct tw_caps caps = {.ring = ring,
+                           .comms = 8,
+                           .peers = 8,
+                           .sites = 8,
+                           .stack_depth = 4,
+                           .strings = 4096,
+                           .pysites = 4,
+                           .py_depth = 3};
     struct tw_file *f = tw_create(path, &caps);
     ck_assert_ptr_nonnull(f);
     struct ls_header *h = tw_header(f);
@@ -35,6 +42,10 @@ static void make_trace(const char *path, uint64_t ring, int nrec)
     struct tw_frame fr[2] = {{"/no/such/train", "train_step", 0x1234, 0x10},
                              {"/no/such/train", "main", 0x100, 0x20}};
     uint32_t site = tw_site(f, fr, 2);
+    struct tw_pyframe py[2] = {
+        {"/usr/lib/python3/dist-packages/torch/distributed.py", "all_reduce", 2050},
+        {"/work/train.py", "Trainer.step", 88}};
+    tw_site_python(f, site, tw_pysite(f, py, 2));
     for (int i = 0; i < nrec; i++) {
         struct ls_record r = {.op = LS_OP_ALLREDUCE,
                               .comm_id = 0xabcdef0123456789ull,
@@ -117,6 +128,11 @@ START_TEST(good_file_loads)
     ck_assert_uint_eq(s->nframes, 2);
     ck_assert_str_eq(s->frames[0].symbol, "train_step");
     ck_assert_str_eq(s->frames[1].module, "/no/such/train");
+    ck_assert_ptr_nonnull(s->py);
+    ck_assert_uint_eq(s->py->nframes, 2);
+    ck_assert_str_eq(s->py->frames[1].file, "/work/train.py");
+    ck_assert_str_eq(s->py->frames[1].func, "Trainer.step");
+    ck_assert_int_eq(s->py->frames[1].line, 88);
     ck_assert_ptr_nonnull(trace_comm(t, 0x1111));
     trace_free(t);
 }
@@ -243,6 +259,38 @@ static void site_id(unsigned char *b)
     struct ls_record *r = (struct ls_record *)(b + hdr_of(b)->ring_off);
     r[1].callsite = 100000;
 }
+static struct ls_pysite *pysite0(unsigned char *b)
+{
+    return (struct ls_pysite *)(b + hdr_of(b)->pysite_off);
+}
+static void py_frames(unsigned char *b)
+{
+    pysite0(b)->nframes = 4; /* py_depth is 3 */
+}
+static void py_string(unsigned char *b)
+{
+    ((struct ls_pyframe *)(pysite0(b) + 1))[1].func = 4000; /* past str_used */
+}
+static void py_line(unsigned char *b)
+{
+    ((struct ls_pyframe *)(pysite0(b) + 1))[0].line = -5;
+}
+static void py_id(unsigned char *b)
+{
+    ((struct ls_site *)(b + hdr_of(b)->site_off))->pysite = 5; /* of 4 */
+}
+static void py_count(unsigned char *b)
+{
+    hdr_of(b)->pysite_count = 5;
+}
+static void py_depth(unsigned char *b)
+{
+    hdr_of(b)->py_depth = LS_MAX_PY_DEPTH + 1;
+}
+static void py_off(unsigned char *b)
+{
+    hdr_of(b)->pysite_off += 16;
+}
 static void comm_rank(unsigned char *b)
 {
     struct ls_comm *c = (struct ls_comm *)(b + hdr_of(b)->comm_off);
@@ -269,6 +317,13 @@ START_TEST(corruptions_are_named)
     expect_corrupt(op, "op 999");
     expect_corrupt(site_id, "call site 100000");
     expect_corrupt(comm_rank, "communicator entry");
+    expect_corrupt(py_frames, "corrupt python site 1: 4 frames, at most 3");
+    expect_corrupt(py_string, "python site 1: frame 1 names a string outside the pool");
+    expect_corrupt(py_line, "negative line");
+    expect_corrupt(py_id, "python site 5 beyond the table");
+    expect_corrupt(py_count, "counts exceed");
+    expect_corrupt(py_depth, "capacities out of bounds");
+    expect_corrupt(py_off, "section offsets");
 }
 END_TEST
 
@@ -412,8 +467,8 @@ START_TEST(huge_ring_claim_costs_what_the_file_holds)
     memcpy(copy, good, good_len);
     struct ls_header *h = hdr_of(copy);
     h->ring_cap = LS_MAX_RING;
-    h->file_size = ls_layout_for(h->comm_cap, h->peer_cap, h->site_cap, h->stack_depth, h->pysite_cap,
-                                 h->py_depth, h->str_cap, h->ring_cap)
+    h->file_size = ls_layout_for(h->comm_cap, h->peer_cap, h->site_cap, h->stack_depth,
+                                 h->pysite_cap, h->py_depth, h->str_cap, h->ring_cap)
                        .file_size;
     h->next_ticket = 10;
     char err[256] = "";
