@@ -1,0 +1,554 @@
+#!/usr/bin/env python3
+"""test_python.py -- Python call sites end to end: Python scripts call NCCL through ctypes
+(libpyranks.so plays libtorch) as ranks on the CPU emulator under the real shim; the traces
+(trace_query), `lockstep analyze --json` and `lockstep dump` must name the scripts' lines.
+
+Expected lines are found in the scripts by their marker comments (`# @name`), never written
+here as numbers. Usage: test_python.py CASE   (paths from the environment, see meson.build)
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import Failure, Skip, expect, run  # noqa: E402
+
+SHIM = os.environ["LOCKSTEP_SHIM"]
+LAUNCH = os.environ["LAUNCH_RANKS"]
+EMU_DIR = os.environ["EMULATOR_DIR"]
+QUERY = os.environ["TRACE_QUERY"]
+LOCKSTEP = os.environ["LOCKSTEP_BIN"]
+PYRANKS = os.environ["PYRANKS_LIB"]
+PY_EMBED = os.environ["PY_EMBED"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# The interpreter running this driver (meson's python3; pyenv's shim resolves to the real
+# binary, so the ranks are that binary, not a wrapper script).
+PYTHON = sys.executable
+PY_VERSION = sys.version_info.major << 8 | sys.version_info.minor
+PY_NONE, PY_ACTIVE, PY_DISABLED = 0, 1, 2  # header field `python`
+END_EXITED = 1
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def script(name):
+    return os.path.join(HERE, name)
+
+
+def marks(name):
+    """{marker: line number} for the `# @marker` comments of a script."""
+    out = {}
+    with open(script(name)) as f:
+        for n, line in enumerate(f, 1):
+            for m in re.findall(r"#.*?@(\w+)", line):
+                expect(m not in out, f"{name}: marker @{m} twice")
+                out[m] = n
+    return out
+
+
+def need_python():
+    """Skips unless this interpreter is CPython 3.9+ with ctypes."""
+    if sys.implementation.name != "cpython" or sys.version_info < (3, 9):
+        raise Skip(f"{sys.implementation.name} {sys.version.split()[0]}: not CPython 3.9+")
+    p = subprocess.run([PYTHON, "-c", "import ctypes, threading"], capture_output=True,
+                       text=True, timeout=60)
+    if p.returncode != 0:
+        raise Skip(f"{PYTHON} has no ctypes: {p.stderr.strip()}")
+
+
+def rank_env(trace_dir, extra=None):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("LOCKSTEP_") and k not in ("LOCKSTEP_SHIM", "LOCKSTEP_BIN"):
+            del env[k]
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP"):
+        env.pop(k, None)
+    env["LD_LIBRARY_PATH"] = EMU_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
+    env["LD_PRELOAD"] = SHIM
+    env["LOCKSTEP_DIR"] = trace_dir
+    env["PYRANKS_LIB"] = PYRANKS
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def launch_cmd(np, argv, timeout):
+    return [LAUNCH, "--np", str(np), "--timeout", str(timeout), "--"] + argv
+
+
+def rank_status(stderr):
+    """The launcher's last words per rank: {rank: 'exited 0' | 'killed by signal 11' | ...}."""
+    return {int(m.group(1)): m.group(2)
+            for m in re.finditer(r"^rank (\d+): (exited -?\d+|killed by signal \d+|timed out|"
+                                 r"lost)$", stderr, re.M)}
+
+
+def run_ranks(tmp, np, argv, env=None, timeout=30, sub="t"):
+    """Runs argv as np ranks under the shim; returns (CompletedProcess, trace dir)."""
+    d = os.path.join(tmp, sub)
+    os.makedirs(d, exist_ok=True)
+    p = subprocess.run(launch_cmd(np, argv, timeout), env=rank_env(d, env),
+                       capture_output=True, text=True, timeout=timeout + 60)
+    return p, d
+
+
+def no_crash(p):
+    """No rank died of a signal, no interpreter abort."""
+    st = rank_status(p.stderr)
+    expect(not any(v.startswith("killed") for v in st.values()), f"a rank crashed: {p.stderr}")
+    for bad in ("Fatal Python error", "Segmentation fault", "Traceback", "AddressSanitizer"):
+        expect(bad not in p.stderr, f"{bad!r} on stderr: {p.stderr}")
+
+
+def expect_ok(p, np):
+    no_crash(p)
+    expect(p.returncode == 0, f"launcher exited {p.returncode}: {p.stdout} {p.stderr}")
+    # Ranks share the pipe: one rank's "ok" and another's newline may interleave.
+    expect(p.stdout.count("ok") == np, f"not every rank printed ok: {p.stdout!r}")
+
+
+def lockstep_lines(text):
+    return [l for l in text.splitlines() if l.startswith("lockstep:")]
+
+
+def traces(d):
+    p = subprocess.run([QUERY, d], capture_output=True, text=True, timeout=60)
+    expect(p.returncode == 0, f"trace_query failed: {p.stderr}")
+    ts = json.loads(p.stdout)
+    for t in ts:
+        expect("python" in t and "py_depth" in t, "trace_query prints no python header fields")
+        for r in t["records"]:
+            expect("python" in r, "trace_query prints no python key per record")
+    return {t["rank"]: t for t in ts}
+
+
+def analyzer_env():
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env["NO_COLOR"] = "1"
+    return env
+
+
+def analyze(d, want_rc=None):
+    p = subprocess.run([LOCKSTEP, "analyze", "--json", d], capture_output=True, text=True,
+                       timeout=60, env=analyzer_env())
+    expect(p.returncode in ((0, 1) if want_rc is None else (want_rc,)),
+           f"analyze --json exited {p.returncode}: {p.stderr}{p.stdout[:400]}")
+    try:
+        r = json.loads(p.stdout)
+    except ValueError as e:
+        raise Failure(f"analyze --json printed no JSON ({e}): {p.stdout[:400]!r}")
+    expect(r["unreadable"] == [], f"unreadable traces: {r['unreadable']}")
+    return r
+
+
+def analyze_text(d):
+    p = subprocess.run([LOCKSTEP, "analyze", d], capture_output=True, text=True, timeout=60,
+                       env=analyzer_env())
+    expect(p.returncode in (0, 1), f"analyze exited {p.returncode}: {p.stderr}")
+    return p.stdout
+
+
+def frames(rec_or_obj):
+    """Python frames of a trace_query record ([[file, line, func]...]) or of a report object
+    ([{file, line, func}...]) as a list of (file, line, func); None when there are none."""
+    py = rec_or_obj.get("python")
+    if py is None:
+        return None
+    return [tuple(f) if isinstance(f, list) else (f["file"], f["line"], f["func"]) for f in py]
+
+
+def is_stdlib(path):
+    std = sysconfig.get_paths()["stdlib"]
+    return path.startswith(std + os.sep)
+
+
+def hang(tmp, np, argv, seq, env=None):
+    """Runs argv as np ranks until every rank is inside call #seq of some communicator, then
+    analyzes the live job (JSON and text) and stops it. Returns (trace dir, report, text)."""
+    d = os.path.join(tmp, "t")
+    os.makedirs(d)
+    launcher = subprocess.Popen(launch_cmd(np, argv, 40), env=rank_env(d, env),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 15
+        while True:
+            if len([f for f in os.listdir(d) if f.endswith(".trace")]) == np:
+                stuck = [r for r, t in traces(d).items()
+                         if any(x["in_flight"] and x["seq"] == seq for x in t["records"])]
+                if len(stuck) == np:
+                    break
+            if launcher.poll() is not None:
+                raise Failure(f"the job ended: {launcher.communicate()}")
+            expect(time.time() < deadline, f"the ranks did not all reach call #{seq}")
+            time.sleep(0.1)
+        time.sleep(0.2)
+        live = analyze(d, want_rc=1)
+        text = analyze_text(d)
+    finally:
+        launcher.send_signal(signal.SIGTERM)  # forwarded to the ranks
+        out, err = launcher.communicate(timeout=30)
+    for bad in ("Fatal Python error", "Traceback", "Segmentation fault"):
+        expect(bad not in err, f"{bad!r} on stderr: {err}")
+    return d, live, text
+
+
+# ---------------------------------------------------------------- cases
+
+
+def case_two_lines(tmp):
+    """An op mismatch between two lines of one script: the finding's classes name the lines,
+    with the whole Python stack innermost first; live ranks' `current` carries it too."""
+    need_python()
+    m, path = marks("two_lines.py"), script("two_lines.py")
+    k = 4
+    d, live, text = hang(tmp, 3, [PYTHON, path], k + 1, {"TWO_LINES_K": str(k)})
+
+    stack = [(path, m["step"], "step"), (path, m["train"], "train"), (path, m["main"], "main"),
+             (path, m["module"], "<module>")]
+    want = {"AllReduce": ([0, 2], [(path, m["allreduce"], "do_collective")] + stack),
+            "Broadcast": ([1], [(path, m["bcast"], "do_collective")] + stack)}
+
+    def callsite(line):
+        return f"two_lines.py:{line} (do_collective)"
+
+    for label, rep in (("live", live), ("after", analyze(d, want_rc=1))):
+        mism = [f for f in rep["findings"] if f["kind"] == "op_mismatch"]
+        expect(mism, f"{label}: no op_mismatch finding: {[f['kind'] for f in rep['findings']]}")
+        f = mism[0]
+        expect(f["seq"] == k + 1, f"{label}: mismatch at #{f['seq']}, want #{k + 1}")
+        classes = {c["op"]: c for c in f["classes"]}
+        expect(sorted(classes) == ["AllReduce", "Broadcast"],
+               f"{label}: classes {[c['op'] for c in f['classes']]}")
+        for op, (ranks, py) in want.items():
+            c = classes[op]
+            expect(c["ranks"] == ranks, f"{label}: {op} class ranks {c['ranks']}")
+            expect("python" in c, f"{label}: {op} class has no `python` key")
+            expect(c["callsite"] == callsite(py[0][1]),
+                   f"{label}: {op} class callsite {c['callsite']!r}, want "
+                   f"{callsite(py[0][1])!r}")
+            expect(frames(c) == py, f"{label}: {op} class python {frames(c)}, want {py}")
+        expect(callsite(m["allreduce"]) in f["summary"] and callsite(m["bcast"]) in f["summary"],
+               f"{label}: summary does not name both lines: {f['summary']}")
+        for r in rep["ranks"]:
+            op = "Broadcast" if r["rank"] == 1 else "AllReduce"
+            calls = [("last_call", r["last_call"])]
+            if label == "live":
+                expect(r["state"] == "in_call" and r["current"] is not None,
+                       f"live: rank {r['rank']} state {r['state']}")
+                calls.append(("current", r["current"]))
+            for key, call in calls:
+                expect(call["op"] == op and "python" in call, f"{label}: rank {r['rank']} {key}")
+                expect(call["callsite"] == callsite(want[op][1][0][1]),
+                       f"{label}: rank {r['rank']} {key} callsite {call['callsite']!r}")
+                expect(frames(call) == want[op][1],
+                       f"{label}: rank {r['rank']} {key} python {frames(call)}")
+    expect(callsite(m["allreduce"]) in text and callsite(m["bcast"]) in text,
+           f"the text report does not name both lines:\n{text}")
+
+    # The records before the mismatch carry the same stack; the init its own line.
+    for rank, t in traces(d).items():
+        expect(t["python"] == PY_ACTIVE and t["python_version"] == PY_VERSION,
+               f"rank {rank}: header python {t['python']} version {t['python_version']:#x}")
+        ar = [r for r in t["records"] if r["op"] == "AllReduce"]
+        expect(len(ar) >= k, f"rank {rank}: {len(ar)} AllReduce records")
+        for r in ar:
+            expect(frames(r) == want["AllReduce"][1], f"rank {rank}: AllReduce #{r['seq']} "
+                   f"python {frames(r)}")
+        init = [r for r in t["records"] if r["op"] == "CommInitRank"]
+        expect(len(init) == 1 and frames(init[0]) == [(path, m["init"], "main"),
+                                                      (path, m["module"], "<module>")],
+               f"rank {rank}: CommInitRank python {init and frames(init[0])}")
+
+
+def case_user_frame(tmp):
+    """`callsite` names the innermost *user* frame: past a function of an installed package
+    (site-packages) and past the standard library (contextlib), while `python` keeps them."""
+    need_python()
+    m, path = marks("wrapped.py"), script("wrapped.py")
+    v = sys.version_info
+    site = os.path.join(tmp, "venv", "lib", f"python{v.major}.{v.minor}", "site-packages")
+    os.makedirs(site)
+    fake = os.path.join(site, "fakecomm.py")
+    with open(fake, "w") as f:
+        f.write("def all_reduce(lib, n):\n    return lib.pr_all_reduce(n)\n")
+    d, live, text = hang(tmp, 2, [PYTHON, path, site], 2)
+    for label, rep in (("live", live), ("after", analyze(d, want_rc=1))):
+        mism = [f for f in rep["findings"] if f["kind"] == "op_mismatch"]
+        expect(mism, f"{label}: no op_mismatch: {[f['kind'] for f in rep['findings']]}")
+        classes = {c["op"]: c for c in mism[0]["classes"]}
+        expect(sorted(classes) == ["AllReduce", "Broadcast"], f"{label}: classes {classes}")
+        ar, bc = frames(classes["AllReduce"]), frames(classes["Broadcast"])
+        expect(ar and ar[0] == (fake, 2, "all_reduce") and ar[1] == (path, m["via_package"],
+                                                                      "via_package"),
+               f"{label}: AllReduce python {ar}")
+        expect(classes["AllReduce"]["callsite"] == f"wrapped.py:{m['via_package']} (via_package)",
+               f"{label}: AllReduce callsite {classes['AllReduce']['callsite']!r}")
+        expect(bc and is_stdlib(bc[0][0]) and bc[0][0].endswith("contextlib.py"),
+               f"{label}: Broadcast python {bc}")
+        user = [f for f in bc if f[0] == path]
+        expect(user and user[0][2] == "via_stdlib"
+               and m["via_stdlib"] <= user[0][1] <= m["via_stdlib"] + 1,
+               f"{label}: Broadcast python has no via_stdlib frame: {bc}")
+        want = f"wrapped.py:{user[0][1]} (via_stdlib)"
+        expect(classes["Broadcast"]["callsite"] == want,
+               f"{label}: Broadcast callsite {classes['Broadcast']['callsite']!r}, want {want!r}")
+
+
+def case_threads(tmp):
+    """Busy Python threads (loops, allocations, GC) next to one thread calling NCCL thousands
+    of times: every record of that thread names its exact line; no crash; results right."""
+    need_python()
+    m, path = marks("busy_threads.py"), script("busy_threads.py")
+    np, calls = 3, 1200
+    p, d = run_ranks(tmp, np, [PYTHON, path, str(calls)], timeout=60,
+                     env={"LOCKSTEP_RING": "8192"})
+    expect_ok(p, np)
+    expect(not lockstep_lines(p.stderr), f"the shim complained: {p.stderr}")
+    ts = traces(d)
+    expect(sorted(ts) == list(range(np)), f"traces of ranks {sorted(ts)}")
+    for rank, t in ts.items():
+        expect(t["python"] == PY_ACTIVE, f"rank {rank}: header python {t['python']}")
+        expect(not t["wrapped"] and t["nbusy"] == 0, f"rank {rank}: ring wrapped or torn")
+        recs = t["records"]
+        work = [r for r in recs if (r["op"], r["count"]) in (("AllReduce", 4), ("Broadcast", 3))]
+        expect(len(work) == calls, f"rank {rank}: {len(work)} worker records, want {calls}")
+        tids = {r["tid"] for r in work}
+        expect(len(tids) == 1, f"rank {rank}: worker records from {len(tids)} threads")
+        for r in work:
+            py = frames(r)
+            line = m["w_bcast"] if r["op"] == "Broadcast" else m["w_allreduce"]
+            expect(py and py[0] == (path, line, "nccl_worker"),
+                   f"rank {rank}: {r['op']} #{r['seq']} python {py and py[:2]}, want "
+                   f"line {line}")
+            expect(len(py) >= 2 and all(is_stdlib(f[0]) and f[0].endswith("threading.py")
+                                        for f in py[1:]) and py[1][2] == "Thread.run",
+                   f"rank {rank}: outer frames of the worker {py}")
+        # Every record of the worker's thread is one of its calls, with its line.
+        expect(all(r in work for r in recs if r["tid"] in tids), f"rank {rank}: stray records")
+        barriers = [r for r in recs if r["op"] == "AllReduce" and r["count"] == 1]
+        expect([frames(r)[0][1] if frames(r) else None for r in barriers]
+               == [m["main_barrier"], m["main_barrier_end"]],
+               f"rank {rank}: barrier lines {[frames(r) for r in barriers]}")
+        expect(all(r["tid"] not in tids for r in barriers), "barriers on the main thread")
+
+
+def exit_case(tmp, mode, want_status):
+    m, path = marks("exit_in_call.py"), script("exit_in_call.py")
+    p, d = run_ranks(tmp, 2, [PYTHON, path, mode], timeout=20, sub=mode)
+    no_crash(p)
+    st = rank_status(p.stderr)
+    expect(st.get(0) == f"exited {want_status}" and st.get(1) == "exited 0",
+           f"{mode}: rank statuses {st}, want rank 0 'exited {want_status}': {p.stderr}")
+    expect("main thread leaving" in p.stdout, f"{mode}: rank 0 never left: {p.stdout}")
+    expect("returned" not in p.stderr, f"{mode}: the blocked call returned: {p.stderr}")
+    t = traces(d)[0]
+    expect(t["end_kind"] == END_EXITED and t["end_status"] == want_status,
+           f"{mode}: rank 0 end {t['end_kind']}/{t['end_status']}, want exited {want_status}")
+    blocked = [r for r in t["records"] if r["op"] == "AllReduce" and r["count"] == 4]
+    expect(len(blocked) == 1 and blocked[0]["in_flight"],
+           f"{mode}: the daemon's AllReduce {blocked}")
+    py = frames(blocked[0])
+    expect(py and py[:2] == [(path, m["daemon_call"], "hold"), (path, m["blocker"], "blocker")]
+           and py[2][2] == "Thread.run", f"{mode}: python of the blocked call {py}")
+    rep = analyze(d)
+    r0 = [r for r in rep["ranks"] if r["rank"] == 0][0]
+    expect(r0["state"] == "exited" and r0["exit_status"] == want_status,
+           f"{mode}: report says rank 0 {r0['state']} {r0['exit_status']}")
+    lc = r0["last_call"]
+    expect(lc and lc["in_flight"] and lc["callsite"] == f"exit_in_call.py:{m['daemon_call']} "
+           "(hold)", f"{mode}: rank 0 last_call {lc}")
+
+
+def case_exit_in_call(tmp):
+    """The main thread exits (sys.exit(7), then falling off the end) while a daemon thread is
+    blocked in an AllReduce: the process exits with the script's status, the trace records
+    the exit and the blocked call with its Python frames."""
+    need_python()
+    exit_case(tmp, "exit", 7)
+    exit_case(tmp, "fall_off", 0)
+
+
+def case_atexit(tmp):
+    """NCCL in an atexit handler carries the handler's frame; NCCL in a __del__ run by module
+    teardown (finalization started) carries none; status 5 kept; results right."""
+    need_python()
+    m, path = marks("exit_in_call.py"), script("exit_in_call.py")
+    p, d = run_ranks(tmp, 2, [PYTHON, path, "atexit"], timeout=20)
+    no_crash(p)
+    st = rank_status(p.stderr)
+    expect(st == {0: "exited 5", 1: "exited 5"}, f"rank statuses {st}: {p.stderr}")
+    expect(p.stdout.count("atexit allreduce 0") == 2, f"atexit results: {p.stdout!r}")
+    expect(p.stdout.count("teardown 0 0") == 2, f"teardown results: {p.stdout!r}")
+    expect(not lockstep_lines(p.stderr), f"the shim complained: {p.stderr}")
+    for rank, t in traces(d).items():
+        expect(t["end_kind"] == END_EXITED and t["end_status"] == 5,
+               f"rank {rank}: end {t['end_kind']}/{t['end_status']}")
+        ar = [r for r in t["records"] if r["op"] == "AllReduce" and r["count"] == 4]
+        expect(len(ar) == 1 and not ar[0]["in_flight"] and ar[0]["result"] == 0,
+               f"rank {rank}: atexit AllReduce {ar}")
+        py = frames(ar[0])
+        expect(py and py[0] == (path, m["atexit_call"], "on_exit"),
+               f"rank {rank}: python of the atexit call {py}")
+        bar = [r for r in t["records"] if r["op"] == "AllReduce" and r["count"] == 1]
+        expect(len(bar) == 2, f"rank {rank}: {len(bar)} barriers")
+        expect(frames(bar[1]) is None, f"rank {rank}: a call during finalization has python "
+               f"{frames(bar[1])}")
+        des = [r for r in t["records"] if r["op"] == "CommDestroy"]
+        expect(len(des) == 1 and frames(des[0]) is None and des[0]["site"],
+               f"rank {rank}: CommDestroy during finalization {des}")
+
+
+def case_layout_check(tmp):
+    """A layout table off by 8 bytes (LOCKSTEP_TEST_PY_SKEW) is rejected by the one-time
+    check: the program runs to the end with right results, one 'lockstep:' line naming
+    Python, header python = 2, no Python frames, native call sites kept."""
+    need_python()
+    p, d = run_ranks(tmp, 1, [PYTHON, script("deep.py"), "3", "50"],
+                     env={"LOCKSTEP_TEST_PY_SKEW": "8"})
+    expect_ok(p, 1)
+    lines = lockstep_lines(p.stderr)
+    expect(len(lines) == 1 and "Python" in lines[0],
+           f"want one 'lockstep:' line naming Python, got {lines}")
+    t = traces(d)[0]
+    expect(t["python"] == PY_DISABLED, f"header python {t['python']}, want 2 (disabled)")
+    expect(t["python_version"] in (PY_VERSION, 0), f"python_version {t['python_version']:#x}")
+    expect(t["pysite_count"] == 0, f"{t['pysite_count']} python stacks recorded")
+    ar = [r for r in t["records"] if r["op"] == "AllReduce"]
+    expect(len(ar) == 50, f"{len(ar)} AllReduce records")
+    expect(all(frames(r) is None for r in t["records"]),
+           f"python frames recorded: {[frames(r) for r in t['records'] if frames(r)][:1]}")
+    expect(all("pr_all_reduce" in r["site"] for r in ar), f"native site {ar[0]['site']}")
+    rep = analyze(d, want_rc=0)
+    lc = rep["ranks"][0]["last_call"]
+    expect(lc["python"] is None and ".py:" not in lc["callsite"], f"report last_call {lc}")
+
+
+def case_knobs(tmp):
+    """LOCKSTEP_PYTHON_DEPTH: default 16 frames, 2, 64 (the whole stack), 0 (none, native
+    sites kept); LOCKSTEP_STACK_DEPTH=0 turns Python frames off too."""
+    need_python()
+    m, path = marks("deep.py"), script("deep.py")
+    depth = 20  # descend() frames below main: 1 + 20 + 1 + 1 + 1 = 24 Python frames in all
+    full = ([(path, m["loop"], "work"), (path, m["work"], "descend")]
+            + [(path, m["descend"], "descend")] * depth
+            + [(path, m["main"], "main"), (path, m["module"], "<module>")])
+
+    def one(label, env):
+        p, d = run_ranks(tmp, 1, [PYTHON, path, str(depth), "20"], env=env, sub=label)
+        expect_ok(p, 1)
+        expect(not lockstep_lines(p.stderr), f"{label}: the shim complained: {p.stderr}")
+        t = traces(d)[0]
+        ar = [r for r in t["records"] if r["op"] == "AllReduce"]
+        expect(len(ar) == 20, f"{label}: {len(ar)} AllReduce records")
+        return t, ar
+
+    t, ar = one("default", {})
+    expect(t["python"] == PY_ACTIVE and t["py_depth"] == 16, f"default: header python "
+           f"{t['python']} depth {t['py_depth']}")
+    expect(all(frames(r) == full[:16] for r in ar), f"default: python {frames(ar[0])}")
+
+    t, ar = one("depth2", {"LOCKSTEP_PYTHON_DEPTH": "2"})
+    expect(t["py_depth"] == 2, f"depth 2: header py_depth {t['py_depth']}")
+    expect(all(frames(r) == full[:2] for r in ar), f"depth 2: python {frames(ar[0])}")
+    expect(all(frames(r) is None or len(frames(r)) <= 2 for r in t["records"]),
+           "depth 2: a stack of more than 2 frames")
+
+    t, ar = one("depth64", {"LOCKSTEP_PYTHON_DEPTH": "64"})
+    expect(all(frames(r) == full for r in ar), f"depth 64: python {frames(ar[0])}")
+
+    t, ar = one("depth0", {"LOCKSTEP_PYTHON_DEPTH": "0"})
+    expect(t["python"] != PY_ACTIVE and t["py_depth"] == 0 and t["pysite_count"] == 0,
+           f"depth 0: header python {t['python']} depth {t['py_depth']}")
+    expect(all(frames(r) is None for r in t["records"]), "depth 0: python frames recorded")
+    expect(all("pr_all_reduce" in r["site"] for r in ar), f"depth 0: native site {ar[0]['site']}")
+    rep = analyze(os.path.join(tmp, "depth0"), want_rc=0)
+    lc = rep["ranks"][0]["last_call"]
+    expect(lc["python"] is None and "deep.py" not in lc["callsite"]
+           and "pr_destroy" in lc["callsite"], f"depth 0: report last_call {lc}")
+
+    t, ar = one("stack0", {"LOCKSTEP_STACK_DEPTH": "0"})
+    expect(all(frames(r) is None and not r["site"] for r in t["records"]),
+           f"LOCKSTEP_STACK_DEPTH=0: sites {ar[0]['site']} python {frames(ar[0])}")
+
+
+def libpython():
+    """The shared libpython of this interpreter, or Skip."""
+    name, libdir = sysconfig.get_config_var("LDLIBRARY"), sysconfig.get_config_var("LIBDIR")
+    path = os.path.join(libdir or "", name or "")
+    if not name or not name.endswith(".so") and ".so." not in name or not os.path.exists(path):
+        raise Skip(f"no shared libpython ({path})")
+    return path
+
+
+def case_not_initialized(tmp):
+    """A program that loads libpython (RTLD_GLOBAL) but never initializes it: no crash, no
+    warning, no Python frames; native call sites as usual."""
+    need_python()
+    p, d = run_ranks(tmp, 2, [PY_EMBED, libpython(), "noinit"])
+    expect_ok(p, 2)
+    expect(not lockstep_lines(p.stderr), f"the shim complained: {p.stderr}")
+    for rank, t in traces(d).items():
+        expect(t["python"] != PY_DISABLED, f"rank {rank}: header python {t['python']}")
+        expect(all(frames(r) is None for r in t["records"]), f"rank {rank}: python frames")
+        ar = [r for r in t["records"] if r["op"] == "AllReduce"]
+        expect(len(ar) == 2 and all("py_embed_allreduce" in r["site"] for r in ar),
+               f"rank {rank}: AllReduce sites {[r['site'][:2] for r in ar]}")
+
+
+def case_finalized(tmp):
+    """NCCL before Py_Initialize (no frames), from Python code run by PyRun_SimpleString
+    (its frames), after Py_FinalizeEx (no frames): no crash, no warning."""
+    need_python()
+    p, d = run_ranks(tmp, 2, [PY_EMBED, libpython(), "finalized"])
+    expect_ok(p, 2)
+    expect(not lockstep_lines(p.stderr), f"the shim complained: {p.stderr}")
+    for rank, t in traces(d).items():
+        ar = {r["count"]: r for r in t["records"] if r["op"] == "AllReduce"}
+        expect(sorted(ar) == [4, 5, 6], f"rank {rank}: AllReduce counts {sorted(ar)}")
+        expect(frames(ar[4]) is None, f"rank {rank}: before Py_Initialize: {frames(ar[4])}")
+        expect(frames(ar[5]) == [("<string>", 3, "f"), ("<string>", 4, "<module>")],
+               f"rank {rank}: from embedded Python: {frames(ar[5])}")
+        expect(frames(ar[6]) is None, f"rank {rank}: after Py_FinalizeEx: {frames(ar[6])}")
+
+
+def case_dedup(tmp):
+    """10,000 calls from one line are one Python stack, named once, not 10,000."""
+    need_python()
+    m, path = marks("deep.py"), script("deep.py")
+    n = 10000
+    p, d = run_ranks(tmp, 1, [PYTHON, path, "5", str(n)])
+    expect_ok(p, 1)
+    t = traces(d)[0]
+    ar = [r for r in t["records"] if r["op"] == "AllReduce"]
+    expect(len(ar) == n, f"{len(ar)} AllReduce records")
+    stacks = {tuple(frames(r) or ()) for r in ar}
+    expect(len(stacks) == 1, f"{len(stacks)} different Python stacks for one line")
+    (stack,) = stacks
+    expect(stack[:2] == ((path, m["loop"], "work"), (path, m["work"], "descend")),
+           f"python {stack[:2]}")
+    expect(len({r["callsite"] for r in ar}) == 1, "one call site id for the loop's calls")
+    everyone = {tuple(frames(r)) for r in t["records"] if frames(r)}
+    expect(t["pysite_count"] == len(everyone) and len(everyone) <= 4,
+           f"{t['pysite_count']} python stacks recorded for {len(everyone)} distinct ones")
+    expect(t["site_count"] <= 8, f"{t['site_count']} call sites")
+    trace = os.path.join(d, [f for f in os.listdir(d) if f.endswith(".trace")][0])
+    p = subprocess.run([LOCKSTEP, "dump", trace], capture_output=True, text=True, timeout=60,
+                       env=analyzer_env())
+    expect(p.returncode == 0, f"lockstep dump failed: {p.stderr}")
+    site = f"deep.py:{m['loop']} (work)"
+    heads = [l for l in p.stdout.splitlines() if re.match(r"\s*#\d+ ", l) and site in l]
+    expect(len(heads) == 1 and f"({n} calls)" in heads[0],
+           f"dump: call sites naming {site}: {heads}")
+    expect(p.stdout.count(site) < 10, f"dump names {site} {p.stdout.count(site)} times")
+
+
+if __name__ == "__main__":
+    sys.exit(run(globals(), "lockstep-python-"))
