@@ -68,6 +68,8 @@ static void write_sidecar(const char *trace_path, int pid, const struct proc_sam
         for (uint32_t i = 0; i < st->nframes; i++)
             fprintf(f, "frame %llx %s\n", (unsigned long long)st->frames[i].module_off,
                     st->frames[i].module);
+        if (st->python[0] && !strchr(st->python, '\n'))
+            fprintf(f, "python %s\n", st->python);
     }
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         unlink(tmp);
@@ -172,6 +174,10 @@ static int read_sidecar(const char *trace_path, int pid, struct symbolizer *sym,
         }
         if (sscanf(line, "cpu_share %lf", &lv->cpu_share) == 1)
             continue;
+        if (strncmp(line, "python ", 7) == 0) {
+            snprintf(lv->python, sizeof(lv->python), "%.255s", line + 7);
+            continue;
+        }
         if (sscanf(line, "state %c", &lv->state) == 1)
             continue;
         if (sscanf(line, "frame %llx %n", &off, &pos) == 1 && pos > 0 &&
@@ -195,6 +201,8 @@ static int read_sidecar(const char *trace_path, int pid, struct symbolizer *sym,
         return -1;
     if (!shown && lv->nframes > 0)
         snprintf(lv->where, sizeof(lv->where), "%s", lv->frames[0]);
+    if (lv->python[0]) /* Python says where a Python program is; its eval loop does not */
+        snprintf(lv->where, sizeof(lv->where), "%s", lv->python);
     return 0;
 }
 

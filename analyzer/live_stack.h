@@ -13,6 +13,7 @@ struct live_stack {
     uint64_t ns;                            /* when captured */
     struct tr_frame frames[LS_LIVE_FRAMES]; /* module strings point into `modules` */
     char modules[LS_LIVE_FRAMES][256];
+    char python[LS_LIVE_PY_LEN]; /* the thread's Python frames, "" none (docs/python.md) */
 };
 
 /* Sends the live-stack signal named in the trace at `trace_path` to thread `tid` of `pid`

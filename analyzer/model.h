@@ -29,7 +29,9 @@ struct m_live {
     char state;                      /* /proc state letter */
     int nframes;                     /* live stack frames, 0 if the process did not answer */
     char frames[M_LIVE_FRAMES][192]; /* symbolized, innermost first */
-    char where[512];                 /* the user frames, "f (file.c:12) <- g (file.c:40) <- main" */
+    char where[512];                 /* the user frames, "f (file.c:12) <- g (file.c:40) <- main",
+                                      * or the Python frames when it runs Python */
+    char python[256];                /* "file.py:LINE (func) <- ...", "" none */
 };
 
 /* One process: one trace file. */

@@ -86,6 +86,7 @@ static void write_rank(struct json_writer *w, const struct report_input *in, con
             json_string(w, NULL, p->live->frames[i]);
         json_end_array(w);
         json_string(w, "where", p->live->where);
+        json_string(w, "python", p->live->python[0] ? p->live->python : NULL);
         json_end_object(w);
     }
     json_string(w, "trace", p->t->path);

@@ -45,6 +45,7 @@ static void on_stack_request(int sig, siginfo_t *info, void *uctx)
         } while (n < LS_LIVE_FRAMES && unw_step(&cursor) > 0);
     }
     ls->nframes = n;
+    ls_python_live(ls_g.trace.hdr->live_python, sizeof ls_g.trace.hdr->live_python);
     ls->tid = (uint32_t)syscall(SYS_gettid);
     ls->ns = ls_now();
     atomic_store_explicit(seq, s + 2, memory_order_release);

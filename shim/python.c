@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -239,47 +240,61 @@ static int walk(const void *ts, struct py_key *keys, int depth)
 
 /* ---- the one-time layout check: reads that report a bad address instead of faulting ---- */
 
-static int probe[2] = {-1, -1};
+/* The pipe the reads go through: a temporary one for the check, a lasting one for live
+ * stacks (ls_python_live). */
+static int probe_fds[2] = {-1, -1}, live_fds[2] = {-1, -1};
 
 /* Copies n bytes from addr; -1 when any of them is not readable (write(2) says EFAULT). Raw
  * system calls: a sanitizer's write() wrapper would itself check the address and report. */
-static int safe_read(void *dst, uintptr_t addr, size_t n)
+static int safe_read(const int *fds, void *dst, uintptr_t addr, size_t n)
 {
-    if (addr < 4096 || (addr % sizeof(void *) != 0 && n >= sizeof(void *)))
+    if (addr < 4096 || (n == sizeof(void *) && addr % sizeof(void *) != 0))
         return -1;
-    ssize_t w = syscall(SYS_write, probe[1], (const void *)addr, n);
+    ssize_t w = syscall(SYS_write, fds[1], (const void *)addr, n);
     if (w != (ssize_t)n) {
         if (w > 0) { /* drain what went in */
             char junk[64];
-            while (syscall(SYS_read, probe[0], junk, sizeof junk) == (long)sizeof junk)
+            while (syscall(SYS_read, fds[0], junk, sizeof junk) == (long)sizeof junk)
                 ;
         }
         return -1;
     }
-    return syscall(SYS_read, probe[0], dst, n) == (long)n ? 0 : -1;
+    return syscall(SYS_read, fds[0], dst, n) == (long)n ? 0 : -1;
 }
 
-static int safe_ptr(uintptr_t addr, uintptr_t *out)
+static int safe_ptr(const int *fds, uintptr_t addr, uintptr_t *out)
 {
-    return safe_read(out, addr, sizeof *out);
+    return safe_read(fds, out, addr, sizeof *out);
 }
 
-/* A str object: readable, of type str, compact, of plausible length. */
-static int check_str(uintptr_t s)
+/* A str object's length, character width and where its characters start, read with checked
+ * reads. Returns -1 when it is not a readable compact str of at most max_len characters. */
+static int str_shape(const int *fds, uintptr_t s, int64_t max_len, int64_t *len, unsigned *kind,
+                     uintptr_t *data)
 {
     uintptr_t type;
-    int64_t len;
     uint32_t st;
-    if (safe_ptr(s + 8, &type) < 0 || (const void *)type != py_unicode_type ||
-        safe_read(&len, s + 16, sizeof len) < 0 ||
-        safe_read(&st, s + (uintptr_t)L.uni_state, 4) < 0)
+    if (safe_ptr(fds, s + 8, &type) < 0 || (const void *)type != py_unicode_type ||
+        safe_read(fds, len, s + 16, sizeof *len) < 0 ||
+        safe_read(fds, &st, s + (uintptr_t)L.uni_state, 4) < 0)
         return -1;
-    unsigned kind = st >> 2 & 7, compact = st >> 5 & 1;
-    if (!compact || (kind != 1 && kind != 2 && kind != 4) || len < 0 || len > (1 << 20))
+    *kind = st >> 2 & 7;
+    if (!(st >> 5 & 1) || (*kind != 1 && *kind != 2 && *kind != 4) || *len < 0 || *len > max_len)
         return -1;
-    char probe_byte;
-    uintptr_t data = s + (uintptr_t)((st >> 6 & 1) ? L.uni_ascii : L.uni_compact);
-    return len ? safe_read(&probe_byte, data + (uintptr_t)len * kind - 1, 1) : 0;
+    *data = s + (uintptr_t)((st >> 6 & 1) ? L.uni_ascii : L.uni_compact);
+    return 0;
+}
+
+/* A str object: readable, of type str, compact, of plausible length, its last byte readable. */
+static int check_str(const int *fds, uintptr_t s)
+{
+    int64_t len;
+    unsigned kind;
+    uintptr_t data;
+    char last;
+    if (str_shape(fds, s, 1 << 20, &len, &kind, &data) < 0)
+        return -1;
+    return len ? safe_read(fds, &last, data + (uintptr_t)len * kind - 1, 1) : 0;
 }
 
 struct checked {
@@ -289,16 +304,17 @@ struct checked {
 
 /* Walks with safe reads and checks every step; fills out[] (at most max) with the frames it
  * keeps. Returns their number, or -1 with *why set when something does not fit. */
-static int checked_walk(const void *ts, struct checked *out, int max, const char **why)
+static int checked_walk(const int *fds, const void *ts, struct checked *out, int max,
+                        const char **why)
 {
     uintptr_t f = 0, cf;
     if (L.ts_cframe >= 0) {
-        if (safe_ptr((uintptr_t)ts + (uintptr_t)L.ts_cframe, &cf) < 0 ||
-            (cf && safe_ptr(cf + (uintptr_t)L.cframe_current, &f) < 0)) {
+        if (safe_ptr(fds, (uintptr_t)ts + (uintptr_t)L.ts_cframe, &cf) < 0 ||
+            (cf && safe_ptr(fds, cf + (uintptr_t)L.cframe_current, &f) < 0)) {
             *why = "the thread state's frame pointer is not readable";
             return -1;
         }
-    } else if (safe_ptr((uintptr_t)ts + (uintptr_t)L.ts_frame, &f) < 0) {
+    } else if (safe_ptr(fds, (uintptr_t)ts + (uintptr_t)L.ts_frame, &f) < 0) {
         *why = "the thread state's frame pointer is not readable";
         return -1;
     }
@@ -306,25 +322,25 @@ static int checked_walk(const void *ts, struct checked *out, int max, const char
     while (f && seen++ < CHECK_FRAMES) {
         uintptr_t code, type;
         if (py_frame_type && L.fr_owner < 0 &&
-            (safe_ptr(f + 8, &type) < 0 || (const void *)type != py_frame_type)) {
+            (safe_ptr(fds, f + 8, &type) < 0 || (const void *)type != py_frame_type)) {
             *why = "a frame is not a frame object";
             return -1;
         }
-        if (safe_ptr(f + (uintptr_t)L.fr_code, &code) < 0) {
+        if (safe_ptr(fds, f + (uintptr_t)L.fr_code, &code) < 0) {
             *why = "a frame's code pointer is not readable";
             return -1;
         }
         if (L.code_tagged)
             code &= ~(uintptr_t)3;
         char owner = 0;
-        if (L.fr_owner >= 0 && safe_read(&owner, f + (uintptr_t)L.fr_owner, 1) < 0) {
+        if (L.fr_owner >= 0 && safe_read(fds, &owner, f + (uintptr_t)L.fr_owner, 1) < 0) {
             *why = "a frame's owner is not readable";
             return -1;
         }
         int trampoline = L.fr_owner >= 0 && L.owner_skip >= 0 && owner >= L.owner_skip;
         runs += !trampoline;
         if (!trampoline) {
-            if (!code || safe_ptr(code + 8, &type) < 0) {
+            if (!code || safe_ptr(fds, code + 8, &type) < 0) {
                 *why = "a frame's code object is not readable";
                 return -1;
             }
@@ -336,8 +352,9 @@ static int checked_walk(const void *ts, struct checked *out, int max, const char
         }
         if (!trampoline && (const void *)type == py_code_type) {
             uintptr_t file, name;
-            if (safe_ptr(code + (uintptr_t)L.co_filename, &file) < 0 || check_str(file) < 0 ||
-                safe_ptr(code + (uintptr_t)L.co_name, &name) < 0 || check_str(name) < 0) {
+            if (safe_ptr(fds, code + (uintptr_t)L.co_filename, &file) < 0 ||
+                check_str(fds, file) < 0 || safe_ptr(fds, code + (uintptr_t)L.co_name, &name) < 0 ||
+                check_str(fds, name) < 0) {
                 *why = "a code object's file or function name is not a string";
                 return -1;
             }
@@ -345,8 +362,8 @@ static int checked_walk(const void *ts, struct checked *out, int max, const char
             if (L.instr == LS_PY_INSTR_PTR) {
                 uintptr_t p;
                 int64_t units;
-                if (safe_ptr(f + (uintptr_t)L.fr_instr, &p) < 0 ||
-                    safe_read(&units, code + 16, sizeof units) < 0) {
+                if (safe_ptr(fds, f + (uintptr_t)L.fr_instr, &p) < 0 ||
+                    safe_read(fds, &units, code + 16, sizeof units) < 0) {
                     *why = "a frame's instruction pointer is not readable";
                     return -1;
                 }
@@ -358,7 +375,7 @@ static int checked_walk(const void *ts, struct checked *out, int max, const char
                 lasti = (intptr_t)(p - start) / 2;
             } else {
                 int v;
-                if (safe_read(&v, f + (uintptr_t)L.fr_instr, sizeof v) < 0 || v < -1) {
+                if (safe_read(fds, &v, f + (uintptr_t)L.fr_instr, sizeof v) < 0 || v < -1) {
                     *why = "a frame's instruction offset is not plausible";
                     return -1;
                 }
@@ -372,7 +389,7 @@ static int checked_walk(const void *ts, struct checked *out, int max, const char
             if (n < max)
                 out[n++] = (struct checked){code, line};
         }
-        if (safe_ptr(f + (uintptr_t)L.fr_previous, &f) < 0) {
+        if (safe_ptr(fds, f + (uintptr_t)L.fr_previous, &f) < 0) {
             *why = "a frame's caller pointer is not readable";
             return -1;
         }
@@ -601,12 +618,12 @@ static int check_layout(struct ls_trace *t, const void *ts)
 {
     struct checked frames[8];
     const char *why = "";
-    if (pipe2(probe, O_CLOEXEC) < 0)
+    if (pipe2(probe_fds, O_CLOEXEC) < 0)
         return PY_UNCHECKED; /* out of descriptors: try again on a later call */
-    int n = checked_walk(ts, frames, 8, &why);
-    close(probe[0]);
-    close(probe[1]);
-    probe[0] = probe[1] = -1;
+    int n = checked_walk(probe_fds, ts, frames, 8, &why);
+    close(probe_fds[0]);
+    close(probe_fds[1]);
+    probe_fds[0] = probe_fds[1] = -1;
     if (n == 0)
         return PY_UNCHECKED; /* no Python frames on this thread: nothing to check yet */
     if (n < 0) {
@@ -620,13 +637,177 @@ static int check_layout(struct ls_trace *t, const void *ts)
     return PY_READY;
 }
 
-/* ---- entry points ---- */
-
 static int can_read_frames(void)
 {
     /* Not initialized yet, or finalizing: thread states may be half made or freed. */
     return py_is_initialized() && !py_is_finalizing();
 }
+
+/* ---- live stacks: the interrupted thread's frames, from a signal handler ----
+ *
+ * `lockstep run` asks a stalled rank where it is (live_stack.c). The thread was interrupted
+ * anywhere, perhaps halfway through pushing a frame, so every read goes through the pipe
+ * (a bad address gives EFAULT, never a fault) and every value is checked before it is used.
+ * Nothing here takes a lock or allocates; the text is built by hand (no stdio). */
+
+static dev_t live_dev;
+static ino_t live_ino[2];
+
+/* The lasting pipe, made once the layout is trusted (lock held). */
+static void open_live_pipe(void)
+{
+    struct stat st[2];
+    if (live_fds[0] >= 0 || pipe2(live_fds, O_CLOEXEC | O_NONBLOCK) < 0)
+        return;
+    if (fstat(live_fds[0], &st[0]) < 0 || fstat(live_fds[1], &st[1]) < 0) {
+        close(live_fds[0]);
+        close(live_fds[1]);
+        live_fds[0] = live_fds[1] = -1;
+        return;
+    }
+    live_dev = st[0].st_dev;
+    live_ino[0] = st[0].st_ino;
+    live_ino[1] = st[1].st_ino;
+}
+
+/* The program may have closed our descriptors and reused the numbers: never write memory
+ * into one of its files. */
+static int live_pipe_is_ours(void)
+{
+    struct stat st;
+    for (int i = 0; i < 2; i++)
+        if (live_fds[i] < 0 || fstat(live_fds[i], &st) < 0 || !S_ISFIFO(st.st_mode) ||
+            st.st_dev != live_dev || st.st_ino != live_ino[i])
+            return 0;
+    return 1;
+}
+
+struct text {
+    char *buf;
+    size_t cap, len;
+};
+
+static void put(struct text *t, const char *s, size_t n)
+{
+    while (n-- && t->len + 1 < t->cap)
+        t->buf[t->len++] = *s++;
+    t->buf[t->len] = 0;
+}
+
+static void put_int(struct text *t, int v)
+{
+    char d[12];
+    int k = 0;
+    unsigned u = v < 0 ? 0u : (unsigned)v;
+    do
+        d[k++] = (char)('0' + u % 10);
+    while ((u /= 10) && k < 11);
+    while (k--)
+        put(t, &d[k], 1);
+}
+
+/* Appends a str object's characters (ASCII; others as '?'); with `base`, only what follows
+ * the last '/'. Returns -1 when it is not a readable compact str. */
+static int put_str(struct text *t, uintptr_t s, int base)
+{
+    int64_t len;
+    unsigned kind;
+    uintptr_t data;
+    if (str_shape(live_fds, s, 4096, &len, &kind, &data) < 0)
+        return -1;
+    char chars[128];
+    int64_t from = 0, n = len;
+    if (n > (int64_t)sizeof chars) { /* keep the end: the base name, the innermost part */
+        from = n - (int64_t)sizeof chars;
+        n = (int64_t)sizeof chars;
+    }
+    uint32_t raw[sizeof chars]; /* n characters of `kind` bytes, read in one go */
+    if (n && safe_read(live_fds, raw, data + (uintptr_t)from * kind, (size_t)n * kind) < 0)
+        return -1;
+    for (int64_t i = 0; i < n; i++) {
+        const unsigned char *b = (const unsigned char *)raw;
+        uint32_t c = kind == 1   ? b[i]
+                     : kind == 2 ? (uint32_t)b[2 * i] | (uint32_t)b[2 * i + 1] << 8
+                                 : (uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 |
+                                       (uint32_t)b[4 * i + 2] << 16 | (uint32_t)b[4 * i + 3] << 24;
+        chars[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    int64_t at = 0;
+    if (base)
+        for (int64_t i = 0; i < n; i++)
+            if (chars[i] == '/')
+                at = i + 1;
+    put(t, chars + at, (size_t)(n - at));
+    return 0;
+}
+
+void ls_python_live(char *out, size_t cap)
+{
+    struct text t = {out, cap, 0};
+    out[0] = 0;
+    if (atomic_load_explicit(&state, memory_order_acquire) != PY_READY || !live_pipe_is_ours() ||
+        !can_read_frames())
+        return;
+    const void *ts = py_this_tstate();
+    uintptr_t f = 0, cf;
+    if (!ts)
+        return;
+    if (L.ts_cframe >= 0) {
+        if (safe_ptr(live_fds, (uintptr_t)ts + (uintptr_t)L.ts_cframe, &cf) < 0 || !cf ||
+            safe_ptr(live_fds, cf + (uintptr_t)L.cframe_current, &f) < 0)
+            return;
+    } else if (safe_ptr(live_fds, (uintptr_t)ts + (uintptr_t)L.ts_frame, &f) < 0) {
+        return;
+    }
+    int shown = 0;
+    for (int seen = 0; f && seen < CHECK_FRAMES && shown < 8; seen++) {
+        uintptr_t code, type, file, name, prev;
+        char owner = 0;
+        if (safe_ptr(live_fds, f + (uintptr_t)L.fr_code, &code) < 0 ||
+            (L.fr_owner >= 0 && safe_read(live_fds, &owner, f + (uintptr_t)L.fr_owner, 1) < 0))
+            return;
+        if (L.code_tagged)
+            code &= ~(uintptr_t)3;
+        int python = !(L.fr_owner >= 0 && L.owner_skip >= 0 && owner >= L.owner_skip) && code &&
+                     safe_ptr(live_fds, code + 8, &type) == 0 && (const void *)type == py_code_type;
+        intptr_t lasti = -1;
+        if (python && L.instr == LS_PY_INSTR_PTR) {
+            uintptr_t p, start = code + (uintptr_t)L.co_code_units;
+            int64_t units;
+            python = safe_ptr(live_fds, f + (uintptr_t)L.fr_instr, &p) == 0 &&
+                     safe_read(live_fds, &units, code + 16, sizeof units) == 0 && p + 2 >= start &&
+                     p <= start + (uintptr_t)units * 2;
+            lasti = python ? (intptr_t)(p - start) / 2 : -1;
+        } else if (python) {
+            int v;
+            python = safe_read(live_fds, &v, f + (uintptr_t)L.fr_instr, sizeof v) == 0 && v >= -1;
+            lasti = v;
+        }
+        if (python && safe_ptr(live_fds, code + (uintptr_t)L.co_filename, &file) == 0 &&
+            safe_ptr(live_fds, code + (uintptr_t)L.co_name, &name) == 0) {
+            size_t mark = t.len;
+            if (shown)
+                put(&t, " <- ", 4);
+            int line = py_addr2line((void *)code, addr_of(lasti));
+            if (put_str(&t, file, 1) < 0) {
+                t.len = mark; /* not a string after all: leave the frame out */
+                t.buf[t.len] = 0;
+            } else {
+                put(&t, ":", 1);
+                put_int(&t, line);
+                put(&t, " (", 2);
+                put_str(&t, name, 0);
+                put(&t, ")", 1);
+                shown++;
+            }
+        }
+        if (safe_ptr(live_fds, f + (uintptr_t)L.fr_previous, &prev) < 0)
+            return;
+        f = prev;
+    }
+}
+
+/* ---- entry points ---- */
 
 static int prepare_index(struct ls_trace *t)
 {
@@ -663,6 +844,8 @@ static __attribute__((noinline)) int start(struct ls_trace *t)
             }
         }
     }
+    if (s == PY_READY)
+        open_live_pipe();
     if (s == PY_READY && !header_written) {
         set_header(t, LS_PYTHON_ACTIVE);
         header_written = 1;
@@ -717,5 +900,10 @@ void ls_python_reset(void)
     memset(names, 0, sizeof names);
     if (site_nkeys)
         memset(site_nkeys, 0, LS_DEFAULT_PYSITES * sizeof *site_nkeys);
-    header_written = 0; /* the child's trace is new; the interpreter and its check stand */
+    header_written = 0;     /* the child's trace is new; the interpreter and its check stand */
+    if (live_fds[0] >= 0) { /* the parent's pipe: the child makes its own */
+        close(live_fds[0]);
+        close(live_fds[1]);
+        live_fds[0] = live_fds[1] = -1;
+    }
 }

@@ -296,6 +296,11 @@ int ls_python_present(void);
  * read safely (docs/python.md). Never takes the GIL, never allocates a Python object. */
 uint32_t ls_python_capture(struct ls_trace *t);
 
+/* Writes the calling thread's Python frames as "file.py:LINE (func) <- ..." (base names,
+ * innermost first) into out (NUL-terminated; "" when it runs no Python or they cannot be
+ * read). Async-signal-safe: for the live-stack signal handler; every read is checked. */
+void ls_python_live(char *out, size_t cap);
+
 /* Forgets the in-process python site index (after fork). */
 void ls_python_reset(void);
 

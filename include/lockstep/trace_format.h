@@ -38,6 +38,7 @@
 #define LS_DEFAULT_PYSITES     1024u
 #define LS_DEFAULT_PY_DEPTH    16u
 #define LS_MAX_PY_DEPTH        64u
+#define LS_LIVE_PY_LEN         256u
 #define LS_MIN_RING            64u
 #define LS_MAX_RING            (1u << 24)
 
@@ -196,7 +197,10 @@ struct ls_header {
     uint32_t pysite_count;      /* 2788: python site entries used (live) */
     uint32_t python;            /* 2792: enum ls_python_state (live) */
     uint32_t python_version;    /* 2796: major << 8 | minor of the interpreter, 0 unknown (live) */
-    uint8_t reserved[272];      /* 2800: zero; later versions add fields here */
+    char live_python[LS_LIVE_PY_LEN]; /* 2800: with the live stack (same seq): the interrupted
+                                       * thread's Python frames, "file.py:LINE (func) <- ...",
+                                       * innermost first, NUL-terminated; "" none */
+    uint8_t reserved[16];             /* 3056: zero; later versions add fields here */
     struct ls_thread_slot threads[LS_THREAD_SLOTS]; /* 3072: threads in a call (live) */
 };
 
@@ -387,6 +391,7 @@ _Static_assert(offsetof(struct ls_header, streams) == 1224, "header layout");
 _Static_assert(sizeof(struct ls_stream) == 48, "stream entry size");
 _Static_assert(offsetof(struct ls_header, clock_source) == 2760, "header layout");
 _Static_assert(offsetof(struct ls_header, threads) == 3072, "header layout");
+_Static_assert(offsetof(struct ls_header, live_python) == 2800, "header layout");
 _Static_assert(sizeof(struct ls_thread_slot) == 64, "thread slot size");
 _Static_assert(offsetof(struct ls_comm, coll_completed) == 152, "comm layout");
 _Static_assert(sizeof(struct ls_comm) == 224, "comm entry size");

@@ -519,6 +519,46 @@ def case_finalized(tmp):
         expect(frames(ar[6]) is None, f"rank {rank}: after Py_FinalizeEx: {frames(ar[6])}")
 
 
+def case_live_prepare_data(tmp):
+    """`lockstep run` on a stalled Python job: rank 0 is busy in a Python loop, not in NCCL.
+    Its live stack (taken from a signal handler, frames read with checked reads) names the
+    loop's line in prepare_data, then main's call of it; the finding says so."""
+    need_python()
+    m, path = marks("prepare_data.py"), script("prepare_data.py")
+    d = os.path.join(tmp, "t")
+    out = os.path.join(tmp, "report.json")
+    env = rank_env(d)
+    env.pop("LD_PRELOAD")  # lockstep run preloads the shim itself
+    env.pop("LOCKSTEP_DIR")
+    p = subprocess.run([LOCKSTEP, "run", "--stall", "2", "--dir", d, "--json", out, "--"] +
+                       launch_cmd(2, [PYTHON, path], 60), env=env, capture_output=True,
+                       text=True, timeout=120)
+    expect(p.returncode == 3, f"lockstep run exited {p.returncode}: {p.stdout} {p.stderr}")
+    rep = json.load(open(out))
+    r0 = [r for r in rep["ranks"] if r["rank"] == 0][0]
+    live = r0.get("live") or {}
+    # Busy or not depends on getting a CPU during the 300 ms sample on a loaded machine: the
+    # frames are what this test is about.
+    expect(live.get("activity") in ("busy", "sleeping"), f"rank 0 live {live}")
+    py = live.get("python") or ""
+    got = [f.rsplit(" (", 1) for f in py.split(" <- ")]
+    base = os.path.basename(path)
+    loop = range(m["loop_first"], m["loop_last"] + 1)
+    expect(len(got) >= 3 and got[0][1] == "prepare_data)" and got[0][0].startswith(base + ":")
+           and int(got[0][0].split(":")[1]) in loop,
+           f"rank 0's live Python frames {py!r}, want {base}:{loop.start}..{loop.stop - 1} "
+           "(prepare_data) first")
+    expect(got[1] == [f"{base}:{m['call_prepare']}", "main)"] and
+           got[2] == [f"{base}:{m['module']}", "<module>)"], f"outer frames {py!r}")
+    expect(live.get("where") == py, f"where {live.get('where')!r} is not the Python stack")
+    r1 = [r for r in rep["ranks"] if r["rank"] == 1][0]
+    expect((r1.get("live") or {}).get("python", "").startswith(f"{base}:{m['second']} (main)"),
+           f"rank 1's live Python frames {r1.get('live')}")
+    f0 = rep["findings"][0]
+    expect(f0["kind"] == "missing_ranks" and "prepare_data" in f0["summary"],
+           f"first finding {f0['kind']}: {f0['summary']}")
+
+
 def case_dedup(tmp):
     """10,000 calls from one line are one Python stack, named once, not 10,000."""
     need_python()
