@@ -785,19 +785,24 @@ void ls_python_live(char *out, size_t cap)
         }
         if (python && safe_ptr(live_fds, code + (uintptr_t)L.co_filename, &file) == 0 &&
             safe_ptr(live_fds, code + (uintptr_t)L.co_name, &name) == 0) {
-            size_t mark = t.len;
-            if (shown)
-                put(&t, " <- ", 4);
-            int line = py_addr2line((void *)code, addr_of(lasti));
-            if (put_str(&t, file, 1) < 0) {
-                t.len = mark; /* not a string after all: leave the frame out */
-                t.buf[t.len] = 0;
-            } else {
-                put(&t, ":", 1);
-                put_int(&t, line);
-                put(&t, " (", 2);
-                put_str(&t, name, 0);
-                put(&t, ")", 1);
+            char one[300];
+            struct text fr = {one, sizeof one, 0};
+            one[0] = 0;
+            if (put_str(&fr, file, 1) == 0) { /* else not a string after all: left out */
+                put(&fr, ":", 1);
+                put_int(&fr, py_addr2line((void *)code, addr_of(lasti)));
+                put(&fr, " (", 2);
+                put_str(&fr, name, 0);
+                put(&fr, ")", 1);
+                /* Whole frames only: what does not fit ends the text with " <- ...". */
+                if (t.len + (shown ? 4 : 0) + fr.len + 8 >= t.cap) {
+                    if (shown)
+                        put(&t, " <- ...", 7);
+                    return;
+                }
+                if (shown)
+                    put(&t, " <- ", 4);
+                put(&t, one, fr.len);
                 shown++;
             }
         }
