@@ -35,6 +35,10 @@ static void mark_end(uint32_t kind, int status, int sig)
 /* The heartbeat thread: refreshes the heartbeat, and observes GPU completion (every 50 ms
  * while an event is outstanding, else every second). It never blocks on the GPU. */
 static _Atomic int heartbeat_state; /* 0 none, 1 starting, 2 running its loop */
+/* At exit the heartbeat stops calling into other libraries (CUDA's event queries): their
+ * destructors may run next, and a leak checker stopping the world must not catch it inside
+ * them. `busy` is set around those calls; exit sets `stop`, then waits for `busy` to drop. */
+static _Atomic int heartbeat_stop, heartbeat_busy;
 
 static void *heartbeat_main(void *arg)
 {
@@ -46,7 +50,11 @@ static void *heartbeat_main(void *arg)
     nanosleep(&first, NULL);
     ls_clock_calibrate();
     for (;;) {
-        int pending = ls_completion_poll(t);
+        int pending = 0;
+        atomic_store(&heartbeat_busy, 1);
+        if (!atomic_load(&heartbeat_stop))
+            pending = ls_completion_poll(t);
+        atomic_store(&heartbeat_busy, 0);
         uint64_t tick = pending ? 50000000ull : HEARTBEAT_NS;
         struct timespec ts = {(time_t)(tick / 1000000000ull), (long)(tick % 1000000000ull)};
         nanosleep(&ts, NULL);
@@ -127,6 +135,11 @@ void ls_lifecycle_recheck_signals(void)
 static void on_process_exit(int status, void *arg)
 {
     (void)arg;
+    atomic_store(&heartbeat_stop, 1);
+    for (int i = 0; i < 2000 && atomic_load(&heartbeat_busy); i++) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
     if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING) {
         ls_completion_poll(&ls_g.trace); /* what completed since the last heartbeat */
         mark_end(LS_END_EXITED, status, 0);
@@ -176,6 +189,8 @@ void ls_lifecycle_before_fork(void)
 void ls_lifecycle_after_fork_child(void)
 {
     atomic_store(&heartbeat_state, 0); /* the child has no heartbeat thread until it starts one */
+    atomic_store(&heartbeat_stop, 0);
+    atomic_store(&heartbeat_busy, 0);
 }
 
 /* _exit and _Exit skip on_exit handlers: record the status, then leave. */
