@@ -481,6 +481,30 @@ def case_live_storm(tmp):
           "distinct, all well formed")
 
 
+def case_fork(tmp):
+    """os.fork() of a traced Python process: the child gets a trace of its own, with Python
+    frames of its own lines; the parent's trace keeps its lines; neither sees the other's."""
+    need_python()
+    m, path = marks("fork_child.py"), script("fork_child.py")
+    p, d = run_ranks(tmp, 1, [PYTHON, path])
+    expect_ok(p, 1)
+    expect(not lockstep_lines(p.stderr), f"the shim complained: {p.stderr}")
+    q = subprocess.run([QUERY, d], capture_output=True, text=True, timeout=60)
+    ts = json.loads(q.stdout)
+    expect(len(ts) == 2, f"{len(ts)} traces, want the parent's and the child's")
+    by_pid = {t["pid"]: t for t in ts}
+    child = [t for t in ts if t["ppid"] in by_pid]
+    expect(len(child) == 1, "no trace names the other as its parent")
+    child = child[0]
+    parent = by_pid[child["ppid"]]
+    for t, want in ((parent, [(5, m["shared"]), (5, m["shared"]), (7, m["parent_after"])]),
+                    (child, [(5, m["shared"]), (6, m["child_call"])])):
+        expect(t["python"] == PY_ACTIVE, f"pid {t['pid']}: header python {t['python']}")
+        got = [(r["count"], frames(r)[0][1]) for r in t["records"]
+               if r["op"] == "AllReduce" and frames(r)]
+        expect(got == want, f"pid {t['pid']}: AllReduce (count, line) {got}, want {want}")
+
+
 def case_knobs(tmp):
     """LOCKSTEP_PYTHON_DEPTH: default 16 frames, 2, 64 (the whole stack), 0 (none, native
     sites kept); LOCKSTEP_STACK_DEPTH=0 turns Python frames off too."""
