@@ -323,8 +323,11 @@ static int load_sites(struct loader *ld)
             return fail(ld, "corrupt call site %u: python site %u beyond the table (%u)", i + 1,
                         s.pysite, h->pysite_cap);
         }
-        /* A python site published after the header was read is left out, like late sites. */
-        if (s.pysite && s.pysite <= t->npysites && t->pysites[s.pysite - 1].nframes)
+        /* A python site published after the header was read is left out, like late sites;
+         * all are when the shim turned Python frames off after recording some (a failed
+         * check: they may be misread). */
+        if (s.pysite && s.pysite <= t->npysites && t->pysites[s.pysite - 1].nframes &&
+            h->python == LS_PYTHON_ACTIVE)
             ts->py = &t->pysites[s.pysite - 1];
     }
     free(raw);

@@ -168,8 +168,13 @@ static int resolve(struct ls_trace *t)
         return PY_OFF;
     }
     L = *l;
-    const char *skew = getenv("LOCKSTEP_TEST_PY_SKEW"); /* tests of the layout check only */
-    if (skew && *skew)
+    /* Tests of the layout check only: LOCKSTEP_TEST_PY_SKEW=N moves the frame's code pointer
+     * by N bytes (the safe walk must refuse it), =units:N where its code units start (only
+     * the comparison with the interpreter's own dump can tell). */
+    const char *skew = getenv("LOCKSTEP_TEST_PY_SKEW");
+    if (skew && strncmp(skew, "units:", 6) == 0)
+        L.co_code_units = (int16_t)(L.co_code_units + atoi(skew + 6));
+    else if (skew && *skew)
         L.fr_code = (int16_t)(L.fr_code + atoi(skew));
     return PY_UNCHECKED;
 }
@@ -502,7 +507,11 @@ static int same_keys(uint32_t id, const struct py_key *k, int n, uint32_t depth)
 
 /* Names and publishes a new python site (lock held): returns its id, 0 when the table is
  * full. The frames are alive: the calling thread is inside them. */
-static uint32_t add_pysite(struct ls_trace *t, uint64_t hash, const struct py_key *k, int n)
+static int agrees_with_dump(const void *ts, const struct checked *mine, int n);
+static int dump_checks; /* new stacks compared with the interpreter's dump so far */
+
+static uint32_t add_pysite(struct ls_trace *t, const void *ts, uint64_t hash,
+                           const struct py_key *k, int n)
 {
     struct ls_header *h = t->hdr;
     uint32_t idx = h->pysite_count, depth = h->py_depth;
@@ -514,6 +523,22 @@ static uint32_t add_pysite(struct ls_trace *t, uint64_t hash, const struct py_ke
     struct ls_pysite *s = (struct ls_pysite *)(t->pysites + (size_t)idx * h->pysite_entry_size);
     struct ls_pyframe *f = (struct ls_pyframe *)(s + 1);
     char buf[NAME_MAX_LEN];
+    /* The first check saw one stack; a table slightly off (where code units start, say) can
+     * still read that one right. The first 16 new stacks are compared with the dump too. */
+    if (py_dump_traceback && dump_checks < 16) {
+        struct checked c[8];
+        int m = n < 8 ? n : 8;
+        for (int i = 0; i < m; i++) {
+            c[i].code = k[i].code;
+            c[i].line = k[i].lasti < 0 ? LOAD(int, k[i].code, L.co_firstlineno)
+                                       : py_addr2line((void *)k[i].code, addr_of(k[i].lasti));
+        }
+        if (agrees_with_dump(ts, c, m) < 0) {
+            turn_off(t, "its frames read differently from the interpreter's own traceback");
+            return 0;
+        }
+        dump_checks++;
+    }
     for (int i = 0; i < n; i++) {
         uintptr_t code = k[i].code;
         str_utf8(LOAD(uintptr_t, code, L.co_filename), buf, sizeof buf);
@@ -533,7 +558,7 @@ static uint32_t add_pysite(struct ls_trace *t, uint64_t hash, const struct py_ke
     return idx + 1;
 }
 
-static uint32_t pysite_of(struct ls_trace *t, const struct py_key *k, int n)
+static uint32_t pysite_of(struct ls_trace *t, const void *ts, const struct py_key *k, int n)
 {
     uint32_t depth = t->hdr->py_depth;
     uint64_t hash = hash_keys(k, n);
@@ -562,7 +587,7 @@ static uint32_t pysite_of(struct ls_trace *t, const struct py_key *k, int n)
             continue;
         }
         if (cur == 0) {
-            id = add_pysite(t, hash, k, n);
+            id = add_pysite(t, ts, hash, k, n);
             if (id) {
                 atomic_store_explicit(&slots[i].id, id, memory_order_relaxed);
                 atomic_store_explicit(&slots[i].hash, hash, memory_order_release);
@@ -577,7 +602,8 @@ static uint32_t pysite_of(struct ls_trace *t, const struct py_key *k, int n)
 /* ---- checking the layout against the interpreter's own traceback dumper ---- */
 
 /* Parses `  File "F", line N in NAME` lines of a faulthandler-style dump; compares with
- * ours. Returns 0 when they agree on every frame both show, -1 otherwise. */
+ * ours. Returns 0 when the dump shows each of our frames, in order, with the same line (and
+ * file, where it prints it plainly), -1 otherwise. */
 static int agrees_with_dump(const void *ts, const struct checked *mine, int n)
 {
     int fd = memfd_create("lockstep-pycheck", MFD_CLOEXEC);
@@ -610,7 +636,8 @@ static int agrees_with_dump(const void *ts, const struct checked *mine, int n)
             return -1;
         i++;
     }
-    return 0;
+    /* The dump shows every frame we keep (it skips what we skip): fewer is a disagreement. */
+    return i == (n < 8 ? n : 8) ? 0 : -1;
 }
 
 /* Runs the check on the calling thread (lock held). Returns the new state. */
@@ -894,7 +921,7 @@ uint32_t ls_python_capture(struct ls_trace *t)
         return 0; /* a thread the interpreter does not know (a C++ or NCCL thread) */
     struct py_key keys[LS_MAX_PY_DEPTH];
     int n = walk(ts, keys, (int)depth);
-    return n ? pysite_of(t, keys, n) : 0;
+    return n ? pysite_of(t, ts, keys, n) : 0;
 }
 
 void ls_python_reset(void)
