@@ -13,7 +13,8 @@ lib = pyranks.load()
 
 def new_comm():
     """The child's own communicator (the parent's belongs to the parent)."""
-    os.environ["LOCKSTEP_TEST_IDFILE"] = os.environ.get("LOCKSTEP_TEST_IDFILE", "") + ".child"
+    if os.environ.get("LOCKSTEP_TEST_IDFILE"):  # not the parent's id file
+        os.environ["LOCKSTEP_TEST_IDFILE"] += ".child"
     lib.pr_init()
 
 
