@@ -302,6 +302,40 @@ static int check_str(const int *fds, uintptr_t s)
     return len ? safe_read(fds, &last, data + (uintptr_t)len * kind - 1, 1) : 0;
 }
 
+/* The thread state's innermost frame (0 none), with checked reads; -1 when unreadable. */
+static int safe_first_frame(const int *fds, const void *ts, uintptr_t *f)
+{
+    uintptr_t cf;
+    *f = 0;
+    if (L.ts_cframe < 0)
+        return safe_ptr(fds, (uintptr_t)ts + (uintptr_t)L.ts_frame, f);
+    if (safe_ptr(fds, (uintptr_t)ts + (uintptr_t)L.ts_cframe, &cf) < 0)
+        return -1;
+    return cf ? safe_ptr(fds, cf + (uintptr_t)L.cframe_current, f) : 0;
+}
+
+/* Frame f's instruction offset (as struct py_key has it) with checked reads, its pointer
+ * inside `code`. Returns NULL, or what does not fit. */
+static const char *safe_lasti(const int *fds, uintptr_t f, uintptr_t code, intptr_t *lasti)
+{
+    if (L.instr == LS_PY_INSTR_PTR) {
+        uintptr_t p, start = code + (uintptr_t)L.co_code_units;
+        int64_t units;
+        if (safe_ptr(fds, f + (uintptr_t)L.fr_instr, &p) < 0 ||
+            safe_read(fds, &units, code + 16, sizeof units) < 0)
+            return "a frame's instruction pointer is not readable";
+        if (p + 2 < start || p > start + (uintptr_t)units * 2)
+            return "a frame's instruction pointer is outside its code";
+        *lasti = (intptr_t)(p - start) / 2;
+        return NULL;
+    }
+    int v;
+    if (safe_read(fds, &v, f + (uintptr_t)L.fr_instr, sizeof v) < 0 || v < -1)
+        return "a frame's instruction offset is not plausible";
+    *lasti = v;
+    return NULL;
+}
+
 struct checked {
     uintptr_t code;
     int line;
@@ -312,14 +346,8 @@ struct checked {
 static int checked_walk(const int *fds, const void *ts, struct checked *out, int max,
                         const char **why)
 {
-    uintptr_t f = 0, cf;
-    if (L.ts_cframe >= 0) {
-        if (safe_ptr(fds, (uintptr_t)ts + (uintptr_t)L.ts_cframe, &cf) < 0 ||
-            (cf && safe_ptr(fds, cf + (uintptr_t)L.cframe_current, &f) < 0)) {
-            *why = "the thread state's frame pointer is not readable";
-            return -1;
-        }
-    } else if (safe_ptr(fds, (uintptr_t)ts + (uintptr_t)L.ts_frame, &f) < 0) {
+    uintptr_t f;
+    if (safe_first_frame(fds, ts, &f) < 0) {
         *why = "the thread state's frame pointer is not readable";
         return -1;
     }
@@ -364,28 +392,8 @@ static int checked_walk(const int *fds, const void *ts, struct checked *out, int
                 return -1;
             }
             intptr_t lasti;
-            if (L.instr == LS_PY_INSTR_PTR) {
-                uintptr_t p;
-                int64_t units;
-                if (safe_ptr(fds, f + (uintptr_t)L.fr_instr, &p) < 0 ||
-                    safe_read(fds, &units, code + 16, sizeof units) < 0) {
-                    *why = "a frame's instruction pointer is not readable";
-                    return -1;
-                }
-                uintptr_t start = code + (uintptr_t)L.co_code_units;
-                if (p + 2 < start || p > start + (uintptr_t)units * 2) {
-                    *why = "a frame's instruction pointer is outside its code";
-                    return -1;
-                }
-                lasti = (intptr_t)(p - start) / 2;
-            } else {
-                int v;
-                if (safe_read(fds, &v, f + (uintptr_t)L.fr_instr, sizeof v) < 0 || v < -1) {
-                    *why = "a frame's instruction offset is not plausible";
-                    return -1;
-                }
-                lasti = v;
-            }
+            if ((*why = safe_lasti(fds, f, code, &lasti)) != NULL)
+                return -1;
             int line = py_addr2line((void *)code, addr_of(lasti));
             if (line < 0) {
                 *why = "a frame's line cannot be computed";
@@ -776,16 +784,9 @@ void ls_python_live(char *out, size_t cap)
         !can_read_frames())
         return;
     const void *ts = py_this_tstate();
-    uintptr_t f = 0, cf;
-    if (!ts)
+    uintptr_t f;
+    if (!ts || safe_first_frame(live_fds, ts, &f) < 0)
         return;
-    if (L.ts_cframe >= 0) {
-        if (safe_ptr(live_fds, (uintptr_t)ts + (uintptr_t)L.ts_cframe, &cf) < 0 || !cf ||
-            safe_ptr(live_fds, cf + (uintptr_t)L.cframe_current, &f) < 0)
-            return;
-    } else if (safe_ptr(live_fds, (uintptr_t)ts + (uintptr_t)L.ts_frame, &f) < 0) {
-        return;
-    }
     int shown = 0;
     for (int seen = 0; f && seen < CHECK_FRAMES && shown < 8; seen++) {
         uintptr_t code, type, file, name, prev;
@@ -798,19 +799,8 @@ void ls_python_live(char *out, size_t cap)
         int python = !(L.fr_owner >= 0 && L.owner_skip >= 0 && owner >= L.owner_skip) && code &&
                      safe_ptr(live_fds, code + 8, &type) == 0 && (const void *)type == py_code_type;
         intptr_t lasti = -1;
-        if (python && L.instr == LS_PY_INSTR_PTR) {
-            uintptr_t p, start = code + (uintptr_t)L.co_code_units;
-            int64_t units;
-            python = safe_ptr(live_fds, f + (uintptr_t)L.fr_instr, &p) == 0 &&
-                     safe_read(live_fds, &units, code + 16, sizeof units) == 0 && p + 2 >= start &&
-                     p <= start + (uintptr_t)units * 2;
-            lasti = python ? (intptr_t)(p - start) / 2 : -1;
-        } else if (python) {
-            int v;
-            python = safe_read(live_fds, &v, f + (uintptr_t)L.fr_instr, sizeof v) == 0 && v >= -1;
-            lasti = v;
-        }
-        if (python && safe_ptr(live_fds, code + (uintptr_t)L.co_filename, &file) == 0 &&
+        if (python && safe_lasti(live_fds, f, code, &lasti) == NULL &&
+            safe_ptr(live_fds, code + (uintptr_t)L.co_filename, &file) == 0 &&
             safe_ptr(live_fds, code + (uintptr_t)L.co_name, &name) == 0) {
             char one[300];
             struct text fr = {one, sizeof one, 0};
@@ -890,8 +880,6 @@ static __attribute__((noinline)) int start(struct ls_trace *t)
 uint32_t ls_python_capture(struct ls_trace *t)
 {
     uint32_t depth = t->hdr->py_depth;
-    if (depth == 0 || !t->pysites)
-        return 0;
     int s = atomic_load_explicit(&state, memory_order_acquire);
     if (LS_UNLIKELY(s != PY_READY || !header_written)) {
         if (s == PY_OFF) {

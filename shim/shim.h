@@ -293,7 +293,8 @@ int ls_python_present(void);
 
 /* The python site id of the calling thread's Python stack (registered and named the first
  * time it is seen), 0 when the thread runs no Python, Python frames are off or cannot be
- * read safely (docs/python.md). Never takes the GIL, never allocates a Python object. */
+ * read safely (docs/python.md). Never takes the GIL, never allocates a Python object.
+ * Only for a trace with a python site table (t->pysites; the caller checks). */
 uint32_t ls_python_capture(struct ls_trace *t);
 
 /* Writes the calling thread's Python frames as "file.py:LINE (func) <- ..." (base names,
