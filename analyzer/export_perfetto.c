@@ -187,10 +187,7 @@ static void write_slice_args(struct exporter *x, const struct m_proc *p, const s
     const struct tr_pysite *py = symbolizer_python(p->t, r->callsite);
     if (py) { /* the Python stack, innermost first, as one line */
         char line[4096];
-        size_t n = 0;
-        for (uint32_t i = 0; i < py->nframes && n < sizeof(line); i++)
-            n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s", i ? " <- " : "",
-                                  symbolizer_pyframe(x->in->sym, &py->frames[i]));
+        symbolizer_python_chain(x->in->sym, py, py->nframes, line, sizeof(line));
         fputs(",\"python\":", f);
         json_write_string(f, line);
     }

@@ -70,10 +70,9 @@ static void print_states(FILE *out, const struct report_input *in, const struct 
         const struct tr_pysite *py =
             r ? symbolizer_python(g[k].example_proc->t, r->callsite) : NULL;
         if (py) { /* the Python stack, from the innermost frame outwards */
-            fprintf(out, "  %-9s %-12s %spython:%s", "", "", st->dim, st->off);
-            for (uint32_t f = 0; f < py->nframes && f < 6; f++)
-                fprintf(out, "%s%s", f ? " <- " : " ", symbolizer_pyframe(in->sym, &py->frames[f]));
-            fprintf(out, "%s\n", py->nframes > 6 ? " <- ..." : "");
+            char chain[2048];
+            symbolizer_python_chain(in->sym, py, 6, chain, sizeof(chain));
+            fprintf(out, "  %-9s %-12s %spython:%s %s\n", "", "", st->dim, st->off, chain);
         }
         intvec_free(&g[k].ranks);
     }

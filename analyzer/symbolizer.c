@@ -205,6 +205,18 @@ const char *symbolizer_pyframe(struct symbolizer *s, const struct tr_pyframe *f)
     return cache_put(s, key, strdup(buf));
 }
 
+void symbolizer_python_chain(struct symbolizer *s, const struct tr_pysite *py, uint32_t max,
+                             char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (uint32_t i = 0; i < py->nframes && i < max && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " <- " : "",
+                              symbolizer_pyframe(s, &py->frames[i]));
+    if (py->nframes > max && n < len)
+        snprintf(buf + n, len - n, " <- ...");
+}
+
 /* Installed packages, the standard library (.../lib/python3.N/...) and frozen modules. */
 static int is_python_library(const char *file)
 {

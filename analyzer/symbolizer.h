@@ -31,6 +31,11 @@ const char *symbolizer_frame(struct symbolizer *s, const struct tr_frame *f);
  * ownership as symbolizer_site(). */
 const char *symbolizer_pyframe(struct symbolizer *s, const struct tr_pyframe *f);
 
+/* Writes the first `max` frames of `py` as "a.py:3 (f) <- b.py:9 (g)" into buf (cut to
+ * fit, NUL-terminated), with " <- ..." when it has more. */
+void symbolizer_python_chain(struct symbolizer *s, const struct tr_pysite *py, uint32_t max,
+                             char *buf, size_t len);
+
 /* The Python stack of call site `callsite`, NULL when it has none. */
 const struct tr_pysite *symbolizer_python(const struct tr_trace *t, uint32_t callsite);
 
