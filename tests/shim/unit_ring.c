@@ -121,9 +121,9 @@ START_TEST(test_header_identity)
     ck_assert_int_eq(t->hdr->pid, getpid());
     ck_assert_mem_eq(t->hdr->magic, LS_MAGIC, LS_MAGIC_LEN);
     ck_assert_ptr_nonnull(strstr(t->path, "-r5.trace"));
-    struct ls_layout l = ls_layout_for(t->hdr->comm_cap, t->hdr->peer_cap, t->hdr->site_cap,
-                                       t->hdr->stack_depth, t->hdr->pysite_cap, t->hdr->py_depth,
-                                       t->hdr->str_cap, t->hdr->ring_cap);
+    struct ls_layout l =
+        ls_layout_for(t->hdr->comm_cap, t->hdr->peer_cap, t->hdr->site_cap, t->hdr->stack_depth,
+                      t->hdr->pysite_cap, t->hdr->py_depth, t->hdr->str_cap, t->hdr->ring_cap);
     ck_assert_uint_eq(t->hdr->ring_off, l.ring_off);
     ck_assert_uint_eq(t->hdr->file_size, l.file_size);
     ck_assert_uint_eq(t->hdr->ring_off % 4096, 0);
