@@ -170,6 +170,8 @@ int analysis_load(struct analysis *a, const char *job)
     a->sym = symbolizer_new(1);
     if (!a->m || !a->sym || select_jobs(a, job) < 0 || live_attach(a->m, a->sym, &a->live) < 0)
         goto oom;
+    if (a->live.attached && model_state_build(a->m) < 0) /* the probes' snapshot counts */
+        goto oom;
     if (a->njobs == 0) {
         fprintf(stderr, "lockstep: no job '%s'; jobs here:", job);
         for (size_t j = 0; j < a->m->njobs; j++)

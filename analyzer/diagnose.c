@@ -1,10 +1,14 @@
 /* diagnose.c -- runs the diagnosis passes on a job and puts the root cause first: each
  * finding that follows from another is marked consequence_of and sorted after it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "diagnose.h"
 #include "names.h"
+#include "timefmt.h"
+
+static int describe_teardown(struct diag *d, size_t first);
 
 struct diag_options diag_default_options(void)
 {
@@ -29,8 +33,8 @@ int diagnose_job(const struct model *m, size_t job, struct symbolizer *sym,
     struct diag d = {m, job, &m->jobs[job], sym, opt, out};
     size_t first = out->n;
     int (*const passes[])(struct diag *) = {
-        diagnose_process,  diagnose_comm_init, diagnose_mismatch,
-        diagnose_p2p,      diagnose_missing,   diagnose_deadlock,
+        diagnose_identity, diagnose_process,  diagnose_abort,      diagnose_comm_init,
+        diagnose_mismatch, diagnose_p2p,      diagnose_missing,    diagnose_deadlock,
         diagnose_inflight, diagnose_straggler, diagnose_incomplete,
     };
     for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]); i++)
@@ -38,15 +42,68 @@ int diagnose_job(const struct model *m, size_t job, struct symbolizer *sym,
             return -1;
     findings_normalize(out);
     diagnose_order(out, first);
+    return describe_teardown(&d, first);
+}
+
+/* ---- the launcher's teardown ------------------------------------------------------------ */
+
+/* Ranks stopped with the job get no finding of their own; the first root cause says, in one
+ * line per way of stopping, that they were stopped and when. */
+static int describe_teardown(struct diag *d, size_t first)
+{
+    struct finding *root = NULL;
+    for (size_t i = first; i < d->out->n && !root; i++)
+        if (d->out->v[i].consequence_of < 0 && d->out->v[i].kind != F_TRACE_INCOMPLETE)
+            root = &d->out->v[i];
+    if (!root)
+        return 0;
+    struct intvec done = {0};
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct m_proc *p = d->j->procs[i];
+        if (!p->stopped_with_job || intvec_has(&done, p->rank))
+            continue;
+        struct intvec same = {0};
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (size_t k = i; k < d->j->nprocs; k++) {
+            const struct m_proc *q = d->j->procs[k];
+            if (!q->stopped_with_job || q->state != p->state ||
+                (q->state == RANK_CRASHED && q->t->hdr.end_signal != p->t->hdr.end_signal) ||
+                (q->stopped_after == NULL) != (p->stopped_after == NULL))
+                continue;
+            if (intvec_push(&same, q->rank) < 0 || intvec_push(&done, q->rank) < 0) {
+                intvec_free(&same);
+                intvec_free(&done);
+                return -1;
+            }
+            lo = q->death_lo < lo ? q->death_lo : lo;
+            hi = q->death_lo > hi ? q->death_lo : hi;
+        }
+        char who[256], how[64], when[160] = "";
+        describe_ranks(same.v, same.n, who, sizeof(who));
+        if (p->state == RANK_CRASHED)
+            snprintf(how, sizeof(how), "%s", names_signal(p->t->hdr.end_signal));
+        else
+            snprintf(how, sizeof(how), "no exit record: SIGKILL");
+        if (p->stopped_after) {
+            char t[32];
+            const struct m_proc *e = p->stopped_after;
+            timefmt_duration(t, sizeof(t), lo > e->death_lo ? lo - e->death_lo : 0);
+            snprintf(when, sizeof(when), ", %s after rank %d ended: the launcher's teardown", t,
+                     e->rank);
+        } else {
+            snprintf(when, sizeof(when), ", all at once: a launcher's or scheduler's stop");
+        }
+        finding_detail(root, "%s %s stopped with the job (%s%s), not a cause", who,
+                       same.n == 1 ? "was" : "were", how, when);
+        intvec_free(&same);
+    }
+    intvec_free(&done);
     return 0;
 }
 
-/* ---- consequences ------------------------------------------------------------------------ */
-
-static int has_rank(const struct intvec *v, int r)
-{
-    return intvec_has(v, r);
-}
+/* ---- consequences ------------------------------------------------------------------------
+ * A finding is a root cause when nothing earlier explains it; the rules, with worked examples,
+ * are in docs/analyzer.md ("What makes a root cause"). */
 
 static int is_death(const struct finding *f)
 {
@@ -58,11 +115,11 @@ static int is_mismatch(const struct finding *f)
     return f->kind >= F_OP_MISMATCH && f->kind <= F_ROOT_MISMATCH;
 }
 
-/* Index of the earliest death of rank r in [first, n), or -1. */
+/* Index of the death finding of rank r in [first, n), or -1. */
 static long death_of(const struct findings *fs, size_t first, int r)
 {
     for (size_t i = first; i < fs->n; i++)
-        if (is_death(&fs->v[i]) && fs->v[i].rank == r)
+        if (is_death(&fs->v[i]) && intvec_has(&fs->v[i].dead, r))
             return (long)i;
     return -1;
 }
@@ -76,7 +133,40 @@ static long finding_with(const struct findings *fs, size_t first, size_t self,
         if (i == self || g->kind != kind)
             continue;
         const struct intvec *v = which == 0 ? &g->ranks : which == 1 ? &g->waiting : &g->cycle;
-        if (has_rank(v, r))
+        if (intvec_has(v, r))
+            return (long)i;
+    }
+    return -1;
+}
+
+/* True when every rank of `v` is in `in`. */
+static int all_in(const struct intvec *v, const struct intvec *in)
+{
+    for (size_t i = 0; i < v->n; i++)
+        if (!intvec_has(in, v->v[i]))
+            return 0;
+    return v->n > 0;
+}
+
+/* The finding that says why collective #seq on comm could not complete for the ranks `who`:
+ * ranks missing from it, a mismatch at it, a stuck GPU, a deadlock or p2p they are in. */
+static long stall_cause(const struct findings *fs, size_t first, size_t self, uint64_t comm,
+                        uint64_t seq, const struct intvec *who)
+{
+    for (size_t i = first; i < fs->n; i++) {
+        const struct finding *g = &fs->v[i];
+        if (i == self || g->comm != comm || !g->has_comm)
+            continue;
+        if ((g->kind == F_MISSING_RANKS && g->seq == seq && all_in(who, &g->waiting)) ||
+            (is_mismatch(g) && g->seq <= seq) || (g->kind == F_STUCK_IN_FLIGHT && g->seq == seq) ||
+            (g->kind == F_COMM_ABORTED && all_in(who, &g->waiting)))
+            return (long)i;
+    }
+    for (size_t i = first; who->n && i < fs->n; i++) {
+        const struct finding *g = &fs->v[i];
+        if (i != self && (g->kind == F_DEADLOCK_CYCLE || g->kind == F_P2P_UNMATCHED ||
+                          g->kind == F_P2P_SIZE_MISMATCH) &&
+            intvec_has(&g->ranks, who->v[0]))
             return (long)i;
     }
     return -1;
@@ -90,13 +180,24 @@ static long common_cause(const struct findings *fs, size_t first, size_t self,
         enum finding_kind kind;
         int which;
     } causes[] = {{F_DEADLOCK_CYCLE, 2}, {F_P2P_UNMATCHED, 0},      {F_P2P_SIZE_MISMATCH, 0},
-                  {F_NCCL_ERROR, 0},     {F_COMM_INIT_MISMATCH, 0}, {F_MISSING_RANKS, 1}};
+                  {F_NCCL_ERROR, 0},     {F_COMM_INIT_MISMATCH, 0}};
     if (ranks->n == 0)
         return -1;
-    long death = death_of(fs, first, ranks->v[0]);
-    for (size_t k = 1; k < ranks->n && death >= 0; k++)
-        if (death_of(fs, first, ranks->v[k]) < 0)
+    /* Their deaths: one finding for all, else the earliest of theirs. A death while waiting in
+     * this very collective (a process holding several of its ranks) explains nothing. */
+    long death = -1;
+    for (size_t k = 0; k < ranks->n; k++) {
+        long dk = death_of(fs, first, ranks->v[k]);
+        if (dk >= 0 && fs->v[dk].died_in && fs->v[dk].comm == fs->v[self].comm &&
+            fs->v[dk].seq == fs->v[self].seq)
+            dk = -1;
+        if (dk < 0) {
             death = -1;
+            break;
+        }
+        if (death < 0 || fs->v[dk].time_ns < fs->v[death].time_ns)
+            death = dk;
+    }
     if (death >= 0)
         return death;
     for (size_t c = 0; c < sizeof(causes) / sizeof(causes[0]); c++) {
@@ -108,6 +209,86 @@ static long common_cause(const struct findings *fs, size_t first, size_t self,
         if (cause >= 0)
             return cause;
     }
+    /* Elsewhere: another collective some of them wait in, and the rest are missing from. */
+    for (size_t i = first; i < fs->n; i++) {
+        const struct finding *g = &fs->v[i];
+        if (i == self || g->kind != F_MISSING_RANKS)
+            continue;
+        int waits = 0, covered = 1;
+        for (size_t k = 0; k < ranks->n && covered; k++) {
+            waits |= intvec_has(&g->waiting, ranks->v[k]);
+            covered = intvec_has(&g->waiting, ranks->v[k]) || intvec_has(&g->missing, ranks->v[k]);
+        }
+        if (waits && covered)
+            return (long)i;
+    }
+    return -1;
+}
+
+static long cause_of_death(const struct findings *fs, size_t first, size_t i)
+{
+    const struct finding *f = &fs->v[i];
+    if (f->died_in) /* blocked in a call: whatever held the call holds the blame */
+        return stall_cause(fs, first, i, f->comm, f->seq, &f->dead);
+    for (size_t k = first; k < fs->n; k++) { /* it exited after its own call failed */
+        const struct finding *g = &fs->v[k];
+        if (g->kind == F_NCCL_ERROR && !g->refused && all_in(&f->dead, &g->ranks) &&
+            g->time_ns <= f->time_ns)
+            return (long)k;
+    }
+    return -1;
+}
+
+static long cause_of_error(const struct findings *fs, size_t first, size_t i, long first_death)
+{
+    const struct finding *f = &fs->v[i];
+    if (f->refused)
+        return -1; /* a refused call is its own story */
+    if (first_death >= 0 && f->result == 6 /* RemoteError */ &&
+        fs->v[first_death].time_ns <= f->time_ns)
+        return first_death;
+    if (f->has_comm && f->has_seq)
+        return stall_cause(fs, first, i, f->comm, f->seq, &f->ranks);
+    return -1;
+}
+
+static long cause_of_missing(const struct findings *fs, size_t first, size_t i)
+{
+    const struct finding *f = &fs->v[i];
+    long cause = -1;
+    for (size_t k = first; k < fs->n && cause < 0; k++) {
+        const struct finding *g = &fs->v[k];
+        if (is_mismatch(g) && g->comm == f->comm && g->seq < f->seq)
+            cause = (long)k;
+        else if (g->kind == F_COMM_ABORTED && g->comm == f->comm && intvec_has(&f->missing, g->rank))
+            cause = (long)k;
+        else if (g->kind == F_DUPLICATE_RANK && all_in(&f->missing, &g->ranks))
+            cause = (long)k;
+    }
+    return cause >= 0 ? cause : common_cause(fs, first, i, &f->missing);
+}
+
+static long cause_of_p2p(const struct findings *fs, size_t first, size_t i)
+{
+    const struct finding *f = &fs->v[i];
+    int absent = f->dst; /* the side that never posted its half */
+    if (f->missing.n)
+        absent = f->missing.v[0];
+    long cause = death_of(fs, first, absent);
+    if (cause < 0) {
+        long cyc = finding_with(fs, first, i, F_DEADLOCK_CYCLE, f->src, 0);
+        if (cyc >= 0 && intvec_has(&fs->v[cyc].ranks, f->dst))
+            cause = cyc;
+    }
+    return cause;
+}
+
+/* A finding about ranks nobody holds follows from the misconfiguration that left them so. */
+static long cause_of_absence(const struct findings *fs, size_t first, const struct intvec *ranks)
+{
+    for (size_t k = first; k < fs->n; k++)
+        if (fs->v[k].kind == F_DUPLICATE_RANK && all_in(ranks, &fs->v[k].ranks))
+            return (long)k;
     return -1;
 }
 
@@ -123,43 +304,29 @@ static void mark_consequences(struct findings *fs, size_t first)
         long cause = -1;
         switch (f->kind) {
         case F_RANK_CRASHED:
-        case F_RANK_EXITED: {
-            long err = finding_with(fs, first, i, F_NCCL_ERROR, f->rank, 0);
-            if (err >= 0 && fs->v[err].time_ns <= f->time_ns)
-                cause = err;
-            else if (first_death >= 0 && (size_t)first_death != i &&
-                     fs->v[first_death].time_ns < f->time_ns && f->was_waiting)
-                cause = first_death;
+        case F_RANK_EXITED:
+            cause = cause_of_death(fs, first, i);
             break;
-        }
         case F_NCCL_ERROR:
-            if (first_death >= 0 && f->result == 6 /* RemoteError */ &&
-                fs->v[first_death].time_ns <= f->time_ns)
-                cause = first_death;
+            cause = cause_of_error(fs, first, i, first_death);
             break;
         case F_MISSING_RANKS:
-            for (size_t k = first; k < fs->n && cause < 0; k++)
-                if (is_mismatch(&fs->v[k]) && fs->v[k].comm == f->comm && fs->v[k].seq < f->seq)
-                    cause = (long)k;
-            if (cause < 0)
-                cause = common_cause(fs, first, i, &f->missing);
+            cause = cause_of_missing(fs, first, i);
             break;
-        case F_P2P_UNMATCHED: {
-            int absent = f->dst; /* the side that never posted its half */
-            if (f->missing.n)
-                absent = f->missing.v[0];
-            cause = death_of(fs, first, absent);
-            if (cause < 0) {
-                long cyc = finding_with(fs, first, i, F_DEADLOCK_CYCLE, f->src, 0);
-                if (cyc >= 0 && has_rank(&fs->v[cyc].ranks, f->dst))
-                    cause = cyc;
-            }
+        case F_P2P_UNMATCHED:
+            cause = cause_of_p2p(fs, first, i);
             break;
-        }
         case F_DEADLOCK_CYCLE:
             for (size_t k = first; k < fs->n && cause < 0; k++)
-                if (is_mismatch(&fs->v[k]) && has_rank(&f->ranks, fs->v[k].ranks.v[0]))
+                if (is_mismatch(&fs->v[k]) && intvec_has(&f->ranks, fs->v[k].ranks.v[0]))
                     cause = (long)k;
+            break;
+        case F_COMM_INIT_MISMATCH:
+            cause = cause_of_absence(fs, first, &f->missing);
+            break;
+        case F_TRACE_INCOMPLETE:
+            if (f->reason && strcmp(f->reason, "no_trace") == 0)
+                cause = cause_of_absence(fs, first, &f->ranks);
             break;
         default:
             break;

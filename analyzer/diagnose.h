@@ -39,7 +39,9 @@ int diagnose_job(const struct model *m, size_t job, struct symbolizer *sym,
 int diagnose_unreadable(struct findings *out, const char *error);
 
 /* The passes; each returns 0, or -1 when out of memory. */
+int diagnose_identity(struct diag *d);   /* duplicate_rank */
 int diagnose_process(struct diag *d);    /* rank_crashed, rank_exited, nccl_error */
+int diagnose_abort(struct diag *d);      /* comm_aborted */
 int diagnose_mismatch(struct diag *d);   /* op/count/dtype/redop/root_mismatch */
 int diagnose_missing(struct diag *d);    /* missing_ranks */
 int diagnose_p2p(struct diag *d);        /* p2p_unmatched, p2p_size_mismatch */

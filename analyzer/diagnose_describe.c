@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "diagnose.h"
+#include "live.h"
 #include "names.h"
 #include "rankset.h"
 #include "timefmt.h"
@@ -88,9 +89,9 @@ void describe_call(struct diag *d, const struct m_proc *p, const struct ls_recor
                  (unsigned long long)(r->comm_id >> 32), args, site);
 }
 
-/* " for 3.0 s" when p was stopped while outside NCCL after its last call: for how long is
- * what tells a person that this rank (data preparation, a checkpoint...) kept the others
- * waiting. Empty otherwise. */
+/* " for 3.0 s" when p ended while outside NCCL after its last call: for how long is what tells
+ * a person that this rank (data preparation, a checkpoint...) kept the others waiting. Empty
+ * otherwise. */
 static void outside_for(const struct m_proc *p, char *buf, size_t len)
 {
     const struct ls_record *lc = p->last_call;
@@ -103,16 +104,77 @@ static void outside_for(const struct m_proc *p, char *buf, size_t len)
     }
 }
 
+/* How a dead rank ended, for people: "SIGTERM", "SIGKILL or the OOM killer? (no exit record)",
+ * "exit status 1". */
+static void end_words(const struct m_proc *p, char *buf, size_t len)
+{
+    const struct ls_header *h = &p->t->hdr;
+    if (p->state == RANK_CRASHED)
+        snprintf(buf, len, "%s", names_signal(h->end_signal));
+    else if (p->state == RANK_EXITED)
+        snprintf(buf, len, "exit status %d", h->end_status);
+    else
+        snprintf(buf, len, "no exit record");
+}
+
+/* " at f (file.c:12) <- main" where the fatal signal found it, "" when unknown. */
+static void died_at(struct diag *d, const struct m_proc *p, char *buf, size_t len)
+{
+    char where[512];
+    buf[0] = 0;
+    if (!p->current && live_end_where(d->sym, p->t, where, sizeof(where)) == 0)
+        snprintf(buf, len, " at %.500s", where);
+}
+
+/* ", 0.8 s after rank 0 crashed" for a rank stopped after another's end. */
+static void after_whom(struct diag *d, const struct m_proc *p, char *buf, size_t len)
+{
+    buf[0] = 0;
+    const struct m_proc *e = p->stopped_after;
+    if (!e)
+        return;
+    char t[32];
+    ago(t, sizeof(t), p->death_lo > e->death_lo ? (double)(p->death_lo - e->death_lo) / 1e9 : 0);
+    const char *how = e->state == RANK_EXITED    ? "exited"
+                      : e->state == RANK_CRASHED ? "crashed"
+                                                 : "died";
+    (void)d;
+    snprintf(buf, len, ", %s after rank %d %s", t, e->rank, how);
+}
+
+static void describe_stopped_with_job(struct diag *d, const struct m_proc *p, const char *last, char *buf,
+                             size_t len)
+{
+    char t[32], how[64], busy[48], at[560], after[96];
+    ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
+    end_words(p, how, sizeof(how));
+    after_whom(d, p, after, sizeof(after));
+    if (p->current) {
+        snprintf(buf, len, "it was stopped with the rest of the job (%s%s) %s ago, inside %s", how,
+                 after, t, last);
+        return;
+    }
+    outside_for(p, busy, sizeof(busy));
+    died_at(d, p, at, sizeof(at));
+    snprintf(buf, len,
+             "it was busy outside NCCL%s%s when the job was stopped (%s%s, %s ago); its last call "
+             "was %s",
+             busy, at, how, after, t, last);
+}
+
 void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, size_t len)
 {
     char call[512] = "", t[32];
     const struct ls_header *h = &p->t->hdr;
     const struct m_live *lv = p->live && strcmp(p->live->activity, "gone") != 0 ? p->live : NULL;
-    if (p->state == RANK_IN_CALL && p->current) {
+    const char *stopped = "stopped (SIGSTOP, a debugger or a suspended job)";
+    if (model_alive(p) && p->state == RANK_IN_CALL && p->current) {
         describe_call(d, p, p->current, call, sizeof(call));
         ago(t, sizeof(t), diag_seconds_ago(d, p->current->enter_ns));
         const char *where = p->waiting_gpu ? "waiting for its GPU to finish" : "inside";
-        if (lv)
+        if (p->stopped)
+            snprintf(buf, len, "it is %s, %s %s since %s ago", stopped, where, call, t);
+        else if (lv)
             snprintf(buf, len, "it is alive and %s, %s %s since %s ago", lv->activity, where, call,
                      t);
         else
@@ -122,61 +184,43 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
     if (p->last_call)
         describe_call(d, p, p->last_call, call, sizeof(call));
     const char *last = p->last_call ? call : "none recorded";
-    if (lv && (p->state == RANK_IDLE || p->state == RANK_VANISHED)) {
-        ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
+    ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
+    if (p->stopped) {
+        snprintf(buf, len, "it is %s, not in NCCL; last seen in %s, %s ago", stopped, last, t);
+        return;
+    }
+    if (lv && p->state == RANK_IDLE) {
         snprintf(buf, len, "it is alive and %s, not in NCCL, now at %s; last seen in %s, %s ago",
                  lv->activity, lv->where[0] ? lv->where : "an unknown place (no live stack)", last,
                  t);
         return;
     }
+    if (p->stopped_with_job) {
+        describe_stopped_with_job(d, p, last, buf, len);
+        return;
+    }
+    char at[560];
     switch (p->state) {
     case RANK_IDLE:
-        ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
         if (p->last_call)
             snprintf(buf, len, "it is alive, last seen in %s, %s ago", last, t);
         else
             snprintf(buf, len, "it is alive and has made no NCCL call (trace started %s ago)", t);
         break;
     case RANK_EXITED:
-        ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
         snprintf(buf, len, "it exited with status %d %s ago; its last call was %s", h->end_status,
                  t, last);
         break;
     case RANK_CRASHED:
-        ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
-        if (p->killed_with_job && !p->current) {
-            char busy[48];
-            outside_for(p, busy, sizeof(busy));
-            snprintf(buf, len,
-                     "it was killed by %s with the rest of the job %s ago, busy outside NCCL%s; "
-                     "its last call was %s",
-                     names_signal(h->end_signal), t, busy, last);
-            break;
-        }
-        snprintf(buf, len, "it was killed by %s %s ago, %s %s", names_signal(h->end_signal), t,
-                 p->current ? "inside" : "after its last call,", last);
+        died_at(d, p, at, sizeof(at));
+        snprintf(buf, len, "it was killed by %s %s ago%s, %s %s", names_signal(h->end_signal), t,
+                 at, p->current ? "inside" : "after its last call,", last);
         break;
     case RANK_VANISHED:
-        ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
-        if (p->killed_with_job) {
-            char busy[48];
-            outside_for(p, busy, sizeof(busy));
-            if (p->current)
-                snprintf(buf, len,
-                         "it was stopped with the rest of the job (no exit record) %s ago, inside "
-                         "%s",
-                         t, last);
-            else
-                snprintf(buf, len,
-                         "it was stopped with the rest of the job (no exit record) %s ago, busy "
-                         "outside NCCL%s; its last call was %s",
-                         t, busy, last);
-            break;
-        }
         snprintf(buf, len,
-                 "it is gone without an exit record (SIGKILL or the OOM killer?), last heartbeat "
-                 "%s ago; its last call was %s",
-                 t, last);
+                 "it is gone without an exit record (SIGKILL or the OOM killer?%s%s), last sign of "
+                 "life %s ago; its last call was %s",
+                 p->liveness_why[0] ? "; " : "", p->liveness_why, t, last);
         break;
     default:
         snprintf(buf, len, "last call %s", last);

@@ -1,12 +1,24 @@
-/* diagnose_missing.c -- collectives some members entered and others never did
- * (missing_ranks), with where the missing ones are instead. */
+/* diagnose_missing.c -- collectives some members entered and others never did (missing_ranks),
+ * with where the missing ones are instead: busy, queued in a group they never ended, aborting
+ * the communicator, gone, waiting elsewhere, or without a trace. One process may hold several
+ * ranks of a communicator (ncclCommInitAll, one InitRank per GPU): then members are named by
+ * their communicator rank. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "diagnose.h"
+#include "names.h"
 #include "rankset.h"
 #include "timefmt.h"
+
+/* How a member stands towards collective #k. */
+enum stand {
+    ENTERED, /* handed it to NCCL (and has not completed it) */
+    QUEUED,  /* issued it inside a group it never ended */
+    ABORTED, /* aborted or revoked the communicator before issuing it */
+    MISSING, /* never issued it */
+};
 
 /* True when the member has handed collective #seq to NCCL. */
 static int entered(const struct m_member *mb, uint64_t seq)
@@ -17,7 +29,56 @@ static int entered(const struct m_member *mb, uint64_t seq)
     return !r || model_op_launched(mb->proc, r); /* overwritten records were entered */
 }
 
-/* Smallest seq some member entered and has not completed; 0 if none. */
+/* True when op r completed without an error: returned (with its group), done on its GPU where
+ * that is tracked, and neither the call nor its group failed. A call that failed (a watchdog
+ * aborted it) did not complete: the rank entered it and waited. */
+static int done(const struct m_proc *p, const struct ls_record *r)
+{
+    if (!model_op_complete(p, r) || names_result_is_error(r->result))
+        return 0;
+    if ((r->flags & LS_REC_IN_GROUP) && r->group_id) {
+        const struct ls_record *ge = model_group_end(p, r->group_id);
+        if (ge && names_result_is_error(ge->result))
+            return 0;
+    }
+    return 1;
+}
+
+/* The member's abort or revoke of comm c, NULL none. */
+static const struct ls_record *abort_of(const struct m_comm *c, const struct m_member *mb)
+{
+    for (size_t i = mb->proc->t->nrecords; i-- > 0;) {
+        const struct ls_record *r = &mb->proc->t->records[i];
+        if ((r->op == LS_OP_COMM_ABORT || r->op == LS_OP_COMM_REVOKE) && r->comm_id == c->id)
+            return r;
+    }
+    return NULL;
+}
+
+static enum stand stand_of(const struct m_comm *c, const struct m_member *mb, uint64_t seq)
+{
+    if (entered(mb, seq))
+        return ENTERED;
+    if (mb->issued >= seq)
+        return QUEUED;
+    if (abort_of(c, mb) || (mb->entry && (mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED))))
+        return ABORTED;
+    return MISSING;
+}
+
+/* True when some member tracks completion on its GPU. */
+static int gpu_tracked(const struct m_comm *c)
+{
+    for (int i = 0; i < c->nmembers; i++)
+        if (c->members[i].proc && c->members[i].proc->t->hdr.completion == LS_COMPLETION_EVENTS)
+            return 1;
+    return 0;
+}
+
+/* Smallest seq some member entered and has not completed; 0 if none. Where GPUs report
+ * completion, collectives complete in order on every member, so the first one no GPU completed
+ * bounds it: a host that ran thousands of calls past a stuck collective still points at it, even
+ * when its records of it are gone. */
 static uint64_t stall_seq(const struct m_comm *c)
 {
     uint64_t k = 0;
@@ -27,22 +88,52 @@ static uint64_t stall_seq(const struct m_comm *c)
             continue;
         for (size_t n = mb->ncolls; n-- > 0;) {
             const struct ls_record *r = mb->colls[n];
-            if (model_op_complete(mb->proc, r))
+            if (done(mb->proc, r))
                 break;
             if (model_op_launched(mb->proc, r) && (k == 0 || r->seq < k))
                 k = r->seq;
         }
     }
+    uint64_t first_open = c->gpu_completed + 1;
+    if (gpu_tracked(c) && first_open <= c->max_issued && (k == 0 || first_open < k)) {
+        for (int i = 0; i < c->nmembers; i++)
+            if (c->members[i].proc && entered(&c->members[i], first_open))
+                return first_open;
+    }
     return k;
 }
 
-static int add_missing_class(struct diag *d, struct finding *f, const struct m_proc *p)
+/* True when one process holds more than one rank of c. */
+static int multi_rank(const struct m_comm *c)
 {
-    const struct ls_record *r = p->state == RANK_IN_CALL && p->current ? p->current : p->last_call;
-    struct f_class key = describe_class(d, p, r, "missing");
-    key.state = model_state_name(p->state);
-    key.seconds_ago =
-        diag_seconds_ago(d, p->state == RANK_IN_CALL && r ? r->enter_ns : p->since_ns);
+    for (int i = 0; i < c->nmembers; i++)
+        for (int k = i + 1; c->members[i].proc && k < c->nmembers; k++)
+            if (c->members[k].proc == c->members[i].proc)
+                return 1;
+    return 0;
+}
+
+/* The global rank of a comm rank nobody traced: itself when c looks like the world (its size
+ * and every traced member's global rank equal to its comm rank), else -1. */
+static int untraced_global(const struct diag *d, const struct m_comm *c, int cr)
+{
+    if (c->nranks != d->j->world_size)
+        return -1;
+    for (int i = 0; i < c->nmembers; i++)
+        if (c->members[i].proc && c->members[i].proc->rank != i)
+            return -1;
+    return cr;
+}
+
+/* Where a member that has not entered #seq is: the call it is in, else its last call. */
+static int add_absent_class(struct diag *d, struct finding *f, const struct m_member *mb, int cr,
+                            const char *role, const struct ls_record *r)
+{
+    const struct m_proc *p = mb->proc;
+    struct f_class key = describe_class(d, p, r, role);
+    key.state = p->stopped ? "stopped" : model_state_name(p->state);
+    key.seconds_ago = diag_seconds_ago(d, p->state == RANK_IN_CALL && r ? r->enter_ns
+                                                                          : p->since_ns);
     double keep = key.seconds_ago;
     key.seconds_ago = -1; /* not part of the class identity */
     for (size_t i = 0; i < f->nclasses; i++) {
@@ -51,11 +142,94 @@ static int add_missing_class(struct diag *d, struct finding *f, const struct m_p
             c->comm == key.comm && c->callsite == key.callsite) {
             if (keep < c->seconds_ago)
                 c->seconds_ago = keep;
-            return intvec_push(&c->ranks, p->rank);
+            return intvec_push(&c->ranks, p->rank) < 0 || intvec_push(&c->comm_ranks, cr) < 0
+                       ? -1
+                       : 0;
         }
     }
     key.seconds_ago = keep;
-    return finding_class_add(f, &key, p->rank);
+    return finding_class_add_member(f, &key, p->rank, cr);
+}
+
+/* "ranks 0-2", or with several ranks per process "comm ranks 0-2 (rank 0)". */
+static void name_members(const struct finding *f, const char *role, const struct intvec *global,
+                         const struct intvec *comm_ranks, char *buf, size_t len)
+{
+    if (!f->multi_rank) {
+        describe_ranks(global->v, global->n, buf, len);
+        return;
+    }
+    struct intvec procs = {0}, crs = {0};
+    for (size_t i = 0; role && i < f->nclasses; i++) {
+        if (strcmp(f->classes[i].role, role) != 0)
+            continue;
+        for (size_t k = 0; k < f->classes[i].ranks.n; k++)
+            intvec_push(&procs, f->classes[i].ranks.v[k]);
+        for (size_t k = 0; k < f->classes[i].comm_ranks.n; k++)
+            intvec_push(&crs, f->classes[i].comm_ranks.v[k]);
+    }
+    for (size_t k = 0; !role && k < global->n; k++)
+        intvec_push(&procs, global->v[k]);
+    for (size_t k = 0; !role && k < comm_ranks->n; k++)
+        intvec_push(&crs, comm_ranks->v[k]);
+    procs.n = rankset_normalize(procs.v, procs.n);
+    crs.n = rankset_normalize(crs.v, crs.n);
+    char *c = rankset_format(crs.v, crs.n), p[256];
+    describe_ranks(procs.v, procs.n, p, sizeof(p));
+    snprintf(buf, len, "comm rank%s %s (%s)", crs.n == 1 ? "" : "s", c ? c : "?", p);
+    free(c);
+    intvec_free(&procs);
+    intvec_free(&crs);
+}
+
+struct absent {
+    int cr;
+    enum stand stand;
+    const struct m_member *mb;
+};
+
+/* The words after "... wait in CALL;" for the members that did not enter it. */
+static void absent_words(struct diag *d, struct finding *f, const struct absent *ab, size_t nab,
+                         int untraced, char *buf, size_t len)
+{
+    static const char *const roles[] = {[QUEUED] = "queued",
+                                        [ABORTED] = "aborted",
+                                        [MISSING] = "missing"};
+    size_t used = 0;
+    buf[0] = 0;
+    for (int s = QUEUED; s <= MISSING; s++) {
+        struct intvec g = {0}, cr = {0};
+        const struct absent *one = NULL;
+        for (size_t i = 0; i < nab; i++)
+            if (ab[i].stand == (enum stand)s) {
+                intvec_push(&g, ab[i].mb->proc->rank);
+                intvec_push(&cr, ab[i].cr);
+                one = one ? one : &ab[i];
+            }
+        if (!one)
+            continue;
+        char who[300], what[700] = "";
+        name_members(f, roles[s], &g, &cr, who, sizeof(who));
+        if (s == QUEUED) {
+            const struct ls_record *r = model_member_coll(one->mb, f->seq);
+            const char *site = r ? symbolizer_site(d->sym, one->mb->proc->t, r->callsite) : "?";
+            snprintf(what, sizeof(what),
+                     "%s queued it in a group that never ended (issued from %s, no "
+                     "ncclGroupEnd since)",
+                     who, site);
+        } else if (s == ABORTED) {
+            snprintf(what, sizeof(what), "%s aborted the communicator instead", who);
+        } else {
+            snprintf(what, sizeof(what), "%s never called it", who);
+        }
+        used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s",
+                                 used ? "; " : "", what);
+        intvec_free(&g);
+        intvec_free(&cr);
+    }
+    if (untraced && used < len)
+        snprintf(buf + used, len - used, "%s%s", used ? "; " : "",
+                 nab ? "members without a trace may be missing too" : "");
 }
 
 static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
@@ -67,86 +241,172 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
     f->has_comm = 1;
     f->seq = seq;
     f->has_seq = 1;
-    int no_trace = 0;
+    f->multi_rank = multi_rank(c);
+    struct absent *ab = calloc((size_t)c->nmembers + 1, sizeof(*ab));
+    struct intvec untraced = {0}, untraced_cr = {0};
+    if (!ab)
+        return -1;
+    size_t nab = 0;
+    int all_waiting_alive = 1;
     const struct m_member *example = NULL;
     for (int i = 0; i < c->nmembers; i++) {
         const struct m_member *mb = &c->members[i];
         if (!mb->proc) {
-            no_trace += i < c->nranks;
+            if (i < c->nranks) {
+                intvec_push(&untraced_cr, i);
+                intvec_push(&untraced, untraced_global(d, c, i));
+            }
             continue;
         }
         int rank = mb->proc->rank;
         if (intvec_push(&f->ranks, rank) < 0)
-            return -1;
-        if (entered(mb, seq)) {
+            goto oom;
+        enum stand s = stand_of(c, mb, seq);
+        if (s == ENTERED) {
             const struct ls_record *r = model_member_coll(mb, seq);
             struct f_class key = describe_class(d, mb->proc, r, "waiting");
-            key.state = model_state_name(mb->proc->state);
-            if (intvec_push(&f->waiting, rank) < 0 || finding_class_add(f, &key, rank) < 0)
-                return -1;
+            key.state = mb->proc->stopped ? "stopped" : model_state_name(mb->proc->state);
+            if (intvec_push(&f->waiting, rank) < 0 || intvec_push(&f->waiting_cr, i) < 0 ||
+                finding_class_add_member(f, &key, rank, i) < 0)
+                goto oom;
+            all_waiting_alive &= model_was_running(mb->proc);
             if (r && (f->time_ns == 0 || r->enter_ns < f->time_ns)) {
                 f->time_ns = r->enter_ns;
                 example = mb;
             }
-        } else if (intvec_push(&f->missing, rank) < 0 || add_missing_class(d, f, mb->proc) < 0) {
-            return -1;
+            continue;
         }
+        ab[nab++] = (struct absent){i, s, mb};
+        const struct m_proc *p = mb->proc;
+        const struct ls_record *r = s == QUEUED    ? model_member_coll(mb, seq)
+                                    : s == ABORTED ? abort_of(c, mb)
+                                    : p->state == RANK_IN_CALL && p->current ? p->current
+                                                                             : p->last_call;
+        if (intvec_push(&f->missing, rank) < 0 || intvec_push(&f->missing_cr, i) < 0 ||
+            (s == QUEUED && intvec_push(&f->queued, rank) < 0) ||
+            add_absent_class(d, f, mb, i, s == QUEUED ? "queued" : s == ABORTED ? "aborted" : "missing",
+                             r) < 0)
+            goto oom;
     }
-    char waiting[256], missing[256], call[512] = "", where[1024] = "";
-    describe_ranks(f->waiting.v, f->waiting.n, waiting, sizeof(waiting));
-    describe_ranks(f->missing.v, f->missing.n, missing, sizeof(missing));
+    /* Every traced member entered it: the ones without a trace are the missing ones. */
+    int only_untraced = nab == 0 && untraced.n > 0;
+    for (size_t i = 0; only_untraced && i < untraced.n; i++) {
+        if (untraced.v[i] >= 0 &&
+            (intvec_push(&f->missing, untraced.v[i]) < 0 || intvec_push(&f->ranks, untraced.v[i]) < 0))
+            goto oom;
+        if (intvec_push(&f->missing_cr, untraced_cr.v[i]) < 0)
+            goto oom;
+        struct f_class key;
+        memset(&key, 0, sizeof(key));
+        key.role = "no_trace";
+        key.seconds_ago = -1;
+        key.op = key.dtype = key.redop = key.root = -1;
+        if (finding_class_add_member(f, &key, untraced.v[i], untraced_cr.v[i]) < 0)
+            goto oom;
+    }
+
+    char waiting[300], call[512] = "", where[1100] = "", absent[1200] = "";
+    name_members(f, "waiting", &f->waiting, &f->waiting_cr, waiting, sizeof(waiting));
     if (example)
         describe_call(d, example->proc, model_member_coll(example, seq), call, sizeof(call));
     else
         snprintf(call, sizeof(call), "collective #%llu on comm %08llx", (unsigned long long)seq,
                  (unsigned long long)(c->id >> 32));
+    const char *verb = all_waiting_alive ? (f->waiting.n == 1 ? "waits" : "wait") : "waited";
+    if (only_untraced) {
+        char *crs = rankset_format(untraced_cr.v, untraced_cr.n);
+        int known = 1;
+        for (size_t i = 0; i < untraced.n; i++)
+            known &= untraced.v[i] >= 0;
+        char who[256];
+        if (known)
+            describe_ranks(untraced.v, untraced.n, who, sizeof(who));
+        else
+            snprintf(who, sizeof(who), "comm rank%s %s", untraced_cr.n == 1 ? "" : "s",
+                     crs ? crs : "?");
+        finding_summary(f, "%s %s in %s for %s (no trace): what %s did cannot be known", waiting,
+                        verb, call, who, untraced.n == 1 ? "it" : "they");
+        free(crs);
+        goto done;
+    }
+    absent_words(d, f, ab, nab, untraced.n > 0, absent, sizeof(absent));
+    /* One process (or one class) absent: where it is. */
+    int one_proc = nab > 0;
+    for (size_t i = 1; i < nab; i++)
+        one_proc &= ab[i].mb->proc == ab[0].mb->proc;
     int one_class = 0;
     for (size_t i = 0; i < f->nclasses; i++)
-        one_class += strcmp(f->classes[i].role, "missing") == 0;
-    if (f->missing.n == 1 || one_class == 1) {
-        const struct m_proc *p =
-            d->j->by_rank && f->missing.v[0] >= 0 && f->missing.v[0] < d->j->world_size
-                ? d->j->by_rank[f->missing.v[0]]
-                : NULL;
-        if (p) {
-            char w[1024];
-            describe_whereabouts(d, p, w, sizeof(w));
-            if (f->missing.n == 1)
-                snprintf(where, sizeof(where), " \xe2\x80\x94 %.900s", w);
-            else
-                snprintf(where, sizeof(where), " \xe2\x80\x94 like rank %d, %.900s", p->rank, w);
+        one_class += strcmp(f->classes[i].role, "waiting") != 0;
+    if (nab && (one_proc || one_class == 1)) {
+        const struct m_proc *p = ab[0].mb->proc;
+        char w[1024];
+        describe_whereabouts(d, p, w, sizeof(w));
+        if (ab[0].stand == ABORTED) {
+            const struct ls_record *r = abort_of(c, ab[0].mb);
+            char t[32] = "";
+            if (r)
+                timefmt_duration(t, sizeof(t), (uint64_t)(diag_seconds_ago(d, r->enter_ns) * 1e9));
+            snprintf(where, sizeof(where), " (%s from %s, %s ago) \xe2\x80\x94 %.900s",
+                     r ? (r->op == LS_OP_COMM_ABORT ? "ncclCommAbort" : "ncclCommRevoke")
+                       : "its communicator entry says so",
+                     r ? symbolizer_site(d->sym, p->t, r->callsite) : "?", t, w);
+        } else if (one_proc || nab == 1) {
+            snprintf(where, sizeof(where), " \xe2\x80\x94 %.1000s", w);
+        } else {
+            snprintf(where, sizeof(where), " \xe2\x80\x94 like rank %d, %.1000s", p->rank, w);
         }
     }
-    finding_summary(f, "%s wait%s in %s; %s never called it%s", waiting,
-                    f->waiting.n == 1 ? "s" : "", call, missing, where);
-    if (no_trace)
-        finding_detail(f, "%d member(s) of comm %08llx have no trace; they may be missing too",
-                       no_trace, (unsigned long long)(c->id >> 32));
+    finding_summary(f, "%s %s in %s; %s%s", waiting, verb, call, absent, where);
+    if (f->multi_rank)
+        finding_detail(f, "one process holds several ranks of comm %08llx (ncclCommInitAll, or one "
+                          "ncclCommInitRank per GPU): members are named by their rank in it",
+                       (unsigned long long)(c->id >> 32));
+    if (untraced.n)
+        finding_detail(f, "%zu member(s) of comm %08llx have no trace; they may be missing too",
+                       untraced.n, (unsigned long long)(c->id >> 32));
     for (size_t i = 0; i < f->nclasses; i++) {
         const struct f_class *k = &f->classes[i];
-        char rs[256], t[32] = "";
-        describe_ranks(k->ranks.v, k->ranks.n, rs, sizeof(rs));
+        char rs[300], t[32] = "";
+        struct intvec none = {0};
+        name_members(f, NULL, &k->ranks, f->multi_rank ? &k->comm_ranks : &none, rs, sizeof(rs));
         if (k->seconds_ago >= 0)
             timefmt_duration(t, sizeof(t), (uint64_t)(k->seconds_ago * 1e9));
         if (strcmp(k->role, "waiting") == 0)
             finding_detail(f, "waiting: %s (%s) in %s #%llu from %s", rs, k->state,
                            ls_op_name((unsigned)k->op), (unsigned long long)seq,
                            k->callsite ? k->callsite : "?");
+        else if (strcmp(k->role, "no_trace") == 0)
+            finding_detail(f, "missing: %s, no trace", rs);
         else if (k->has_call) {
             char what[96];
-            if (k->comm)
+            if (k->comm && k->seq)
                 snprintf(what, sizeof(what), "%s #%llu on comm %08llx", ls_op_name((unsigned)k->op),
                          (unsigned long long)k->seq, (unsigned long long)(k->comm >> 32));
+            else if (k->comm)
+                snprintf(what, sizeof(what), "%s on comm %08llx", ls_op_name((unsigned)k->op),
+                         (unsigned long long)(k->comm >> 32));
             else
                 snprintf(what, sizeof(what), "%s", ls_op_name((unsigned)k->op));
+            const char *rel = strcmp(k->role, "queued") == 0    ? "queued"
+                              : strcmp(k->role, "aborted") == 0 ? "aborted with"
+                              : strcmp(k->state, "in_call") == 0 ? "in"
+                                                                 : "last call";
             /* The time is the state's (seconds_ago), not the last call's. */
-            finding_detail(f, "missing: %s (%s since %s ago), %s %s from %s", rs, k->state, t,
-                           strcmp(k->state, "in_call") == 0 ? "in" : "last call", what,
-                           k->callsite ? k->callsite : "?");
+            finding_detail(f, "%s: %s (%s since %s ago), %s %s from %s", k->role, rs, k->state, t,
+                           rel, what, k->callsite ? k->callsite : "?");
         } else
-            finding_detail(f, "missing: %s (%s), no NCCL call recorded", rs, k->state);
+            finding_detail(f, "%s: %s (%s), no NCCL call recorded", k->role, rs, k->state);
     }
-    return 0;
+done:
+    free(ab);
+    intvec_free(&untraced);
+    intvec_free(&untraced_cr);
+    return f->summary ? 0 : -1;
+oom:
+    free(ab);
+    intvec_free(&untraced);
+    intvec_free(&untraced_cr);
+    return -1;
 }
 
 int diagnose_missing(struct diag *d)
@@ -156,10 +416,10 @@ int diagnose_missing(struct diag *d)
         uint64_t seq = stall_seq(c);
         if (seq == 0)
             continue;
-        int missing = 0;
-        for (int k = 0; k < c->nmembers && !missing; k++)
-            missing = c->members[k].proc && !entered(&c->members[k], seq);
-        if (missing && report(d, c, seq) < 0)
+        int absent = 0;
+        for (int k = 0; k < c->nmembers && !absent; k++)
+            absent = c->members[k].proc ? !entered(&c->members[k], seq) : k < c->nranks;
+        if (absent && report(d, c, seq) < 0)
             return -1;
     }
     return 0;

@@ -1,5 +1,7 @@
-/* diagnose_process.c -- processes that ended badly (rank_crashed, rank_exited) and calls that
- * returned an error (nccl_error). */
+/* diagnose_process.c -- processes that ended badly (rank_crashed, rank_exited), one finding per
+ * way of ending (the same end, in the same call), and calls that failed (nccl_error). Ranks
+ * stopped with the job (model_state.c: a launcher tearing down a job that had already failed or
+ * hung) get no finding: their end says nothing about why the job hung. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +9,9 @@
 #include "diagnose.h"
 #include "names.h"
 #include "timefmt.h"
+
+/* Dead ranks named one per detail line, at most; the rest are counted. */
+#define DETAIL_RANKS 4
 
 /* True when rank p is a member of comm c that has not issued #seq (any member, for
  * seq UINT64_MAX: a dead member holds up every collective of the comm). */
@@ -45,96 +50,254 @@ static int peers_waiting_on(struct diag *d, const struct m_proc *p, struct intve
     return 0;
 }
 
-static int add_death(struct diag *d, const struct m_proc *p)
+/* What makes two ends the same for a person: how, and in which call (or after which failed
+ * call) it happened. */
+struct death_key {
+    enum rank_state state;
+    int signal, status;
+    const struct ls_record *call; /* died_in, else the failed call it exited after, else NULL */
+    int after_failure;
+};
+
+static struct death_key key_of(const struct m_proc *p)
 {
     const struct ls_header *h = &p->t->hdr;
-    struct intvec waiting = {0};
-    if (peers_waiting_on(d, p, &waiting) < 0)
+    struct death_key k = {p->state, -1, -1, NULL, 0};
+    if (p->state == RANK_CRASHED)
+        k.signal = h->end_signal;
+    if (p->state == RANK_EXITED)
+        k.status = h->end_status;
+    if (p->died_in) {
+        k.call = p->died_in;
+    } else if (p->failed && p->state != RANK_VANISHED) {
+        k.call = p->failed;
+        k.after_failure = 1;
+    }
+    return k;
+}
+
+/* The same call on every rank: the same communicator, sequence number and op. */
+static int same_call(const struct ls_record *a, const struct ls_record *b)
+{
+    if (!a || !b)
+        return a == b;
+    return a->comm_id == b->comm_id && a->seq == b->seq && a->op == b->op;
+}
+
+static int same_key(const struct death_key *a, const struct death_key *b)
+{
+    return a->state == b->state && a->signal == b->signal && a->status == b->status &&
+           a->after_failure == b->after_failure && same_call(a->call, b->call) &&
+           (a->call != NULL) == (b->call != NULL);
+}
+
+struct death_group {
+    struct death_key key;
+    size_t finding;
+    const struct m_proc *example;
+};
+
+static int add_death(struct diag *d, const struct m_proc *p, struct death_group **groups,
+                     size_t *ngroups)
+{
+    struct death_key k = key_of(p);
+    struct death_group *g = NULL;
+    for (size_t i = 0; i < *ngroups && !g; i++)
+        if (same_key(&(*groups)[i].key, &k))
+            g = &(*groups)[i];
+    struct finding *f;
+    if (g) {
+        f = &d->out->v[g->finding];
+    } else {
+        struct death_group *v = realloc(*groups, (*ngroups + 1) * sizeof(*v));
+        if (!v)
+            return -1;
+        *groups = v;
+        f = finding_add(d->out, p->state == RANK_EXITED ? F_RANK_EXITED : F_RANK_CRASHED, d->job);
+        if (!f)
+            return -1;
+        g = &v[(*ngroups)++];
+        *g = (struct death_group){k, (size_t)(f - d->out->v), p};
+        f->rank = p->rank;
+        f->time_ns = p->death_lo;
+        f->was_waiting = p->died_in != NULL;
+        if (p->state == RANK_CRASHED)
+            f->signal = p->t->hdr.end_signal;
+        if (p->state == RANK_EXITED)
+            f->status = p->t->hdr.end_status;
+        f->vanished = p->state == RANK_VANISHED;
+        if (p->died_in) {
+            f->died_in = 1;
+            f->comm = p->died_in->comm_id;
+            f->has_comm = p->died_in->comm_id != 0;
+            f->seq = p->died_in->seq;
+            f->has_seq = p->died_in->seq != 0;
+        }
+    }
+    if (p->rank < f->rank || f->rank < 0)
+        f->rank = p->rank;
+    if (p->death_lo < f->time_ns)
+        f->time_ns = p->death_lo;
+    if (intvec_push(&f->dead, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0 ||
+        peers_waiting_on(d, p, &f->waiting) < 0)
         return -1;
-    int nonzero = p->state == RANK_EXITED && h->end_status != 0;
-    if (p->state == RANK_EXITED && !nonzero && waiting.n == 0) {
-        intvec_free(&waiting);
-        return 0; /* a clean exit nobody waits for */
+    if (f->dead.n <= DETAIL_RANKS) {
+        char where[1024];
+        describe_whereabouts(d, p, where, sizeof(where));
+        finding_detail(f, "rank %d (%s pid %d): %s", p->rank, p->t->hdr.host, p->t->hdr.pid,
+                       where);
+    } else if (f->dead.n == DETAIL_RANKS + 1) {
+        finding_detail(f, "(more ranks ended the same way: see ranks)");
     }
-    struct finding *f =
-        finding_add(d->out, p->state == RANK_EXITED ? F_RANK_EXITED : F_RANK_CRASHED, d->job);
-    if (!f) {
-        intvec_free(&waiting);
-        return -1;
-    }
-    char where[1024], ranks[256] = "";
-    describe_whereabouts(d, p, where, sizeof(where));
-    if (waiting.n)
-        describe_ranks(waiting.v, waiting.n, ranks, sizeof(ranks));
-    f->rank = p->rank;
-    f->time_ns = p->since_ns;
-    f->was_waiting = p->current != NULL;
-    intvec_push(&f->ranks, p->rank);
-    for (size_t i = 0; i < waiting.n; i++)
-        intvec_push(&f->ranks, waiting.v[i]);
-    f->waiting = waiting;
-    const char *who = waiting.n ? ranks : "";
-    const char *tail = waiting.n ? " wait for it" : "";
-    const char *sep = waiting.n ? "; " : "";
-    switch (p->state) {
-    case RANK_CRASHED:
-        f->signal = h->end_signal;
-        finding_summary(f, "rank %d crashed with %s (signal %d)%s%s%s", p->rank,
-                        names_signal(h->end_signal), h->end_signal, sep, who, tail);
-        break;
-    case RANK_VANISHED:
-        f->vanished = 1;
-        finding_summary(f, "rank %d died without an exit record (SIGKILL or the OOM killer?)%s%s%s",
-                        p->rank, sep, who, tail);
-        break;
-    default:
-        f->status = h->end_status;
-        finding_summary(f, "rank %d exited with status %d%s%s%s", p->rank, h->end_status,
-                        waiting.n ? " while " : "", who, waiting.n ? " still wait for it" : "");
-        break;
-    }
-    finding_detail(f, "rank %d (%s pid %d): %s", p->rank, h->host, h->pid, where);
     return 0;
 }
 
-/* One finding per distinct (comm, seq, op, result) of the first error of each rank. */
+/* Writes the summary of a death finding once all its ranks are in. */
+static void summarize_death(struct diag *d, struct finding *f, const struct death_group *g)
+{
+    const struct m_proc *p = g->example;
+    const struct ls_header *h = &p->t->hdr;
+    char who[256], waiting[256] = "", call[512] = "", how[256];
+    describe_ranks(f->dead.v, f->dead.n, who, sizeof(who));
+    /* Peers still waiting that did not die the same way. */
+    struct intvec others = {0};
+    for (size_t i = 0; i < f->waiting.n; i++)
+        if (!intvec_has(&f->dead, f->waiting.v[i]))
+            intvec_push(&others, f->waiting.v[i]);
+    intvec_free(&f->waiting);
+    f->waiting = others;
+    for (size_t i = 0; i < f->waiting.n; i++)
+        intvec_push(&f->ranks, f->waiting.v[i]);
+    if (f->waiting.n)
+        describe_ranks(f->waiting.v, f->waiting.n, waiting, sizeof(waiting));
+    if (g->key.call)
+        describe_call(d, p, g->key.call, call, sizeof(call));
+    switch (p->state) {
+    case RANK_CRASHED:
+        snprintf(how, sizeof(how), "crashed with %s (signal %d)", names_signal(h->end_signal),
+                 h->end_signal);
+        break;
+    case RANK_VANISHED:
+        snprintf(how, sizeof(how), "died without an exit record (SIGKILL or the OOM killer?)");
+        break;
+    default:
+        snprintf(how, sizeof(how), "exited with status %d", h->end_status);
+        break;
+    }
+    const char *hint = "";
+    if (p->died_in && p->state == RANK_CRASHED && h->end_signal == 6)
+        hint = " (a watchdog's abort? PyTorch aborts ranks that wait past its timeout)";
+    if (g->key.after_failure)
+        finding_summary(f, "%s %s after %s failed (%s)%s%s%s", who, how, call,
+                        names_result(g->key.call->result), waiting[0] ? "; " : "", waiting,
+                        waiting[0] ? " wait for them" : "");
+    else if (p->died_in)
+        finding_summary(f, "%s %s while waiting in %s%s", who, how, call, hint);
+    else if (p->state == RANK_EXITED)
+        finding_summary(f, "%s %s%s%s%s", who, how, waiting[0] ? " while " : "", waiting,
+                        waiting[0] ? " still wait for it" : "");
+    else
+        finding_summary(f, "%s %s%s%s%s", who, how, waiting[0] ? "; " : "", waiting,
+                        waiting[0] ? (f->dead.n == 1 ? " wait for it" : " wait for them") : "");
+}
+
+static int add_deaths(struct diag *d)
+{
+    struct death_group *groups = NULL;
+    size_t ngroups = 0;
+    int rc = 0;
+    for (size_t i = 0; i < d->j->nprocs && rc == 0; i++) {
+        const struct m_proc *p = d->j->procs[i];
+        if (model_alive(p) || p->stopped_with_job)
+            continue;
+        const struct ls_header *h = &p->t->hdr;
+        if (p->state == RANK_EXITED && h->end_status == 0 && !p->died_in) {
+            struct intvec waiting = {0};
+            rc = peers_waiting_on(d, p, &waiting);
+            size_t n = waiting.n;
+            intvec_free(&waiting);
+            if (n == 0)
+                continue; /* a clean exit nobody waits for */
+        }
+        if (rc == 0)
+            rc = add_death(d, p, &groups, &ngroups);
+    }
+    for (size_t i = 0; i < ngroups && rc == 0; i++)
+        summarize_death(d, &d->out->v[groups[i].finding], &groups[i]);
+    free(groups);
+    return rc;
+}
+
+/* True when p aborted (or revoked) communicator `comm` while call r was in flight: the error r
+ * returned is the abort's doing (a watchdog thread gives up on the call). */
+static const struct ls_record *own_abort(const struct m_proc *p, const struct ls_record *r)
+{
+    for (size_t i = 0; i < p->t->nrecords; i++) {
+        const struct ls_record *a = &p->t->records[i];
+        if ((a->op == LS_OP_COMM_ABORT || a->op == LS_OP_COMM_REVOKE) && a->comm_id == r->comm_id &&
+            a->enter_ns >= r->enter_ns && (r->exit_ns == 0 || a->enter_ns <= r->exit_ns))
+            return a;
+    }
+    return NULL;
+}
+
+static int refused(const struct ls_record *r)
+{
+    return (r->flags & LS_REC_NOT_ENQUEUED) != 0;
+}
+
+/* One finding per distinct (comm, seq, op, result) of the calls that failed. */
 static int add_errors(struct diag *d)
 {
     size_t first = d->out->n;
     for (size_t i = 0; i < d->j->nprocs; i++) {
         const struct m_proc *p = d->j->procs[i];
-        const struct ls_record *err = NULL;
-        for (size_t k = 0; k < p->t->nrecords && !err; k++)
-            if (names_result_is_error(p->t->records[k].result))
-                err = &p->t->records[k];
-        if (!err)
-            continue;
-        struct finding *f = NULL;
-        for (size_t k = first; k < d->out->n && !f; k++) {
-            struct finding *g = &d->out->v[k];
-            if (g->comm == err->comm_id && g->seq == err->seq && g->result == err->result &&
-                g->classes[0].op == err->op)
-                f = g;
-        }
-        if (!f) {
-            f = finding_add(d->out, F_NCCL_ERROR, d->job);
-            if (!f)
+        for (size_t k = 0; k < p->t->nrecords; k++) {
+            const struct ls_record *err = &p->t->records[k];
+            if (!names_result_is_error(err->result))
+                continue;
+            struct finding *f = NULL;
+            for (size_t j = first; j < d->out->n && !f; j++) {
+                struct finding *g = &d->out->v[j];
+                if (g->comm == err->comm_id && g->seq == err->seq && g->result == err->result &&
+                    g->classes[0].op == err->op)
+                    f = g;
+            }
+            if (f && intvec_has(&f->ranks, p->rank))
+                continue; /* the same failure again (a retry loop) */
+            if (!f) {
+                f = finding_add(d->out, F_NCCL_ERROR, d->job);
+                if (!f)
+                    return -1;
+                char call[512], why[640] = "";
+                describe_call(d, p, err, call, sizeof(call));
+                f->comm = err->comm_id;
+                f->has_comm = err->comm_id != 0;
+                f->seq = err->seq;
+                f->has_seq = err->seq != 0;
+                f->result = err->result;
+                f->time_ns = err->enter_ns;
+                f->refused = refused(err);
+                const struct ls_record *ab = f->refused ? NULL : own_abort(p, err);
+                if (f->refused)
+                    snprintf(why, sizeof(why),
+                             ": NCCL refused its arguments, so nothing was enqueued and it took no "
+                             "sequence number");
+                else if (ab)
+                    snprintf(why, sizeof(why),
+                             " after its own rank's %s from another thread (%s): a watchdog gave "
+                             "up on it",
+                             ab->op == LS_OP_COMM_ABORT ? "ncclCommAbort" : "ncclCommRevoke",
+                             symbolizer_site(d->sym, p->t, ab->callsite));
+                finding_summary(f, "%s returned %s (%d)%s", call, names_result(err->result),
+                                err->result, why);
+            }
+            struct f_class key = describe_class(d, p, err, "failed");
+            if (finding_class_add(f, &key, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0)
                 return -1;
-            char call[512];
-            describe_call(d, p, err, call, sizeof(call));
-            f->comm = err->comm_id;
-            f->has_comm = err->comm_id != 0;
-            f->seq = err->seq;
-            f->has_seq = err->seq != 0;
-            f->result = err->result;
-            f->time_ns = err->enter_ns;
-            finding_summary(f, "%s returned %s (%d)", call, names_result(err->result), err->result);
+            if (err->enter_ns < f->time_ns)
+                f->time_ns = err->enter_ns;
         }
-        struct f_class key = describe_class(d, p, err, "failed");
-        if (finding_class_add(f, &key, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0)
-            return -1;
-        if (err->enter_ns < f->time_ns)
-            f->time_ns = err->enter_ns;
     }
     for (size_t k = first; k < d->out->n; k++) {
         struct finding *f = &d->out->v[k];
@@ -151,14 +314,7 @@ static int add_errors(struct diag *d)
 
 int diagnose_process(struct diag *d)
 {
-    for (size_t i = 0; i < d->j->nprocs; i++) {
-        const struct m_proc *p = d->j->procs[i];
-        if (p->state != RANK_CRASHED && p->state != RANK_EXITED && p->state != RANK_VANISHED)
-            continue;
-        if (p->killed_with_job)
-            continue; /* stopped with the hung job: not a cause */
-        if (add_death(d, p) < 0)
-            return -1;
-    }
+    if (add_deaths(d) < 0)
+        return -1;
     return add_errors(d);
 }

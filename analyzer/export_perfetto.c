@@ -138,7 +138,7 @@ static int write_proc_meta(struct exporter *x, const struct m_proc *p, const str
 static uint64_t open_end(const struct m_proc *p, const struct m_job *j, const struct ls_record *r)
 {
     uint64_t end = j->now_ns;
-    if (!model_alive(p) && !p->killed_with_job && p->last_seen_ns)
+    if (!model_alive(p) && !p->stopped_with_job && p->last_seen_ns)
         end = p->last_seen_ns;
     return end > r->enter_ns ? end : r->enter_ns;
 }

@@ -12,10 +12,11 @@
 const char *finding_kind_name(enum finding_kind k)
 {
     static const char *const names[F_KIND_COUNT] = {
-        "rank_crashed",    "rank_exited",       "nccl_error",     "comm_init_mismatch",
-        "op_mismatch",     "count_mismatch",    "dtype_mismatch", "redop_mismatch",
-        "root_mismatch",   "p2p_size_mismatch", "deadlock_cycle", "p2p_unmatched",
-        "stuck_in_flight", "missing_ranks",     "straggler",      "trace_incomplete"};
+        "duplicate_rank", "rank_crashed",    "rank_exited",    "comm_aborted",
+        "nccl_error",     "comm_init_mismatch", "op_mismatch", "count_mismatch",
+        "dtype_mismatch", "redop_mismatch",  "root_mismatch",  "p2p_size_mismatch",
+        "deadlock_cycle", "p2p_unmatched",   "stuck_in_flight", "missing_ranks",
+        "straggler",      "trace_incomplete"};
     return k < F_KIND_COUNT ? names[k] : "?";
 }
 
@@ -84,27 +85,38 @@ static int class_eq(const struct f_class *a, const struct f_class *b)
     return str_eq(a->role, b->role) && a->has_call == b->has_call && a->op == b->op &&
            a->dtype == b->dtype && a->redop == b->redop && a->root == b->root &&
            a->count == b->count && a->seq == b->seq && a->comm == b->comm &&
-           str_eq(a->callsite, b->callsite) && str_eq(a->state, b->state);
+           str_eq(a->callsite, b->callsite) && str_eq(a->state, b->state) && a->pid == b->pid;
+}
+
+int finding_class_add_member(struct finding *f, const struct f_class *key, int rank,
+                             int comm_rank)
+{
+    struct f_class *c = NULL;
+    for (size_t i = 0; i < f->nclasses && !c; i++) {
+        if (class_eq(&f->classes[i], key)) {
+            c = &f->classes[i];
+            if (key->seconds_ago > c->seconds_ago)
+                c->seconds_ago = key->seconds_ago;
+        }
+    }
+    if (!c) {
+        struct f_class *v = realloc(f->classes, (f->nclasses + 1) * sizeof(*v));
+        if (!v)
+            return -1;
+        f->classes = v;
+        c = &f->classes[f->nclasses++];
+        *c = *key;
+        memset(&c->ranks, 0, sizeof(c->ranks));
+        memset(&c->comm_ranks, 0, sizeof(c->comm_ranks));
+    }
+    if (comm_rank >= 0 && intvec_push(&c->comm_ranks, comm_rank) < 0)
+        return -1;
+    return intvec_push(&c->ranks, rank);
 }
 
 int finding_class_add(struct finding *f, const struct f_class *key, int rank)
 {
-    for (size_t i = 0; i < f->nclasses; i++) {
-        if (class_eq(&f->classes[i], key)) {
-            struct f_class *c = &f->classes[i];
-            if (key->seconds_ago > c->seconds_ago)
-                c->seconds_ago = key->seconds_ago;
-            return intvec_push(&c->ranks, rank);
-        }
-    }
-    struct f_class *v = realloc(f->classes, (f->nclasses + 1) * sizeof(*v));
-    if (!v)
-        return -1;
-    f->classes = v;
-    struct f_class *c = &f->classes[f->nclasses++];
-    *c = *key;
-    memset(&c->ranks, 0, sizeof(c->ranks));
-    return intvec_push(&c->ranks, rank);
+    return finding_class_add_member(f, key, rank, -1);
 }
 
 void findings_free(struct findings *fs)
@@ -115,13 +127,19 @@ void findings_free(struct findings *fs)
         for (size_t k = 0; k < f->ndetails; k++)
             free(f->details[k]);
         free(f->details);
-        for (size_t k = 0; k < f->nclasses; k++)
+        for (size_t k = 0; k < f->nclasses; k++) {
             intvec_free(&f->classes[k].ranks);
+            intvec_free(&f->classes[k].comm_ranks);
+        }
         free(f->classes);
         intvec_free(&f->ranks);
         intvec_free(&f->missing);
         intvec_free(&f->waiting);
         intvec_free(&f->cycle);
+        intvec_free(&f->dead);
+        intvec_free(&f->queued);
+        intvec_free(&f->missing_cr);
+        intvec_free(&f->waiting_cr);
     }
     free(fs->v);
     fs->v = NULL;
@@ -135,7 +153,14 @@ void findings_normalize(struct findings *fs)
         f->ranks.n = rankset_normalize(f->ranks.v, f->ranks.n);
         f->missing.n = rankset_normalize(f->missing.v, f->missing.n);
         f->waiting.n = rankset_normalize(f->waiting.v, f->waiting.n);
-        for (size_t k = 0; k < f->nclasses; k++)
-            f->classes[k].ranks.n = rankset_normalize(f->classes[k].ranks.v, f->classes[k].ranks.n);
+        f->dead.n = rankset_normalize(f->dead.v, f->dead.n);
+        f->queued.n = rankset_normalize(f->queued.v, f->queued.n);
+        f->missing_cr.n = rankset_normalize(f->missing_cr.v, f->missing_cr.n);
+        f->waiting_cr.n = rankset_normalize(f->waiting_cr.v, f->waiting_cr.n);
+        for (size_t k = 0; k < f->nclasses; k++) {
+            struct f_class *c = &f->classes[k];
+            c->ranks.n = rankset_normalize(c->ranks.v, c->ranks.n);
+            c->comm_ranks.n = rankset_normalize(c->comm_ranks.v, c->comm_ranks.n);
+        }
     }
 }

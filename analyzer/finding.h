@@ -9,8 +9,10 @@
 
 /* Kinds, in the order a root cause is preferred when several explain a stall. */
 enum finding_kind {
+    F_DUPLICATE_RANK,
     F_RANK_CRASHED,
     F_RANK_EXITED,
+    F_COMM_ABORTED,
     F_NCCL_ERROR,
     F_COMM_INIT_MISMATCH,
     F_OP_MISMATCH,
@@ -32,6 +34,8 @@ enum finding_kind {
  * which side of the finding they are on ("called", "waiting", "missing"). */
 struct f_class {
     struct intvec ranks;
+    struct intvec comm_ranks; /* the members' ranks in the communicator (missing_ranks), where
+                               * one process may hold several */
     const char *role;
     int has_call; /* the fields below describe a call */
     int op, dtype, redop, root;
@@ -41,6 +45,8 @@ struct f_class {
     const struct tr_pysite *python; /* the Python stack of the first rank's call, or NULL */
     const char *state;              /* rank state name, NULL if not relevant */
     double seconds_ago; /* since the call was entered (or the rank was last seen), < 0 none */
+    int pid;            /* duplicate_rank: the claimant process, 0 none */
+    const char *host;   /* ... and its host (the trace's), NULL none */
 };
 
 struct finding {
@@ -57,6 +63,13 @@ struct finding {
     struct f_class *classes;
     size_t nclasses;
     struct intvec missing, waiting, cycle;
+    struct intvec dead;   /* rank_crashed/rank_exited: the ranks that ended this way */
+    struct intvec queued; /* missing_ranks: missing ranks that queued #seq in a group they never
+                           * ended */
+    struct intvec missing_cr, waiting_cr; /* missing_ranks: the same as comm ranks */
+    int multi_rank;       /* missing_ranks: a process holds several ranks of the comm */
+    int died_in;          /* rank_*: comm/seq name the collective they were blocked in */
+    int refused;          /* nccl_error: NCCL refused the arguments (nothing enqueued) */
     int rank, src, dst, signal, status, result; /* -1 where not relevant */
     double late_by_s;
     double since_s;     /* stuck_in_flight: seconds since the last rank issued the call */
@@ -86,6 +99,10 @@ void finding_detail(struct finding *f, const char *fmt, ...) __attribute__((form
 /* Adds rank r to the class equal to `key` (all fields but ranks compared), creating it.
  * Returns 0, or -1 when out of memory. */
 int finding_class_add(struct finding *f, const struct f_class *key, int rank);
+
+/* finding_class_add() that also records the member's rank in the communicator. */
+int finding_class_add_member(struct finding *f, const struct f_class *key, int rank,
+                             int comm_rank);
 
 /* Frees every finding and empties the list. */
 void findings_free(struct findings *fs);

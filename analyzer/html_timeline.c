@@ -273,7 +273,7 @@ static void lane_state(char *buf, size_t len, const struct timeline *tl, const s
     if (!open && p->last_call && p->last_call->exit_ns == 0 &&
         p->last_call->result == LS_RESULT_PENDING)
         open = p->last_call;
-    if (p->killed_with_job) {
+    if (p->stopped_with_job) {
         const char *sig =
             p->state == RANK_VANISHED ? "vanished" : names_signal(p->t->hdr.end_signal);
         if (open)

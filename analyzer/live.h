@@ -13,6 +13,7 @@
 struct live_set {
     struct m_live *v; /* one per model process; p->live points here */
     size_t n;
+    size_t attached; /* processes that got live facts */
 };
 
 /* For each trace whose process runs on this host: samples /proc twice `sample_ms` apart, asks
@@ -28,11 +29,13 @@ size_t live_probe_dir(const char *dir);
  * with live_set_free() after the model. */
 int live_attach(struct model *m, struct symbolizer *sym, struct live_set *out);
 
+/* Where the process of trace t was when a fatal signal ended it (the stack its shim took in the
+ * signal handler: LS_HFLAG_END_STACK), as "f (file.c:12) <- g <- main" or its Python frames,
+ * into `where`. Frames are placed in the modules the trace's call sites name. Returns 0, or -1
+ * when the trace holds no such stack (another end, an older shim, nothing placeable). */
+int live_end_where(struct symbolizer *sym, const struct tr_trace *t, char *where, size_t len);
+
 /* Frees what live_attach() made. */
 void live_set_free(struct live_set *s);
-
-/* True when process `pid` recorded in trace header `h` still runs on this host (same host
- * name, and the pid's start time is not after the trace's creation). */
-int live_is_running_here(const struct ls_header *h);
 
 #endif

@@ -9,11 +9,15 @@ struct proc_sample {
     char state;        /* R, S, D, T, Z, ... ('?' when gone) */
     uint64_t cpu_ns;   /* user + system time of the whole process */
     uint64_t start_ns; /* process start, CLOCK_REALTIME ns (to notice pid reuse) */
+    uint64_t start_ticks; /* process start, clock ticks after boot (field 22, exact) */
     uint64_t taken_ns; /* CLOCK_MONOTONIC ns when the sample was taken */
 };
 
 /* Samples process `pid`. Always fills `s`; returns 0 when the process exists, -1 when not. */
 int proc_sample(int pid, struct proc_sample *s);
+
+/* A hash of this machine's boot id (as the shim writes it in ls_header.boot_id), 0 unknown. */
+uint32_t proc_boot_id(void);
 
 /* Share of one CPU the process used between two samples (0 when unknown). */
 double proc_cpu_share(const struct proc_sample *before, const struct proc_sample *after);

@@ -32,13 +32,14 @@ struct m_live {
     char where[512];                 /* the user frames, "f (file.c:12) <- g (file.c:40) <- main",
                                       * or the Python frames when it runs Python */
     char python[256];                /* "file.py:LINE (func) <- ...", "" none */
+    uint64_t probed_ns;              /* CLOCK_REALTIME of the probe, 0 unknown (older files) */
 };
 
 /* One process: one trace file. */
 struct m_proc {
     struct tr_trace *t;
     int rank;   /* global rank, -1 unknown */
-    size_t job; /* index into model.jobs */
+    size_t job; /* index into model.jobs (one attempt of a job) */
     enum rank_state state;
     uint64_t since_ns;                 /* in the call / idle / ended since */
     uint64_t last_seen_ns;             /* newest heartbeat, end or call time */
@@ -47,8 +48,21 @@ struct m_proc {
     int waiting_gpu;                   /* current returned: the rank waits on its GPU */
     const struct model *model;         /* the model it belongs to */
     const struct ls_record *last_call; /* newest record */
-    int killed_with_job; /* stopped from outside together with the rest of the job (see
-                          * model_was_running()) */
+    int stopped;         /* alive but stopped (SIGSTOP, a debugger, a suspended job) */
+    const char *liveness_why; /* why a process that seems there is dead: "a zombie its parent
+                               * has not reaped", "its pid belongs to another process now"; "" */
+    /* Dead processes (exited, crashed, vanished): when it died, [death_lo, death_hi]; exact
+     * for a recorded end, from the last sign of life for a vanished one (model_state.c). */
+    uint64_t death_lo, death_hi;
+    int stopped_with_job; /* killed from outside after another rank of its attempt had died,
+                           * or in one wave with others (a launcher, a scheduler, a timeout):
+                           * its death says nothing about why the job hung (see
+                           * model_was_running()) */
+    const struct m_proc *stopped_after; /* the earlier death it followed, NULL: a wave */
+    const struct ls_record *died_in;    /* the collective/p2p it was blocked in when it ended */
+    const struct ls_record *failed;     /* its first call that failed in NCCL (an error other
+                                         * than refused arguments), NULL none */
+    int fork_child;                     /* forked from another traced process of its rank */
     const struct ls_record **group_ends; /* GroupEnd records, ascending group id */
     size_t ngroup_ends;
     const struct m_live *live; /* NULL post-mortem; owned by the live command */
@@ -79,8 +93,15 @@ struct m_comm {
     size_t job;
 };
 
+/* One attempt of a job: the processes of one start of every rank. A launcher that restarts
+ * a job (torchrun --max-restarts, elastic, a requeue) starts new processes under the same job
+ * id; each start is an attempt of its own (model.c says how they are told apart). */
 struct m_job {
     char name[LS_JOB_LEN + 16]; /* job id, or "anon-N" for jobs without one */
+    int attempt;                /* 1-based, in start order */
+    int nattempts;              /* attempts of this job id found */
+    int attempt_source;         /* 1: from the launcher's restart count, 0: from start times */
+    uint64_t started_ns;        /* first trace of the attempt created */
     struct m_proc **procs;      /* ascending global rank */
     size_t nprocs;
     struct m_comm **comms; /* ascending id */
@@ -103,6 +124,11 @@ struct model {
 /* Builds the model of the given traces; the model does not own them (free them after
  * model_free()). Returns a new model, or NULL when out of memory. Free with model_free(). */
 struct model *model_build(struct tr_trace **traces, size_t ntraces);
+
+/* Decides (again) what every rank is doing and in what order the dead died: after live facts
+ * were attached to the processes (analysis.c), their snapshot counts. Returns 0, or -1 when
+ * out of memory. model_build() calls it once. */
+int model_state_build(struct model *m);
 
 /* Frees the model (not the traces). NULL is fine. */
 void model_free(struct model *m);
@@ -145,16 +171,22 @@ size_t model_blocked_ops(const struct m_proc *p, const struct ls_record **out, s
 /* Name of a rank state ("in_call", "idle", "exited", "crashed", "vanished"). */
 const char *model_state_name(enum rank_state s);
 
-/* True when the process is alive (in a call or idle). */
+/* True when the process is alive (in a call or idle; stopped counts as alive). */
 int model_alive(const struct m_proc *p);
 
-/* Deaths closer than this to the job's last outside kill count as part of that kill. */
-#define MODEL_KILL_WINDOW_NS (2500000000ull)
-
-/* True when the process is alive, or was killed from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP,
- * or vanished) together with other ranks of its job within MODEL_KILL_WINDOW_NS of the last
- * such death: a launcher or scheduler stopping a hung job. The diagnosis then treats it as
- * still doing what it did when killed, since the kill says nothing about why the job hung. */
+/* True when the process is alive, or was stopped with the job (stopped_with_job): a launcher
+ * or scheduler killing the ranks of a job that had already failed or hung. The diagnosis
+ * treats such a rank as still doing what it did when killed. */
 int model_was_running(const struct m_proc *p);
+
+/* True when the process was killed from outside: SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT
+ * recorded, or vanished without an end record. */
+int model_killed_from_outside(const struct m_proc *p);
+
+/* True when a died certainly before b (a's latest possible death is before b's earliest). */
+int model_died_before(const struct m_proc *a, const struct m_proc *b);
+
+/* The newest attempt of job `job`'s id (itself when it is the newest). */
+size_t model_newest_attempt(const struct model *m, size_t job);
 
 #endif

@@ -1,7 +1,8 @@
 /* model_state.c -- what each rank is doing: in a call, idle, exited, crashed or vanished; group
- * completion; the calls a rank is blocked on. */
-#include "live_proc.h"
+ * completion; the calls a rank is blocked on; and, for the dead, in what order they died. */
+#include "liveness.h"
 #include "model.h"
+#include "names.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -35,35 +36,20 @@ int model_alive(const struct m_proc *p)
 
 int model_was_running(const struct m_proc *p)
 {
-    return model_alive(p) || p->killed_with_job;
+    return model_alive(p) || p->stopped_with_job;
 }
 
-static int killed_from_outside(const struct m_proc *p)
+int model_killed_from_outside(const struct m_proc *p)
 {
     int sig = p->t->hdr.end_signal;
     return p->state == RANK_VANISHED ||
-           (p->state == RANK_CRASHED &&
-            (sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP));
+           (p->state == RANK_CRASHED && (sig == SIGKILL || sig == SIGTERM || sig == SIGINT ||
+                                         sig == SIGHUP || sig == SIGQUIT));
 }
 
-/* Marks the ranks of each job killed from outside together (two or more within the window
- * of the job's last such death). */
-static void mark_job_kills(struct model *m)
+int model_died_before(const struct m_proc *a, const struct m_proc *b)
 {
-    for (size_t j = 0; j < m->njobs; j++) {
-        const struct m_job *job = &m->jobs[j];
-        uint64_t last = 0;
-        size_t together = 0;
-        for (size_t i = 0; i < job->nprocs; i++)
-            if (killed_from_outside(job->procs[i]) && job->procs[i]->since_ns > last)
-                last = job->procs[i]->since_ns;
-        for (size_t i = 0; i < job->nprocs; i++)
-            together += killed_from_outside(job->procs[i]) &&
-                        job->procs[i]->since_ns + MODEL_KILL_WINDOW_NS >= last;
-        for (size_t i = 0; i < job->nprocs && together >= 2; i++)
-            job->procs[i]->killed_with_job = killed_from_outside(job->procs[i]) &&
-                                             job->procs[i]->since_ns + MODEL_KILL_WINDOW_NS >= last;
-    }
+    return a->death_hi < b->death_lo;
 }
 
 static int is_pending(const struct ls_record *r)
@@ -178,18 +164,6 @@ size_t model_blocked_ops(const struct m_proc *p, const struct ls_record **out, s
 
 /* ---- liveness ---------------------------------------------------------------------------- */
 
-/* Returns 1 if pid runs here and started no later than the trace (not a reused pid), 0 if
- * not, -1 if it cannot tell. */
-static int local_process_alive(int pid, uint64_t trace_start_ns)
-{
-    struct proc_sample ps;
-    if (proc_sample(pid, &ps) != 0)
-        return 0;
-    if (ps.start_ns == 0)
-        return -1;
-    return ps.start_ns <= trace_start_ns + 2 * NS;
-}
-
 static uint64_t max_u64(uint64_t a, uint64_t b)
 {
     return a > b ? a : b;
@@ -208,16 +182,51 @@ static uint64_t last_seen(const struct tr_trace *t)
     return s;
 }
 
-static int alive(const struct m_proc *p, uint64_t job_now, const char *hostname)
+/* The heartbeat period of a trace's writer (1 s before the header said). */
+static uint64_t heartbeat_ns(const struct ls_header *h)
+{
+    return (uint64_t)(h->heartbeat_ms ? h->heartbeat_ms : 1000) * 1000000ull;
+}
+
+/* How long after its last heartbeat a process without an end record can have died: one period,
+ * plus as much again (at least 15 ms) for a heartbeat thread the scheduler ran late. */
+static uint64_t death_slack(const struct ls_header *h)
+{
+    uint64_t hb = heartbeat_ns(h);
+    return hb + (hb > 15000000ull ? hb : 15000000ull);
+}
+
+/* A probe's sidecar tells the state at the time of the probe; it is the state to report when
+ * the trace did not move after it (a snapshot gathered from another node, or a process that has
+ * not run since). Otherwise the process lived on after the probe and /proc knows better. */
+static int sidecar_current(const struct m_proc *p)
+{
+    return p->live && p->live->probed_ns && p->last_seen_ns <= p->live->probed_ns + NS;
+}
+
+/* Alive or not: the probe's snapshot, else this host's /proc, else the heartbeat's age. */
+static enum liveness decide_liveness(struct m_proc *p, uint64_t job_now)
 {
     const struct ls_header *h = &p->t->hdr;
-    if (hostname[0] && strcmp(h->host, hostname) == 0) {
-        int r = local_process_alive(h->pid, h->start_ns);
-        if (r >= 0)
-            return r;
+    enum liveness v = LIVENESS_UNKNOWN;
+    const char *why = "";
+    if (sidecar_current(p)) {
+        v = liveness_from_activity(p->live->activity);
+        why = "as the live probe saw it";
     }
-    uint64_t beat = h->heartbeat_ns ? h->heartbeat_ns : p->last_seen_ns;
-    return job_now <= beat || job_now - beat <= MODEL_HEARTBEAT_STALE_NS;
+    if (v == LIVENESS_UNKNOWN)
+        v = liveness_local(h, &why);
+    if (v == LIVENESS_UNKNOWN) {
+        uint64_t stale = max_u64(MODEL_HEARTBEAT_STALE_NS, 10 * heartbeat_ns(h));
+        int fresh = job_now <= p->last_seen_ns || job_now - p->last_seen_ns <= stale;
+        v = fresh ? LIVENESS_RUNNING : LIVENESS_DEAD;
+        why = fresh ? "its heartbeat is recent" : "its heartbeat stopped";
+    }
+    /* Worth telling a person: why a process that seems to be there is not. */
+    int telling = strncmp(why, "a zombie", 8) == 0 || strncmp(why, "its pid", 7) == 0 ||
+                  strncmp(why, "the host", 8) == 0;
+    p->liveness_why = telling ? why : "";
+    return v;
 }
 
 static int index_groups(struct m_proc *p)
@@ -244,12 +253,30 @@ static int index_groups(struct m_proc *p)
     return 0;
 }
 
-static void settle_state(struct m_proc *p, uint64_t job_now, const char *hostname)
+/* Its first call that NCCL failed (not a refusal of its arguments). */
+static const struct ls_record *first_failure(const struct tr_trace *t)
+{
+    for (size_t i = 0; i < t->nrecords; i++) {
+        const struct ls_record *r = &t->records[i];
+        if (names_result_is_error(r->result) && !(r->flags & LS_REC_NOT_ENQUEUED) &&
+            r->result != 4 /* ncclInvalidArgument */ && r->result != 5 /* ncclInvalidUsage */)
+            return r;
+    }
+    return NULL;
+}
+
+static void settle_state(struct m_proc *p, uint64_t job_now)
 {
     const struct tr_trace *t = p->t;
     const struct ls_header *h = &t->hdr;
     p->current = NULL;
     p->waiting_gpu = 0;
+    p->stopped = 0;
+    p->died_in = NULL;
+    p->stopped_with_job = 0;
+    p->stopped_after = NULL;
+    p->liveness_why = "";
+    p->death_lo = p->death_hi = 0;
     for (size_t i = 0; i < t->nrecords && !p->current; i++)
         if (is_pending(&t->records[i]))
             p->current = &t->records[i];
@@ -259,23 +286,32 @@ static void settle_state(struct m_proc *p, uint64_t job_now, const char *hostnam
             p->waiting_gpu = 1;
         }
     p->last_call = t->nrecords ? &t->records[t->nrecords - 1] : NULL;
+    p->failed = first_failure(t);
     switch (h->end_kind) {
     case LS_END_EXITED:
     case LS_END_UNDERSCORE_EXIT:
         p->state = RANK_EXITED;
         p->since_ns = h->end_ns ? h->end_ns : p->last_seen_ns;
+        p->death_lo = p->death_hi = p->since_ns;
         return;
     case LS_END_SIGNALED:
         p->state = RANK_CRASHED;
         p->since_ns = h->end_ns ? h->end_ns : p->last_seen_ns;
+        p->death_lo = p->death_hi = p->since_ns;
         return;
     default:
         break;
     }
-    if (!alive(p, job_now, hostname)) {
+    enum liveness v = decide_liveness(p, job_now);
+    if (v == LIVENESS_DEAD) {
         p->state = RANK_VANISHED;
-        p->since_ns = h->heartbeat_ns ? h->heartbeat_ns : p->last_seen_ns;
-    } else if (p->current) {
+        p->since_ns = p->last_seen_ns;
+        p->death_lo = p->last_seen_ns;
+        p->death_hi = p->last_seen_ns + death_slack(h);
+        return;
+    }
+    p->stopped = v == LIVENESS_STOPPED;
+    if (p->current) {
         p->state = RANK_IN_CALL;
         p->since_ns = p->current->enter_ns;
     } else {
@@ -285,21 +321,81 @@ static void settle_state(struct m_proc *p, uint64_t job_now, const char *hostnam
     }
 }
 
+/* The collective or p2p call a dead process was blocked in when it ended, NULL none. */
+static const struct ls_record *blocked_at_death(const struct m_proc *p)
+{
+    const struct ls_record *ops[8];
+    size_t n = model_blocked_ops(p, ops, 8);
+    for (size_t i = 0; i < n; i++)
+        if (ls_op_is_collective(ops[i]->op) || ops[i]->op == LS_OP_SEND ||
+            ops[i]->op == LS_OP_RECV)
+            return ops[i];
+    return NULL;
+}
+
+/* Orders the deaths of one attempt. A rank killed from outside after another rank had died is
+ * the launcher (or scheduler) tearing the job down: stopped_with_job. So are ranks killed from
+ * outside in one wave, none certainly before another, when no rank of the attempt outlived
+ * them (a timeout, a cancel, Ctrl-C). A rank without an end record whose death overlaps the
+ * recorded signal of others died before that signal: a launcher signals only the living, and
+ * the shim records the signal of the living. */
+static void order_deaths(struct m_job *job)
+{
+    size_t alive = 0;
+    for (size_t i = 0; i < job->nprocs; i++)
+        alive += model_alive(job->procs[i]);
+    for (size_t i = 0; i < job->nprocs; i++) {
+        struct m_proc *d = job->procs[i];
+        if (model_alive(d))
+            continue;
+        d->died_in = blocked_at_death(d);
+        if (!model_killed_from_outside(d))
+            continue;
+        for (size_t k = 0; k < job->nprocs; k++) {
+            const struct m_proc *e = job->procs[k];
+            if (e == d || model_alive(e))
+                continue;
+            int before = model_died_before(e, d);
+            if (!before && e->state == RANK_VANISHED && d->state == RANK_CRASHED &&
+                !model_died_before(d, e))
+                before = 1; /* overlapping: the vanished one missed the launcher's signal */
+            if (before && (!d->stopped_after || e->death_lo < d->stopped_after->death_lo)) {
+                d->stopped_with_job = 1;
+                d->stopped_after = e;
+            }
+        }
+    }
+    if (alive)
+        return;
+    size_t wave = 0;
+    for (size_t i = 0; i < job->nprocs; i++)
+        wave += !model_alive(job->procs[i]) && model_killed_from_outside(job->procs[i]) &&
+                !job->procs[i]->stopped_with_job;
+    for (size_t i = 0; i < job->nprocs && wave >= 2; i++) {
+        struct m_proc *d = job->procs[i];
+        if (!model_alive(d) && model_killed_from_outside(d))
+            d->stopped_with_job = 1;
+    }
+}
+
 int model_state_build(struct model *m)
 {
-    char hostname[256] = "";
-    if (gethostname(hostname, sizeof(hostname) - 1) != 0)
-        hostname[0] = 0;
+    for (size_t j = 0; j < m->njobs; j++)
+        m->jobs[j].now_ns = 0;
     for (size_t i = 0; i < m->nprocs; i++) {
         struct m_proc *p = &m->procs[i];
         p->last_seen_ns = last_seen(p->t);
+        free(p->group_ends);
+        p->group_ends = NULL;
+        p->ngroup_ends = 0;
         if (index_groups(p) < 0)
             return -1;
         struct m_job *job = &m->jobs[p->job];
         job->now_ns = max_u64(job->now_ns, p->last_seen_ns);
     }
     for (size_t i = 0; i < m->nprocs; i++)
-        settle_state(&m->procs[i], m->jobs[m->procs[i].job].now_ns, hostname);
-    mark_job_kills(m);
+        settle_state(&m->procs[i], m->jobs[m->procs[i].job].now_ns);
+    for (size_t j = 0; j < m->njobs; j++)
+        order_deaths(&m->jobs[j]);
     return 0;
 }

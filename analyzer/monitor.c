@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "live.h"
+#include "liveness.h"
 #include "monitor.h"
 
 static uint64_t mono_ns(void)
@@ -74,7 +74,8 @@ static int reread(struct mon_trace *t)
         }
         h.host[LS_HOST_LEN - 1] = 0;
         t->h = h;
-        t->running_here = h.end_kind == LS_END_RUNNING && live_is_running_here(&h);
+        t->running_here =
+            h.end_kind == LS_END_RUNNING && liveness_alive(liveness_local(&h, NULL));
     }
     close(fd);
     return moved;

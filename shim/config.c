@@ -84,4 +84,7 @@ void ls_config_read(struct ls_config *cfg)
     cfg->retain_hours = 72;
     if (knob_u64("LOCKSTEP_RETAIN_HOURS", 0, 24 * 365 * 10, &v) == 1)
         cfg->retain_hours = (double)v;
+    cfg->heartbeat_ms = LS_DEFAULT_HEARTBEAT_MS;
+    if (knob_u64("LOCKSTEP_HEARTBEAT_MS", 5, 1000, &v) == 1)
+        cfg->heartbeat_ms = (uint32_t)v;
 }

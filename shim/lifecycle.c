@@ -1,5 +1,6 @@
 /* lifecycle.c -- heartbeat, fatal signals and process exit: how a traced process ended. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
@@ -10,7 +11,10 @@
 
 #include "shim.h"
 
-#define HEARTBEAT_NS 1000000000ull
+#define MS                 1000000ull
+#define POLL_PENDING_NS    (50 * MS)   /* GPU completion checks while an event is outstanding */
+#define POLL_IDLE_NS       (1000 * MS) /* ... and otherwise */
+#define CALIBRATE_EVERY_NS (1000 * MS)
 
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM};
 #define NFATAL (sizeof fatal_signals / sizeof fatal_signals[0])
@@ -32,8 +36,11 @@ static void mark_end(uint32_t kind, int status, int sig)
     atomic_store_explicit((_Atomic uint32_t *)&h->end_kind, kind, memory_order_release);
 }
 
-/* The heartbeat thread: refreshes the heartbeat, and observes GPU completion (every 50 ms
- * while an event is outstanding, else every second). It never blocks on the GPU. */
+/* The heartbeat thread: refreshes the heartbeat every `heartbeat_ms` (10 ms by default: the
+ * last heartbeat of a SIGKILLed process says when it died, to that precision, which is how
+ * the analyzer orders deaths), observes GPU completion (every 50 ms while an event is
+ * outstanding, else every second) and recalibrates the clock every second. It never blocks
+ * on the GPU. */
 static _Atomic int heartbeat_state; /* 0 none, 1 starting, 2 running its loop */
 /* At exit the heartbeat stops calling into other libraries (CUDA's event queries): their
  * destructors may run next, and a leak checker stopping the world must not catch it inside
@@ -49,19 +56,27 @@ static void *heartbeat_main(void *arg)
     struct timespec first = {0, 20000000};
     nanosleep(&first, NULL);
     ls_clock_calibrate();
+    uint64_t tick = (uint64_t)(t->hdr->heartbeat_ms ? t->hdr->heartbeat_ms : 1000) * MS;
+    uint64_t next_poll = 0, next_calibration = ls_realtime_ns() + CALIBRATE_EVERY_NS;
     for (;;) {
-        int pending = 0;
-        atomic_store(&heartbeat_busy, 1);
-        if (!atomic_load(&heartbeat_stop))
-            pending = ls_completion_poll(t);
-        atomic_store(&heartbeat_busy, 0);
-        uint64_t tick = pending ? 50000000ull : HEARTBEAT_NS;
+        uint64_t now = ls_realtime_ns();
+        if (now >= next_poll) {
+            int pending = 0;
+            atomic_store(&heartbeat_busy, 1);
+            if (!atomic_load(&heartbeat_stop))
+                pending = ls_completion_poll(t);
+            atomic_store(&heartbeat_busy, 0);
+            next_poll = now + (pending ? POLL_PENDING_NS : POLL_IDLE_NS);
+        }
         struct timespec ts = {(time_t)(tick / 1000000000ull), (long)(tick % 1000000000ull)};
         nanosleep(&ts, NULL);
-        ls_clock_calibrate();
-        if (atomic_load_explicit(&ls_clock_conv.on, memory_order_relaxed))
-            atomic_store_explicit((_Atomic uint32_t *)&t->hdr->clock_source, LS_CLOCK_TSC,
-                                  memory_order_relaxed);
+        if (ls_realtime_ns() >= next_calibration) {
+            ls_clock_calibrate();
+            next_calibration = ls_realtime_ns() + CALIBRATE_EVERY_NS;
+            if (atomic_load_explicit(&ls_clock_conv.on, memory_order_relaxed))
+                atomic_store_explicit((_Atomic uint32_t *)&t->hdr->clock_source, LS_CLOCK_TSC,
+                                      memory_order_relaxed);
+        }
         atomic_store_explicit((_Atomic uint64_t *)&t->hdr->heartbeat_ns, ls_now(),
                               memory_order_relaxed);
     }
@@ -85,6 +100,14 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *uctx)
     if (!ignored && owns_trace()) {
         mark_end(LS_END_SIGNALED, 0, sig);
         recorded = 1;
+        /* Where it was when the signal came: for SIGTERM from a launcher, what a rank that
+         * never reached a collective was busy with. The end is recorded first, so a fault
+         * while unwinding loses only this. */
+        int saved_errno = errno;
+        ls_live_stack_capture(uctx);
+        atomic_fetch_or_explicit((_Atomic uint32_t *)&ls_g.trace.hdr->flags, LS_HFLAG_END_STACK,
+                                 memory_order_release);
+        errno = saved_errno;
     }
     if (!prev || ignored)
         return;
@@ -102,9 +125,12 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *uctx)
         return;
     }
     /* The program's handler returned: the process lives on. */
-    if (recorded && owns_trace())
+    if (recorded && owns_trace()) {
+        atomic_fetch_and_explicit((_Atomic uint32_t *)&ls_g.trace.hdr->flags, ~LS_HFLAG_END_STACK,
+                                  memory_order_relaxed);
         atomic_store_explicit((_Atomic uint32_t *)&ls_g.trace.hdr->end_kind, LS_END_RUNNING,
                               memory_order_release);
+    }
 }
 
 static void install_handlers(int only_if_replaced)

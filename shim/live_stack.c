@@ -12,25 +12,13 @@
 
 #include "shim.h"
 
-/* Runs in signal context: no locks, no allocation, errno preserved. Interrupted system calls
- * restart (SA_RESTART); sleeps the program was in may end early, as with any signal. */
-static void on_stack_request(int sig, siginfo_t *info, void *uctx)
+void ls_live_stack_capture(void *uctx)
 {
-    (void)sig;
-    (void)info;
-    int saved_errno = errno;
-    if (atomic_load_explicit(&ls_g.state, memory_order_acquire) != LS_STATE_ON ||
-        (int)syscall(SYS_getpid) != ls_g.pid) {
-        errno = saved_errno;
-        return;
-    }
     struct ls_live_stack *ls = &ls_g.trace.hdr->live_stack;
     _Atomic uint64_t *seq = (_Atomic uint64_t *)&ls->seq;
     uint64_t s = atomic_load_explicit(seq, memory_order_relaxed);
-    if (s & 1) { /* another thread is writing it right now: let that one finish */
-        errno = saved_errno;
+    if (s & 1) /* another thread is writing it right now: let that one finish */
         return;
-    }
     atomic_store_explicit(seq, s + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
 
@@ -49,6 +37,18 @@ static void on_stack_request(int sig, siginfo_t *info, void *uctx)
     ls->tid = (uint32_t)syscall(SYS_gettid);
     ls->ns = ls_now();
     atomic_store_explicit(seq, s + 2, memory_order_release);
+}
+
+/* Runs in signal context: no locks, no allocation, errno preserved. Interrupted system calls
+ * restart (SA_RESTART); sleeps the program was in may end early, as with any signal. */
+static void on_stack_request(int sig, siginfo_t *info, void *uctx)
+{
+    (void)sig;
+    (void)info;
+    int saved_errno = errno;
+    if (atomic_load_explicit(&ls_g.state, memory_order_acquire) == LS_STATE_ON &&
+        (int)syscall(SYS_getpid) == ls_g.pid)
+        ls_live_stack_capture(uctx);
     errno = saved_errno;
 }
 

@@ -205,7 +205,32 @@ claimed:
     c->rec = r;
     c->ticket = tk;
     c->comm_idx = idx;
+    c->seq = seq;
+    c->peer = a->peer;
     return 1;
+}
+
+/* Gives back the sequence number a refused call took (NCCL enqueues nothing and counts
+ * nothing when it refuses a call's arguments), so later calls keep the numbers NCCL uses. */
+static void give_back_seq(struct ls_call *c)
+{
+    struct ls_trace *t = c->t;
+    struct ls_comm *comm = &t->comms[c->comm_idx];
+    _Atomic uint64_t *counter = NULL;
+    if (ls_op_is_collective(c->op)) {
+        counter = (_Atomic uint64_t *)&comm->coll_issued;
+    } else {
+        _Atomic uint64_t *dir = (_Atomic uint64_t *)(c->op == LS_OP_SEND ? &comm->p2p_sends
+                                                                         : &comm->p2p_recvs);
+        atomic_store_explicit(dir, atomic_load_explicit(dir, memory_order_relaxed) - 1,
+                              memory_order_relaxed);
+        struct ls_peer *p = ls_peer_get(t, c->comm_idx, c->peer);
+        if (p)
+            counter = (_Atomic uint64_t *)(c->op == LS_OP_SEND ? &p->sends : &p->recvs);
+    }
+    /* Only the thread using the communicator writes its counters (NCCL's rule). */
+    if (counter && atomic_load_explicit(counter, memory_order_relaxed) == c->seq)
+        atomic_store_explicit(counter, c->seq - 1, memory_order_relaxed);
 }
 
 void ls_call_set(struct ls_call *c, uint64_t comm_id, int comm_rank, uint64_t count, uint64_t aux)
@@ -229,18 +254,28 @@ void ls_call_exit(struct ls_call *c, int result)
     /* Lock our record again while writing its return; if the ring wrapped onto the slot while
      * the call ran, it is no longer ours and stays as its new writer left it. */
     uint64_t mine = c->ticket + 1;
+    int issues_work = ls_op_is_collective(c->op) || c->op == LS_OP_SEND || c->op == LS_OP_RECV;
+    int refused = LS_UNLIKELY(result == 4 /* ncclInvalidArgument */ ||
+                              result == 5 /* ncclInvalidUsage */) &&
+                  issues_work && c->seq && c->comm_idx >= 0;
+    if (LS_UNLIKELY(refused))
+        give_back_seq(c);
     if (r && atomic_compare_exchange_strong_explicit((_Atomic uint64_t *)&r->ticket, &mine,
                                                      LS_TICKET_BUSY | c->ticket,
                                                      memory_order_acq_rel, memory_order_relaxed)) {
         atomic_thread_fence(memory_order_release);
+        if (LS_UNLIKELY(refused)) {
+            r->seq = 0;
+            atomic_fetch_or_explicit((_Atomic uint32_t *)&r->flags, LS_REC_NOT_ENQUEUED,
+                                     memory_order_relaxed);
+        }
         atomic_store_explicit((_Atomic uint64_t *)&r->exit_ns, now, memory_order_relaxed);
         atomic_store_explicit((_Atomic int32_t *)&r->result, result, memory_order_relaxed);
         atomic_store_explicit((_Atomic uint64_t *)&r->ticket, c->ticket + 1, memory_order_release);
     }
-    if (c->comm_idx >= 0 && ls_op_is_collective(c->op))
+    if (c->comm_idx >= 0 && ls_op_is_collective(c->op) && !refused)
         bump(&t->comms[c->comm_idx].coll_done);
     /* Issued work outside a group is on its stream now (a group's is at its GroupEnd). */
-    int issues_work = ls_op_is_collective(c->op) || c->op == LS_OP_SEND || c->op == LS_OP_RECV;
     if (issues_work && !c->in_group && (result == 0 || result == 7 /* ncclInProgress */) &&
         ls_completion_active())
         ls_call_issued(c, c->stream);

@@ -23,6 +23,7 @@ struct ls_config {
     uint32_t stack_depth; /* LOCKSTEP_STACK_DEPTH */
     uint32_t py_depth;    /* LOCKSTEP_PYTHON_DEPTH (0 when stack_depth is 0) */
     double retain_hours;  /* LOCKSTEP_RETAIN_HOURS; 0 keeps every trace */
+    uint32_t heartbeat_ms; /* LOCKSTEP_HEARTBEAT_MS: how often the heartbeat is written */
 };
 
 /* Reads the LOCKSTEP_* environment into `cfg`, bounding every knob; out-of-range values are
@@ -182,6 +183,11 @@ void ls_lifecycle_after_fork_child(void);
  * ones to chain to). Cheap enough for communicator creation, not for every call. */
 void ls_lifecycle_recheck_signals(void);
 
+/* Writes the calling thread's stack as interrupted at signal context `uctx` (and its Python
+ * frames) into the header's live_stack/live_python, under their sequence lock. For signal
+ * handlers of the trace's owner only: no locks, no allocation. */
+void ls_live_stack_capture(void *uctx);
+
 /* Installs the handler of the live-stack signal (LOCKSTEP_STACK_SIGNAL, default SIGRTMAX-3,
  * 0 = off) and publishes its number in the header; leaves a program's own handler alone. */
 void ls_live_stack_install(struct ls_trace *t);
@@ -339,6 +345,8 @@ struct ls_call {
     struct ls_record *rec; /* NULL when the ring slot was taken (the call is unrecorded) */
     uint64_t ticket;
     int comm_idx;
+    uint64_t seq; /* the sequence number it took, 0 none */
+    int peer;     /* Send/Recv: the peer, else -1 */
 };
 
 /* Starts recording a call: returns 1 with `c` filled when the call is recorded (the caller

@@ -144,6 +144,68 @@ static int env_int(const char *const *names)
     return (end != v && x >= 0 && x < (1L << 30)) ? (int)x : -1;
 }
 
+/* Reads up to len-1 bytes of a small /proc file into buf (NUL-terminated). Returns the length,
+ * or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = 0;
+    return n;
+}
+
+/* This process's start in clock ticks after boot (field 22 of /proc/self/stat), 0 unknown. With
+ * the pid and the boot id it names the process: a reused pid has another start. */
+static uint64_t proc_start_ticks(void)
+{
+    char buf[1024];
+    if (read_small("/proc/self/stat", buf, sizeof buf) <= 0)
+        return 0;
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    if (!p)
+        return 0;
+    p += 2; /* field 3, the state, follows ") " */
+    for (int field = 3; field < 22 && *p; p++)
+        field += *p == ' ';
+    return strtoull(p, NULL, 10);
+}
+
+/* A hash of the kernel's boot id, 0 unknown. */
+static uint32_t boot_id_hash(void)
+{
+    char buf[64];
+    if (read_small("/proc/sys/kernel/random/boot_id", buf, sizeof buf) <= 0)
+        return 0;
+    uint32_t h = 2166136261u;
+    for (const char *p = buf; *p && *p != '\n'; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h ? h : 1;
+}
+
+/* The job id: the first variable of `names` that is set; a Slurm job's step is part of it
+ * ("4.1"): the steps of one allocation are runs of their own. */
+static void fill_job(struct ls_header *h, const char *const *names)
+{
+    const char *which = NULL;
+    const char *job = first_env(names, &which);
+    if (!job)
+        return;
+    const char *step = getenv("SLURM_STEP_ID");
+    char *end = NULL;
+    unsigned long sv = step && *step ? strtoul(step, &end, 10) : 0;
+    /* Numeric steps only: the batch script and the extern step have reserved values. */
+    if (strcmp(which, "SLURM_JOB_ID") == 0 && end && !*end && sv < 0xfffffff0ul)
+        snprintf(h->job, sizeof h->job, "%.40s.%lu", job, sv);
+    else
+        snprintf(h->job, sizeof h->job, "%s", job);
+    snprintf(h->job_source, sizeof h->job_source, "%s", which);
+}
+
 static void fill_identity(struct ls_header *h)
 {
     static const char *const rank_vars[] = {"RANK",     "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
@@ -183,12 +245,13 @@ static void fill_identity(struct ls_header *h)
     if (gethostname(h->host, sizeof h->host - 1) != 0)
         snprintf(h->host, sizeof h->host, "unknown");
     h->host[sizeof h->host - 1] = 0;
-    const char *which = NULL;
-    const char *job = first_env(job_vars, &which);
-    if (job) {
-        snprintf(h->job, sizeof h->job, "%s", job);
-        snprintf(h->job_source, sizeof h->job_source, "%s", which);
-    }
+    static const char *const attempt_vars[] = {"TORCHELASTIC_RESTART_COUNT",
+                                               "SLURM_RESTART_COUNT", NULL};
+    fill_job(h, job_vars);
+    int restarts = env_int(attempt_vars);
+    h->attempt = restarts >= 0 ? (uint32_t)restarts + 1 : 0;
+    h->proc_start_ticks = proc_start_ticks();
+    h->boot_id = boot_id_hash();
     int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         ssize_t n = read(fd, h->cmdline, sizeof h->cmdline - 1);
@@ -342,6 +405,7 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg)
     h->stack_depth = cfg->stack_depth;
     h->start_ns = now;
     h->heartbeat_ns = now;
+    h->heartbeat_ms = cfg->heartbeat_ms;
     h->str_used = 1; /* offset 0 is the empty string */
 
     t->hdr = h;

@@ -39,6 +39,7 @@
 #define LS_DEFAULT_PY_DEPTH    16u
 #define LS_MAX_PY_DEPTH        64u
 #define LS_LIVE_PY_LEN         256u
+#define LS_DEFAULT_HEARTBEAT_MS 10u /* how far apart SIGKILL deaths can be told apart */
 #define LS_MIN_RING            64u
 #define LS_MAX_RING            (1u << 24)
 
@@ -64,6 +65,8 @@ enum ls_rank_source {
 #define LS_HFLAG_PEERS_FULL   (1u << 4) /* the peer table filled: p2p seq numbers for new peers 0 */
 #define LS_HFLAG_STRINGS_FULL (1u << 5)
 #define LS_HFLAG_PYSITES_FULL (1u << 6) /* the python site table filled: later stacks unnamed */
+#define LS_HFLAG_END_STACK    (1u << 7) /* live_stack/live_python were taken by the handler of
+                                         * the fatal signal in end_signal: where it died */
 
 /* A stack captured on request while the process runs (`lockstep run`/`watch` send the signal
  * in ls_header.live_signal). A sequence lock: `seq` is odd while the shim writes, even when
@@ -163,7 +166,8 @@ struct ls_header {
     char job_source[32];          /* 288: name of the variable the job id came from */
     char cmdline[LS_CMDLINE_LEN]; /* 320: argv joined by spaces, truncated */
     uint32_t nccl_version;        /* 832: ncclGetVersion() of the real library, 0 unknown (live) */
-    uint32_t pad0;                /* 836 */
+    uint32_t attempt;             /* 836: the launcher's restart count + 1
+                                   *      (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT), 0 unknown */
 
     /* Live state. */
     uint64_t heartbeat_ns; /* 840: CLOCK_REALTIME ns of the last heartbeat (live) */
@@ -183,13 +187,13 @@ struct ls_header {
                                *      thread slot (live); see ls_calls_in_flight() */
     struct ls_live_stack live_stack; /* 920: the last stack captured on request */
     int32_t live_signal;   /* 1200: signal that asks for a live stack, 0 if none is handled */
-    uint32_t pad1;         /* 1204 */
+    uint32_t heartbeat_ms; /* 1204: period of heartbeat_ns in ms; 0: 1000 (older writers) */
     uint32_t completion;   /* 1208: enum ls_completion_state (live) */
     uint32_t stream_count; /* 1212: stream slots used (live) */
     uint64_t completions;  /* 1216: completions observed so far (live; progress for watchers) */
     struct ls_stream streams[LS_MAX_STREAMS]; /* 1224 */
     uint32_t clock_source;                    /* 2760: enum ls_clock_source (live) */
-    uint32_t pad2;                            /* 2764 */
+    uint32_t boot_id;                         /* 2764: hash of the kernel's boot id, 0 unknown */
     uint64_t pysite_off;        /* 2768: python site table; 0 (and cap 0) in traces without one */
     uint32_t pysite_cap;        /* 2776: entries */
     uint32_t pysite_entry_size; /* 2780: sizeof(struct ls_pysite) + py_depth * sizeof(ls_pyframe) */
@@ -200,7 +204,10 @@ struct ls_header {
     char live_python[LS_LIVE_PY_LEN]; /* 2800: with the live stack (same seq): the interrupted
                                        * thread's Python frames, "file.py:LINE (func) <- ...",
                                        * innermost first, NUL-terminated; "" none */
-    uint8_t reserved[16];             /* 3056: zero; later versions add fields here */
+    uint64_t proc_start_ticks;        /* 3056: the process's start, clock ticks after boot
+                                       *       (/proc/PID/stat field 22); with pid and boot_id
+                                       *       it names the process; 0 unknown */
+    uint8_t reserved[8];              /* 3064: zero; later versions add fields here */
     struct ls_thread_slot threads[LS_THREAD_SLOTS]; /* 3072: threads in a call (live) */
 };
 
@@ -337,6 +344,10 @@ enum ls_op {
 #define LS_REC_GRAPH_CAPTURED                                                                      \
     (1u << 3) /* issued into a stream being captured into a graph:                                 \
                * it runs when the graph is launched, not tracked */
+#define LS_REC_NOT_ENQUEUED                                                                        \
+    (1u << 4) /* NCCL refused the call's arguments (ncclInvalidArgument, ncclInvalidUsage):       \
+               * nothing was enqueued, and the call gave back the sequence number it took     \
+               * (seq is 0) */
 
 /* ls_record.result while the call has not returned. */
 #define LS_RESULT_PENDING (-1)
@@ -392,6 +403,10 @@ _Static_assert(sizeof(struct ls_stream) == 48, "stream entry size");
 _Static_assert(offsetof(struct ls_header, clock_source) == 2760, "header layout");
 _Static_assert(offsetof(struct ls_header, threads) == 3072, "header layout");
 _Static_assert(offsetof(struct ls_header, live_python) == 2800, "header layout");
+_Static_assert(offsetof(struct ls_header, attempt) == 836, "header layout");
+_Static_assert(offsetof(struct ls_header, heartbeat_ms) == 1204, "header layout");
+_Static_assert(offsetof(struct ls_header, boot_id) == 2764, "header layout");
+_Static_assert(offsetof(struct ls_header, proc_start_ticks) == 3056, "header layout");
 _Static_assert(sizeof(struct ls_thread_slot) == 64, "thread slot size");
 _Static_assert(offsetof(struct ls_comm, coll_completed) == 152, "comm layout");
 _Static_assert(sizeof(struct ls_comm) == 224, "comm entry size");

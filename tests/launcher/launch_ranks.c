@@ -1,5 +1,5 @@
-/* launch_ranks.c -- start N ranks of a program as torchrun would, wait, report, time out, clean up.
- */
+/* launch_ranks.c -- starts N ranks of a program the way torchrun, srun or mpirun would: rank
+ * environment, fail-fast teardown, restarts, a timeout; then reports and cleans up. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #define MAX_RANK_VARS 8
+#define MAX_ENVS      16
 
 enum rank_state { R_RUNNING = 0, R_EXITED, R_SIGNALED, R_TIMEDOUT };
 
@@ -23,20 +24,51 @@ struct rank {
     int value; /* exit status or signal number */
 };
 
+struct options {
+    int nranks;
+    double timeout;
+    int kill_sig;
+    const char *idfile;
+    const char *rank_vars[MAX_RANK_VARS];
+    int nrank_vars;
+    char *envs[MAX_ENVS];
+    int nenvs;
+    int fail_fast;
+    int ff_sig;                  /* what the launcher sends the others after a failure */
+    int ff_delay_lo, ff_delay_hi; /* ms between noticing the failure and signalling */
+    double ff_grace;             /* s before SIGKILL follows */
+    int monitor_ms;              /* how often the launcher looks at its children */
+    int rank_offset, world_size;
+    int *rank_list; /* RANK of each process, when given (--ranks) */
+    int max_restarts;
+    unsigned seed;
+};
+
 static struct rank *ranks;
-static int nranks = 1;
 static volatile sig_atomic_t forward_sig;
 
 static void usage(void)
 {
     fprintf(stderr,
             "usage: launch-ranks [--np N] [--timeout SECONDS] [--kill-signal SIG]\n"
-            "                    [--idfile PATH] [--env-rank-var NAME]... [--fail-fast]\n"
+            "                    [--idfile PATH] [--env-rank-var NAME]... [--env NAME=VALUE]...\n"
+            "                    [--fail-fast] [--fail-fast-signal SIG] [--fail-fast-delay MS[-MS]]\n"
+            "                    [--fail-fast-grace SECONDS] [--monitor-interval MS]\n"
+            "                    [--max-restarts N] [--ranks R,R,...] [--seed S]\n"
             "                    [--rank-offset K --world-size W] -- PROGRAM [ARGS...]\n"
-            "  --fail-fast      when a rank fails, stop the others (SIGTERM, then SIGKILL), as\n"
-            "                   torchrun does; exit with the first failure's status\n"
-            "  --rank-offset K  this launcher runs global ranks K..K+N-1 of a job of\n"
-            "  --world-size W   W ranks (one launcher per simulated node)\n");
+            "  --fail-fast           when a rank fails, stop the others, as torchrun does; exit\n"
+            "                        with the first failure's status\n"
+            "  --fail-fast-signal    the signal for the others (default TERM; srun -K: KILL)\n"
+            "  --fail-fast-delay     ms from noticing the failure to signalling (a range picks\n"
+            "                        one at random, printed on stderr; default 0)\n"
+            "  --fail-fast-grace     seconds before SIGKILL follows the signal (default 5)\n"
+            "  --monitor-interval    ms between looks at the children: failures are noticed and\n"
+            "                        dead ranks reaped only then (default 5)\n"
+            "  --max-restarts N      after a failure, stop the others and start every rank again,\n"
+            "                        up to N times (TORCHELASTIC_RESTART_COUNT, same run id)\n"
+            "  --ranks R,R,...       the RANK of each process (a misconfigured launch); sets --np\n"
+            "  --rank-offset K       this launcher runs global ranks K..K+N-1 of a job of\n"
+            "  --world-size W        W ranks (one launcher per simulated node)\n");
     exit(2);
 }
 
@@ -67,6 +99,12 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
 }
 
 static void on_signal(int sig)
@@ -117,9 +155,9 @@ static void remove_tmpdir(const char *dir)
     rmdir(dir);
 }
 
-static int reap(pid_t pid, int status)
+static int reap(const struct options *o, pid_t pid, int status)
 {
-    for (int r = 0; r < nranks; r++) {
+    for (int r = 0; r < o->nranks; r++) {
         if (ranks[r].pid != pid || ranks[r].state != R_RUNNING)
             continue;
         if (WIFEXITED(status)) {
@@ -136,13 +174,37 @@ static int reap(pid_t pid, int status)
     return -1;
 }
 
-int main(int argc, char **argv)
+static int rank_of(const struct options *o, int r)
 {
-    double timeout = 0;
-    int kill_sig = SIGKILL;
-    const char *idfile = NULL;
-    const char *rank_vars[MAX_RANK_VARS];
-    int nrank_vars = 0, fail_fast = 0, rank_offset = 0, world_size = 0;
+    return o->rank_list ? o->rank_list[r] : o->rank_offset + r;
+}
+
+static void signal_running(const struct options *o, int sig)
+{
+    for (int r = 0; r < o->nranks; r++)
+        if (ranks[r].state == R_RUNNING)
+            kill(ranks[r].pid, sig);
+}
+
+static int parse_ranks(struct options *o, const char *list)
+{
+    int n = 1;
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    o->rank_list = calloc((size_t)n, sizeof(int));
+    if (!o->rank_list)
+        return -1;
+    char *copy = strdup(list), *save = NULL;
+    int i = 0;
+    for (char *t = strtok_r(copy, ",", &save); t && i < n; t = strtok_r(NULL, ",", &save))
+        o->rank_list[i++] = atoi(t);
+    free(copy);
+    o->nranks = i;
+    return i > 0 ? 0 : -1;
+}
+
+static void parse_args(struct options *o, int argc, char **argv, int *prog_at)
+{
     int i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -151,94 +213,95 @@ int main(int argc, char **argv)
             break;
         }
         if (strcmp(a, "--fail-fast") == 0) {
-            fail_fast = 1;
+            o->fail_fast = 1;
             continue;
         }
         if (i + 1 >= argc)
             usage();
+        const char *v = argv[++i];
         if (strcmp(a, "--np") == 0) {
-            nranks = atoi(argv[++i]);
-            if (nranks < 1 || nranks > 4096)
+            o->nranks = atoi(v);
+            if (o->nranks < 1 || o->nranks > 4096)
                 usage();
         } else if (strcmp(a, "--timeout") == 0) {
-            timeout = atof(argv[++i]);
+            o->timeout = atof(v);
         } else if (strcmp(a, "--kill-signal") == 0) {
-            kill_sig = parse_signal(argv[++i]);
-            if (kill_sig < 0)
+            if ((o->kill_sig = parse_signal(v)) < 0)
                 usage();
+        } else if (strcmp(a, "--fail-fast-signal") == 0) {
+            if ((o->ff_sig = parse_signal(v)) < 0)
+                usage();
+            o->fail_fast = 1;
+        } else if (strcmp(a, "--fail-fast-delay") == 0) {
+            if (sscanf(v, "%d-%d", &o->ff_delay_lo, &o->ff_delay_hi) == 1)
+                o->ff_delay_hi = o->ff_delay_lo;
+            if (o->ff_delay_lo < 0 || o->ff_delay_hi < o->ff_delay_lo)
+                usage();
+            o->fail_fast = 1;
+        } else if (strcmp(a, "--fail-fast-grace") == 0) {
+            o->ff_grace = atof(v);
+        } else if (strcmp(a, "--monitor-interval") == 0) {
+            o->monitor_ms = atoi(v);
+            if (o->monitor_ms < 1)
+                usage();
+        } else if (strcmp(a, "--max-restarts") == 0) {
+            o->max_restarts = atoi(v);
+            if (o->max_restarts < 0)
+                usage();
+        } else if (strcmp(a, "--ranks") == 0) {
+            if (parse_ranks(o, v) < 0)
+                usage();
+        } else if (strcmp(a, "--seed") == 0) {
+            o->seed = (unsigned)strtoul(v, NULL, 10);
         } else if (strcmp(a, "--idfile") == 0) {
-            idfile = argv[++i];
+            o->idfile = v;
         } else if (strcmp(a, "--rank-offset") == 0) {
-            rank_offset = atoi(argv[++i]);
-            if (rank_offset < 0)
+            o->rank_offset = atoi(v);
+            if (o->rank_offset < 0)
                 usage();
         } else if (strcmp(a, "--world-size") == 0) {
-            world_size = atoi(argv[++i]);
-            if (world_size < 1)
+            o->world_size = atoi(v);
+            if (o->world_size < 1)
                 usage();
         } else if (strcmp(a, "--env-rank-var") == 0) {
-            if (nrank_vars == MAX_RANK_VARS)
+            if (o->nrank_vars == MAX_RANK_VARS)
                 usage();
-            rank_vars[nrank_vars++] = argv[++i];
+            o->rank_vars[o->nrank_vars++] = v;
+        } else if (strcmp(a, "--env") == 0) {
+            if (o->nenvs == MAX_ENVS || !strchr(v, '='))
+                usage();
+            o->envs[o->nenvs++] = (char *)v;
         } else {
             usage();
         }
     }
     if (i >= argc)
         usage();
-    char **prog = &argv[i];
+    *prog_at = i;
+}
 
-    char tag[32], prefix[64], tmpdir[4000] = "", idpath[4096];
-    snprintf(tag, sizeof(tag), "%d", (int)getpid());
-    snprintf(prefix, sizeof(prefix), "lsemu-%s-", tag);
-    if (!idfile) {
-        const char *t = getenv("TMPDIR");
-        snprintf(tmpdir, sizeof(tmpdir), "%s/launch-ranks-XXXXXX", t && *t ? t : "/tmp");
-        if (!mkdtemp(tmpdir)) {
-            fprintf(stderr, "launch-ranks: mkdtemp: %s\n", strerror(errno));
-            return 2;
-        }
-        snprintf(idpath, sizeof(idpath), "%s/id", tmpdir);
-        idfile = idpath;
-    }
-    setenv("LOCKSTEP_TEST_IDFILE", idfile, 1);
-    setenv("LOCKSTEP_EMU_TAG", tag, 1);
-    if (world_size == 0)
-        world_size = rank_offset + nranks;
-    if (rank_offset + nranks > world_size)
-        usage();
-    setenv_int("WORLD_SIZE", world_size);
-    setenv_int("LOCAL_WORLD_SIZE", nranks);
-
-    ranks = calloc((size_t)nranks, sizeof(*ranks));
-    if (!ranks)
-        return 2;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-
+/* Starts every rank of one attempt. Returns 0, or -1 after killing what was started. */
+static int spawn(const struct options *o, char **prog)
+{
     pid_t pgid = 0;
     fflush(NULL);
-    for (int r = 0; r < nranks; r++) {
+    for (int r = 0; r < o->nranks; r++) {
         pid_t pid = fork();
         if (pid < 0) {
             fprintf(stderr, "launch-ranks: fork: %s\n", strerror(errno));
             if (pgid)
                 kill(-pgid, SIGKILL);
-            return 2;
+            return -1;
         }
         if (pid == 0) {
             setpgid(0, pgid);
             signal(SIGINT, SIG_DFL);
             signal(SIGTERM, SIG_DFL);
             signal(SIGHUP, SIG_DFL);
-            setenv_int("RANK", rank_offset + r);
+            setenv_int("RANK", rank_of(o, r));
             setenv_int("LOCAL_RANK", r);
-            for (int v = 0; v < nrank_vars; v++)
-                setenv_int(rank_vars[v], rank_offset + r);
+            for (int v = 0; v < o->nrank_vars; v++)
+                setenv_int(o->rank_vars[v], rank_of(o, r));
             execvp(prog[0], prog);
             fprintf(stderr, "launch-ranks: exec %s: %s\n", prog[0], strerror(errno));
             _exit(127);
@@ -246,56 +309,85 @@ int main(int argc, char **argv)
         setpgid(pid, pgid); /* also in the parent: no race with the child */
         if (!pgid)
             pgid = pid;
-        ranks[r].pid = pid;
+        ranks[r] = (struct rank){pid, R_RUNNING, 0};
     }
+    return 0;
+}
 
-    int first_bad = 0, running = nranks, timed_out = 0, stopping = 0;
-    double deadline = timeout > 0 ? now_s() + timeout : 0, stop_deadline = 0;
+/* The teardown after the first failure: `delay` ms, the fail-fast signal, SIGKILL after the
+ * grace period. Returns when every rank is reaped. */
+struct teardown {
+    int active;
+    double signal_at, kill_at;
+    int signalled;
+};
+
+static void teardown_begin(const struct options *o, struct teardown *td, int failed_rank)
+{
+    int delay = o->ff_delay_lo;
+    if (o->ff_delay_hi > o->ff_delay_lo)
+        delay += rand() % (o->ff_delay_hi - o->ff_delay_lo + 1);
+    td->active = 1;
+    td->signal_at = now_s() + delay / 1000.0;
+    td->kill_at = td->signal_at + o->ff_grace;
+    td->signalled = 0;
+    fprintf(stderr, "launch-ranks: rank %d failed; stopping the others with signal %d in %d ms\n",
+            rank_of(o, failed_rank), o->ff_sig, delay);
+}
+
+static void teardown_step(const struct options *o, struct teardown *td)
+{
+    if (!td->active)
+        return;
+    double t = now_s();
+    if (!td->signalled && t >= td->signal_at) {
+        signal_running(o, o->ff_sig);
+        td->signalled = 1;
+    }
+    if (td->signalled && t >= td->kill_at) {
+        signal_running(o, SIGKILL);
+        td->kill_at = t + 60.0;
+    }
+}
+
+enum attempt_end { A_DONE, A_FAILED, A_TIMEDOUT };
+
+/* Runs one attempt to its end. `first_bad` gets the first failure's status. */
+static enum attempt_end run_attempt(const struct options *o, double deadline, int *first_bad)
+{
+    int running = o->nranks;
+    struct teardown td = {0};
+    *first_bad = 0;
     while (running > 0) {
         int status;
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid > 0) {
-            int r = reap(pid, status);
-            if (r >= 0) {
-                running--;
-                int code = ranks[r].state == R_EXITED ? ranks[r].value : 128 + ranks[r].value;
-                if (code != 0 && first_bad == 0)
-                    first_bad = code;
-                if (code != 0 && fail_fast && !stopping) {
-                    /* One rank failed: the job is over, as torchrun decides. */
-                    stopping = 1;
-                    stop_deadline = now_s() + 5.0;
-                    for (int k = 0; k < nranks; k++)
-                        if (ranks[k].state == R_RUNNING)
-                            kill(ranks[k].pid, SIGTERM);
-                }
+            int r = reap(o, pid, status);
+            if (r < 0)
+                continue;
+            running--;
+            int code = ranks[r].state == R_EXITED ? ranks[r].value : 128 + ranks[r].value;
+            if (code != 0 && *first_bad == 0) {
+                *first_bad = code;
+                if ((o->fail_fast || o->max_restarts > 0) && !td.active)
+                    teardown_begin(o, &td, r); /* the job is over, as torchrun decides */
             }
             continue;
         }
-        if (stopping && now_s() > stop_deadline) {
-            for (int k = 0; k < nranks; k++)
-                if (ranks[k].state == R_RUNNING)
-                    kill(ranks[k].pid, SIGKILL);
-            stop_deadline = now_s() + 60.0;
-        }
         if (pid < 0 && errno == ECHILD)
             break;
+        teardown_step(o, &td);
         if (forward_sig) {
-            for (int r = 0; r < nranks; r++)
-                if (ranks[r].state == R_RUNNING)
-                    kill(ranks[r].pid, forward_sig);
+            signal_running(o, forward_sig);
             forward_sig = 0;
         }
         if (deadline > 0 && now_s() >= deadline) {
-            timed_out = 1;
-            for (int r = 0; r < nranks; r++)
-                if (ranks[r].state == R_RUNNING)
-                    kill(ranks[r].pid, kill_sig);
+            signal_running(o, o->kill_sig);
             double grace = now_s() + 5.0;
             while (running > 0) {
                 pid = waitpid(-1, &status, WNOHANG);
                 if (pid > 0) {
-                    int r = reap(pid, status);
+                    int r = reap(o, pid, status);
                     if (r >= 0) {
                         running--;
                         ranks[r].state = R_TIMEDOUT;
@@ -305,40 +397,115 @@ int main(int argc, char **argv)
                 if (pid < 0 && errno == ECHILD)
                     break;
                 if (now_s() > grace) { /* the signal was ignored: insist */
-                    for (int r = 0; r < nranks; r++)
-                        if (ranks[r].state == R_RUNNING)
-                            kill(ranks[r].pid, SIGKILL);
+                    signal_running(o, SIGKILL);
                     grace = now_s() + 60.0;
                 }
-                struct timespec ts = {0, 5 * 1000 * 1000};
-                nanosleep(&ts, NULL);
+                sleep_ms(5);
             }
-            break;
+            return A_TIMEDOUT;
         }
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        /* Between looks the launcher does not wait(): a dead rank stays a zombie meanwhile. */
+        int slept = 0;
+        while (slept < o->monitor_ms && !forward_sig &&
+               !(td.active && !td.signalled && now_s() >= td.signal_at)) {
+            sleep_ms(o->monitor_ms - slept < 5 ? o->monitor_ms - slept : 5);
+            slept += 5;
+        }
     }
+    return *first_bad ? A_FAILED : A_DONE;
+}
 
-    for (int r = 0; r < nranks; r++) {
+static void report(const struct options *o, int attempt)
+{
+    char prefix[32] = "";
+    if (o->max_restarts > 0)
+        snprintf(prefix, sizeof(prefix), "attempt %d: ", attempt);
+    for (int r = 0; r < o->nranks; r++) {
+        int gr = rank_of(o, r);
         switch (ranks[r].state) {
         case R_EXITED:
-            fprintf(stderr, "rank %d: exited %d\n", rank_offset + r, ranks[r].value);
+            fprintf(stderr, "%srank %d: exited %d\n", prefix, gr, ranks[r].value);
             break;
         case R_SIGNALED:
-            fprintf(stderr, "rank %d: killed by signal %d\n", rank_offset + r, ranks[r].value);
+            fprintf(stderr, "%srank %d: killed by signal %d\n", prefix, gr, ranks[r].value);
             break;
         case R_TIMEDOUT:
-            fprintf(stderr, "rank %d: timed out\n", rank_offset + r);
+            fprintf(stderr, "%srank %d: timed out\n", prefix, gr);
             break;
         default:
-            fprintf(stderr, "rank %d: lost\n", rank_offset + r);
+            fprintf(stderr, "%srank %d: lost\n", prefix, gr);
             break;
         }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {.nranks = 1, .kill_sig = SIGKILL, .ff_sig = SIGTERM, .ff_grace = 5.0,
+                        .monitor_ms = 5};
+    int prog_at;
+    o.seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+    parse_args(&o, argc, argv, &prog_at);
+    char **prog = &argv[prog_at];
+    srand(o.seed);
+
+    char tag[32], prefix[64], tmpdir[4000] = "", idpath[4096];
+    snprintf(tag, sizeof(tag), "%d", (int)getpid());
+    snprintf(prefix, sizeof(prefix), "lsemu-%s-", tag);
+    if (!o.idfile) {
+        const char *t = getenv("TMPDIR");
+        snprintf(tmpdir, sizeof(tmpdir), "%s/launch-ranks-XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(tmpdir)) {
+            fprintf(stderr, "launch-ranks: mkdtemp: %s\n", strerror(errno));
+            return 2;
+        }
+        snprintf(idpath, sizeof(idpath), "%s/id", tmpdir);
+        o.idfile = idpath;
+    }
+    setenv("LOCKSTEP_TEST_IDFILE", o.idfile, 1);
+    setenv("LOCKSTEP_EMU_TAG", tag, 1);
+    for (int e = 0; e < o.nenvs; e++)
+        putenv(o.envs[e]);
+    if (o.world_size == 0)
+        o.world_size = o.rank_list ? o.nranks : o.rank_offset + o.nranks;
+    if (!o.rank_list && o.rank_offset + o.nranks > o.world_size)
+        usage();
+    setenv_int("WORLD_SIZE", o.world_size);
+    setenv_int("LOCAL_WORLD_SIZE", o.nranks);
+    if (o.max_restarts > 0) {
+        char run_id[64];
+        snprintf(run_id, sizeof(run_id), "launch-%s", tag);
+        setenv("TORCHELASTIC_RUN_ID", run_id, 0);
+        setenv_int("TORCHELASTIC_MAX_RESTARTS", o.max_restarts);
+    }
+
+    ranks = calloc((size_t)o.nranks, sizeof(*ranks));
+    if (!ranks)
+        return 2;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    double deadline = o.timeout > 0 ? now_s() + o.timeout : 0;
+    int status = 0;
+    enum attempt_end end = A_DONE;
+    for (int attempt = 0;; attempt++) {
+        if (o.max_restarts > 0)
+            setenv_int("TORCHELASTIC_RESTART_COUNT", attempt);
+        if (spawn(&o, prog) < 0)
+            return 2;
+        end = run_attempt(&o, deadline, &status);
+        report(&o, attempt);
+        if (end != A_FAILED || attempt >= o.max_restarts)
+            break;
+        fprintf(stderr, "launch-ranks: restarting every rank (attempt %d of %d)\n", attempt + 2,
+                o.max_restarts + 1);
     }
     remove_segments(prefix);
     if (tmpdir[0])
         remove_tmpdir(tmpdir);
-    if (timed_out)
-        return 124;
-    return first_bad;
+    return end == A_TIMEDOUT ? 124 : status;
 }

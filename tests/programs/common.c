@@ -120,7 +120,13 @@ ncclUniqueId tp_exchange_id(const char *tag)
         return id;
     }
     char path[4096], tmp[4200];
-    snprintf(path, sizeof(path), "%s.%s", base, tag);
+    /* A launcher that restarts the job (torchrun --max-restarts) reuses the environment: each
+     * attempt exchanges a fresh id. */
+    const char *attempt = getenv("TORCHELASTIC_RESTART_COUNT");
+    if (attempt && *attempt)
+        snprintf(path, sizeof(path), "%s.%s.a%s", base, tag, attempt);
+    else
+        snprintf(path, sizeof(path), "%s.%s", base, tag);
     if (tp_rank() == 0) {
         TP_CHECK(ncclGetUniqueId(&id));
         snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());

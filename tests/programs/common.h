@@ -35,7 +35,8 @@ void tp_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))
 /* An ncclUniqueId all ranks agree on. Rank 0 makes it with ncclGetUniqueId and
  * writes it atomically (temp file + rename) to $LOCKSTEP_TEST_IDFILE.<tag>;
  * the others poll until that file appears. Each tag must be used once per
- * run. With one rank and no LOCKSTEP_TEST_IDFILE the id stays local. */
+ * run; under a restarting launcher each attempt (TORCHELASTIC_RESTART_COUNT) has its
+ * own file. With one rank and no LOCKSTEP_TEST_IDFILE the id stays local. */
 ncclUniqueId tp_exchange_id(const char *tag);
 
 /* The world communicator: tp_exchange_id("world") + ncclCommInitRank with

@@ -1,0 +1,123 @@
+/* diagnose_abort.c -- a rank that aborted (or revoked) a communicator its peers still wait on
+ * (comm_aborted). A rank whose own call on that communicator was still waiting when it aborted
+ * (a watchdog giving up) is not one of these: its abort follows from what held the call. */
+#include <stdio.h>
+
+#include "diagnose.h"
+#include "timefmt.h"
+
+/* p's abort or revoke record on comm `id`, NULL when its ring holds none. */
+static const struct ls_record *abort_record(const struct m_proc *p, uint64_t id)
+{
+    for (size_t i = p->t->nrecords; i-- > 0;) {
+        const struct ls_record *r = &p->t->records[i];
+        if ((r->op == LS_OP_COMM_ABORT || r->op == LS_OP_COMM_REVOKE) && r->comm_id == id)
+            return r;
+    }
+    return NULL;
+}
+
+/* Puts in `out` the members of c waiting in a collective on c the aborter never issued, or in a
+ * send/receive with the aborter. Returns the smallest such collective seq (0 none), or
+ * UINT64_MAX when out of memory. */
+static uint64_t waiters(const struct m_comm *c, const struct m_member *aborter, struct intvec *out)
+{
+    const struct ls_record *ops[64];
+    uint64_t k = 0;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc || mb->proc == aborter->proc || !model_was_running(mb->proc))
+            continue;
+        size_t n = model_blocked_ops(mb->proc, ops, 64);
+        for (size_t j = 0; j < n; j++) {
+            const struct ls_record *r = ops[j];
+            if (r->comm_id != c->id)
+                continue;
+            int coll = ls_op_is_collective(r->op) && r->seq > aborter->issued;
+            int p2p = (r->op == LS_OP_SEND || r->op == LS_OP_RECV) &&
+                      diag_member_rank(c, r->peer) == aborter->proc->rank;
+            if (!coll && !p2p)
+                continue;
+            if (intvec_push(out, mb->proc->rank) < 0)
+                return UINT64_MAX;
+            if (coll && (k == 0 || r->seq < k))
+                k = r->seq;
+            break;
+        }
+    }
+    return k;
+}
+
+static int report(struct diag *d, const struct m_comm *c, const struct m_member *mb,
+                  const struct ls_record *r, struct intvec *waiting, uint64_t k)
+{
+    const struct m_proc *p = mb->proc;
+    struct finding *f = finding_add(d->out, F_COMM_ABORTED, d->job);
+    if (!f)
+        return -1;
+    f->waiting = *waiting;
+    *waiting = (struct intvec){0};
+    f->rank = p->rank;
+    f->comm = c->id;
+    f->has_comm = 1;
+    f->seq = k;
+    f->has_seq = k != 0;
+    f->time_ns = r ? r->enter_ns : mb->entry->ended_ns;
+    if (intvec_push(&f->ranks, p->rank) < 0)
+        return -1;
+    for (size_t i = 0; i < f->waiting.n; i++)
+        if (intvec_push(&f->ranks, f->waiting.v[i]) < 0)
+            return -1;
+    char who[256], what[640] = "", in[64] = "";
+    describe_ranks(f->waiting.v, f->waiting.n, who, sizeof(who));
+    int revoke = r ? r->op == LS_OP_COMM_REVOKE : (mb->entry->flags & LS_COMM_REVOKED) != 0;
+    if (r) {
+        char t[32];
+        timefmt_duration(t, sizeof(t), (uint64_t)(diag_seconds_ago(d, r->enter_ns) * 1e9));
+        snprintf(what, sizeof(what), " (%s from %s, %s ago)",
+                 r->op == LS_OP_COMM_ABORT ? "ncclCommAbort" : "ncclCommRevoke",
+                 symbolizer_site(d->sym, p->t, r->callsite), t);
+        struct f_class key = describe_class(d, p, r, "aborted");
+        if (finding_class_add(f, &key, p->rank) < 0)
+            return -1;
+    }
+    if (k)
+        snprintf(in, sizeof(in), " in collective #%llu", (unsigned long long)k);
+    finding_summary(f,
+                    "rank %d %s comm %08llx%s after %llu collectives on it, while %s still wait "
+                    "on it%s: they can never complete",
+                    p->rank, revoke ? "revoked" : "aborted", (unsigned long long)(c->id >> 32), what,
+                    (unsigned long long)mb->issued, who, in);
+    return f->summary ? 0 : -1;
+}
+
+static int check_member(struct diag *d, const struct m_comm *c, int idx)
+{
+    const struct m_member *mb = &c->members[idx];
+    for (int i = 0; i < idx; i++)
+        if (c->members[i].proc == mb->proc)
+            return 0; /* one process holding several ranks: its abort is checked once */
+    const struct ls_record *r = abort_record(mb->proc, c->id);
+    if (!r && !(mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED)))
+        return 0;
+    struct intvec waiting = {0};
+    uint64_t k = waiters(c, mb, &waiting);
+    int rc = 0;
+    if (k == UINT64_MAX)
+        rc = -1;
+    else if (waiting.n) /* else nobody waits on it: an orderly abort */
+        rc = report(d, c, mb, r, &waiting, k);
+    intvec_free(&waiting);
+    return rc;
+}
+
+int diagnose_abort(struct diag *d)
+{
+    for (size_t i = 0; i < d->j->ncomms; i++) {
+        const struct m_comm *c = d->j->comms[i];
+        for (int k = 0; k < c->nmembers; k++)
+            if (c->members[k].proc && c->members[k].entry && check_member(d, c, k) < 0)
+                return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,71 @@
+/* liveness.c -- is the process of a trace alive: host, boot, pid and start time, /proc state. */
+#include <string.h>
+#include <unistd.h>
+
+#include "live_proc.h"
+#include "liveness.h"
+
+#define NS 1000000000ull
+
+static int same_host(const struct ls_header *h)
+{
+    char host[LS_HOST_LEN + 1] = "";
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        return 0;
+    return strncmp(host, h->host, LS_HOST_LEN) == 0;
+}
+
+enum liveness liveness_local(const struct ls_header *h, const char **why)
+{
+    const char *dummy;
+    if (!why)
+        why = &dummy;
+    *why = "";
+    if (!same_host(h)) {
+        *why = "it ran on another host";
+        return LIVENESS_UNKNOWN;
+    }
+    uint32_t boot = proc_boot_id();
+    if (h->boot_id && boot && h->boot_id != boot) {
+        *why = "the host has rebooted since";
+        return LIVENESS_DEAD;
+    }
+    struct proc_sample s;
+    if (h->pid <= 0 || proc_sample(h->pid, &s) != 0) {
+        *why = "no such process";
+        return LIVENESS_DEAD;
+    }
+    /* The same process, or a later one that got the pid: the start decides. */
+    if (h->proc_start_ticks ? s.start_ticks != h->proc_start_ticks
+                            : (s.start_ns != 0 && s.start_ns > h->start_ns + 2 * NS)) {
+        *why = "its pid belongs to another process now";
+        return LIVENESS_DEAD;
+    }
+    if (s.state == 'Z' || s.state == 'X') {
+        *why = "a zombie its parent has not reaped";
+        return LIVENESS_DEAD;
+    }
+    if (s.state == 'T' || s.state == 't') {
+        *why = "stopped";
+        return LIVENESS_STOPPED;
+    }
+    return LIVENESS_RUNNING;
+}
+
+int liveness_alive(enum liveness v)
+{
+    return v == LIVENESS_RUNNING || v == LIVENESS_STOPPED;
+}
+
+enum liveness liveness_from_activity(const char *activity)
+{
+    if (!activity)
+        return LIVENESS_UNKNOWN;
+    if (strcmp(activity, "busy") == 0 || strcmp(activity, "sleeping") == 0)
+        return LIVENESS_RUNNING;
+    if (strcmp(activity, "stopped") == 0)
+        return LIVENESS_STOPPED;
+    if (strcmp(activity, "zombie") == 0 || strcmp(activity, "gone") == 0)
+        return LIVENESS_DEAD;
+    return LIVENESS_UNKNOWN;
+}

@@ -1,0 +1,30 @@
+/* liveness.h -- the one answer to "is the process of this trace alive?", for analyze, run and
+ * watch alike: pid plus start time (never a pid alone), zombies are dead, stopped is not dead. */
+#ifndef LOCKSTEP_LIVENESS_H
+#define LOCKSTEP_LIVENESS_H
+
+#include "lockstep/trace_format.h"
+
+enum liveness {
+    LIVENESS_UNKNOWN = 0, /* cannot be told here: another host, or /proc cannot be read */
+    LIVENESS_RUNNING,     /* the process runs (or sleeps, or waits) */
+    LIVENESS_STOPPED,     /* it exists but is stopped (SIGSTOP, a debugger, a suspended job) */
+    LIVENESS_DEAD,        /* gone, a zombie its parent has not reaped, or its pid now
+                           * belongs to another process */
+};
+
+/* What this host's /proc says of the process that wrote trace header `h`: the same host name,
+ * the same boot, the pid, and its start (exact where the header recorded it, else not after
+ * the trace was created). Anything that ended (an end record) is the caller's to check
+ * first. `why`, when not NULL, gets a few words for a report ("a zombie its parent has not
+ * reaped", "its pid belongs to another process now"). This function can't fail. */
+enum liveness liveness_local(const struct ls_header *h, const char **why);
+
+/* True for RUNNING and STOPPED. */
+int liveness_alive(enum liveness v);
+
+/* The verdict named by a probe's activity word ("busy", "sleeping", "stopped", "zombie",
+ * "gone"); UNKNOWN for anything else. */
+enum liveness liveness_from_activity(const char *activity);
+
+#endif
