@@ -77,6 +77,7 @@ static void free_paths(struct pathlist *l)
 void analysis_free(struct analysis *a)
 {
     findings_free(&a->fs);
+    findings_free(&a->earlier);
     model_free(a->m);
     live_set_free(&a->live);
     for (size_t i = 0; i < a->ntraces; i++)
@@ -111,7 +112,29 @@ uint64_t analysis_window(void)
     return n; /* 0: all */
 }
 
-/* Loads every path; unreadable ones are remembered with their error. Returns -1 on OOM. */
+/* Records a trace's window must hold to reach back to the oldest operation its GPU has not
+ * completed (from the header's stream counters), 0 when that is unknown or nothing is open. A
+ * GPU-like host enqueues thousands of calls past a collective stuck on the device: the stuck one
+ * is far older than the newest records. */
+static uint64_t window_to_open_work(const struct ls_header *h)
+{
+    if (h->completion != LS_COMPLETION_EVENTS)
+        return 0;
+    uint64_t oldest = UINT64_MAX;
+    for (uint32_t i = 0; i < h->stream_count && i < LS_MAX_STREAMS; i++) {
+        const struct ls_stream *st = &h->streams[i];
+        /* completed_ticket is the ticket + 1 of the newest op done: the next one is open. */
+        if ((st->flags & LS_STREAM_VALID) && !(st->flags & LS_STREAM_FAILED) &&
+            st->issued_ticket > st->completed_ticket && st->completed_ticket < oldest)
+            oldest = st->completed_ticket;
+    }
+    if (oldest == UINT64_MAX || oldest >= h->next_ticket)
+        return 0;
+    return h->next_ticket - oldest + 64; /* and the group records around it */
+}
+
+/* Loads every path; unreadable ones are remembered with their error. A trace whose window does
+ * not reach its oldest open GPU work is read again further back. Returns -1 on OOM. */
 static int load_all(struct analysis *a)
 {
     uint64_t window = a->whole_rings ? 0 : analysis_window();
@@ -122,6 +145,14 @@ static int load_all(struct analysis *a)
     for (size_t i = 0; i < a->paths.n; i++) {
         char err[1024];
         struct tr_trace *t = trace_load_window(a->paths.v[i], window, err, sizeof(err));
+        uint64_t need = t ? window_to_open_work(&t->hdr) : 0;
+        if (t && window && t->unread && need > window) {
+            struct tr_trace *wider = trace_load_window(a->paths.v[i], need, err, sizeof(err));
+            if (wider) {
+                trace_free(t);
+                t = wider;
+            }
+        }
         if (t)
             a->traces[a->ntraces++] = t;
         else if (!(a->unreadable[a->nunreadable++] = strdup(err)))
@@ -130,13 +161,15 @@ static int load_all(struct analysis *a)
     return 0;
 }
 
+/* Selects the newest attempt of every job (of job `job` only, when given): the one to diagnose
+ * in full; earlier attempts are summarized (analysis_diagnose()). */
 static int select_jobs(struct analysis *a, const char *job)
 {
     a->jobs = calloc(a->m->njobs + 1, sizeof(*a->jobs));
     if (!a->jobs)
         return -1;
     for (size_t j = 0; j < a->m->njobs; j++)
-        if (!job || strcmp(a->m->jobs[j].name, job) == 0)
+        if ((!job || strcmp(a->m->jobs[j].name, job) == 0) && model_newest_attempt(a->m, j) == j)
             a->jobs[a->njobs++] = j;
     return 0;
 }
@@ -191,17 +224,33 @@ int analysis_diagnose(struct analysis *a)
     for (size_t j = 0; j < a->njobs; j++)
         if (diagnose_job(a->m, a->jobs[j], a->sym, &opt, &a->fs) < 0)
             return -1;
+    /* Earlier attempts of those jobs: diagnosed apart, so that no finding mixes processes of
+     * two attempts and the newest attempt's findings stand on their own. */
+    for (size_t e = 0; e < a->m->njobs; e++) {
+        size_t newest = model_newest_attempt(a->m, e);
+        int shown = 0;
+        for (size_t j = 0; j < a->njobs; j++)
+            shown |= a->jobs[j] == newest;
+        if (e != newest && shown && diagnose_job(a->m, e, a->sym, &opt, &a->earlier) < 0)
+            return -1;
+    }
     for (size_t k = 0; k < a->nunreadable; k++)
         if (diagnose_unreadable(&a->fs, a->unreadable[k]) < 0)
             return -1;
     return 0;
 }
 
-int analysis_report(struct analysis *a, FILE *out, int json, int color)
+struct report_input analysis_report_input(const struct analysis *a)
 {
     struct report_input in = {a->m,          &a->fs,   a->sym,
                               a->jobs,       a->njobs, (const char *const *)a->unreadable,
-                              a->nunreadable};
+                              a->nunreadable, &a->earlier};
+    return in;
+}
+
+int analysis_report(struct analysis *a, FILE *out, int json, int color)
+{
+    struct report_input in = analysis_report_input(a);
     if (json)
         report_json(out, &in);
     else

@@ -25,6 +25,7 @@ struct analysis {
     size_t nunreadable;
     struct model *m;
     struct findings fs;
+    struct findings earlier; /* the earlier attempts of the selected jobs (summarized) */
     struct symbolizer *sym;
     size_t *jobs; /* the jobs selected */
     size_t njobs;
@@ -50,6 +51,9 @@ int analysis_load(struct analysis *a, const char *job);
 
 /* Diagnoses the selected jobs into a->fs. Returns 0, or -1 when out of memory. */
 int analysis_diagnose(struct analysis *a);
+
+/* What a report of this analysis covers (for report_*() and exports). */
+struct report_input analysis_report_input(const struct analysis *a);
 
 /* Writes the report: JSON, or text (colour if asked). Returns 0, or -1 when the stream failed
  * (message printed). */

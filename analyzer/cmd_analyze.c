@@ -29,9 +29,7 @@ static int write_html(struct analysis *a, const char *path)
         fprintf(stderr, "lockstep: %s: %s\n", path, strerror(errno));
         return -1;
     }
-    struct report_input in = {a->m,          &a->fs,   a->sym,
-                              a->jobs,       a->njobs, (const char *const *)a->unreadable,
-                              a->nunreadable};
+    struct report_input in = analysis_report_input(a);
     int rc = report_html(f, &in);
     if (rc < 0)
         fprintf(stderr, "lockstep: out of memory\n");

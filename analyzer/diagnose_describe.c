@@ -104,8 +104,7 @@ static void outside_for(const struct m_proc *p, char *buf, size_t len)
     }
 }
 
-/* How a dead rank ended, for people: "SIGTERM", "SIGKILL or the OOM killer? (no exit record)",
- * "exit status 1". */
+/* How a dead rank ended, for people: "SIGTERM", "SIGKILL: no exit record", "exit status 1". */
 static void end_words(const struct m_proc *p, char *buf, size_t len)
 {
     const struct ls_header *h = &p->t->hdr;
@@ -114,52 +113,54 @@ static void end_words(const struct m_proc *p, char *buf, size_t len)
     else if (p->state == RANK_EXITED)
         snprintf(buf, len, "exit status %d", h->end_status);
     else
-        snprintf(buf, len, "no exit record");
+        snprintf(buf, len, "SIGKILL: no exit record");
 }
 
-/* " at f (file.c:12) <- main" where the fatal signal found it, "" when unknown. */
+/* Where the fatal signal found p ("f (file.c:12) <- main"), "" when unknown. */
 static void died_at(struct diag *d, const struct m_proc *p, char *buf, size_t len)
 {
     char where[512];
     buf[0] = 0;
     if (!p->current && live_end_where(d->sym, p->t, where, sizeof(where)) == 0)
-        snprintf(buf, len, " at %.500s", where);
+        snprintf(buf, len, "%.500s", where);
 }
 
-/* ", 0.8 s after rank 0 crashed" for a rank stopped after another's end. */
-static void after_whom(struct diag *d, const struct m_proc *p, char *buf, size_t len)
+/* "the launcher stopped it (SIGTERM, 0.8 s after rank 0 crashed)" or "the whole job was
+ * stopped (SIGKILL: no exit record)". */
+static void stop_words(const struct m_proc *p, char *buf, size_t len)
 {
-    buf[0] = 0;
+    char how[64];
+    end_words(p, how, sizeof(how));
     const struct m_proc *e = p->stopped_after;
-    if (!e)
+    if (!e) {
+        snprintf(buf, len, "the whole job was stopped (%s)", how);
         return;
+    }
     char t[32];
     ago(t, sizeof(t), p->death_lo > e->death_lo ? (double)(p->death_lo - e->death_lo) / 1e9 : 0);
-    const char *how = e->state == RANK_EXITED    ? "exited"
-                      : e->state == RANK_CRASHED ? "crashed"
-                                                 : "died";
-    (void)d;
-    snprintf(buf, len, ", %s after rank %d %s", t, e->rank, how);
+    const char *what = e->state == RANK_EXITED    ? "exited"
+                       : e->state == RANK_CRASHED ? "crashed"
+                                                  : "died";
+    snprintf(buf, len, "the launcher stopped it (%s, %s after rank %d %s)", how, t, e->rank, what);
 }
 
-static void describe_stopped_with_job(struct diag *d, const struct m_proc *p, const char *last, char *buf,
-                             size_t len)
+static void describe_stopped_with_job(struct diag *d, const struct m_proc *p, const char *last,
+                                      char *buf, size_t len)
 {
-    char t[32], how[64], busy[48], at[560], after[96];
-    ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
-    end_words(p, how, sizeof(how));
-    after_whom(d, p, after, sizeof(after));
+    char stop[200], busy[48], at[520];
+    stop_words(p, stop, sizeof(stop));
     if (p->current) {
-        snprintf(buf, len, "it was stopped with the rest of the job (%s%s) %s ago, inside %s", how,
-                 after, t, last);
+        snprintf(buf, len, "it was inside %s when %s", last, stop);
         return;
     }
     outside_for(p, busy, sizeof(busy));
     died_at(d, p, at, sizeof(at));
-    snprintf(buf, len,
-             "it was busy outside NCCL%s%s when the job was stopped (%s%s, %s ago); its last call "
-             "was %s",
-             busy, at, how, after, t, last);
+    if (at[0])
+        snprintf(buf, len, "it was busy at %s (outside NCCL%s) when %s; its last call was %s", at,
+                 busy, stop, last);
+    else
+        snprintf(buf, len, "it was busy outside NCCL%s when %s; its last call was %s", busy, stop,
+                 last);
 }
 
 void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, size_t len)
@@ -199,7 +200,7 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
         describe_stopped_with_job(d, p, last, buf, len);
         return;
     }
-    char at[560];
+    char at[520];
     switch (p->state) {
     case RANK_IDLE:
         if (p->last_call)
@@ -213,8 +214,8 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
         break;
     case RANK_CRASHED:
         died_at(d, p, at, sizeof(at));
-        snprintf(buf, len, "it was killed by %s %s ago%s, %s %s", names_signal(h->end_signal), t,
-                 at, p->current ? "inside" : "after its last call,", last);
+        snprintf(buf, len, "it was killed by %s %s ago%s%s, %s %s", names_signal(h->end_signal), t,
+                 at[0] ? " at " : "", at, p->current ? "inside" : "after its last call,", last);
         break;
     case RANK_VANISHED:
         snprintf(buf, len,

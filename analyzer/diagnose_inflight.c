@@ -27,8 +27,14 @@ static int stuck_at(const struct m_comm *c, uint64_t k, const struct ls_record *
         if (!mb->proc)
             continue;
         const struct ls_record *r = model_member_coll(mb, k);
-        if (!r || mb->issued < k || !mb->entry || c->gpu_completed >= k ||
-            !model_gpu_tracked(mb->proc, r) || !model_op_launched(mb->proc, r))
+        if (mb->issued < k || !mb->entry || c->gpu_completed >= k ||
+            mb->proc->t->hdr.completion != LS_COMPLETION_EVENTS)
+            return 0;
+        if (!r) { /* issued, its record overwritten: trace_incomplete says so */
+            n++;
+            continue;
+        }
+        if (!model_gpu_tracked(mb->proc, r) || !model_op_launched(mb->proc, r))
             return 0;
         if (*first && !same_call(r, *first))
             return 0; /* a mismatch: diagnose_mismatch says why */
@@ -48,8 +54,8 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t k, const stru
     f->has_comm = 1;
     f->seq = k;
     f->has_seq = 1;
-    f->time_ns = last->enter_ns;
-    f->since_s = diag_seconds_ago(d, last->enter_ns);
+    f->time_ns = last ? last->enter_ns : 0;
+    f->since_s = last ? diag_seconds_ago(d, last->enter_ns) : -1;
     const struct m_proc *example = NULL;
     uint64_t most_done = 0;
     for (int i = 0; i < c->nmembers; i++)
@@ -71,9 +77,14 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t k, const stru
         if (most_done > done + 1 && intvec_push(&f->waiting, mb->proc->rank) < 0)
             return -1;
     }
-    char call[512], t[32];
-    describe_call(d, example, last, call, sizeof(call));
-    timefmt_duration(t, sizeof(t), (uint64_t)(f->since_s * 1e9));
+    char call[512], t[32] = "?";
+    if (last)
+        describe_call(d, example, last, call, sizeof(call));
+    else
+        snprintf(call, sizeof(call), "collective #%llu on comm %08llx (its records are gone)",
+                 (unsigned long long)k, (unsigned long long)(c->id >> 32));
+    if (f->since_s >= 0)
+        timefmt_duration(t, sizeof(t), (uint64_t)(f->since_s * 1e9));
     finding_summary(f,
                     "every rank of comm %08llx issued %s and no GPU completed it in the %s "
                     "since the last one issued it: the collective itself is stuck (a link, a "

@@ -333,49 +333,94 @@ static const struct ls_record *blocked_at_death(const struct m_proc *p)
     return NULL;
 }
 
-/* Orders the deaths of one attempt. A rank killed from outside after another rank had died is
- * the launcher (or scheduler) tearing the job down: stopped_with_job. So are ranks killed from
- * outside in one wave, none certainly before another, when no rank of the attempt outlived
- * them (a timeout, a cancel, Ctrl-C). A rank without an end record whose death overlaps the
- * recorded signal of others died before that signal: a launcher signals only the living, and
- * the shim records the signal of the living. */
-static void order_deaths(struct m_job *job)
+/* Recorded deaths by the same signal this close belong to one wave of signals: a launcher
+ * signalling its ranks in a loop, each handler running when its process is next scheduled. */
+#define WAVE_NS 100000000ull
+
+/* True when outside kills a and b are one wave: the same signal recorded close together, or
+ * both without an end record and neither certainly before the other. */
+static int same_wave(const struct m_proc *a, const struct m_proc *b)
+{
+    if (a->state == RANK_VANISHED && b->state == RANK_VANISHED)
+        return !model_died_before(a, b) && !model_died_before(b, a);
+    if (a->state != RANK_CRASHED || b->state != RANK_CRASHED ||
+        a->t->hdr.end_signal != b->t->hdr.end_signal)
+        return 0;
+    uint64_t x = a->death_lo, y = b->death_lo;
+    return (x > y ? x - y : y - x) <= WAVE_NS;
+}
+
+/* True when e died before every rank of wave `w` (n of them): certainly before, or without an
+ * end record while they recorded the launcher's signal (a launcher signals only the living,
+ * and the shim records the signal of the living). */
+static int before_wave(const struct m_proc *e, struct m_proc *const *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (w[i] == e)
+            return 0;
+        int mismatch = e->state == RANK_VANISHED && w[i]->state == RANK_CRASHED &&
+                       !model_died_before(w[i], e);
+        if (!model_died_before(e, w[i]) && !mismatch)
+            return 0;
+    }
+    return n > 0;
+}
+
+/* Orders the deaths of one attempt. Ranks killed from outside in one wave (same_wave()) after
+ * another rank had died are the launcher (or scheduler) tearing the job down: stopped_with_job,
+ * after that rank. A first wave of two or more ranks when no rank of the attempt outlived it is
+ * a timeout, a cancel, Ctrl-C: stopped_with_job as well. A lone first outside kill is a death of
+ * its own (the OOM killer, a kill -9). */
+static int order_deaths(struct m_job *job)
 {
     size_t alive = 0;
-    for (size_t i = 0; i < job->nprocs; i++)
-        alive += model_alive(job->procs[i]);
+    struct m_proc **wave = calloc(job->nprocs + 1, sizeof(*wave));
+    int *waved = calloc(job->nprocs + 1, sizeof(*waved));
+    if (!wave || !waved) {
+        free(wave);
+        free(waved);
+        return -1;
+    }
     for (size_t i = 0; i < job->nprocs; i++) {
         struct m_proc *d = job->procs[i];
-        if (model_alive(d))
+        alive += model_alive(d);
+        if (!model_alive(d))
+            d->died_in = blocked_at_death(d);
+    }
+    for (size_t i = 0; i < job->nprocs; i++) {
+        struct m_proc *d = job->procs[i];
+        if (waved[i] || model_alive(d) || !model_killed_from_outside(d))
             continue;
-        d->died_in = blocked_at_death(d);
-        if (!model_killed_from_outside(d))
-            continue;
+        /* The wave of d: every outside kill chained to it by same_wave(). */
+        size_t n = 0;
+        wave[n++] = d;
+        waved[i] = 1;
+        for (size_t at = 0; at < n; at++)
+            for (size_t k = 0; k < job->nprocs; k++) {
+                struct m_proc *q = job->procs[k];
+                if (!waved[k] && !model_alive(q) && model_killed_from_outside(q) &&
+                    same_wave(wave[at], q)) {
+                    wave[n++] = q;
+                    waved[k] = 1;
+                }
+            }
+        const struct m_proc *first = NULL;
         for (size_t k = 0; k < job->nprocs; k++) {
             const struct m_proc *e = job->procs[k];
-            if (e == d || model_alive(e))
-                continue;
-            int before = model_died_before(e, d);
-            if (!before && e->state == RANK_VANISHED && d->state == RANK_CRASHED &&
-                !model_died_before(d, e))
-                before = 1; /* overlapping: the vanished one missed the launcher's signal */
-            if (before && (!d->stopped_after || e->death_lo < d->stopped_after->death_lo)) {
-                d->stopped_with_job = 1;
-                d->stopped_after = e;
-            }
+            if (!model_alive(e) && before_wave(e, wave, n) &&
+                (!first || e->death_lo < first->death_lo))
+                first = e;
+        }
+        if (!first && (n < 2 || alive))
+            continue; /* a death of its own */
+        for (size_t k = 0; k < n; k++) {
+            wave[k]->stopped_with_job = 1;
+            wave[k]->stopped_after = first;
         }
     }
-    if (alive)
-        return;
-    size_t wave = 0;
-    for (size_t i = 0; i < job->nprocs; i++)
-        wave += !model_alive(job->procs[i]) && model_killed_from_outside(job->procs[i]) &&
-                !job->procs[i]->stopped_with_job;
-    for (size_t i = 0; i < job->nprocs && wave >= 2; i++) {
-        struct m_proc *d = job->procs[i];
-        if (!model_alive(d) && model_killed_from_outside(d))
-            d->stopped_with_job = 1;
-    }
+    free(wave);
+    free(waved);
+    return 0;
 }
 
 int model_state_build(struct model *m)
@@ -396,6 +441,7 @@ int model_state_build(struct model *m)
     for (size_t i = 0; i < m->nprocs; i++)
         settle_state(&m->procs[i], m->jobs[m->procs[i].job].now_ns);
     for (size_t j = 0; j < m->njobs; j++)
-        order_deaths(&m->jobs[j]);
+        if (order_deaths(&m->jobs[j]) < 0)
+            return -1;
     return 0;
 }

@@ -20,10 +20,16 @@ struct report_input {
     size_t njobs;
     const char *const *unreadable; /* "file: problem" of each trace that could not be loaded */
     size_t nunreadable;
+    const struct findings *earlier; /* findings of the earlier attempts of the jobs shown, NULL
+                                     * none (each job shown is the newest attempt of its id) */
 };
 
 /* True when job `job` of the model is among those the report covers. */
 int report_job_shown(const struct report_input *in, size_t job);
+
+/* One line on how earlier attempt `job` ended, from its root findings in in->earlier ("rank 3
+ * crashed with SIGSEGV (signal 11)"; "every rank exited 0"...). This function can't fail. */
+void report_attempt_outcome(const struct report_input *in, size_t job, char *buf, size_t len);
 
 /* Writes the JSON report (schema "lockstep_report": 1). Errors are the stream's. */
 void report_json(FILE *out, const struct report_input *in);

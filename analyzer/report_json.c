@@ -63,6 +63,13 @@ static void write_rank(struct json_writer *w, const struct report_input *in, con
     json_string(w, "host", h->host);
     json_int(w, "pid", h->pid);
     json_string(w, "state", model_state_name(p->state));
+    json_int(w, "attempt", j->attempt);
+    json_bool(w, "stopped", p->stopped);
+    json_bool(w, "stopped_with_job", p->stopped_with_job);
+    if (p->stopped_after)
+        json_int(w, "stopped_after", p->stopped_after->rank);
+    else
+        json_null(w, "stopped_after");
     json_double(w, "since_s_ago", ago_s(j, p->since_ns));
     json_double(w, "heartbeat_age_s", ago_s(j, h->heartbeat_ns));
     if (p->state == RANK_EXITED)
@@ -77,6 +84,7 @@ static void write_rank(struct json_writer *w, const struct report_input *in, con
     if (p->state == RANK_IN_CALL)
         json_string(w, "waiting_on", p->waiting_gpu ? "gpu" : "nccl_call");
     write_call(w, "last_call", in, p, p->last_call);
+    write_call(w, "died_in", in, p, model_alive(p) ? NULL : p->died_in);
     if (p->live) {
         json_begin_object(w, "live");
         json_string(w, "activity", p->live->activity);
@@ -152,6 +160,12 @@ static void write_class(struct json_writer *w, const struct f_class *c)
     }
     json_string(w, "callsite", c->callsite);
     write_python(w, c->has_call ? c->python : NULL);
+    if (c->comm_ranks.n)
+        json_int_array(w, "comm_ranks", c->comm_ranks.v, c->comm_ranks.n);
+    if (c->pid) {
+        json_int(w, "pid", c->pid);
+        json_string(w, "host", c->host);
+    }
     if (c->state)
         json_string(w, "state", c->state);
     if (c->seconds_ago >= 0)
@@ -178,6 +192,18 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
     switch (f->kind) {
     case F_MISSING_RANKS:
         json_int_array(w, "missing", f->missing.v, f->missing.n);
+        json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+        json_int_array(w, "queued", f->queued.v, f->queued.n);
+        json_int_array(w, "missing_comm_ranks", f->missing_cr.v, f->missing_cr.n);
+        json_int_array(w, "waiting_comm_ranks", f->waiting_cr.v, f->waiting_cr.n);
+        json_bool(w, "several_ranks_per_process", f->multi_rank);
+        break;
+    case F_DUPLICATE_RANK:
+        json_int(w, "rank", f->rank);
+        json_int_array(w, "unclaimed", f->missing.v, f->missing.n);
+        break;
+    case F_COMM_ABORTED:
+        json_int(w, "rank", f->rank);
         json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
         break;
     case F_COMM_INIT_MISMATCH:
@@ -207,15 +233,20 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
             json_int(w, "signal", f->signal);
         json_bool(w, "vanished", f->vanished);
         json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+        json_int_array(w, "dead", f->dead.v, f->dead.n);
+        json_bool(w, "died_waiting", f->died_in);
         break;
     case F_RANK_EXITED:
         json_int(w, "rank", f->rank);
         json_int(w, "status", f->status);
         json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+        json_int_array(w, "dead", f->dead.v, f->dead.n);
+        json_bool(w, "died_waiting", f->died_in);
         break;
     case F_NCCL_ERROR:
         json_int(w, "result", f->result);
         json_string(w, "result_name", names_result(f->result));
+        json_bool(w, "refused", f->refused);
         break;
     case F_TRACE_INCOMPLETE:
         json_string(w, "reason", f->reason ? f->reason : "unknown");
@@ -236,6 +267,55 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
     json_end_object(w);
 }
 
+/* "earlier_attempts": how each earlier attempt of job j's id ended. */
+static void write_earlier(struct json_writer *w, const struct report_input *in, size_t j)
+{
+    const struct m_job *job = &in->m->jobs[j];
+    json_begin_array(w, "earlier_attempts");
+    for (size_t e = 0; e < in->m->njobs; e++) {
+        const struct m_job *ej = &in->m->jobs[e];
+        if (e == j || strcmp(ej->name, job->name) != 0 || ej->attempt >= job->attempt)
+            continue;
+        char outcome[2048];
+        report_attempt_outcome(in, e, outcome, sizeof(outcome));
+        json_begin_object(w, NULL);
+        json_int(w, "attempt", ej->attempt);
+        json_uint(w, "traces", ej->nprocs);
+        json_double(w, "started_s_ago",
+                    job->now_ns > ej->started_ns ? (double)(job->now_ns - ej->started_ns) / 1e9
+                                                 : 0);
+        json_string(w, "outcome", outcome);
+        json_begin_array(w, "root_causes");
+        for (size_t i = 0; in->earlier && i < in->earlier->n; i++) {
+            const struct finding *f = &in->earlier->v[i];
+            if (f->job != e || f->consequence_of >= 0)
+                continue;
+            json_begin_object(w, NULL);
+            json_string(w, "kind", finding_kind_name(f->kind));
+            json_string(w, "summary", f->summary ? f->summary : "");
+            json_int_array(w, "ranks", f->ranks.v, f->ranks.n);
+            json_end_object(w);
+        }
+        json_end_array(w);
+        json_begin_array(w, "ranks");
+        for (size_t i = 0; i < ej->nprocs; i++) {
+            const struct m_proc *p = ej->procs[i];
+            json_begin_object(w, NULL);
+            json_int(w, "rank", p->rank);
+            json_int(w, "pid", p->t->hdr.pid);
+            json_string(w, "state", model_state_name(p->state));
+            if (p->state == RANK_EXITED)
+                json_int(w, "exit_status", p->t->hdr.end_status);
+            if (p->state == RANK_CRASHED)
+                json_int(w, "signal", p->t->hdr.end_signal);
+            json_end_object(w);
+        }
+        json_end_array(w);
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
 void report_json(FILE *out, const struct report_input *in)
 {
     struct json_writer w;
@@ -246,10 +326,15 @@ void report_json(FILE *out, const struct report_input *in)
     for (size_t j = 0; j < in->m->njobs; j++) {
         if (!report_job_shown(in, j))
             continue;
+        const struct m_job *job = &in->m->jobs[j];
         json_begin_object(&w, NULL);
-        json_string(&w, "job", in->m->jobs[j].name);
-        json_int(&w, "world_size", in->m->jobs[j].world_size);
-        json_uint(&w, "traces", in->m->jobs[j].nprocs);
+        json_string(&w, "job", job->name);
+        json_int(&w, "world_size", job->world_size);
+        json_uint(&w, "traces", job->nprocs);
+        json_int(&w, "attempt", job->attempt);
+        json_int(&w, "attempts", job->nattempts);
+        json_string(&w, "attempts_from", job->attempt_source ? "launcher" : "start_times");
+        write_earlier(&w, in, j);
         json_end_object(&w);
     }
     json_end_array(&w);

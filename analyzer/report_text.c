@@ -1,5 +1,6 @@
 /* report_text.c -- the report for people: the likely root cause first, then the other
  * findings (marked when they follow from an earlier one), then what every rank is doing. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +80,22 @@ static void print_states(FILE *out, const struct report_input *in, const struct 
     free(g);
 }
 
+/* One line per earlier attempt of job j's id: how it ended (its root causes). */
+static void print_earlier(FILE *out, const struct report_input *in, size_t j,
+                          const struct style *st)
+{
+    const struct m_job *job = &in->m->jobs[j];
+    for (size_t e = 0; e < in->m->njobs; e++) {
+        const struct m_job *ej = &in->m->jobs[e];
+        if (e == j || strcmp(ej->name, job->name) != 0 || ej->attempt >= job->attempt)
+            continue;
+        char outcome[2048];
+        report_attempt_outcome(in, e, outcome, sizeof(outcome));
+        fprintf(out, "%s   attempt %d of %d (%zu traces) ended: %s%s\n", st->dim, ej->attempt,
+                ej->nattempts, ej->nprocs, outcome, st->off);
+    }
+}
+
 static void print_finding(FILE *out, const struct finding *f, size_t index, const struct style *st)
 {
     int root = f->consequence_of < 0;
@@ -109,12 +126,17 @@ void report_text(FILE *out, const struct report_input *in, int color)
             n += in->fs->v[i].job == j;
             roots += in->fs->v[i].job == j && in->fs->v[i].consequence_of < 0;
         }
-        fprintf(out, "%slockstep: job %s%s, world size %d, %zu traces: ", st.bold, job->name,
-                st.off, job->world_size, job->nprocs);
+        char attempt[64] = "";
+        if (job->nattempts > 1)
+            snprintf(attempt, sizeof(attempt), " (attempt %d of %d)", job->attempt,
+                     job->nattempts);
+        fprintf(out, "%slockstep: job %s%s%s, world size %d, %zu traces: ", st.bold, job->name,
+                attempt, st.off, job->world_size, job->nprocs);
         if (n == 0)
             fprintf(out, "no problems found\n");
         else
             fprintf(out, "%zu finding%s, %zu independent\n", n, n == 1 ? "" : "s", roots);
+        print_earlier(out, in, j, &st);
         for (size_t i = 0; i < in->fs->n; i++)
             if (in->fs->v[i].job == j)
                 print_finding(out, &in->fs->v[i], i, &st);

@@ -71,7 +71,7 @@ static void try_variant(const unsigned char *buf, size_t len, const char *what, 
         struct diag_options opt = diag_default_options();
         for (size_t j = 0; j < m->njobs; j++)
             diagnose_job(m, j, sym, &opt, &fs);
-        struct report_input in = {m, &fs, sym, NULL, 0, NULL, 0};
+        struct report_input in = {m, &fs, sym, NULL, 0, NULL, 0, NULL};
         report_json(sink, &in);
         report_text(sink, &in, 0);
         for (size_t i = 0; i < fs.n; i++)

@@ -229,13 +229,17 @@ def check_prepare_data(r, ts, d, victim=3, np=4):
     return f
 
 
-def expect_busy_for(text, stopped, lo_s, hi_s):
-    """The text says the victim was stopped while busy outside NCCL, and for how long."""
-    m = re.search(r"rank 3 never called it \u2014 " + re.escape(stopped) +
-                  r" [^;]* ago, busy outside NCCL for ([0-9.]+) (ns|us|ms|s);", text)
+def expect_busy_for(text, stopped, lo_s, hi_s, where=None):
+    """The text says the victim was stopped while busy outside NCCL, for how long, how it was
+    stopped, and (where the shim caught the stopping signal) in which function."""
+    m = re.search(r"rank 3 never called it \u2014 it was busy (at (.*?) \()?outside NCCL for "
+                  r"([0-9.]+) (ns|us|ms|s)\)? when " + re.escape(stopped), text)
     expect(m, f"the text does not say how long the missing rank was busy outside NCCL:\n{text}")
-    busy = float(m.group(1)) * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}[m.group(2)]
+    busy = float(m.group(3)) * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}[m.group(4)]
     expect(lo_s <= busy <= hi_s, f"busy outside NCCL for {busy} s, want {lo_s}..{hi_s}")
+    if where:
+        expect(m.group(2) and where in m.group(2),
+               f"the text does not say the missing rank was busy in {where}:\n{text}")
 
 
 def case_prepare_data(tmp):
@@ -250,7 +254,7 @@ def case_prepare_data(tmp):
     expect("[missing_ranks]" in text and "rank 3 never called it" in text, text)
     expect("ranks 0-2 wait in AllReduce #3" in text, text)
     # About the launcher's 3 s less the two training steps.
-    expect_busy_for(text, "it was stopped with the rest of the job", 1.5, 4)
+    expect_busy_for(text, "the whole job was stopped (SIGKILL: no exit record)", 1.5, 4)
 
 
 def case_prepare_data_live(tmp):
@@ -297,8 +301,8 @@ def case_prepare_data_live(tmp):
     st = states(r)
     expect(all(st[k] == "crashed" for k in range(4)), f"states after SIGTERM {st}")
     expect(all(x["signal"] == 15 for x in r["ranks"]), "SIGTERM recorded")
-    expect_busy_for(analyze_text(d), "it was killed by SIGTERM with the rest of the job",
-                    1e-3, 20)
+    expect_busy_for(analyze_text(d), "the whole job was stopped (SIGTERM)", 1e-3, 20,
+                    where="prepare_data")
 
 
 def case_uneven_shards(tmp):
