@@ -13,6 +13,7 @@
 #include "gather.h"
 #include "live.h"
 #include "live_cmd.h"
+#include "liveness.h"
 
 #define STALL_MARK "STALL"
 
@@ -113,6 +114,15 @@ static void copy_node(struct gather *g)
     }
     if (d)
         closedir(d);
+    /* The copies are a snapshot: whoever analyzes them must not ask this host's /proc about
+     * processes that ran (and may have been stopped since) when they were taken. */
+    char mark[1100];
+    snprintf(mark, sizeof(mark), "%s/%s", g->node, LIVENESS_SNAPSHOT_MARK);
+    FILE *f = fopen(mark, "w");
+    if (f) {
+        fprintf(f, "lockstep-snapshot 1\ntime %llu\n", (unsigned long long)real_ns());
+        fclose(f);
+    }
     fprintf(stderr, "lockstep: copied %zu traces to %s\n", copied, g->node);
 }
 

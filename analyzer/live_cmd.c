@@ -195,6 +195,15 @@ void live_stop(struct monitor *m, pid_t pgid, double grace_s)
         for (size_t i = 0; i < m->n; i++)
             if (m->t[i].running_here)
                 kill(m->t[i].h.pid, sig);
+        /* A stopped process keeps SIGTERM pending until it continues (as Slurm does, continue
+         * it so that it can end). */
+        if (sig == SIGTERM) {
+            if (pgid > 0)
+                kill(-pgid, SIGCONT);
+            for (size_t i = 0; i < m->n; i++)
+                if (m->t[i].running_here)
+                    kill(m->t[i].h.pid, SIGCONT);
+        }
         if (sig == SIGKILL)
             break;
         for (int waited = 0; waited < (int)(grace_s * 1000) && any_running(m, pgid); waited += 50) {

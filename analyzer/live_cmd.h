@@ -24,8 +24,8 @@ int live_parse_option(struct live_opts *o, int argc, char **argv, int *i);
  * JSON file. Returns the number of findings, or -1 when the traces could not be analyzed. */
 int live_diagnose(const char *dir, const struct live_opts *o, int probe, int print);
 
-/* Stops the job: SIGTERM to process group `pgid` (if > 0) and to every traced process still
- * running here, SIGKILL to what is left after `grace_s`. */
+/* Stops the job: SIGTERM (and SIGCONT, for stopped ones) to process group `pgid` (if > 0) and
+ * to every traced process still running here, SIGKILL to what is left after `grace_s`. */
 void live_stop(struct monitor *m, pid_t pgid, double grace_s);
 
 /* Sleeps `ms` milliseconds (signals may end it early). */

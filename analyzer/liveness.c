@@ -1,5 +1,7 @@
 /* liveness.c -- is the process of a trace alive: host, boot, pid and start time, /proc state. */
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "live_proc.h"
@@ -68,4 +70,17 @@ enum liveness liveness_from_activity(const char *activity)
     if (strcmp(activity, "zombie") == 0 || strcmp(activity, "gone") == 0)
         return LIVENESS_DEAD;
     return LIVENESS_UNKNOWN;
+}
+
+int liveness_in_snapshot(const char *trace_path)
+{
+    const char *slash = strrchr(trace_path, '/');
+    char mark[4096];
+    if (slash)
+        snprintf(mark, sizeof(mark), "%.*s/%s", (int)(slash - trace_path), trace_path,
+                 LIVENESS_SNAPSHOT_MARK);
+    else
+        snprintf(mark, sizeof(mark), "%s", LIVENESS_SNAPSHOT_MARK);
+    struct stat st;
+    return stat(mark, &st) == 0 && S_ISREG(st.st_mode);
 }

@@ -20,6 +20,15 @@ enum liveness {
  * reaped", "its pid belongs to another process now"). This function can't fail. */
 enum liveness liveness_local(const struct ls_header *h, const char **why);
 
+/* Name of the marker a runner leaves in a folder of gathered copies (gather.c): the traces
+ * there are snapshots of other processes' files, and this host's /proc says nothing about
+ * them. */
+#define LIVENESS_SNAPSHOT_MARK "SNAPSHOT"
+
+/* True when the trace at `path` lies in a folder of gathered copies (LIVENESS_SNAPSHOT_MARK
+ * next to it). */
+int liveness_in_snapshot(const char *trace_path);
+
 /* True for RUNNING and STOPPED. */
 int liveness_alive(enum liveness v);
 

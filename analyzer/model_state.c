@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define NS 1000000000ull
 
 const char *model_state_name(enum rank_state s)
 {
@@ -196,25 +195,31 @@ static uint64_t death_slack(const struct ls_header *h)
     return hb + (hb > 15000000ull ? hb : 15000000ull);
 }
 
-/* A probe's sidecar tells the state at the time of the probe; it is the state to report when
- * the trace did not move after it (a snapshot gathered from another node, or a process that has
- * not run since). Otherwise the process lived on after the probe and /proc knows better. */
-static int sidecar_current(const struct m_proc *p)
+/* A probe's sidecar tells the state at the time of the probe. It is the state to report for a
+ * gathered copy (a snapshot: the trace is a copy taken right after the probe), or when the
+ * trace did not move after the probe (a process that has not run since). Otherwise the process
+ * lived on after the probe and /proc knows better. */
+static int sidecar_current(const struct m_proc *p, int snapshot)
 {
-    return p->live && p->live->probed_ns && p->last_seen_ns <= p->live->probed_ns + NS;
+    if (!p->live || (!p->live->probed_ns && !snapshot))
+        return 0;
+    return snapshot ||
+           p->last_seen_ns <= p->live->probed_ns + 2 * heartbeat_ns(&p->t->hdr) + 250000000ull;
 }
 
-/* Alive or not: the probe's snapshot, else this host's /proc, else the heartbeat's age. */
+/* Alive or not: the probe's snapshot, else this host's /proc (never for gathered copies),
+ * else the heartbeat's age. */
 static enum liveness decide_liveness(struct m_proc *p, uint64_t job_now)
 {
     const struct ls_header *h = &p->t->hdr;
     enum liveness v = LIVENESS_UNKNOWN;
     const char *why = "";
-    if (sidecar_current(p)) {
+    int snapshot = liveness_in_snapshot(p->t->path);
+    if (sidecar_current(p, snapshot)) {
         v = liveness_from_activity(p->live->activity);
         why = "as the live probe saw it";
     }
-    if (v == LIVENESS_UNKNOWN)
+    if (v == LIVENESS_UNKNOWN && !snapshot)
         v = liveness_local(h, &why);
     if (v == LIVENESS_UNKNOWN) {
         uint64_t stale = max_u64(MODEL_HEARTBEAT_STALE_NS, 10 * heartbeat_ns(h));

@@ -1,0 +1,748 @@
+#!/usr/bin/env python3
+"""test_realjobs.py -- the ways real jobs die, end to end: NCCL programs (realjobs.c) run as
+ranks on the CPU emulator under the real shim, launched the way torchrun, srun and mpirun
+launch them (fail-fast teardown, restarts, misconfigured ranks), then judged post-mortem
+(`lockstep analyze`, JSON and text) and live (`lockstep run`). Timings are drawn at random
+within the ranges real reports show (printed with the seed; LOCKSTEP_TEST_SEED repeats a run).
+
+Each case names the root cause a person needs and checks that what follows from it is marked
+so: the watchdog's aborts and the launcher's teardown are never the root cause.
+
+Usage: test_realjobs.py CASE   (paths come from the environment meson sets, see meson.build)
+"""
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import Failure, Skip, expect, run  # noqa: E402
+
+SHIM = os.environ["LOCKSTEP_SHIM"]
+LAUNCH = os.environ["LAUNCH_RANKS"]
+EMU_DIR = os.environ["EMULATOR_DIR"]
+LOCKSTEP = os.environ["LOCKSTEP_BIN"]
+REALJOBS = os.environ["REALJOBS"]
+
+SEED = int(os.environ.get("LOCKSTEP_TEST_SEED") or random.SystemRandom().randrange(1 << 30))
+rng = random.Random(SEED)
+HUNG = 124  # the launcher's status when its timeout stopped the job
+
+
+def note(what):
+    """Says what a case drew, so that a failure can be repeated (LOCKSTEP_TEST_SEED)."""
+    print(f"seed {SEED}: {what}", flush=True)
+
+
+# ---------------------------------------------------------------- running
+
+
+def rank_env(trace_dir, extra=None):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = EMU_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
+    env["LD_PRELOAD"] = SHIM
+    env["LOCKSTEP_DIR"] = trace_dir
+    for k in list(env):
+        if k.startswith(("SCENARIO_", "LOCKSTEP_EMU_", "TORCHELASTIC_", "SLURM_")) or k in (
+                "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCKSTEP_RING", "LOCKSTEP_JOB"):
+            env.pop(k)
+    env.update(extra or {})
+    return env
+
+
+def clean_env(extra=None):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("LOCKSTEP_DIR", None)
+    env["NO_COLOR"] = "1"
+    env["LD_LIBRARY_PATH"] = EMU_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
+    env.update(extra or {})
+    return env
+
+
+def launch_cmd(mode, np=4, launcher=()):
+    return [LAUNCH, "--np", str(np), "--seed", str(rng.randrange(1 << 30)), *launcher, "--",
+            REALJOBS, mode]
+
+
+def scenario(tmp, mode, np=4, env=None, launcher=(), want_rc=HUNG, name="traces"):
+    """Runs `realjobs MODE` as np ranks until it ends or the launcher stops it; returns the
+    trace folder."""
+    d = os.path.join(tmp, name)
+    os.makedirs(d, exist_ok=True)
+    p = subprocess.run(launch_cmd(mode, np, launcher), env=rank_env(d, env), capture_output=True,
+                       text=True, timeout=120)
+    print(p.stderr, end="")
+    if want_rc is not None:
+        expect(p.returncode == want_rc,
+               f"launcher exited {p.returncode}, want {want_rc}: {p.stdout} {p.stderr}")
+    return d
+
+
+def analyze(d, want_rc=1):
+    """`lockstep analyze --json` and the text report of the same folder."""
+    p = subprocess.run([LOCKSTEP, "analyze", "--json", d], capture_output=True, text=True,
+                       timeout=60, env=clean_env())
+    expect(p.returncode == want_rc,
+           f"analyze --json exited {p.returncode}, want {want_rc}: {p.stderr}{p.stdout[:2000]}")
+    try:
+        r = json.loads(p.stdout)
+    except ValueError as e:
+        raise Failure(f"analyze --json printed no JSON ({e}): {p.stdout[:400]!r}")
+    t = subprocess.run([LOCKSTEP, "analyze", d], capture_output=True, text=True, timeout=60,
+                       env=clean_env())
+    expect(t.returncode == want_rc, f"analyze exited {t.returncode}: {t.stderr}")
+    return r, t.stdout
+
+
+def lockstep_run(tmp, mode, np=4, env=None, launcher=(), stall=2, want_rc=3, name="run"):
+    """`lockstep run` on a scenario: (report dict, text on stdout, stderr)."""
+    d = os.path.join(tmp, name)
+    js = os.path.join(tmp, name + ".json")
+    cmd = [LOCKSTEP, "run", "--dir", d, "--stall", str(stall), "--json", js, "--",
+           *launch_cmd(mode, np, launcher)]
+    e = clean_env({k: v for k, v in (env or {}).items()})
+    p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=180)
+    print(p.stderr, end="")
+    expect(p.returncode == want_rc, f"lockstep run exited {p.returncode}, want {want_rc}:\n"
+                                    f"{p.stdout}\n{p.stderr}")
+    expect(os.path.exists(js), f"lockstep run wrote no JSON report: {p.stderr}")
+    return json.load(open(js)), p.stdout, p.stderr
+
+
+# ---------------------------------------------------------------- judging
+
+
+def kinds(r):
+    return [f["kind"] for f in r["findings"]]
+
+
+def root(r, kind):
+    """The first finding: of `kind`, and a root cause."""
+    expect(r["findings"], f"no findings, want {kind}")
+    f = r["findings"][0]
+    expect(f["kind"] == kind, f"first finding is {f['kind']}, want {kind}: {f['summary']}\n"
+                              f"all: {[(g['kind'], g['summary']) for g in r['findings']]}")
+    expect(f["consequence_of"] is None, f"the first finding follows from {f['consequence_of']}")
+    return f
+
+
+def roots(r):
+    return [f for f in r["findings"] if f["consequence_of"] is None]
+
+
+def one_root(r, kind):
+    """Exactly one independent finding (trace_incomplete aside), of `kind`, first."""
+    f = root(r, kind)
+    others = [g for g in roots(r)[1:] if g["kind"] != "trace_incomplete"]
+    expect(not others, f"more root causes than the {kind}: "
+                       f"{[(g['kind'], g['summary']) for g in others]}")
+    return f
+
+
+def follows(r, kind, cause_index=0, **fields):
+    """The findings of `kind` (other than finding cause_index itself), each following directly
+    or not from finding cause_index."""
+    got = [(i, f) for i, f in enumerate(r["findings"]) if f["kind"] == kind and i != cause_index]
+    expect(got, f"no {kind} finding besides finding {cause_index}: {kinds(r)}")
+    for _, f in got:
+        at, hops = f["consequence_of"], 0
+        while at is not None and at != cause_index and hops < 20:
+            at, hops = r["findings"][at]["consequence_of"], hops + 1
+        expect(at == cause_index, f"{kind} does not follow from finding {cause_index}: "
+                                  f"{f['summary']} (consequence_of {f['consequence_of']})")
+        for k, v in fields.items():
+            expect(f.get(k) == v, f"{kind}: {k} = {f.get(k)!r}, want {v!r}")
+    return [f for _, f in got]
+
+
+def rank(r, k):
+    got = [x for x in r["ranks"] if x["rank"] == k]
+    expect(len(got) == 1, f"{len(got)} entries for rank {k} in ranks")
+    return got[0]
+
+
+def no_death_blamed(r, ranks, why):
+    """None of `ranks` is named in a rank_crashed/rank_exited finding that is a root cause."""
+    for f in roots(r):
+        if f["kind"] in ("rank_crashed", "rank_exited"):
+            expect(not set(f["dead"]) & set(ranks), f"{why}: {f['summary']}")
+
+
+def one_line(text, pattern, what):
+    expect(re.search(pattern, text), f"the text does not say {what} (/{pattern}/):\n{text}")
+
+
+# ---------------------------------------------------------------- 1. watchdog cascade
+
+
+def watchdog_env(action):
+    wd = rng.randrange(500, 1600)
+    busy = rng.choice(["compute", "sleep"])
+    steps = rng.randrange(1, 4)
+    env = {"SCENARIO_WATCHDOG_MS": str(wd), "SCENARIO_WATCHDOG": action, "SCENARIO_BUSY": busy,
+           "SCENARIO_STEPS": str(steps), "SCENARIO_STEP_MS": str(rng.randrange(2, 30))}
+    delay = rng.randrange(50, 2500)
+    note(f"watchdog {action} after {wd} ms, victim busy ({busy}), {steps} steps, launcher "
+         f"SIGTERM {delay} ms after the first failure")
+    return env, steps + 1, ("--fail-fast", "--fail-fast-delay", str(delay))
+
+
+def check_watchdog(r, text, seq, action):
+    """Rank 3 never reached the barrier #seq: the root cause, with where it was busy; the
+    waiting ranks' aborts, errors and exits follow from it; the late SIGTERM is no cause."""
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [3] and f["waiting"] == [0, 1, 2] and f["seq"] == seq,
+           f"missing_ranks: {f['summary']}")
+    one_line(text, r"rank 3 never called it \u2014 it was busy at [^;]*load_batch",
+             "where the late rank was busy")
+    one_line(text, r"the launcher stopped it \(SIGTERM, [^)]* after rank [0-2] "
+                   r"(crashed|exited)\)", "that the launcher's SIGTERM came after the others")
+    if action == "abort":
+        d = follows(r, "rank_crashed", 0, signal=6, dead=[0, 1, 2], died_waiting=True)
+        expect(len(d) == 1, f"the watchdog aborts are not one finding: {kinds(r)}")
+    else:
+        follows(r, "nccl_error", 0)
+        follows(r, "rank_exited", 0, status=1, dead=[0, 1, 2])
+    no_death_blamed(r, [0, 1, 2, 3], "a death named as a root cause")
+    x = rank(r, 3)
+    expect(x["state"] == "crashed" and x["signal"] == 15 and x["stopped_with_job"],
+           f"rank 3: {x}")
+
+
+def case_watchdog_abort(tmp):
+    """PyTorch's default: the waiting ranks' watchdogs abort() them (SIGABRT)."""
+    env, seq, launcher = watchdog_env("abort")
+    d = scenario(tmp, "watchdog", env=env, launcher=launcher, want_rc=128 + 6)
+    check_watchdog(*analyze(d), seq, "abort")
+
+
+def case_watchdog_commabort(tmp):
+    """The watchdog calls ncclCommAbort from its thread: the blocked call fails, the rank
+    exits 1; then the launcher SIGTERMs the late rank."""
+    env, seq, launcher = watchdog_env("commabort")
+    d = scenario(tmp, "watchdog", env=env, launcher=launcher, want_rc=1)
+    check_watchdog(*analyze(d), seq, "commabort")
+
+
+def case_watchdog_live(tmp):
+    """The same under `lockstep run` with a stall longer than the watchdog: the job fails on
+    its own, run exits with the job's status and prints the post-mortem diagnosis."""
+    action = rng.choice(["abort", "commabort"])
+    env, seq, launcher = watchdog_env(action)
+    r, text, err = lockstep_run(tmp, "watchdog", env=env, launcher=launcher, stall=30,
+                                want_rc=128 + 6 if action == "abort" else 1)
+    check_watchdog(r, text, seq, action)
+    expect("post-mortem" in err, f"run did not announce the post-mortem: {err}")
+
+
+# ---------------------------------------------------------------- 2. launcher fail-fast
+
+
+def oom_launcher():
+    sig = rng.choice(["TERM", "KILL"])
+    delay = rng.randrange(50, 2500)
+    steps = rng.randrange(2, 5)
+    note(f"OOM kill at step {steps}, launcher SIG{sig} to the rest {delay} ms later")
+    return ({"SCENARIO_STEPS": str(steps), "SCENARIO_STEP_MS": str(rng.randrange(10, 40))},
+            ("--fail-fast-signal", sig, "--fail-fast-delay", str(delay)), steps, sig)
+
+
+def check_oom(r, text, steps, sig):
+    f = one_root(r, "rank_crashed")
+    expect(f["dead"] == [3] and f["vanished"] is True and f["signal"] is None,
+           f"root: {f['summary']}")
+    expect("died without an exit record (SIGKILL or the OOM killer?)" in f["summary"],
+           f"summary: {f['summary']}")
+    m = follows(r, "missing_ranks", 0)[0]
+    expect(m["missing"] == [3] and m["waiting"] == [0, 1, 2] and m["seq"] == steps,
+           f"missing_ranks: {m['summary']}")
+    for k in (0, 1, 2):
+        x = rank(r, k)
+        expect(x["stopped_with_job"] and x["stopped_after"] == 3, f"rank {k}: {x}")
+    expect(not rank(r, 3)["stopped_with_job"], "rank 3 taken as stopped with the job")
+    expect("was stopped with the rest of the job" not in text, f"old wording:\n{text}")
+    one_line(text, r"ranks 0-2 were stopped with the job \((SIGTERM|no exit record: SIGKILL), "
+                   r"[^)]* after rank 3 ended", "that the launcher stopped the others after")
+
+
+def case_oom_failfast(tmp):
+    """The OOM killer takes rank 3; 50 ms to 2.5 s later the launcher stops the others
+    (SIGTERM as torchrun and mpirun do first, or SIGKILL as srun -K)."""
+    env, launcher, steps, sig = oom_launcher()
+    d = scenario(tmp, "oom_kill", env=env, launcher=launcher, want_rc=128 + 9)
+    check_oom(*analyze(d), steps, sig)
+
+
+def case_oom_failfast_live(tmp):
+    env, launcher, steps, sig = oom_launcher()
+    r, text, err = lockstep_run(tmp, "oom_kill", env=env, launcher=launcher, stall=30,
+                                want_rc=128 + 9)
+    check_oom(r, text, steps, sig)
+
+
+# ---------------------------------------------------------------- 3. restarts and steps
+
+
+def check_attempts(r, attempts):
+    expect(len(r["jobs"]) == 1, f"jobs {r['jobs']}")
+    j = r["jobs"][0]
+    expect(j["attempt"] == attempts and j["attempts"] == attempts, f"job {j}")
+    expect(all(x["attempt"] == attempts for x in r["ranks"]) and len(r["ranks"]) == 4,
+           f"ranks of earlier attempts in ranks: {[(x['rank'], x['attempt']) for x in r['ranks']]}")
+    e = j["earlier_attempts"]
+    expect(len(e) == attempts - 1, f"earlier attempts {e}")
+    first = e[0]
+    expect(first["attempt"] == 1 and first["root_causes"]
+           and first["root_causes"][0]["kind"] == "rank_crashed"
+           and "SIGSEGV" in first["root_causes"][0]["summary"], f"attempt 1: {first}")
+    return j
+
+
+def case_restart_recovered(tmp):
+    """torchrun --max-restarts: rank 3 crashes in attempt 1, attempt 2 completes. Nothing is
+    wrong now; attempt 1's crash is summarized, never mixed with attempt 2's clean exit."""
+    d = scenario(tmp, "restart", env={"SCENARIO_PLAN": "segv,clean"},
+                 launcher=("--max-restarts", "1"), want_rc=0)
+    r, text = analyze(d, want_rc=0)
+    expect(r["findings"] == [], f"findings {kinds(r)}")
+    check_attempts(r, 2)
+    one_line(text, r"attempt 2 of 2\), world size 4, 4 traces: no problems found",
+             "that attempt 2 is clean")
+    one_line(text, r"attempt 1 of 2 \(4 traces\) ended: rank 3 crashed with SIGSEGV",
+             "how attempt 1 ended")
+
+
+def case_restart_hang(tmp):
+    """Attempt 1 crashes, attempt 2 hangs (rank 3 late): attempt 2's hang is the finding and
+    does not follow from attempt 1's crash."""
+    d = scenario(tmp, "restart", env={"SCENARIO_PLAN": "segv,hang"},
+                 launcher=("--max-restarts", "1", "--timeout", str(rng.uniform(3, 5))))
+    r, text = analyze(d)
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [3] and f["waiting"] == [0, 1, 2], f"{f['summary']}")
+    expect("SIGSEGV" not in json.dumps(r["findings"]), "attempt 1's crash among the findings")
+    check_attempts(r, 2)
+
+
+def case_restart_live(tmp):
+    """`lockstep run` over a restarting launcher: the hang of attempt 2 is diagnosed live."""
+    r, text, err = lockstep_run(tmp, "restart", env={"SCENARIO_PLAN": "oom,hang"},
+                                launcher=("--max-restarts", "1"))
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [3] and f["waiting"] == [0, 1, 2], f"{f['summary']}")
+    j = r["jobs"][0]
+    expect(j["attempt"] == 2 and j["earlier_attempts"][0]["root_causes"][0]["kind"]
+           == "rank_crashed", f"job {j}")
+    one_line(text, r"rank 3 never called it \u2014 it is alive", "that rank 3 lives")
+
+
+def case_restart_torchrun(tmp):
+    """Real torchrun (--max_restarts 1) where Debian's python3-torch is installed."""
+    torchrun = shutil.which("torchrun")
+    if not torchrun:
+        raise Skip("torchrun is not installed (Debian package python3-torch)")
+    d = os.path.join(tmp, "traces")
+    os.makedirs(d)
+    env = rank_env(d, {"SCENARIO_PLAN": "segv,clean",
+                       "LOCKSTEP_TEST_IDFILE": os.path.join(tmp, "id")})
+    # Python 3.11 needs its output redirected (torch 1.13 fails to map it otherwise).
+    p = subprocess.run([torchrun, "--standalone", "--nproc_per_node", "4", "--max_restarts", "1",
+                        "--monitor_interval", "0.1", "--redirects", "2", "--tee", "2",
+                        "--no_python", REALJOBS, "restart"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    expect(p.returncode == 0, f"torchrun exited {p.returncode}: {p.stderr[-2000:]}")
+    for f in os.listdir("/dev/shm"):  # the emulator's segments: torchrun sets no tag
+        if f.startswith("lsemu-u%d-" % os.getuid()):
+            try:
+                os.unlink(os.path.join("/dev/shm", f))
+            except OSError:
+                pass
+    r, text = analyze(d, want_rc=0)
+    expect(r["findings"] == [], f"findings {kinds(r)}")
+    j = check_attempts(r, 2)
+    expect(j["attempts_from"] == "launcher", f"attempts told apart by {j['attempts_from']}")
+
+
+def case_slurm_steps(tmp):
+    """Two srun steps of one allocation share SLURM_JOB_ID: two jobs ("77.0", "77.1"), not
+    one job whose rank 3 both crashed and exited."""
+    d = os.path.join(tmp, "traces")
+    for step, plan, want in ((0, "segv", 128 + 11), (1, "clean", 0)):
+        scenario(tmp, "restart", env={"SCENARIO_PLAN": plan, "SLURM_JOB_ID": "77",
+                                      "SLURM_STEP_ID": str(step)},
+                 launcher=("--fail-fast",), want_rc=want)
+    r, text = analyze(d)
+    jobs = sorted(j["job"] for j in r["jobs"])
+    expect(jobs == ["77.0", "77.1"], f"jobs {jobs}")
+    f = one_root(r, "rank_crashed")
+    expect(f["job"] == "77.0" and f["dead"] == [3] and f["signal"] == 11, f"{f}")
+    expect(all(g["job"] == "77.0" for g in r["findings"]), f"findings of step 1: {kinds(r)}")
+
+
+# ---------------------------------------------------------------- 4. failed calls
+
+
+def case_bad_args(tmp):
+    """Calls NCCL refuses (a bad datatype, a root out of range) take no sequence number; the
+    program retried them correctly and finished: nccl_error only, no phantom mismatch."""
+    d = scenario(tmp, "bad_args", env={"SCENARIO_STEPS": str(rng.randrange(1, 4))},
+                 want_rc=0)
+    r, text = analyze(d)
+    expect(kinds(r) == ["nccl_error", "nccl_error"], f"findings {kinds(r)}")
+    for f in r["findings"]:
+        expect(f["refused"] and f["result_name"] == "InvalidArgument" and "seq" not in f
+               and f["ranks"] == [3] and f["consequence_of"] is None, f"{f}")
+    one_line(text, r"NCCL refused its arguments", "that NCCL refused the arguments")
+    expect("mismatch" not in text, f"a phantom mismatch:\n{text}")
+
+
+# ---------------------------------------------------------------- 5. two processes, one rank
+
+
+def case_duplicate_rank(tmp):
+    """RANK 0,1,1,3: two processes claim rank 1, nobody holds rank 2; every rank waits in
+    ncclCommInitRank."""
+    d = scenario(tmp, "dup_rank", launcher=("--ranks", "0,1,1,3", "--timeout",
+                                            str(rng.uniform(1.5, 3))))
+    r, text = analyze(d)
+    f = one_root(r, "duplicate_rank")
+    expect(f["rank"] == 1 and f["unclaimed"] == [2], f"{f}")
+    claimants = [c for c in f["classes"] if c["role"] == "claimant"]
+    expect(len(claimants) == 2 and len({c["pid"] for c in claimants}) == 2, f"{f['classes']}")
+    one_line(text, r"rank 1 is claimed by 2 processes at once \(pid \d+ on [^,]+, pid \d+ on "
+                   r"[^)]+\) and rank 2 by none", "who claims rank 1 and that rank 2 is held by none")
+
+
+def case_duplicate_rank_live(tmp):
+    r, text, err = lockstep_run(tmp, "dup_rank", launcher=("--ranks", "0,1,1,3"))
+    f = one_root(r, "duplicate_rank")
+    expect(f["rank"] == 1 and f["unclaimed"] == [2], f"{f}")
+
+
+# ---------------------------------------------------------------- 6. one process, several GPUs
+
+
+def check_multi(r, text, waiting_cr, missing_cr, missing_proc):
+    f = one_root(r, "missing_ranks")
+    expect(f.get("several_ranks_per_process") and f.get("waiting_comm_ranks") == waiting_cr
+           and f.get("missing_comm_ranks") == missing_cr, f"{f['summary']}")
+    expect(f["missing"] == [missing_proc], f"missing {f['missing']}")
+    one_line(text, r"comm ranks? [0-9,-]+ \(ranks? [0-9,-]+\) (wait|waited) in AllReduce",
+             "the waiting members by communicator rank")
+    one_line(text, r"comm rank %d \(rank %d\) never called it" % (missing_cr[0], missing_proc),
+             "the missing member by communicator rank")
+    expect(not re.search(r"\brank 0 waits? in", text), f"'rank 0 waits':\n{text}")
+
+
+def case_initall(tmp):
+    """ncclCommInitAll: one process drives 4 GPUs; GPU 3's batch is empty, its AllReduce is
+    skipped inside the group."""
+    d = scenario(tmp, "initall", np=1, launcher=("--timeout", str(rng.uniform(1.5, 3))),
+                 env={"SCENARIO_STEPS": str(rng.randrange(1, 4))})
+    check_multi(*analyze(d), [0, 1, 2], [3], 0)
+
+
+def case_multigpu(tmp):
+    """nccl-tests -g 2: two processes, two GPUs each; process 1 skips its second GPU."""
+    d = scenario(tmp, "multigpu", np=2, launcher=("--timeout", str(rng.uniform(1.5, 3))))
+    check_multi(*analyze(d), [0, 1, 2], [3], 1)
+
+
+def case_multigpu_live(tmp):
+    r, text, err = lockstep_run(tmp, "multigpu", np=2)
+    check_multi(r, text, [0, 1, 2], [3], 1)
+
+
+# ---------------------------------------------------------------- 7. open group
+
+
+def check_open_group(r, text):
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [3] and f.get("queued") == [3] and f["waiting"] == [0, 1, 2],
+           f"{f['summary']}")
+    one_line(text, r"rank 3 queued it in a group that never ended \(issued from [^)]*"
+                   r"bucket_allreduce", "that rank 3's call waits in a group never ended")
+    expect("rank 3 never called it" not in text, f"'never called it' for a queued call:\n{text}")
+
+
+def case_open_group(tmp):
+    """An exception between ncclGroupStart and ncclGroupEnd on rank 3."""
+    d = scenario(tmp, "open_group", launcher=("--timeout", str(rng.uniform(1.5, 3))),
+                 env={"SCENARIO_STEPS": str(rng.randrange(1, 4))})
+    check_open_group(*analyze(d))
+
+
+def case_open_group_live(tmp):
+    r, text, err = lockstep_run(tmp, "open_group")
+    check_open_group(r, text)
+
+
+# ---------------------------------------------------------------- 8. across communicators
+
+
+def check_child(r, text, nocolor):
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [1] and f["waiting"] == [0], f"root: {f['summary']}")
+    world = [g for g in r["findings"] if g["kind"] == "missing_ranks" and g is not f]
+    expect(len(world) == 1 and world[0]["missing"] == [0, 1] and world[0]["waiting"] == [2, 3],
+           f"the world's missing_ranks: {[g['summary'] for g in world]}")
+    follows(r, "missing_ranks", 0)
+
+
+def case_child_comm(tmp):
+    """Ranks 0-1 in a child communicator (the others NCCL_SPLIT_NOCOLOR, or a child of their
+    own); rank 1 is late for the child's collective, ranks 2-3 wait in the world's."""
+    child = rng.choice(["nocolor", "color"])
+    note(f"child: {child}")
+    d = scenario(tmp, "child_comm", env={"SCENARIO_CHILD": child},
+                 launcher=("--timeout", str(rng.uniform(1.5, 3))))
+    check_child(*analyze(d), child == "nocolor")
+
+
+def case_child_comm_live(tmp):
+    r, text, err = lockstep_run(tmp, "child_comm", env={"SCENARIO_CHILD": "nocolor"})
+    check_child(r, text, True)
+
+
+def case_culprit_no_trace(tmp):
+    """The late rank's trace is gone: the others still get 'wait ... for rank 3 (no trace)'."""
+    steps = rng.randrange(1, 4)
+    d = scenario(tmp, "watchdog", env={"SCENARIO_STEPS": str(steps)},
+                 launcher=("--timeout", str(rng.uniform(1.5, 3))))
+    gone = [f for f in os.listdir(d) if f.endswith("-r3.trace")]
+    expect(len(gone) == 1, f"rank 3's trace: {os.listdir(d)}")
+    os.unlink(os.path.join(d, gone[0]))
+    r, text = analyze(d)
+    f = root(r, "missing_ranks")
+    expect(f["missing"] == [3] and f["waiting"] == [0, 1, 2] and f["seq"] == steps + 1, f"{f}")
+    one_line(text, r"ranks 0-2 wait in AllReduce #%d [^;]* for rank 3 \(no trace\)" % (steps + 1),
+             "whom the others wait for")
+
+
+# ---------------------------------------------------------------- 9. ranks far apart
+
+
+def case_far_apart(tmp):
+    """GPU-like queues: ranks 0-2 enqueue thousands of collectives past #k, which rank 3
+    never issued; the stuck #k is named from the GPU's completion, read further back."""
+    steps = rng.randrange(1, 4)
+    far = rng.randrange(1500, 4000)
+    ring = rng.choice([None, "1024"])
+    note(f"{far} collectives past #{steps + 1}, ring {ring or 'default'}")
+    env = {"LOCKSTEP_EMU_ASYNC": "1", "SCENARIO_STEPS": str(steps), "SCENARIO_FAR": str(far)}
+    if ring:
+        env["LOCKSTEP_RING"] = ring
+    d = scenario(tmp, "far_apart", env=env, launcher=("--timeout", str(rng.uniform(3, 5))))
+    r, text = analyze(d)
+    f = root(r, "missing_ranks")
+    expect(f["seq"] == steps + 1 and f["missing"] == [3] and f["waiting"] == [0, 1, 2],
+           f"{f['summary']}")
+    inc = [g for g in r["findings"] if g["kind"] == "trace_incomplete"]
+    if ring:  # the rings wrapped past #k: said so, about #k
+        expect(inc and inc[0]["reason"] == "wrapped" and inc[0]["seq"] == steps + 1, f"{inc}")
+    else:
+        expect(not inc, f"trace_incomplete with a ring that holds #k: {inc}")
+        w = [c for c in f["classes"] if c["role"] == "waiting"]
+        expect(len(w) == 1 and w[0]["op"] == "AllReduce" and w[0]["count"] == 1, f"{w}")
+
+
+def case_far_apart_stuck(tmp):
+    """Every rank issued #k and thousands more; no GPU completes #k (a dead link)."""
+    steps = rng.randrange(1, 4)
+    env = {"LOCKSTEP_EMU_ASYNC": "1", "SCENARIO_STEPS": str(steps),
+           "LOCKSTEP_EMU_HANG_COLL": str(steps + 1), "SCENARIO_FAR": str(rng.randrange(1500, 4000))}
+    d = scenario(tmp, "far_apart", env=env, launcher=("--timeout", str(rng.uniform(3, 5))))
+    r, text = analyze(d)
+    f = one_root(r, "stuck_in_flight")
+    expect(f["seq"] == steps + 1 and f["ranks"] == [0, 1, 2, 3], f"{f['summary']}")
+
+
+def case_far_apart_live(tmp):
+    r, text, err = lockstep_run(tmp, "far_apart", env={"LOCKSTEP_EMU_ASYNC": "1",
+                                                       "SCENARIO_STEPS": "2"})
+    f = root(r, "missing_ranks")
+    expect(f["seq"] == 3 and f["missing"] == [3], f"{f['summary']}")
+
+
+# ---------------------------------------------------------------- 10. is it alive
+
+
+def start_job(tmp, mode, np=4, env=None, launcher=()):
+    d = os.path.join(tmp, "traces")
+    os.makedirs(d, exist_ok=True)
+    job = subprocess.Popen(launch_cmd(mode, np, launcher), env=rank_env(d, env),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    return job, d
+
+
+def wait_for(d, pred, what, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        p = subprocess.run([LOCKSTEP, "analyze", "--json", d], capture_output=True, text=True,
+                           timeout=60, env=clean_env())
+        if p.returncode == 1:
+            r = json.loads(p.stdout)
+            if pred(r):
+                return r
+        time.sleep(0.2)
+    raise Failure(f"never saw {what}")
+
+
+def trace_pids(d):
+    """Pids recorded in the trace headers of a folder (offset 120, little-endian int32)."""
+    pids = []
+    for name in os.listdir(d):
+        if name.endswith(".trace"):
+            with open(os.path.join(d, name), "rb") as f:
+                pids.append(struct.unpack("<i", f.read(124)[120:124])[0])
+    return pids
+
+
+def stop_job(job, d):
+    """Kills the ranks (a stopped one too) and lets the launcher see them go."""
+    for pid in trace_pids(d):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        job.send_signal(signal.SIGTERM)  # wakes a launcher between its looks at the ranks
+        job.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+
+
+def case_zombie(tmp):
+    """The OOM killer took rank 3 and its launcher has not reaped it yet (<defunct>): it is
+    dead, not alive."""
+    job, d = start_job(tmp, "oom_kill", launcher=("--monitor-interval", "60000"))
+    try:
+        r = wait_for(d, lambda r: r["findings"] and r["findings"][0]["kind"] == "rank_crashed",
+                     "rank 3's death")
+        f = one_root(r, "rank_crashed")
+        expect(f["dead"] == [3] and f["vanished"], f"{f}")
+        expect(rank(r, 3)["state"] == "vanished", f"rank 3: {rank(r, 3)}")
+        text = subprocess.run([LOCKSTEP, "analyze", d], capture_output=True, text=True,
+                              env=clean_env()).stdout
+        one_line(text, r"a zombie its parent has not reaped", "that rank 3 is a zombie")
+        expect("rank 3 never called it \u2014 it is alive" not in text,
+               f"rank 3 called alive:\n{text}")
+    finally:
+        stop_job(job, d)
+
+
+def case_sigstop(tmp):
+    """Rank 3 is stopped (SIGSTOP: a debugger, Ctrl-Z) before the barrier: stopped, not dead;
+    `lockstep run` says the same live."""
+    job, d = start_job(tmp, "sigstop")
+    try:
+        r = wait_for(d, lambda r: r["findings"] and r["findings"][0].get("waiting") == [0, 1, 2],
+                     "ranks 0-2 waiting")
+        f = one_root(r, "missing_ranks")
+        expect(f["missing"] == [3], f"{f}")
+        x = rank(r, 3)
+        expect(x.get("stopped") and x["state"] == "idle", f"rank 3: {x}")
+        text = subprocess.run([LOCKSTEP, "analyze", d], capture_output=True, text=True,
+                              env=clean_env()).stdout
+        one_line(text, r"rank 3 never called it \u2014 it is stopped \(SIGSTOP",
+                 "that rank 3 is stopped")
+    finally:
+        stop_job(job, d)
+    r, text, err = lockstep_run(tmp, "sigstop")
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [3] and rank(r, 3).get("stopped"), f"{f['summary']}")
+
+
+def patch_pid(path, pid):
+    with open(path, "r+b") as f:
+        f.seek(120)
+        f.write(struct.pack("<i", pid))
+
+
+def case_pid_reused(tmp):
+    """Rank 3 died; its pid now belongs to an unrelated process started right after the trace:
+    not alive (the process's start time names it, not the pid)."""
+    job, d = start_job(tmp, "oom_kill")
+    other = None
+    try:
+        r = wait_for(d, lambda r: r["findings"] and r["findings"][0]["kind"] == "rank_crashed",
+                     "rank 3's death")
+        other = subprocess.Popen(["sleep", "60"])
+        t3 = [f for f in os.listdir(d) if f.endswith("-r3.trace")][0]
+        patch_pid(os.path.join(d, t3), other.pid)
+        r, text = analyze(d)
+        f = one_root(r, "rank_crashed")
+        expect(f["dead"] == [3] and rank(r, 3)["state"] == "vanished", f"{f}")
+        one_line(text, r"its pid belongs to another process now", "why rank 3 is not alive")
+    finally:
+        if other:
+            other.kill()
+            other.wait()
+        stop_job(job, d)
+
+
+def case_snapshot(tmp):
+    """What a runner gathers is a snapshot: its ranks were alive when copied, whatever happened
+    to them after; a rank is never both gone and alive in one report (live-two_nodes)."""
+    gather = os.path.join(tmp, "gather")
+    r, text, err = lockstep_run(tmp, "watchdog", env={"SCENARIO_STEPS": "2",
+                                                      "LOCKSTEP_GATHER_DIR": gather,
+                                                      "LOCKSTEP_GATHER_WAIT": "5"})
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [3], f"{f}")
+    # Later, every rank long gone: the gathered copy still tells the state it was taken in.
+    time.sleep(0.5)
+    r, text = analyze(gather)
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [3] and f["waiting"] == [0, 1, 2], f"{f}")
+    expect(all(x["state"] in ("in_call", "idle") for x in r["ranks"]),
+           f"states of the snapshot: {[(x['rank'], x['state']) for x in r['ranks']]}")
+    expect("without an exit record" not in text, f"a rank both gone and alive:\n{text}")
+    one_line(text, r"rank 3 never called it \u2014 it is alive and busy, not in NCCL, now at "
+                   r"[^;]*load_batch", "where rank 3 was when the snapshot was taken")
+    # The runner's own folder, post mortem: it stopped every rank itself (SIGTERM).
+    r, text = analyze(os.path.join(tmp, "run"))
+    f = one_root(r, "missing_ranks")
+    one_line(text, r"rank 3 never called it \u2014 it was busy at [^;]*load_batch[^;]* when "
+                   r"the whole job was stopped \(SIGTERM\)", "where rank 3 was when stopped")
+
+
+# ---------------------------------------------------------------- 11. aborted communicators
+
+
+def check_abort(r, text, how):
+    f = one_root(r, "comm_aborted")
+    expect(f["rank"] == 3 and f["waiting"] == [0, 1, 2], f"{f}")
+    one_line(text, r"rank 3 %s comm [0-9a-f]{8} \(nccl%s from [^)]*handle_bad_batch" %
+             ("aborted" if how == "abort" else "revoked",
+              "CommAbort" if how == "abort" else "CommRevoke"), "who aborted the communicator")
+    m = follows(r, "missing_ranks", 0)[0]
+    expect(m["missing"] == [3], f"{m}")
+    expect("never called it" not in m["summary"], f"{m['summary']}")
+
+
+def case_comm_abort(tmp):
+    """Rank 3 aborts (or revokes) the communicator its peers wait on and goes on."""
+    how = rng.choice(["abort", "revoke"])
+    note(f"rank 3 does ncclComm{how.capitalize()}")
+    d = scenario(tmp, "comm_abort", env={"SCENARIO_ABORT": how},
+                 launcher=("--timeout", str(rng.uniform(1.5, 3))))
+    check_abort(*analyze(d), how)
+
+
+def case_comm_abort_live(tmp):
+    r, text, err = lockstep_run(tmp, "comm_abort", env={"SCENARIO_ABORT": "abort"})
+    check_abort(r, text, "abort")
+
+
+if __name__ == "__main__":
+    sys.exit(run(globals(), "lockstep-realjobs-"))
