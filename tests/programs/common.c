@@ -13,25 +13,36 @@
 #include <time.h>
 #include <unistd.h>
 
-static int env_int(const char *name, int dflt)
+/* The first of `names` that is set, as a launcher sets it (torchrun, mpirun, srun, PMI). */
+static int first_int(const char *const *names, int dflt)
 {
-    const char *v = getenv(name);
-    return (v && *v) ? atoi(v) : dflt;
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v && *v)
+            return atoi(v);
+    }
+    return dflt;
 }
 
 int tp_rank(void)
 {
-    return env_int("RANK", 0);
+    static const char *const names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                        "SLURM_PROCID", NULL};
+    return first_int(names, 0);
 }
 
 int tp_world_size(void)
 {
-    return env_int("WORLD_SIZE", 1);
+    static const char *const names[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                        "SLURM_NTASKS", NULL};
+    return first_int(names, 1);
 }
 
 int tp_local_rank(void)
 {
-    return env_int("LOCAL_RANK", tp_rank());
+    static const char *const names[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                        "SLURM_LOCALID", NULL};
+    return first_int(names, tp_rank());
 }
 
 void tp_die(const char *fmt, ...)

@@ -20,13 +20,13 @@
         }                                                                                          \
     } while (0)
 
-/* $RANK, or 0 when unset. */
+/* $RANK (else the rank mpirun, PMI or srun set), or 0 when unset. */
 int tp_rank(void);
 
-/* $WORLD_SIZE, or 1 when unset. */
+/* $WORLD_SIZE (else mpirun's, PMI's or srun's), or 1 when unset. */
 int tp_world_size(void);
 
-/* $LOCAL_RANK, or tp_rank() when unset. */
+/* $LOCAL_RANK (else mpirun's or srun's), or tp_rank() when unset. */
 int tp_local_rank(void);
 
 /* Print "rank R: <message>" on stderr and exit 1. */

@@ -287,6 +287,33 @@ def case_oom_failfast_live(tmp):
     check_oom(r, text, steps, sig)
 
 
+def case_oom_mpirun(tmp):
+    """The same under real mpirun (Open MPI): it notices the SIGKILL and SIGTERMs the rest."""
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        raise Skip("mpirun is not installed (Debian package openmpi-bin)")
+    d = os.path.join(tmp, "traces")
+    os.makedirs(d)
+    steps = rng.randrange(2, 5)
+    env = rank_env(d, {"SCENARIO_STEPS": str(steps), "SCENARIO_STEP_MS": str(rng.randrange(10, 40)),
+                       "LOCKSTEP_TEST_IDFILE": os.path.join(tmp, "id"),
+                       "OMPI_MCA_plm_rsh_agent": "false"})
+    export = [a for k in ("LD_PRELOAD", "LD_LIBRARY_PATH", "LOCKSTEP_DIR", "LOCKSTEP_TEST_IDFILE",
+                          "SCENARIO_STEPS", "SCENARIO_STEP_MS") for a in ("-x", k)]
+    p = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "4", *export,
+                        REALJOBS, "oom_kill"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    expect(p.returncode == 128 + 9 and "exited on signal 9" in p.stdout + p.stderr,
+           f"mpirun exited {p.returncode}: {p.stdout[-1500:]} {p.stderr[-1500:]}")
+    for f in os.listdir("/dev/shm"):
+        if f.startswith("lsemu-u%d-" % os.getuid()):
+            try:
+                os.unlink(os.path.join("/dev/shm", f))
+            except OSError:
+                pass
+    check_oom(*analyze(d), steps, "TERM")
+
+
 # ---------------------------------------------------------------- 3. restarts and steps
 
 
