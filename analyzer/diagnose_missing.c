@@ -182,6 +182,27 @@ static void name_members(const struct finding *f, const char *role, const struct
     intvec_free(&crs);
 }
 
+/* For a process that holds the missing member and waiting ones too: " — its process (rank 0,
+ * pid 12) issued it only for comm ranks 0-2". Returns 0 when p holds no waiting member. */
+static int own_ranks(const struct m_comm *c, const struct m_proc *p, uint64_t seq, char *buf,
+                     size_t len)
+{
+    struct intvec crs = {0};
+    for (int i = 0; i < c->nmembers; i++)
+        if (c->members[i].proc == p && entered(&c->members[i], seq))
+            intvec_push(&crs, i);
+    if (crs.n == 0) {
+        intvec_free(&crs);
+        return 0;
+    }
+    char *set = rankset_format(crs.v, crs.n);
+    snprintf(buf, len, " \xe2\x80\x94 its process (rank %d, pid %d) issued it only for comm rank%s %s",
+             p->rank, p->t->hdr.pid, crs.n == 1 ? "" : "s", set ? set : "?");
+    free(set);
+    intvec_free(&crs);
+    return 1;
+}
+
 struct absent {
     int cr;
     enum stand stand;
@@ -350,6 +371,9 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
                      r ? (r->op == LS_OP_COMM_ABORT ? "ncclCommAbort" : "ncclCommRevoke")
                        : "its communicator entry says so",
                      r ? symbolizer_site(d->sym, p->t, r->callsite) : "?", t, w);
+        } else if (f->multi_rank && one_proc && own_ranks(c, p, seq, where, sizeof(where))) {
+            size_t n = strlen(where);
+            snprintf(where + n, sizeof(where) - n, "; %.900s", w);
         } else if (one_proc || nab == 1) {
             snprintf(where, sizeof(where), " \xe2\x80\x94 %.1000s", w);
         } else {

@@ -89,6 +89,18 @@ crash-then-job-killed)
     check 'kinds == ["rank_crashed", "missing_ranks"]' 'f0["rank"] == 4' 'f0["signal"] == 11' \
         'F[1]["consequence_of"] == 0'
     ;;
+oom-then-job-killed)
+    # The OOM killer took rank 4 (no end record); the launcher later stopped the others with
+    # SIGTERM: the first death is the story, the SIGTERMs are the launcher's teardown.
+    gen --ranks 8 --colls 20 --vanish 4 --terminated
+    analyze_json "$D/t"; expect_rc 1
+    check 'f0["kind"] == "rank_crashed"' 'f0["dead"] == [4]' 'f0["vanished"] is True' \
+        'F[1]["kind"] == "missing_ranks"' 'F[1]["consequence_of"] == 0' \
+        'kinds.count("rank_crashed") == 1' \
+        'all(x["stopped_with_job"] and x["stopped_after"] == 4 for x in r["ranks"] if x["rank"] != 4)'
+    analyze_text "$D/t"; expect_rc 1
+    contains "$D/out.txt" "ranks 0-3,5-7 were stopped with the job (SIGTERM"
+    ;;
 deadlock-job-killed)
     gen --ranks 4 --colls 20 --deadlock 2 --terminated
     analyze_json "$D/t"; expect_rc 1

@@ -507,5 +507,7 @@ int main(int argc, char **argv)
     remove_segments(prefix);
     if (tmpdir[0])
         remove_tmpdir(tmpdir);
+    free(ranks);
+    free(o.rank_list);
     return end == A_TIMEDOUT ? 124 : status;
 }

@@ -56,6 +56,20 @@ def rank_env(trace_dir, extra=None):
     return env
 
 
+def launcher_env(trace_dir, extra=None):
+    """The environment of a real launcher (torchrun, mpirun): the ranks' without the shim,
+    which preloaded() gives the ranks alone (a sanitizer build of the shim in the launcher's
+    own interpreter would report the interpreter's leaks)."""
+    env = rank_env(trace_dir, extra)
+    env.pop("LD_PRELOAD")
+    return env
+
+
+def preloaded(*cmd):
+    """A rank's command line with the shim preloaded."""
+    return ["env", "LD_PRELOAD=" + SHIM, *cmd]
+
+
 def clean_env(extra=None):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
@@ -295,14 +309,14 @@ def case_oom_mpirun(tmp):
     d = os.path.join(tmp, "traces")
     os.makedirs(d)
     steps = rng.randrange(2, 5)
-    env = rank_env(d, {"SCENARIO_STEPS": str(steps), "SCENARIO_STEP_MS": str(rng.randrange(10, 40)),
-                       "LOCKSTEP_TEST_IDFILE": os.path.join(tmp, "id"),
-                       "OMPI_MCA_plm_rsh_agent": "false"})
-    export = [a for k in ("LD_PRELOAD", "LD_LIBRARY_PATH", "LOCKSTEP_DIR", "LOCKSTEP_TEST_IDFILE",
+    env = launcher_env(d, {"SCENARIO_STEPS": str(steps),
+                           "SCENARIO_STEP_MS": str(rng.randrange(10, 40)),
+                           "LOCKSTEP_TEST_IDFILE": os.path.join(tmp, "id")})
+    export = [a for k in ("LD_LIBRARY_PATH", "LOCKSTEP_DIR", "LOCKSTEP_TEST_IDFILE",
                           "SCENARIO_STEPS", "SCENARIO_STEP_MS") for a in ("-x", k)]
     p = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "4", *export,
-                        REALJOBS, "oom_kill"], env=env, capture_output=True, text=True,
-                       timeout=120)
+                        *preloaded(REALJOBS, "oom_kill")], env=env, capture_output=True,
+                       text=True, timeout=120)
     expect(p.returncode == 128 + 9 and "exited on signal 9" in p.stdout + p.stderr,
            f"mpirun exited {p.returncode}: {p.stdout[-1500:]} {p.stderr[-1500:]}")
     for f in os.listdir("/dev/shm"):
@@ -377,13 +391,13 @@ def case_restart_torchrun(tmp):
         raise Skip("torchrun is not installed (Debian package python3-torch)")
     d = os.path.join(tmp, "traces")
     os.makedirs(d)
-    env = rank_env(d, {"SCENARIO_PLAN": "segv,clean",
-                       "LOCKSTEP_TEST_IDFILE": os.path.join(tmp, "id")})
+    env = launcher_env(d, {"SCENARIO_PLAN": "segv,clean",
+                           "LOCKSTEP_TEST_IDFILE": os.path.join(tmp, "id")})
     # Python 3.11 needs its output redirected (torch 1.13 fails to map it otherwise).
     p = subprocess.run([torchrun, "--standalone", "--nproc_per_node", "4", "--max_restarts", "1",
                         "--monitor_interval", "0.1", "--redirects", "2", "--tee", "2",
-                        "--no_python", REALJOBS, "restart"], env=env, capture_output=True,
-                       text=True, timeout=120)
+                        "--no_python", *preloaded(REALJOBS, "restart")], env=env,
+                       capture_output=True, text=True, timeout=120)
     expect(p.returncode == 0, f"torchrun exited {p.returncode}: {p.stderr[-2000:]}")
     for f in os.listdir("/dev/shm"):  # the emulator's segments: torchrun sets no tag
         if f.startswith("lsemu-u%d-" % os.getuid()):
