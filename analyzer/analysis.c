@@ -242,8 +242,8 @@ int analysis_diagnose(struct analysis *a)
 
 struct report_input analysis_report_input(const struct analysis *a)
 {
-    struct report_input in = {a->m,          &a->fs,   a->sym,
-                              a->jobs,       a->njobs, (const char *const *)a->unreadable,
+    struct report_input in = {a->m,           &a->fs,     a->sym,
+                              a->jobs,        a->njobs,   (const char *const *)a->unreadable,
                               a->nunreadable, &a->earlier};
     return in;
 }

@@ -33,8 +33,8 @@ int diagnose_job(const struct model *m, size_t job, struct symbolizer *sym,
     struct diag d = {m, job, &m->jobs[job], sym, opt, out};
     size_t first = out->n;
     int (*const passes[])(struct diag *) = {
-        diagnose_identity, diagnose_process,  diagnose_abort,      diagnose_comm_init,
-        diagnose_mismatch, diagnose_p2p,      diagnose_missing,    diagnose_deadlock,
+        diagnose_identity, diagnose_process,   diagnose_abort,      diagnose_comm_init,
+        diagnose_mismatch, diagnose_p2p,       diagnose_missing,    diagnose_deadlock,
         diagnose_inflight, diagnose_straggler, diagnose_incomplete,
     };
     for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]); i++)
@@ -164,8 +164,9 @@ static long stall_cause(const struct findings *fs, size_t first, size_t self, ui
     }
     for (size_t i = first; who->n && i < fs->n; i++) {
         const struct finding *g = &fs->v[i];
-        if (i != self && (g->kind == F_DEADLOCK_CYCLE || g->kind == F_P2P_UNMATCHED ||
-                          g->kind == F_P2P_SIZE_MISMATCH) &&
+        if (i != self &&
+            (g->kind == F_DEADLOCK_CYCLE || g->kind == F_P2P_UNMATCHED ||
+             g->kind == F_P2P_SIZE_MISMATCH) &&
             intvec_has(&g->ranks, who->v[0]))
             return (long)i;
     }
@@ -179,8 +180,11 @@ static long common_cause(const struct findings *fs, size_t first, size_t self,
     static const struct {
         enum finding_kind kind;
         int which;
-    } causes[] = {{F_DEADLOCK_CYCLE, 2}, {F_P2P_UNMATCHED, 0},      {F_P2P_SIZE_MISMATCH, 0},
-                  {F_NCCL_ERROR, 0},     {F_COMM_INIT_MISMATCH, 0}};
+    } causes[] = {{F_DEADLOCK_CYCLE, 2},
+                  {F_P2P_UNMATCHED, 0},
+                  {F_P2P_SIZE_MISMATCH, 0},
+                  {F_NCCL_ERROR, 0},
+                  {F_COMM_INIT_MISMATCH, 0}};
     if (ranks->n == 0)
         return -1;
     /* Their deaths: one finding for all, else the earliest of theirs. A death while waiting in
@@ -260,7 +264,8 @@ static long cause_of_missing(const struct findings *fs, size_t first, size_t i)
         const struct finding *g = &fs->v[k];
         if (is_mismatch(g) && g->comm == f->comm && g->seq < f->seq)
             cause = (long)k;
-        else if (g->kind == F_COMM_ABORTED && g->comm == f->comm && intvec_has(&f->missing, g->rank))
+        else if (g->kind == F_COMM_ABORTED && g->comm == f->comm &&
+                 intvec_has(&f->missing, g->rank))
             cause = (long)k;
         else if (g->kind == F_DUPLICATE_RANK && all_in(&f->missing, &g->ranks))
             cause = (long)k;

@@ -86,8 +86,8 @@ static int report(struct diag *d, const struct m_comm *c, const struct m_member 
     finding_summary(f,
                     "rank %d %s comm %08llx%s after %llu collectives on it, while %s still wait "
                     "on it%s: they can never complete",
-                    p->rank, revoke ? "revoked" : "aborted", (unsigned long long)(c->id >> 32), what,
-                    (unsigned long long)mb->issued, who, in);
+                    p->rank, revoke ? "revoked" : "aborted", (unsigned long long)(c->id >> 32),
+                    what, (unsigned long long)mb->issued, who, in);
     return f->summary ? 0 : -1;
 }
 

@@ -57,13 +57,15 @@ static int report(struct diag *d, struct intvec *dup, struct intvec *unclaimed)
         describe_ranks(f->missing.v, f->missing.n, none, sizeof(none));
     size_t claimants = f->nclasses;
     if (dup->n == 1)
-        finding_summary(f, "%s is claimed by %zu processes at once (%s)%s%s%s: a misconfigured "
-                           "launch gave two processes the same rank (RANK, SLURM_PROCID, ...)",
+        finding_summary(f,
+                        "%s is claimed by %zu processes at once (%s)%s%s%s: a misconfigured "
+                        "launch gave two processes the same rank (RANK, SLURM_PROCID, ...)",
                         dups, claimants, claims, none[0] ? " and " : "", none,
                         none[0] ? " by none" : "");
     else
-        finding_summary(f, "%s are each claimed by more than one process at once%s%s%s: a "
-                           "misconfigured launch gave processes the same ranks",
+        finding_summary(f,
+                        "%s are each claimed by more than one process at once%s%s%s: a "
+                        "misconfigured launch gave processes the same ranks",
                         dups, none[0] ? "; " : "", none, none[0] ? " by none" : "");
     finding_detail(f, "every rank of a communicator must be held by one process; NCCL waits for "
                       "the ones no process holds");
@@ -76,8 +78,7 @@ int diagnose_identity(struct diag *d)
     int rc = 0;
     for (size_t i = 0; i < d->j->nprocs && rc == 0; i++)
         for (size_t k = i + 1; k < d->j->nprocs && rc == 0; k++)
-            if (rival(d, d->j->procs[i], d->j->procs[k]) &&
-                !intvec_has(&dup, d->j->procs[i]->rank))
+            if (rival(d, d->j->procs[i], d->j->procs[k]) && !intvec_has(&dup, d->j->procs[i]->rank))
                 rc = intvec_push(&dup, d->j->procs[i]->rank);
     for (int r = 0; r < d->j->world_size && rc == 0 && dup.n; r++)
         if (!d->j->by_rank[r])

@@ -132,8 +132,8 @@ static int add_absent_class(struct diag *d, struct finding *f, const struct m_me
     const struct m_proc *p = mb->proc;
     struct f_class key = describe_class(d, p, r, role);
     key.state = p->stopped ? "stopped" : model_state_name(p->state);
-    key.seconds_ago = diag_seconds_ago(d, p->state == RANK_IN_CALL && r ? r->enter_ns
-                                                                          : p->since_ns);
+    key.seconds_ago =
+        diag_seconds_ago(d, p->state == RANK_IN_CALL && r ? r->enter_ns : p->since_ns);
     double keep = key.seconds_ago;
     key.seconds_ago = -1; /* not part of the class identity */
     for (size_t i = 0; i < f->nclasses; i++) {
@@ -142,9 +142,8 @@ static int add_absent_class(struct diag *d, struct finding *f, const struct m_me
             c->comm == key.comm && c->callsite == key.callsite) {
             if (keep < c->seconds_ago)
                 c->seconds_ago = keep;
-            return intvec_push(&c->ranks, p->rank) < 0 || intvec_push(&c->comm_ranks, cr) < 0
-                       ? -1
-                       : 0;
+            return intvec_push(&c->ranks, p->rank) < 0 || intvec_push(&c->comm_ranks, cr) < 0 ? -1
+                                                                                              : 0;
         }
     }
     key.seconds_ago = keep;
@@ -196,7 +195,8 @@ static int own_ranks(const struct m_comm *c, const struct m_proc *p, uint64_t se
         return 0;
     }
     char *set = rankset_format(crs.v, crs.n);
-    snprintf(buf, len, " \xe2\x80\x94 its process (rank %d, pid %d) issued it only for comm rank%s %s",
+    snprintf(buf, len,
+             " \xe2\x80\x94 its process (rank %d, pid %d) issued it only for comm rank%s %s",
              p->rank, p->t->hdr.pid, crs.n == 1 ? "" : "s", set ? set : "?");
     free(set);
     intvec_free(&crs);
@@ -213,9 +213,8 @@ struct absent {
 static void absent_words(struct diag *d, struct finding *f, const struct absent *ab, size_t nab,
                          int untraced, char *buf, size_t len)
 {
-    static const char *const roles[] = {[QUEUED] = "queued",
-                                        [ABORTED] = "aborted",
-                                        [MISSING] = "missing"};
+    static const char *const roles[] = {
+        [QUEUED] = "queued", [ABORTED] = "aborted", [MISSING] = "missing"};
     size_t used = 0;
     buf[0] = 0;
     for (int s = QUEUED; s <= MISSING; s++) {
@@ -243,8 +242,8 @@ static void absent_words(struct diag *d, struct finding *f, const struct absent 
         } else {
             snprintf(what, sizeof(what), "%s never called it", who);
         }
-        used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s",
-                                 used ? "; " : "", what);
+        used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s", used ? "; " : "",
+                                 what);
         intvec_free(&g);
         intvec_free(&cr);
     }
@@ -305,15 +304,18 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
                                                                              : p->last_call;
         if (intvec_push(&f->missing, rank) < 0 || intvec_push(&f->missing_cr, i) < 0 ||
             (s == QUEUED && intvec_push(&f->queued, rank) < 0) ||
-            add_absent_class(d, f, mb, i, s == QUEUED ? "queued" : s == ABORTED ? "aborted" : "missing",
+            add_absent_class(d, f, mb, i,
+                             s == QUEUED    ? "queued"
+                             : s == ABORTED ? "aborted"
+                                            : "missing",
                              r) < 0)
             goto oom;
     }
     /* Every traced member entered it: the ones without a trace are the missing ones. */
     int only_untraced = nab == 0 && untraced.n > 0;
     for (size_t i = 0; only_untraced && i < untraced.n; i++) {
-        if (untraced.v[i] >= 0 &&
-            (intvec_push(&f->missing, untraced.v[i]) < 0 || intvec_push(&f->ranks, untraced.v[i]) < 0))
+        if (untraced.v[i] >= 0 && (intvec_push(&f->missing, untraced.v[i]) < 0 ||
+                                   intvec_push(&f->ranks, untraced.v[i]) < 0))
             goto oom;
         if (intvec_push(&f->missing_cr, untraced_cr.v[i]) < 0)
             goto oom;
@@ -382,8 +384,9 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
     }
     finding_summary(f, "%s %s in %s; %s%s", waiting, verb, call, absent, where);
     if (f->multi_rank)
-        finding_detail(f, "one process holds several ranks of comm %08llx (ncclCommInitAll, or one "
-                          "ncclCommInitRank per GPU): members are named by their rank in it",
+        finding_detail(f,
+                       "one process holds several ranks of comm %08llx (ncclCommInitAll, or one "
+                       "ncclCommInitRank per GPU): members are named by their rank in it",
                        (unsigned long long)(c->id >> 32));
     if (untraced.n)
         finding_detail(f, "%zu member(s) of comm %08llx have no trace; they may be missing too",
@@ -411,8 +414,8 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
                          (unsigned long long)(k->comm >> 32));
             else
                 snprintf(what, sizeof(what), "%s", ls_op_name((unsigned)k->op));
-            const char *rel = strcmp(k->role, "queued") == 0    ? "queued"
-                              : strcmp(k->role, "aborted") == 0 ? "aborted with"
+            const char *rel = strcmp(k->role, "queued") == 0     ? "queued"
+                              : strcmp(k->role, "aborted") == 0  ? "aborted with"
                               : strcmp(k->state, "in_call") == 0 ? "in"
                                                                  : "last call";
             /* The time is the state's (seconds_ago), not the last call's. */

@@ -144,8 +144,7 @@ static int add_death(struct diag *d, const struct m_proc *p, struct death_group 
     if (f->dead.n <= DETAIL_RANKS) {
         char where[1024];
         describe_whereabouts(d, p, where, sizeof(where));
-        finding_detail(f, "rank %d (%s pid %d): %s", p->rank, p->t->hdr.host, p->t->hdr.pid,
-                       where);
+        finding_detail(f, "rank %d (%s pid %d): %s", p->rank, p->t->hdr.host, p->t->hdr.pid, where);
     } else if (f->dead.n == DETAIL_RANKS + 1) {
         finding_detail(f, "(more ranks ended the same way: see ranks)");
     }

@@ -12,10 +12,10 @@
 const char *finding_kind_name(enum finding_kind k)
 {
     static const char *const names[F_KIND_COUNT] = {
-        "duplicate_rank", "rank_crashed",    "rank_exited",    "comm_aborted",
-        "nccl_error",     "comm_init_mismatch", "op_mismatch", "count_mismatch",
-        "dtype_mismatch", "redop_mismatch",  "root_mismatch",  "p2p_size_mismatch",
-        "deadlock_cycle", "p2p_unmatched",   "stuck_in_flight", "missing_ranks",
+        "duplicate_rank", "rank_crashed",       "rank_exited",     "comm_aborted",
+        "nccl_error",     "comm_init_mismatch", "op_mismatch",     "count_mismatch",
+        "dtype_mismatch", "redop_mismatch",     "root_mismatch",   "p2p_size_mismatch",
+        "deadlock_cycle", "p2p_unmatched",      "stuck_in_flight", "missing_ranks",
         "straggler",      "trace_incomplete"};
     return k < F_KIND_COUNT ? names[k] : "?";
 }
@@ -88,8 +88,7 @@ static int class_eq(const struct f_class *a, const struct f_class *b)
            str_eq(a->callsite, b->callsite) && str_eq(a->state, b->state) && a->pid == b->pid;
 }
 
-int finding_class_add_member(struct finding *f, const struct f_class *key, int rank,
-                             int comm_rank)
+int finding_class_add_member(struct finding *f, const struct f_class *key, int rank, int comm_rank)
 {
     struct f_class *c = NULL;
     for (size_t i = 0; i < f->nclasses && !c; i++) {

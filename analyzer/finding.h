@@ -67,9 +67,9 @@ struct finding {
     struct intvec queued; /* missing_ranks: missing ranks that queued #seq in a group they never
                            * ended */
     struct intvec missing_cr, waiting_cr; /* missing_ranks: the same as comm ranks */
-    int multi_rank;       /* missing_ranks: a process holds several ranks of the comm */
-    int died_in;          /* rank_*: comm/seq name the collective they were blocked in */
-    int refused;          /* nccl_error: NCCL refused the arguments (nothing enqueued) */
+    int multi_rank; /* missing_ranks: a process holds several ranks of the comm */
+    int died_in;    /* rank_*: comm/seq name the collective they were blocked in */
+    int refused;    /* nccl_error: NCCL refused the arguments (nothing enqueued) */
     int rank, src, dst, signal, status, result; /* -1 where not relevant */
     double late_by_s;
     double since_s;     /* stuck_in_flight: seconds since the last rank issued the call */
@@ -101,8 +101,7 @@ void finding_detail(struct finding *f, const char *fmt, ...) __attribute__((form
 int finding_class_add(struct finding *f, const struct f_class *key, int rank);
 
 /* finding_class_add() that also records the member's rank in the communicator. */
-int finding_class_add_member(struct finding *f, const struct f_class *key, int rank,
-                             int comm_rank);
+int finding_class_add_member(struct finding *f, const struct f_class *key, int rank, int comm_rank);
 
 /* Frees every finding and empties the list. */
 void findings_free(struct findings *fs);

@@ -53,8 +53,8 @@ static void write_sidecar(const char *trace_path, int pid, const struct proc_sam
         return;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    fprintf(f, "%s\npid %d\ntime %llu\nactivity %s\ncpu_share %.3f\nstate %c\n", SIDECAR_MAGIC,
-            pid, (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec,
+    fprintf(f, "%s\npid %d\ntime %llu\nactivity %s\ncpu_share %.3f\nstate %c\n", SIDECAR_MAGIC, pid,
+            (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec,
             proc_activity(before, after), proc_cpu_share(before, after), after->state);
     if (st) {
         fprintf(f, "tid %u\n", st->tid);

@@ -5,12 +5,12 @@
 #include <stdint.h>
 
 struct proc_sample {
-    int alive;         /* 1 if /proc/PID exists and is not a zombie */
-    char state;        /* R, S, D, T, Z, ... ('?' when gone) */
-    uint64_t cpu_ns;   /* user + system time of the whole process */
-    uint64_t start_ns; /* process start, CLOCK_REALTIME ns (to notice pid reuse) */
+    int alive;            /* 1 if /proc/PID exists and is not a zombie */
+    char state;           /* R, S, D, T, Z, ... ('?' when gone) */
+    uint64_t cpu_ns;      /* user + system time of the whole process */
+    uint64_t start_ns;    /* process start, CLOCK_REALTIME ns (to notice pid reuse) */
     uint64_t start_ticks; /* process start, clock ticks after boot (field 22, exact) */
-    uint64_t taken_ns; /* CLOCK_MONOTONIC ns when the sample was taken */
+    uint64_t taken_ns;    /* CLOCK_MONOTONIC ns when the sample was taken */
 };
 
 /* Samples process `pid`. Always fills `s`; returns 0 when the process exists, -1 when not. */

@@ -48,7 +48,7 @@ struct m_proc {
     int waiting_gpu;                   /* current returned: the rank waits on its GPU */
     const struct model *model;         /* the model it belongs to */
     const struct ls_record *last_call; /* newest record */
-    int stopped;         /* alive but stopped (SIGSTOP, a debugger, a suspended job) */
+    int stopped;              /* alive but stopped (SIGSTOP, a debugger, a suspended job) */
     const char *liveness_why; /* why a process that seems there is dead: "a zombie its parent
                                * has not reaped", "its pid belongs to another process now"; "" */
     /* Dead processes (exited, crashed, vanished): when it died, [death_lo, death_hi]; exact
@@ -58,11 +58,11 @@ struct m_proc {
                            * or in one wave with others (a launcher, a scheduler, a timeout):
                            * its death says nothing about why the job hung (see
                            * model_was_running()) */
-    const struct m_proc *stopped_after; /* the earlier death it followed, NULL: a wave */
-    const struct ls_record *died_in;    /* the collective/p2p it was blocked in when it ended */
-    const struct ls_record *failed;     /* its first call that failed in NCCL (an error other
-                                         * than refused arguments), NULL none */
-    int fork_child;                     /* forked from another traced process of its rank */
+    const struct m_proc *stopped_after;  /* the earlier death it followed, NULL: a wave */
+    const struct ls_record *died_in;     /* the collective/p2p it was blocked in when it ended */
+    const struct ls_record *failed;      /* its first call that failed in NCCL (an error other
+                                          * than refused arguments), NULL none */
+    int fork_child;                      /* forked from another traced process of its rank */
     const struct ls_record **group_ends; /* GroupEnd records, ascending group id */
     size_t ngroup_ends;
     const struct m_live *live; /* NULL post-mortem; owned by the live command */

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
 const char *model_state_name(enum rank_state s)
 {
     switch (s) {
@@ -42,8 +41,8 @@ int model_killed_from_outside(const struct m_proc *p)
 {
     int sig = p->t->hdr.end_signal;
     return p->state == RANK_VANISHED ||
-           (p->state == RANK_CRASHED && (sig == SIGKILL || sig == SIGTERM || sig == SIGINT ||
-                                         sig == SIGHUP || sig == SIGQUIT));
+           (p->state == RANK_CRASHED &&
+            (sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT));
 }
 
 int model_died_before(const struct m_proc *a, const struct m_proc *b)
@@ -332,8 +331,7 @@ static const struct ls_record *blocked_at_death(const struct m_proc *p)
     const struct ls_record *ops[8];
     size_t n = model_blocked_ops(p, ops, 8);
     for (size_t i = 0; i < n; i++)
-        if (ls_op_is_collective(ops[i]->op) || ops[i]->op == LS_OP_SEND ||
-            ops[i]->op == LS_OP_RECV)
+        if (ls_op_is_collective(ops[i]->op) || ops[i]->op == LS_OP_SEND || ops[i]->op == LS_OP_RECV)
             return ops[i];
     return NULL;
 }
@@ -363,8 +361,8 @@ static int before_wave(const struct m_proc *e, struct m_proc *const *w, size_t n
     for (size_t i = 0; i < n; i++) {
         if (w[i] == e)
             return 0;
-        int mismatch = e->state == RANK_VANISHED && w[i]->state == RANK_CRASHED &&
-                       !model_died_before(w[i], e);
+        int mismatch =
+            e->state == RANK_VANISHED && w[i]->state == RANK_CRASHED && !model_died_before(w[i], e);
         if (!model_died_before(e, w[i]) && !mismatch)
             return 0;
     }

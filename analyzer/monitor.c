@@ -74,8 +74,7 @@ static int reread(struct mon_trace *t)
         }
         h.host[LS_HOST_LEN - 1] = 0;
         t->h = h;
-        t->running_here =
-            h.end_kind == LS_END_RUNNING && liveness_alive(liveness_local(&h, NULL));
+        t->running_here = h.end_kind == LS_END_RUNNING && liveness_alive(liveness_local(&h, NULL));
     }
     close(fd);
     return moved;

@@ -23,8 +23,7 @@ void report_attempt_outcome(const struct report_input *in, size_t job, char *buf
         if (f->job != job || f->consequence_of >= 0 || !f->summary)
             continue;
         if (used < len)
-            used += (size_t)snprintf(buf + used, len - used, "%s%s", roots ? "; " : "",
-                                     f->summary);
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", roots ? "; " : "", f->summary);
         roots++;
     }
     if (roots)

@@ -128,8 +128,7 @@ void report_text(FILE *out, const struct report_input *in, int color)
         }
         char attempt[64] = "";
         if (job->nattempts > 1)
-            snprintf(attempt, sizeof(attempt), " (attempt %d of %d)", job->attempt,
-                     job->nattempts);
+            snprintf(attempt, sizeof(attempt), " (attempt %d of %d)", job->attempt, job->nattempts);
         fprintf(out, "%slockstep: job %s%s%s, world size %d, %zu traces: ", st.bold, job->name,
                 attempt, st.off, job->world_size, job->nprocs);
         if (n == 0)

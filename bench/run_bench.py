@@ -261,6 +261,73 @@ def live_latency():
     return stall, rows
 
 
+# ---- the heartbeat ------------------------------------------------------------------------
+
+def idle_rank(extra, shim, seconds):
+    """One rank that initializes, runs a step and then sleeps `seconds` (a rank waiting for
+    data); returns (CPU seconds, voluntary context switches) of the whole process."""
+    env = env_with(dict(extra, RANK="0", WORLD_SIZE="1", SCENARIO_STEPS="1",
+                        SCENARIO_BUSY="sleep", SCENARIO_DELAY_MS=str(int(seconds * 1000))),
+                   shim)
+    p = subprocess.Popen([path("tests", "scenarios", "realjobs"), "watchdog"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = status
+    shutil.rmtree(A.trace_dir, ignore_errors=True)
+    if status != 0:
+        raise SystemExit(f"idle rank failed ({status})")
+    return ru.ru_utime + ru.ru_stime, ru.ru_nvcsw
+
+
+def heartbeat_cost():
+    """What the heartbeat thread costs an idle rank, by period. Returns Markdown lines."""
+    seconds = 3 if A.quick else 20
+    say(f"heartbeat: an idle rank for {seconds} s, by heartbeat period")
+    rows = [("no shim", {}, False)] + [(f"shim, heartbeat {ms} ms", {"LOCKSTEP_HEARTBEAT_MS":
+                                                                        str(ms)}, True)
+                                       for ms in (1000, 100, 10)]
+    lines = ["| | CPU s per hour idle | wakeups per s |", "|---|---:|---:|"]
+    for name, extra, shim in rows:
+        cpu, csw = idle_rank(extra, shim, seconds)
+        lines.append(f"| {name} | {cpu / seconds * 3600:.2f} | {csw / seconds:.0f} |")
+        say(f"{name}: {cpu:.3f} s CPU, {csw} context switches in {seconds} s")
+    return lines
+
+
+def heartbeat_section(lines):
+    out("## The heartbeat")
+    out()
+    out("The shim's heartbeat thread refreshes the trace's heartbeat every "
+        "`LOCKSTEP_HEARTBEAT_MS` (default 10 ms): the last heartbeat of a rank killed by SIGKILL "
+        "says when it died, which is how the analyzer tells the OOM killer's victim from the "
+        "ranks a launcher stopped 50 ms later (docs/analyzer.md). What that costs a rank that "
+        "waits (one rank of `realjobs`, asleep after one step; the whole process, from "
+        "`wait4`):")
+    out()
+    for line in lines:
+        out(line)
+    out()
+
+
+def replace_section(title, fill):
+    """Runs `fill` (which writes one section with out()) and puts it in place of the section
+    `title` of --out (before "## Targets" when it has none)."""
+    started = machine()
+    fill()
+    LINES.insert(2, f"(Measured on: {started}.)")
+    LINES.insert(3, "")
+    old = open(A.out).read().split("\n") if os.path.exists(A.out) else []
+    start = next((i for i, l in enumerate(old) if l == title), None)
+    if start is None:
+        start = next((i for i, l in enumerate(old) if l == "## Targets"), len(old))
+        end = start
+    else:
+        end = next((i for i in range(start + 1, len(old)) if old[i].startswith("## ")), len(old))
+    with open(A.out, "w") as f:
+        f.write("\n".join(old[:start] + LINES + old[end:]).rstrip("\n") + "\n")
+    say(f"updated the section {title!r} of {A.out}")
+
+
 # ---- report -------------------------------------------------------------------------------
 
 def python_cost():
@@ -421,6 +488,9 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--analyzer-only", action="store_true",
                     help="run only the analyzer grid, print its table and redraw the plot")
+    ap.add_argument("--heartbeat-only", action="store_true",
+                    help="measure only what the heartbeat costs an idle rank and replace its "
+                         "section of --out")
     ap.add_argument("--python-only", action="store_true",
                     help="run only the Python call-site benchmark and replace its section of "
                          "--out (an existing report)")
@@ -438,23 +508,12 @@ def main():
             print(f"plot: {png}")
         return
     if A.python_only:
-        started = machine()
-        python_section(python_cost())
-        LINES.insert(2, f"(Measured on: {started}.)")
-        LINES.insert(3, "")
-        old = open(A.out).read().split("\n") if os.path.exists(A.out) else []
-        start = next((i for i, l in enumerate(old) if l == "## Python call sites"), None)
-        if start is None:  # before the targets, else at the end
-            start = next((i for i, l in enumerate(old) if l == "## Targets"), len(old))
-            end = start
-        else:
-            end = next((i for i in range(start + 1, len(old)) if old[i].startswith("## ")),
-                       len(old))
-        with open(A.out, "w") as f:
-            f.write("\n".join(old[:start] + LINES + old[end:]).rstrip("\n") + "\n")
-        say(f"updated the Python section of {A.out}")
+        replace_section("## Python call sites", lambda: python_section(python_cost()))
         return
     A.trace_dir = tempfile.mkdtemp(prefix="lockstep-bench-shim-", dir=A.work)
+    if A.heartbeat_only:
+        replace_section("## The heartbeat", lambda: heartbeat_section(heartbeat_cost()))
+        return
     started = machine()
 
     ns = shim_ns()
@@ -463,6 +522,7 @@ def main():
     ana = analyzer_grid()
     stall, live = live_latency()
     py_lines = python_cost()
+    hb_lines = heartbeat_cost()
     png = plot(ana)
 
     out("# Performance")
@@ -528,6 +588,7 @@ def main():
         out(f"| {mode} | {'-' if lat is None else f'{lat:.2f}'} |")
     out()
     python_section(py_lines)
+    heartbeat_section(hb_lines)
     targets(ns, ir, rss_base, rss_shim, trace_bytes, ana, stall, live)
     notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "performance-notes.md")
     if os.path.exists(notes):

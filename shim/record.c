@@ -220,8 +220,8 @@ static void give_back_seq(struct ls_call *c)
     if (ls_op_is_collective(c->op)) {
         counter = (_Atomic uint64_t *)&comm->coll_issued;
     } else {
-        _Atomic uint64_t *dir = (_Atomic uint64_t *)(c->op == LS_OP_SEND ? &comm->p2p_sends
-                                                                         : &comm->p2p_recvs);
+        _Atomic uint64_t *dir =
+            (_Atomic uint64_t *)(c->op == LS_OP_SEND ? &comm->p2p_sends : &comm->p2p_recvs);
         atomic_store_explicit(dir, atomic_load_explicit(dir, memory_order_relaxed) - 1,
                               memory_order_relaxed);
         struct ls_peer *p = ls_peer_get(t, c->comm_idx, c->peer);
@@ -255,9 +255,9 @@ void ls_call_exit(struct ls_call *c, int result)
      * the call ran, it is no longer ours and stays as its new writer left it. */
     uint64_t mine = c->ticket + 1;
     int issues_work = ls_op_is_collective(c->op) || c->op == LS_OP_SEND || c->op == LS_OP_RECV;
-    int refused = LS_UNLIKELY(result == 4 /* ncclInvalidArgument */ ||
-                              result == 5 /* ncclInvalidUsage */) &&
-                  issues_work && c->seq && c->comm_idx >= 0;
+    int refused =
+        LS_UNLIKELY(result == 4 /* ncclInvalidArgument */ || result == 5 /* ncclInvalidUsage */) &&
+        issues_work && c->seq && c->comm_idx >= 0;
     if (LS_UNLIKELY(refused))
         give_back_seq(c);
     if (r && atomic_compare_exchange_strong_explicit((_Atomic uint64_t *)&r->ticket, &mine,

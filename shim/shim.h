@@ -16,13 +16,13 @@
 /* ---- configuration (config.c) ---- */
 
 struct ls_config {
-    int disabled;         /* LOCKSTEP_DISABLE */
-    char dir[512];        /* LOCKSTEP_DIR or the per-user default; "" until read */
-    int dir_is_default;   /* the folder is /dev/shm/lockstep-<uid> */
-    uint64_t ring;        /* LOCKSTEP_RING, a power of two */
-    uint32_t stack_depth; /* LOCKSTEP_STACK_DEPTH */
-    uint32_t py_depth;    /* LOCKSTEP_PYTHON_DEPTH (0 when stack_depth is 0) */
-    double retain_hours;  /* LOCKSTEP_RETAIN_HOURS; 0 keeps every trace */
+    int disabled;          /* LOCKSTEP_DISABLE */
+    char dir[512];         /* LOCKSTEP_DIR or the per-user default; "" until read */
+    int dir_is_default;    /* the folder is /dev/shm/lockstep-<uid> */
+    uint64_t ring;         /* LOCKSTEP_RING, a power of two */
+    uint32_t stack_depth;  /* LOCKSTEP_STACK_DEPTH */
+    uint32_t py_depth;     /* LOCKSTEP_PYTHON_DEPTH (0 when stack_depth is 0) */
+    double retain_hours;   /* LOCKSTEP_RETAIN_HOURS; 0 keeps every trace */
     uint32_t heartbeat_ms; /* LOCKSTEP_HEARTBEAT_MS: how often the heartbeat is written */
 };
 

@@ -245,8 +245,8 @@ static void fill_identity(struct ls_header *h)
     if (gethostname(h->host, sizeof h->host - 1) != 0)
         snprintf(h->host, sizeof h->host, "unknown");
     h->host[sizeof h->host - 1] = 0;
-    static const char *const attempt_vars[] = {"TORCHELASTIC_RESTART_COUNT",
-                                               "SLURM_RESTART_COUNT", NULL};
+    static const char *const attempt_vars[] = {"TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT",
+                                               NULL};
     fill_job(h, job_vars);
     int restarts = env_int(attempt_vars);
     h->attempt = restarts >= 0 ? (uint32_t)restarts + 1 : 0;

@@ -28,20 +28,20 @@
 #define LS_COMM_NAME_LEN 32
 
 /* Default capacities (the shim may be told otherwise; readers take them from the header). */
-#define LS_DEFAULT_RING        32768u
-#define LS_DEFAULT_COMMS       512u
-#define LS_DEFAULT_PEERS       4096u
-#define LS_DEFAULT_SITES       1024u
-#define LS_DEFAULT_STRINGS     (256u * 1024u)
-#define LS_DEFAULT_STACK_DEPTH 16u
-#define LS_MAX_STACK_DEPTH     64u
-#define LS_DEFAULT_PYSITES     1024u
-#define LS_DEFAULT_PY_DEPTH    16u
-#define LS_MAX_PY_DEPTH        64u
-#define LS_LIVE_PY_LEN         256u
+#define LS_DEFAULT_RING         32768u
+#define LS_DEFAULT_COMMS        512u
+#define LS_DEFAULT_PEERS        4096u
+#define LS_DEFAULT_SITES        1024u
+#define LS_DEFAULT_STRINGS      (256u * 1024u)
+#define LS_DEFAULT_STACK_DEPTH  16u
+#define LS_MAX_STACK_DEPTH      64u
+#define LS_DEFAULT_PYSITES      1024u
+#define LS_DEFAULT_PY_DEPTH     16u
+#define LS_MAX_PY_DEPTH         64u
+#define LS_LIVE_PY_LEN          256u
 #define LS_DEFAULT_HEARTBEAT_MS 10u /* how far apart SIGKILL deaths can be told apart */
-#define LS_MIN_RING            64u
-#define LS_MAX_RING            (1u << 24)
+#define LS_MIN_RING             64u
+#define LS_MAX_RING             (1u << 24)
 
 /* How the process ended (ls_header.end_kind). */
 enum ls_end_kind {
@@ -65,8 +65,9 @@ enum ls_rank_source {
 #define LS_HFLAG_PEERS_FULL   (1u << 4) /* the peer table filled: p2p seq numbers for new peers 0 */
 #define LS_HFLAG_STRINGS_FULL (1u << 5)
 #define LS_HFLAG_PYSITES_FULL (1u << 6) /* the python site table filled: later stacks unnamed */
-#define LS_HFLAG_END_STACK    (1u << 7) /* live_stack/live_python were taken by the handler of
-                                         * the fatal signal in end_signal: where it died */
+#define LS_HFLAG_END_STACK                                                                         \
+    (1u << 7) /* live_stack/live_python were taken by the handler of                               \
+               * the fatal signal in end_signal: where it died */
 
 /* A stack captured on request while the process runs (`lockstep run`/`watch` send the signal
  * in ls_header.live_signal). A sequence lock: `seq` is odd while the shim writes, even when
@@ -345,8 +346,8 @@ enum ls_op {
     (1u << 3) /* issued into a stream being captured into a graph:                                 \
                * it runs when the graph is launched, not tracked */
 #define LS_REC_NOT_ENQUEUED                                                                        \
-    (1u << 4) /* NCCL refused the call's arguments (ncclInvalidArgument, ncclInvalidUsage):       \
-               * nothing was enqueued, and the call gave back the sequence number it took     \
+    (1u << 4) /* NCCL refused the call's arguments (ncclInvalidArgument, ncclInvalidUsage):        \
+               * nothing was enqueued, and the call gave back the sequence number it took          \
                * (seq is 0) */
 
 /* ls_record.result while the call has not returned. */

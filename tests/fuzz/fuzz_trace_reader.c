@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             diagnose_job(m, j, sym, &opt, &fs);
         for (size_t k = 0; k < nunreadable; k++)
             diagnose_unreadable(&fs, unreadable[k]);
-        struct report_input in = {m,          &fs, sym, NULL, 0, (const char *const *)unreadable,
+        struct report_input in = {m,           &fs, sym, NULL, 0, (const char *const *)unreadable,
                                   nunreadable, NULL};
         report_json(sink, &in);
         report_text(sink, &in, 1);

@@ -34,10 +34,10 @@ struct options {
     char *envs[MAX_ENVS];
     int nenvs;
     int fail_fast;
-    int ff_sig;                  /* what the launcher sends the others after a failure */
+    int ff_sig;                   /* what the launcher sends the others after a failure */
     int ff_delay_lo, ff_delay_hi; /* ms between noticing the failure and signalling */
-    double ff_grace;             /* s before SIGKILL follows */
-    int monitor_ms;              /* how often the launcher looks at its children */
+    double ff_grace;              /* s before SIGKILL follows */
+    int monitor_ms;               /* how often the launcher looks at its children */
     int rank_offset, world_size;
     int *rank_list; /* RANK of each process, when given (--ranks) */
     int max_restarts;
@@ -49,26 +49,27 @@ static volatile sig_atomic_t forward_sig;
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: launch-ranks [--np N] [--timeout SECONDS] [--kill-signal SIG]\n"
-            "                    [--idfile PATH] [--env-rank-var NAME]... [--env NAME=VALUE]...\n"
-            "                    [--fail-fast] [--fail-fast-signal SIG] [--fail-fast-delay MS[-MS]]\n"
-            "                    [--fail-fast-grace SECONDS] [--monitor-interval MS]\n"
-            "                    [--max-restarts N] [--ranks R,R,...] [--seed S]\n"
-            "                    [--rank-offset K --world-size W] -- PROGRAM [ARGS...]\n"
-            "  --fail-fast           when a rank fails, stop the others, as torchrun does; exit\n"
-            "                        with the first failure's status\n"
-            "  --fail-fast-signal    the signal for the others (default TERM; srun -K: KILL)\n"
-            "  --fail-fast-delay     ms from noticing the failure to signalling (a range picks\n"
-            "                        one at random, printed on stderr; default 0)\n"
-            "  --fail-fast-grace     seconds before SIGKILL follows the signal (default 5)\n"
-            "  --monitor-interval    ms between looks at the children: failures are noticed and\n"
-            "                        dead ranks reaped only then (default 5)\n"
-            "  --max-restarts N      after a failure, stop the others and start every rank again,\n"
-            "                        up to N times (TORCHELASTIC_RESTART_COUNT, same run id)\n"
-            "  --ranks R,R,...       the RANK of each process (a misconfigured launch); sets --np\n"
-            "  --rank-offset K       this launcher runs global ranks K..K+N-1 of a job of\n"
-            "  --world-size W        W ranks (one launcher per simulated node)\n");
+    fprintf(
+        stderr,
+        "usage: launch-ranks [--np N] [--timeout SECONDS] [--kill-signal SIG]\n"
+        "                    [--idfile PATH] [--env-rank-var NAME]... [--env NAME=VALUE]...\n"
+        "                    [--fail-fast] [--fail-fast-signal SIG] [--fail-fast-delay MS[-MS]]\n"
+        "                    [--fail-fast-grace SECONDS] [--monitor-interval MS]\n"
+        "                    [--max-restarts N] [--ranks R,R,...] [--seed S]\n"
+        "                    [--rank-offset K --world-size W] -- PROGRAM [ARGS...]\n"
+        "  --fail-fast           when a rank fails, stop the others, as torchrun does; exit\n"
+        "                        with the first failure's status\n"
+        "  --fail-fast-signal    the signal for the others (default TERM; srun -K: KILL)\n"
+        "  --fail-fast-delay     ms from noticing the failure to signalling (a range picks\n"
+        "                        one at random, printed on stderr; default 0)\n"
+        "  --fail-fast-grace     seconds before SIGKILL follows the signal (default 5)\n"
+        "  --monitor-interval    ms between looks at the children: failures are noticed and\n"
+        "                        dead ranks reaped only then (default 5)\n"
+        "  --max-restarts N      after a failure, stop the others and start every rank again,\n"
+        "                        up to N times (TORCHELASTIC_RESTART_COUNT, same run id)\n"
+        "  --ranks R,R,...       the RANK of each process (a misconfigured launch); sets --np\n"
+        "  --rank-offset K       this launcher runs global ranks K..K+N-1 of a job of\n"
+        "  --world-size W        W ranks (one launcher per simulated node)\n");
     exit(2);
 }
 
@@ -441,8 +442,8 @@ static void report(const struct options *o, int attempt)
 
 int main(int argc, char **argv)
 {
-    struct options o = {.nranks = 1, .kill_sig = SIGKILL, .ff_sig = SIGTERM, .ff_grace = 5.0,
-                        .monitor_ms = 5};
+    struct options o = {
+        .nranks = 1, .kill_sig = SIGKILL, .ff_sig = SIGTERM, .ff_grace = 5.0, .monitor_ms = 5};
     int prog_at;
     o.seed = (unsigned)getpid() ^ (unsigned)time(NULL);
     parse_args(&o, argc, argv, &prog_at);

@@ -26,8 +26,8 @@ static int first_int(const char *const *names, int dflt)
 
 int tp_rank(void)
 {
-    static const char *const names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                                        "SLURM_PROCID", NULL};
+    static const char *const names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
+                                        NULL};
     return first_int(names, 0);
 }
 
@@ -40,8 +40,8 @@ int tp_world_size(void)
 
 int tp_local_rank(void)
 {
-    static const char *const names[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                        "SLURM_LOCALID", NULL};
+    static const char *const names[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                                        NULL};
     return first_int(names, tp_rank());
 }
 

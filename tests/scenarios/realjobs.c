@@ -419,10 +419,10 @@ struct mode {
 };
 
 static const struct mode modes[] = {
-    {"watchdog", mode_watchdog, 1},   {"oom_kill", mode_oom_kill, 1},
-    {"restart", mode_restart, 1},     {"bad_args", mode_bad_args, 1},
-    {"dup_rank", mode_dup_rank, 1},   {"initall", mode_initall, 0},
-    {"multigpu", mode_multigpu, 0},   {"open_group", mode_open_group, 1},
+    {"watchdog", mode_watchdog, 1},     {"oom_kill", mode_oom_kill, 1},
+    {"restart", mode_restart, 1},       {"bad_args", mode_bad_args, 1},
+    {"dup_rank", mode_dup_rank, 1},     {"initall", mode_initall, 0},
+    {"multigpu", mode_multigpu, 0},     {"open_group", mode_open_group, 1},
     {"child_comm", mode_child_comm, 1}, {"far_apart", mode_far_apart, 1},
     {"comm_abort", mode_comm_abort, 1}, {"sigstop", mode_sigstop, 1},
 };
