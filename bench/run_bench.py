@@ -263,20 +263,38 @@ def live_latency():
 
 # ---- the heartbeat ------------------------------------------------------------------------
 
+def task_totals(pid):
+    """(ns on CPU, voluntary context switches) of every thread of pid so far, from
+    /proc/PID/task/*/schedstat (exact run time, not tick samples) and .../status."""
+    ns = csw = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ns += int(f.read().split()[0])
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                csw += int(next(l for l in f if l.startswith("voluntary_ctxt_switches")).split()[1])
+        except (OSError, StopIteration):
+            pass
+    return ns, csw
+
+
 def idle_rank(extra, shim, seconds):
-    """One rank that initializes, runs a step and then sleeps `seconds` (a rank waiting for
-    data); returns (CPU seconds, voluntary context switches) of the whole process."""
+    """One rank that initializes, runs a step and then sleeps (a rank waiting for data);
+    returns (CPU seconds, voluntary context switches) of its threads over `seconds` of that
+    sleep."""
     env = env_with(dict(extra, RANK="0", WORLD_SIZE="1", SCENARIO_STEPS="1",
-                        SCENARIO_BUSY="sleep", SCENARIO_DELAY_MS=str(int(seconds * 1000))),
+                        SCENARIO_BUSY="sleep", SCENARIO_DELAY_MS=str(int(seconds * 1000) + 3000)),
                    shim)
     p = subprocess.Popen([path("tests", "scenarios", "realjobs"), "watchdog"], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = status
+    time.sleep(1.5)  # past start-up and the first step
+    ns0, csw0 = task_totals(p.pid)
+    time.sleep(seconds)
+    ns1, csw1 = task_totals(p.pid)
+    if p.wait(timeout=seconds + 60) != 0:
+        raise SystemExit(f"idle rank failed ({p.returncode})")
     shutil.rmtree(A.trace_dir, ignore_errors=True)
-    if status != 0:
-        raise SystemExit(f"idle rank failed ({status})")
-    return ru.ru_utime + ru.ru_stime, ru.ru_nvcsw
+    return (ns1 - ns0) / 1e9, csw1 - csw0
 
 
 def heartbeat_cost():
@@ -301,8 +319,8 @@ def heartbeat_section(lines):
         "`LOCKSTEP_HEARTBEAT_MS` (default 10 ms): the last heartbeat of a rank killed by SIGKILL "
         "says when it died, which is how the analyzer tells the OOM killer's victim from the "
         "ranks a launcher stopped 50 ms later (docs/analyzer.md). What that costs a rank that "
-        "waits (one rank of `realjobs`, asleep after one step; the whole process, from "
-        "`wait4`):")
+        "waits (one rank of `realjobs`, asleep after one step; every thread of the process, "
+        "run time from `/proc/PID/task/*/schedstat`):")
     out()
     for line in lines:
         out(line)
