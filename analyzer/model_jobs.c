@@ -16,6 +16,39 @@ static size_t uf_find(size_t *parent, size_t x)
     return x;
 }
 
+/* Joins in `parent` (n entries, each its own root to start with) the processes that share a
+ * communicator: procs[idx(i)] for i < n, skipping those `skip` says (NULL: none). Returns 0, or
+ * -1 when out of memory. */
+static int union_by_comms(const struct model *m, const size_t *idx, size_t n, size_t *parent,
+                          int (*skip)(const struct tr_trace *))
+{
+    struct idmap first = {0};
+    for (size_t i = 0; i < n; i++)
+        parent[i] = i;
+    for (size_t i = 0; i < n; i++) {
+        const struct tr_trace *t = m->procs[idx ? idx[i] : i].t;
+        if (skip && skip(t))
+            continue;
+        for (uint32_t c = 0; c < t->ncomms; c++) {
+            size_t other;
+            if (idmap_get(&first, t->comms[c].comm_id, &other))
+                parent[uf_find(parent, i)] = uf_find(parent, other);
+            else if (idmap_put(&first, t->comms[c].comm_id, i) < 0) {
+                idmap_free(&first);
+                return -1;
+            }
+        }
+    }
+    idmap_free(&first);
+    return 0;
+}
+
+/* Traces with a job id are grouped by it, not by communicators. */
+static int has_job_id(const struct tr_trace *t)
+{
+    return t->hdr.job[0] != 0;
+}
+
 /* ---- attempts ----------------------------------------------------------------------------
  * A job id (or, without one, a set of processes sharing communicators) can hold several
  * attempts: a launcher that restarts a failed job starts a new process per rank under the same
@@ -103,22 +136,9 @@ static size_t number_attempts(struct model *m, const size_t *members, size_t n, 
     size_t *parent = malloc((n + 1) * sizeof(*parent));
     struct attempt_span *spans = calloc(n + 1, sizeof(*spans));
     struct attempt_span **order = calloc(n + 1, sizeof(*order));
-    struct idmap first = {0};
     size_t count = 0;
-    if (!parent || !spans || !order)
+    if (!parent || !spans || !order || union_by_comms(m, members, n, parent, NULL) < 0)
         goto out;
-    for (size_t i = 0; i < n; i++)
-        parent[i] = i;
-    for (size_t i = 0; i < n; i++) {
-        const struct tr_trace *t = m->procs[members[i]].t;
-        for (uint32_t c = 0; c < t->ncomms; c++) {
-            size_t other;
-            if (idmap_get(&first, t->comms[c].comm_id, &other))
-                parent[uf_find(parent, i)] = uf_find(parent, other);
-            else if (idmap_put(&first, t->comms[c].comm_id, i) < 0)
-                goto out;
-        }
-    }
     for (size_t i = 0; i < n; i++) {
         const struct tr_trace *t = m->procs[members[i]].t;
         struct attempt_span *sp = &spans[uf_find(parent, i)];
@@ -147,7 +167,6 @@ out:
     free(parent);
     free(spans);
     free(order);
-    idmap_free(&first);
     return count;
 }
 
@@ -161,24 +180,10 @@ int model_assign_jobs(struct model *m)
     size_t *members = malloc((n ? n : 1) * sizeof(*members));
     size_t *attempt_of = malloc((n ? n : 1) * sizeof(*attempt_of));
     char(*names)[LS_JOB_LEN + 16] = calloc(n ? n : 1, sizeof(*names));
-    struct idmap first = {0};
     m->jobs = calloc(n ? n : 1, sizeof(*m->jobs));
-    if (!parent || !group_of || !members || !attempt_of || !names || !m->jobs)
+    if (!parent || !group_of || !members || !attempt_of || !names || !m->jobs ||
+        union_by_comms(m, NULL, n, parent, has_job_id) < 0)
         goto oom;
-    for (size_t i = 0; i < n; i++)
-        parent[i] = i;
-    for (size_t i = 0; i < n; i++) {
-        const struct tr_trace *t = m->procs[i].t;
-        if (t->hdr.job[0])
-            continue;
-        for (uint32_t c = 0; c < t->ncomms; c++) {
-            size_t other;
-            if (idmap_get(&first, t->comms[c].comm_id, &other))
-                parent[uf_find(parent, i)] = uf_find(parent, other);
-            else if (idmap_put(&first, t->comms[c].comm_id, i) < 0)
-                goto oom;
-        }
-    }
     /* Groups: one per job id, one per component of the traces without one. */
     size_t ngroups = 0, anon = 0;
     for (size_t i = 0; i < n; i++)
@@ -234,7 +239,6 @@ int model_assign_jobs(struct model *m)
     free(members);
     free(attempt_of);
     free(names);
-    idmap_free(&first);
     return 0;
 oom:
     free(parent);
@@ -242,6 +246,5 @@ oom:
     free(members);
     free(attempt_of);
     free(names);
-    idmap_free(&first);
     return -1;
 }

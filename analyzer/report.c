@@ -1,6 +1,7 @@
 /* report.c -- what every report writer shares: which jobs a report covers, how an earlier
  * attempt ended. */
 #include <stdio.h>
+#include <string.h>
 
 #include "report.h"
 
@@ -41,4 +42,10 @@ void report_attempt_outcome(const struct report_input *in, size_t job, char *buf
         snprintf(buf, len, "%zu of its %zu processes still run", alive, j->nprocs);
     else
         snprintf(buf, len, "its ranks were stopped from outside, no finding");
+}
+
+int report_is_earlier(const struct report_input *in, size_t j, size_t e)
+{
+    const struct m_job *job = &in->m->jobs[j], *ej = &in->m->jobs[e];
+    return e != j && strcmp(ej->name, job->name) == 0 && ej->attempt < job->attempt;
 }

@@ -27,6 +27,9 @@ struct report_input {
 /* True when job `job` of the model is among those the report covers. */
 int report_job_shown(const struct report_input *in, size_t job);
 
+/* True when job `e` of the model is an earlier attempt of job `j`'s id. */
+int report_is_earlier(const struct report_input *in, size_t j, size_t e);
+
 /* One line on how earlier attempt `job` ended, from its root findings in in->earlier ("rank 3
  * crashed with SIGSEGV (signal 11)"; "every rank exited 0"...). This function can't fail. */
 void report_attempt_outcome(const struct report_input *in, size_t job, char *buf, size_t len);

@@ -274,7 +274,7 @@ static void write_earlier(struct json_writer *w, const struct report_input *in, 
     json_begin_array(w, "earlier_attempts");
     for (size_t e = 0; e < in->m->njobs; e++) {
         const struct m_job *ej = &in->m->jobs[e];
-        if (e == j || strcmp(ej->name, job->name) != 0 || ej->attempt >= job->attempt)
+        if (!report_is_earlier(in, j, e))
             continue;
         char outcome[2048];
         report_attempt_outcome(in, e, outcome, sizeof(outcome));

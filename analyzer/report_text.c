@@ -84,10 +84,9 @@ static void print_states(FILE *out, const struct report_input *in, const struct 
 static void print_earlier(FILE *out, const struct report_input *in, size_t j,
                           const struct style *st)
 {
-    const struct m_job *job = &in->m->jobs[j];
     for (size_t e = 0; e < in->m->njobs; e++) {
         const struct m_job *ej = &in->m->jobs[e];
-        if (e == j || strcmp(ej->name, job->name) != 0 || ej->attempt >= job->attempt)
+        if (!report_is_earlier(in, j, e))
             continue;
         char outcome[2048];
         report_attempt_outcome(in, e, outcome, sizeof(outcome));
