@@ -651,13 +651,26 @@ def trace_pids(d):
     return pids
 
 
+def dead(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
 def stop_job(job, d):
-    """Kills the ranks (a stopped one too) and lets the launcher see them go."""
-    for pid in trace_pids(d):
+    """Kills the ranks (a stopped one too) and, once they are dead, lets the launcher see them
+    go (one that looks at its ranks rarely would sleep through their deaths)."""
+    pids = trace_pids(d)
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    deadline = time.time() + 10
+    while time.time() < deadline and not all(dead(p) for p in pids):
+        time.sleep(0.02)
     try:
         job.send_signal(signal.SIGTERM)  # wakes a launcher between its looks at the ranks
         job.wait(timeout=20)
