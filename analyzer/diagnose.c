@@ -57,26 +57,28 @@ static int describe_teardown(struct diag *d, size_t first)
             root = &d->out->v[i];
     if (!root)
         return 0;
-    struct intvec done = {0};
+    char *done = calloc(d->j->nprocs + 1, 1);
+    if (!done)
+        return -1;
     for (size_t i = 0; i < d->j->nprocs; i++) {
         const struct m_proc *p = d->j->procs[i];
-        if (!p->stopped_with_job || intvec_has(&done, p->rank))
+        if (!p->stopped_with_job || done[i])
             continue;
         struct intvec same = {0};
-        uint64_t lo = UINT64_MAX, hi = 0;
+        uint64_t lo = UINT64_MAX;
         for (size_t k = i; k < d->j->nprocs; k++) {
             const struct m_proc *q = d->j->procs[k];
-            if (!q->stopped_with_job || q->state != p->state ||
+            if (done[k] || !q->stopped_with_job || q->state != p->state ||
                 (q->state == RANK_CRASHED && q->t->hdr.end_signal != p->t->hdr.end_signal) ||
                 (q->stopped_after == NULL) != (p->stopped_after == NULL))
                 continue;
-            if (intvec_push(&same, q->rank) < 0 || intvec_push(&done, q->rank) < 0) {
+            if (intvec_push(&same, q->rank) < 0) {
                 intvec_free(&same);
-                intvec_free(&done);
+                free(done);
                 return -1;
             }
+            done[k] = 1;
             lo = q->death_lo < lo ? q->death_lo : lo;
-            hi = q->death_lo > hi ? q->death_lo : hi;
         }
         char who[256], how[64], when[160] = "";
         describe_ranks(same.v, same.n, who, sizeof(who));
@@ -97,7 +99,7 @@ static int describe_teardown(struct diag *d, size_t first)
                        same.n == 1 ? "was" : "were", how, when);
         intvec_free(&same);
     }
-    intvec_free(&done);
+    free(done);
     return 0;
 }
 

@@ -76,10 +76,15 @@ int diagnose_identity(struct diag *d)
 {
     struct intvec dup = {0}, unclaimed = {0};
     int rc = 0;
-    for (size_t i = 0; i < d->j->nprocs && rc == 0; i++)
-        for (size_t k = i + 1; k < d->j->nprocs && rc == 0; k++)
-            if (rival(d, d->j->procs[i], d->j->procs[k]) && !intvec_has(&dup, d->j->procs[i]->rank))
-                rc = intvec_push(&dup, d->j->procs[i]->rank);
+    /* Processes are sorted by rank: the claimants of one rank are next to each other. */
+    for (size_t i = 0; i < d->j->nprocs && rc == 0; i++) {
+        int found = 0;
+        for (size_t k = i + 1; k < d->j->nprocs && d->j->procs[k]->rank == d->j->procs[i]->rank;
+             k++)
+            found |= rival(d, d->j->procs[i], d->j->procs[k]);
+        if (found && !intvec_has(&dup, d->j->procs[i]->rank))
+            rc = intvec_push(&dup, d->j->procs[i]->rank);
+    }
     for (int r = 0; r < d->j->world_size && rc == 0 && dup.n; r++)
         if (!d->j->by_rank[r])
             rc = intvec_push(&unclaimed, r);

@@ -13,13 +13,17 @@
 /* Dead ranks named one per detail line, at most; the rest are counted. */
 #define DETAIL_RANKS 4
 
-/* True when rank p is a member of comm c that has not issued #seq (any member, for
- * seq UINT64_MAX: a dead member holds up every collective of the comm). */
+/* True when process p is a member of comm c that has not issued #seq (any member, for
+ * seq UINT64_MAX: a dead member holds up every collective of the comm). Looks at p's own
+ * communicator entries (a few), not at c's members (thousands); a process holding several
+ * ranks of c lags when one of them does. */
 static int lags(const struct m_comm *c, const struct m_proc *p, uint64_t seq)
 {
-    for (int i = 0; i < c->nmembers; i++)
-        if (c->members[i].proc == p)
-            return seq == UINT64_MAX || c->members[i].issued < seq;
+    for (uint32_t i = 0; i < p->t->ncomms; i++) {
+        const struct ls_comm *e = &p->t->comms[i];
+        if (e->comm_id == c->id && (seq == UINT64_MAX || e->coll_issued < seq))
+            return 1;
+    }
     return 0;
 }
 

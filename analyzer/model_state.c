@@ -187,12 +187,19 @@ static uint64_t heartbeat_ns(const struct ls_header *h)
 }
 
 /* How long after its last heartbeat a process without an end record can have died: one period,
- * plus as much again (at least 15 ms) for a heartbeat thread the scheduler ran late. */
+ * plus as much again (at least 20 ms) for a heartbeat thread the scheduler ran late (on a
+ * 2-core machine with four busy loops, ranks SIGKILLed together left their last heartbeats at
+ * most 11 ms apart: docs/analyzer.md). */
 static uint64_t death_slack(const struct ls_header *h)
 {
     uint64_t hb = heartbeat_ns(h);
-    return hb + (hb > 15000000ull ? hb : 15000000ull);
+    return hb + (hb > 20000000ull ? hb : 20000000ull);
 }
+
+/* A rank blocked waiting in a call is what a launcher's kill finds, rarely what dies on its own
+ * (the OOM killer strikes where memory is allocated, in compute): without an end record, only a
+ * clear gap makes such a rank's death come first. */
+#define BLOCKED_DEATH_MARGIN_NS 250000000ull
 
 /* A probe's sidecar tells the state at the time of the probe. It is the state to report for a
  * gathered copy (a snapshot: the trace is a copy taken right after the probe), or when the
@@ -340,90 +347,133 @@ static const struct ls_record *blocked_at_death(const struct m_proc *p)
  * signalling its ranks in a loop, each handler running when its process is next scheduled. */
 #define WAVE_NS 100000000ull
 
-/* True when outside kills a and b are one wave: the same signal recorded close together, or
- * both without an end record and neither certainly before the other. */
-static int same_wave(const struct m_proc *a, const struct m_proc *b)
+/* A key that sorts outside kills by kind (no end record first, then by signal) and time. */
+static int cmp_kill(const void *a, const void *b)
 {
-    if (a->state == RANK_VANISHED && b->state == RANK_VANISHED)
-        return !model_died_before(a, b) && !model_died_before(b, a);
-    if (a->state != RANK_CRASHED || b->state != RANK_CRASHED ||
-        a->t->hdr.end_signal != b->t->hdr.end_signal)
-        return 0;
-    uint64_t x = a->death_lo, y = b->death_lo;
-    return (x > y ? x - y : y - x) <= WAVE_NS;
+    const struct m_proc *x = *(struct m_proc *const *)a, *y = *(struct m_proc *const *)b;
+    int kx = x->state == RANK_VANISHED ? -1 : x->t->hdr.end_signal;
+    int ky = y->state == RANK_VANISHED ? -1 : y->t->hdr.end_signal;
+    if (kx != ky)
+        return kx < ky ? -1 : 1;
+    return (x->death_lo > y->death_lo) - (x->death_lo < y->death_lo);
 }
 
-/* True when e died before every rank of wave `w` (n of them): certainly before, or without an
- * end record while they recorded the launcher's signal (a launcher signals only the living,
- * and the shim records the signal of the living). */
-static int before_wave(const struct m_proc *e, struct m_proc *const *w, size_t n)
+static int cmp_hi(const void *a, const void *b)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (w[i] == e)
-            return 0;
-        int mismatch =
-            e->state == RANK_VANISHED && w[i]->state == RANK_CRASHED && !model_died_before(w[i], e);
-        if (!model_died_before(e, w[i]) && !mismatch)
-            return 0;
+    const struct m_proc *x = *(struct m_proc *const *)a, *y = *(struct m_proc *const *)b;
+    return (x->death_hi > y->death_hi) - (x->death_hi < y->death_hi);
+}
+
+/* True when outside kill q joins the wave that ends with `last` (same kind, sorted by time):
+ * the same signal recorded within WAVE_NS, or, without end records, death windows that overlap
+ * the wave's (neither certainly before the other). */
+static int joins_wave(const struct m_proc *last, uint64_t wave_hi, const struct m_proc *q)
+{
+    if (last->state == RANK_VANISHED || q->state == RANK_VANISHED)
+        return last->state == q->state && q->death_lo <= wave_hi;
+    return last->t->hdr.end_signal == q->t->hdr.end_signal &&
+           q->death_lo - last->death_lo <= WAVE_NS;
+}
+
+/* The deaths of an attempt sorted by their latest possible time, with, for each prefix, the one
+ * that died earliest: "who certainly died before time L, and first" in O(log n). */
+struct death_index {
+    struct m_proc **by_hi;
+    const struct m_proc **first_upto; /* [i]: earliest death_lo among by_hi[0..i] */
+    size_t n;
+    const struct m_proc *first_vanished; /* the earliest death without an end record, outside
+                                          * any call */
+};
+
+/* The earliest death certainly before time `lo`, NULL none. */
+static const struct m_proc *died_before_time(const struct death_index *x, uint64_t lo)
+{
+    size_t a = 0, b = x->n; /* count of by_hi with death_hi < lo */
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (x->by_hi[mid]->death_hi < lo)
+            a = mid + 1;
+        else
+            b = mid;
     }
-    return n > 0;
+    return a ? x->first_upto[a - 1] : NULL;
 }
 
-/* Orders the deaths of one attempt. Ranks killed from outside in one wave (same_wave()) after
- * another rank had died are the launcher (or scheduler) tearing the job down: stopped_with_job,
- * after that rank. A first wave of two or more ranks when no rank of the attempt outlived it is
- * a timeout, a cancel, Ctrl-C: stopped_with_job as well. A lone first outside kill is a death of
- * its own (the OOM killer, a kill -9). */
+/* Marks wave w[0..n) (one kind, sorted by time): stopped with the job after the earliest death
+ * before it, or, when none came first, as killed together when it holds two or more ranks and
+ * nothing of the attempt outlived it. A death without an end record whose window reaches a wave
+ * of recorded signals came before it: a launcher signals only the living, and the shim records
+ * the signal of the living. */
+static void mark_wave(struct m_proc **w, size_t n, const struct death_index *x, size_t alive)
+{
+    uint64_t lo = w[0]->death_lo;
+    const struct m_proc *first = died_before_time(x, lo);
+    const struct m_proc *v = x->first_vanished;
+    if (w[0]->state == RANK_CRASHED && v && v->death_lo <= lo &&
+        (!first || v->death_lo < first->death_lo))
+        first = v;
+    if (!first && (n < 2 || alive))
+        return; /* a death of its own */
+    for (size_t k = 0; k < n; k++) {
+        w[k]->stopped_with_job = 1;
+        w[k]->stopped_after = first;
+    }
+}
+
+/* Orders the deaths of one attempt. Ranks killed from outside come in waves (joins_wave()). A
+ * wave after another rank had died is the launcher (or scheduler) tearing the job down: its
+ * ranks are stopped_with_job, after that rank. A first wave of two or more ranks when no rank of
+ * the attempt outlived it is a timeout, a cancel, Ctrl-C: stopped_with_job as well. A lone first
+ * outside kill is a death of its own (the OOM killer, a kill -9). O(n log n) in the ranks. */
 static int order_deaths(struct m_job *job)
 {
-    size_t alive = 0;
-    struct m_proc **wave = calloc(job->nprocs + 1, sizeof(*wave));
-    int *waved = calloc(job->nprocs + 1, sizeof(*waved));
-    if (!wave || !waved) {
-        free(wave);
-        free(waved);
-        return -1;
-    }
+    size_t alive = 0, ndead = 0, nkill = 0;
+    struct m_proc **kills = calloc(job->nprocs + 1, sizeof(*kills));
+    struct death_index x = {calloc(job->nprocs + 1, sizeof(*x.by_hi)),
+                            calloc(job->nprocs + 1, sizeof(*x.first_upto)), 0, NULL};
+    int rc = -1;
+    if (!kills || !x.by_hi || !x.first_upto)
+        goto out;
     for (size_t i = 0; i < job->nprocs; i++) {
         struct m_proc *d = job->procs[i];
-        alive += model_alive(d);
-        if (!model_alive(d))
-            d->died_in = blocked_at_death(d);
-    }
-    for (size_t i = 0; i < job->nprocs; i++) {
-        struct m_proc *d = job->procs[i];
-        if (waved[i] || model_alive(d) || !model_killed_from_outside(d))
+        if (model_alive(d)) {
+            alive++;
             continue;
-        /* The wave of d: every outside kill chained to it by same_wave(). */
-        size_t n = 0;
-        wave[n++] = d;
-        waved[i] = 1;
-        for (size_t at = 0; at < n; at++)
-            for (size_t k = 0; k < job->nprocs; k++) {
-                struct m_proc *q = job->procs[k];
-                if (!waved[k] && !model_alive(q) && model_killed_from_outside(q) &&
-                    same_wave(wave[at], q)) {
-                    wave[n++] = q;
-                    waved[k] = 1;
-                }
-            }
-        const struct m_proc *first = NULL;
-        for (size_t k = 0; k < job->nprocs; k++) {
-            const struct m_proc *e = job->procs[k];
-            if (!model_alive(e) && before_wave(e, wave, n) &&
-                (!first || e->death_lo < first->death_lo))
-                first = e;
         }
-        if (!first && (n < 2 || alive))
-            continue; /* a death of its own */
-        for (size_t k = 0; k < n; k++) {
-            wave[k]->stopped_with_job = 1;
-            wave[k]->stopped_after = first;
-        }
+        d->died_in = blocked_at_death(d);
+        if (d->state == RANK_VANISHED && d->died_in)
+            d->death_hi += BLOCKED_DEATH_MARGIN_NS;
+        x.by_hi[ndead++] = d;
+        if (model_killed_from_outside(d))
+            kills[nkill++] = d;
+        if (d->state == RANK_VANISHED && !d->died_in &&
+            (!x.first_vanished || d->death_lo < x.first_vanished->death_lo))
+            x.first_vanished = d;
     }
-    free(wave);
-    free(waved);
-    return 0;
+    x.n = ndead;
+    qsort(x.by_hi, ndead, sizeof(*x.by_hi), cmp_hi);
+    for (size_t i = 0; i < ndead; i++)
+        x.first_upto[i] = i && x.first_upto[i - 1]->death_lo <= x.by_hi[i]->death_lo
+                              ? x.first_upto[i - 1]
+                              : x.by_hi[i];
+    qsort(kills, nkill, sizeof(*kills), cmp_kill);
+    for (size_t i = 0; i < nkill;) {
+        size_t n = 1;
+        uint64_t hi = kills[i]->death_hi;
+        while (i + n < nkill && joins_wave(kills[i + n - 1], hi, kills[i + n])) {
+            if (kills[i + n]->death_hi > hi)
+                hi = kills[i + n]->death_hi;
+            n++;
+        }
+        mark_wave(kills + i, n, &x, alive);
+        i += n;
+    }
+    rc = 0;
+out:
+    free(kills);
+    free(x.by_hi);
+    free(x.first_upto);
+    return rc;
 }
 
 int model_state_build(struct model *m)
