@@ -97,9 +97,11 @@ static int check_member(struct diag *d, const struct m_comm *c, int idx)
     for (int i = 0; i < idx; i++)
         if (c->members[i].proc == mb->proc)
             return 0; /* one process holding several ranks: its abort is checked once */
-    const struct ls_record *r = abort_record(mb->proc, c->id);
-    if (!r && !(mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED)))
+    /* The shim flags the entry when an abort or revoke returned: only then is the ring
+     * searched for the call (thousands of members, a thousand records each). */
+    if (!(mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED)))
         return 0;
+    const struct ls_record *r = abort_record(mb->proc, c->id);
     struct intvec waiting = {0};
     uint64_t k = waiters(c, mb, &waiting);
     int rc = 0;
