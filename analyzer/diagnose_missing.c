@@ -211,7 +211,7 @@ struct absent {
 
 /* The words after "... wait in CALL;" for the members that did not enter it. */
 static void absent_words(struct diag *d, struct finding *f, const struct absent *ab, size_t nab,
-                         int untraced, char *buf, size_t len)
+                         char *buf, size_t len)
 {
     static const char *const roles[] = {
         [QUEUED] = "queued", [ABORTED] = "aborted", [MISSING] = "missing"};
@@ -242,14 +242,11 @@ static void absent_words(struct diag *d, struct finding *f, const struct absent 
         } else {
             snprintf(what, sizeof(what), "%s never called it", who);
         }
-        used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s", used ? "; " : "",
-                                 what);
+        if (used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "; " : "", what);
         intvec_free(&g);
         intvec_free(&cr);
     }
-    if (untraced && used < len)
-        snprintf(buf + used, len - used, "%s%s", used ? "; " : "",
-                 nab ? "members without a trace may be missing too" : "");
 }
 
 static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
@@ -352,7 +349,7 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
         free(crs);
         goto done;
     }
-    absent_words(d, f, ab, nab, untraced.n > 0, absent, sizeof(absent));
+    absent_words(d, f, ab, nab, absent, sizeof(absent));
     /* One process (or one class) absent: where it is. */
     int one_proc = nab > 0;
     for (size_t i = 1; i < nab; i++)
