@@ -224,16 +224,14 @@ int analysis_diagnose(struct analysis *a)
     for (size_t j = 0; j < a->njobs; j++)
         if (diagnose_job(a->m, a->jobs[j], a->sym, &opt, &a->fs) < 0)
             return -1;
-    /* Earlier attempts of those jobs: diagnosed apart, so that no finding mixes processes of
-     * two attempts and the newest attempt's findings stand on their own. */
-    for (size_t e = 0; e < a->m->njobs; e++) {
-        size_t newest = model_newest_attempt(a->m, e);
-        int shown = 0;
-        for (size_t j = 0; j < a->njobs; j++)
-            shown |= a->jobs[j] == newest;
-        if (e != newest && shown && diagnose_job(a->m, e, a->sym, &opt, &a->earlier) < 0)
-            return -1;
-    }
+    /* Earlier attempts of those jobs (the jobs just before each, model.h): diagnosed apart, so
+     * that no finding mixes processes of two attempts and the newest attempt's findings stand
+     * on their own. */
+    for (size_t j = 0; j < a->njobs; j++)
+        for (size_t e = a->jobs[j] + 1 - (size_t)a->m->jobs[a->jobs[j]].attempt; e < a->jobs[j];
+             e++)
+            if (diagnose_job(a->m, e, a->sym, &opt, &a->earlier) < 0)
+                return -1;
     for (size_t k = 0; k < a->nunreadable; k++)
         if (diagnose_unreadable(&a->fs, a->unreadable[k]) < 0)
             return -1;

@@ -74,6 +74,10 @@ struct f_class describe_class(struct diag *d, const struct m_proc *p, const stru
 /* Seconds from t to the job's reference time (>= 0). */
 double diag_seconds_ago(const struct diag *d, uint64_t t);
 
+/* Process p's newest ncclCommAbort or ncclCommRevoke of communicator `comm` among the records
+ * read, NULL none. */
+const struct ls_record *diag_comm_abort(const struct m_proc *p, uint64_t comm);
+
 /* Global rank of comm rank `cr` of c, -1 when no trace joined as it. */
 int diag_member_rank(const struct m_comm *c, int cr);
 

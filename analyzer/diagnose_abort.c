@@ -6,17 +6,6 @@
 #include "diagnose.h"
 #include "timefmt.h"
 
-/* p's abort or revoke record on comm `id`, NULL when its ring holds none. */
-static const struct ls_record *abort_record(const struct m_proc *p, uint64_t id)
-{
-    for (size_t i = p->t->nrecords; i-- > 0;) {
-        const struct ls_record *r = &p->t->records[i];
-        if ((r->op == LS_OP_COMM_ABORT || r->op == LS_OP_COMM_REVOKE) && r->comm_id == id)
-            return r;
-    }
-    return NULL;
-}
-
 /* Puts in `out` the members of c waiting in a collective on c the aborter never issued, or in a
  * send/receive with the aborter. Returns the smallest such collective seq (0 none), or
  * UINT64_MAX when out of memory. */
@@ -101,7 +90,7 @@ static int check_member(struct diag *d, const struct m_comm *c, int idx)
      * searched for the call (thousands of members, a thousand records each). */
     if (!(mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED)))
         return 0;
-    const struct ls_record *r = abort_record(mb->proc, c->id);
+    const struct ls_record *r = diag_comm_abort(mb->proc, c->id);
     struct intvec waiting = {0};
     uint64_t k = waiters(c, mb, &waiting);
     int rc = 0;

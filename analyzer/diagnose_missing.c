@@ -44,24 +44,14 @@ static int done(const struct m_proc *p, const struct ls_record *r)
     return 1;
 }
 
-/* The member's abort or revoke of comm c, NULL none. */
-static const struct ls_record *abort_of(const struct m_comm *c, const struct m_member *mb)
-{
-    for (size_t i = mb->proc->t->nrecords; i-- > 0;) {
-        const struct ls_record *r = &mb->proc->t->records[i];
-        if ((r->op == LS_OP_COMM_ABORT || r->op == LS_OP_COMM_REVOKE) && r->comm_id == c->id)
-            return r;
-    }
-    return NULL;
-}
-
 static enum stand stand_of(const struct m_comm *c, const struct m_member *mb, uint64_t seq)
 {
     if (entered(mb, seq))
         return ENTERED;
     if (mb->issued >= seq)
         return QUEUED;
-    if (abort_of(c, mb) || (mb->entry && (mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED))))
+    if (diag_comm_abort(mb->proc, c->id) ||
+        (mb->entry && (mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED))))
         return ABORTED;
     return MISSING;
 }
@@ -296,7 +286,7 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
         ab[nab++] = (struct absent){i, s, mb};
         const struct m_proc *p = mb->proc;
         const struct ls_record *r = s == QUEUED    ? model_member_coll(mb, seq)
-                                    : s == ABORTED ? abort_of(c, mb)
+                                    : s == ABORTED ? diag_comm_abort(mb->proc, c->id)
                                     : p->state == RANK_IN_CALL && p->current ? p->current
                                                                              : p->last_call;
         if (intvec_push(&f->missing, rank) < 0 || intvec_push(&f->missing_cr, i) < 0 ||
@@ -362,7 +352,7 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
         char w[1024];
         describe_whereabouts(d, p, w, sizeof(w));
         if (ab[0].stand == ABORTED) {
-            const struct ls_record *r = abort_of(c, ab[0].mb);
+            const struct ls_record *r = diag_comm_abort(ab[0].mb->proc, c->id);
             char t[32] = "";
             if (r)
                 timefmt_duration(t, sizeof(t), (uint64_t)(diag_seconds_ago(d, r->enter_ns) * 1e9));

@@ -124,7 +124,6 @@ static int add_death(struct diag *d, const struct m_proc *p, struct death_group 
         *g = (struct death_group){k, (size_t)(f - d->out->v), p};
         f->rank = p->rank;
         f->time_ns = p->death_lo;
-        f->was_waiting = p->died_in != NULL;
         if (p->state == RANK_CRASHED)
             f->signal = p->t->hdr.end_signal;
         if (p->state == RANK_EXITED)
@@ -231,17 +230,13 @@ static int add_deaths(struct diag *d)
     return rc;
 }
 
-/* True when p aborted (or revoked) communicator `comm` while call r was in flight: the error r
- * returned is the abort's doing (a watchdog thread gives up on the call). */
+/* p's abort (or revoke) of r's communicator while call r was in flight, NULL none: the error
+ * r returned is the abort's doing (a watchdog thread gives up on the call). */
 static const struct ls_record *own_abort(const struct m_proc *p, const struct ls_record *r)
 {
-    for (size_t i = 0; i < p->t->nrecords; i++) {
-        const struct ls_record *a = &p->t->records[i];
-        if ((a->op == LS_OP_COMM_ABORT || a->op == LS_OP_COMM_REVOKE) && a->comm_id == r->comm_id &&
-            a->enter_ns >= r->enter_ns && (r->exit_ns == 0 || a->enter_ns <= r->exit_ns))
-            return a;
-    }
-    return NULL;
+    const struct ls_record *a = diag_comm_abort(p, r->comm_id);
+    return a && a->enter_ns >= r->enter_ns && (r->exit_ns == 0 || a->enter_ns <= r->exit_ns) ? a
+                                                                                             : NULL;
 }
 
 static int refused(const struct ls_record *r)

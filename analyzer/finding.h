@@ -74,7 +74,6 @@ struct finding {
     double late_by_s;
     double since_s;     /* stuck_in_flight: seconds since the last rank issued the call */
     int vanished;       /* rank_crashed without a recorded signal */
-    int was_waiting;    /* rank_*: the rank was inside a NCCL call when it ended */
     const char *reason; /* trace_incomplete: no_trace, truncated, wrapped, ... */
 };
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "live_proc.h"
+#include "lockstep/trace_format.h"
 
 static uint64_t mono_ns(void)
 {
@@ -83,10 +84,7 @@ uint32_t proc_boot_id(void)
     if (!fgets(buf, sizeof buf, f))
         buf[0] = 0;
     fclose(f);
-    uint32_t h = 2166136261u; /* the shim's hash (trace_file.c), so the two compare */
-    for (const char *p = buf; *p && *p != '\n'; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    cached = buf[0] ? (h ? h : 1) : 0;
+    cached = buf[0] ? ls_boot_id_hash(buf) : 0;
     return cached;
 }
 

@@ -79,13 +79,16 @@ static int fill_jobs(struct model *m)
         if (!job->by_rank)
             return -1;
         /* A process forked from another of its rank (it inherited RANK) is that rank's child,
-         * not a second claim on the rank. */
-        for (size_t i = 0; i < job->nprocs; i++)
-            for (size_t k = 0; k < job->nprocs; k++)
-                if (k != i && job->procs[k]->rank == job->procs[i]->rank &&
-                    job->procs[i]->t->hdr.ppid == job->procs[k]->t->hdr.pid &&
-                    job->procs[i]->t->hdr.pid != job->procs[k]->t->hdr.pid)
-                    job->procs[i]->fork_child = 1;
+         * not a second claim on the rank. The processes of a rank are next to each other. */
+        for (size_t lo = 0, hi; lo < job->nprocs; lo = hi) {
+            for (hi = lo + 1; hi < job->nprocs && job->procs[hi]->rank == job->procs[lo]->rank;)
+                hi++;
+            for (size_t i = lo; i < hi; i++)
+                for (size_t k = lo; k < hi; k++)
+                    if (k != i && job->procs[i]->t->hdr.ppid == job->procs[k]->t->hdr.pid &&
+                        job->procs[i]->t->hdr.pid != job->procs[k]->t->hdr.pid)
+                        job->procs[i]->fork_child = 1;
+        }
         /* Sorted by (rank, start): the newest process of a rank wins, forked children last. */
         for (size_t i = 0; i < job->nprocs; i++) {
             struct m_proc *p = job->procs[i];
@@ -215,14 +218,13 @@ static int index_records(struct model *m, struct m_proc *p)
         int coll = ls_op_is_collective(r->op), p2p = r->op == LS_OP_SEND || r->op == LS_OP_RECV;
         if ((!coll && !p2p) || (r->flags & LS_REC_NOT_ENQUEUED) || (coll && r->seq == 0))
             continue; /* refused by NCCL: never enqueued, no place in the sequence */
-        if (!c || c->id != r->comm_id)
+        if (!c || c->id != r->comm_id) {
             c = model_comm(m, p->job, r->comm_id);
-        /* One process may hold several ranks of a communicator: the record says which. */
-        if (c && (!mb || mb->proc != p || mb < c->members || mb >= c->members + c->nmembers ||
-                  (r->comm_rank >= 0 && mb - c->members != r->comm_rank)))
-            mb = member_of(c, p, r->comm_rank);
-        else if (!c)
             mb = NULL;
+        }
+        /* One process may hold several ranks of a communicator: the record says which. */
+        if (c && (!mb || (r->comm_rank >= 0 && mb - c->members != r->comm_rank)))
+            mb = member_of(c, p, r->comm_rank);
         if (!mb)
             continue; /* a communicator missing from the table (comm table full) */
         if (coll && push_rec(&mb->colls, &mb->ncolls, r) < 0)
@@ -295,12 +297,8 @@ static int build_comms(struct model *m)
 
 size_t model_newest_attempt(const struct model *m, size_t job)
 {
-    size_t best = job;
-    for (size_t j = 0; j < m->njobs; j++)
-        if (strcmp(m->jobs[j].name, m->jobs[job].name) == 0 &&
-            m->jobs[j].attempt > m->jobs[best].attempt)
-            best = j;
-    return best;
+    /* The attempts of a job id are consecutive jobs, in attempt order (model_jobs.c). */
+    return job + (size_t)(m->jobs[job].nattempts - m->jobs[job].attempt);
 }
 
 const struct ls_record *model_member_coll(const struct m_member *mb, uint64_t seq)

@@ -183,10 +183,15 @@ int model_was_running(const struct m_proc *p);
  * recorded, or vanished without an end record. */
 int model_killed_from_outside(const struct m_proc *p);
 
+/* The newest sign of life in trace t: its start, heartbeat, end, or a call entered or left.
+ * This function can't fail. */
+uint64_t model_last_seen(const struct tr_trace *t);
+
 /* True when a died certainly before b (a's latest possible death is before b's earliest). */
 int model_died_before(const struct m_proc *a, const struct m_proc *b);
 
-/* The newest attempt of job `job`'s id (itself when it is the newest). */
+/* The newest attempt of job `job`'s id (itself when it is the newest). The attempts of one id
+ * are consecutive in model.jobs, oldest first. */
 size_t model_newest_attempt(const struct model *m, size_t job);
 
 #endif

@@ -63,17 +63,6 @@ struct attempt_span {
     size_t attempt;  /* 0-based, after merging */
 };
 
-static uint64_t proc_last_seen(const struct tr_trace *t)
-{
-    const struct ls_header *h = &t->hdr;
-    uint64_t s = h->start_ns;
-    uint64_t v[] = {h->heartbeat_ns, h->end_ns, h->last_enter_ns, h->last_exit_ns};
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        if (v[i] > s)
-            s = v[i];
-    return s;
-}
-
 static int cmp_span(const void *a, const void *b)
 {
     const struct attempt_span *x = *(struct attempt_span *const *)a;
@@ -142,7 +131,7 @@ static size_t number_attempts(struct model *m, const size_t *members, size_t n, 
     for (size_t i = 0; i < n; i++) {
         const struct tr_trace *t = m->procs[members[i]].t;
         struct attempt_span *sp = &spans[uf_find(parent, i)];
-        uint64_t lo = t->hdr.start_ns, hi = proc_last_seen(t);
+        uint64_t lo = t->hdr.start_ns, hi = model_last_seen(t);
         if (!sp->hi || lo < sp->lo)
             sp->lo = lo;
         if (hi > sp->hi)

@@ -167,7 +167,7 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
-static uint64_t last_seen(const struct tr_trace *t)
+uint64_t model_last_seen(const struct tr_trace *t)
 {
     const struct ls_header *h = &t->hdr;
     uint64_t s =
@@ -482,7 +482,7 @@ int model_state_build(struct model *m)
         m->jobs[j].now_ns = 0;
     for (size_t i = 0; i < m->nprocs; i++) {
         struct m_proc *p = &m->procs[i];
-        p->last_seen_ns = last_seen(p->t);
+        p->last_seen_ns = model_last_seen(p->t);
         free(p->group_ends);
         p->group_ends = NULL;
         p->ngroup_ends = 0;

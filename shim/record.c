@@ -101,6 +101,15 @@ static inline uint64_t bump(uint64_t *field)
     return v;
 }
 
+/* Takes back bump(): the counter as it was before (a refused call, see give_back_seq()). */
+static inline void bump_down(uint64_t *field)
+{
+    _Atomic uint64_t *f = (_Atomic uint64_t *)field;
+    uint64_t v = atomic_load_explicit(f, memory_order_relaxed);
+    if (v)
+        atomic_store_explicit(f, v - 1, memory_order_relaxed);
+}
+
 /* The sequence number of a call on communicator `idx` (counters updated). */
 static inline uint64_t next_seq(struct ls_trace *t, int idx, struct ls_comm *comm,
                                 const struct ls_call_args *a)
@@ -205,32 +214,26 @@ claimed:
     c->rec = r;
     c->ticket = tk;
     c->comm_idx = idx;
-    c->seq = seq;
     c->peer = a->peer;
     return 1;
 }
 
 /* Gives back the sequence number a refused call took (NCCL enqueues nothing and counts
- * nothing when it refuses a call's arguments), so later calls keep the numbers NCCL uses. */
+ * nothing when it refuses a call's arguments), so later calls keep the numbers NCCL uses. Only
+ * the thread using the communicator writes its counters (NCCL's rule), so each still holds the
+ * number this call took. */
 static void give_back_seq(struct ls_call *c)
 {
     struct ls_trace *t = c->t;
     struct ls_comm *comm = &t->comms[c->comm_idx];
-    _Atomic uint64_t *counter = NULL;
     if (ls_op_is_collective(c->op)) {
-        counter = (_Atomic uint64_t *)&comm->coll_issued;
-    } else {
-        _Atomic uint64_t *dir =
-            (_Atomic uint64_t *)(c->op == LS_OP_SEND ? &comm->p2p_sends : &comm->p2p_recvs);
-        atomic_store_explicit(dir, atomic_load_explicit(dir, memory_order_relaxed) - 1,
-                              memory_order_relaxed);
-        struct ls_peer *p = ls_peer_get(t, c->comm_idx, c->peer);
-        if (p)
-            counter = (_Atomic uint64_t *)(c->op == LS_OP_SEND ? &p->sends : &p->recvs);
+        bump_down(&comm->coll_issued);
+        return;
     }
-    /* Only the thread using the communicator writes its counters (NCCL's rule). */
-    if (counter && atomic_load_explicit(counter, memory_order_relaxed) == c->seq)
-        atomic_store_explicit(counter, c->seq - 1, memory_order_relaxed);
+    bump_down(c->op == LS_OP_SEND ? &comm->p2p_sends : &comm->p2p_recvs);
+    struct ls_peer *p = ls_peer_get(t, c->comm_idx, c->peer);
+    if (p)
+        bump_down(c->op == LS_OP_SEND ? &p->sends : &p->recvs);
 }
 
 void ls_call_set(struct ls_call *c, uint64_t comm_id, int comm_rank, uint64_t count, uint64_t aux)
@@ -257,7 +260,7 @@ void ls_call_exit(struct ls_call *c, int result)
     int issues_work = ls_op_is_collective(c->op) || c->op == LS_OP_SEND || c->op == LS_OP_RECV;
     int refused =
         LS_UNLIKELY(result == 4 /* ncclInvalidArgument */ || result == 5 /* ncclInvalidUsage */) &&
-        issues_work && c->seq && c->comm_idx >= 0;
+        issues_work && c->comm_idx >= 0;
     if (LS_UNLIKELY(refused))
         give_back_seq(c);
     if (r && atomic_compare_exchange_strong_explicit((_Atomic uint64_t *)&r->ticket, &mine,

@@ -345,8 +345,7 @@ struct ls_call {
     struct ls_record *rec; /* NULL when the ring slot was taken (the call is unrecorded) */
     uint64_t ticket;
     int comm_idx;
-    uint64_t seq; /* the sequence number it took, 0 none */
-    int peer;     /* Send/Recv: the peer, else -1 */
+    int peer; /* Send/Recv: the peer, else -1 */
 };
 
 /* Starts recording a call: returns 1 with `c` filled when the call is recorded (the caller

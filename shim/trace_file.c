@@ -181,10 +181,7 @@ static uint32_t boot_id_hash(void)
     char buf[64];
     if (read_small("/proc/sys/kernel/random/boot_id", buf, sizeof buf) <= 0)
         return 0;
-    uint32_t h = 2166136261u;
-    for (const char *p = buf; *p && *p != '\n'; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    return h ? h : 1;
+    return ls_boot_id_hash(buf);
 }
 
 /* The job id: the first variable of `names` that is set; a Slurm job's step is part of it
@@ -252,16 +249,12 @@ static void fill_identity(struct ls_header *h)
     h->attempt = restarts >= 0 ? (uint32_t)restarts + 1 : 0;
     h->proc_start_ticks = proc_start_ticks();
     h->boot_id = boot_id_hash();
-    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, h->cmdline, sizeof h->cmdline - 1);
-        close(fd);
-        for (ssize_t i = 0; i < n; i++)
-            if (h->cmdline[i] == 0)
-                h->cmdline[i] = ' ';
-        while (n > 0 && h->cmdline[n - 1] == ' ')
-            h->cmdline[--n] = 0;
-    }
+    ssize_t n = read_small("/proc/self/cmdline", h->cmdline, sizeof h->cmdline);
+    for (ssize_t i = 0; i < n; i++)
+        if (h->cmdline[i] == 0)
+            h->cmdline[i] = ' ';
+    while (n > 0 && h->cmdline[n - 1] == ' ')
+        h->cmdline[--n] = 0;
 }
 
 /* Writes the N-th candidate name of this process's trace ("lockstep-HOST-PID-rR.trace", then

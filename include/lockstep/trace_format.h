@@ -540,6 +540,16 @@ static inline const char *ls_redop_name(int redop)
     return redop < 5 ? names[redop] : "premulsum";
 }
 
+/* ls_header.boot_id of the kernel boot id `text` (/proc/sys/kernel/random/boot_id as read):
+ * FNV-1a over it up to the newline, never 0. Writer and reader hash alike with it. */
+static inline uint32_t ls_boot_id_hash(const char *text)
+{
+    uint32_t h = 2166136261u;
+    for (; *text && *text != '\n'; text++)
+        h = (h ^ (unsigned char)*text) * 16777619u;
+    return h ? h : 1;
+}
+
 /* Recorded calls the process is inside right now: the threads whose slot says so, plus the
  * calls of threads without a slot. A live reader passes a header it copied atomically enough
  * for a progress check (each field is written with one store). */
