@@ -9,6 +9,7 @@ int cmd_analyze(int argc, char **argv);
 int cmd_run(int argc, char **argv);   /* also 3: a stall was diagnosed and the job stopped */
 int cmd_watch(int argc, char **argv); /* also 3: a stall was diagnosed */
 int cmd_export(int argc, char **argv);
+int cmd_stacks(int argc, char **argv);
 
 /* Prints "usage: lockstep <usage of name>" to stderr and returns 2 (for bad usage). */
 int command_usage_error(const char *name);

@@ -11,6 +11,7 @@
 #include "live.h"
 #include "live_proc.h"
 #include "live_stack.h"
+#include "live_threads.h"
 #include "liveness.h"
 
 #define SIDECAR_MAGIC "lockstep-live 1"
@@ -41,9 +42,47 @@ static int read_header(const char *path, struct ls_header *h)
     return 0;
 }
 
+static int signal_stacks;
+
+void live_use_signal_stacks(int on)
+{
+    signal_stacks = on;
+}
+
+/* What a probe read of one process's threads. */
+struct probe {
+    struct live_threads th;
+    struct live_stack sig; /* the signal sampler's answer (opt-in) */
+    int have_sig;
+};
+
+/* Writes one thread's section: "thread TID STATE HOW IN_CALL STOPPED_NS NAME", then its system
+ * call, frames (each "frame OFF MODULE", then "sym FUNCTION+0xOFF" when the module's symbol
+ * table names it) and Python frames. */
+static void write_thread(FILE *f, FILE *maps, const struct live_thread *t)
+{
+    fprintf(f, "thread %u %c %u %u %llu %s\n", t->tid, t->state ? t->state : '?', t->how,
+            t->in_call, (unsigned long long)t->stopped_ns, t->name[0] ? t->name : "?");
+    if (t->syscall[0])
+        fprintf(f, "syscall %s\n", t->syscall);
+    for (uint32_t i = 0; i < t->nframes; i++) {
+        char module[256] = "";
+        uint64_t off = 0;
+        if (maps)
+            live_map_pc(maps, t->pcs[i], module, sizeof module, &off);
+        /* Return addresses point after the call; the pc (frame 0) is exact. The symbolizer
+         * looks up module_off - 1, so frame 0 gets one added back. */
+        fprintf(f, "frame %llx %s\n", (unsigned long long)(i == 0 ? off + 1 : off), module);
+        if (t->symbols[i][0] && !strchr(t->symbols[i], '\n'))
+            fprintf(f, "sym %s\n", t->symbols[i]);
+    }
+    if (t->python[0] && !strchr(t->python, '\n'))
+        fprintf(f, "python %s\n", t->python);
+}
+
 /* Writes the sidecar atomically (temp file + rename). */
 static void write_sidecar(const char *trace_path, int pid, const struct proc_sample *before,
-                          const struct proc_sample *after, const struct live_stack *st)
+                          const struct proc_sample *after, const struct probe *pr)
 {
     char path[4096], tmp[4200];
     snprintf(path, sizeof(path), "%s.live", trace_path);
@@ -56,31 +95,65 @@ static void write_sidecar(const char *trace_path, int pid, const struct proc_sam
     fprintf(f, "%s\npid %d\ntime %llu\nactivity %s\ncpu_share %.3f\nstate %c\n", SIDECAR_MAGIC, pid,
             (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec,
             proc_activity(before, after), proc_cpu_share(before, after), after->state);
-    if (st) {
-        fprintf(f, "tid %u\n", st->tid);
+    char mpath[64];
+    snprintf(mpath, sizeof mpath, "/proc/%d/maps", pid);
+    FILE *maps = pr ? fopen(mpath, "r") : NULL;
+    if (pr && pr->th.refused[0])
+        fprintf(f, "stacks refused: %s\n", pr->th.refused);
+    else if (pr && pr->th.n)
+        fprintf(f, "stacks ptrace\n");
+    if (pr && pr->have_sig) {
+        const struct live_stack *st = &pr->sig;
+        fprintf(f, "stacks signal\nthread %u ? 0 0 0 ?\n", st->tid);
         for (uint32_t i = 0; i < st->nframes; i++)
             fprintf(f, "frame %llx %s\n", (unsigned long long)st->frames[i].module_off,
                     st->frames[i].module);
         if (st->python[0] && !strchr(st->python, '\n'))
             fprintf(f, "python %s\n", st->python);
     }
+    for (size_t i = 0; pr && i < pr->th.n; i++)
+        write_thread(f, maps, &pr->th.v[i]);
+    if (maps)
+        fclose(maps);
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         unlink(tmp);
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
 }
 
 size_t live_probe(char *const *trace_paths, size_t n, int sample_ms)
 {
     struct proc_sample *before = calloc(n + 1, sizeof(*before));
     struct ls_header *hdrs = calloc(n + 1, sizeof(*hdrs));
+    struct probe **probes = calloc(n + 1, sizeof(*probes));
     size_t probed = 0;
-    if (!before || !hdrs)
+    if (!before || !hdrs || !probes)
         goto out;
+    uint64_t t0 = mono_ms();
     for (size_t i = 0; i < n; i++)
         if (read_header(trace_paths[i], &hdrs[i]) == 0 && hdrs[i].end_kind == LS_END_RUNNING &&
             liveness_alive(liveness_local(&hdrs[i], NULL)))
             probed += proc_sample(hdrs[i].pid, &before[i]) == 0;
-    if (probed && sample_ms > 0) {
-        struct timespec ts = {sample_ms / 1000, (long)(sample_ms % 1000) * 1000000L};
+    /* The stacks while the CPU share is measured: no code runs in the ranks, each thread is
+     * held for microseconds at most (live_threads.c). */
+    for (size_t i = 0; i < n; i++) {
+        if (!before[i].alive || !(probes[i] = calloc(1, sizeof(*probes[i]))))
+            continue;
+        struct probe *pr = probes[i];
+        int rc = live_threads_read(hdrs[i].pid, &hdrs[i], &pr->th);
+        /* The in-process sampler only when asked for: its signal can end the rank's sleeps. */
+        if (rc != 0 && signal_stacks && before[i].state != 'T' && before[i].state != 't')
+            pr->have_sig = live_stack_request(trace_paths[i], hdrs[i].pid, 0, 500, &pr->sig) == 0;
+    }
+    uint64_t spent = mono_ms() - t0;
+    if (probed && sample_ms > 0 && spent < (uint64_t)sample_ms) {
+        uint64_t left = (uint64_t)sample_ms - spent;
+        struct timespec ts = {(time_t)(left / 1000), (long)(left % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
     for (size_t i = 0; i < n; i++) {
@@ -88,16 +161,12 @@ size_t live_probe(char *const *trace_paths, size_t n, int sample_ms)
             continue;
         struct proc_sample after;
         proc_sample(hdrs[i].pid, &after);
-        /* The main thread answers for the process: where the program itself is. A stopped
-         * process cannot answer (the request would wait in its queue until it continues). */
-        struct live_stack *st = malloc(sizeof(*st));
-        int stopped = after.state == 'T' || after.state == 't';
-        int ok = st && after.alive && !stopped &&
-                 live_stack_request(trace_paths[i], hdrs[i].pid, 0, 500, st) == 0;
-        write_sidecar(trace_paths[i], hdrs[i].pid, &before[i], &after, ok ? st : NULL);
-        free(st);
+        write_sidecar(trace_paths[i], hdrs[i].pid, &before[i], &after, probes[i]);
     }
 out:
+    for (size_t i = 0; probes && i < n; i++)
+        free(probes[i]);
+    free(probes);
     free(before);
     free(hdrs);
     return probed;
@@ -127,7 +196,7 @@ size_t live_probe_dir(const char *dir)
     }
     if (d)
         closedir(d);
-    probed = live_probe(paths, n, 300);
+    probed = live_probe(paths, n, LIVE_SAMPLE_MS);
     for (size_t i = 0; i < n; i++)
         free(paths[i]);
     free(paths);
@@ -269,8 +338,127 @@ static const char *activity_word(const char *s)
     return NULL;
 }
 
+/* A thread section of a sidecar before symbolizing. */
+struct raw_thread {
+    struct m_live_thread *t;
+    int nframes;
+    unsigned long long off[M_LIVE_FRAMES];
+    char module[M_LIVE_FRAMES][256];
+    char sym[M_LIVE_FRAMES][96];
+};
+
+static const char *base_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Symbolizes a thread's frames: library frames by the symbol the probe read (no addr2line
+ * for the C library), the program's own by file:line where debug info has it. */
+static void finish_thread(struct symbolizer *sym, struct raw_thread *r)
+{
+    struct m_live_thread *t = r->t;
+    struct where_builder w = {t->where, sizeof(t->where), 0, 0};
+    int user = 0;
+    for (int i = 0; i < r->nframes; i++) {
+        const char *text;
+        char buf[192];
+        int lib = system_frame(r->module[i]) || !r->module[i][0];
+        if (lib && r->sym[i][0]) {
+            char fn[96];
+            snprintf(fn, sizeof fn, "%s", r->sym[i]);
+            char *plus = strstr(fn, "+0x");
+            if (plus)
+                *plus = 0;
+            snprintf(buf, sizeof buf, "%s (%s)", fn, base_of(r->module[i]));
+            text = buf;
+        } else {
+            struct tr_frame fr = {0, r->off[i], 0, r->module[i], ""};
+            text = symbolizer_frame(sym, &fr);
+            if (r->sym[i][0] && strchr(text, ':') == NULL) { /* no line info: the function */
+                char fn[96];
+                snprintf(fn, sizeof fn, "%s", r->sym[i]);
+                char *plus = strstr(fn, "+0x");
+                if (plus)
+                    *plus = 0;
+                snprintf(buf, sizeof buf, "%s (%s)", fn, base_of(r->module[i]));
+                text = buf;
+            }
+        }
+        user += !lib;
+        snprintf(t->frames[t->nframes++], sizeof(t->frames[0]), "%s", text);
+        where_add(&w, r->module[i], text);
+        if (strstr(r->sym[i], "pthread_join") || strstr(r->sym[i], "pthread_cond_") ||
+            strstr(r->sym[i], "sem_") || strstr(r->sym[i], "pthread_clockjoin"))
+            t->waits = 1;
+    }
+    if (strcmp(t->syscall, "futex") == 0)
+        t->waits = 1;
+    t->helper = !user && !t->python[0];
+    where_finish(&w, t->nframes > 0 ? t->frames[0] : "", t->python);
+}
+
+/* The thread that stands for the process: the main thread, unless it waits for another one
+ * (pthread_join, a condition) while a thread of the program runs or is blocked elsewhere. */
+static void choose_threads(struct m_live *lv, int pid)
+{
+    int main_i = -1, busy = -1, other = -1;
+    lv->nccl_thread = lv->work_thread = -1;
+    for (int i = 0; i < lv->nthreads; i++) {
+        struct m_live_thread *t = &lv->threads[i];
+        if (t->tid == (uint32_t)pid)
+            main_i = i;
+        if (t->in_call && lv->nccl_thread < 0)
+            lv->nccl_thread = i;
+        if (t->helper || t->tid == (uint32_t)pid)
+            continue;
+        if (t->state == 'R' && busy < 0)
+            busy = i;
+        if (!t->waits && other < 0)
+            other = i;
+    }
+    if (lv->nccl_thread < 0) /* a thread in NCCL's code that the program called it from */
+        for (int i = 0; i < lv->nthreads && lv->nccl_thread < 0; i++)
+            for (int k = 0; k < lv->threads[i].nframes && !lv->threads[i].helper; k++)
+                if (strstr(lv->threads[i].frames[k], "libnccl") ||
+                    strstr(lv->threads[i].frames[k], "liblockstep"))
+                    lv->nccl_thread = i;
+    int w = main_i;
+    if (main_i < 0 || lv->threads[main_i].waits || lv->threads[main_i].helper)
+        w = busy >= 0 ? busy : other >= 0 ? other : main_i;
+    if (w < 0 && lv->nthreads)
+        w = 0;
+    lv->work_thread = w;
+    if (w < 0)
+        return;
+    const struct m_live_thread *t = &lv->threads[w];
+    lv->nframes = t->nframes;
+    memcpy(lv->frames, t->frames, sizeof lv->frames);
+    snprintf(lv->where, sizeof lv->where, "%s", t->where);
+    snprintf(lv->python, sizeof lv->python, "%s", t->python);
+}
+
+/* Starts a thread section; NULL when out of memory or the sidecar has too many. */
+static struct m_live_thread *add_thread(struct m_live *lv, int *cap)
+{
+    if (lv->nthreads == *cap) {
+        if (*cap >= 256)
+            return NULL;
+        int ncap = *cap ? *cap * 2 : 4;
+        struct m_live_thread *v = realloc(lv->threads, (size_t)ncap * sizeof(*v));
+        if (!v)
+            return NULL;
+        lv->threads = v;
+        *cap = ncap;
+    }
+    struct m_live_thread *t = &lv->threads[lv->nthreads++];
+    memset(t, 0, sizeof(*t));
+    return t;
+}
+
 /* Parses a sidecar into lv (frames symbolized). Returns 0 when it is one of ours and names
- * the trace's pid; anything malformed is ignored line by line. */
+ * the trace's pid; anything malformed is ignored line by line. Sidecars of older runners have
+ * one unnamed thread ("tid", then its frames). */
 static int read_sidecar(const char *trace_path, int pid, struct symbolizer *sym, struct m_live *lv)
 {
     char path[4096];
@@ -281,14 +469,18 @@ static int read_sidecar(const char *trace_path, int pid, struct symbolizer *sym,
     char line[1024];
     int ok =
         fgets(line, sizeof(line), f) && strncmp(line, SIDECAR_MAGIC, strlen(SIDECAR_MAGIC)) == 0;
-    int file_pid = -1;
-    struct where_builder w = {lv->where, sizeof(lv->where), 0, 0};
+    int file_pid = -1, cap = 0;
+    struct raw_thread *raw = malloc(sizeof(*raw));
+    if (!raw)
+        ok = 0;
+    else
+        raw->t = NULL;
     while (ok && fgets(line, sizeof(line), f)) {
         line[strcspn(line, "\n")] = 0;
-        char word[32];
-        unsigned long long off;
+        char word[32], st = '?', name[64] = "";
+        unsigned long long off, probed, stopped;
+        unsigned tid, how, in_call;
         int pos = 0;
-        unsigned long long probed;
         if (sscanf(line, "pid %d", &file_pid) == 1)
             continue;
         if (sscanf(line, "time %llu", &probed) == 1) {
@@ -301,24 +493,61 @@ static int read_sidecar(const char *trace_path, int pid, struct symbolizer *sym,
         }
         if (sscanf(line, "cpu_share %lf", &lv->cpu_share) == 1)
             continue;
-        if (strncmp(line, "python ", 7) == 0) {
-            snprintf(lv->python, sizeof(lv->python), "%.255s", line + 7);
-            continue;
-        }
         if (sscanf(line, "state %c", &lv->state) == 1)
             continue;
-        if (sscanf(line, "frame %llx %n", &off, &pos) == 1 && pos > 0 &&
-            lv->nframes < M_LIVE_FRAMES) {
-            struct tr_frame fr = {0, off, 0, line + pos, ""};
-            const char *text = symbolizer_frame(sym, &fr);
-            snprintf(lv->frames[lv->nframes++], sizeof(lv->frames[0]), "%s", text);
-            where_add(&w, fr.module, text);
+        if (strncmp(line, "stacks ", 7) == 0) {
+            snprintf(lv->stacks, sizeof(lv->stacks), "%.199s", line + 7);
+            continue;
+        }
+        int is_thread = sscanf(line, "thread %u %c %u %u %llu %63s", &tid, &st, &how, &in_call,
+                               &stopped, name) == 6;
+        int is_tid = !is_thread && sscanf(line, "tid %u", &tid) == 1;
+        if (is_thread || is_tid) {
+            if (raw->t)
+                finish_thread(sym, raw);
+            raw->t = add_thread(lv, &cap);
+            raw->nframes = 0;
+            if (!raw->t)
+                break;
+            raw->t->tid = tid;
+            raw->t->state = is_thread ? st : lv->state;
+            raw->t->in_call = is_thread && in_call;
+            snprintf(raw->t->name, sizeof(raw->t->name), "%s", is_thread ? name : "");
+            continue;
+        }
+        if (!raw->t && strncmp(line, "frame ", 6) == 0) { /* an older sidecar without "tid" */
+            if (!(raw->t = add_thread(lv, &cap)))
+                break;
+            raw->nframes = 0;
+            raw->t->tid = (uint32_t)pid;
+            raw->t->state = lv->state;
+        }
+        if (!raw->t)
+            continue;
+        if (strncmp(line, "python ", 7) == 0) {
+            snprintf(raw->t->python, sizeof(raw->t->python), "%.255s", line + 7);
+        } else if (strncmp(line, "syscall ", 8) == 0) {
+            snprintf(raw->t->syscall, sizeof(raw->t->syscall), "%.23s", line + 8);
+        } else if (strncmp(line, "sym ", 4) == 0 && raw->nframes > 0) {
+            snprintf(raw->sym[raw->nframes - 1], sizeof(raw->sym[0]), "%.95s", line + 4);
+        } else if (sscanf(line, "frame %llx %n", &off, &pos) == 1 && pos > 0 &&
+                   raw->nframes < M_LIVE_FRAMES) {
+            raw->off[raw->nframes] = off;
+            snprintf(raw->module[raw->nframes], sizeof(raw->module[0]), "%.255s", line + pos);
+            raw->sym[raw->nframes++][0] = 0;
         }
     }
+    if (raw && raw->t)
+        finish_thread(sym, raw);
+    free(raw);
     fclose(f);
-    if (!ok || file_pid != pid || !lv->activity)
+    if (!ok || file_pid != pid || !lv->activity) {
+        free(lv->threads);
+        lv->threads = NULL;
+        lv->nthreads = 0;
         return -1;
-    where_finish(&w, lv->nframes > 0 ? lv->frames[0] : "", lv->python);
+    }
+    choose_threads(lv, pid);
     return 0;
 }
 
@@ -341,6 +570,8 @@ int live_attach(struct model *m, struct symbolizer *sym, struct live_set *out)
 
 void live_set_free(struct live_set *s)
 {
+    for (size_t i = 0; s->v && i < s->n; i++)
+        free(s->v[i].threads);
     free(s->v);
     memset(s, 0, sizeof(*s));
 }

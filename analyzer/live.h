@@ -16,10 +16,17 @@ struct live_set {
     size_t attached; /* processes that got live facts */
 };
 
-/* For each trace whose process runs on this host: samples /proc twice `sample_ms` apart, asks
- * the shim for a live stack (of the thread inside NCCL, else the main thread) and writes
- * `<trace>.live`. Returns the number of processes probed. */
+/* How long a probe measures the ranks' CPU share (ms). */
+#define LIVE_SAMPLE_MS 100
+
+/* For each trace whose process runs on this host: samples /proc twice `sample_ms` apart, reads
+ * the stack of every thread from outside (live_threads.h: nothing runs in the rank, a sleep it
+ * is in keeps its length) and writes `<trace>.live`. Returns the number of processes probed. */
 size_t live_probe(char *const *trace_paths, size_t n, int sample_ms);
+
+/* Also asks the shim for the main thread's stack with its signal where ptrace is refused
+ * (`--signal-stacks`; the signal can end a sleep the program does not restart). */
+void live_use_signal_stacks(int on);
 
 /* live_probe() for every *.trace of folder `dir`. Returns the number of processes probed. */
 size_t live_probe_dir(const char *dir);

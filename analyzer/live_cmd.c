@@ -153,7 +153,7 @@ int live_diagnose(const char *dir, const struct live_opts *o, int probe, int pri
     if (analysis_add_path(&a, dir) < 0)
         goto out;
     if (probe)
-        live_probe(a.paths.v, a.paths.n, 300);
+        live_probe(a.paths.v, a.paths.n, LIVE_SAMPLE_MS);
     if (analysis_load(&a, NULL) < 0 || analysis_diagnose(&a) < 0)
         goto out;
     if (print) {

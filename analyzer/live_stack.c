@@ -25,8 +25,7 @@ static int read_live(int fd, struct ls_live_stack *ls, int32_t *sig, char *pytho
     return 0;
 }
 
-/* Finds the module holding `pc` in /proc/PID/maps; returns its file offset for pc, or 0. */
-static int map_pc(FILE *maps, uint64_t pc, char *module, size_t modlen, uint64_t *off)
+int live_map_pc(FILE *maps, uint64_t pc, char *module, size_t modlen, uint64_t *off)
 {
     char line[1024];
     rewind(maps);
@@ -94,7 +93,7 @@ int live_stack_request(const char *trace_path, int pid, int tid, int timeout_ms,
         /* Return addresses point after the call; the interrupted pc (frame 0) is exact. The
          * symbolizer looks up module_off - 1, so frame 0 gets one added back. */
         if (maps)
-            map_pc(maps, ls.pcs[i], out->modules[i], sizeof out->modules[i], &f->module_off);
+            live_map_pc(maps, ls.pcs[i], out->modules[i], sizeof out->modules[i], &f->module_off);
         if (i == 0)
             f->module_off += 1;
         f->module = out->modules[i];

@@ -1,8 +1,10 @@
-/* live_stack.h -- asks a running traced process where it is, through the shim's signal. */
+/* live_stack.h -- asks a running traced process where it is through the shim's signal (an
+ * opt-in: the signal can end the program's sleeps; live_threads.h reads stacks without it). */
 #ifndef LOCKSTEP_LIVE_STACK_H
 #define LOCKSTEP_LIVE_STACK_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "lockstep/trace_format.h"
 #include "trace_reader.h"
@@ -22,5 +24,10 @@ struct live_stack {
  * the process has no handler, is gone, or did not answer in time. */
 int live_stack_request(const char *trace_path, int pid, int tid, int timeout_ms,
                        struct live_stack *out);
+
+/* Finds the module holding `pc` in an open /proc/PID/maps: its path into `module` and pc's
+ * offset in its file into *off. Returns 0, or -1 (module "", offset 0) when no mapping holds
+ * it. */
+int live_map_pc(FILE *maps, uint64_t pc, char *module, size_t modlen, uint64_t *off);
 
 #endif

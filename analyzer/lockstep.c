@@ -27,6 +27,8 @@ static const struct command commands[] = {
     {"analyze", cmd_analyze, "analyze [--json] [--html OUT.html] [--job ID] PATH...",
      "diagnose a hung or failed job from its traces (dirs or files); exit 0 clean, 1 findings, "
      "2 bad input"},
+    {"stacks", cmd_stacks, "stacks [--json] PATH...",
+     "show where every live rank of a traced job is now, each thread, without stopping it"},
     {"dump", cmd_dump, "dump PATH", "print every record of one trace, readable"},
     {"export", cmd_export, "export --perfetto OUT.json [--job ID] PATH...",
      "write the calls of every rank as a timeline for ui.perfetto.dev / chrome://tracing"},

@@ -23,6 +23,21 @@ enum rank_state {
 
 /* What a live command saw of a process that still runs on this host (run/watch only). */
 #define M_LIVE_FRAMES 32
+/* One thread of a live process, as a probe read it (live.c). */
+struct m_live_thread {
+    uint32_t tid;
+    char name[16];    /* its name (comm) */
+    char state;       /* /proc state letter */
+    char syscall[24]; /* the system call it is blocked in, "" none */
+    int in_call;      /* inside a recorded NCCL call (the trace's thread slots say so) */
+    int helper;       /* only library frames (NCCL's, CUDA's, lockstep's own threads) */
+    int waits;        /* waits for another thread (pthread_join, a condition, a futex) */
+    int nframes;
+    char frames[M_LIVE_FRAMES][192]; /* symbolized, innermost first */
+    char where[512];                 /* like m_live.where */
+    char python[256];                /* its Python frames, "" none */
+};
+
 struct m_live {
     const char *activity;            /* "busy", "sleeping", "stopped", "zombie", "gone" */
     double cpu_share;                /* of one CPU, over the sampling interval */
@@ -33,6 +48,13 @@ struct m_live {
                                       * or the Python frames when it runs Python */
     char python[256];                /* "file.py:LINE (func) <- ...", "" none */
     uint64_t probed_ns;              /* CLOCK_REALTIME of the probe, 0 unknown (older files) */
+    /* Every thread (frames, where and python above are those of the work thread). */
+    struct m_live_thread *threads;
+    int nthreads;
+    int nccl_thread; /* index of the thread inside NCCL, -1 none */
+    int work_thread; /* index of the thread doing the program's work (the main thread unless it
+                      * waits for another), -1 none */
+    char stacks[200]; /* how stacks were read ("ptrace", "signal"), or why not ("refused: ...") */
 };
 
 /* One process: one trace file. */

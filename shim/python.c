@@ -907,6 +907,10 @@ uint32_t ls_python_capture(struct ls_trace *t)
     void *ts = py_this_tstate();
     if (!ts)
         return 0; /* a thread the interpreter does not know (a C++ or NCCL thread) */
+    /* Where a live reader finds this thread's frames (lockstep run reads them from outside). */
+    if (ls_t.slot && ls_t.slot->py_tstate != (uint64_t)(uintptr_t)ts)
+        atomic_store_explicit((_Atomic uint64_t *)&ls_t.slot->py_tstate, (uint64_t)(uintptr_t)ts,
+                              memory_order_relaxed);
     struct py_key keys[LS_MAX_PY_DEPTH];
     int n = walk(ts, keys, (int)depth);
     return n ? pysite_of(t, ts, keys, n) : 0;

@@ -43,6 +43,13 @@ struct ls_py_layout {
     int16_t co_code_units;  /* 3.11+: offset of the first code unit inside the code object
                              * (co_code_adaptive); the code object's ob_size counts the units.
                              * -1 before 3.11 */
+    int16_t co_linetable;   /* 3.11+: PyObject * (bytes), the location table that a reader
+                             * outside the process decodes for line numbers; 0: not known */
+
+    /* PyThreadState's thread list, for readers outside the process (`prev` and `next` are its
+     * first two fields in every version). */
+    int16_t ts_next;       /* the interpreter's next thread state */
+    int16_t ts_native_tid; /* unsigned long: the kernel's id of the thread; 0: not known */
 
     /* str (PyASCIIObject / PyCompactUnicodeObject). `length` is at 16 in every version. */
     int16_t uni_state;   /* the state bit field (interned:2, kind:3, compact:1, ascii:1, ...) */

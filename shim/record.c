@@ -16,6 +16,7 @@ static void slot_release(void *arg)
     struct ls_thread_slot *s = ls_t.slot;
     if (s && ls_t.slot_pid == ls_g.pid && atomic_load(&ls_g.state) == LS_STATE_ON) {
         atomic_store_explicit((_Atomic uint64_t *)&s->in_call_since, 0, memory_order_relaxed);
+        atomic_store_explicit((_Atomic uint64_t *)&s->py_tstate, 0, memory_order_relaxed);
         atomic_store_explicit((_Atomic uint32_t *)&s->tid, 0, memory_order_release);
     }
     ls_t.slot = NULL;

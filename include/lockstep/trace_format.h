@@ -117,7 +117,10 @@ struct ls_thread_slot {
     uint64_t in_call_since; /*  0: enter_ns of the call the thread is in, 0 none (live) */
     uint32_t tid;           /*  8: owning thread, 0 free (live) */
     uint32_t pad;           /* 12 */
-    uint64_t reserved[6];   /* 16 */
+    uint64_t py_tstate;     /* 16: the thread's PyThreadState address in this process, as its
+                             *     Python frames were last read; 0 none (live): lets a live
+                             *     reader find the thread's Python frames from outside */
+    uint64_t reserved[5];   /* 24 */
 };                          /* 64 bytes */
 
 /* ls_header.completion: whether issued operations' completion is known. */

@@ -1,0 +1,128 @@
+/* cmd_stacks.c -- `lockstep stacks [--json] PATH...`: where every live rank of a traced job is
+ * right now, each thread with its frames (native and Python), read from outside: nothing runs
+ * in the ranks and their sleeps keep their length (live_threads.c). A look at a job that
+ * seems slow, without diagnosing or stopping it. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "analysis.h"
+#include "commands.h"
+#include "json_writer.h"
+
+static int usage_full(FILE *f, int rc)
+{
+    fprintf(f, "usage: lockstep stacks [--json] PATH...\n"
+               "  prints where every rank of the traces in PATH (folders or files) that still\n"
+               "  runs on this host is now: each thread, its state, the system call it waits\n"
+               "  in and its frames (native and Python). The ranks are not stopped (a thread\n"
+               "  is held for microseconds at most) and no code runs in them.\n");
+    return rc;
+}
+
+static void print_thread(const struct m_live *lv, int i)
+{
+    const struct m_live_thread *t = &lv->threads[i];
+    printf("  thread %u \"%s\" %c%s%s%s%s%s\n", t->tid, t->name, t->state,
+           t->syscall[0] ? " in " : "", t->syscall, t->in_call ? ", inside an NCCL call" : "",
+           i == lv->work_thread ? ", doing the work" : "", t->helper ? ", library thread" : "");
+    if (t->python[0])
+        printf("    python: %s\n", t->python);
+    for (int k = 0; k < t->nframes; k++)
+        printf("    #%-2d %s\n", k, t->frames[k]);
+}
+
+static void json_thread(struct json_writer *w, const struct m_live *lv, int i)
+{
+    const struct m_live_thread *t = &lv->threads[i];
+    json_begin_object(w, NULL);
+    json_uint(w, "tid", t->tid);
+    json_string(w, "name", t->name);
+    char st[2] = {t->state, 0};
+    json_string(w, "state", st);
+    json_string(w, "syscall", t->syscall[0] ? t->syscall : NULL);
+    json_bool(w, "in_nccl_call", t->in_call);
+    json_bool(w, "doing_the_work", i == lv->work_thread);
+    json_bool(w, "library_thread", t->helper);
+    json_string(w, "where", t->where);
+    json_string(w, "python", t->python[0] ? t->python : NULL);
+    json_begin_array(w, "stack");
+    for (int k = 0; k < t->nframes; k++)
+        json_string(w, NULL, t->frames[k]);
+    json_end_array(w);
+    json_end_object(w);
+}
+
+int cmd_stacks(int argc, char **argv)
+{
+    struct analysis a;
+    memset(&a, 0, sizeof(a));
+    int json = 0, rc = 2;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            analysis_free(&a);
+            return usage_full(stdout, 0);
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "lockstep stacks: unknown option '%s'\n", argv[i]);
+            analysis_free(&a);
+            return usage_full(stderr, 2);
+        } else if (analysis_add_path(&a, argv[i]) < 0) {
+            goto out;
+        }
+    }
+    if (a.paths.n == 0) {
+        fprintf(stderr, "lockstep stacks: no trace files given\n");
+        analysis_free(&a);
+        return usage_full(stderr, 2);
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t start_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    size_t probed = live_probe(a.paths.v, a.paths.n, LIVE_SAMPLE_MS);
+    if (analysis_load(&a, NULL) < 0)
+        goto out;
+    struct json_writer w;
+    if (json) {
+        json_init(&w, stdout);
+        json_begin_object(&w, NULL);
+        json_begin_array(&w, "ranks");
+    }
+    for (size_t i = 0; i < a.m->nprocs; i++) {
+        const struct m_proc *p = &a.m->procs[i];
+        const struct m_live *lv = p->live;
+        /* Only what this probe saw: an older .live file describes a process that has ended. */
+        if (!lv || !p->t->hdr.pid || lv->probed_ns < start_ns || strcmp(lv->activity, "gone") == 0)
+            continue;
+        if (json) {
+            json_begin_object(&w, NULL);
+            json_int(&w, "rank", p->rank);
+            json_int(&w, "pid", p->t->hdr.pid);
+            json_string(&w, "activity", lv->activity);
+            json_string(&w, "stacks", lv->stacks[0] ? lv->stacks : NULL);
+            json_begin_array(&w, "threads");
+            for (int k = 0; k < lv->nthreads; k++)
+                json_thread(&w, lv, k);
+            json_end_array(&w);
+            json_end_object(&w);
+            continue;
+        }
+        printf("rank %d (pid %d): %s%s%s\n", p->rank, p->t->hdr.pid, lv->activity,
+               strncmp(lv->stacks, "refused", 7) == 0 ? "; stacks " : "",
+               strncmp(lv->stacks, "refused", 7) == 0 ? lv->stacks : "");
+        for (int k = 0; k < lv->nthreads; k++)
+            print_thread(lv, k);
+    }
+    if (json) {
+        json_end_array(&w);
+        json_end_object(&w);
+        putchar('\n');
+    } else if (!probed) {
+        printf("no traced process of these traces runs on this host\n");
+    }
+    rc = 0;
+out:
+    analysis_free(&a);
+    return rc;
+}
