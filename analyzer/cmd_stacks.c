@@ -32,27 +32,6 @@ static void print_thread(const struct m_live *lv, int i)
         printf("    #%-2d %s\n", k, t->frames[k]);
 }
 
-static void json_thread(struct json_writer *w, const struct m_live *lv, int i)
-{
-    const struct m_live_thread *t = &lv->threads[i];
-    json_begin_object(w, NULL);
-    json_uint(w, "tid", t->tid);
-    json_string(w, "name", t->name);
-    char st[2] = {t->state, 0};
-    json_string(w, "state", st);
-    json_string(w, "syscall", t->syscall[0] ? t->syscall : NULL);
-    json_bool(w, "in_nccl_call", t->in_call);
-    json_bool(w, "doing_the_work", i == lv->work_thread);
-    json_bool(w, "library_thread", t->helper);
-    json_string(w, "where", t->where);
-    json_string(w, "python", t->python[0] ? t->python : NULL);
-    json_begin_array(w, "stack");
-    for (int k = 0; k < t->nframes; k++)
-        json_string(w, NULL, t->frames[k]);
-    json_end_array(w);
-    json_end_object(w);
-}
-
 int cmd_stacks(int argc, char **argv)
 {
     struct analysis a;
@@ -100,11 +79,7 @@ int cmd_stacks(int argc, char **argv)
             json_int(&w, "rank", p->rank);
             json_int(&w, "pid", p->t->hdr.pid);
             json_string(&w, "activity", lv->activity);
-            json_string(&w, "stacks", lv->stacks[0] ? lv->stacks : NULL);
-            json_begin_array(&w, "threads");
-            for (int k = 0; k < lv->nthreads; k++)
-                json_thread(&w, lv, k);
-            json_end_array(&w);
+            report_json_live_threads(&w, lv);
             json_end_object(&w);
             continue;
         }

@@ -201,9 +201,11 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
         return;
     }
     if (lv && p->state == RANK_IDLE) {
-        snprintf(buf, len, "it is alive and %s, not in NCCL, now at %s; last seen in %s, %s ago",
-                 lv->activity, lv->where[0] ? lv->where : "an unknown place (no live stack)", last,
-                 t);
+        char thread[700];
+        live_thread_phrase(lv, h->pid, thread, sizeof(thread));
+        snprintf(buf, len, "it is alive and %s, not in NCCL, now at %s%s; last seen in %s, %s ago",
+                 lv->activity, lv->where[0] ? lv->where : "an unknown place (no live stack)",
+                 thread, last, t);
         return;
     }
     if (p->stopped_with_job) {

@@ -338,6 +338,50 @@ static const char *activity_word(const char *s)
     return NULL;
 }
 
+/* True when ELF file `path` holds line tables of its own (.debug_line): only then is addr2line
+ * worth running for its frames (an interpreter or a stripped library gets its symbol names,
+ * which the probe read). Cached per path. */
+static int has_line_info(const char *path)
+{
+    static struct {
+        char path[512];
+        int yes;
+    } cache[64];
+    static int ncache;
+    for (int i = 0; i < ncache; i++)
+        if (strcmp(cache[i].path, path) == 0)
+            return cache[i].yes;
+    int yes = 0, fd = open(path, O_RDONLY | O_CLOEXEC);
+    Elf64_Ehdr eh;
+    if (fd >= 0 && pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+        eh.e_shentsize == sizeof(Elf64_Shdr) && eh.e_shnum > 0 && eh.e_shnum < 4096 &&
+        eh.e_shstrndx < eh.e_shnum) {
+        Elf64_Shdr *sh = malloc((size_t)eh.e_shnum * sizeof(*sh));
+        size_t bytes = (size_t)eh.e_shnum * sizeof(*sh);
+        if (sh && pread(fd, sh, bytes, (off_t)eh.e_shoff) == (ssize_t)bytes) {
+            const Elf64_Shdr *strs = &sh[eh.e_shstrndx];
+            char *names = strs->sh_size < (1u << 20) ? malloc(strs->sh_size + 1) : NULL;
+            if (names && pread(fd, names, strs->sh_size, (off_t)strs->sh_offset) ==
+                             (ssize_t)strs->sh_size) {
+                names[strs->sh_size] = 0;
+                for (int i = 0; i < eh.e_shnum && !yes; i++)
+                    yes = sh[i].sh_name < strs->sh_size &&
+                          strcmp(names + sh[i].sh_name, ".debug_line") == 0;
+            }
+            free(names);
+        }
+        free(sh);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (ncache < 64) {
+        snprintf(cache[ncache].path, sizeof(cache[0].path), "%s", path);
+        cache[ncache++].yes = yes;
+    }
+    return yes;
+}
+
 /* A thread section of a sidecar before symbolizing. */
 struct raw_thread {
     struct m_live_thread *t;
@@ -353,8 +397,9 @@ static const char *base_of(const char *path)
     return slash ? slash + 1 : path;
 }
 
-/* Symbolizes a thread's frames: library frames by the symbol the probe read (no addr2line
- * for the C library), the program's own by file:line where debug info has it. */
+/* Symbolizes a thread's frames: frames of modules with line tables of their own (the program,
+ * built with -g) by file:line with addr2line, the others (the C library, an interpreter, NCCL)
+ * by the symbol the probe read, at no cost. */
 static void finish_thread(struct symbolizer *sym, struct raw_thread *r)
 {
     struct m_live_thread *t = r->t;
@@ -364,13 +409,18 @@ static void finish_thread(struct symbolizer *sym, struct raw_thread *r)
         const char *text;
         char buf[192];
         int lib = system_frame(r->module[i]) || !r->module[i][0];
-        if (lib && r->sym[i][0]) {
+        if (lib || !has_line_info(r->module[i])) { /* no addr2line: it can take 0.1 s a frame */
             char fn[96];
             snprintf(fn, sizeof fn, "%s", r->sym[i]);
             char *plus = strstr(fn, "+0x");
             if (plus)
                 *plus = 0;
-            snprintf(buf, sizeof buf, "%s (%s)", fn, base_of(r->module[i]));
+            if (fn[0])
+                snprintf(buf, sizeof buf, "%s (%s)", fn, base_of(r->module[i]));
+            else if (r->module[i][0])
+                snprintf(buf, sizeof buf, "%s+0x%llx", base_of(r->module[i]), r->off[i]);
+            else
+                snprintf(buf, sizeof buf, "?");
             text = buf;
         } else {
             struct tr_frame fr = {0, r->off[i], 0, r->module[i], ""};
@@ -388,9 +438,14 @@ static void finish_thread(struct symbolizer *sym, struct raw_thread *r)
         user += !lib;
         snprintf(t->frames[t->nframes++], sizeof(t->frames[0]), "%s", text);
         where_add(&w, r->module[i], text);
-        if (strstr(r->sym[i], "pthread_join") || strstr(r->sym[i], "pthread_cond_") ||
-            strstr(r->sym[i], "sem_") || strstr(r->sym[i], "pthread_clockjoin"))
-            t->waits = 1;
+        static const char *const waits[] = {"pthread_join", "pthread_clockjoin", "pthread_cond_",
+                                            "sem_", "pthread_mutex_lock", NULL};
+        for (int k = 0; waits[k] && !t->wait_fn[0]; k++)
+            if (strncmp(r->sym[i], waits[k], strlen(waits[k])) == 0) {
+                snprintf(t->wait_fn, sizeof(t->wait_fn), "%.*s", (int)strcspn(r->sym[i], "+"),
+                         r->sym[i]);
+                t->waits = 1;
+            }
     }
     if (strcmp(t->syscall, "futex") == 0)
         t->waits = 1;
@@ -512,6 +567,8 @@ static int read_sidecar(const char *trace_path, int pid, struct symbolizer *sym,
             raw->t->tid = tid;
             raw->t->state = is_thread ? st : lv->state;
             raw->t->in_call = is_thread && in_call;
+            raw->t->how = is_thread ? (int)how : 0;
+            raw->t->held_ns = is_thread ? stopped : 0;
             snprintf(raw->t->name, sizeof(raw->t->name), "%s", is_thread ? name : "");
             continue;
         }
@@ -565,6 +622,25 @@ int live_attach(struct model *m, struct symbolizer *sym, struct live_set *out)
             out->attached++;
         }
     }
+    return 0;
+}
+
+int live_thread_phrase(const struct m_live *lv, int pid, char *buf, size_t len)
+{
+    buf[0] = 0;
+    if (!lv || lv->work_thread < 0 || lv->work_thread >= lv->nthreads)
+        return -1;
+    const struct m_live_thread *w = &lv->threads[lv->work_thread], *main_t = NULL;
+    if (w->tid == (uint32_t)pid)
+        return -1;
+    for (int i = 0; i < lv->nthreads; i++)
+        if (lv->threads[i].tid == (uint32_t)pid)
+            main_t = &lv->threads[i];
+    int k = snprintf(buf, len, " in thread \"%s\" (%u)", w->name, w->tid);
+    if (main_t && k > 0 && (size_t)k < len)
+        snprintf(buf + k, len - (size_t)k, ", while the main thread waits%s%s at %s",
+                 main_t->wait_fn[0] ? " in " : "", main_t->wait_fn,
+                 main_t->where[0] ? main_t->where : "an unknown place");
     return 0;
 }
 

@@ -42,6 +42,11 @@ int live_attach(struct model *m, struct symbolizer *sym, struct live_set *out);
  * when the trace holds no such stack (another end, an older shim, nothing placeable). */
 int live_end_where(struct symbolizer *sym, const struct tr_trace *t, char *where, size_t len);
 
+/* When the thread doing a process's work is not its main thread (`pid`): writes " in thread
+ * "loader" (1234), while the main thread waits in pthread_join at f (x.c:9) <- main" into buf
+ * and returns 0; else writes "" and returns -1. */
+int live_thread_phrase(const struct m_live *lv, int pid, char *buf, size_t len);
+
 /* Frees what live_attach() made. */
 void live_set_free(struct live_set *s);
 

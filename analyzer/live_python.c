@@ -170,9 +170,9 @@ static int frame_line(struct reader *r, uint64_t f, uint64_t code)
     size_t n = tlen > (int64_t)sizeof buf ? sizeof buf : (size_t)tlen;
     if (rd(r, table + 32, buf, n) < 0) /* PyBytesObject: the bytes start after ob_shash */
         return -1;
-    int64_t unit = (int64_t)(p - start) / 2;
-    if (unit < 0)
-        unit = 0;
+    int64_t unit = ((int64_t)p - (int64_t)start) / 2;
+    if (unit < 0) /* not started yet: CPython says the first line too */
+        return first;
     return table_line(buf, n, first, unit);
 }
 
@@ -196,7 +196,7 @@ int live_python_frames(int pid, uint32_t version, uint64_t tstate, char *out, si
         return -1;
     uint64_t f = first_frame(&r, tstate);
     size_t len = 0;
-    int shown = 0, skips = 0;
+    int shown = 0;
     for (int seen = 0; f && shown < MAX_FRAMES && seen < MAX_FRAMES + MAX_SKIPPED; seen++) {
         uint64_t code, file, name, prev;
         char owner = 0;
@@ -207,9 +207,7 @@ int live_python_frames(int pid, uint32_t version, uint64_t tstate, char *out, si
             code &= ~(uint64_t)3;
         int python = !(r.L->fr_owner >= 0 && r.L->owner_skip >= 0 && owner >= r.L->owner_skip) &&
                      code && type_is(&r, code, "code", &r.code_type);
-        if (!python) {
-            skips++;
-        } else if (rd_ptr(&r, code + (uint64_t)r.L->co_filename, &file) == 0 &&
+        if (python && rd_ptr(&r, code + (uint64_t)r.L->co_filename, &file) == 0 &&
                    rd_ptr(&r, code + (uint64_t)r.L->co_name, &name) == 0) {
             char one[600];
             size_t n = 0;
@@ -235,7 +233,6 @@ int live_python_frames(int pid, uint32_t version, uint64_t tstate, char *out, si
             break;
         f = prev;
     }
-    (void)skips;
     return shown;
 }
 

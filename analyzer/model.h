@@ -32,6 +32,9 @@ struct m_live_thread {
     int in_call;      /* inside a recorded NCCL call (the trace's thread slots say so) */
     int helper;       /* only library frames (NCCL's, CUDA's, lockstep's own threads) */
     int waits;        /* waits for another thread (pthread_join, a condition, a futex) */
+    char wait_fn[32]; /* the function it waits in ("pthread_join"), "" unknown */
+    int how;          /* how it was read: 0 not, 1 held by ptrace, 2 read without stopping it */
+    uint64_t held_ns; /* how long the probe held it stopped (how == 1) */
     int nframes;
     char frames[M_LIVE_FRAMES][192]; /* symbolized, innermost first */
     char where[512];                 /* like m_live.where */

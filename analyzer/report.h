@@ -46,4 +46,10 @@ void report_text(FILE *out, const struct report_input *in, int color);
  * Returns 0, or -1 when out of memory (the page is then cut short). Errors are the stream's. */
 int report_html(FILE *out, const struct report_input *in);
 
+struct json_writer;
+/* Writes "stacks" (how a live process's stacks were read, or why not) and "threads" (each with
+ * tid, name, state, syscall, in_nccl_call, doing_the_work, library_thread, where, python,
+ * stack) into the open JSON object (docs/report-format.md). */
+void report_json_live_threads(struct json_writer *w, const struct m_live *lv);
+
 #endif

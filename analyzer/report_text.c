@@ -95,6 +95,24 @@ static void print_earlier(FILE *out, const struct report_input *in, size_t j,
     }
 }
 
+/* Says once why live stacks are missing, when reading them was refused for ranks of the job. */
+static void print_stacks_refused(FILE *out, const struct report_input *in, size_t j,
+                                 const struct style *st)
+{
+    const char *why = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < in->m->nprocs; i++) {
+        const struct m_proc *p = &in->m->procs[i];
+        if (p->job == j && p->live && strncmp(p->live->stacks, "refused: ", 9) == 0) {
+            why = why ? why : p->live->stacks + 9;
+            n++;
+        }
+    }
+    if (why)
+        fprintf(out, "%s   no live stacks for %zu rank%s: %s; the diagnosis goes on without them%s\n",
+                st->yellow, n, n == 1 ? "" : "s", why, st->off);
+}
+
 static void print_finding(FILE *out, const struct finding *f, size_t index, const struct style *st)
 {
     int root = f->consequence_of < 0;
@@ -135,6 +153,7 @@ void report_text(FILE *out, const struct report_input *in, int color)
         else
             fprintf(out, "%zu finding%s, %zu independent\n", n, n == 1 ? "" : "s", roots);
         print_earlier(out, in, j, &st);
+        print_stacks_refused(out, in, j, &st);
         for (size_t i = 0; i < in->fs->n; i++)
             if (in->fs->v[i].job == j)
                 print_finding(out, &in->fs->v[i], i, &st);

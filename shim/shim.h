@@ -188,8 +188,9 @@ void ls_lifecycle_recheck_signals(void);
  * handlers of the trace's owner only: no locks, no allocation. */
 void ls_live_stack_capture(void *uctx);
 
-/* Installs the handler of the live-stack signal (LOCKSTEP_STACK_SIGNAL, default SIGRTMAX-3,
- * 0 = off) and publishes its number in the header; leaves a program's own handler alone. */
+/* Installs the handler of the live-stack signal when LOCKSTEP_STACK_SIGNAL names one (unset or
+ * 0: none, the default) and publishes its number in the header; leaves a program's own handler
+ * alone. */
 void ls_live_stack_install(struct ls_trace *t);
 
 /* ---- completion on the GPU (completion.c) ---- */

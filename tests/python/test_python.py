@@ -448,7 +448,9 @@ def case_live_storm(tmp):
     d = os.path.join(tmp, "t")
     os.makedirs(d)
     path = script("live_storm.py")
-    env = rank_env(d, {"RANK": "0", "WORLD_SIZE": "1"})
+    # The in-process sampler is an opt-in (lockstep run --signal-stacks sets this).
+    env = rank_env(d, {"RANK": "0", "WORLD_SIZE": "1",
+                       "LOCKSTEP_STACK_SIGNAL": str(signal.SIGRTMAX - 3)})
     p = subprocess.Popen([PYTHON, path, "4"], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
@@ -487,6 +489,51 @@ def case_live_storm(tmp):
     expect(any("(recurse) <- live_storm.py:" in t for t in texts), f"texts {list(texts)[:5]}")
     print(f"{seen} live Python stacks read under a storm of 2000 signals, {len(texts)} "
           "distinct, all well formed")
+
+
+def case_stacks_storm(tmp):
+    """The same churning program read from outside (`lockstep stacks`: ptrace for a moment,
+    process_vm_readv for its Python frames) over and over: reads race the interpreter's frame
+    pushes, and still every text names only this script's functions with their lines, the
+    program never notices, and the Python frames are seen."""
+    need_python()
+    d = os.path.join(tmp, "t")
+    os.makedirs(d)
+    path = script("live_storm.py")
+    env = rank_env(d, {"RANK": "0", "WORLD_SIZE": "1"})
+    p = subprocess.Popen([PYTHON, path, "6"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    # A frame at an instruction without a location has no line ("live_storm.py (gen)").
+    ok_frame = re.compile(r"^live_storm\.py(:\d+)? \((gen|recurse|churn|main|<module>|"
+                          r"recurse\.<locals>\.<listcomp>)\)$")
+    texts, reads = set(), 0
+    try:
+        expect(p.stdout.readline().strip() == "ready", "the script did not start")
+        deadline = time.time() + 4
+        while time.time() < deadline and p.poll() is None:
+            r = subprocess.run([LOCKSTEP, "stacks", "--json", d], env=analyzer_env(),
+                               capture_output=True, text=True, timeout=30)
+            expect(r.returncode == 0, f"lockstep stacks exited {r.returncode}: {r.stderr}")
+            for rank in json.loads(r.stdout)["ranks"]:
+                for t in rank["threads"]:
+                    if t["python"]:
+                        texts.add(t["python"])
+            reads += 1
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    expect(p.returncode == 0 and "ok" in out, f"exited {p.returncode}: {out} {err[-2000:]}")
+    expect(reads >= 4 and texts, f"{reads} reads, {len(texts)} Python texts")
+    bad = [t for t in texts
+           if not all(ok_frame.match(f) or (f == "..." and k > 0)
+                      for k, f in enumerate(t.split(" <- ")))]
+    expect(not bad, f"{len(bad)} malformed texts of {len(texts)}, e.g. {bad[:3]}")
+    frames = [f for t in texts for f in t.split(" <- ") if f != "..."]
+    lined = [f for f in frames if re.match(r"^live_storm\.py:\d+ ", f)]
+    expect(len(lined) >= 0.9 * len(frames), f"only {len(lined)} of {len(frames)} frames have a "
+           f"line: {texts}")
+    print(f"{reads} reads from outside, {len(texts)} distinct Python stacks, all well formed")
 
 
 def case_fork(tmp):
