@@ -78,6 +78,7 @@ int cmd_stacks(int argc, char **argv)
             json_begin_object(&w, NULL);
             json_int(&w, "rank", p->rank);
             json_int(&w, "pid", p->t->hdr.pid);
+            json_string(&w, "trace", p->t->path);
             json_string(&w, "activity", lv->activity);
             report_json_live_threads(&w, lv);
             json_end_object(&w);

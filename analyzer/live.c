@@ -362,8 +362,8 @@ static int has_line_info(const char *path)
         if (sh && pread(fd, sh, bytes, (off_t)eh.e_shoff) == (ssize_t)bytes) {
             const Elf64_Shdr *strs = &sh[eh.e_shstrndx];
             char *names = strs->sh_size < (1u << 20) ? malloc(strs->sh_size + 1) : NULL;
-            if (names && pread(fd, names, strs->sh_size, (off_t)strs->sh_offset) ==
-                             (ssize_t)strs->sh_size) {
+            if (names &&
+                pread(fd, names, strs->sh_size, (off_t)strs->sh_offset) == (ssize_t)strs->sh_size) {
                 names[strs->sh_size] = 0;
                 for (int i = 0; i < eh.e_shnum && !yes; i++)
                     yes = sh[i].sh_name < strs->sh_size &&
@@ -438,8 +438,8 @@ static void finish_thread(struct symbolizer *sym, struct raw_thread *r)
         user += !lib;
         snprintf(t->frames[t->nframes++], sizeof(t->frames[0]), "%s", text);
         where_add(&w, r->module[i], text);
-        static const char *const waits[] = {"pthread_join", "pthread_clockjoin", "pthread_cond_",
-                                            "sem_", "pthread_mutex_lock", NULL};
+        static const char *const waits[] = {"pthread_join", "pthread_clockjoin",  "pthread_cond_",
+                                            "sem_",         "pthread_mutex_lock", NULL};
         for (int k = 0; waits[k] && !t->wait_fn[0]; k++)
             if (strncmp(r->sym[i], waits[k], strlen(waits[k])) == 0) {
                 snprintf(t->wait_fn, sizeof(t->wait_fn), "%.*s", (int)strcspn(r->sym[i], "+"),
@@ -637,10 +637,12 @@ int live_thread_phrase(const struct m_live *lv, int pid, char *buf, size_t len)
         if (lv->threads[i].tid == (uint32_t)pid)
             main_t = &lv->threads[i];
     int k = snprintf(buf, len, " in thread \"%s\" (%u)", w->name, w->tid);
+    const char *in = main_t && main_t->wait_fn[0]   ? main_t->wait_fn
+                     : main_t && main_t->syscall[0] ? main_t->syscall
+                                                    : "";
     if (main_t && k > 0 && (size_t)k < len)
         snprintf(buf + k, len - (size_t)k, ", while the main thread waits%s%s at %s",
-                 main_t->wait_fn[0] ? " in " : "", main_t->wait_fn,
-                 main_t->where[0] ? main_t->where : "an unknown place");
+                 in[0] ? " in " : "", in, main_t->where[0] ? main_t->where : "an unknown place");
     return 0;
 }
 

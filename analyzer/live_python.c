@@ -11,7 +11,7 @@
 #include "../shim/python_layout.h"
 #include "live_python.h"
 
-#define MAX_FRAMES 24
+#define MAX_FRAMES  24
 #define MAX_SKIPPED 64
 
 struct reader {
@@ -69,10 +69,11 @@ static int put_str(struct reader *r, uint64_t s, int base, char *out, size_t cap
     char text[4096 * 4];
     size_t o = 0, start = 0;
     for (int64_t i = 0; i < n; i++) {
-        uint32_t c = kind == 1   ? raw[i]
-                     : kind == 2 ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8)
-                                 : (uint32_t)(raw[4 * i] | raw[4 * i + 1] << 8 |
-                                              raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24);
+        uint32_t c = kind == 1 ? raw[i]
+                     : kind == 2
+                         ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8)
+                         : (uint32_t)(raw[4 * i] | raw[4 * i + 1] << 8 | raw[4 * i + 2] << 16 |
+                                      (uint32_t)raw[4 * i + 3] << 24);
         if (c < 0x80) {
             text[o++] = (char)c;
         } else if (c < 0x800) {
@@ -208,7 +209,7 @@ int live_python_frames(int pid, uint32_t version, uint64_t tstate, char *out, si
         int python = !(r.L->fr_owner >= 0 && r.L->owner_skip >= 0 && owner >= r.L->owner_skip) &&
                      code && type_is(&r, code, "code", &r.code_type);
         if (python && rd_ptr(&r, code + (uint64_t)r.L->co_filename, &file) == 0 &&
-                   rd_ptr(&r, code + (uint64_t)r.L->co_name, &name) == 0) {
+            rd_ptr(&r, code + (uint64_t)r.L->co_name, &name) == 0) {
             char one[600];
             size_t n = 0;
             int line = frame_line(&r, f, code);

@@ -86,18 +86,27 @@ static const struct {
     long nr;
     const char *name;
 } others[] = {
-    {SYS_epoll_wait, "epoll_wait"},     {SYS_epoll_pwait, "epoll_pwait"},
+    {SYS_epoll_wait, "epoll_wait"},
+    {SYS_epoll_pwait, "epoll_pwait"},
 #ifdef SYS_epoll_pwait2
     {SYS_epoll_pwait2, "epoll_pwait2"},
 #endif
-    {SYS_recvfrom, "recvfrom"},         {SYS_recvmsg, "recvmsg"},
-    {SYS_sendto, "sendto"},             {SYS_sendmsg, "sendmsg"},
-    {SYS_accept, "accept"},             {SYS_accept4, "accept4"},
-    {SYS_connect, "connect"},           {SYS_io_getevents, "io_getevents"},
-    {SYS_semtimedop, "semtimedop"},     {SYS_rt_sigtimedwait, "rt_sigtimedwait"},
-    {SYS_msgrcv, "msgrcv"},             {SYS_ioctl, "ioctl"},
-    {SYS_openat, "openat"},             {SYS_flock, "flock"},
-    {SYS_fcntl, "fcntl"},               {SYS_io_uring_enter, "io_uring_enter"},
+    {SYS_recvfrom, "recvfrom"},
+    {SYS_recvmsg, "recvmsg"},
+    {SYS_sendto, "sendto"},
+    {SYS_sendmsg, "sendmsg"},
+    {SYS_accept, "accept"},
+    {SYS_accept4, "accept4"},
+    {SYS_connect, "connect"},
+    {SYS_io_getevents, "io_getevents"},
+    {SYS_semtimedop, "semtimedop"},
+    {SYS_rt_sigtimedwait, "rt_sigtimedwait"},
+    {SYS_msgrcv, "msgrcv"},
+    {SYS_ioctl, "ioctl"},
+    {SYS_openat, "openat"},
+    {SYS_flock, "flock"},
+    {SYS_fcntl, "fcntl"},
+    {SYS_io_uring_enter, "io_uring_enter"},
 };
 #endif
 
@@ -379,8 +388,8 @@ static void thread_info(int pid, uint32_t tid, struct live_thread *t, struct thr
         return;
     long long nr;
     unsigned long long a[6], sp, pc;
-    if (sscanf(buf, "%lld %llx %llx %llx %llx %llx %llx %llx %llx", &nr, &a[0], &a[1], &a[2],
-               &a[3], &a[4], &a[5], &sp, &pc) == 9) {
+    if (sscanf(buf, "%lld %llx %llx %llx %llx %llx %llx %llx %llx", &nr, &a[0], &a[1], &a[2], &a[3],
+               &a[4], &a[5], &sp, &pc) == 9) {
         ti->nr = (long)nr;
         ti->arg0 = (long)a[0];
         ti->sp = sp;

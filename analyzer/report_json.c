@@ -53,7 +53,6 @@ static void write_call(struct json_writer *w, const char *key, const struct repo
     json_end_object(w);
 }
 
-
 void report_json_live_threads(struct json_writer *w, const struct m_live *lv)
 {
     json_string(w, "stacks", lv->stacks[0] ? lv->stacks : NULL);

@@ -109,7 +109,8 @@ static void print_stacks_refused(FILE *out, const struct report_input *in, size_
         }
     }
     if (why)
-        fprintf(out, "%s   no live stacks for %zu rank%s: %s; the diagnosis goes on without them%s\n",
+        fprintf(out,
+                "%s   no live stacks for %zu rank%s: %s; the diagnosis goes on without them%s\n",
                 st->yellow, n, n == 1 ? "" : "s", why, st->off);
 }
 

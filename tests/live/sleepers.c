@@ -8,7 +8,8 @@
  * worker thread that sleeps in read on a pipe: the work is in another thread). It then prints
  * "slept HOW <seconds measured> <result>" on stderr and joins the others in a second AllReduce;
  * the others go straight to it. A wait that a signal or a stop cuts short shows up as a
- * shorter time or an EINTR result. */
+ * shorter time or an EINTR result. SLEEPER_NODUMP=1 makes the ranks non-dumpable (ptrace then
+ * needs CAP_SYS_PTRACE). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -152,6 +153,9 @@ int main(int argc, char **argv)
     const char *r = getenv("SLEEPER_RANK"), *ms = getenv("SLEEPER_MS");
     int sleeper = r && *r ? atoi(r) : tp_world_size() - 1;
     wait_ms = ms && *ms ? atoi(ms) : 2000;
+    const char *nodump = getenv("SLEEPER_NODUMP");
+    if (nodump && *nodump == '1')
+        prctl(PR_SET_DUMPABLE, 0); /* as hardened programs do: no ptrace without CAP_SYS_PTRACE */
     ncclComm_t w;
     tp_init_world(&w);
     TP_CHECK(ncclAllReduce(buf, buf, 256, ncclFloat32, ncclSum, w, NULL));

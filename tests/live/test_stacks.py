@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""test_stacks.py -- live stacks must not change the job they look at.
+
+Ranks wait outside NCCL in the ways programs wait (sleep, nanosleep, poll, select, epoll_wait,
+pthread_cond_timedwait, read on a pipe, a main thread joining a data-loader thread in read,
+Python's time.sleep: tests/live/sleepers.c and sleepers.py). Their stacks are read again and
+again from outside (`lockstep stacks`: ptrace for microseconds, or not stopping them at all)
+while they wait; every wait keeps its full length (measured by the rank itself) and ends
+normally, and the stacks name where each rank waits. Under `lockstep run` the diagnosis names
+the place, the thread doing the work when it is not the main thread, and says so when ptrace
+is refused.
+
+Usage: test_stacks.py CASE   (paths from the environment meson sets, see meson.build)
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import Skip, expect, run  # noqa: E402
+
+LOCKSTEP = os.environ["LOCKSTEP_BIN"]
+LAUNCH = os.environ["LAUNCH_RANKS"]
+EMU_DIR = os.environ["EMULATOR_DIR"]
+SHIM = os.environ["LOCKSTEP_SHIM"]
+SLEEPERS = os.environ["SLEEPERS"]
+PYRANKS = os.environ["PYRANKS_LIB"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY_SLEEPER = os.path.join(HERE, "sleepers.py")
+
+# The C ways to wait and the function each waits in.
+C_WAITS = {"sleep": "wait_in_sleep", "nanosleep": "wait_in_nanosleep", "poll": "wait_in_poll",
+           "select": "wait_in_select", "epoll": "wait_in_epoll", "cond": "wait_in_cond",
+           "read": "wait_in_read", "join": "wait_in_read"}
+
+
+def sleep_line():
+    with open(PY_SLEEPER) as f:
+        for n, line in enumerate(f, 1):
+            if "# @sleep" in line:
+                return n
+    raise AssertionError("no @sleep marker in sleepers.py")
+
+
+def job_env(extra=None):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = EMU_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
+    env.pop("LD_PRELOAD", None)
+    env.pop("LOCKSTEP_DIR", None)
+    env.pop("LOCKSTEP_STACK_SIGNAL", None)
+    env["PYRANKS_LIB"] = PYRANKS
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["NO_COLOR"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def program(how):
+    return [sys.executable, PY_SLEEPER] if how == "python" else [SLEEPERS, how]
+
+
+def expected_place(how):
+    if how == "python":
+        return f"sleepers.py:{sleep_line()} (wait_for_download)"
+    return f"({C_WAITS[how]})"
+
+
+def stacks(dirs):
+    r = subprocess.run([LOCKSTEP, "stacks", "--json", *dirs], env=job_env(),
+                       capture_output=True, text=True, timeout=60)
+    expect(r.returncode == 0, f"lockstep stacks exited {r.returncode}: {r.stderr}")
+    return json.loads(r.stdout)["ranks"]
+
+
+def work_where(rank):
+    for t in rank["threads"]:
+        if t["doing_the_work"]:
+            return t, (t["python"] or t["where"] or "")
+    return None, ""
+
+
+def case_untouched(tmp):
+    """Every way to wait, at once, each job of 2 ranks; stacks read over and over while they
+    wait. Each wait keeps its length and ends normally; the stacks name where it waits."""
+    wait_ms = 3000
+    hows = list(C_WAITS) + ["python"]
+    jobs = {}
+    for how in hows:
+        d = os.path.join(tmp, how)
+        os.makedirs(d)
+        env = job_env({"LD_PRELOAD": SHIM, "LOCKSTEP_DIR": d, "SLEEPER_MS": str(wait_ms)})
+        p = subprocess.Popen([LAUNCH, "--np", "2", "--", *program(how)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        jobs[how] = (p, d)
+    seen = {how: 0 for how in hows}
+    held = []
+    rounds = 0
+    t0 = time.time()
+    try:
+        while time.time() - t0 < wait_ms / 1000.0 - 0.3:
+            ranks = stacks([d for _, d in jobs.values()])
+            rounds += 1
+            for r in ranks:
+                held += [x["held_us"] for x in r["threads"] if x["read"] == "held"]
+                how = os.path.basename(os.path.dirname(r["trace"]))
+                t, where = work_where(r)
+                if how in seen and r["rank"] == 1 and t and expected_place(how) in where:
+                    seen[how] += 1
+        outs = {}
+        for how, (p, d) in jobs.items():
+            out, err = p.communicate(timeout=60)
+            outs[how] = (p.returncode, err)
+    finally:
+        for p, _ in jobs.values():
+            if p.poll() is None:
+                p.kill()
+    for how in hows:
+        rc, err = outs[how]
+        expect(rc == 0, f"{how}: the job exited {rc}: {err[-1500:]}")
+        m = re.search(rf"slept {how} ([0-9.]+) (\S+)", err)
+        expect(m, f"{how}: the sleeper did not report: {err[-1500:]}")
+        took, result = float(m.group(1)), m.group(2)
+        expect(result == "ok", f"{how}: the wait ended with {result} (a stack read interrupted it)")
+        expect(took >= wait_ms / 1000.0 - 0.005,
+               f"{how}: the wait lasted {took:.3f} s of {wait_ms / 1000:.3f} s: cut short")
+        expect(took < wait_ms / 1000.0 + 2.0, f"{how}: the wait lasted {took:.3f} s")
+        expect(seen[how] >= 2, f"{how}: {seen[how]} of {rounds} reads named "
+                               f"{expected_place(how)}")
+    held.sort()
+    expect(held, "no thread was held for a read")
+    print(f"{rounds} reads of 9 jobs; every wait kept its length; threads held "
+          f"median {held[len(held) // 2]:.0f} us, max {held[-1]:.0f} us over {len(held)} reads")
+
+
+def lockstep_run(tmp, how, np=3, extra=None, wrap=()):
+    d = os.path.join(tmp, "run-" + how)
+    js = os.path.join(tmp, how + ".json")
+    env = job_env(dict({"SLEEPER_MS": "60000"}, **(extra or {})))
+    cmd = [*wrap, LOCKSTEP, "run", "--dir", d, "--stall", "1", "--json", js, "--",
+           LAUNCH, "--np", str(np), "--", *program(how)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    report = json.load(open(js)) if os.path.exists(js) else None
+    expect(p.returncode == 3, f"{how}: lockstep run exited {p.returncode}\n{p.stderr[-2000:]}")
+    expect(report and report["findings"], f"{how}: no findings\n{p.stdout}")
+    return p, report
+
+
+def case_diagnosis(tmp):
+    """The diagnosis of a hang whose late rank waits outside NCCL names where it waits: a
+    thread blocked in epoll_wait (read without stopping it), the data-loader thread a main
+    thread joins, a Python time.sleep."""
+    for how in ("epoll", "join", "python"):
+        p, report = lockstep_run(tmp, how)
+        f = report["findings"][0]
+        expect(f["kind"] == "missing_ranks", f"{how}: first finding {f['kind']}")
+        expect(expected_place(how) in f["summary"],
+               f"{how}: the summary does not say where rank 2 waits ({expected_place(how)}):\n"
+               f"{f['summary']}")
+        rank2 = [r for r in report["ranks"] if r["rank"] == 2][0]
+        live = rank2.get("live") or {}
+        expect(live.get("stacks") == "ptrace", f"{how}: stacks read as {live.get('stacks')}")
+        work = [t for t in live.get("threads", []) if t["doing_the_work"]]
+        expect(len(work) == 1, f"{how}: {len(work)} threads doing the work: {live}")
+        if how == "join":
+            expect(work[0]["name"] == "loader",
+                   f"join: the work thread is {work[0]['name']}, not the loader")
+            expect('in thread "loader"' in f["summary"] and
+                   re.search(r"while the main thread waits in (pthread_join|futex) at "
+                             r"sleepers\.c:\d+ \(wait_in_join\)", f["summary"]),
+                   f"join: the summary does not name the loader thread and the join:\n"
+                   f"{f['summary']}")
+        if how == "epoll":
+            expect(work[0]["read"] == "not_stopped" and work[0]["syscall"] == "epoll_wait",
+                   f"epoll: the waiting thread was read as {work[0]['read']} in "
+                   f"{work[0]['syscall']}")
+        expect(expected_place(how) in p.stdout, f"{how}: the text report misses the place")
+
+
+def case_refused(tmp):
+    """Where ptrace is refused (here: ranks that made themselves non-dumpable, and a lockstep
+    without CAP_SYS_PTRACE), the report says so once and the diagnosis goes on."""
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        raise Skip("setpriv (util-linux) not installed")
+    if os.geteuid() == 0:
+        wrap = (setpriv, "--bounding-set", "-sys_ptrace", "--inh-caps", "-sys_ptrace")
+    else:
+        wrap = ()  # an unprivileged user has no CAP_SYS_PTRACE anyway
+    p, report = lockstep_run(tmp, "epoll", extra={"SLEEPER_NODUMP": "1"}, wrap=wrap)
+    f = report["findings"][0]
+    expect(f["kind"] == "missing_ranks", f"refused: first finding {f['kind']}")
+    rank2 = [r for r in report["ranks"] if r["rank"] == 2][0]
+    stacks_how = (rank2.get("live") or {}).get("stacks") or ""
+    expect(stacks_how.startswith("refused: ptrace refused"),
+           f"refused: stacks say {stacks_how!r}")
+    lines = [ln for ln in p.stdout.splitlines() if "no live stacks for" in ln]
+    expect(len(lines) == 1 and "3 ranks" in lines[0] and "CAP_SYS_PTRACE" in lines[0],
+           f"refused: the text report should say it once for the 3 ranks: {lines}\n{p.stdout}")
+
+
+if __name__ == "__main__":
+    sys.exit(run(globals(), "lockstep-stacks-"))
