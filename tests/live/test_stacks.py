@@ -60,11 +60,15 @@ def job_env(extra=None):
 
 
 def program(how):
-    return [sys.executable, PY_SLEEPER] if how == "python" else [SLEEPERS, how]
+    if how == "python":
+        return [sys.executable, PY_SLEEPER]
+    if how == "python_thread":
+        return [sys.executable, PY_SLEEPER, "thread"]
+    return [SLEEPERS, how]
 
 
 def expected_place(how):
-    if how == "python":
+    if how.startswith("python"):
         return f"sleepers.py:{sleep_line()} (wait_for_download)"
     return f"({C_WAITS[how]})"
 
@@ -85,9 +89,11 @@ def work_where(rank):
 
 def case_untouched(tmp):
     """Every way to wait, at once, each job of 2 ranks; stacks read over and over while they
-    wait. Each wait keeps its length and ends normally; the stacks name where it waits."""
-    wait_ms = 3000
-    hows = list(C_WAITS) + ["python"]
+    wait. Each wait keeps its length and ends normally; the stacks name where it waits (for
+    python_thread: in a Python thread that never called NCCL, found through the interpreter's
+    thread list)."""
+    wait_ms = 4000
+    hows = list(C_WAITS) + ["python", "python_thread"]
     jobs = {}
     for how in hows:
         d = os.path.join(tmp, how)
@@ -132,7 +138,7 @@ def case_untouched(tmp):
                                f"{expected_place(how)}")
     held.sort()
     expect(held, "no thread was held for a read")
-    print(f"{rounds} reads of 9 jobs; every wait kept its length; threads held "
+    print(f"{rounds} reads of {len(hows)} jobs; every wait kept its length; threads held "
           f"median {held[len(held) // 2]:.0f} us, max {held[-1]:.0f} us over {len(held)} reads")
 
 
