@@ -311,7 +311,8 @@ def live_section(stall, live, holds):
         out(f"| {mode} | " + ("- | - |" if lat is None else f"{lat[0]:.2f} | {lat[1]:.2f} |"))
     out()
     held, walls = holds
-    out("Live stacks (docs/live.md): 4 ranks of `tests/live/sleepers` in `nanosleep`, their "
+    out("Live stacks (docs/live.md): 4 ranks of `tests/live/sleepers` (the last in `nanosleep`, "
+        "the others in an AllReduce), their "
         "stacks read 20 times with `lockstep stacks`. A thread is held from `PTRACE_INTERRUPT` "
         "to `PTRACE_DETACH` (its registers and stack are copied, and unwound after it goes on): "
         f"median {pct(held, 0.5):.0f} µs, 90th percentile {pct(held, 0.9):.0f} µs, most "
