@@ -92,7 +92,7 @@ def case_untouched(tmp):
     wait. Each wait keeps its length and ends normally; the stacks name where it waits (for
     python_thread: in a Python thread that never called NCCL, found through the interpreter's
     thread list)."""
-    wait_ms = 4000
+    wait_ms = 6000
     hows = list(C_WAITS) + ["python", "python_thread"]
     jobs = {}
     for how in hows:
@@ -107,6 +107,12 @@ def case_untouched(tmp):
     rounds = 0
     t0 = time.time()
     try:
+        # Every rank has its trace before the first read (a slow start-up under a sanitizer).
+        while time.time() - t0 < 20 and not all(
+                len([f for f in os.listdir(d) if f.endswith(".trace")]) == 2
+                for _, d in jobs.values()):
+            time.sleep(0.05)
+        t0 = time.time()
         while time.time() - t0 < wait_ms / 1000.0 - 0.3:
             ranks = stacks([d for _, d in jobs.values()])
             rounds += 1
