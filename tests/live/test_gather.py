@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -48,6 +49,17 @@ def finish(procs, timeout=120):
             e += "\n(killed by the test: it did not end)"
         outs.append((p.returncode, o, e))
     return outs
+
+
+def trace_ends(d):
+    """(end_kind, end_ns) of each trace of a folder (header offsets 868 and 888)."""
+    ends = []
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".trace"):
+            with open(os.path.join(d, name), "rb") as f:
+                h = f.read(896)
+            ends.append((struct.unpack_from("<I", h, 868)[0], struct.unpack_from("<Q", h, 888)[0]))
+    return ends
 
 
 def signature(report):
@@ -108,6 +120,13 @@ def two_node_hangs(tmp, runs):
         first_sig = first_sig or sig
         expect(sig == first_sig, f"{label}: the diagnosis differs from run 1's:\n{sig}\n"
                f"{first_sig}")
+        # The protocol's point: node 1's ranks end (by its runner's SIGTERM) only after rank 0's
+        # runner has diagnosed (its JSON report is written before it releases the others).
+        read_at = os.stat(procs[0].json).st_mtime
+        for end_kind, end_ns in trace_ends(procs[1].trace_dir):
+            expect(end_kind == 2 and end_ns / 1e9 >= read_at,
+                   f"{label}: a rank of node 1 ended {read_at - end_ns / 1e9:.2f} s before rank "
+                   f"0's runner wrote its diagnosis (end kind {end_kind})\n{outs[1][2]}")
         m = re.search(r"has read this node's snapshot \(([0-9.]+) s\)", outs[1][2])
         expect(m, f"{label}: node 1 stopped without rank 0's word:\n{outs[1][2]}")
         released.append(float(m.group(1)))
