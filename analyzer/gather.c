@@ -17,6 +17,7 @@
 #include "live.h"
 #include "live_cmd.h"
 #include "liveness.h"
+#include "gather_mark.h"
 #include "rankset.h"
 
 /* The markers (docs/live.md, "Many nodes"), each a small text file written whole (a temporary
@@ -26,21 +27,8 @@
 #define MARK_DIAGNOSIS "DIAGNOSIS" /* shared/: rank 0's runner is collecting, then done */
 #define MARK_READY     "READY"     /* shared/<node>/: the node's snapshot is complete */
 #define MARK_RELEASED  "DIAGNOSED" /* shared/<node>/: rank 0's runner has read the snapshot */
-#define MARK_MAGIC     "lockstep-gather 1"
-#define RUN_PREFIX     "run-" /* shared/run-<node>/: links to the node folders diagnosed */
+#define RUN_PREFIX     "run-"      /* shared/run-<node>/: links to the node folders diagnosed */
 #define POLL_MS        200
-#define MAX_RANK       (1 << 22) /* ranks beyond this in a marker are not believed */
-
-struct mark {
-    uint64_t time_ns;
-    char node[300];       /* the runner that wrote it */
-    char job[LS_JOB_LEN]; /* the job id of its traces, "" none */
-    char state[16];       /* READY: stall | ended; DIAGNOSIS: collecting | done */
-    char folder[320];     /* DIAGNOSIS: the run folder */
-    int world;
-    int *ranks; /* READY: the global ranks of the node's traces */
-    size_t nranks;
-};
 
 static uint64_t real_ns(void)
 {
@@ -56,130 +44,17 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* A job id as markers carry it: one line, control characters replaced. */
-static void clean_job(char *dst, const char *src)
-{
-    size_t i;
-    for (i = 0; i + 1 < LS_JOB_LEN && src[i]; i++)
-        dst[i] = (unsigned char)src[i] < 0x20 || src[i] == 0x7f ? '?' : src[i];
-    dst[i] = 0;
-}
-
 /* The job id of this node's traces ("" when they name none, or there are none yet). */
 static void node_job(const struct monitor *m, char *job)
 {
     char raw[LS_JOB_LEN + 1] = "";
     if (m->n > 0)
         snprintf(raw, sizeof raw, "%.*s", LS_JOB_LEN, m->t[0].h.job);
-    clean_job(job, raw);
-}
-
-static void mark_free(struct mark *mk)
-{
-    free(mk->ranks);
-    mk->ranks = NULL;
-    mk->nranks = 0;
-}
-
-/* Writes marker `file` in folder `dir` whole. Returns 0, or -1 after a message. */
-static int write_mark(const char *dir, const char *file, const struct mark *mk)
-{
-    char path[PATH_MAX + 512], tmp[PATH_MAX + 544];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
-    char *ranks = mk->nranks ? rankset_format(mk->ranks, mk->nranks) : NULL;
-    FILE *f = fopen(tmp, "w");
-    int ok = f != NULL;
-    if (f) {
-        fprintf(f, "%s\ntime %llu\nnode %s\njob %s\nstate %s\nworld %d\n", MARK_MAGIC,
-                (unsigned long long)mk->time_ns, mk->node, mk->job, mk->state, mk->world);
-        if (mk->folder[0])
-            fprintf(f, "folder %s\n", mk->folder);
-        if (ranks)
-            fprintf(f, "ranks %s\n", ranks);
-        ok = fclose(f) == 0;
-    }
-    free(ranks);
-    if (ok && rename(tmp, path) == 0)
-        return 0;
-    fprintf(stderr, "lockstep: cannot write %s: %s\n", path, strerror(errno));
-    unlink(tmp);
-    return -1;
-}
-
-/* Parses "0-3,5" into mk->ranks (ranks outside 0..MAX_RANK are dropped). */
-static void parse_ranks(const char *s, struct mark *mk)
-{
-    size_t cap = 0;
-    while (*s) {
-        char *end;
-        long lo = strtol(s, &end, 10), hi = lo;
-        if (end == s)
-            break;
-        if (*end == '-')
-            hi = strtol(end + 1, &end, 10);
-        for (long r = lo < 0 ? 0 : lo; r <= hi && r < MAX_RANK; r++) {
-            if (mk->nranks == cap) {
-                cap = cap ? cap * 2 : 16;
-                int *v = realloc(mk->ranks, cap * sizeof(*v));
-                if (!v)
-                    return;
-                mk->ranks = v;
-            }
-            mk->ranks[mk->nranks++] = (int)r;
-        }
-        s = *end == ',' ? end + 1 : end + strlen(end);
-    }
-}
-
-/* Reads marker `file` of folder `dir`. Returns 0 when it is one of ours with a time, else -1
- * (absent, half a file, or not ours). The caller frees with mark_free(). */
-static int read_mark(const char *dir, const char *file, struct mark *mk)
-{
-    memset(mk, 0, sizeof(*mk));
-    mk->world = -1;
-    char path[PATH_MAX + 512];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    int ours = 0;
-    while ((n = getline(&line, &cap, f)) > 0) {
-        if (line[n - 1] == '\n')
-            line[--n] = 0;
-        unsigned long long t;
-        if (!ours) {
-            ours = strcmp(line, MARK_MAGIC) == 0;
-            if (!ours)
-                break;
-        } else if (sscanf(line, "time %llu", &t) == 1)
-            mk->time_ns = t;
-        else if (strncmp(line, "node ", 5) == 0)
-            snprintf(mk->node, sizeof mk->node, "%s", line + 5);
-        else if (strncmp(line, "job ", 4) == 0)
-            snprintf(mk->job, sizeof mk->job, "%s", line + 4);
-        else if (strncmp(line, "state ", 6) == 0)
-            snprintf(mk->state, sizeof mk->state, "%s", line + 6);
-        else if (strncmp(line, "folder ", 7) == 0)
-            snprintf(mk->folder, sizeof mk->folder, "%s", line + 7);
-        else if (sscanf(line, "world %d", &mk->world) == 1 && mk->world > MAX_RANK)
-            mk->world = -1;
-        else if (strncmp(line, "ranks ", 6) == 0 && !mk->ranks)
-            parse_ranks(line + 6, mk);
-    }
-    free(line);
-    fclose(f);
-    if (ours && mk->time_ns)
-        return 0;
-    mark_free(mk);
-    return -1;
+    gather_mark_job(job, raw);
 }
 
 /* True when marker mk belongs to this run: written after this runner started, for job `job`. */
-static int of_this_run(const struct gather *g, const struct mark *mk, const char *job)
+static int of_this_run(const struct gather *g, const struct gather_mark *mk, const char *job)
 {
     return mk->time_ns >= g->started_ns && strcmp(mk->job, job) == 0;
 }
@@ -187,13 +62,13 @@ static int of_this_run(const struct gather *g, const struct mark *mk, const char
 /* True when marker `file` of `dir` belongs to this run: written after this runner started, for
  * the same job. Fills mk (the caller frees) when it does. */
 static int current_mark(const struct gather *g, const char *dir, const char *file, const char *job,
-                        struct mark *mk)
+                        struct gather_mark *mk)
 {
-    if (read_mark(dir, file, mk) != 0)
+    if (gather_mark_read(dir, file, mk) != 0)
         return 0;
     if (of_this_run(g, mk, job))
         return 1;
-    mark_free(mk);
+    gather_mark_free(mk);
     return 0;
 }
 
@@ -227,10 +102,15 @@ int gather_init(struct gather *g, const char *local_dir)
         }
     }
     struct stat st;
-    if ((mkdir(s, 0700) != 0 && errno != EEXIST) || stat(s, &st) != 0 || !S_ISDIR(st.st_mode) ||
-        access(s, W_OK | X_OK) != 0) {
-        fprintf(stderr, "lockstep: LOCKSTEP_GATHER_DIR=%s: %s\n", s,
-                errno ? strerror(errno) : "not a folder");
+    const char *bad = NULL;
+    if (mkdir(s, 0700) != 0 && errno != EEXIST)
+        bad = strerror(errno);
+    else if (stat(s, &st) != 0 || !S_ISDIR(st.st_mode))
+        bad = "not a folder";
+    else if (access(s, W_OK | X_OK) != 0)
+        bad = "cannot write there";
+    if (bad) {
+        fprintf(stderr, "lockstep: LOCKSTEP_GATHER_DIR=%s: %s\n", s, bad);
         return -1;
     }
     g->shared = s;
@@ -264,10 +144,10 @@ static int stall_marked(const struct gather *g, const struct monitor *m)
 {
     char job[LS_JOB_LEN];
     node_job(m, job);
-    struct mark mk;
+    struct gather_mark mk;
     if (!current_mark(g, g->shared, MARK_STALL, job, &mk))
         return 0;
-    mark_free(&mk);
+    gather_mark_free(&mk);
     return 1;
 }
 
@@ -304,28 +184,26 @@ static int copy_file(const char *src, const char *dst)
     return rc;
 }
 
-/* Makes this node's folder, empty: one left by an earlier runner with this pid is emptied. */
-static int make_node_folder(struct gather *g)
+/* Makes folder `path`, empty (what a folder of that name held is an earlier runner's with this
+ * pid). Returns 0, or -1 after a message. */
+static int make_empty_folder(const char *path)
 {
-    if (g->made)
-        return 0;
-    if (mkdir(g->node, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "lockstep: cannot create %s: %s\n", g->node, strerror(errno));
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "lockstep: cannot create %s: %s\n", path, strerror(errno));
         return -1;
     }
-    DIR *d = opendir(g->node);
+    DIR *d = opendir(path);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL)
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
             unlinkat(dirfd(d), e->d_name, 0);
     if (d)
         closedir(d);
-    g->made = 1;
     return 0;
 }
 
 /* Adds the header facts of a copied trace to the READY marker being built. */
-static void note_trace(const char *path, struct mark *mk, size_t *cap)
+static void note_trace(const char *path, struct gather_mark *mk, size_t *cap)
 {
     struct ls_header h;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -333,20 +211,10 @@ static void note_trace(const char *path, struct mark *mk, size_t *cap)
         return;
     if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
         memcmp(h.magic, LS_MAGIC, LS_MAGIC_LEN) == 0) {
-        if (h.world_size > mk->world && h.world_size <= MAX_RANK)
+        if (h.world_size > mk->world && h.world_size <= GATHER_MAX_RANK)
             mk->world = h.world_size;
-        if (h.rank >= 0 && h.rank < MAX_RANK) {
-            if (mk->nranks == *cap) {
-                *cap = *cap ? *cap * 2 : 16;
-                int *v = realloc(mk->ranks, *cap * sizeof(*v));
-                if (!v)
-                    goto out;
-                mk->ranks = v;
-            }
-            mk->ranks[mk->nranks++] = h.rank;
-        }
+        gather_mark_add_rank(mk, h.rank, cap);
     }
-out:
     close(fd);
 }
 
@@ -354,9 +222,10 @@ out:
  * marks the folder a snapshot (SNAPSHOT) and complete (READY, saying `state`). */
 static void copy_node(struct gather *g, const struct monitor *m, const char *state)
 {
-    if (make_node_folder(g) != 0)
+    if (!g->made && make_empty_folder(g->node) != 0)
         return;
-    struct mark ready = {.time_ns = 0, .world = -1};
+    g->made = 1;
+    struct gather_mark ready = {.time_ns = 0, .world = -1};
     size_t cap = 0, copied = 0;
     DIR *d = opendir(g->local);
     struct dirent *e;
@@ -389,8 +258,8 @@ static void copy_node(struct gather *g, const struct monitor *m, const char *sta
     snprintf(ready.node, sizeof ready.node, "%s", g->name);
     node_job(m, ready.job);
     snprintf(ready.state, sizeof ready.state, "%s", state);
-    write_mark(g->node, MARK_READY, &ready);
-    mark_free(&ready);
+    gather_mark_write(g->node, MARK_READY, &ready);
+    gather_mark_free(&ready);
     fprintf(stderr, "lockstep: copied %zu traces to %s\n", copied, g->node);
 }
 
@@ -415,11 +284,11 @@ static void mark_stall(struct gather *g, const struct monitor *m)
 {
     if (stall_marked(g, m))
         return; /* the first runner that saw it keeps its name there */
-    struct mark st = {.time_ns = real_ns(), .world = -1};
+    struct gather_mark st = {.time_ns = real_ns(), .world = -1};
     snprintf(st.node, sizeof st.node, "%s", g->name);
     node_job(m, st.job);
     snprintf(st.state, sizeof st.state, "stall");
-    write_mark(g->shared, MARK_STALL, &st);
+    gather_mark_write(g->shared, MARK_STALL, &st);
 }
 
 static uint64_t name_key(const char *s)
@@ -459,16 +328,16 @@ static void scan_nodes(struct gather *g, const char *job, struct idmap *decided)
             continue;
         char dir[PATH_MAX + 256];
         snprintf(dir, sizeof dir, "%s/%s", g->shared, e->d_name);
-        struct mark mk;
-        if (read_mark(dir, MARK_READY, &mk) != 0)
+        struct gather_mark mk;
+        if (gather_mark_read(dir, MARK_READY, &mk) != 0)
             continue; /* not a node folder, or its snapshot is not complete yet */
         if (!of_this_run(g, &mk, job) || exists(dir, MARK_RELEASED)) {
-            mark_free(&mk);
+            gather_mark_free(&mk);
             idmap_put(decided, key, SIZE_MAX);
             continue;
         }
         if (grow_taken(g) != 0 || idmap_put(decided, key, g->ntaken) != 0) {
-            mark_free(&mk);
+            gather_mark_free(&mk);
             continue;
         }
         struct gather_node *n = &g->taken[g->ntaken++];
@@ -545,18 +414,10 @@ static int covered(struct gather *g, char **missing, int *world)
 static int make_run_folder(struct gather *g)
 {
     snprintf(g->diagnosis, sizeof g->diagnosis, "%s/%s%s", g->shared, RUN_PREFIX, g->name);
-    if (mkdir(g->diagnosis, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "lockstep: cannot create %s: %s\n", g->diagnosis, strerror(errno));
+    if (make_empty_folder(g->diagnosis) != 0) {
         g->diagnosis[0] = 0;
         return -1;
     }
-    DIR *d = opendir(g->diagnosis);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            unlinkat(dirfd(d), e->d_name, 0);
-    if (d)
-        closedir(d);
     for (size_t i = 0; i < g->ntaken; i++) {
         if (!g->taken[i].kept)
             continue;
@@ -574,12 +435,12 @@ static int make_run_folder(struct gather *g)
 
 static void mark_diagnosis(struct gather *g, const char *job, const char *state, uint64_t t)
 {
-    struct mark dg = {.time_ns = t, .world = -1};
+    struct gather_mark dg = {.time_ns = t, .world = -1};
     snprintf(dg.node, sizeof dg.node, "%s", g->name);
     snprintf(dg.job, sizeof dg.job, "%s", job);
     snprintf(dg.state, sizeof dg.state, "%s", state);
     snprintf(dg.folder, sizeof dg.folder, "%s%s", RUN_PREFIX, g->name);
-    write_mark(g->shared, MARK_DIAGNOSIS, &dg);
+    gather_mark_write(g->shared, MARK_DIAGNOSIS, &dg);
 }
 
 /* Rank 0's runner: waits until the snapshots of this run cover every rank of the world, or the
@@ -624,8 +485,8 @@ static const char *collect(struct gather *g, const struct monitor *m)
         fprintf(stderr, "lockstep: every node's snapshot is there (%zu nodes, %.1f s)\n", kept,
                 (mono_ns() - t0) / 1e9);
     free(missing);
-    if (make_run_folder(g) != 0)
-        return NULL;
+    if (make_run_folder(g) != 0) /* then all there is, earlier runs included */
+        snprintf(g->diagnosis, sizeof g->diagnosis, "%s", g->shared);
     fprintf(stderr, "lockstep: diagnosing the job from %s\n", g->diagnosis);
     return g->diagnosis;
 }
@@ -634,7 +495,7 @@ void gather_release(struct gather *g)
 {
     if (!g->shared || !g->diagnosis[0])
         return;
-    struct mark done = {.time_ns = real_ns(), .world = -1};
+    struct gather_mark done = {.time_ns = real_ns(), .world = -1};
     snprintf(done.node, sizeof done.node, "%s", g->name);
     snprintf(done.state, sizeof done.state, "diagnosed");
     snprintf(done.folder, sizeof done.folder, "%s%s", RUN_PREFIX, g->name);
@@ -642,15 +503,15 @@ void gather_release(struct gather *g)
     for (size_t i = 0; i < g->ntaken; i++) {
         char dir[PATH_MAX + 256];
         snprintf(dir, sizeof dir, "%s/%s", g->shared, g->taken[i].name);
-        if (g->taken[i].kept && write_mark(dir, MARK_RELEASED, &done) == 0)
+        if (g->taken[i].kept && gather_mark_write(dir, MARK_RELEASED, &done) == 0)
             released++;
     }
     /* After the nodes' marks: a runner that sees "done" and no mark of its own was left out. */
-    struct mark dg;
-    if (read_mark(g->shared, MARK_DIAGNOSIS, &dg) == 0) {
+    struct gather_mark dg;
+    if (gather_mark_read(g->shared, MARK_DIAGNOSIS, &dg) == 0) {
         if (strcmp(dg.node, g->name) == 0)
             mark_diagnosis(g, dg.job, "done", dg.time_ns);
-        mark_free(&dg);
+        gather_mark_free(&dg);
     }
     fprintf(stderr, "lockstep: diagnosis read; %zu node(s) may stop their ranks now\n", released);
 }
@@ -667,11 +528,11 @@ static void wait_release(struct gather *g, const struct monitor *m)
     uint64_t t0 = mono_ns(), limit = (uint64_t)(g->wait_s * 1e9);
     int collecting = 0;
     for (;;) {
-        struct mark dg;
+        struct gather_mark dg;
         int current = current_mark(g, g->shared, MARK_DIAGNOSIS, job, &dg);
         int done = current && strcmp(dg.state, "done") == 0;
         if (current)
-            mark_free(&dg);
+            gather_mark_free(&dg);
         if (exists(g->node, MARK_RELEASED)) {
             fprintf(stderr, "lockstep: rank 0's runner has read this node's snapshot (%.1f s)\n",
                     (mono_ns() - t0) / 1e9);
