@@ -77,9 +77,10 @@ def stall_writer(gather):
 
 
 # (stall of node 0, stall of node 1, delay before starting node 0, before node 1): either runner
-# notices first, one by half a second, or both alike; one of them started a little later.
-VARIANTS = [(0.5, 1.0, 0, 0), (1.0, 0.5, 0, 0), (0.5, 0.5, 0, 0.1), (0.5, 0.5, 0.1, 0),
-            (1.0, 0.5, 0.1, 0)]
+# notices first, by half a second, or both alike; or the one started 0.1 s later notices first
+# (the one started first has the longer stall: its ranks wait for the others' in comm init).
+VARIANTS = [(0.5, 1.0, 0, 0), (1.0, 0.5, 0, 0), (0.5, 0.5, 0, 0), (1.0, 0.5, 0, 0.1),
+            (0.5, 1.0, 0.1, 0)]
 
 
 def two_node_hangs(tmp, runs):
@@ -135,7 +136,7 @@ def two_node_hangs(tmp, runs):
         for p in procs:
             expect(not [x for x in trace_pids(p.trace_dir) if alive(x)],
                    f"{label}: ranks left running")
-    expect(runs < 4 or (who[0] and who[1]), f"one runner noticed first every time: {who}")
+    expect(who[0] and who[1], f"one runner noticed first every time: {who}")
     print(f"{runs} runs, {runs} identical diagnoses ({first_sig[0][0]}); first to notice: "
           f"node 0 {who[0]}x, node 1 {who[1]}x; node 1 waited {min(released):.1f}-"
           f"{max(released):.1f} s for rank 0's runner; {min(took):.1f}-{max(took):.1f} s per run")
@@ -144,11 +145,6 @@ def two_node_hangs(tmp, runs):
 def case_race(tmp):
     """20 runs of the two-node hang with either runner first."""
     two_node_hangs(tmp, 20)
-
-
-def case_race3(tmp):
-    """The same, 3 runs (the sanitized pass)."""
-    two_node_hangs(tmp, 3)
 
 
 def case_ended_node(tmp):
