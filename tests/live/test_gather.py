@@ -45,6 +45,7 @@ def finish(procs, timeout=120):
             o, e = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             p.kill()
+            kill_job(job_pids(p.trace_dir))  # they hold the runner's pipes
             o, e = p.communicate()
             e += "\n(killed by the test: it did not end)"
         outs.append((p.returncode, o, e))
@@ -168,37 +169,10 @@ def case_ended_node(tmp):
            f"first finding {f}")
 
 
-def case_rank0_gone(tmp):
-    """Rank 0's runner is killed: node 1 snapshots the stall, waits LOCKSTEP_GATHER_WAIT for a
-    runner of rank 0 to collect, says so, stops its ranks and exits 3."""
-    gather = os.path.join(tmp, "gather")
-    p0 = start_node(tmp, gather, "g-node0", 0, 2, 4, 60, "uneven_shards")
-    orphans = []
-    try:
-        deadline = time.time() + 30
-        while time.time() < deadline and len(trace_pids_safe(p0.trace_dir)) < 2:
-            time.sleep(0.05)
-        orphans = trace_pids_safe(p0.trace_dir)
-        orphans += [parent_of(x) for x in orphans]
-        p0.kill()
-        p0.wait()  # its launcher and ranks live on, holding its pipes: no communicate()
-        p1 = start_node(tmp, gather, "g-node1", 2, 2, 4, 0.5, "uneven_shards", wait=2)
-        (rc1, _, err1), = finish([p1])
-    finally:
-        for pid in orphans:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, TypeError):
-                pass
-        p0.stdout.close()
-        p0.stderr.close()
-    expect(rc1 == 3, f"node 1 exited {rc1}, expected 3\n{err1}")
-    expect("no runner of rank 0 is collecting" in err1, f"no word on rank 0's runner:\n{err1}")
-    expect(not [x for x in trace_pids(p1.trace_dir) if alive(x)], "node 1's ranks left running")
-
-
-def trace_pids_safe(d):
-    return trace_pids(d) if os.path.isdir(d) else []
+def job_pids(d):
+    """The ranks of a trace folder and their parents (the launcher)."""
+    ranks = [x for x in trace_pids(d) if x > 0] if os.path.isdir(d) else []
+    return ranks + [x for x in map(parent_of, ranks) if x and x > 1]
 
 
 def parent_of(pid):
@@ -207,6 +181,38 @@ def parent_of(pid):
             return int(f.read().rsplit(")", 1)[1].split()[1])
     except (FileNotFoundError, IndexError, ValueError):
         return None
+
+
+def kill_job(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def case_rank0_gone(tmp):
+    """Rank 0's runner is killed: node 1 snapshots the stall, waits LOCKSTEP_GATHER_WAIT for a
+    runner of rank 0 to collect, says so, stops its ranks and exits 3."""
+    gather = os.path.join(tmp, "gather")
+    p0 = start_node(tmp, gather, "g-node0", 0, 2, 4, 60, "uneven_shards")
+    orphans = []
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline and len(orphans) < 4:
+            time.sleep(0.05)
+            orphans = job_pids(p0.trace_dir)
+        p0.kill()
+        p0.wait()  # its launcher and ranks live on, holding its pipes: no communicate()
+        p1 = start_node(tmp, gather, "g-node1", 2, 2, 4, 0.5, "uneven_shards", wait=2)
+        (rc1, _, err1), = finish([p1])
+    finally:
+        kill_job(orphans)
+        p0.stdout.close()
+        p0.stderr.close()
+    expect(rc1 == 3, f"node 1 exited {rc1}, expected 3\n{err1}")
+    expect("no runner of rank 0 is collecting" in err1, f"no word on rank 0's runner:\n{err1}")
+    expect(not [x for x in trace_pids(p1.trace_dir) if alive(x)], "node 1's ranks left running")
 
 
 def case_bad_input(tmp):
@@ -300,7 +306,7 @@ def case_script_slurm(tmp):
     srun = stand_in(tmp, "srun", f"""log={log}
 if [ "$1" = --help ]; then
     echo "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]]"
-    [ -n "$FAKE_SRUN_OVERLAP" ] && echo "      --overlap               share resources with other steps"
+    [ -n "$FAKE_SRUN_OVERLAP" ] && echo "      --overlap         share resources with other steps"
     exit 0
 fi
 echo "args $*" >> $log
