@@ -191,7 +191,10 @@ int cmd_run(int argc, char **argv)
     if (monitor_init(&m, dir) < 0)
         return 2;
     struct gather g;
-    gather_init(&g, dir);
+    if (gather_init(&g, dir) < 0) {
+        monitor_free(&m);
+        return 2;
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -216,7 +219,7 @@ int cmd_run(int argc, char **argv)
         char why[256];
         int outstanding = monitor_outstanding(&m, why, sizeof(why));
         int stalled = outstanding && monitor_idle_s(&m) >= o.stall_s;
-        if (stalled || gather_stall_elsewhere(&g)) {
+        if (stalled || gather_stall_elsewhere(&g, &m)) {
             if (stalled)
                 fprintf(stderr,
                         "lockstep: no progress for %.1f s while %s: diagnosing the live job\n",
@@ -226,6 +229,7 @@ int cmd_run(int argc, char **argv)
             const char *where = gather_on_stall(&g, &m);
             if (where)
                 live_diagnose(where, &o, where == dir, 1);
+            gather_release(&g);
             live_stop(&m, job, 5.0);
             while (waitpid(job, &status, 0) < 0 && errno == EINTR)
                 ;
@@ -245,6 +249,7 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "lockstep: the job ended with status %d: post-mortem diagnosis\n", rc);
         live_diagnose(where, &o, 0, failed); /* a clean run only writes the JSON file */
     }
+    gather_release(&g);
     monitor_free(&m);
     gather_free(&g);
     return rc;
