@@ -101,5 +101,7 @@ const char *proc_activity(const struct proc_sample *before, const struct proc_sa
         return after->state == 'Z' ? "zombie" : "gone";
     if (after->state == 'T' || after->state == 't')
         return "stopped";
-    return proc_cpu_share(before, after) >= 0.3 ? "busy" : "sleeping";
+    /* Runnable at both looks: busy, even when a crowded machine gave it little CPU between. */
+    int runnable = before->state == 'R' && after->state == 'R';
+    return runnable || proc_cpu_share(before, after) >= 0.3 ? "busy" : "sleeping";
 }

@@ -22,8 +22,8 @@ uint32_t proc_boot_id(void);
 /* Share of one CPU the process used between two samples (0 when unknown). */
 double proc_cpu_share(const struct proc_sample *before, const struct proc_sample *after);
 
-/* A word for a process from two samples: "busy" (>= 30% of a CPU), "sleeping", "stopped",
- * "zombie", "gone". */
+/* A word for a process from two samples: "busy" (>= 30% of a CPU, or runnable at both),
+ * "sleeping", "stopped", "zombie", "gone". */
 const char *proc_activity(const struct proc_sample *before, const struct proc_sample *after);
 
 #endif
