@@ -1,0 +1,421 @@
+#!/usr/bin/env python3
+"""test_run_lifecycle.py -- `lockstep run` must not change the job it watches, nor leave
+anything behind: it keeps watching ranks that outlive their launcher (backgrounded, setsid,
+double fork); it stops a job through its launcher first (a launcher of our own, real torchrun,
+mpirun and srun), then the ranks, then their left-over processes, and reports who ended what;
+no process of the job outlives `run`; its trace folder is its own, pruned, and small.
+
+Usage: test_run_lifecycle.py CASE   (paths from the environment meson sets, see meson.build)
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import Skip, expect, run  # noqa: E402
+
+LOCKSTEP = os.environ["LOCKSTEP_BIN"]
+LAUNCH = os.environ["LAUNCH_RANKS"]
+EMU_DIR = os.environ["EMULATOR_DIR"]
+SCENARIOS = os.environ["SCENARIOS"]
+SHIM = os.environ["LOCKSTEP_SHIM"]
+TAG = "rl%d" % os.getpid()  # names this case's emulator segments (LOCKSTEP_EMU_TAG)
+
+
+def base_env(tmp, extra=None):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = EMU_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
+    for k in ("LD_PRELOAD", "LOCKSTEP_DIR", "RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_CONF"):
+        env.pop(k, None)
+    env["LOCKSTEP_TEST_IDFILE"] = os.path.join(tmp, "id")
+    env["LOCKSTEP_EMU_TAG"] = TAG
+    env.update(extra or {})
+    return env
+
+
+def remove_segments():
+    for f in os.listdir("/dev/shm"):
+        if f.startswith("lsemu-%s-" % TAG):
+            try:
+                os.unlink(os.path.join("/dev/shm", f))
+            except OSError:
+                pass
+
+
+def lockstep_run(tmp, name, cmd, stall=1, run_args=(), env=None, timeout=120):
+    """Runs `lockstep run` over CMD; returns (process, report dict or None, trace folder)."""
+    d = os.path.join(tmp, "traces-" + name)
+    js = os.path.join(tmp, name + ".json")
+    p = subprocess.run([LOCKSTEP, "run", "--dir", d, "--stall", str(stall), "--json", js,
+                        *run_args, "--", *cmd], env=env or base_env(tmp), capture_output=True,
+                       text=True, timeout=timeout)
+    remove_segments()
+    report = json.load(open(js)) if os.path.exists(js) else None
+    return p, report, d
+
+
+def job_processes(d):
+    """Live processes whose environment names trace folder `d` (every process `run` started,
+    and whatever those started): must be none once `run` has exited."""
+    want = b"LOCKSTEP_DIR=" + os.fsencode(d) + b"\0"
+    left = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if want in environ and stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+            left.append(f"{pid} {stat.split(')')[0].split('(', 1)[1]}")
+    return left
+
+
+def expect_nothing_left(d, p):
+    left = job_processes(d)
+    for entry in left:  # do not leave them to the next case either
+        try:
+            os.kill(int(entry.split()[0]), signal.SIGKILL)
+        except OSError:
+            pass
+    expect(not left, f"processes of the job outlived lockstep run: {left}\n{p.stdout}\n{p.stderr}")
+
+
+def expect_stall(p, report, kind):
+    expect(p.returncode == 3, f"lockstep run exited {p.returncode}, expected 3\n{p.stdout}\n"
+                              f"{p.stderr}")
+    expect(report is not None and report["findings"], f"no findings\n{p.stderr}")
+    f = report["findings"][0]
+    expect(f["kind"] == kind, f"first finding {f['kind']}, expected {kind}: {f['summary']}")
+    expect(f"[{kind}]" in p.stdout, "the text report was not printed")
+
+
+def stopped(report, p):
+    expect("stopped" in report, f"the JSON report has no 'stopped' list\n{p.stdout}")
+    return report["stopped"]
+
+
+def stop_line(p):
+    lines = [l for l in p.stdout.splitlines() if l.startswith("stopped the job in ")]
+    expect(len(lines) == 1, f"one line 'stopped the job in ...' on stdout:\n{p.stdout}")
+    return lines[0]
+
+
+def ranks_of(entries):
+    return sorted(e["rank"] for e in entries if e["role"].startswith("rank "))
+
+
+def rank_cmd(mode, extra=""):
+    """A shell line that starts one rank of SCENARIOS with the shim's environment as given."""
+    return f"{extra}exec {SCENARIOS} {mode}"
+
+
+# ---------------------------------------------------------------- 4. no process left behind
+
+
+def case_orphans(tmp):
+    """A launcher script that backgrounds its ranks and exits without waiting: two with
+    setsid, two by a double fork. run keeps watching them, diagnoses their hang, stops them
+    and lists them."""
+    script = ("for r in 0 1; do RANK=$r WORLD_SIZE=4 setsid -f sh -c '%s'; done; "
+              "for r in 2 3; do ( RANK=$r WORLD_SIZE=4 sh -c '%s' & ); done"
+              % (rank_cmd("uneven_shards"), rank_cmd("uneven_shards")))
+    p, report, d = lockstep_run(tmp, "orphans", ["sh", "-c", script])
+    expect_stall(p, report, "op_mismatch")
+    expect("sh exited (status 0) but" in p.stderr and "watching them" in p.stderr,
+           f"run did not say that CMD exited while its ranks run on:\n{p.stderr}")
+    s = stopped(report, p)
+    expect(ranks_of(s) == [0, 1, 2, 3], f"stopped ranks {ranks_of(s)}: {s}")
+    expect(all(e["by"] == "lockstep" and e["signal"] == "SIGTERM" and not e["alive"]
+               for e in s if e["role"].startswith("rank")), f"how the ranks were stopped: {s}")
+    line = stop_line(p)
+    expect("the launcher sh had exited before" in line and "lockstep ended 4 ranks with SIGTERM"
+           in line, f"stop line: {line}")
+    expect_nothing_left(d, p)
+
+
+def case_orphans_finish(tmp):
+    """Ranks that outlive their launcher and end by themselves: run waits for them and exits
+    with the job's status: 0 when they end well, the crash's status when one crashes (the rank
+    starts only after the launcher is gone, so at first nothing is traced)."""
+    script = ("for r in 0 1; do ( RANK=$r WORLD_SIZE=2 sh -c '%s' & ); done"
+              % rank_cmd("pauses"))
+    env = base_env(tmp, {"SCENARIO_DELAY_MS": "400", "SCENARIO_STEPS": "2"})
+    p, report, d = lockstep_run(tmp, "clean", ["sh", "-c", script], stall=30, env=env)
+    expect(p.returncode == 0, f"exit {p.returncode}, expected 0\n{p.stderr}")
+    expect("but 2 traced processes of its job still run" in p.stderr,
+           f"run did not say it watches 2 traced processes:\n{p.stderr}")
+    expect(report is not None and report["findings"] == [] and len(report["ranks"]) == 2,
+           f"clean report of 2 ranks: {report and report['findings']}")
+    expect(all(r["state"] == "exited" for r in report["ranks"]),
+           f"run wrote its report before the ranks ended: {[r['state'] for r in report['ranks']]}")
+    expect_nothing_left(d, p)
+
+    script = "( sleep 0.3; RANK=0 WORLD_SIZE=1 sh -c '%s' ) &" % rank_cmd("segfault")
+    p, report, d = lockstep_run(tmp, "crash", ["sh", "-c", script], stall=30)
+    expect(p.returncode == 128 + 11, f"exit {p.returncode}, expected 139 (the rank's crash)\n"
+                                     f"{p.stderr}")
+    expect("none traced yet" in p.stderr, f"run did not say it waits for untraced processes:\n"
+                                          f"{p.stderr}")
+    expect(report and report["findings"] and report["findings"][0]["kind"] == "rank_crashed",
+           "the crash is the post-mortem's finding")
+    expect_nothing_left(d, p)
+
+
+# ---------------------------------------------------------------- 5. stopping a job
+
+
+LAUNCHER = r"""
+import os, signal, subprocess, sys, time
+n, delay = int(sys.argv[1]), float(sys.argv[2])
+ranks = [subprocess.Popen(sys.argv[3:], start_new_session=True,
+                          env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n)))
+         for r in range(n)]
+got = []
+signal.signal(signal.SIGTERM, lambda sig, frame: got.append(sig))
+while not got and any(p.poll() is None for p in ranks):
+    time.sleep(0.02)
+if got:
+    time.sleep(delay)  # a launcher that takes its time before it tears its job down
+    for p in ranks:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in ranks:
+        p.wait()
+    sys.exit(128 + got[0])
+"""
+
+
+def case_launcher_first(tmp):
+    """A launcher that puts each rank in a session of its own (as torchrun of torch 2 does),
+    takes 0.3 s to stop them on SIGTERM, and whose ranks each leave a helper process behind:
+    the launcher is signalled first and ends its ranks itself; the helpers, orphaned, are
+    found and ended by lockstep and named with their rank."""
+    launcher = os.path.join(tmp, "launcher.py")
+    with open(launcher, "w") as f:
+        f.write(LAUNCHER)
+    rank = "sleep 60 & " + rank_cmd("uneven_shards")
+    p, report, d = lockstep_run(tmp, "first", [sys.executable, launcher, "4", "0.3", "sh", "-c",
+                                               rank])
+    expect_stall(p, report, "op_mismatch")
+    s = stopped(report, p)
+    launchers = [e for e in s if e["role"] == "launcher"]
+    expect(len(launchers) == 1 and launchers[0]["signal"] == "SIGTERM" and
+           launchers[0]["by"] == "lockstep", f"the launcher: {launchers}")
+    ranks = [e for e in s if e["role"].startswith("rank ")]
+    expect(ranks_of(ranks) == [0, 1, 2, 3] and all(e["by"] == "launcher" for e in ranks),
+           f"the ranks must be ended by their launcher, not by lockstep: {ranks}")
+    helpers = [e for e in s if e["role"] == "descendant" and e["command"] == "sleep"]
+    expect(len(helpers) == 4 and all(e["by"] == "lockstep" and not e["alive"] for e in helpers),
+           f"each rank's helper ended by lockstep: {helpers}")
+    expect(sorted(e["relation"] for e in helpers) == [f"child of rank {r}" for r in range(4)],
+           f"helpers named by their rank: {[e['relation'] for e in helpers]}")
+    line = stop_line(p)
+    expect(" took SIGTERM and ended 4 ranks in " in line and
+           "lockstep ended 4 left-over processes with SIGTERM: pid " in line and
+           "(sleep, child of rank " in line, f"stop line: {line}")
+    expect_nothing_left(d, p)
+
+
+def case_stubborn(tmp):
+    """launch-ranks forwards SIGTERM, but rank 3 and every rank's helper ignore it: after the
+    grace (0.5 s here, --grace) lockstep SIGTERMs what is left, then SIGKILLs it; the launcher,
+    once its ranks are gone, exits by itself and is never killed."""
+    rank = ('if [ "$RANK" = 3 ]; then trap "" TERM; fi; (trap "" TERM; exec sleep 60) & '
+            + rank_cmd("uneven_shards"))
+    p, report, d = lockstep_run(tmp, "stubborn", [LAUNCH, "--np", "4", "--", "sh", "-c", rank],
+                                run_args=("--grace", "0.5"))
+    expect_stall(p, report, "op_mismatch")
+    s = stopped(report, p)
+    by = {e["role"]: e for e in s if e["role"] != "descendant"}
+    expect(by["launcher"]["signal"] == "SIGTERM" and not by["launcher"]["alive"],
+           f"the launcher took SIGTERM only and exited: {by['launcher']}")
+    expect(all(by[f"rank {r}"]["by"] == "launcher" for r in range(3)),
+           f"ranks 0-2 ended by the launcher: {s}")
+    expect(by["rank 3"]["by"] == "lockstep" and by["rank 3"]["signal"] == "SIGKILL",
+           f"rank 3 ignores SIGTERM: lockstep kills it: {by['rank 3']}")
+    helpers = [e for e in s if e["role"] == "descendant"]
+    expect(len(helpers) == 4 and all(e["signal"] == "SIGKILL" and e["by"] == "lockstep"
+                                     for e in helpers), f"helpers killed: {helpers}")
+    line = stop_line(p)
+    expect("lockstep killed 1 rank and 4 left-over processes with SIGKILL" in line,
+           f"stop line: {line}")
+    expect_nothing_left(d, p)
+
+
+def case_watch_kill(tmp):
+    """watch --kill has no launcher to ask: it ends the traced ranks, and reports it."""
+    d = os.path.join(tmp, "w")
+    os.mkdir(d, 0o700)
+    env = base_env(tmp, {"LD_PRELOAD": SHIM, "LOCKSTEP_DIR": d})
+    job = subprocess.Popen([LAUNCH, "--np", "2", "--", SCENARIOS, "uneven_shards"], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        js = os.path.join(tmp, "w.json")
+        p = subprocess.run([LOCKSTEP, "watch", "--stall", "1", "--json", js, "--kill", d],
+                           env=base_env(tmp), capture_output=True, text=True, timeout=60)
+        expect(p.returncode == 3, f"watch exited {p.returncode}\n{p.stderr}")
+        s = stopped(json.load(open(js)), p)
+        expect(ranks_of(s) == [0, 1] and all(e["by"] == "lockstep" for e in s),
+               f"watch --kill stopped {s}")
+        expect("lockstep ended 2 ranks with SIGTERM" in stop_line(p), stop_line(p))
+    finally:
+        job.wait(timeout=30)
+
+
+# ---------------------------------------------------------------- real launchers
+
+
+def launcher_case(tmp, name, cmd, env, kind="op_mismatch"):
+    p, report, d = lockstep_run(tmp, name, cmd, env=env)
+    expect_stall(p, report, kind)
+    s = stopped(report, p)
+    launchers = [e for e in s if e["role"] == "launcher"]
+    expect(len(launchers) == 1 and launchers[0]["signal"] == "SIGTERM",
+           f"the launcher must be signalled (SIGTERM) and named: {s}")
+    line = stop_line(p)
+    expect(line.split(": ", 1)[1].startswith(f"{launchers[0]['command']} (pid "),
+           f"the stop line names the launcher first: {line}")
+    expect_nothing_left(d, p)
+    print(f"{name}: {line}")
+    return p, report, s
+
+
+def case_torchrun(tmp):
+    """Real torchrun (Debian's python3-torch)."""
+    torchrun = shutil.which("torchrun")
+    if not torchrun:
+        raise Skip("torchrun is not installed (Debian package python3-torch)")
+    # Python 3.11 needs its output redirected (torch 1.13 fails to map it otherwise).
+    launcher_case(tmp, "torchrun", [torchrun, "--standalone", "--nproc_per_node", "4",
+                                    "--monitor_interval", "0.1", "--redirects", "2", "--tee", "2",
+                                    "--no_python", SCENARIOS, "uneven_shards"], base_env(tmp))
+
+
+def case_mpirun(tmp):
+    """Real mpirun (Open MPI): it continues its ranks, SIGTERMs them a second later."""
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        raise Skip("mpirun is not installed (Debian package openmpi-bin)")
+    export = [a for k in ("LD_LIBRARY_PATH", "LOCKSTEP_TEST_IDFILE", "LOCKSTEP_EMU_TAG")
+              for a in ("-x", k)]
+    launcher_case(tmp, "mpirun", [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "4",
+                                  *export, SCENARIOS, "uneven_shards"], base_env(tmp))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+SLURM_CONF = """ClusterName=lockstep
+SlurmctldHost={host}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/none
+CredType=cred/none
+SlurmctldPort={ctld_port}
+SlurmdPort={d_port}
+StateSaveLocation={dir}/state
+SlurmdSpoolDir={dir}/spool
+SlurmctldPidFile={dir}/slurmctld.pid
+SlurmdPidFile={dir}/slurmd.pid
+SlurmctldLogFile={dir}/slurmctld.log
+SlurmdLogFile={dir}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+MpiDefault=none
+ReturnToService=2
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+KillWait=5
+NodeName={host} CPUs=16 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+class LocalSlurm:
+    """A one-node Slurm (slurmctld and slurmd of this host, no munge: auth/none), started for
+    one case and stopped after it."""
+
+    def __init__(self, tmp):
+        for prog in ("srun", "slurmctld", "slurmd", "squeue", "sinfo"):
+            if not shutil.which(prog):
+                raise Skip(f"{prog} is not installed (Debian package slurm-wlm)")
+        if os.getuid() != 0:
+            raise Skip("a local Slurm needs root (slurmd launches the tasks)")
+        self.dir = os.path.join(tmp, "slurm")
+        for sub in ("state", "spool"):
+            os.makedirs(os.path.join(self.dir, sub))
+        self.conf = os.path.join(self.dir, "slurm.conf")
+        with open(self.conf, "w") as f:
+            f.write(SLURM_CONF.format(host=socket.gethostname().split(".")[0], dir=self.dir,
+                                      ctld_port=free_port(), d_port=free_port()))
+        self.env = dict(os.environ, SLURM_CONF=self.conf)
+
+    def __enter__(self):
+        for daemon in (["slurmctld", "-i"], ["slurmd"]):
+            subprocess.run(daemon, env=self.env, check=False, timeout=30)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            s = subprocess.run(["sinfo", "-h", "-o", "%T"], env=self.env, capture_output=True,
+                               text=True, timeout=30)
+            if s.stdout.strip() == "idle":
+                return self
+            time.sleep(0.1)
+        logs = "".join(open(os.path.join(self.dir, f)).read()[-600:]
+                       for f in ("slurmctld.log", "slurmd.log")
+                       if os.path.exists(os.path.join(self.dir, f)))
+        self.__exit__()
+        raise Skip(f"a one-node Slurm did not come up within 15 s here: {logs}")
+
+    def jobs(self):
+        q = subprocess.run(["squeue", "-h", "-o", "%i %T"], env=self.env, capture_output=True,
+                           text=True, timeout=30)
+        return q.stdout.split("\n") if q.stdout.strip() else []
+
+    def __exit__(self, *exc):
+        for name in ("slurmd.pid", "slurmctld.pid"):
+            try:
+                pid = int(open(os.path.join(self.dir, name)).read())
+                os.kill(pid, signal.SIGTERM)
+                deadline = time.time() + 10
+                while time.time() < deadline and os.path.exists(f"/proc/{pid}"):
+                    time.sleep(0.05)
+            except (OSError, ValueError):
+                pass
+
+
+def case_srun(tmp):
+    """Real srun with a one-node Slurm: srun takes one SIGTERM and ends its step; it is never
+    SIGKILLed, and the allocation is gone when run exits."""
+    with LocalSlurm(tmp) as slurm:
+        env = base_env(tmp, {"SLURM_CONF": slurm.conf})
+        p, report, s = launcher_case(tmp, "srun", ["srun", "-n", "4", SCENARIOS,
+                                                   "uneven_shards"], env)
+        srun = [e for e in s if e["role"] == "launcher"][0]
+        expect(srun["command"] == "srun" and srun["by"] == "lockstep" and
+               srun["signal"] == "SIGTERM", f"srun took one SIGTERM and exited: {srun}")
+        deadline = time.time() + 10
+        while slurm.jobs() and time.time() < deadline:
+            time.sleep(0.1)
+        expect(not slurm.jobs(), f"the allocation outlived the run: {slurm.jobs()}")
+
+
+# ---------------------------------------------------------------- 6. no RAM left behind
+
+
+if __name__ == "__main__":
+    sys.exit(run(globals(), "lockstep-lifecycle-"))
