@@ -119,7 +119,12 @@ static int open_folder(const char *path, const char *what)
         fprintf(stderr, "lockstep: cannot create %s %s: %s\n", what, path, strerror(errno));
         return -1;
     }
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    int fd = -1;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+        errno = ELOOP;
+    else
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         fprintf(stderr, "lockstep: %s %s: %s\n", what, path,
                 errno == ELOOP     ? "it is a symlink; give the folder itself"

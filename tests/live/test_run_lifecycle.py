@@ -7,6 +7,7 @@ no process of the job outlives `run`; its trace folder is its own, pruned, and s
 
 Usage: test_run_lifecycle.py CASE   (paths from the environment meson sets, see meson.build)
 """
+import fcntl
 import json
 import os
 import shutil
@@ -51,9 +52,13 @@ def lockstep_run(tmp, name, cmd, stall=1, run_args=(), env=None, timeout=120):
     """Runs `lockstep run` over CMD; returns (process, report dict or None, trace folder)."""
     d = os.path.join(tmp, "traces-" + name)
     js = os.path.join(tmp, name + ".json")
-    p = subprocess.run([LOCKSTEP, "run", "--dir", d, "--stall", str(stall), "--json", js,
-                        *run_args, "--", *cmd], env=env or base_env(tmp), capture_output=True,
-                       text=True, timeout=timeout)
+    # Output into files, not pipes: a process left behind would hold a pipe open.
+    out, err = os.path.join(tmp, name + ".out"), os.path.join(tmp, name + ".err")
+    with open(out, "w") as o, open(err, "w") as e:
+        p = subprocess.run([LOCKSTEP, "run", "--dir", d, "--stall", str(stall), "--json", js,
+                            *run_args, "--", *cmd], env=env or base_env(tmp), stdout=o, stderr=e,
+                           timeout=timeout)
+    p.stdout, p.stderr = open(out).read(), open(err).read()
     remove_segments()
     report = json.load(open(js)) if os.path.exists(js) else None
     return p, report, d
@@ -415,6 +420,227 @@ def case_srun(tmp):
 
 
 # ---------------------------------------------------------------- 6. no RAM left behind
+
+
+def run_plain(args, env, timeout=60):
+    return subprocess.run([LOCKSTEP, "run", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def case_dir_checks(tmp):
+    """--dir must be a folder of our own that no other job writes: anything else is refused
+    with exit 2 and a message naming the problem."""
+    env = base_env(tmp)
+
+    def refused(d, words, what):
+        p = run_plain(["--dir", d, "--", "true"], env)
+        expect(p.returncode == 2 and words in p.stderr,
+               f"{what}: exit {p.returncode}, want 2 and '{words}' in: {p.stderr}")
+
+    refused("/tmp", "is writable by others (mode 1777)", "a world-writable folder")
+    shared = os.path.join(tmp, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o770)
+    refused(shared, "is writable by others (mode 770)", "a group-writable folder")
+    mine = os.path.join(tmp, "mine")
+    os.mkdir(mine, 0o700)
+    link = os.path.join(tmp, "link")
+    os.symlink(mine, link)
+    refused(link, "is a symlink", "a symlink")
+    afile = os.path.join(tmp, "afile")
+    open(afile, "w").close()
+    refused(afile, "not a folder", "a file")
+    if os.getuid() == 0:
+        theirs = os.path.join(tmp, "theirs")
+        os.mkdir(theirs, 0o700)
+        os.chown(theirs, 65534, 65534)
+        refused(theirs, "belongs to uid 65534", "another user's folder")
+    # A folder another job still writes into.
+    busy = os.path.join(tmp, "busy")
+    os.mkdir(busy, 0o700)
+    job = subprocess.Popen([LAUNCH, "--np", "1", "--", SCENARIOS, "pauses"],
+                           env=base_env(tmp, {"LD_PRELOAD": SHIM, "LOCKSTEP_DIR": busy,
+                                              "SCENARIO_DELAY_MS": "30000"}),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 20
+        while not any(n.endswith(".trace") for n in os.listdir(busy)) and time.time() < deadline:
+            time.sleep(0.05)
+        refused(busy, "which still runs", "a folder with a live process's trace")
+    finally:
+        job.terminate()
+        job.wait(timeout=30)
+    # A folder another lockstep run uses.
+    first = subprocess.Popen([LOCKSTEP, "run", "--dir", mine, "--", "sleep", "3"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 10
+        while "tracing" not in (first.stderr.readline() or "tracing") and time.time() < deadline:
+            pass
+        refused(mine, "in use by another lockstep run", "a folder of a run still going")
+    finally:
+        first.terminate()
+        first.wait(timeout=30)
+    p = run_plain(["--dir", os.path.join(tmp, "new"), "--", "true"], env)
+    expect(p.returncode == 0 and os.stat(os.path.join(tmp, "new")).st_mode & 0o777 == 0o700,
+           f"a new folder is made 0700: {p.stderr}")
+
+
+def case_dir_reuse(tmp):
+    """A second run in the same --dir reports on itself alone: the first run's traces (a
+    crash) are moved to DIR.old; a third run replaces DIR.old with the second's."""
+    d, old = os.path.join(tmp, "traces"), os.path.join(tmp, "traces.old")
+    env = base_env(tmp)
+    crash = run_plain(["--dir", d, "--stall", "30", "--", LAUNCH, "--np", "2", "--fail-fast",
+                       "--", SCENARIOS, "segfault"], env)
+    expect(crash.returncode == 128 + 11, f"first run: exit {crash.returncode}\n{crash.stderr}")
+    for n in (2, 3):
+        js = os.path.join(tmp, f"run{n}.json")
+        p = run_plain(["--dir", d, "--stall", "30", "--json", js, "--", LAUNCH, "--np", "2",
+                       "--", SCENARIOS, "clean"], env)
+        expect(p.returncode == 0, f"run {n}: exit {p.returncode}: an earlier run's traces in its "
+                                  f"report?\n{p.stdout}\n{p.stderr}")
+        r = json.load(open(js))
+        expect(r["findings"] == [] and len(r["ranks"]) == 2,
+               f"run {n}: findings {[f['kind'] for f in r['findings']]}, {len(r['ranks'])} ranks")
+        expect(f"held 2 traces of an earlier run: moved to {old}" in p.stderr,
+               f"run {n} did not say where the earlier traces went:\n{p.stderr}")
+        expect(n == 2 or "the traces of the run before it were removed" in p.stderr,
+               f"run 3 did not say that the first run's traces were removed:\n{p.stderr}")
+        a = subprocess.run([LOCKSTEP, "analyze", "--json", d], capture_output=True, text=True,
+                           timeout=60)
+        expect(a.returncode == 0, f"run {n}: analyze {d} exit {a.returncode}")
+        a = subprocess.run([LOCKSTEP, "analyze", "--json", old], capture_output=True, text=True,
+                           timeout=60)
+        want = 1 if n == 2 else 0  # the crash of run 1, then the clean run 2
+        expect(a.returncode == want and len(json.loads(a.stdout)["ranks"]) == 2,
+               f"run {n}: analyze {old} exit {a.returncode}, want {want}")
+
+
+# Header offsets (docs/trace-format.md).
+H_PID, H_START_NS, H_HEARTBEAT_NS, H_END_KIND, H_END_NS, H_START_TICKS = (
+    120, 152, 840, 868, 888, 3056)
+
+
+def patch(path, fields):
+    with open(path, "r+b") as f:
+        for off, size, value in fields:
+            f.seek(off)
+            f.write(value.to_bytes(size, "little"))
+
+
+def start_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def one_trace(tmp):
+    """The trace of a clean one-rank job (a small ring), to copy into made-up run folders."""
+    d = os.path.join(tmp, "src")
+    p = run_plain(["--dir", d, "--stall", "30", "--", LAUNCH, "--np", "1", "--", SCENARIOS,
+                   "clean"], base_env(tmp, {"LOCKSTEP_RING": "64"}))
+    expect(p.returncode == 0, f"the source job failed: {p.stderr}")
+    return os.path.join(d, [n for n in os.listdir(d) if n.endswith(".trace")][0])
+
+
+def case_prune(tmp):
+    """Run folders under /dev/shm/lockstep-UID whose processes ended longer ago than
+    LOCKSTEP_RETAIN_HOURS are removed when a run starts; never one that is recent, whose
+    process lives, that a run holds, or that holds files not ours."""
+    base = f"/dev/shm/lockstep-{os.getuid()}"
+    if not os.path.isdir(base):
+        os.mkdir(base, 0o700)
+    src = one_trace(tmp)
+    long_ago = time.time_ns() - 100 * 3600 * 10**9
+    helper = subprocess.Popen(["sleep", "60"])
+    made = {}
+    locked = None
+    try:
+        for name in ("expired", "recent", "alive", "foreign", "locked", "empty"):
+            d = os.path.join(base, f"run-{TAG}-{name}")
+            made[name] = d
+            os.mkdir(d, 0o700)
+            if name == "empty":
+                os.utime(d, ns=(long_ago, long_ago))
+                continue
+            t = os.path.join(d, os.path.basename(src))
+            shutil.copyfile(src, t)
+            if name != "recent":
+                patch(t, [(H_START_NS, 8, long_ago), (H_HEARTBEAT_NS, 8, long_ago),
+                          (H_END_NS, 8, long_ago)])
+            if name == "alive":  # a process that runs (as if its end were not recorded)
+                patch(t, [(H_PID, 4, helper.pid), (H_START_TICKS, 8, start_ticks(helper.pid)),
+                          (H_END_KIND, 4, 0)])
+            if name == "foreign":
+                open(os.path.join(d, "notes.txt"), "w").close()
+            if name == "locked":
+                locked = os.open(d, os.O_RDONLY)
+                fcntl.flock(locked, fcntl.LOCK_EX)
+        env = base_env(tmp)
+        p = run_plain(["--", "true"], dict(env, LOCKSTEP_RETAIN_HOURS="0"))
+        expect(p.returncode == 0 and all(os.path.isdir(d) for d in made.values()),
+               f"LOCKSTEP_RETAIN_HOURS=0 keeps everything: {p.stderr}")
+        own = [l.split()[4] for l in p.stderr.splitlines() if "traces kept in" in l]
+        p = run_plain(["--", "true"], env)
+        own += [l.split()[4] for l in p.stderr.splitlines() if "traces kept in" in l]
+        expect(p.returncode == 0, f"lockstep run: {p.stderr}")
+        gone = sorted(n for n, d in made.items() if not os.path.exists(d))
+        expect(gone == ["empty", "expired"], f"removed {gone}, want the expired and the empty "
+                                             f"one:\n{p.stderr}")
+        expect("removed " in p.stderr and "LOCKSTEP_RETAIN_HOURS" in p.stderr,
+               f"the pruning was not said: {p.stderr}")
+        expect(own and all(o.startswith(base + "/run-") for o in own),
+               f"runs without --dir trace into {base}: {own}")
+    finally:
+        helper.kill()
+        helper.wait()
+        if locked is not None:
+            os.close(locked)
+        for d in list(made.values()) + [o for o in locals().get("own", [])]:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def blocks(path):
+    return os.stat(path).st_blocks * 512
+
+
+def case_compact(tmp):
+    """What a run keeps is what analyze reads: traces of ended processes lose their all-zero
+    pages (the files read the same, byte for byte); run says where they are and how much."""
+    d, copy = os.path.join(tmp, "traces"), os.path.join(tmp, "copy")
+    os.mkdir(d, 0o700)
+    job = subprocess.run([LAUNCH, "--np", "4", "--", SCENARIOS, "clean"],
+                         env=base_env(tmp, {"LD_PRELOAD": SHIM, "LOCKSTEP_DIR": d}),
+                         capture_output=True, timeout=60)
+    expect(job.returncode == 0, f"the job failed: {job.stderr}")
+    shutil.copytree(d, copy)
+    names = sorted(n for n in os.listdir(d) if n.endswith(".trace"))
+    before = sum(blocks(os.path.join(d, n)) for n in names)
+    # Moved aside by the next run in the same folder, and compacted there.
+    p = run_plain(["--dir", d, "--", "true"], base_env(tmp))
+    expect(p.returncode == 0, f"lockstep run: {p.stderr}")
+    old = d + ".old"
+    expect(os.path.isdir(old) and sorted(os.listdir(old)) == names,
+           f"the earlier traces were not moved to {old}: {p.stderr}")
+    after = sum(blocks(os.path.join(old, n)) for n in names)
+    for n in names:
+        with open(os.path.join(copy, n), "rb") as a, open(os.path.join(old, n), "rb") as b:
+            expect(a.read() == b.read(), f"{n} reads differently after compaction")
+    expect(after * 8 < before, f"4 traces hold {after} bytes after, {before} before")
+    print(f"4 traces of a short clean job: {before / 2**20:.1f} MiB before, "
+          f"{after / 2**20:.2f} MiB after")
+    # A run's own traces, compacted when it ends; the line says where and how much.
+    e = os.path.join(tmp, "run")
+    p = run_plain(["--dir", e, "--", LAUNCH, "--np", "4", "--", SCENARIOS, "clean"],
+                  base_env(tmp))
+    expect(p.returncode == 0, f"lockstep run: {p.stderr}")
+    held = sum(blocks(os.path.join(e, n)) for n in os.listdir(e))
+    line = [l for l in p.stderr.splitlines() if l.startswith("lockstep: traces kept in ")]
+    expect(line and f"traces kept in {e} (4 traces, {held / 2**20:.1f} MiB); analyze them with: "
+           f"lockstep analyze {e}" in line[0], f"the closing line: {line}, {held} bytes")
+    expect(held * 8 < before, f"the run's folder holds {held} bytes")
+    a = subprocess.run([LOCKSTEP, "analyze", e], capture_output=True, text=True, timeout=60)
+    expect(a.returncode == 0 and "4 traces" in a.stdout, f"analyze: {a.stdout} {a.stderr}")
 
 
 if __name__ == "__main__":
