@@ -160,43 +160,61 @@ static int each_entry(int dirfd, int (*fn)(int dirfd, const char *name, void *ar
     return rc;
 }
 
+/* Punches [from, to) out of `fd`, whole pages only. */
+static void punch(int fd, off_t from, off_t to)
+{
+    from = (from + PAGE - 1) & ~(off_t)(PAGE - 1);
+    to &= ~(off_t)(PAGE - 1);
+    if (to > from)
+        fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, from, to - from);
+}
+
+/* Punches the all-zero pages of the data in [from, to). */
+static void punch_zero_pages(int fd, off_t from, off_t to, char *buf)
+{
+    off_t zero_from = -1, at = from & ~(off_t)(PAGE - 1);
+    while (at < to) {
+        ssize_t got = pread(fd, buf, (size_t)(to - at < CHUNK ? to - at : CHUNK), at);
+        if (got < (ssize_t)PAGE)
+            break;
+        for (ssize_t p = 0; p + (ssize_t)PAGE <= got; p += PAGE) {
+            int zero = buf[p] == 0 && memcmp(buf + p, buf + p + 1, PAGE - 1) == 0;
+            if (zero && zero_from < 0)
+                zero_from = at + p;
+            if (!zero && zero_from >= 0) {
+                punch(fd, zero_from, at + p);
+                zero_from = -1;
+            }
+        }
+        at += got & ~(ssize_t)(PAGE - 1);
+    }
+    if (zero_from >= 0)
+        punch(fd, zero_from, at);
+}
+
 uint64_t run_dir_compact_fd(int fd)
 {
+    struct stat st;
     char *buf = malloc(CHUNK);
-    off_t data = 0, hole;
-    while (buf && (data = lseek(fd, data, SEEK_DATA)) >= 0) {
-        hole = lseek(fd, data, SEEK_HOLE);
-        if (hole < 0)
-            break;
-        /* Runs of whole all-zero pages between data and hole are punched out. */
-        for (off_t at = data & ~(off_t)(PAGE - 1); at < hole;) {
-            size_t want = (size_t)(hole - at < CHUNK ? hole - at : CHUNK);
-            ssize_t got = pread(fd, buf, want, at);
-            if (got <= 0)
+    if (buf && fstat(fd, &st) == 0) {
+        /* What SEEK_HOLE calls a hole reads as zeros, yet may hold memory: tmpfs counts blocks
+         * reserved with posix_fallocate and never written as holes. Holes are punched as they
+         * are; data is punched where it is whole pages of zeros. */
+        for (off_t pos = 0; pos < st.st_size;) {
+            off_t data = lseek(fd, pos, SEEK_DATA);
+            if (data < 0) {
+                punch(fd, pos, st.st_size);
                 break;
-            off_t zero_from = -1;
-            for (ssize_t p = 0; p + (ssize_t)PAGE <= got; p += PAGE) {
-                int zero = buf[p] == 0 && memcmp(buf + p, buf + p + 1, PAGE - 1) == 0;
-                if (zero && zero_from < 0)
-                    zero_from = at + p;
-                if (!zero && zero_from >= 0) {
-                    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, zero_from,
-                              at + p - zero_from);
-                    zero_from = -1;
-                }
             }
-            off_t end = at + (got & ~(ssize_t)(PAGE - 1));
-            if (zero_from >= 0 && end > zero_from)
-                fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, zero_from,
-                          end - zero_from);
-            if (end <= at)
-                break;
-            at = end;
+            punch(fd, pos, data);
+            off_t hole = lseek(fd, data, SEEK_HOLE);
+            if (hole < 0)
+                hole = st.st_size;
+            punch_zero_pages(fd, data, hole, buf);
+            pos = hole;
         }
-        data = hole;
     }
     free(buf);
-    struct stat st;
     return fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512u : 0;
 }
 

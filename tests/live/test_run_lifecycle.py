@@ -604,43 +604,57 @@ def blocks(path):
     return os.stat(path).st_blocks * 512
 
 
+def shm_folder(name):
+    """A folder of ours in /dev/shm, where traces are kept by default (tmpfs counts blocks
+    reserved and never written as holes, unlike most disk filesystems)."""
+    base = f"/dev/shm/lockstep-{os.getuid()}"
+    os.makedirs(base, mode=0o700, exist_ok=True)
+    return os.path.join(base, f"{TAG}-{name}")
+
+
 def case_compact(tmp):
     """What a run keeps is what analyze reads: traces of ended processes lose their all-zero
     pages (the files read the same, byte for byte); run says where they are and how much."""
-    d, copy = os.path.join(tmp, "traces"), os.path.join(tmp, "copy")
-    os.mkdir(d, 0o700)
-    job = subprocess.run([LAUNCH, "--np", "4", "--", SCENARIOS, "clean"],
-                         env=base_env(tmp, {"LD_PRELOAD": SHIM, "LOCKSTEP_DIR": d}),
-                         capture_output=True, timeout=60)
-    expect(job.returncode == 0, f"the job failed: {job.stderr}")
-    shutil.copytree(d, copy)
-    names = sorted(n for n in os.listdir(d) if n.endswith(".trace"))
-    before = sum(blocks(os.path.join(d, n)) for n in names)
-    # Moved aside by the next run in the same folder, and compacted there.
-    p = run_plain(["--dir", d, "--", "true"], base_env(tmp))
-    expect(p.returncode == 0, f"lockstep run: {p.stderr}")
-    old = d + ".old"
-    expect(os.path.isdir(old) and sorted(os.listdir(old)) == names,
-           f"the earlier traces were not moved to {old}: {p.stderr}")
-    after = sum(blocks(os.path.join(old, n)) for n in names)
-    for n in names:
-        with open(os.path.join(copy, n), "rb") as a, open(os.path.join(old, n), "rb") as b:
-            expect(a.read() == b.read(), f"{n} reads differently after compaction")
-    expect(after * 8 < before, f"4 traces hold {after} bytes after, {before} before")
-    print(f"4 traces of a short clean job: {before / 2**20:.1f} MiB before, "
-          f"{after / 2**20:.2f} MiB after")
-    # A run's own traces, compacted when it ends; the line says where and how much.
-    e = os.path.join(tmp, "run")
-    p = run_plain(["--dir", e, "--", LAUNCH, "--np", "4", "--", SCENARIOS, "clean"],
-                  base_env(tmp))
-    expect(p.returncode == 0, f"lockstep run: {p.stderr}")
-    held = sum(blocks(os.path.join(e, n)) for n in os.listdir(e))
-    line = [l for l in p.stderr.splitlines() if l.startswith("lockstep: traces kept in ")]
-    expect(line and f"traces kept in {e} (4 traces, {held / 2**20:.1f} MiB); analyze them with: "
-           f"lockstep analyze {e}" in line[0], f"the closing line: {line}, {held} bytes")
-    expect(held * 8 < before, f"the run's folder holds {held} bytes")
-    a = subprocess.run([LOCKSTEP, "analyze", e], capture_output=True, text=True, timeout=60)
-    expect(a.returncode == 0 and "4 traces" in a.stdout, f"analyze: {a.stdout} {a.stderr}")
+    d, copy = shm_folder("traces"), os.path.join(tmp, "copy")
+    old, own = d + ".old", []
+    try:
+        os.mkdir(d, 0o700)
+        job = subprocess.run([LAUNCH, "--np", "4", "--", SCENARIOS, "clean"],
+                             env=base_env(tmp, {"LD_PRELOAD": SHIM, "LOCKSTEP_DIR": d}),
+                             capture_output=True, timeout=60)
+        expect(job.returncode == 0, f"the job failed: {job.stderr}")
+        shutil.copytree(d, copy)
+        names = sorted(n for n in os.listdir(d) if n.endswith(".trace"))
+        before = sum(blocks(os.path.join(d, n)) for n in names)
+        # Moved aside by the next run in the same folder, and compacted there.
+        p = run_plain(["--dir", d, "--", "true"], base_env(tmp))
+        expect(p.returncode == 0, f"lockstep run: {p.stderr}")
+        expect(os.path.isdir(old) and sorted(os.listdir(old)) == names,
+               f"the earlier traces were not moved to {old}: {p.stderr}")
+        after = sum(blocks(os.path.join(old, n)) for n in names)
+        for n in names:
+            with open(os.path.join(copy, n), "rb") as a, open(os.path.join(old, n), "rb") as b:
+                expect(a.read() == b.read(), f"{n} reads differently after compaction")
+        expect(after * 8 < before, f"4 traces hold {after} bytes after, {before} before")
+        print(f"4 traces of a short clean job: {before / 2**20:.1f} MiB before, "
+              f"{after / 2**20:.2f} MiB after")
+        # A run's own traces (the default folder), compacted when it ends; the line says where
+        # and how much.
+        p = run_plain(["--", LAUNCH, "--np", "4", "--", SCENARIOS, "clean"], base_env(tmp))
+        expect(p.returncode == 0, f"lockstep run: {p.stderr}")
+        line = [l for l in p.stderr.splitlines() if l.startswith("lockstep: traces kept in ")]
+        expect(line, f"no closing line: {p.stderr}")
+        e = line[0].split()[4]
+        own.append(e)
+        held = sum(blocks(os.path.join(e, n)) for n in os.listdir(e))
+        expect(f"traces kept in {e} (4 traces, {held / 2**20:.1f} MiB); analyze them with: "
+               f"lockstep analyze {e}" in line[0], f"the closing line: {line}, {held} bytes")
+        expect(held * 8 < before, f"the run's folder holds {held} bytes")
+        a = subprocess.run([LOCKSTEP, "analyze", e], capture_output=True, text=True, timeout=60)
+        expect(a.returncode == 0 and "4 traces" in a.stdout, f"analyze: {a.stdout} {a.stderr}")
+    finally:
+        for f in [d, old] + own:
+            shutil.rmtree(f, ignore_errors=True)
 
 
 if __name__ == "__main__":
