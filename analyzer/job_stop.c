@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "job_stop.h"
+#include "live_cmd.h"
 #include "liveness.h"
 #include "names.h"
 #include "proctree.h"
@@ -41,12 +42,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 double job_stop_default_grace(void)
@@ -282,7 +277,7 @@ static void wait_for(struct stopper *s, double for_s, int (*done)(size_t launche
         look(s, &launcher, &rest);
         if (done(launcher, rest) || now_s() >= until)
             return;
-        sleep_ms(POLL_MS);
+        live_sleep_ms(POLL_MS);
     }
 }
 

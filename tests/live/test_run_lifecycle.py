@@ -17,14 +17,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from test_live import EMU_DIR, LAUNCH, LOCKSTEP, SCENARIOS, SHIM  # and the harness's path
 from harness import Skip, expect, run  # noqa: E402
-
-LOCKSTEP = os.environ["LOCKSTEP_BIN"]
-LAUNCH = os.environ["LAUNCH_RANKS"]
-EMU_DIR = os.environ["EMULATOR_DIR"]
-SCENARIOS = os.environ["SCENARIOS"]
-SHIM = os.environ["LOCKSTEP_SHIM"]
 TAG = "rl%d" % os.getpid()  # names this case's emulator segments (LOCKSTEP_EMU_TAG)
 
 
