@@ -1,6 +1,5 @@
 /* job_stop.c -- stopping a job in the order its launcher expects, and the report of it. */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +30,7 @@ struct stopper {
     struct stop_report *r;
     struct proc_table tree;
     double t0, last_scan;
-    char phase;    /* 'A' the launcher's teardown, 'B' SIGTERM, 'C' SIGKILL, 'D' the launcher */
-    int phase_sig; /* the signal of phase B or C: processes found then get it too */
+    int phase_sig;         /* the signal of the step under way: processes found then get it too */
     struct reaped *reaped; /* children waited for during the stop (own_children) */
     size_t nreaped, reaped_cap;
 };
@@ -69,10 +67,6 @@ static void reap(struct stopper *s)
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        if (pid == s->job->launcher) {
-            s->job->launcher_status = status;
-            s->job->launcher_reaped = 1;
-        }
         if (s->nreaped == s->reaped_cap) {
             size_t cap = s->reaped_cap ? s->reaped_cap * 2 : 32;
             struct reaped *v = realloc(s->reaped, cap * sizeof(*v));
@@ -152,10 +146,8 @@ static void signal_proc(struct stop_proc *e, int sig)
         return;
     kill(e->pid, sig);
     e->sent = sig;
-    if (v == LIVENESS_STOPPED && sig != SIGKILL) {
+    if (v == LIVENESS_STOPPED && sig != SIGKILL)
         kill(e->pid, SIGCONT);
-        e->was_stopped = 1;
-    }
 }
 
 /* Does lockstep signal `e` itself in phases B and C? Not the launcher, nor its own helpers. */
@@ -187,7 +179,10 @@ static void rescan(struct stopper *s)
             (t->h.proc_start_ticks && p->start_ticks != t->h.proc_start_ticks))
             continue;
         int is_launcher = s->job->launcher > 0 && p->pid == s->job->launcher;
-        add_proc(s, p, is_launcher ? STOP_ROLE_LAUNCHER : STOP_ROLE_RANK, t->h.rank);
+        struct stop_proc *e =
+            add_proc(s, p, is_launcher ? STOP_ROLE_LAUNCHER : STOP_ROLE_RANK, t->h.rank);
+        if (e)
+            e->rank = t->h.rank; /* also a launcher that is a rank itself */
     }
     size_t n = s->tree.n + 1;
     unsigned char *below_launcher = calloc(n, 1), *below_rank = calloc(n, 1), *below = calloc(n, 1);
@@ -257,12 +252,20 @@ static void look(struct stopper *s, size_t *launcher, size_t *rest)
     }
 }
 
+/* The launcher's entry, NULL when the job has none. Looked up anew after every wait: finding
+ * new processes may move the list. */
 static struct stop_proc *launcher_of(struct stop_report *r)
 {
     for (size_t i = 0; i < r->n; i++)
         if (r->v[i].role == STOP_ROLE_LAUNCHER)
             return &r->v[i];
     return NULL;
+}
+
+static int launcher_alive(struct stop_report *r)
+{
+    const struct stop_proc *l = launcher_of(r);
+    return l && l->alive;
 }
 
 /* Polls until `done` says so or `for_s` seconds have passed. `done` sees how many of the
@@ -301,7 +304,6 @@ static int rest_ended(size_t launcher, size_t rest)
 /* Phase A: the launcher's SIGTERM to its process group, and time to tear its job down. */
 static void stop_launcher(struct stopper *s, struct stop_proc *l)
 {
-    s->phase = 'A';
     kill(-l->pid, SIGTERM);
     if (getpgid(l->pid) != l->pid)
         kill(l->pid, SIGTERM);
@@ -310,13 +312,11 @@ static void stop_launcher(struct stopper *s, struct stop_proc *l)
      * it so that it can end). */
     for (size_t i = 0; i < s->r->n; i++) {
         const struct proc_node *p = proctree_find(&s->tree, s->r->v[i].pid);
-        if (p && (p->state == 'T' || p->state == 't') && s->r->v[i].alive) {
+        if (p && (p->state == 'T' || p->state == 't') && s->r->v[i].alive)
             kill(p->pid, SIGCONT);
-            s->r->v[i].was_stopped = 1;
-        }
     }
     wait_for(s, s->job->grace_s, launcher_ended);
-    if (!l->alive)
+    if (!launcher_alive(s->r))
         wait_for(s, SETTLE_S, all_ended);
 }
 
@@ -327,7 +327,6 @@ static void stop_rest(struct stopper *s, int sig, double for_s)
     look(s, &launcher, &rest);
     if (rest == 0)
         return;
-    s->phase = sig == SIGKILL ? 'C' : 'B';
     s->phase_sig = sig;
     for (size_t i = 0; i < s->r->n; i++)
         if (targeted(&s->r->v[i]))
@@ -353,26 +352,24 @@ void job_stop(struct monitor *m, struct stop_job *job, struct stop_report *r)
     s.t0 = now_s();
     reap(&s);
     struct proc_node lp;
-    if (job->launcher > 0 && proctree_read(job->launcher, &lp) == 0 && lp.state != 'Z' &&
-        lp.state != 'X') {
-        struct stop_proc *l = add_proc(&s, &lp, STOP_ROLE_LAUNCHER, -1);
-        if (l)
-            snprintf(r->launcher_cmd, sizeof(r->launcher_cmd), "%s", l->command);
+    if (job->launcher > 0 && proctree_read(job->launcher, &lp) == 0) {
+        snprintf(r->launcher_cmd, sizeof(r->launcher_cmd), "%s", lp.comm);
+        if (lp.state == 'Z' || lp.state == 'X')
+            r->launcher_gone = 1; /* it has exited: we have not waited for it yet */
+        else
+            add_proc(&s, &lp, STOP_ROLE_LAUNCHER, -1);
     }
     rescan(&s);
-    struct stop_proc *l = launcher_of(r);
-    if (l)
-        stop_launcher(&s, l);
+    if (launcher_of(r))
+        stop_launcher(&s, launcher_of(r));
     stop_rest(&s, SIGTERM, job->grace_s);
     stop_rest(&s, SIGKILL, KILL_WAIT_S);
     /* The launcher, its job gone, gets the grace to exit by itself (srun waits for its step
      * to be accounted for), then SIGKILL; after it, whatever of its own it left. */
-    l = launcher_of(r);
-    if (l && l->alive) {
-        s.phase = 'D';
+    if (launcher_alive(r)) {
         wait_for(&s, job->grace_s, launcher_ended);
-        if (l->alive) {
-            signal_proc(l, SIGKILL);
+        if (launcher_alive(r)) {
+            signal_proc(launcher_of(r), SIGKILL);
             wait_for(&s, KILL_WAIT_S, launcher_ended);
         }
     }

@@ -28,12 +28,11 @@ struct stop_proc {
     int rank;           /* its global rank when it has a trace, else -1 */
     pid_t parent;       /* a descendant's parent when first seen, else 0 */
     char command[32];   /* the kernel's name for it */
-    char parent_is[64]; /* a descendant's parent in words: "rank 2", "the launcher", "pid 9 (sh)" */
+    char parent_is[64]; /* a descendant's parent in words: "child of rank 2", "orphaned" */
     int sent;           /* the last signal lockstep aimed at this process itself, 0 none */
     int died_of;        /* the signal it died of where known (trace end, wait status), else 0 */
     enum stop_by by;    /* who ended it; NONE while it lives */
     double ended_s;     /* when it was seen gone, seconds after the stop began */
-    int was_stopped;    /* it was stopped (SIGSTOP) and got SIGCONT */
     int alive;          /* it was still there when the stop gave up */
     int launchers;      /* below a launcher that runs and below no rank: the launcher's own
                          * helper, left to it while it runs */
@@ -49,13 +48,11 @@ struct stop_report {
 
 /* What to stop. */
 struct stop_job {
-    pid_t launcher;      /* CMD's pid, the leader of its process group; 0 when it already ended
-                          * or the job has none (watch) */
-    int own_children;    /* this process is the job's subreaper (lockstep run): every process
-                          * below it is the job's, and it reaps them */
-    double grace_s;      /* how long each step waits for processes to comply */
-    int launcher_status; /* out: the launcher's wait status, when the stop reaped it */
-    int launcher_reaped; /* out: set when it did */
+    pid_t launcher;   /* CMD's pid, the leader of its process group; 0 when it already ended
+                       * or the job has none (watch) */
+    int own_children; /* this process is the job's subreaper (lockstep run): every process
+                       * below it is the job's, and it reaps them */
+    double grace_s;   /* how long each step waits for processes to comply */
 };
 
 /* Stops the job: SIGTERM to the launcher's process group, and up to `grace_s` for the launcher
