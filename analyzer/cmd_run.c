@@ -42,8 +42,9 @@ static int usage_full(FILE *f, int rc)
             "  --grace SECONDS  stopping: how long the launcher gets to tear its job down after\n"
             "                   SIGTERM, then the ranks after theirs, before SIGKILL (default 5)\n"
             "  environment: LOCKSTEP_SHIM (the shim), LOCKSTEP_GATHER_DIR (multi-node gather),\n"
-            "  LOCKSTEP_STOP_GRACE (the default of --grace), LOCKSTEP_RETAIN_HOURS (run folders\n"
-            "  of processes gone this long are removed; default 72, 0 keeps them)\n");
+            "  LOCKSTEP_STOP_GRACE (the default of --grace), LOCKSTEP_RUNS_DIR (where run folders\n"
+            "  are made without --dir; default /dev/shm/lockstep-UID), LOCKSTEP_RETAIN_HOURS (run\n"
+            "  folders of processes gone this long are removed; default 72, 0 keeps them)\n");
     return rc;
 }
 

@@ -351,11 +351,15 @@ int run_dir_prune(const char *base, double retain_hours)
 /* Makes the per-user default folder and a fresh run-XXXXXX in it, after pruning. */
 static int open_default(struct run_dir *d)
 {
-    char base[128];
-    snprintf(base, sizeof(base), "/dev/shm/lockstep-%u", (unsigned)getuid());
-    if (mkdir(base, 0700) != 0 && errno != EEXIST)
+    char base[PATH_MAX - 16];
+    const char *env = getenv("LOCKSTEP_RUNS_DIR");
+    if (env && *env && strlen(env) < sizeof(base))
+        snprintf(base, sizeof(base), "%s", env);
+    else
+        snprintf(base, sizeof(base), "/dev/shm/lockstep-%u", (unsigned)getuid());
+    if (!(env && *env) && mkdir(base, 0700) != 0 && errno != EEXIST)
         snprintf(base, sizeof(base), "/tmp/lockstep-%u", (unsigned)getuid());
-    int basefd = open_folder(base, "the trace folder");
+    int basefd = open_folder(base, env && *env ? "LOCKSTEP_RUNS_DIR" : "the trace folder");
     if (basefd < 0)
         return -1;
     close(basefd);

@@ -17,7 +17,8 @@ struct run_dir {
  * user or one that others can write, and one that holds traces of processes still running or
  * is in use by another `lockstep run`; traces of an earlier run there are moved to
  * `<given>.old` (said on stderr). Without: prunes expired run folders of the per-user default
- * folder (/dev/shm/lockstep-UID, else /tmp/lockstep-UID), then makes a fresh run-XXXXXX there.
+ * folder (LOCKSTEP_RUNS_DIR, else /dev/shm/lockstep-UID, else /tmp/lockstep-UID; checked like
+ * --dir), then makes a fresh run-XXXXXX there.
  * Returns 0, or -1 after a message. */
 int run_dir_open(struct run_dir *d, const char *given);
 

@@ -537,21 +537,29 @@ def one_trace(tmp):
     return os.path.join(d, [n for n in os.listdir(d) if n.endswith(".trace")][0])
 
 
-def case_prune(tmp):
-    """Run folders under /dev/shm/lockstep-UID whose processes ended longer ago than
-    LOCKSTEP_RETAIN_HOURS are removed when a run starts; never one that is recent, whose
-    process lives, that a run holds, or that holds files not ours."""
+def shm_folder(name):
+    """A folder of ours in /dev/shm, where traces are kept by default (tmpfs counts blocks
+    reserved and never written as holes, unlike most disk filesystems)."""
     base = f"/dev/shm/lockstep-{os.getuid()}"
-    if not os.path.isdir(base):
-        os.mkdir(base, 0o700)
+    os.makedirs(base, mode=0o700, exist_ok=True)
+    return os.path.join(base, f"{TAG}-{name}")
+
+
+def case_prune(tmp):
+    """Run folders whose processes ended longer ago than LOCKSTEP_RETAIN_HOURS are removed
+    when a run starts; never one that is recent, whose process lives, that a run holds, or that
+    holds files not ours. (In a runs folder of this case's own, LOCKSTEP_RUNS_DIR: runs of other
+    tests prune /dev/shm/lockstep-UID meanwhile.)"""
+    base = shm_folder("runs")
     src = one_trace(tmp)
     long_ago = time.time_ns() - 100 * 3600 * 10**9
     helper = subprocess.Popen(["sleep", "60"])
     made = {}
     locked = None
     try:
+        os.mkdir(base, 0o700)
         for name in ("expired", "recent", "alive", "foreign", "locked", "empty"):
-            d = os.path.join(base, f"run-{TAG}-{name}")
+            d = os.path.join(base, f"run-{name}")
             made[name] = d
             os.mkdir(d, 0o700)
             if name == "empty":
@@ -570,40 +578,35 @@ def case_prune(tmp):
             if name == "locked":
                 locked = os.open(d, os.O_RDONLY)
                 fcntl.flock(locked, fcntl.LOCK_EX)
-        env = base_env(tmp)
+        env = base_env(tmp, {"LOCKSTEP_RUNS_DIR": base})
         p = run_plain(["--", "true"], dict(env, LOCKSTEP_RETAIN_HOURS="0"))
         expect(p.returncode == 0 and all(os.path.isdir(d) for d in made.values()),
                f"LOCKSTEP_RETAIN_HOURS=0 keeps everything: {p.stderr}")
-        own = [l.split()[4] for l in p.stderr.splitlines() if "traces kept in" in l]
         p = run_plain(["--", "true"], env)
-        own += [l.split()[4] for l in p.stderr.splitlines() if "traces kept in" in l]
         expect(p.returncode == 0, f"lockstep run: {p.stderr}")
         gone = sorted(n for n, d in made.items() if not os.path.exists(d))
         expect(gone == ["empty", "expired"], f"removed {gone}, want the expired and the empty "
                                              f"one:\n{p.stderr}")
-        expect("removed " in p.stderr and "LOCKSTEP_RETAIN_HOURS" in p.stderr,
-               f"the pruning was not said: {p.stderr}")
-        expect(own and all(o.startswith(base + "/run-") for o in own),
-               f"runs without --dir trace into {base}: {own}")
+        expect(f"removed 2 run folders from {base} whose processes ended over 72 h ago"
+               in p.stderr, f"the pruning was not said: {p.stderr}")
+        runs = sorted(n for n in os.listdir(base) if n.startswith("run-") and
+                      n[4:] not in made)
+        expect(len(runs) == 2, f"each run made a run-XXXXXX folder of its own in {base}: {runs}")
+        p = run_plain(["--", "true"], base_env(tmp))
+        own = [l.split()[4] for l in p.stderr.splitlines() if "traces kept in" in l]
+        expect(own and own[0].startswith(f"/dev/shm/lockstep-{os.getuid()}/run-"),
+               f"without LOCKSTEP_RUNS_DIR a run traces into /dev/shm/lockstep-UID: {own}")
+        shutil.rmtree(own[0], ignore_errors=True)
     finally:
         helper.kill()
         helper.wait()
         if locked is not None:
             os.close(locked)
-        for d in list(made.values()) + [o for o in locals().get("own", [])]:
-            shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def blocks(path):
     return os.stat(path).st_blocks * 512
-
-
-def shm_folder(name):
-    """A folder of ours in /dev/shm, where traces are kept by default (tmpfs counts blocks
-    reserved and never written as holes, unlike most disk filesystems)."""
-    base = f"/dev/shm/lockstep-{os.getuid()}"
-    os.makedirs(base, mode=0o700, exist_ok=True)
-    return os.path.join(base, f"{TAG}-{name}")
 
 
 def case_compact(tmp):
@@ -632,14 +635,16 @@ def case_compact(tmp):
         expect(after * 8 < before, f"4 traces hold {after} bytes after, {before} before")
         print(f"4 traces of a short clean job: {before / 2**20:.1f} MiB before, "
               f"{after / 2**20:.2f} MiB after")
-        # A run's own traces (the default folder), compacted when it ends; the line says where
-        # and how much.
-        p = run_plain(["--", LAUNCH, "--np", "4", "--", SCENARIOS, "clean"], base_env(tmp))
+        # A run's own traces (in a run folder), compacted when it ends; the line says where and
+        # how much.
+        runs = shm_folder("runs")
+        own.append(runs)
+        p = run_plain(["--", LAUNCH, "--np", "4", "--", SCENARIOS, "clean"],
+                      base_env(tmp, {"LOCKSTEP_RUNS_DIR": runs}))
         expect(p.returncode == 0, f"lockstep run: {p.stderr}")
         line = [l for l in p.stderr.splitlines() if l.startswith("lockstep: traces kept in ")]
         expect(line, f"no closing line: {p.stderr}")
         e = line[0].split()[4]
-        own.append(e)
         held = sum(blocks(os.path.join(e, n)) for n in os.listdir(e))
         expect(f"traces kept in {e} (4 traces, {held / 2**20:.1f} MiB); analyze them with: "
                f"lockstep analyze {e}" in line[0], f"the closing line: {line}, {held} bytes")
