@@ -158,7 +158,7 @@ def case_orphans_finish(tmp):
            f"run wrote its report before the ranks ended: {[r['state'] for r in report['ranks']]}")
     expect_nothing_left(d, p)
 
-    script = "( sleep 0.3; RANK=0 WORLD_SIZE=1 sh -c '%s' ) &" % rank_cmd("segfault")
+    script = "( sleep 1; RANK=0 WORLD_SIZE=1 sh -c '%s' ) &" % rank_cmd("segfault")
     p, report, d = lockstep_run(tmp, "crash", ["sh", "-c", script], stall=30)
     expect(p.returncode == 128 + 11, f"exit {p.returncode}, expected 139 (the rank's crash)\n"
                                      f"{p.stderr}")
@@ -226,12 +226,12 @@ def case_launcher_first(tmp):
 
 def case_stubborn(tmp):
     """launch-ranks forwards SIGTERM, but rank 3 and every rank's helper ignore it: after the
-    grace (0.5 s here, --grace) lockstep SIGTERMs what is left, then SIGKILLs it; the launcher,
+    grace (1 s here, --grace) lockstep SIGTERMs what is left, then SIGKILLs it; the launcher,
     once its ranks are gone, exits by itself and is never killed."""
     rank = ('if [ "$RANK" = 3 ]; then trap "" TERM; fi; (trap "" TERM; exec sleep 60) & '
             + rank_cmd("uneven_shards"))
     p, report, d = lockstep_run(tmp, "stubborn", [LAUNCH, "--np", "4", "--", "sh", "-c", rank],
-                                run_args=("--grace", "0.5"))
+                                run_args=("--grace", "1"))
     expect_stall(p, report, "op_mismatch")
     s = stopped(report, p)
     by = {e["role"]: e for e in s if e["role"] != "descendant"}
