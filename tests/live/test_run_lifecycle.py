@@ -150,8 +150,9 @@ def case_orphans_finish(tmp):
     env = base_env(tmp, {"SCENARIO_DELAY_MS": "400", "SCENARIO_STEPS": "2"})
     p, report, d = lockstep_run(tmp, "clean", ["sh", "-c", script], stall=30, env=env)
     expect(p.returncode == 0, f"exit {p.returncode}, expected 0\n{p.stderr}")
-    expect("but 2 traced processes of its job still run" in p.stderr,
-           f"run did not say it watches 2 traced processes:\n{p.stderr}")
+    # (Traced or not yet, as the ranks start: the line is written once, when sh exits.)
+    expect("sh exited (status 0) but 2 " in p.stderr and "watching them" in p.stderr,
+           f"run did not say it watches the 2 ranks:\n{p.stderr}")
     expect(report is not None and report["findings"] == [] and len(report["ranks"]) == 2,
            f"clean report of 2 ranks: {report and report['findings']}")
     expect(all(r["state"] == "exited" for r in report["ranks"]),
@@ -241,7 +242,8 @@ def case_stubborn(tmp):
            f"ranks 0-2 ended by the launcher: {s}")
     expect(by["rank 3"]["by"] == "lockstep" and by["rank 3"]["signal"] == "SIGKILL",
            f"rank 3 ignores SIGTERM: lockstep kills it: {by['rank 3']}")
-    helpers = [e for e in s if e["role"] == "descendant"]
+    # (A sanitizer's leak checker may show up too, as a short-lived child of the launcher.)
+    helpers = [e for e in s if e["role"] == "descendant" and e["command"] == "sleep"]
     expect(len(helpers) == 4 and all(e["signal"] == "SIGKILL" and e["by"] == "lockstep"
                                      for e in helpers), f"helpers killed: {helpers}")
     line = stop_line(p)
