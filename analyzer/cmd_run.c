@@ -235,19 +235,6 @@ static void mention_untraced(void)
     free(pids);
 }
 
-/* True when a trace of the folder records a crash (a fatal signal) or a failed exit. */
-static int job_failed(struct monitor *m)
-{
-    for (size_t i = 0; i < m->n; i++) {
-        const struct ls_header *h = &m->t[i].h;
-        if (h->end_kind == LS_END_SIGNALED ||
-            ((h->end_kind == LS_END_EXITED || h->end_kind == LS_END_UNDERSCORE_EXIT) &&
-             h->end_status != 0))
-            return 1;
-    }
-    return 0;
-}
-
 /* Passes a signal lockstep got on to the job: to CMD's process group while CMD runs, else to
  * the traced processes that outlived it. */
 static void forward_signal(int sig, const struct children *c, struct monitor *m)
@@ -366,7 +353,7 @@ int cmd_run(int argc, char **argv)
     mention_untraced();
     monitor_poll(&m);
     const char *where = gather_on_end(&g, &m);
-    int failed = rc != 0 || job_failed(&m);
+    int failed = rc != 0 || traced_status(&m) != 0; /* a rank crashed, even if CMD was fine */
     if (where && (failed || o.json_path)) {
         if (failed)
             fprintf(stderr, "lockstep: the job ended with status %d: post-mortem diagnosis\n", rc);

@@ -370,6 +370,7 @@ static int open_default(struct run_dir *d)
                 strerror(errno));
         return -1;
     }
+    d->made = 1;
     d->fd = open(d->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (d->fd < 0 || flock(d->fd, LOCK_EX | LOCK_NB) != 0) {
         fprintf(stderr, "lockstep: cannot open %s: %s\n", d->path, strerror(errno));
@@ -434,7 +435,14 @@ static int move_earlier(struct run_dir *d)
     if (oldfd < 0)
         return -1;
     struct tally gone = {0};
-    each_entry(oldfd, find_earlier, &gone);
+    if (each_entry(oldfd, find_earlier, &gone) != 0) {
+        fprintf(stderr,
+                "lockstep: %s holds the trace of pid %d (rank %d), which still runs: the traces "
+                "in %s cannot be moved there; give another folder\n",
+                old, gone.busy.pid, gone.busy.rank, d->path);
+        close(oldfd);
+        return -1;
+    }
     each_entry(oldfd, remove_ours, NULL);
     struct move mv = {d->fd, oldfd, old, 0};
     each_entry(d->fd, move_entry, &mv);
@@ -485,6 +493,14 @@ void run_dir_close(struct run_dir *d)
         return;
     struct tally t = {0};
     each_entry(d->fd, compact_one, &t);
+    /* A run folder of ours that nothing was written into is not worth keeping. */
+    if (d->made && t.traces == 0 && t.bytes == 0 && rmdir(d->path) == 0) {
+        fprintf(stderr, "lockstep: the job wrote no traces (no NCCL call was seen); removed %s\n",
+                d->path);
+        close(d->fd);
+        d->fd = -1;
+        return;
+    }
     fprintf(stderr,
             "lockstep: traces kept in %s (%d %s, %.1f MiB); analyze them with: lockstep analyze "
             "%s\n",

@@ -9,7 +9,8 @@
 
 struct run_dir {
     char path[PATH_MAX];
-    int fd; /* the folder, flock()ed while the run goes: pruning leaves it alone */
+    int fd;   /* the folder, flock()ed while the run goes: pruning leaves it alone */
+    int made; /* a run-XXXXXX folder made by this run (not --dir) */
 };
 
 /* Opens the trace folder of a run. With `given` (--dir): creates it 0700 if missing; refuses
@@ -25,7 +26,8 @@ int run_dir_open(struct run_dir *d, const char *given);
 /* Ends the run's hold on the folder: the traces of processes that ended have their all-zero
  * pages given back (a hole reads as the zeros it replaces: the files read the same), and one
  * line on stderr says where the traces are, how many and how much they hold, and how to
- * analyze them. This function can't fail. */
+ * analyze them; a run folder it made that stayed empty is removed instead. This function can't
+ * fail. */
 void run_dir_close(struct run_dir *d);
 
 /* Removes the run-* folders under `base` whose traces all belong to processes gone for longer
