@@ -20,6 +20,7 @@ import time
 from test_live import EMU_DIR, LAUNCH, LOCKSTEP, SCENARIOS, SHIM  # and the harness's path
 from harness import Skip, expect, run  # noqa: E402
 TAG = "rl%d" % os.getpid()  # names this case's emulator segments (LOCKSTEP_EMU_TAG)
+FOLDERS = []  # trace folders of this case's runs: what is left of their jobs is killed at exit
 
 
 def base_env(tmp, extra=None):
@@ -45,6 +46,7 @@ def remove_segments():
 def lockstep_run(tmp, name, cmd, stall=1, run_args=(), env=None, timeout=120):
     """Runs `lockstep run` over CMD; returns (process, report dict or None, trace folder)."""
     d = os.path.join(tmp, "traces-" + name)
+    FOLDERS.append(d)
     js = os.path.join(tmp, name + ".json")
     # Output into files, not pipes: a process left behind would hold a pipe open.
     out, err = os.path.join(tmp, name + ".out"), os.path.join(tmp, name + ".err")
@@ -78,13 +80,19 @@ def job_processes(d):
     return left
 
 
-def expect_nothing_left(d, p):
+def kill_left(d):
+    """Kills what is left of the job of folder `d` (not to leave it to the next case)."""
     left = job_processes(d)
-    for entry in left:  # do not leave them to the next case either
+    for entry in left:
         try:
             os.kill(int(entry.split()[0]), signal.SIGKILL)
         except OSError:
             pass
+    return left
+
+
+def expect_nothing_left(d, p):
+    left = kill_left(d)
     expect(not left, f"processes of the job outlived lockstep run: {left}\n{p.stdout}\n{p.stderr}")
 
 
@@ -659,4 +667,9 @@ def case_compact(tmp):
 
 
 if __name__ == "__main__":
-    sys.exit(run(globals(), "lockstep-lifecycle-"))
+    try:
+        rc = run(globals(), "lockstep-lifecycle-")
+    finally:
+        for folder in FOLDERS:
+            kill_left(folder)
+    sys.exit(rc)
