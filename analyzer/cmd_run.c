@@ -1,6 +1,7 @@
 /* cmd_run.c -- `lockstep run [--dir DIR] [--stall S] [--json FILE] [--format text|github]
- * -- CMD...`: runs a job under the shim, notices a stall, diagnoses it live, stops the job and
- * exits 3; otherwise exits with the job's own status. */
+ * [--grace S] -- CMD...`: runs a job under the shim as the reaper of its processes, notices a
+ * stall, diagnoses it live, stops the job and exits 3; otherwise waits until no traced process
+ * of the job runs and exits with the job's own status. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -8,15 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "commands.h"
 #include "gather.h"
 #include "live_cmd.h"
+#include "proctree.h"
+#include "run_dir.h"
 
 #define RUN_STALL_EXIT 3
+#define RUN_POLL_MS    50 /* how often the traces are read: a stall is seen this late at most */
 
 static volatile sig_atomic_t forwarded_signal;
 
@@ -36,7 +39,12 @@ static int usage_full(FILE *f, int rc)
             "  --dir DIR        trace folder (default: a fresh one under /dev/shm/lockstep-UID)\n"
             "  --json FILE      also write the JSON report there\n"
             "  --format github  also print ::error annotations at the divergent call sites\n"
-            "  environment: LOCKSTEP_SHIM (the shim), LOCKSTEP_GATHER_DIR (multi-node gather)\n");
+            "  --grace SECONDS  stopping: how long the launcher gets to tear its job down after\n"
+            "                   SIGTERM, then the ranks after theirs, before SIGKILL (default 5)\n"
+            "  environment: LOCKSTEP_SHIM (the shim), LOCKSTEP_GATHER_DIR (multi-node gather),\n"
+            "  LOCKSTEP_STOP_GRACE (the default of --grace), LOCKSTEP_RUNS_DIR (where run folders\n"
+            "  are made without --dir; default /dev/shm/lockstep-UID), LOCKSTEP_RETAIN_HOURS (run\n"
+            "  folders of processes gone this long are removed; default 72, 0 keeps them)\n");
     return rc;
 }
 
@@ -85,31 +93,6 @@ static int find_shim(char *out, size_t len)
     return -1;
 }
 
-/* A trace folder of our own: DIR as given (created 0700), or a fresh one under the per-user
- * default folder. */
-static int make_dir(const char *given, char *out, size_t len)
-{
-    if (given) {
-        if (mkdir(given, 0700) != 0 && errno != EEXIST) {
-            fprintf(stderr, "lockstep: cannot create %s: %s\n", given, strerror(errno));
-            return -1;
-        }
-        snprintf(out, len, "%s", given);
-        return 0;
-    }
-    char base[256];
-    snprintf(base, sizeof(base), "/dev/shm/lockstep-%u", (unsigned)getuid());
-    if (mkdir(base, 0700) != 0 && errno != EEXIST)
-        snprintf(base, sizeof(base), "/tmp");
-    snprintf(out, len, "%s/run-XXXXXX", base);
-    if (!mkdtemp(out)) {
-        fprintf(stderr, "lockstep: cannot create a trace folder in %s: %s\n", base,
-                strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 static pid_t start_job(char **cmd, const char *shim, const char *dir)
 {
     char preload[8192];
@@ -143,22 +126,133 @@ static int exit_code(int status)
     return 1;
 }
 
-/* True when a trace of the folder records a crash (a fatal signal) or a failed exit. */
-static int job_failed(struct monitor *m)
+/* What `run` knows of its children: CMD, and the job's orphans it reaps. */
+struct children {
+    pid_t job;
+    int job_status, job_done;
+};
+
+/* Waits for every child that has ended; CMD's status is kept. */
+static void reap_children(struct children *c)
 {
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        if (pid == c->job) {
+            c->job_status = status;
+            c->job_done = 1;
+        }
+}
+
+/* True while a process below this one lives (being the subreaper, every orphan of the job
+ * is re-parented here). */
+static int have_children(void)
+{
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    return waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0;
+}
+
+/* The job's status from its traces: the first failure's (exit status, or 128 + the signal
+ * that killed it), 0 when every traced process ended well. */
+static int traced_status(const struct monitor *m)
+{
+    int rc = 0;
+    uint64_t first = UINT64_MAX;
     for (size_t i = 0; i < m->n; i++) {
         const struct ls_header *h = &m->t[i].h;
-        if (h->end_kind == LS_END_SIGNALED ||
-            ((h->end_kind == LS_END_EXITED || h->end_kind == LS_END_UNDERSCORE_EXIT) &&
-             h->end_status != 0))
-            return 1;
+        int code = h->end_kind == LS_END_SIGNALED ? 128 + (int)h->end_signal
+                   : h->end_kind == LS_END_EXITED || h->end_kind == LS_END_UNDERSCORE_EXIT
+                       ? (int)h->end_status
+                       : 0;
+        if (code != 0 && h->end_ns < first) {
+            first = h->end_ns;
+            rc = code;
+        }
     }
-    return 0;
+    return rc;
+}
+
+/* Lists the pids below this process on `out` (", "-separated); returns how many. */
+static size_t list_descendants(FILE *out, const struct monitor *m, int traced)
+{
+    size_t n = 0;
+    if (traced) {
+        for (size_t i = 0; i < m->n; i++)
+            if (m->t[i].running_here)
+                fprintf(out, "%s%d", n++ ? ", " : "", m->t[i].h.pid);
+        return n;
+    }
+    struct proc_table t = {0};
+    unsigned char *marks = NULL;
+    if (proctree_scan(&t) == 0 && (marks = calloc(t.n + 1, 1)) != NULL) {
+        proctree_mark_descendants(&t, getpid(), marks);
+        for (size_t i = 0; i < t.n; i++)
+            if (marks[i] && t.v[i].state != 'Z')
+                fprintf(out, "%s%d (%s)", n++ ? ", " : "", t.v[i].pid, t.v[i].comm);
+    }
+    free(marks);
+    proctree_free(&t);
+    return n;
+}
+
+/* CMD ended while processes of its job run on: say so, once. */
+static void announce_orphans(const char *cmd, const struct children *c, const struct monitor *m)
+{
+    char *pids = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&pids, &len);
+    if (!f)
+        return;
+    int traced = monitor_running(m) > 0;
+    size_t n = list_descendants(f, m, traced);
+    fclose(f);
+    fprintf(stderr,
+            "lockstep: %s exited (status %d) but %zu %s of its job still %s (pids %s): watching "
+            "them until they end\n",
+            cmd, exit_code(c->job_status), n,
+            traced ? (n == 1 ? "traced process" : "traced processes")
+                   : (n == 1 ? "process, not traced yet," : "processes, none traced yet,"),
+            n == 1 ? "runs" : "run", pids);
+    free(pids);
+}
+
+/* After the job: says which processes it left behind that were never traced (left alone). */
+static void mention_untraced(void)
+{
+    char *pids = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&pids, &len);
+    if (!f)
+        return;
+    size_t n = list_descendants(f, NULL, 0);
+    fclose(f);
+    if (n)
+        fprintf(stderr,
+                "lockstep: the job ended, and %zu %s it started %s on untraced (pids %s): left "
+                "alone\n",
+                n, n == 1 ? "process" : "processes", n == 1 ? "runs" : "run", pids);
+    free(pids);
+}
+
+/* Passes a signal lockstep got on to the job: to CMD's process group while CMD runs, else to
+ * the traced processes that outlived it. */
+static void forward_signal(int sig, const struct children *c, struct monitor *m)
+{
+    if (!c->job_done) {
+        kill(-c->job, sig);
+        return;
+    }
+    monitor_poll(m);
+    for (size_t i = 0; i < m->n; i++)
+        if (m->t[i].running_here)
+            kill(m->t[i].h.pid, sig);
 }
 
 int cmd_run(int argc, char **argv)
 {
-    struct live_opts o = {300, NULL, 0};
+    struct live_opts o;
+    live_opts_init(&o);
     const char *given_dir = NULL;
     int i;
     for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
@@ -182,9 +276,11 @@ int cmd_run(int argc, char **argv)
         return usage_full(stderr, 2);
     char **cmd = argv + i + 1;
 
-    char shim[PATH_MAX], dir[PATH_MAX];
-    if (find_shim(shim, sizeof(shim)) < 0 || make_dir(given_dir, dir, sizeof(dir)) < 0)
+    char shim[PATH_MAX];
+    struct run_dir d;
+    if (find_shim(shim, sizeof(shim)) < 0 || run_dir_open(&d, given_dir) < 0)
         return 2;
+    const char *dir = d.path;
     fprintf(stderr, "lockstep: tracing %s into %s (stall after %g s without progress)\n", cmd[0],
             dir, o.stall_s);
     struct monitor m;
@@ -203,19 +299,34 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
-    pid_t job = start_job(cmd, shim, dir);
-    if (job < 0)
+    /* Orphans of the job (a launcher that backgrounds its ranks and exits, a double fork,
+     * setsid) are re-parented here: run waits for them and can stop them. */
+    if (proctree_become_subreaper() < 0)
+        fprintf(stderr,
+                "lockstep: cannot become the reaper of the job's orphans (%s): ranks "
+                "that leave the process tree are watched through their traces only\n",
+                strerror(errno));
+    struct children c = {0};
+    c.job = start_job(cmd, shim, dir);
+    if (c.job < 0)
         return 2;
-    int status = 0, rc;
+    int announced = 0, rc;
     for (;;) {
-        pid_t w = waitpid(job, &status, WNOHANG);
-        if (w == job)
-            break;
+        reap_children(&c);
         if (forwarded_signal) {
-            kill(-job, forwarded_signal);
+            forward_signal(forwarded_signal, &c, &m);
             forwarded_signal = 0;
         }
         monitor_poll(&m);
+        if (c.job_done) {
+            /* Over when no traced process runs; before any trace exists, when nothing CMD
+             * started runs either. */
+            if (monitor_running(&m) == 0 && (m.n > 0 || !have_children()))
+                break;
+            if (!announced)
+                announce_orphans(cmd[0], &c, &m);
+            announced = 1;
+        }
         char why[256];
         int outstanding = monitor_outstanding(&m, why, sizeof(why));
         int stalled = outstanding && monitor_idle_s(&m) >= o.stall_s;
@@ -230,20 +341,23 @@ int cmd_run(int argc, char **argv)
             if (where)
                 live_diagnose(where, &o, where == dir, 1);
             gather_release(&g);
-            live_stop(&m, job, 5.0);
-            while (waitpid(job, &status, 0) < 0 && errno == EINTR)
-                ;
-            fprintf(stderr, "lockstep: stopped the job (traces in %s)\n", dir);
+            struct stop_job sj = {.launcher = c.job_done ? 0 : c.job, .own_children = 1};
+            live_stop(&m, &o, &sj, c.job_done ? cmd[0] : NULL);
             monitor_free(&m);
             gather_free(&g);
+            run_dir_close(&d);
             return RUN_STALL_EXIT;
         }
-        live_sleep_ms(200);
+        live_sleep_ms(RUN_POLL_MS);
     }
-    rc = exit_code(status);
+    rc = exit_code(c.job_status);
+    /* CMD did not wait for its ranks: their ends are the job's status. */
+    if (announced && rc == 0)
+        rc = traced_status(&m);
+    mention_untraced();
     monitor_poll(&m);
     const char *where = gather_on_end(&g, &m);
-    int failed = rc != 0 || job_failed(&m);
+    int failed = rc != 0 || traced_status(&m) != 0; /* a rank crashed, even if CMD was fine */
     if (where && (failed || o.json_path)) {
         if (failed)
             fprintf(stderr, "lockstep: the job ended with status %d: post-mortem diagnosis\n", rc);
@@ -252,5 +366,6 @@ int cmd_run(int argc, char **argv)
     gather_release(&g);
     monitor_free(&m);
     gather_free(&g);
+    run_dir_close(&d);
     return rc;
 }

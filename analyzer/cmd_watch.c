@@ -14,18 +14,22 @@
 static int usage_full(FILE *f, int rc)
 {
     fprintf(f, "usage: lockstep watch [--stall SECONDS] [--json FILE] [--format text|github] "
-               "[--kill] DIR\n"
+               "[--kill] [--grace SECONDS] DIR\n"
                "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
                "  and LOCKSTEP_DIR=DIR; when for SECONDS (default 300) no rank entered or left an\n"
                "  NCCL call while some rank waits, it diagnoses the live job and exits 3 (--kill\n"
                "  also stops its processes). When every traced process has ended it prints the\n"
-               "  post-mortem diagnosis and exits 0 (nothing found) or 1 (findings).\n");
+               "  post-mortem diagnosis and exits 0 (nothing found) or 1 (findings).\n"
+               "  --grace SECONDS  with --kill: how long the ranks get after SIGTERM, and their\n"
+               "                   left-over processes after that, before SIGKILL (default 5,\n"
+               "                   or LOCKSTEP_STOP_GRACE)\n");
     return rc;
 }
 
 int cmd_watch(int argc, char **argv)
 {
-    struct live_opts o = {300, NULL, 0};
+    struct live_opts o;
+    live_opts_init(&o);
     int kill_job = 0, i;
     const char *dir = NULL;
     for (i = 1; i < argc; i++) {
@@ -67,8 +71,8 @@ int cmd_watch(int argc, char **argv)
                     monitor_idle_s(&m), why);
             live_diagnose(dir, &o, 1, 1);
             if (kill_job) {
-                live_stop(&m, 0, 5.0);
-                fprintf(stderr, "lockstep: stopped the job's processes\n");
+                struct stop_job job = {0};
+                live_stop(&m, &o, &job, NULL);
             }
             rc = WATCH_STALL_EXIT;
             break;

@@ -19,13 +19,20 @@ void live_sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+void live_opts_init(struct live_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->stall_s = 300;
+    o->grace_s = job_stop_default_grace();
+}
+
 int live_parse_option(struct live_opts *o, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
     const char *val = NULL;
-    const char *names[] = {"--stall", "--json", "--format"};
+    const char *names[] = {"--stall", "--json", "--format", "--grace"};
     int which = -1;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         size_t n = strlen(names[k]);
         if (strcmp(a, names[k]) == 0) {
             if (*i + 1 >= argc) {
@@ -50,6 +57,14 @@ int live_parse_option(struct live_opts *o, int argc, char **argv, int *i)
             return -1;
         }
         o->stall_s = s;
+    } else if (which == 3) {
+        char *end;
+        double g = strtod(val, &end);
+        if (*end || !(g >= 0) || g > 3600) {
+            fprintf(stderr, "lockstep: --grace wants seconds from 0 to 3600, not '%s'\n", val);
+            return -1;
+        }
+        o->grace_s = g;
     } else if (which == 1) {
         o->json_path = val;
     } else if (strcmp(val, "github") == 0) {
@@ -145,7 +160,7 @@ static void print_github(FILE *out, const struct findings *fs)
     }
 }
 
-int live_diagnose(const char *dir, const struct live_opts *o, int probe, int print)
+int live_diagnose(const char *dir, struct live_opts *o, int probe, int print)
 {
     struct analysis a;
     memset(&a, 0, sizeof(a));
@@ -170,6 +185,8 @@ int live_diagnose(const char *dir, const struct live_opts *o, int probe, int pri
             analysis_report(&a, f, 1, 0);
             if (fclose(f) != 0)
                 fprintf(stderr, "lockstep: writing %s failed\n", o->json_path);
+            else
+                o->json_written = 1;
         }
     }
     rc = (int)a.fs.n;
@@ -178,40 +195,70 @@ out:
     return rc;
 }
 
-static int any_running(struct monitor *m, pid_t pgid)
+/* Rewrites the JSON report at `path` with the member "stopped" added at its end. */
+static void add_stop_to_json(const char *path, const struct stop_report *r)
 {
-    if (pgid > 0 && kill(-pgid, 0) == 0)
-        return 1;
-    monitor_poll(m);
-    return monitor_running(m) > 0;
+    FILE *f = fopen(path, "r");
+    char *text = NULL;
+    size_t len = 0;
+    if (f) {
+        FILE *mem = open_memstream(&text, &len);
+        char buf[65536];
+        size_t n;
+        while (mem && (n = fread(buf, 1, sizeof(buf), f)) > 0)
+            fwrite(buf, 1, n, mem);
+        fclose(f);
+        if (mem)
+            fclose(mem);
+    }
+    /* The report is one object: drop its closing brace, write the member, close it again. */
+    while (text && len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
+        len--;
+    if (!text || len < 2 || text[len - 1] != '}') {
+        fprintf(stderr, "lockstep: %s is not the report written before; the stop is not in it\n",
+                path);
+        free(text);
+        return;
+    }
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fprintf(stderr, "lockstep: cannot write %s: %s\n", tmp, strerror(errno));
+        free(text);
+        return;
+    }
+    size_t body = len - 1;
+    while (body > 0 && (text[body - 1] == '\n' || text[body - 1] == ' '))
+        body--;
+    fwrite(text, 1, body, out);
+    struct json_writer w;
+    json_init(&w, out);
+    w.depth = 1;    /* inside the report's object, */
+    w.count[1] = 1; /* after its other members */
+    stop_report_json(&w, r);
+    fputs("\n}\n", out);
+    if (fclose(out) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "lockstep: rewriting %s failed: %s\n", path, strerror(errno));
+        unlink(tmp);
+    }
+    free(text);
 }
 
-void live_stop(struct monitor *m, pid_t pgid, double grace_s)
+void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,
+               const char *launcher_cmd)
 {
-    for (int sig = SIGTERM;; sig = SIGKILL) {
-        if (pgid > 0)
-            kill(-pgid, sig);
-        monitor_poll(m);
-        for (size_t i = 0; i < m->n; i++)
-            if (m->t[i].running_here)
-                kill(m->t[i].h.pid, sig);
-        /* A stopped process keeps SIGTERM pending until it continues (as Slurm does, continue
-         * it so that it can end). */
-        if (sig == SIGTERM) {
-            if (pgid > 0)
-                kill(-pgid, SIGCONT);
-            for (size_t i = 0; i < m->n; i++)
-                if (m->t[i].running_here)
-                    kill(m->t[i].h.pid, SIGCONT);
-        }
-        if (sig == SIGKILL)
-            break;
-        for (int waited = 0; waited < (int)(grace_s * 1000) && any_running(m, pgid); waited += 50) {
-            while (pgid > 0 && waitpid(-pgid, NULL, WNOHANG) > 0)
-                ;
-            live_sleep_ms(50);
-        }
-        if (!any_running(m, pgid))
-            break;
+    struct stop_report r;
+    memset(&r, 0, sizeof(r));
+    job->grace_s = o->grace_s;
+    if (launcher_cmd) {
+        r.launcher_gone = 1;
+        snprintf(r.launcher_cmd, sizeof(r.launcher_cmd), "%s", launcher_cmd);
     }
+    job_stop(m, job, &r);
+    stop_report_print(stdout, &r);
+    fflush(stdout);
+    if (o->json_path && o->json_written)
+        add_stop_to_json(o->json_path, &r);
+    stop_report_free(&r);
 }

@@ -6,27 +6,36 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "job_stop.h"
 #include "monitor.h"
 
 struct live_opts {
     double stall_s;        /* no progress for this long while something is outstanding */
     const char *json_path; /* also write the JSON report here, NULL: no */
     int github;            /* also print ::error annotations at the divergent call sites */
+    double grace_s;        /* stopping: how long each step waits before the next, harsher one */
+    int json_written;      /* set by live_diagnose() once it wrote json_path */
 };
 
-/* Parses a --stall/--json/--format option at argv[*i] into `o`, advancing *i past its value.
- * Returns 1 when it was one of those, 0 when not, -1 (after a message) when its value is
- * wrong. */
+/* The defaults: a stall after 300 s, the stop's grace from job_stop_default_grace(). */
+void live_opts_init(struct live_opts *o);
+
+/* Parses a --stall/--json/--format/--grace option at argv[*i] into `o`, advancing *i past its
+ * value. Returns 1 when it was one of those, 0 when not, -1 (after a message) when its value
+ * is wrong. */
 int live_parse_option(struct live_opts *o, int argc, char **argv, int *i);
 
 /* Diagnoses the traces in `dir`: probes the ranks still running here when `probe` is set,
  * prints the report (text, github annotations) on stdout when `print` is set, and writes the
- * JSON file. Returns the number of findings, or -1 when the traces could not be analyzed. */
-int live_diagnose(const char *dir, const struct live_opts *o, int probe, int print);
+ * JSON file (o->json_written). Returns the number of findings, or -1 when the traces could not
+ * be analyzed. */
+int live_diagnose(const char *dir, struct live_opts *o, int probe, int print);
 
-/* Stops the job: SIGTERM (and SIGCONT, for stopped ones) to process group `pgid` (if > 0) and
- * to every traced process still running here, SIGKILL to what is left after `grace_s`. */
-void live_stop(struct monitor *m, pid_t pgid, double grace_s);
+/* Stops the job (job_stop(), with o->grace_s), prints what that took on stdout, and adds it
+ * to the JSON report live_diagnose() wrote as the key "stopped". `launcher_cmd` names CMD when
+ * it had exited before (else NULL). This function can't fail. */
+void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,
+               const char *launcher_cmd);
 
 /* Sleeps `ms` milliseconds (signals may end it early). */
 void live_sleep_ms(int ms);

@@ -17,6 +17,20 @@ static int same_host(const struct ls_header *h)
     return strncmp(host, h->host, LS_HOST_LEN) == 0;
 }
 
+/* What the state of a sample of the right process says. */
+static enum liveness verdict(const struct proc_sample *s, const char **why)
+{
+    if (s->state == 'Z' || s->state == 'X') {
+        *why = "a zombie its parent has not reaped";
+        return LIVENESS_DEAD;
+    }
+    if (s->state == 'T' || s->state == 't') {
+        *why = "stopped";
+        return LIVENESS_STOPPED;
+    }
+    return LIVENESS_RUNNING;
+}
+
 enum liveness liveness_local(const struct ls_header *h, const char **why)
 {
     const char *dummy;
@@ -43,15 +57,16 @@ enum liveness liveness_local(const struct ls_header *h, const char **why)
         *why = "its pid belongs to another process now";
         return LIVENESS_DEAD;
     }
-    if (s.state == 'Z' || s.state == 'X') {
-        *why = "a zombie its parent has not reaped";
+    return verdict(&s, why);
+}
+
+enum liveness liveness_of_pid(int pid, uint64_t start_ticks)
+{
+    struct proc_sample s;
+    if (pid <= 0 || proc_sample(pid, &s) != 0 || s.start_ticks != start_ticks)
         return LIVENESS_DEAD;
-    }
-    if (s.state == 'T' || s.state == 't') {
-        *why = "stopped";
-        return LIVENESS_STOPPED;
-    }
-    return LIVENESS_RUNNING;
+    const char *why;
+    return verdict(&s, &why);
 }
 
 int liveness_alive(enum liveness v)

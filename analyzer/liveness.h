@@ -20,6 +20,11 @@ enum liveness {
  * reaped", "its pid belongs to another process now"). This function can't fail. */
 enum liveness liveness_local(const struct ls_header *h, const char **why);
 
+/* What this host's /proc says of process `pid` that started `start_ticks` clock ticks after
+ * boot (field 22 of /proc/PID/stat), for processes without a trace: DEAD when the pid is gone,
+ * a zombie, or now names a process with another start. This function can't fail. */
+enum liveness liveness_of_pid(int pid, uint64_t start_ticks);
+
 /* Name of the marker a runner leaves in a folder of gathered copies (gather.c): the traces
  * there are snapshots of other processes' files, and this host's /proc says nothing about
  * them. */

@@ -81,8 +81,8 @@ void ls_config_read(struct ls_config *cfg)
         cfg->py_depth = (uint32_t)v;
     if (cfg->stack_depth == 0)
         cfg->py_depth = 0; /* call sites off: Python frames too */
-    cfg->retain_hours = 72;
-    if (knob_u64("LOCKSTEP_RETAIN_HOURS", 0, 24 * 365 * 10, &v) == 1)
+    cfg->retain_hours = LS_DEFAULT_RETAIN_HOURS;
+    if (knob_u64("LOCKSTEP_RETAIN_HOURS", 0, LS_MAX_RETAIN_HOURS, &v) == 1)
         cfg->retain_hours = (double)v;
     cfg->heartbeat_ms = LS_DEFAULT_HEARTBEAT_MS;
     if (knob_u64("LOCKSTEP_HEARTBEAT_MS", 5, 1000, &v) == 1)

@@ -43,6 +43,12 @@
 #define LS_MIN_RING             64u
 #define LS_MAX_RING             (1u << 24)
 
+/* Retention (LOCKSTEP_RETAIN_HOURS, 0 keeps everything): a trace whose last sign of life (the
+ * newest of start_ns, heartbeat_ns and end_ns) is older is deleted, by the shim in its own folder
+ * and by `lockstep run` with the run-* folders it made. */
+#define LS_DEFAULT_RETAIN_HOURS 72u
+#define LS_MAX_RETAIN_HOURS     (24u * 365u * 10u)
+
 /* How the process ended (ls_header.end_kind). */
 enum ls_end_kind {
     LS_END_RUNNING = 0,  /* no end recorded: still running, or killed by an uncatchable signal */

@@ -1,0 +1,47 @@
+/* proctree.h -- the process tree of this host from /proc: parents, process groups, start times,
+ * the descendants of a process, and becoming the reaper of a job's orphans. */
+#ifndef LOCKSTEP_PROCTREE_H
+#define LOCKSTEP_PROCTREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct proc_node {
+    pid_t pid, ppid, pgid, sid;
+    uint64_t start_ticks; /* field 22 of /proc/PID/stat: with the pid it names the process */
+    char state;           /* R, S, D, T, t, Z, ... */
+    char comm[32];        /* the command name the kernel keeps (at most 15 characters) */
+};
+
+struct proc_table {
+    struct proc_node *v; /* by pid, ascending */
+    size_t n, cap;
+};
+
+/* Reads /proc/PID/stat of one process into `out`. Returns 0, -1 when there is no such process
+ * (or its stat cannot be read). */
+int proctree_read(pid_t pid, struct proc_node *out);
+
+/* Reads every process of this host into `t` (emptied first; zero it before the first call).
+ * Returns 0, -1 when /proc cannot be read or memory ran out (then `t` is empty). */
+int proctree_scan(struct proc_table *t);
+
+/* The entry of `pid` in `t`, NULL when it has none. */
+const struct proc_node *proctree_find(const struct proc_table *t, pid_t pid);
+
+/* Sets marks[i] for every process of `t` below `root` (its children, their children, ...),
+ * `root` itself excluded; `marks` has t->n entries and keeps the marks it already had.
+ * Returns how many were newly marked. */
+size_t proctree_mark_descendants(const struct proc_table *t, pid_t root, unsigned char *marks);
+
+/* Makes this process the reaper of its descendants' orphans (PR_SET_CHILD_SUBREAPER): a
+ * process whose parent ends is re-parented here instead of to init, so that the job's
+ * double-forked or setsid'ed processes stay below us and can be found and waited for.
+ * Returns 0, -1 where the kernel refuses. */
+int proctree_become_subreaper(void);
+
+/* Frees the table. */
+void proctree_free(struct proc_table *t);
+
+#endif
