@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import expect, run  # noqa: E402
-from test_live import (GATHER, LAUNCH, LOCKSTEP, SCENARIOS, alive, base_env,  # noqa: E402
+from test_live import (GATHER, LAUNCH, LOCKSTEP, SCENARIOS, SHIM, alive, base_env,  # noqa: E402
                        first, trace_pids)
 
 
@@ -246,12 +246,15 @@ def traces_by_job(d):
 
 
 def make_jobs(tmp, envs):
-    """One folder holding the traces of a clean 2-rank job per environment, oldest first."""
+    """One folder holding the traces of a clean 2-rank job per environment, oldest first, as
+    a node's default trace folder holds every job that ran there (the shim preloaded by hand:
+    `lockstep run --dir` would move an earlier run's traces aside)."""
     src = os.path.join(tmp, "src")
+    os.makedirs(src, mode=0o700)
     for env in envs:
-        p = subprocess.run([LOCKSTEP, "run", "--dir", src, "--", LAUNCH, "--np", "2", "--",
-                            SCENARIOS, "clean"], env=base_env(env), capture_output=True,
-                           text=True, timeout=60)
+        p = subprocess.run([LAUNCH, "--np", "2", "--", SCENARIOS, "clean"],
+                           env=base_env(dict(env, LD_PRELOAD=SHIM, LOCKSTEP_DIR=src)),
+                           capture_output=True, text=True, timeout=60)
         expect(p.returncode == 0, f"job {env}: {p.stderr}")
     return src
 
