@@ -32,7 +32,7 @@ static int usage_full(FILE *f, int rc)
 {
     fprintf(f,
             "usage: lockstep run [--dir DIR] [--stall SECONDS] [--json FILE] [--format text|github]"
-            " -- CMD [ARG...]\n"
+            " [--grace SECONDS] [--signal-stacks] -- CMD [ARG...]\n"
             "  runs CMD with the lockstep shim preloaded; when for SECONDS (default 300) no rank\n"
             "  entered or left an NCCL call while some rank waits, it diagnoses the live job,\n"
             "  stops it and exits 3. Otherwise it exits with CMD's own status.\n"
@@ -41,6 +41,8 @@ static int usage_full(FILE *f, int rc)
             "  --format github  also print ::error annotations at the divergent call sites\n"
             "  --grace SECONDS  stopping: how long the launcher gets to tear its job down after\n"
             "                   SIGTERM, then the ranks after theirs, before SIGKILL (default 5)\n"
+            "  --signal-stacks  where ptrace is refused, ask the shim for live stacks with a\n"
+            "                   signal (it can end a sleep the program does not restart)\n"
             "  environment: LOCKSTEP_SHIM (the shim), LOCKSTEP_GATHER_DIR (multi-node gather),\n"
             "  LOCKSTEP_STOP_GRACE (the default of --grace), LOCKSTEP_RUNS_DIR (where run folders\n"
             "  are made without --dir; default /dev/shm/lockstep-UID), LOCKSTEP_RETAIN_HOURS (run\n"
@@ -93,7 +95,7 @@ static int find_shim(char *out, size_t len)
     return -1;
 }
 
-static pid_t start_job(char **cmd, const char *shim, const char *dir)
+static pid_t start_job(char **cmd, const char *shim, const char *dir, int signal_stacks)
 {
     char preload[8192];
     const char *old = getenv("LD_PRELOAD");
@@ -109,6 +111,11 @@ static pid_t start_job(char **cmd, const char *shim, const char *dir)
         signal(SIGTERM, SIG_DFL);
         setenv("LD_PRELOAD", preload, 1);
         setenv("LOCKSTEP_DIR", dir, 1);
+        if (signal_stacks) { /* the shim's in-process sampler, asked for (docs/live.md) */
+            char sig[16];
+            snprintf(sig, sizeof(sig), "%d", SIGRTMAX - 3);
+            setenv("LOCKSTEP_STACK_SIGNAL", sig, 0);
+        }
         execvp(cmd[0], cmd);
         fprintf(stderr, "lockstep: cannot run %s: %s\n", cmd[0], strerror(errno));
         _exit(127);
@@ -307,7 +314,7 @@ int cmd_run(int argc, char **argv)
                 "that leave the process tree are watched through their traces only\n",
                 strerror(errno));
     struct children c = {0};
-    c.job = start_job(cmd, shim, dir);
+    c.job = start_job(cmd, shim, dir, o.signal_stacks);
     if (c.job < 0)
         return 2;
     int announced = 0, rc;

@@ -14,7 +14,7 @@
 static int usage_full(FILE *f, int rc)
 {
     fprintf(f, "usage: lockstep watch [--stall SECONDS] [--json FILE] [--format text|github] "
-               "[--kill] [--grace SECONDS] DIR\n"
+               "[--kill] [--grace SECONDS] [--signal-stacks] DIR\n"
                "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
                "  and LOCKSTEP_DIR=DIR; when for SECONDS (default 300) no rank entered or left an\n"
                "  NCCL call while some rank waits, it diagnoses the live job and exits 3 (--kill\n"
@@ -22,7 +22,9 @@ static int usage_full(FILE *f, int rc)
                "  post-mortem diagnosis and exits 0 (nothing found) or 1 (findings).\n"
                "  --grace SECONDS  with --kill: how long the ranks get after SIGTERM, and their\n"
                "                   left-over processes after that, before SIGKILL (default 5,\n"
-               "                   or LOCKSTEP_STOP_GRACE)\n");
+               "                   or LOCKSTEP_STOP_GRACE)\n"
+               "  --signal-stacks  where ptrace is refused, ask the shim for live stacks with its\n"
+               "                   signal (the job must run with LOCKSTEP_STACK_SIGNAL set)\n");
     return rc;
 }
 

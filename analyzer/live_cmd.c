@@ -29,6 +29,11 @@ void live_opts_init(struct live_opts *o)
 int live_parse_option(struct live_opts *o, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
+    if (strcmp(a, "--signal-stacks") == 0) {
+        o->signal_stacks = 1;
+        live_use_signal_stacks(1);
+        return 1;
+    }
     const char *val = NULL;
     const char *names[] = {"--stall", "--json", "--format", "--grace"};
     int which = -1;

@@ -15,13 +15,15 @@ struct live_opts {
     int github;            /* also print ::error annotations at the divergent call sites */
     double grace_s;        /* stopping: how long each step waits before the next, harsher one */
     int json_written;      /* set by live_diagnose() once it wrote json_path */
+    int signal_stacks;     /* --signal-stacks: the shim's in-process sampler where ptrace is
+                            * refused (docs/live.md: its signal can end a rank's sleeps) */
 };
 
 /* The defaults: a stall after 300 s, the stop's grace from job_stop_default_grace(). */
 void live_opts_init(struct live_opts *o);
 
-/* Parses a --stall/--json/--format/--grace option at argv[*i] into `o`, advancing *i past its
- * value. Returns 1 when it was one of those, 0 when not, -1 (after a message) when its value
+/* Parses a --stall/--json/--format/--grace/--signal-stacks option at argv[*i] into `o`,
+ * advancing *i past its value. Returns 1 when it was one of those, 0 when not, -1 (after a message) when its value
  * is wrong. */
 int live_parse_option(struct live_opts *o, int argc, char **argv, int *i);
 

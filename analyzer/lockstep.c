@@ -19,11 +19,12 @@ struct command {
 /* Every subcommand, in the order --help lists them. */
 static const struct command commands[] = {
     {"run", cmd_run,
-     "run [--dir DIR] [--stall SECONDS] [--json FILE] [--format text|github] [--grace SECONDS] -- "
-     "CMD [ARG...]",
+     "run [--dir DIR] [--stall SECONDS] [--json FILE] [--format text|github] [--grace SECONDS] "
+     "[--signal-stacks] -- CMD [ARG...]",
      "run a job under the shim; on a stall diagnose it live, stop it and exit 3"},
     {"watch", cmd_watch,
-     "watch [--stall SECONDS] [--json FILE] [--format text|github] [--kill] [--grace SECONDS] DIR",
+     "watch [--stall SECONDS] [--json FILE] [--format text|github] [--kill] [--grace SECONDS] "
+     "[--signal-stacks] DIR",
      "watch a job traced into DIR; on a stall diagnose it live and exit 3"},
     {"analyze", cmd_analyze, "analyze [--json] [--html OUT.html] [--job ID] PATH...",
      "diagnose a hung or failed job from its traces (dirs or files); exit 0 clean, 1 findings, "

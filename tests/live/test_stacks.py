@@ -209,9 +209,43 @@ def case_refused(tmp):
     stacks_how = (rank2.get("live") or {}).get("stacks") or ""
     expect(stacks_how.startswith("refused: ptrace refused"),
            f"refused: stacks say {stacks_how!r}")
+    # Without --signal-stacks the shim installs no signal handler in the ranks.
+    d = os.path.join(tmp, "run-epoll")
+    for name in os.listdir(d):
+        if name.endswith(".trace"):
+            with open(os.path.join(d, name), "rb") as fh:
+                sig = int.from_bytes(fh.read(1204)[1200:1204], "little")
+            expect(sig == 0, f"refused: {name} has a live-stack signal handler ({sig})")
     lines = [ln for ln in p.stdout.splitlines() if "no live stacks for" in ln]
     expect(len(lines) == 1 and "3 ranks" in lines[0] and "CAP_SYS_PTRACE" in lines[0],
            f"refused: the text report should say it once for the 3 ranks: {lines}\n{p.stdout}")
+
+
+
+def case_signal_stacks(tmp):
+    """--signal-stacks: where ptrace is refused, the shim's in-process sampler answers (an
+    opt-in: lockstep run sets LOCKSTEP_STACK_SIGNAL for the job; without it the shim installs
+    no handler). A rank in pthread_cond_timedwait (which its signal does not cut short) is
+    found where it waits."""
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        raise Skip("setpriv (util-linux) not installed")
+    wrap = (setpriv, "--bounding-set", "-sys_ptrace", "--inh-caps", "-sys_ptrace") \
+        if os.geteuid() == 0 else ()
+    d = os.path.join(tmp, "run-cond")
+    js = os.path.join(tmp, "cond.json")
+    env = job_env({"SLEEPER_MS": "60000", "SLEEPER_NODUMP": "1"})
+    p = subprocess.run([*wrap, LOCKSTEP, "run", "--signal-stacks", "--dir", d, "--stall", "1",
+                        "--json", js, "--", LAUNCH, "--np", "3", "--", SLEEPERS, "cond"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    expect(p.returncode == 3, f"signal: lockstep run exited {p.returncode}\n{p.stderr[-2000:]}")
+    report = json.load(open(js))
+    f = report["findings"][0]
+    rank2 = [r for r in report["ranks"] if r["rank"] == 2][0]
+    live = rank2.get("live") or {}
+    expect(live.get("stacks") == "signal", f"signal: stacks read as {live.get('stacks')!r}")
+    expect(f["kind"] == "missing_ranks" and "(wait_in_cond)" in f["summary"],
+           f"signal: the summary does not name wait_in_cond:\n{f['summary']}")
 
 
 if __name__ == "__main__":
