@@ -233,46 +233,83 @@ static void where_finish(struct where_builder *w, const char *innermost, const c
         snprintf(w->out, w->len, "%s", python);
 }
 
-/* Bytes from the first loadable segment's start to the last one's end in ELF file `path`, 0
- * when it cannot be read: how far past its load base a module's code and data reach. */
-static uint64_t elf_extent(const char *path)
+/* What the analyzer needs to know of an ELF file, read once per path. */
+struct elf_facts {
+    char path[512];
+    uint64_t extent; /* bytes from the first loadable segment's start to the last one's end:
+                      * how far past its load base the module reaches; 0 unknown */
+    int line_info;   /* it holds line tables of its own (.debug_line) */
+};
+
+/* The span of the loadable segments, from the program headers. */
+static uint64_t load_extent(int fd, const Elf64_Ehdr *eh)
 {
-    static struct {
-        char path[512];
-        uint64_t extent;
-    } cache[32];
+    if (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phnum == 0 || eh->e_phnum >= 256)
+        return 0;
+    Elf64_Phdr ph[256];
+    size_t bytes = (size_t)eh->e_phnum * sizeof(Elf64_Phdr);
+    if (pread(fd, ph, bytes, (off_t)eh->e_phoff) != (ssize_t)bytes)
+        return 0;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < eh->e_phnum; i++) {
+        if (ph[i].p_type != PT_LOAD)
+            continue;
+        if ((ph[i].p_vaddr & ~(uint64_t)4095) < lo)
+            lo = ph[i].p_vaddr & ~(uint64_t)4095;
+        if (ph[i].p_vaddr + ph[i].p_memsz > hi)
+            hi = ph[i].p_vaddr + ph[i].p_memsz;
+    }
+    return hi > lo ? hi - lo : 0;
+}
+
+/* True when a section is named .debug_line, from the section headers. */
+static int has_debug_line(int fd, const Elf64_Ehdr *eh)
+{
+    if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shnum == 0 || eh->e_shnum >= 4096 ||
+        eh->e_shstrndx >= eh->e_shnum)
+        return 0;
+    int yes = 0;
+    size_t bytes = (size_t)eh->e_shnum * sizeof(Elf64_Shdr);
+    Elf64_Shdr *sh = malloc(bytes);
+    if (sh && pread(fd, sh, bytes, (off_t)eh->e_shoff) == (ssize_t)bytes) {
+        const Elf64_Shdr *strs = &sh[eh->e_shstrndx];
+        char *names = strs->sh_size < (1u << 20) ? malloc(strs->sh_size + 1) : NULL;
+        if (names &&
+            pread(fd, names, strs->sh_size, (off_t)strs->sh_offset) == (ssize_t)strs->sh_size) {
+            names[strs->sh_size] = 0;
+            for (int i = 0; i < eh->e_shnum && !yes; i++)
+                yes = sh[i].sh_name < strs->sh_size &&
+                      strcmp(names + sh[i].sh_name, ".debug_line") == 0;
+        }
+        free(names);
+    }
+    free(sh);
+    return yes;
+}
+
+/* The facts of ELF file `path` (zeros when it cannot be read), cached. */
+static struct elf_facts elf_facts(const char *path)
+{
+    static struct elf_facts cache[64];
     static int ncache;
     for (int i = 0; i < ncache; i++)
         if (strcmp(cache[i].path, path) == 0)
-            return cache[i].extent;
-    uint64_t extent = 0;
+            return cache[i];
+    struct elf_facts e;
+    memset(&e, 0, sizeof(e));
+    snprintf(e.path, sizeof(e.path), "%s", path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     Elf64_Ehdr eh;
     if (fd >= 0 && pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
-        memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
-        eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 && eh.e_phnum < 256) {
-        Elf64_Phdr ph[256];
-        size_t bytes = (size_t)eh.e_phnum * sizeof(Elf64_Phdr);
-        if (pread(fd, ph, bytes, (off_t)eh.e_phoff) == (ssize_t)bytes) {
-            uint64_t lo = UINT64_MAX, hi = 0;
-            for (int i = 0; i < eh.e_phnum; i++) {
-                if (ph[i].p_type != PT_LOAD)
-                    continue;
-                if ((ph[i].p_vaddr & ~(uint64_t)4095) < lo)
-                    lo = ph[i].p_vaddr & ~(uint64_t)4095;
-                if (ph[i].p_vaddr + ph[i].p_memsz > hi)
-                    hi = ph[i].p_vaddr + ph[i].p_memsz;
-            }
-            extent = hi > lo ? hi - lo : 0;
-        }
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64) {
+        e.extent = load_extent(fd, &eh);
+        e.line_info = has_debug_line(fd, &eh);
     }
     if (fd >= 0)
         close(fd);
-    if (ncache < 32) {
-        snprintf(cache[ncache].path, sizeof(cache[0].path), "%s", path);
-        cache[ncache++].extent = extent;
-    }
-    return extent;
+    if (ncache < 64)
+        cache[ncache++] = e;
+    return e;
 }
 
 /* The module of pc among those the trace's call sites name (each frame's pc minus its offset is
@@ -293,7 +330,7 @@ static const char *module_of(const struct tr_trace *t, uint64_t pc, uint64_t *of
                 continue;
             if (nseen < 64)
                 seen[nseen++] = f->module;
-            uint64_t base = f->pc - f->module_off, extent = elf_extent(f->module);
+            uint64_t base = f->pc - f->module_off, extent = elf_facts(f->module).extent;
             if (pc >= base && pc - base < extent) {
                 *off = pc - base;
                 return f->module;
@@ -338,50 +375,6 @@ static const char *activity_word(const char *s)
     return NULL;
 }
 
-/* True when ELF file `path` holds line tables of its own (.debug_line): only then is addr2line
- * worth running for its frames (an interpreter or a stripped library gets its symbol names,
- * which the probe read). Cached per path. */
-static int has_line_info(const char *path)
-{
-    static struct {
-        char path[512];
-        int yes;
-    } cache[64];
-    static int ncache;
-    for (int i = 0; i < ncache; i++)
-        if (strcmp(cache[i].path, path) == 0)
-            return cache[i].yes;
-    int yes = 0, fd = open(path, O_RDONLY | O_CLOEXEC);
-    Elf64_Ehdr eh;
-    if (fd >= 0 && pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
-        memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
-        eh.e_shentsize == sizeof(Elf64_Shdr) && eh.e_shnum > 0 && eh.e_shnum < 4096 &&
-        eh.e_shstrndx < eh.e_shnum) {
-        Elf64_Shdr *sh = malloc((size_t)eh.e_shnum * sizeof(*sh));
-        size_t bytes = (size_t)eh.e_shnum * sizeof(*sh);
-        if (sh && pread(fd, sh, bytes, (off_t)eh.e_shoff) == (ssize_t)bytes) {
-            const Elf64_Shdr *strs = &sh[eh.e_shstrndx];
-            char *names = strs->sh_size < (1u << 20) ? malloc(strs->sh_size + 1) : NULL;
-            if (names &&
-                pread(fd, names, strs->sh_size, (off_t)strs->sh_offset) == (ssize_t)strs->sh_size) {
-                names[strs->sh_size] = 0;
-                for (int i = 0; i < eh.e_shnum && !yes; i++)
-                    yes = sh[i].sh_name < strs->sh_size &&
-                          strcmp(names + sh[i].sh_name, ".debug_line") == 0;
-            }
-            free(names);
-        }
-        free(sh);
-    }
-    if (fd >= 0)
-        close(fd);
-    if (ncache < 64) {
-        snprintf(cache[ncache].path, sizeof(cache[0].path), "%s", path);
-        cache[ncache++].yes = yes;
-    }
-    return yes;
-}
-
 /* A thread section of a sidecar before symbolizing. */
 struct raw_thread {
     struct m_live_thread *t;
@@ -409,12 +402,17 @@ static void finish_thread(struct symbolizer *sym, struct raw_thread *r)
         const char *text;
         char buf[192];
         int lib = system_frame(r->module[i]) || !r->module[i][0];
-        if (lib || !has_line_info(r->module[i])) { /* no addr2line: it can take 0.1 s a frame */
-            char fn[96];
-            snprintf(fn, sizeof fn, "%s", r->sym[i]);
-            char *plus = strstr(fn, "+0x");
-            if (plus)
-                *plus = 0;
+        char fn[96];
+        snprintf(fn, sizeof fn, "%.*s", (int)strcspn(r->sym[i], "+"), r->sym[i]);
+        text = NULL;
+        /* addr2line only where the module has line tables: it can take 0.1 s a frame. */
+        if (!lib && elf_facts(r->module[i]).line_info) {
+            struct tr_frame fr = {0, r->off[i], 0, r->module[i], ""};
+            text = symbolizer_frame(sym, &fr);
+            if (strchr(text, ':') == NULL && fn[0]) /* no line after all: the function */
+                text = NULL;
+        }
+        if (!text) {
             if (fn[0])
                 snprintf(buf, sizeof buf, "%s (%s)", fn, base_of(r->module[i]));
             else if (r->module[i][0])
@@ -422,18 +420,6 @@ static void finish_thread(struct symbolizer *sym, struct raw_thread *r)
             else
                 snprintf(buf, sizeof buf, "?");
             text = buf;
-        } else {
-            struct tr_frame fr = {0, r->off[i], 0, r->module[i], ""};
-            text = symbolizer_frame(sym, &fr);
-            if (r->sym[i][0] && strchr(text, ':') == NULL) { /* no line info: the function */
-                char fn[96];
-                snprintf(fn, sizeof fn, "%s", r->sym[i]);
-                char *plus = strstr(fn, "+0x");
-                if (plus)
-                    *plus = 0;
-                snprintf(buf, sizeof buf, "%s (%s)", fn, base_of(r->module[i]));
-                text = buf;
-            }
         }
         user += !lib;
         snprintf(t->frames[t->nframes++], sizeof(t->frames[0]), "%s", text);
