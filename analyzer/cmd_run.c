@@ -4,12 +4,14 @@
  * of the job runs and exits with the job's own status. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -20,6 +22,9 @@
 
 #define RUN_STALL_EXIT 3
 #define RUN_POLL_MS    50 /* how often the traces are read: a stall is seen this late at most */
+#define RUN_UNTRACED_WAIT_S                                                                        \
+    10 /* after CMD ended: how long a process of the job may run                                   \
+        * before it makes its trace */
 
 static volatile sig_atomic_t forwarded_signal;
 
@@ -133,6 +138,13 @@ static int exit_code(int status)
     return 1;
 }
 
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
+}
+
 /* What `run` knows of its children: CMD, and the job's orphans it reaps. */
 struct children {
     pid_t job;
@@ -158,6 +170,38 @@ static int have_children(void)
     siginfo_t info;
     memset(&info, 0, sizeof(info));
     return waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0;
+}
+
+/* True when a process below this one runs with this run's LOCKSTEP_DIR in its environment:
+ * a rank of the job that has not made its trace yet (a slow start), or one between traces. */
+static int job_member_alive(const char *dir)
+{
+    struct proc_table t = {0};
+    unsigned char *marks = NULL;
+    int found = 0;
+    char want[4200];
+    int wlen = snprintf(want, sizeof(want), "LOCKSTEP_DIR=%s", dir);
+    if (proctree_scan(&t) == 0 && (marks = calloc(t.n + 1, 1)) != NULL) {
+        proctree_mark_descendants(&t, getpid(), marks);
+        for (size_t i = 0; i < t.n && !found; i++) {
+            if (!marks[i] || t.v[i].state == 'Z')
+                continue;
+            char path[64], env[65536];
+            snprintf(path, sizeof(path), "/proc/%d/environ", (int)t.v[i].pid);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            ssize_t n = fd >= 0 ? read(fd, env, sizeof(env) - 1) : -1;
+            if (fd >= 0)
+                close(fd);
+            for (ssize_t at = 0; n > 0 && at < n && !found;) { /* NUL-separated entries */
+                size_t len = strnlen(env + at, (size_t)(n - at));
+                found = len == (size_t)wlen && memcmp(env + at, want, len) == 0;
+                at += (ssize_t)len + 1;
+            }
+        }
+    }
+    free(marks);
+    proctree_free(&t);
+    return found;
 }
 
 /* The job's status from its traces: the first failure's (exit status, or 128 + the signal
@@ -203,7 +247,8 @@ static size_t list_descendants(FILE *out, const struct monitor *m, int traced)
     return n;
 }
 
-/* CMD ended while processes of its job run on: say so, once. */
+/* CMD ended while processes of its job run on: say so, once. Names every process below
+ * `run` (a rank may not have made its trace yet: a slow start) and how many are traced. */
 static void announce_orphans(const char *cmd, const struct children *c, const struct monitor *m)
 {
     char *pids = NULL;
@@ -211,16 +256,15 @@ static void announce_orphans(const char *cmd, const struct children *c, const st
     FILE *f = open_memstream(&pids, &len);
     if (!f)
         return;
-    int traced = monitor_running(m) > 0;
-    size_t n = list_descendants(f, m, traced);
+    size_t n = list_descendants(f, m, 0), traced = monitor_running(m);
+    if (n == 0) /* re-parented elsewhere (no subreaper): the traces name them */
+        n = list_descendants(f, m, 1);
     fclose(f);
     fprintf(stderr,
-            "lockstep: %s exited (status %d) but %zu %s of its job still %s (pids %s): watching "
-            "them until they end\n",
-            cmd, exit_code(c->job_status), n,
-            traced ? (n == 1 ? "traced process" : "traced processes")
-                   : (n == 1 ? "process, not traced yet," : "processes, none traced yet,"),
-            n == 1 ? "runs" : "run", pids);
+            "lockstep: %s exited (status %d) but %zu %s of its job still %s (pids %s; %zu "
+            "traced): watching them until they end\n",
+            cmd, exit_code(c->job_status), n, n == 1 ? "process" : "processes",
+            n == 1 ? "runs" : "run", pids, traced);
     free(pids);
 }
 
@@ -318,6 +362,7 @@ int cmd_run(int argc, char **argv)
     if (c.job < 0)
         return 2;
     int announced = 0, rc;
+    uint64_t done_ms = 0;
     for (;;) {
         reap_children(&c);
         if (forwarded_signal) {
@@ -326,9 +371,14 @@ int cmd_run(int argc, char **argv)
         }
         monitor_poll(&m);
         if (c.job_done) {
-            /* Over when no traced process runs; before any trace exists, when nothing CMD
+            /* Over when no traced process runs, and no process of the job that is still to
+             * make its trace (one carrying this run's LOCKSTEP_DIR, waited for up to
+             * RUN_UNTRACED_WAIT_S after CMD ended); before any trace exists, when nothing CMD
              * started runs either. */
-            if (monitor_running(&m) == 0 && (m.n > 0 || !have_children()))
+            if (!done_ms)
+                done_ms = mono_ms();
+            if (monitor_running(&m) == 0 && (m.n > 0 || !have_children()) &&
+                (mono_ms() - done_ms > RUN_UNTRACED_WAIT_S * 1000 || !job_member_alive(dir)))
                 break;
             if (!announced)
                 announce_orphans(cmd[0], &c, &m);

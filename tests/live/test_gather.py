@@ -123,12 +123,15 @@ def two_node_hangs(tmp, runs):
         expect(sig == first_sig, f"{label}: the diagnosis differs from run 1's:\n{sig}\n"
                f"{first_sig}")
         # The protocol's point: node 1's ranks end (by its runner's SIGTERM) only after rank 0's
-        # runner has diagnosed (its JSON report is written before it releases the others).
-        read_at = os.stat(procs[0].json).st_mtime
+        # runner has read node 1's snapshot, which it marks with DIAGNOSED in node 1's folder
+        # (its JSON report is rewritten later, after its own node's stop).
+        node1 = max((os.path.join(gather, n) for n in os.listdir(gather)
+                     if n.endswith(f"-{procs[1].pid}")), key=os.path.getmtime)
+        read_at = os.stat(os.path.join(node1, "DIAGNOSED")).st_mtime
         for end_kind, end_ns in trace_ends(procs[1].trace_dir):
             expect(end_kind == 2 and end_ns / 1e9 >= read_at,
-                   f"{label}: a rank of node 1 ended {read_at - end_ns / 1e9:.2f} s before rank "
-                   f"0's runner wrote its diagnosis (end kind {end_kind})\n{outs[1][2]}")
+                   f"{label}: a rank of node 1 ended {read_at - end_ns / 1e9:.3f} s before rank "
+                   f"0's runner had read its snapshot (end kind {end_kind})\n{outs[1][2]}")
         m = re.search(r"has read this node's snapshot \(([0-9.]+) s\)", outs[1][2])
         expect(m, f"{label}: node 1 stopped without rank 0's word:\n{outs[1][2]}")
         released.append(float(m.group(1)))

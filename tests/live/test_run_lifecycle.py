@@ -171,8 +171,8 @@ def case_orphans_finish(tmp):
     p, report, d = lockstep_run(tmp, "crash", ["sh", "-c", script], stall=30)
     expect(p.returncode == 128 + 11, f"exit {p.returncode}, expected 139 (the rank's crash)\n"
                                      f"{p.stderr}")
-    expect("none traced yet" in p.stderr, f"run did not say it waits for untraced processes:\n"
-                                          f"{p.stderr}")
+    expect("0 traced): watching them" in p.stderr,
+           f"run did not say it waits for untraced processes:\n{p.stderr}")
     expect(report and report["findings"] and report["findings"][0]["kind"] == "rank_crashed",
            "the crash is the post-mortem's finding")
     expect_nothing_left(d, p)
