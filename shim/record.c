@@ -80,13 +80,36 @@ static void group_note_stream(const void *stream)
         ls_t.group_streams[ls_t.ngroup_streams++] = stream;
 }
 
+/* Locks the call's published record again (marked busy) to change it, as a writer claims a
+ * slot. Returns it, or NULL when there is none or the ring wrapped onto its slot while the
+ * call ran (a slow call: a communicator's creation, a blocked collective): the slot then
+ * holds another call's record, which stays as its writer left it. */
+static struct ls_record *record_relock(struct ls_call *c)
+{
+    struct ls_record *r = c->rec;
+    uint64_t mine = c->ticket + 1;
+    if (!r || !atomic_compare_exchange_strong_explicit((_Atomic uint64_t *)&r->ticket, &mine,
+                                                       LS_TICKET_BUSY | c->ticket,
+                                                       memory_order_acq_rel, memory_order_relaxed))
+        return NULL;
+    atomic_thread_fence(memory_order_release);
+    return r;
+}
+
+/* Publishes a record locked by record_relock() again. */
+static void record_republish(struct ls_call *c, struct ls_record *r)
+{
+    atomic_store_explicit((_Atomic uint64_t *)&r->ticket, c->ticket + 1, memory_order_release);
+}
+
 void ls_call_issued(struct ls_call *c, const void *stream)
 {
-    if (ls_completion_issue(c->t, stream, c->ticket) < 0 && c->rec &&
-        atomic_load_explicit((_Atomic uint64_t *)&c->rec->ticket, memory_order_relaxed) ==
-            c->ticket + 1)
-        atomic_fetch_or_explicit((_Atomic uint32_t *)&c->rec->flags, LS_REC_GRAPH_CAPTURED,
+    struct ls_record *r;
+    if (ls_completion_issue(c->t, stream, c->ticket) < 0 && (r = record_relock(c)) != NULL) {
+        atomic_fetch_or_explicit((_Atomic uint32_t *)&r->flags, LS_REC_GRAPH_CAPTURED,
                                  memory_order_relaxed);
+        record_republish(c, r);
+    }
     if (c->comm_idx >= 0)
         atomic_store_explicit((_Atomic uint64_t *)&c->t->comms[c->comm_idx].last_stream,
                               (uint64_t)(uintptr_t)stream, memory_order_relaxed);
@@ -240,12 +263,16 @@ static void give_back_seq(struct ls_call *c)
 void ls_call_set(struct ls_call *c, uint64_t comm_id, int comm_rank, uint64_t count, uint64_t aux)
 {
     c->comm_rank = comm_rank;
-    if (!c->rec)
+    /* A communicator's creation can be slow enough for the ring to wrap onto its slot: then
+     * it writes nothing (it once wrote its id and size into another thread's AllReduce). */
+    struct ls_record *r = record_relock(c);
+    if (!r)
         return;
-    c->rec->comm_id = comm_id;
-    c->rec->comm_rank = comm_rank;
-    c->rec->count = count;
-    c->rec->aux = aux;
+    r->comm_id = comm_id;
+    r->comm_rank = comm_rank;
+    r->count = count;
+    r->aux = aux;
+    record_republish(c, r);
 }
 
 void ls_call_exit(struct ls_call *c, int result)
@@ -254,20 +281,15 @@ void ls_call_exit(struct ls_call *c, int result)
     uint64_t now = ls_now();
     if (LS_UNLIKELY(now < c->enter_ns))
         now = c->enter_ns; /* the clock was recalibrated (or the thread moved) in between */
-    struct ls_record *r = c->rec;
-    /* Lock our record again while writing its return; if the ring wrapped onto the slot while
-     * the call ran, it is no longer ours and stays as its new writer left it. */
-    uint64_t mine = c->ticket + 1;
     int issues_work = ls_op_is_collective(c->op) || c->op == LS_OP_SEND || c->op == LS_OP_RECV;
     int refused =
         LS_UNLIKELY(result == 4 /* ncclInvalidArgument */ || result == 5 /* ncclInvalidUsage */) &&
         issues_work && c->comm_idx >= 0;
     if (LS_UNLIKELY(refused))
         give_back_seq(c);
-    if (r && atomic_compare_exchange_strong_explicit((_Atomic uint64_t *)&r->ticket, &mine,
-                                                     LS_TICKET_BUSY | c->ticket,
-                                                     memory_order_acq_rel, memory_order_relaxed)) {
-        atomic_thread_fence(memory_order_release);
+    /* Lock our record again while writing its return (record_relock()). */
+    struct ls_record *r = record_relock(c);
+    if (r) {
         if (LS_UNLIKELY(refused)) {
             r->seq = 0;
             atomic_fetch_or_explicit((_Atomic uint32_t *)&r->flags, LS_REC_NOT_ENQUEUED,
@@ -275,7 +297,7 @@ void ls_call_exit(struct ls_call *c, int result)
         }
         atomic_store_explicit((_Atomic uint64_t *)&r->exit_ns, now, memory_order_relaxed);
         atomic_store_explicit((_Atomic int32_t *)&r->result, result, memory_order_relaxed);
-        atomic_store_explicit((_Atomic uint64_t *)&r->ticket, c->ticket + 1, memory_order_release);
+        record_republish(c, r);
     }
     if (c->comm_idx >= 0 && ls_op_is_collective(c->op) && !refused)
         bump(&t->comms[c->comm_idx].coll_done);
