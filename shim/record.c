@@ -263,8 +263,9 @@ static void give_back_seq(struct ls_call *c)
 void ls_call_set(struct ls_call *c, uint64_t comm_id, int comm_rank, uint64_t count, uint64_t aux)
 {
     c->comm_rank = comm_rank;
-    /* A communicator's creation can be slow enough for the ring to wrap onto its slot: then
-     * it writes nothing (it once wrote its id and size into another thread's AllReduce). */
+    /* The ring can wrap onto the slot between ls_call_enter() and this call, while the thread
+     * waits for a CPU (64 threads on 2 cores under ASan did): then it writes nothing. Without
+     * the lock a creation wrote its id and size into another thread's AllReduce record. */
     struct ls_record *r = record_relock(c);
     if (!r)
         return;
