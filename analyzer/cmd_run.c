@@ -19,6 +19,7 @@
 #include "live_cmd.h"
 #include "proctree.h"
 #include "run_dir.h"
+#include "timefmt.h"
 
 #define RUN_STALL_EXIT 3
 #define RUN_POLL_MS    50 /* how often the traces are read: a stall is seen this late at most */
@@ -136,13 +137,6 @@ static int exit_code(int status)
     if (WIFSIGNALED(status))
         return 128 + WTERMSIG(status);
     return 1;
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
 }
 
 /* What `run` knows of its children: CMD, and the job's orphans it reaps. */
@@ -376,9 +370,10 @@ int cmd_run(int argc, char **argv)
              * RUN_UNTRACED_WAIT_S after CMD ended); before any trace exists, when nothing CMD
              * started runs either. */
             if (!done_ms)
-                done_ms = mono_ms();
+                done_ms = (timefmt_mono_ns() / 1000000ull);
             if (monitor_running(&m) == 0 && (m.n > 0 || !have_children()) &&
-                (mono_ms() - done_ms > RUN_UNTRACED_WAIT_S * 1000 || !job_member_alive(dir)))
+                ((timefmt_mono_ns() / 1000000ull) - done_ms > RUN_UNTRACED_WAIT_S * 1000 ||
+                 !job_member_alive(dir)))
                 break;
             if (!announced)
                 announce_orphans(cmd[0], &c, &m);

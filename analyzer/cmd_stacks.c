@@ -9,6 +9,7 @@
 #include "analysis.h"
 #include "commands.h"
 #include "json_writer.h"
+#include "timefmt.h"
 
 static int usage_full(FILE *f, int rc)
 {
@@ -56,9 +57,7 @@ int cmd_stacks(int argc, char **argv)
         analysis_free(&a);
         return usage_full(stderr, 2);
     }
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t start_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    uint64_t start_ns = timefmt_now_ns();
     size_t probed = live_probe(a.paths.v, a.paths.n, LIVE_SAMPLE_MS);
     if (analysis_load(&a, NULL) < 0)
         goto out;

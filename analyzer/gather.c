@@ -19,6 +19,7 @@
 #include "liveness.h"
 #include "gather_mark.h"
 #include "rankset.h"
+#include "timefmt.h"
 
 /* The markers (docs/live.md, "Many nodes"), each a small text file written whole (a temporary
  * file and a rename). Times are CLOCK_REALTIME of the writer: a marker counts for a runner only
@@ -29,20 +30,6 @@
 #define MARK_RELEASED  "DIAGNOSED" /* shared/<node>/: rank 0's runner has read the snapshot */
 #define RUN_PREFIX     "run-"      /* shared/run-<node>/: links to the node folders diagnosed */
 #define POLL_MS        200
-
-static uint64_t real_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* The job id of this node's traces ("" when they name none, or there are none yet). */
 static void node_job(const struct monitor *m, char *job)
@@ -84,7 +71,7 @@ int gather_init(struct gather *g, const char *local_dir)
 {
     memset(g, 0, sizeof(*g));
     g->local = local_dir;
-    g->started_ns = real_ns();
+    g->started_ns = timefmt_now_ns();
     const char *s = getenv("LOCKSTEP_GATHER_DIR");
     if (!s || !*s)
         return 0;
@@ -251,10 +238,10 @@ static void copy_node(struct gather *g, const struct monitor *m, const char *sta
     snprintf(mark, sizeof(mark), "%s/%s", g->node, LIVENESS_SNAPSHOT_MARK);
     FILE *f = fopen(mark, "w");
     if (f) {
-        fprintf(f, "lockstep-snapshot 1\ntime %llu\n", (unsigned long long)real_ns());
+        fprintf(f, "lockstep-snapshot 1\ntime %llu\n", (unsigned long long)timefmt_now_ns());
         fclose(f);
     }
-    ready.time_ns = real_ns();
+    ready.time_ns = timefmt_now_ns();
     snprintf(ready.node, sizeof ready.node, "%s", g->name);
     node_job(m, ready.job);
     snprintf(ready.state, sizeof ready.state, "%s", state);
@@ -284,7 +271,7 @@ static void mark_stall(struct gather *g, const struct monitor *m)
 {
     if (stall_marked(g, m))
         return; /* the first runner that saw it keeps its name there */
-    struct gather_mark st = {.time_ns = real_ns(), .world = -1};
+    struct gather_mark st = {.time_ns = timefmt_now_ns(), .world = -1};
     snprintf(st.node, sizeof st.node, "%s", g->name);
     node_job(m, st.job);
     snprintf(st.state, sizeof st.state, "stall");
@@ -449,17 +436,17 @@ static const char *collect(struct gather *g, const struct monitor *m)
 {
     char job[LS_JOB_LEN];
     node_job(m, job);
-    mark_diagnosis(g, job, "collecting", real_ns());
+    mark_diagnosis(g, job, "collecting", timefmt_now_ns());
     fprintf(stderr,
             "lockstep: rank 0 runs here: waiting up to %g s for every node's snapshot in %s\n",
             g->wait_s, g->shared);
     struct idmap seen = {0};
-    uint64_t t0 = mono_ns(), limit = (uint64_t)(g->wait_s * 1e9);
+    uint64_t t0 = timefmt_mono_ns(), limit = (uint64_t)(g->wait_s * 1e9);
     int world = -1;
     char *missing = NULL;
     for (;;) {
         scan_nodes(g, job, &seen);
-        if (covered(g, NULL, NULL) || mono_ns() - t0 >= limit)
+        if (covered(g, NULL, NULL) || timefmt_mono_ns() - t0 >= limit)
             break;
         live_sleep_ms(POLL_MS);
     }
@@ -476,14 +463,14 @@ static const char *collect(struct gather *g, const struct monitor *m)
         fprintf(stderr,
                 "lockstep: the traces name no world size: diagnosing the %zu snapshots there "
                 "after %.1f s\n",
-                kept, (mono_ns() - t0) / 1e9);
+                kept, (timefmt_mono_ns() - t0) / 1e9);
     else if (missing && missing[0])
         fprintf(stderr,
                 "lockstep: no snapshot of ranks %s of %d after %g s; diagnosing without them\n",
                 missing, world, g->wait_s);
     else
         fprintf(stderr, "lockstep: every node's snapshot is there (%zu nodes, %.1f s)\n", kept,
-                (mono_ns() - t0) / 1e9);
+                (timefmt_mono_ns() - t0) / 1e9);
     free(missing);
     if (make_run_folder(g) != 0) /* then all there is, earlier runs included */
         snprintf(g->diagnosis, sizeof g->diagnosis, "%s", g->shared);
@@ -495,7 +482,7 @@ void gather_release(struct gather *g)
 {
     if (!g->shared || !g->diagnosis[0])
         return;
-    struct gather_mark done = {.time_ns = real_ns(), .world = -1};
+    struct gather_mark done = {.time_ns = timefmt_now_ns(), .world = -1};
     snprintf(done.node, sizeof done.node, "%s", g->name);
     snprintf(done.state, sizeof done.state, "diagnosed");
     snprintf(done.folder, sizeof done.folder, "%s%s", RUN_PREFIX, g->name);
@@ -525,7 +512,7 @@ static void wait_release(struct gather *g, const struct monitor *m)
     node_job(m, job);
     fprintf(stderr, "lockstep: the runner of rank 0 diagnoses the job from %s; waiting for it\n",
             g->shared);
-    uint64_t t0 = mono_ns(), limit = (uint64_t)(g->wait_s * 1e9);
+    uint64_t t0 = timefmt_mono_ns(), limit = (uint64_t)(g->wait_s * 1e9);
     int collecting = 0;
     for (;;) {
         struct gather_mark dg;
@@ -535,7 +522,7 @@ static void wait_release(struct gather *g, const struct monitor *m)
             gather_mark_free(&dg);
         if (exists(g->node, MARK_RELEASED)) {
             fprintf(stderr, "lockstep: rank 0's runner has read this node's snapshot (%.1f s)\n",
-                    (mono_ns() - t0) / 1e9);
+                    (timefmt_mono_ns() - t0) / 1e9);
             return;
         }
         if (done) {
@@ -545,11 +532,11 @@ static void wait_release(struct gather *g, const struct monitor *m)
         }
         if (current && !collecting) {
             collecting = 1;
-            t0 = mono_ns(); /* it is at work: give it the whole wait for the others, and as much
-                             * again to diagnose */
+            t0 = timefmt_mono_ns(); /* it is at work: give it the whole wait for the others, and as
+                                     * much again to diagnose */
             limit = 2 * limit;
         }
-        if (mono_ns() - t0 >= limit) {
+        if (timefmt_mono_ns() - t0 >= limit) {
             if (collecting)
                 fprintf(stderr,
                         "lockstep: rank 0's runner did not finish within %g s; "

@@ -12,6 +12,7 @@
 #include "liveness.h"
 #include "names.h"
 #include "proctree.h"
+#include "timefmt.h"
 
 #define POLL_MS     10  /* how often the stop looks whether processes have ended */
 #define RESCAN_MS   100 /* how often it looks for processes it has not seen yet */
@@ -37,9 +38,7 @@ struct stopper {
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (double)timefmt_mono_ns() / 1e9;
 }
 
 double job_stop_default_grace(void)

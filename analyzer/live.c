@@ -13,6 +13,7 @@
 #include "live_stack.h"
 #include "live_threads.h"
 #include "liveness.h"
+#include "timefmt.h"
 
 #define SIDECAR_MAGIC "lockstep-live 1"
 
@@ -90,11 +91,9 @@ static void write_sidecar(const char *trace_path, int pid, const struct proc_sam
     FILE *f = fopen(tmp, "w");
     if (!f)
         return;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
     fprintf(f, "%s\npid %d\ntime %llu\nactivity %s\ncpu_share %.3f\nstate %c\n", SIDECAR_MAGIC, pid,
-            (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec,
-            proc_activity(before, after), proc_cpu_share(before, after), after->state);
+            (unsigned long long)timefmt_now_ns(), proc_activity(before, after),
+            proc_cpu_share(before, after), after->state);
     char mpath[64];
     snprintf(mpath, sizeof mpath, "/proc/%d/maps", pid);
     FILE *maps = pr ? fopen(mpath, "r") : NULL;
@@ -119,13 +118,6 @@ static void write_sidecar(const char *trace_path, int pid, const struct proc_sam
         unlink(tmp);
 }
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
-}
-
 size_t live_probe(char *const *trace_paths, size_t n, int sample_ms)
 {
     struct proc_sample *before = calloc(n + 1, sizeof(*before));
@@ -134,7 +126,7 @@ size_t live_probe(char *const *trace_paths, size_t n, int sample_ms)
     size_t probed = 0;
     if (!before || !hdrs || !probes)
         goto out;
-    uint64_t t0 = mono_ms();
+    uint64_t t0 = (timefmt_mono_ns() / 1000000ull);
     for (size_t i = 0; i < n; i++)
         if (read_header(trace_paths[i], &hdrs[i]) == 0 && hdrs[i].end_kind == LS_END_RUNNING &&
             liveness_alive(liveness_local(&hdrs[i], NULL)))
@@ -150,7 +142,7 @@ size_t live_probe(char *const *trace_paths, size_t n, int sample_ms)
         if (rc != 0 && signal_stacks && before[i].state != 'T' && before[i].state != 't')
             pr->have_sig = live_stack_request(trace_paths[i], hdrs[i].pid, 0, 500, &pr->sig) == 0;
     }
-    uint64_t spent = mono_ms() - t0;
+    uint64_t spent = (timefmt_mono_ns() / 1000000ull) - t0;
     if (probed && sample_ms > 0 && spent < (uint64_t)sample_ms) {
         uint64_t left = (uint64_t)sample_ms - spent;
         struct timespec ts = {(time_t)(left / 1000), (long)(left % 1000) * 1000000L};

@@ -23,8 +23,8 @@ struct live_opts {
 void live_opts_init(struct live_opts *o);
 
 /* Parses a --stall/--json/--format/--grace/--signal-stacks option at argv[*i] into `o`,
- * advancing *i past its value. Returns 1 when it was one of those, 0 when not, -1 (after a message) when its value
- * is wrong. */
+ * advancing *i past its value. Returns 1 when it was one of those, 0 when not, -1 (after a message)
+ * when its value is wrong. */
 int live_parse_option(struct live_opts *o, int argc, char **argv, int *i);
 
 /* Diagnoses the traces in `dir`: probes the ranks still running here when `probe` is set,

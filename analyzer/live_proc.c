@@ -6,13 +6,7 @@
 
 #include "live_proc.h"
 #include "lockstep/trace_format.h"
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "timefmt.h"
 
 /* Boot time in CLOCK_REALTIME ns, from /proc/stat's btime (0 if unknown). */
 static uint64_t boot_realtime_ns(void)
@@ -37,7 +31,7 @@ int proc_sample(int pid, struct proc_sample *s)
 {
     memset(s, 0, sizeof *s);
     s->state = '?';
-    s->taken_ns = mono_ns();
+    s->taken_ns = timefmt_mono_ns();
     if (pid <= 0)
         return -1;
     char path[64], buf[1024];

@@ -28,13 +28,7 @@
 
 #include "live_python.h"
 #include "live_threads.h"
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "timefmt.h"
 
 static int read_text(const char *path, char *buf, size_t cap)
 {
@@ -439,7 +433,7 @@ static int read_stopped(unw_addr_space_t as, uint32_t tid, struct live_thread *t
 {
     if (ptrace(PTRACE_SEIZE, (pid_t)tid, 0, 0) != 0)
         return errno == EPERM || errno == EACCES ? -2 : -1;
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = timefmt_mono_ns();
     ptrace(PTRACE_INTERRUPT, (pid_t)tid, 0, 0);
     int status = 0, got = 0;
     for (int tries = 0; tries < 20000 && !got; tries++) { /* 2 s at most */
@@ -465,7 +459,7 @@ static int read_stopped(unw_addr_space_t as, uint32_t tid, struct live_thread *t
 #ifdef __x86_64__
     int copied = snapshot(tid) == 0;
     ptrace(PTRACE_DETACH, (pid_t)tid, 0, sig);
-    t->stopped_ns = mono_ns() - t0;
+    t->stopped_ns = timefmt_mono_ns() - t0;
     cx.upt = _UPT_create((pid_t)tid);
     cx.stopped = 0;
     t->nframes = copied && cx.upt ? unwind(as, t, &sp1) : 0;
@@ -474,7 +468,7 @@ static int read_stopped(unw_addr_space_t as, uint32_t tid, struct live_thread *t
     cx.stopped = 1;
     t->nframes = cx.upt ? unwind(as, t, &sp1) : 0;
     ptrace(PTRACE_DETACH, (pid_t)tid, 0, sig);
-    t->stopped_ns = mono_ns() - t0;
+    t->stopped_ns = timefmt_mono_ns() - t0;
 #endif
     if (cx.upt)
         _UPT_destroy(cx.upt);
@@ -604,7 +598,7 @@ int live_threads_read(int pid, const struct ls_header *h, struct live_threads *o
         return -1;
     unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
     int refused = 0, refused_errno = 0;
-    for (size_t i = 0; i < ntids && !refused; i++) {
+    for (size_t i = 0; i < ntids; i++) {
         struct live_thread *t = &out->v[out->n];
         memset(t, 0, sizeof *t);
         t->tid = tids[i];

@@ -10,12 +10,12 @@
 
 /* How a thread's stack was read. */
 enum live_how {
-    LIVE_HOW_NONE = 0,   /* not read (gone, refused) */
-    LIVE_HOW_STOPPED,    /* PTRACE_SEIZE + PTRACE_INTERRUPT, read, detached: its system call
-                          * resumes as if nothing happened */
-    LIVE_HOW_UNSTOPPED,  /* blocked in a system call the kernel would not resume after a stop
-                          * (epoll_wait...), or stopped by job control: read without stopping
-                          * it, from the registers /proc/PID/task/TID/syscall shows */
+    LIVE_HOW_NONE = 0,  /* not read (gone, refused) */
+    LIVE_HOW_STOPPED,   /* PTRACE_SEIZE + PTRACE_INTERRUPT, read, detached: its system call
+                         * resumes as if nothing happened */
+    LIVE_HOW_UNSTOPPED, /* blocked in a system call the kernel would not resume after a stop
+                         * (epoll_wait...), or stopped by job control: read without stopping
+                         * it, from the registers /proc/PID/task/TID/syscall shows */
 };
 
 struct live_thread {
@@ -26,10 +26,10 @@ struct live_thread {
     uint8_t how;      /* enum live_how */
     uint8_t in_call;  /* the trace header says it is inside a recorded NCCL call */
     uint32_t nframes;
-    uint64_t pcs[LS_LIVE_FRAMES];    /* the pc first, then return addresses */
+    uint64_t pcs[LS_LIVE_FRAMES];     /* the pc first, then return addresses */
     char symbols[LS_LIVE_FRAMES][96]; /* "function+0xoff" from the module's symbol table, "" */
-    char python[LS_LIVE_PY_LEN];     /* its Python frames, "" none */
-    uint64_t stopped_ns;             /* how long it was held stopped */
+    char python[LS_LIVE_PY_LEN];      /* its Python frames, "" none */
+    uint64_t stopped_ns;              /* how long it was held stopped */
 };
 
 struct live_threads {

@@ -54,9 +54,9 @@ struct m_live {
     /* Every thread (frames, where and python above are those of the work thread). */
     struct m_live_thread *threads;
     int nthreads;
-    int nccl_thread; /* index of the thread inside NCCL, -1 none */
-    int work_thread; /* index of the thread doing the program's work (the main thread unless it
-                      * waits for another), -1 none */
+    int nccl_thread;  /* index of the thread inside NCCL, -1 none */
+    int work_thread;  /* index of the thread doing the program's work (the main thread unless it
+                       * waits for another), -1 none */
     char stacks[200]; /* how stacks were read ("ptrace", "signal"), or why not ("refused: ...") */
 };
 

@@ -9,19 +9,13 @@
 
 #include "liveness.h"
 #include "monitor.h"
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "timefmt.h"
 
 int monitor_init(struct monitor *m, const char *dir)
 {
     memset(m, 0, sizeof(*m));
     m->dir = strdup(dir);
-    m->last_progress_ns = m->last_poll_ns = mono_ns();
+    m->last_progress_ns = m->last_poll_ns = timefmt_mono_ns();
     return m->dir ? 0 : -1;
 }
 
@@ -106,7 +100,7 @@ int monitor_poll(struct monitor *m)
         moved |= reread(&m->t[i]);
         moved |= was_running && !m->t[i].running_here;
     }
-    m->last_poll_ns = mono_ns();
+    m->last_poll_ns = timefmt_mono_ns();
     if (moved)
         m->last_progress_ns = m->last_poll_ns;
     return moved;
@@ -179,7 +173,7 @@ size_t monitor_running(const struct monitor *m)
 
 double monitor_idle_s(const struct monitor *m)
 {
-    return (double)(mono_ns() - m->last_progress_ns) / 1e9;
+    return (double)(timefmt_mono_ns() - m->last_progress_ns) / 1e9;
 }
 
 void monitor_free(struct monitor *m)

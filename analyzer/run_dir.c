@@ -14,6 +14,7 @@
 #include "liveness.h"
 #include "lockstep/trace_format.h"
 #include "run_dir.h"
+#include "timefmt.h"
 
 #define NS          1000000000ull
 #define PAGE        4096u
@@ -23,13 +24,6 @@
 static double mib(uint64_t bytes)
 {
     return (double)bytes / (1024.0 * 1024.0);
-}
-
-static uint64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
 }
 
 /* True for the files the shim and the runner write in a trace folder: traces
@@ -72,7 +66,8 @@ static int in_use(const struct ls_header *h)
 {
     enum liveness v = liveness_local(h, NULL);
     if (v == LIVENESS_UNKNOWN)
-        return h->end_kind == LS_END_RUNNING && h->heartbeat_ns + HOST_SILENT * NS > realtime_ns();
+        return h->end_kind == LS_END_RUNNING &&
+               h->heartbeat_ns + HOST_SILENT * NS > timefmt_now_ns();
     return h->end_kind == LS_END_RUNNING && liveness_alive(v);
 }
 
@@ -331,7 +326,7 @@ int run_dir_prune(const char *base, double retain_hours)
             close(basefd);
         return 0;
     }
-    struct expiry x = {(uint64_t)(retain_hours * 3600.0 * 1e9), realtime_ns(), 0, 0};
+    struct expiry x = {(uint64_t)(retain_hours * 3600.0 * 1e9), timefmt_now_ns(), 0, 0};
     uint64_t freed = 0;
     int removed = 0;
     struct dirent *e;

@@ -16,4 +16,7 @@ char *timefmt_duration(char *buf, size_t len, uint64_t ns);
 /* Returns the current CLOCK_REALTIME in ns. */
 uint64_t timefmt_now_ns(void);
 
+/* Returns the current CLOCK_MONOTONIC in ns (for intervals and deadlines). */
+uint64_t timefmt_mono_ns(void);
+
 #endif

@@ -22,11 +22,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Skip, expect, run  # noqa: E402
+from test_live import LAUNCH, LOCKSTEP, SHIM, base_env  # noqa: E402
 
-LOCKSTEP = os.environ["LOCKSTEP_BIN"]
-LAUNCH = os.environ["LAUNCH_RANKS"]
-EMU_DIR = os.environ["EMULATOR_DIR"]
-SHIM = os.environ["LOCKSTEP_SHIM"]
 SLEEPERS = os.environ["SLEEPERS"]
 PYRANKS = os.environ["PYRANKS_LIB"]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,15 +44,12 @@ def sleep_line():
 
 
 def job_env(extra=None):
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = EMU_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
-    env.pop("LD_PRELOAD", None)
-    env.pop("LOCKSTEP_DIR", None)
-    env.pop("LOCKSTEP_STACK_SIGNAL", None)
-    env["PYRANKS_LIB"] = PYRANKS
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["NO_COLOR"] = "1"
-    env.update(extra or {})
+    """test_live's environment for a job, with the Python rank's library and no opt-in
+    in-process sampler inherited from the caller."""
+    env = base_env(dict({"PYRANKS_LIB": PYRANKS, "PYTHONDONTWRITEBYTECODE": "1",
+                         "NO_COLOR": "1"}, **(extra or {})))
+    if "LOCKSTEP_STACK_SIGNAL" not in (extra or {}):
+        env.pop("LOCKSTEP_STACK_SIGNAL", None)
     return env
 
 
