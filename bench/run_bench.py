@@ -133,11 +133,11 @@ def shim_instructions():
 def memory():
     calls = 50000 if A.quick else 1000000
     args = ["--calls", calls, "--reps", 1, "--frames", 20]
-    base = bench_run(args, False)["maxrss_kib"]
+    base = bench_run(args, False)["vmhwm_kib"]
     os.makedirs(A.trace_dir, exist_ok=True)
     p = subprocess.run([path("bench", "shim_bench"), *map(str, args)], env=env_with({}, True),
                        capture_output=True, text=True, timeout=600)
-    shim = float(re.search(r"maxrss_kib (\S+)", p.stdout).group(1))
+    shim = float(re.search(r"vmhwm_kib (\S+)", p.stdout).group(1))
     sizes = [os.path.getsize(f) for f in glob.glob(os.path.join(A.trace_dir, "*.trace"))]
     shutil.rmtree(A.trace_dir, ignore_errors=True)
     return base, shim, max(sizes) if sizes else 0
@@ -650,7 +650,7 @@ def main():
     out("## Memory")
     out()
     out(f"- trace file per process (default ring): {trace_bytes / 2**20:.2f} MiB")
-    out(f"- peak RSS of the benchmark program: {rss_base / 1024:.1f} MiB without the shim, "
+    out(f"- peak RSS (VmHWM) of the benchmark program: {rss_base / 1024:.1f} MiB without the shim, "
         f"{rss_shim / 1024:.1f} MiB with it (+{(rss_shim - rss_base) / 1024:.1f} MiB, the "
         "mapped trace pages the program touched included)")
     out()
