@@ -157,7 +157,7 @@ static void *substitute(void *handle, const char *name, const char *version)
     return mine ? mine : real;
 }
 
-/* Called by the trampolines for names starting "nccl", "cu" or "Py". Returns the address to
+/* Called by the trampolines for names starting "nccl", "pn", "cu" or "Py". Returns the address to
  * answer with, or NULL to have glibc answer (the trampoline jumps to it with the caller's
  * return address). The shim's own lookups (resolve.c, python.c, completion.c) are always
  * forwarded. */
@@ -167,7 +167,8 @@ HIDDEN void *ls_dlsym_hook(void *handle, const char *name, const char *version, 
         return NULL;
     if (name[0] == 'n')
         return substitute(handle, name, version);
-    ls_blind_check(); /* "cu": CUDA being set up; "Py": a Python extension loaded */
+    ls_blind_check(); /* "pn": NCCL's pnccl names, which the shim does not wrap; "cu": CUDA being
+                       * set up; "Py": a Python extension loaded */
     return NULL;
 }
 
@@ -177,7 +178,8 @@ HIDDEN void *ls_dlsym_hook(void *handle, const char *name, const char *version, 
 static int hooked_name(const char *n)
 {
     return (n[0] == 'n' && n[1] == 'c' && n[2] == 'c' && n[3] == 'l') ||
-           (n[0] == 'c' && n[1] == 'u') || (n[0] == 'P' && n[1] == 'y');
+           (n[0] == 'p' && n[1] == 'n') || (n[0] == 'c' && n[1] == 'u') ||
+           (n[0] == 'P' && n[1] == 'y');
 }
 
 void *dlsym(void *handle, const char *name)

@@ -1,7 +1,7 @@
 /* dlsym_trampoline.S -- the exported dlsym and dlvsym: a few byte compares, then a tail jump
  * to glibc's own with the caller's registers and return address untouched (glibc resolves
- * RTLD_NEXT relative to the return address it sees). Names starting "nccl", "cu" or "Py"
- * (bytes 0x6e 0x63 0x63 0x6c, 0x63 0x75, 0x50 0x79) first go to the C hook
+ * RTLD_NEXT relative to the return address it sees). Names starting "nccl", "pn", "cu" or
+ * "Py" (bytes 0x6e 0x63 0x63 0x6c, 0x70 0x6e, 0x63 0x75, 0x50 0x79) first go to the C hook
  * ls_dlsym_hook(handle, name, version, caller) in dlsym.c, which returns the address to give
  * back, or NULL to forward. Other architectures use dlsym.c's C fallback. */
 
@@ -46,9 +46,14 @@
     je 1f
     cmpb $0x63, (%rsi)
     je 2f
+    cmpb $0x70, (%rsi)
+    je 3f
     cmpb $0x50, (%rsi)
     jne 9f
     cmpb $0x79, 1(%rsi)
+    je 5f
+    jmp 9f
+3:  cmpb $0x6e, 1(%rsi)
     je 5f
     jmp 9f
 2:  cmpb $0x75, 1(%rsi)
@@ -131,10 +136,16 @@ TRAMPOLINE dlvsym, ls_dlvsym_real, 1
     b.eq 1f
     cmp w9, #0x63
     b.eq 2f
+    cmp w9, #0x70
+    b.eq 3f
     cmp w9, #0x50
     b.ne 9f
     ldrb w9, [x1, #1]
     cmp w9, #0x79
+    b.eq 5f
+    b 9f
+3:  ldrb w9, [x1, #1]
+    cmp w9, #0x6e
     b.eq 5f
     b 9f
 2:  ldrb w9, [x1, #1]
