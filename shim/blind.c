@@ -111,24 +111,18 @@ static void record_blind(const struct presence *p)
     atomic_fetch_or_explicit((_Atomic uint32_t *)&h->flags, flags, memory_order_release);
 }
 
-/* The watch: every `seconds`, while no NCCL call has been seen, looks again; once the CUDA
- * driver is loaded too (NCCL cannot run without it), records the blindness and ends. */
+/* The watch: after `seconds` without an NCCL call, records the blindness and ends. */
 static void *watch_main(void *arg)
 {
-    unsigned seconds = (unsigned)(uintptr_t)arg;
-    for (;;) {
-        struct timespec ts = {(time_t)seconds, 0};
-        while (nanosleep(&ts, &ts) != 0)
-            ;
-        if (atomic_load(&ls_nccl_call_seen))
-            return NULL;
-        struct presence p;
-        scan(&p);
-        if (p.libcuda && (p.libnccl || p.static_object[0])) {
-            record_blind(&p);
-            return NULL;
-        }
-    }
+    struct timespec ts = {(time_t)(uintptr_t)arg, 0};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    if (atomic_load(&ls_nccl_call_seen))
+        return NULL;
+    struct presence p;
+    scan(&p);
+    record_blind(&p);
+    return NULL;
 }
 
 static _Atomic int watching; /* a watch was started (in this process or the one forked from) */
@@ -169,8 +163,8 @@ void ls_blind_check(void)
         seen_adds = adds;
         struct presence p;
         scan(&p);
-        if (p.libnccl || p.static_object[0])
-            start_watch();
+        if (p.libcuda && (p.libnccl || p.static_object[0]))
+            start_watch(); /* NCCL cannot run without the driver: no watch before it */
     }
     atomic_store(&checking, 0);
 }

@@ -280,10 +280,10 @@ int ls_is_libnccl_path(const char *path);
 /* ---- saying when blind (blind.c) ---- */
 
 /* Looks at the objects loaded since the last look (cheap when none): when NCCL is among them
- * (libnccl, or NCCL's API defined by another object) and no NCCL call has reached the shim,
- * starts watching; after LOCKSTEP_BLIND_SECONDS without one (and with the CUDA driver loaded)
- * the trace is started and LS_HFLAG_NCCL_UNSEEN recorded, with one line on stderr. Called
- * from the shim's constructor and from dlsym; never from the shim's own lookups. */
+ * (libnccl, or NCCL's API defined by another object) with the CUDA driver, and no NCCL call
+ * has reached the shim, starts a watch thread; after LOCKSTEP_BLIND_SECONDS (default 5, 0 off)
+ * still without one, it starts the trace and records LS_HFLAG_NCCL_UNSEEN. Called from the
+ * shim's constructor and from dlsym; never from the shim's own lookups. */
 void ls_blind_check(void);
 
 /* ---- communicators (comms.c) ---- */
