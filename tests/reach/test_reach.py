@@ -73,7 +73,8 @@ def traces(d):
 def analyze(d, want_rc=1, text=False):
     cmd = [LOCKSTEP, "analyze"] + ([] if text else ["--json"]) + [d]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=base_env())
-    expect(p.returncode == want_rc, f"analyze exited {p.returncode}, want {want_rc}: "
+    expect(p.returncode == want_rc or (want_rc is None and p.returncode in (0, 1)),
+           f"analyze exited {p.returncode}, want {want_rc}: "
            f"{p.stderr}{p.stdout[:2000]}")
     return p.stdout if text else json.loads(p.stdout)
 
@@ -276,7 +277,10 @@ def case_not_blind(tmp):
     expect(p.returncode == 0, f"dlsym_client (async) failed: {p.stderr}")
     for k, t in traces(d).items():
         expect(not t["header_flags"] & HFLAG_NCCL_UNSEEN, f"rank {k}: {t['header_flags']:#x}")
-    analyze(d, want_rc=0)
+    # (The client does not wait for its GPU work before it exits: other findings may be made.)
+    blind = [f for f in analyze(d, want_rc=None)["findings"]
+             if f.get("reason") in ("nccl_static", "nccl_unseen")]
+    expect(not blind, f"blind findings: {blind}")
 
 
 def case_wrappers_2_29(tmp):
