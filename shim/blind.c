@@ -2,8 +2,6 @@
  * NCCL call reaches the shim (NCCL linked statically into another object, or libnccl reached in
  * a way LD_PRELOAD cannot see). Recorded once in the trace header for the analyzer. */
 #include <link.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,18 +134,7 @@ static void start_watch(void)
     unsigned seconds = blind_seconds();
     if (seconds == 0)
         return;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the watch takes no signals */
-    pthread_t th;
-    int err = pthread_create(&th, &attr, watch_main, (void *)(uintptr_t)seconds);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    if (err != 0)
+    if (ls_start_thread(watch_main, (void *)(uintptr_t)seconds, 256 * 1024) != 0)
         ls_warn("cannot start the thread that watches for unseen NCCL calls");
 }
 

@@ -172,11 +172,17 @@ HIDDEN void *ls_dlsym_hook(void *handle, const char *name, const char *version, 
     return NULL;
 }
 
-#if !defined(__x86_64__) && !defined(__aarch64__)
-/* C fallback: correct for lookups through a handle, but glibc sees the shim as the caller, so
- * a dlsym(RTLD_NEXT, ...) made by other code resolves relative to the shim (docs/shim.md). */
+#if defined(LS_DLSYM_C_FALLBACK) || (!defined(__x86_64__) && !defined(__aarch64__))
+/* C fallback (LS_DLSYM_C_FALLBACK forces it, for a compile check on x86_64): correct for lookups
+ * through a handle, but glibc sees the shim as the caller, so a dlsym(RTLD_NEXT, ...) made by other
+ * code resolves relative to the shim (docs/shim.md). */
+/* glibc declares `name` nonnull; a bad program may still pass NULL. The empty asm hides the
+ * attribute from the compiler, so the check stays. */
 static int hooked_name(const char *n)
 {
+    __asm__("" : "+r"(n));
+    if (!n)
+        return 0;
     return (n[0] == 'n' && n[1] == 'c' && n[2] == 'c' && n[3] == 'l') ||
            (n[0] == 'p' && n[1] == 'n') || (n[0] == 'c' && n[1] == 'u') ||
            (n[0] == 'P' && n[1] == 'y');
@@ -184,7 +190,7 @@ static int hooked_name(const char *n)
 
 void *dlsym(void *handle, const char *name)
 {
-    if (name && hooked_name(name)) {
+    if (hooked_name(name)) {
         void *p = ls_dlsym_hook(handle, name, NULL, __builtin_return_address(0));
         if (p)
             return p;
@@ -194,7 +200,7 @@ void *dlsym(void *handle, const char *name)
 
 void *dlvsym(void *handle, const char *name, const char *version)
 {
-    if (name && hooked_name(name)) {
+    if (hooked_name(name)) {
         void *p = ls_dlsym_hook(handle, name, version, __builtin_return_address(0));
         if (p)
             return p;

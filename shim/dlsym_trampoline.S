@@ -5,7 +5,9 @@
  * ls_dlsym_hook(handle, name, version, caller) in dlsym.c, which returns the address to give
  * back, or NULL to forward. Other architectures use dlsym.c's C fallback. */
 
-#if defined(__x86_64__)
+#if defined(LS_DLSYM_C_FALLBACK)
+/* dlsym.c defines them in C */
+#elif defined(__x86_64__)
 
 #ifdef __CET__
 #define LANDING endbr64

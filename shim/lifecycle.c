@@ -181,22 +181,28 @@ void ls_lifecycle_start(struct ls_trace *t)
     install_handlers(0);
     ls_live_stack_install(t);
 
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the heartbeat thread takes no signals */
-    pthread_t th;
     atomic_store(&heartbeat_state, 1);
-    int err = pthread_create(&th, &attr, heartbeat_main, t);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
+    int err = ls_start_thread(heartbeat_main, t, 64 * 1024);
     if (err != 0)
         atomic_store(&heartbeat_state, 0);
     if (err != 0)
         ls_warn("cannot start the heartbeat thread; the trace will show no heartbeat");
+}
+
+int ls_start_thread(void *(*fn)(void *), void *arg, size_t stack)
+{
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, stack);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
+    pthread_t th;
+    int err = pthread_create(&th, &attr, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    return err;
 }
 
 /* Before the program forks: a heartbeat thread still starting up may be inside the C library

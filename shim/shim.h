@@ -181,6 +181,10 @@ static inline uint64_t ls_now(void)
  * recording on. */
 void ls_lifecycle_start(struct ls_trace *t);
 void ls_lifecycle_before_fork(void);
+
+/* Starts fn(arg) on a detached thread with a stack of `stack` bytes that takes no signals.
+ * Returns pthread_create's result. */
+int ls_start_thread(void *(*fn)(void *), void *arg, size_t stack);
 void ls_lifecycle_after_fork_child(void);
 
 /* Re-installs the signal handlers if the program replaced them since (keeping theirs as the
