@@ -14,7 +14,8 @@ static uint64_t lived_until(const struct diag *d, const struct m_proc *p)
 
 static int rival(const struct diag *d, const struct m_proc *a, const struct m_proc *b)
 {
-    if (a == b || a->rank < 0 || a->rank != b->rank || a->fork_child || b->fork_child)
+    if (a == b || a->rank < 0 || a->rank != b->rank || a->fork_child || b->fork_child || a->blind ||
+        b->blind)
         return 0;
     if (a->t->hdr.pid == b->t->hdr.pid && strcmp(a->t->hdr.host, b->t->hdr.host) == 0)
         return 0; /* one process, two images (exec) */

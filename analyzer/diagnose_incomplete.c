@@ -1,6 +1,7 @@
 /* diagnose_incomplete.c -- what the traces cannot tell (trace_incomplete): ranks without a
  * trace, truncated files, rings wrapped past a finding's point, half-written records, full
- * tables. Runs after the other passes so it can check their sequence numbers. */
+ * tables, processes whose NCCL calls the shim could not see. Runs after the other passes so it can
+ * check their sequence numbers. */
 #include <stdio.h>
 
 #include "diagnose.h"
@@ -67,6 +68,58 @@ static int process_damage(struct diag *d, const struct m_proc *p)
         finding_summary(f, "rank %d's %s table filled up: calls on later %s are not attributed",
                         p->rank, full & LS_HFLAG_COMMS_FULL ? "communicator" : "peer",
                         full & LS_HFLAG_COMMS_FULL ? "communicators" : "peers");
+    }
+    return 0;
+}
+
+/* Whether the job's other processes recorded NCCL calls while `p` recorded none. */
+static int others_recorded(const struct diag *d, const struct m_proc *p)
+{
+    for (size_t i = 0; i < d->j->nprocs; i++)
+        if (d->j->procs[i] != p && !d->j->procs[i]->blind)
+            return 1;
+    return 0;
+}
+
+/* A process whose shim saw NCCL (and the CUDA driver) in it, but none of its calls. One without
+ * a rank beside processes that did record calls is a helper (a launcher that imported the
+ * framework): not reported. */
+static int blind_process(struct diag *d, const struct m_proc *p)
+{
+    const struct tr_trace *t = p->t;
+    if (!p->blind || (p->rank < 0 && others_recorded(d, p)))
+        return 0;
+    const char *object = NULL;
+    if (t->hdr.flags & LS_HFLAG_NCCL_STATIC) {
+        object = trace_pool_string(t, t->hdr.nccl_static_object);
+        object = object && *object ? object : "an object of the process";
+    }
+    struct finding *f = add(d, object ? "nccl_static" : "nccl_unseen");
+    if (!f || (p->rank >= 0 && intvec_push(&f->ranks, p->rank) < 0))
+        return -1;
+    f->rank = p->rank;
+    f->object = object;
+    char who[64];
+    if (p->rank >= 0)
+        snprintf(who, sizeof who, "rank %d", p->rank);
+    else
+        snprintf(who, sizeof who, "pid %d", (int)t->hdr.pid);
+    if (object) {
+        finding_summary(f,
+                        "%s has NCCL linked statically into %s: LD_PRELOAD cannot see its NCCL "
+                        "calls, so none of them is recorded",
+                        who, object);
+        finding_detail(f, "run it with NCCL_PROFILER_PLUGIN=libnccl-profiler-lockstep.so (from "
+                          "lockstep's library folder): NCCL itself reports to that plugin");
+    } else {
+        finding_summary(f,
+                        "%s loaded libnccl and the CUDA driver, but none of its NCCL calls "
+                        "reached lockstep: it reaches NCCL in a way LD_PRELOAD cannot see",
+                        who);
+        finding_detail(f, "put liblockstep.so first in LD_PRELOAD (another preloaded library may "
+                          "define NCCL's functions ahead of it), or run with "
+                          "NCCL_PROFILER_PLUGIN=libnccl-profiler-lockstep.so (from lockstep's "
+                          "library folder), which NCCL itself calls");
     }
     return 0;
 }
@@ -158,7 +211,7 @@ int diagnose_incomplete(struct diag *d)
     if (wrapped_past(d, before) < 0 || missing_traces(d) < 0)
         return -1;
     for (size_t i = 0; i < d->j->nprocs; i++)
-        if (process_damage(d, d->j->procs[i]) < 0)
+        if (process_damage(d, d->j->procs[i]) < 0 || blind_process(d, d->j->procs[i]) < 0)
             return -1;
     return 0;
 }

@@ -149,6 +149,8 @@ static const char *category(unsigned op)
         return "collective";
     if (op == LS_OP_SEND || op == LS_OP_RECV)
         return "p2p";
+    if (ls_op_is_onesided(op))
+        return "one-sided";
     if (ls_op_is_comm(op))
         return "communicator";
     return "group";

@@ -75,6 +75,8 @@ struct finding {
     double since_s;     /* stuck_in_flight: seconds since the last rank issued the call */
     int vanished;       /* rank_crashed without a recorded signal */
     const char *reason; /* trace_incomplete: no_trace, truncated, wrapped, ... */
+    const char *object; /* trace_incomplete nccl_static: the object NCCL is linked into (the
+                         * trace's string), NULL none */
 };
 
 struct findings {

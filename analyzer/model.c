@@ -95,7 +95,9 @@ static int fill_jobs(struct model *m)
             if (p->rank < 0)
                 continue;
             const struct m_proc *held = job->by_rank[p->rank];
-            if (!held || !p->fork_child || held->fork_child)
+            if (held && p->blind && !held->blind)
+                continue; /* a helper process that never called NCCL */
+            if (!held || (held->blind && !p->blind) || !p->fork_child || held->fork_child)
                 job->by_rank[p->rank] = p;
         }
     }
@@ -340,6 +342,8 @@ struct model *model_build(struct tr_trace **traces, size_t ntraces)
         m->procs[i].t = traces[i];
         m->procs[i].model = m;
         m->procs[i].rank = global_rank(traces[i]);
+        m->procs[i].blind = (traces[i]->hdr.flags & LS_HFLAG_NCCL_UNSEEN) &&
+                            traces[i]->hdr.next_ticket == 0 && traces[i]->ncomms == 0;
     }
     if (model_assign_jobs(m) < 0 || fill_jobs(m) < 0 || build_comms(m) < 0 ||
         model_state_build(m) < 0) {

@@ -83,11 +83,13 @@ struct m_proc {
                            * or in one wave with others (a launcher, a scheduler, a timeout):
                            * its death says nothing about why the job hung (see
                            * model_was_running()) */
-    const struct m_proc *stopped_after;  /* the earlier death it followed, NULL: a wave */
-    const struct ls_record *died_in;     /* the collective/p2p it was blocked in when it ended */
-    const struct ls_record *failed;      /* its first call that failed in NCCL (an error other
-                                          * than refused arguments), NULL none */
-    int fork_child;                      /* forked from another traced process of its rank */
+    const struct m_proc *stopped_after; /* the earlier death it followed, NULL: a wave */
+    const struct ls_record *died_in;    /* the collective/p2p it was blocked in when it ended */
+    const struct ls_record *failed;     /* its first call that failed in NCCL (an error other
+                                         * than refused arguments), NULL none */
+    int fork_child;                     /* forked from another traced process of its rank */
+    int blind; /* the shim saw NCCL in the process but none of its calls (LS_HFLAG_NCCL_UNSEEN,
+                * nothing recorded): it holds its rank only where no other process does */
     const struct ls_record **group_ends; /* GroupEnd records, ascending group id */
     size_t ngroup_ends;
     const struct m_live *live; /* NULL post-mortem; owned by the live command */

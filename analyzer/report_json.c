@@ -279,6 +279,8 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         break;
     case F_TRACE_INCOMPLETE:
         json_string(w, "reason", f->reason ? f->reason : "unknown");
+        if (f->object)
+            json_string(w, "object", f->object);
         break;
     default:
         break;

@@ -214,6 +214,11 @@ static const char *pool_string(const struct tr_trace *t, uint32_t off)
     return t->strings + off;
 }
 
+const char *trace_pool_string(const struct tr_trace *t, uint32_t off)
+{
+    return pool_string(t, off);
+}
+
 static int load_pysites(struct loader *ld)
 {
     const struct ls_header *h = &ld->t->hdr;

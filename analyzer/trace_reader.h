@@ -101,6 +101,10 @@ struct tr_trace *trace_load_buffer_window(const char *name, const void *buf, siz
 /* Frees a trace and everything it owns. NULL is fine. */
 void trace_free(struct tr_trace *t);
 
+/* The string at offset `off` of t's string pool: "" for 0, NULL when the offset is outside the
+ * pool or the string there is not terminated. Valid until trace_free(t). */
+const char *trace_pool_string(const struct tr_trace *t, uint32_t off);
+
 /* Returns the call site with id `callsite` (1-based) or NULL when it is 0 or unknown. */
 const struct tr_site *trace_site(const struct tr_trace *t, uint32_t callsite);
 

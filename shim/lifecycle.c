@@ -1,7 +1,6 @@
 /* lifecycle.c -- heartbeat, fatal signals and process exit: how a traced process ended. */
 #include <dlfcn.h>
 #include <errno.h>
-#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -182,22 +181,28 @@ void ls_lifecycle_start(struct ls_trace *t)
     install_handlers(0);
     ls_live_stack_install(t);
 
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the heartbeat thread takes no signals */
-    pthread_t th;
     atomic_store(&heartbeat_state, 1);
-    int err = pthread_create(&th, &attr, heartbeat_main, t);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
+    int err = ls_start_thread(heartbeat_main, t, 64 * 1024);
     if (err != 0)
         atomic_store(&heartbeat_state, 0);
     if (err != 0)
         ls_warn("cannot start the heartbeat thread; the trace will show no heartbeat");
+}
+
+int ls_start_thread(void *(*fn)(void *), void *arg, size_t stack)
+{
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, stack);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
+    pthread_t th;
+    int err = pthread_create(&th, &attr, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    return err;
 }
 
 /* Before the program forks: a heartbeat thread still starting up may be inside the C library
@@ -238,37 +243,4 @@ void _Exit(int status)
     record_underscore_exit(status);
     syscall(SYS_exit_group, status);
     __builtin_unreachable();
-}
-
-/* ---- statically linked NCCL ---- */
-
-static int ctor_pid;
-extern _Atomic int ls_nccl_call_seen;
-
-static int find_cuda(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    (void)data;
-    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
-    base = base ? base + 1 : info->dlpi_name;
-    return base && strncmp(base, "libcuda.so", 10) == 0;
-}
-
-/* At exit: a process that used CUDA but never made an NCCL call through the dynamic library
- * probably has NCCL linked in statically, which no LD_PRELOAD can see. Say so once. */
-static void static_nccl_check(int status, void *arg)
-{
-    (void)status;
-    (void)arg;
-    if ((int)syscall(SYS_getpid) != ctor_pid || atomic_load(&ls_nccl_call_seen))
-        return;
-    if (dl_iterate_phdr(find_cuda, NULL))
-        ls_warn("this process used CUDA but made no call to a dynamic libnccl; if it uses NCCL, "
-                "NCCL is linked in statically and lockstep cannot see it");
-}
-
-__attribute__((constructor)) static void lockstep_ctor(void)
-{
-    ctor_pid = (int)syscall(SYS_getpid);
-    on_exit(static_nccl_check, NULL);
 }

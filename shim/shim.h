@@ -12,6 +12,10 @@
 #define LS_TLS         __thread __attribute__((tls_model("initial-exec")))
 #define LS_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define LS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* For code a sanitizer runtime may run before it set itself up (its own dlsym(RTLD_NEXT)
+ * calls reach the shim's dlsym): no instrumentation, and no C library string functions,
+ * which it intercepts. */
+#define LS_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
 
 /* ---- configuration (config.c) ---- */
 
@@ -177,6 +181,10 @@ static inline uint64_t ls_now(void)
  * recording on. */
 void ls_lifecycle_start(struct ls_trace *t);
 void ls_lifecycle_before_fork(void);
+
+/* Starts fn(arg) on a detached thread with a stack of `stack` bytes that takes no signals.
+ * Returns pthread_create's result. */
+int ls_start_thread(void *(*fn)(void *), void *arg, size_t stack);
 void ls_lifecycle_after_fork_child(void);
 
 /* Re-installs the signal handlers if the program replaced them since (keeping theirs as the
@@ -232,6 +240,55 @@ void *ls_resolve(const char *name, void *self);
                                     memory_order_acquire) != NULL)                                 \
          ? ls_real_##name                                                                          \
          : (ls_real_##name = (ls_fn_##name##_t)ls_resolve(#name, (void *)name)))
+
+/* ---- symbols of loaded objects (elf_lookup.c) ---- */
+
+/* A loaded object's dynamic symbol table, as mapped in memory. */
+struct ls_elf {
+    uintptr_t base; /* load bias */
+    const void *symtab;
+    const char *strtab;
+    size_t strsz;
+    const uint32_t *gnu_hash;  /* DT_GNU_HASH, or NULL */
+    const uint32_t *sysv_hash; /* DT_HASH, used without a GNU hash table */
+    const uint16_t *versym;    /* DT_VERSYM, or NULL */
+};
+
+/* Reads the dynamic section `dynamic` of the object loaded at `base`. Returns 0, or -1 when it
+ * has no symbol table to search. Never calls the dynamic loader; async-signal-safe. */
+int ls_elf_open(struct ls_elf *e, uintptr_t base, const void *dynamic);
+
+/* Address of the definition of `name` (its default version) in `e`, NULL if none. */
+void *ls_elf_symbol(const struct ls_elf *e, const char *name);
+
+/* The PT_DYNAMIC of an object dl_iterate_phdr reports, NULL if none. */
+struct dl_phdr_info;
+const void *ls_elf_dynamic(const struct dl_phdr_info *info);
+
+/* The file name part of `path` ("" for NULL). */
+const char *ls_path_base(const char *path);
+
+/* ---- dlsym and dlvsym (dlsym.c) ---- */
+
+/* True when `addr` lies in liblockstep.so's own mapping. Async-signal-safe, usable before
+ * the shim's constructors ran. */
+int ls_in_shim(const void *addr);
+
+/* The shim's own exported definition of `name` (an NCCL wrapper), NULL if it has none. */
+void *ls_own_symbol(const char *name);
+
+/* True for a path whose file name is libnccl.so* (not libnccl-net, a profiler or tuner
+ * plugin). */
+int ls_is_libnccl_path(const char *path);
+
+/* ---- saying when blind (blind.c) ---- */
+
+/* Looks at the objects loaded since the last look (cheap when none): when NCCL is among them
+ * (libnccl, or NCCL's API defined by another object) with the CUDA driver, and no NCCL call
+ * has reached the shim, starts a watch thread; after LOCKSTEP_BLIND_SECONDS (default 5, 0 off)
+ * still without one, it starts the trace and records LS_HFLAG_NCCL_UNSEEN. Called from the
+ * shim's constructor and from dlsym; never from the shim's own lookups. */
+void ls_blind_check(void);
 
 /* ---- communicators (comms.c) ---- */
 
@@ -357,6 +414,33 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a);
 /* Tells completion tracking that call `c` put work on `stream` (its own record's stream, or
  * for a GroupEnd each stream of the group). */
 void ls_call_issued(struct ls_call *c, const void *stream);
+
+/* Defines the wrapper `name`: resolve the real function, record the call described by
+ * `args_init` (a struct ls_call_args initializer), forward, record the return. */
+#define LS_WRAP(name, params, args, args_init)                                                     \
+    LS_FORWARD_DECL(name, ncclResult_t, params);                                                   \
+    ncclResult_t name params                                                                       \
+    {                                                                                              \
+        ls_fn_##name##_t real = LS_REAL(name);                                                     \
+        if (LS_UNLIKELY(!real))                                                                    \
+            return ncclSystemError;                                                                \
+        struct ls_call_args a = args_init;                                                         \
+        LS_CALLER(a);                                                                              \
+        struct ls_call c;                                                                          \
+        if (!ls_call_enter(&c, &a))                                                                \
+            return real args;                                                                      \
+        ncclResult_t res = real args;                                                              \
+        ls_call_exit(&c, res);                                                                     \
+        return res;                                                                                \
+    }
+
+/* A struct ls_call_args initializer for a call with these fields. */
+#define LS_CALL_ARGS(op_, comm_, count_, dtype_, redop_, peer_, send_, recv_, stream_)             \
+    {                                                                                              \
+        .op = (op_), .comm = (uintptr_t)(comm_), .count = (count_), .dtype = (int)(dtype_),        \
+        .redop = (int)(redop_), .peer = (peer_), .sendbuff = (send_), .recvbuff = (recv_),         \
+        .stream = (const void *)(stream_)                                                          \
+    }
 
 /* Writes the return of a call started by ls_call_enter. */
 void ls_call_exit(struct ls_call *c, int result);

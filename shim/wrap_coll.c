@@ -3,101 +3,78 @@
 
 #include "shim.h"
 
-/* Defines the wrapper `name`: resolve the real function, record the call described by
- * `args_init` (a struct ls_call_args initializer), forward, record the return. */
-#define LS_WRAP(name, params, args, args_init)                                                     \
-    LS_FORWARD_DECL(name, ncclResult_t, params);                                                   \
-    ncclResult_t name params                                                                       \
-    {                                                                                              \
-        ls_fn_##name##_t real = LS_REAL(name);                                                     \
-        if (LS_UNLIKELY(!real))                                                                    \
-            return ncclSystemError;                                                                \
-        struct ls_call_args a = args_init;                                                         \
-        LS_CALLER(a);                                                                              \
-        struct ls_call c;                                                                          \
-        if (!ls_call_enter(&c, &a))                                                                \
-            return real args;                                                                      \
-        ncclResult_t res = real args;                                                              \
-        ls_call_exit(&c, res);                                                                     \
-        return res;                                                                                \
-    }
-
-#define ARGS(op_, comm_, count_, dtype_, redop_, peer_, send_, recv_, stream_)                     \
-    {                                                                                              \
-        .op = (op_), .comm = (uintptr_t)(comm_), .count = (count_), .dtype = (int)(dtype_),        \
-        .redop = (int)(redop_), .peer = (peer_), .sendbuff = (send_), .recvbuff = (recv_),         \
-        .stream = (const void *)(stream_)                                                          \
-    }
-
 LS_WRAP(ncclAllReduce,
         (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
         (sendbuff, recvbuff, count, datatype, op, comm, stream),
-        ARGS(LS_OP_ALLREDUCE, comm, count, datatype, op, -1, sendbuff, recvbuff, stream))
+        LS_CALL_ARGS(LS_OP_ALLREDUCE, comm, count, datatype, op, -1, sendbuff, recvbuff, stream))
 
 LS_WRAP(ncclBroadcast,
         (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream),
         (sendbuff, recvbuff, count, datatype, root, comm, stream),
-        ARGS(LS_OP_BROADCAST, comm, count, datatype, -1, root, sendbuff, recvbuff, stream))
+        LS_CALL_ARGS(LS_OP_BROADCAST, comm, count, datatype, -1, root, sendbuff, recvbuff, stream))
 
 LS_WRAP(ncclBcast,
         (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
          cudaStream_t stream),
         (buff, count, datatype, root, comm, stream),
-        ARGS(LS_OP_BCAST, comm, count, datatype, -1, root, buff, buff, stream))
+        LS_CALL_ARGS(LS_OP_BCAST, comm, count, datatype, -1, root, buff, buff, stream))
 
 LS_WRAP(ncclReduce,
         (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
          ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream),
         (sendbuff, recvbuff, count, datatype, op, root, comm, stream),
-        ARGS(LS_OP_REDUCE, comm, count, datatype, op, root, sendbuff, recvbuff, stream))
+        LS_CALL_ARGS(LS_OP_REDUCE, comm, count, datatype, op, root, sendbuff, recvbuff, stream))
 
 LS_WRAP(ncclAllGather,
         (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
          ncclComm_t comm, cudaStream_t stream),
         (sendbuff, recvbuff, sendcount, datatype, comm, stream),
-        ARGS(LS_OP_ALLGATHER, comm, sendcount, datatype, -1, -1, sendbuff, recvbuff, stream))
+        LS_CALL_ARGS(LS_OP_ALLGATHER, comm, sendcount, datatype, -1, -1, sendbuff, recvbuff,
+                     stream))
 
 LS_WRAP(ncclReduceScatter,
         (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
         (sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
-        ARGS(LS_OP_REDUCESCATTER, comm, recvcount, datatype, op, -1, sendbuff, recvbuff, stream))
+        LS_CALL_ARGS(LS_OP_REDUCESCATTER, comm, recvcount, datatype, op, -1, sendbuff, recvbuff,
+                     stream))
 
 LS_WRAP(ncclAlltoAll,
         (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
          ncclComm_t comm, cudaStream_t stream),
         (sendbuff, recvbuff, count, datatype, comm, stream),
-        ARGS(LS_OP_ALLTOALL, comm, count, datatype, -1, -1, sendbuff, recvbuff, stream))
+        LS_CALL_ARGS(LS_OP_ALLTOALL, comm, count, datatype, -1, -1, sendbuff, recvbuff, stream))
 
 LS_WRAP(ncclGather,
         (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream),
         (sendbuff, recvbuff, count, datatype, root, comm, stream),
-        ARGS(LS_OP_GATHER, comm, count, datatype, -1, root, sendbuff, recvbuff, stream))
+        LS_CALL_ARGS(LS_OP_GATHER, comm, count, datatype, -1, root, sendbuff, recvbuff, stream))
 
 LS_WRAP(ncclScatter,
         (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream),
         (sendbuff, recvbuff, count, datatype, root, comm, stream),
-        ARGS(LS_OP_SCATTER, comm, count, datatype, -1, root, sendbuff, recvbuff, stream))
+        LS_CALL_ARGS(LS_OP_SCATTER, comm, count, datatype, -1, root, sendbuff, recvbuff, stream))
 
 LS_WRAP(ncclSend,
         (const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
          cudaStream_t stream),
         (sendbuff, count, datatype, peer, comm, stream),
-        ARGS(LS_OP_SEND, comm, count, datatype, -1, peer, sendbuff, NULL, stream))
+        LS_CALL_ARGS(LS_OP_SEND, comm, count, datatype, -1, peer, sendbuff, NULL, stream))
 
 LS_WRAP(ncclRecv,
         (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
          cudaStream_t stream),
         (recvbuff, count, datatype, peer, comm, stream),
-        ARGS(LS_OP_RECV, comm, count, datatype, -1, peer, NULL, recvbuff, stream))
+        LS_CALL_ARGS(LS_OP_RECV, comm, count, datatype, -1, peer, NULL, recvbuff, stream))
 
 /* ---- groups: the shim keeps its own depth and id per thread ---- */
 
-static const struct ls_call_args no_args = ARGS(LS_OP_NONE, 0, 0, -1, -1, -1, NULL, NULL, NULL);
+static const struct ls_call_args no_args =
+    LS_CALL_ARGS(LS_OP_NONE, 0, 0, -1, -1, -1, NULL, NULL, NULL);
 
 LS_FORWARD_DECL(ncclGroupStart, ncclResult_t, (void));
 ncclResult_t ncclGroupStart(void)

@@ -247,6 +247,45 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
     return res;
 }
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
+/* Grow: existing ranks pass the communicator (the child id follows from it, as for Split);
+ * new ranks pass none and only the unique id, so their entry gets an id of its own. */
+LS_FORWARD_DECL(ncclCommGrow, ncclResult_t,
+                (ncclComm_t, int, const ncclUniqueId *, int, ncclComm_t *, ncclConfig_t *));
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                          ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    ls_fn_ncclCommGrow_t real = LS_REAL(ncclCommGrow);
+    if (LS_UNLIKELY(!real))
+        return ncclSystemError;
+    struct ls_call c;
+    int pidx = -1;
+    if (!child_begin(&c, LS_OP_COMM_GROW, comm, &pidx))
+        return real(comm, nRanks, uniqueId, rank, newcomm, config);
+    uint64_t parent_id = pidx >= 0 ? c.t->comms[pidx].comm_id : 0;
+    uint64_t id = 1;
+    if (parent_id)
+        id = ls_comm_id_child(parent_id, next_split_counter(c.t, pidx), -5, (uint64_t)nRanks);
+    else if (uniqueId)
+        id = ls_comm_id_from_unique(uniqueId, sizeof *uniqueId);
+    ls_call_set(&c, parent_id, comm ? c.comm_rank : rank, (uint64_t)nRanks, id);
+    int idx = ls_comm_register(c.t, 0, id, parent_id, nRanks, comm ? -1 : rank, LS_OP_COMM_GROW, -1,
+                               -1, c.site, config);
+    ncclResult_t res = real(comm, nRanks, uniqueId, rank, newcomm, config);
+    after_create(c.t, idx, newcomm, res);
+    ls_call_exit(&c, res);
+    return res;
+}
+#endif
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+LS_WRAP(ncclCommSuspend, (ncclComm_t comm, int flags), (comm, flags),
+        LS_CALL_ARGS(LS_OP_COMM_SUSPEND, comm, (uint64_t)(uint32_t)flags, -1, -1, -1, NULL, NULL,
+                     NULL))
+LS_WRAP(ncclCommResume, (ncclComm_t comm), (comm),
+        LS_CALL_ARGS(LS_OP_COMM_RESUME, comm, 0, -1, -1, -1, NULL, NULL, NULL))
+#endif
+
 /* ---- teardown ---- */
 
 #define LS_WRAP_END(name, op_, flag_)                                                              \

@@ -74,6 +74,13 @@ enum ls_rank_source {
 #define LS_HFLAG_END_STACK                                                                         \
     (1u << 7) /* live_stack/live_python were taken by the handler of                               \
                * the fatal signal in end_signal: where it died */
+/* The shim was blind: NCCL was in the process (and the CUDA driver), but no NCCL call reached
+ * the shim for LOCKSTEP_BLIND_SECONDS. The two flags after it say how NCCL was there. */
+#define LS_HFLAG_NCCL_UNSEEN     (1u << 8)
+#define LS_HFLAG_NCCL_LIB_LOADED (1u << 9) /* a libnccl.so object was loaded */
+#define LS_HFLAG_NCCL_STATIC                                                                       \
+    (1u << 10) /* an object other than libnccl and the shim defines NCCL's API                     \
+                * (NCCL linked statically into it): nccl_static_object names it */
 
 /* A stack captured on request while the process runs (`lockstep run`/`watch` send the signal
  * in ls_header.live_signal). A sequence lock: `seq` is odd while the shim writes, even when
@@ -217,7 +224,9 @@ struct ls_header {
     uint64_t proc_start_ticks;        /* 3056: the process's start, clock ticks after boot
                                        *       (/proc/PID/stat field 22); with pid and boot_id
                                        *       it names the process; 0 unknown */
-    uint8_t reserved[8];              /* 3064: zero; later versions add fields here */
+    uint32_t nccl_static_object;      /* 3064: string: path of the object NCCL is linked into
+                                       *       statically (LS_HFLAG_NCCL_STATIC), 0 none */
+    uint8_t reserved[4];              /* 3068: zero; later versions add fields here */
     struct ls_thread_slot threads[LS_THREAD_SLOTS]; /* 3072: threads in a call (live) */
 };
 
@@ -344,7 +353,15 @@ enum ls_op {
     LS_OP_COMM_DESTROY = 22,
     LS_OP_COMM_ABORT = 23,
     LS_OP_COMM_REVOKE = 24,
-    LS_OP_COUNT = 25
+    LS_OP_WINDOW_REGISTER = 25,   /* ncclCommWindowRegister (2.27+): count = bytes */
+    LS_OP_WINDOW_DEREGISTER = 26, /* ncclCommWindowDeregister */
+    LS_OP_PUT_SIGNAL = 27,        /* ncclPutSignal (2.29+): one-sided put to `peer` */
+    LS_OP_SIGNAL = 28,            /* ncclSignal (2.29+): a signal to `peer` */
+    LS_OP_WAIT_SIGNAL = 29,       /* ncclWaitSignal (2.29+): count = descriptors */
+    LS_OP_COMM_GROW = 30,         /* ncclCommGrow (2.29+): count = new size */
+    LS_OP_COMM_SUSPEND = 31,      /* ncclCommSuspend (2.30+): count = flags */
+    LS_OP_COMM_RESUME = 32,       /* ncclCommResume (2.30+) */
+    LS_OP_COUNT = 33
 };
 
 /* Record flags (ls_record.flags). */
@@ -417,6 +434,7 @@ _Static_assert(offsetof(struct ls_header, attempt) == 836, "header layout");
 _Static_assert(offsetof(struct ls_header, heartbeat_ms) == 1204, "header layout");
 _Static_assert(offsetof(struct ls_header, boot_id) == 2764, "header layout");
 _Static_assert(offsetof(struct ls_header, proc_start_ticks) == 3056, "header layout");
+_Static_assert(offsetof(struct ls_header, nccl_static_object) == 3064, "header layout");
 _Static_assert(sizeof(struct ls_thread_slot) == 64, "thread slot size");
 _Static_assert(offsetof(struct ls_comm, coll_completed) == 152, "comm layout");
 _Static_assert(sizeof(struct ls_comm) == 224, "comm entry size");
@@ -494,7 +512,15 @@ static inline const char *ls_op_name(unsigned op)
                                                    "CommFinalize",
                                                    "CommDestroy",
                                                    "CommAbort",
-                                                   "CommRevoke"};
+                                                   "CommRevoke",
+                                                   "CommWindowRegister",
+                                                   "CommWindowDeregister",
+                                                   "PutSignal",
+                                                   "Signal",
+                                                   "WaitSignal",
+                                                   "CommGrow",
+                                                   "CommSuspend",
+                                                   "CommResume"};
     return op < LS_OP_COUNT ? names[op] : "?";
 }
 
@@ -517,10 +543,19 @@ static inline int ls_op_has_redop(unsigned op)
     return op == LS_OP_ALLREDUCE || op == LS_OP_REDUCE || op == LS_OP_REDUCESCATTER;
 }
 
-/* True for communicator lifecycle ops. */
+/* True for communicator lifecycle ops (and window registration, collective over a
+ * communicator too). */
 static inline int ls_op_is_comm(unsigned op)
 {
-    return op >= LS_OP_COMM_INIT_RANK && op <= LS_OP_COMM_REVOKE;
+    return (op >= LS_OP_COMM_INIT_RANK && op <= LS_OP_COMM_REVOKE) || op == LS_OP_WINDOW_REGISTER ||
+           op == LS_OP_WINDOW_DEREGISTER || (op >= LS_OP_COMM_GROW && op <= LS_OP_COMM_RESUME);
+}
+
+/* True for one-sided communication (2.29+): puts and signals to a peer, waits for signals.
+ * They take no sequence number. */
+static inline int ls_op_is_onesided(unsigned op)
+{
+    return op >= LS_OP_PUT_SIGNAL && op <= LS_OP_WAIT_SIGNAL;
 }
 
 /* Short datatype names; "?" for unknown values. */
