@@ -77,8 +77,8 @@ static void chain_load(int version)
 }
 
 /* The chained plugin's init for `pc` (its context in pc->inner, 0 on failure). */
-static void chain_init(struct pl_comm *pc, int *mask, const char *name, uint64_t hash,
-                       int nnodes, int nranks, int rank, npr_logger log)
+static void chain_init(struct pl_comm *pc, int *mask, const char *name, uint64_t hash, int nnodes,
+                       int nranks, int rank, npr_logger log)
 {
     int inner_mask = 0;
     npr_result r;
@@ -285,7 +285,7 @@ static npr_result init_v6(void **ctx, uint64_t id, int *mask, const char *name, 
 }
 
 #define START_V(n)                                                                                 \
-    static npr_result start_v##n(void *ctx, void **handle, void *d)                               \
+    static npr_result start_v##n(void *ctx, void **handle, void *d)                                \
     {                                                                                              \
         return plugin_start(n, ctx, handle, d);                                                    \
     }
@@ -297,15 +297,15 @@ START_V(5)
 START_V(6)
 
 #define PLUGIN_NAME "lockstep"
-struct npr_plugin_v1 ncclProfiler_v1 = {PLUGIN_NAME, init_v1, start_v1, plugin_stop, plugin_state,
-                                        plugin_finalize};
-struct npr_plugin_v1 ncclProfiler_v2 = {PLUGIN_NAME, init_v2, start_v2, plugin_stop, plugin_state,
-                                        plugin_finalize};
-struct npr_plugin_v1 ncclProfiler_v3 = {PLUGIN_NAME, init_v3, start_v3, plugin_stop, plugin_state,
-                                        plugin_finalize};
-struct npr_plugin_v4 ncclProfiler_v4 = {PLUGIN_NAME, init_v4, start_v4, plugin_stop, plugin_state,
-                                        plugin_finalize};
-struct npr_plugin_v5 ncclProfiler_v5 = {PLUGIN_NAME, init_v5, start_v5, plugin_stop, plugin_state,
-                                        plugin_finalize};
-struct npr_plugin_v5 ncclProfiler_v6 = {PLUGIN_NAME, init_v6, start_v6, plugin_stop, plugin_state,
-                                        plugin_finalize};
+struct npr_plugin_v1 ncclProfiler_v1 = {PLUGIN_NAME, init_v1,      start_v1,
+                                        plugin_stop, plugin_state, plugin_finalize};
+struct npr_plugin_v1 ncclProfiler_v2 = {PLUGIN_NAME, init_v2,      start_v2,
+                                        plugin_stop, plugin_state, plugin_finalize};
+struct npr_plugin_v1 ncclProfiler_v3 = {PLUGIN_NAME, init_v3,      start_v3,
+                                        plugin_stop, plugin_state, plugin_finalize};
+struct npr_plugin_v4 ncclProfiler_v4 = {PLUGIN_NAME, init_v4,      start_v4,
+                                        plugin_stop, plugin_state, plugin_finalize};
+struct npr_plugin_v5 ncclProfiler_v5 = {PLUGIN_NAME, init_v5,      start_v5,
+                                        plugin_stop, plugin_state, plugin_finalize};
+struct npr_plugin_v5 ncclProfiler_v6 = {PLUGIN_NAME, init_v6,      start_v6,
+                                        plugin_stop, plugin_state, plugin_finalize};

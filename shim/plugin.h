@@ -1,4 +1,5 @@
-/* plugin.h -- internal interfaces of lockstep's NCCL profiler plugin (plugin.c, plugin_events.c). */
+/* plugin.h -- internal interfaces of lockstep's NCCL profiler plugin (plugin.c, plugin_events.c).
+ */
 #ifndef LOCKSTEP_PLUGIN_H
 #define LOCKSTEP_PLUGIN_H
 
@@ -10,21 +11,21 @@
 
 /* One communicator as NCCL's init named it to the plugin: the plugin's context. */
 struct pl_comm {
-    int version;              /* profiler API version NCCL speaks to us */
-    struct ls_trace *t;       /* the trace written: our own, or the shim's */
-    int shim;                 /* the shim records its calls: we add GPU progress only */
-    int idx;                  /* its comm-table entry, -1 until known */
-    uint64_t comm_id;         /* as the analyzer matches it across ranks */
-    int rank, nranks;         /* -1 unknown (v1..v3 until the first event) */
+    int version;        /* profiler API version NCCL speaks to us */
+    struct ls_trace *t; /* the trace written: our own, or the shim's */
+    int shim;           /* the shim records its calls: we add GPU progress only */
+    int idx;            /* its comm-table entry, -1 until known */
+    uint64_t comm_id;   /* as the analyzer matches it across ranks */
+    int rank, nranks;   /* -1 unknown (v1..v3 until the first event) */
     char name[LS_COMM_NAME_LEN];
-    uint32_t ordinal;         /* n-th communicator this process initialized */
-    uint64_t colls;           /* collectives seen: the seq of the latest */
-    int stream_slot;          /* the header's stream slot of its GPU queue, -1 none */
-    pthread_mutex_t lock;     /* its events and in-flight list */
+    uint32_t ordinal;             /* n-th communicator this process initialized */
+    uint64_t colls;               /* collectives seen: the seq of the latest */
+    int stream_slot;              /* the header's stream slot of its GPU queue, -1 none */
+    pthread_mutex_t lock;         /* its events and in-flight list */
     struct pl_event *head, *tail; /* collectives and p2p not yet complete, oldest first */
     uint64_t moved_ns;
-    int chained;              /* the chained plugin accepted it */
-    void *inner;              /* the chained plugin's context */
+    int chained; /* the chained plugin accepted it */
+    void *inner; /* the chained plugin's context */
 };
 
 enum pl_kind { PL_OTHER, PL_TASK, PL_KERNEL_CH, PL_PROXY_OP, PL_PROXY_STEP };
@@ -44,12 +45,12 @@ struct pl_event {
     int recorded, host_done, gpu_done;
     int nch;
     uint64_t ch_started, ch_stopped;
-    struct pl_event *next;  /* in-flight list */
-    struct pl_event *pops;  /* its proxy ops (sibling list) */
+    struct pl_event *next; /* in-flight list */
+    struct pl_event *pops; /* its proxy ops (sibling list) */
     /* PL_KERNEL_CH, PL_PROXY_OP, PL_PROXY_STEP */
     int channel, peer, is_send, step, state, stopped;
-    struct pl_event *sib;   /* next proxy op of the same task */
-    struct pl_event *cur;   /* PL_PROXY_OP: its newest unfinished step */
+    struct pl_event *sib; /* next proxy op of the same task */
+    struct pl_event *cur; /* PL_PROXY_OP: its newest unfinished step */
 };
 
 /* Finds or makes the comm-table entry of `pc` (plugin_events.c): beside the shim, the shim's

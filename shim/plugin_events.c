@@ -29,11 +29,16 @@ static unsigned op_of_name(const char *f)
     static const struct {
         const char *name;
         unsigned op;
-    } ops[] = {{"AllReduce", LS_OP_ALLREDUCE},         {"Broadcast", LS_OP_BROADCAST},
-               {"Reduce", LS_OP_REDUCE},               {"AllGather", LS_OP_ALLGATHER},
-               {"ReduceScatter", LS_OP_REDUCESCATTER}, {"AlltoAll", LS_OP_ALLTOALL},
-               {"Gather", LS_OP_GATHER},               {"Scatter", LS_OP_SCATTER},
-               {"Send", LS_OP_SEND},                   {"Recv", LS_OP_RECV}};
+    } ops[] = {{"AllReduce", LS_OP_ALLREDUCE},
+               {"Broadcast", LS_OP_BROADCAST},
+               {"Reduce", LS_OP_REDUCE},
+               {"AllGather", LS_OP_ALLGATHER},
+               {"ReduceScatter", LS_OP_REDUCESCATTER},
+               {"AlltoAll", LS_OP_ALLTOALL},
+               {"Gather", LS_OP_GATHER},
+               {"Scatter", LS_OP_SCATTER},
+               {"Send", LS_OP_SEND},
+               {"Recv", LS_OP_RECV}};
     for (size_t i = 0; f && i < sizeof ops / sizeof ops[0]; i++)
         if (strcmp(f, ops[i].name) == 0)
             return ops[i].op;
@@ -51,9 +56,10 @@ static unsigned op_of_code(unsigned f)
 /* "ncclFloat32" -> ncclFloat32's value; -1 unknown. */
 static int dtype_of_name(const char *d)
 {
-    static const char *const names[] = {
-        "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
-        "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
+    static const char *const names[] = {"ncclInt8",     "ncclUint8",      "ncclInt32",
+                                        "ncclUint32",   "ncclInt64",      "ncclUint64",
+                                        "ncclFloat16",  "ncclFloat32",    "ncclFloat64",
+                                        "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
     for (int i = 0; d && i < (int)(sizeof names / sizeof names[0]); i++)
         if (strcmp(d, names[i]) == 0)
             return i;
@@ -85,7 +91,8 @@ static int stream_claim(struct ls_trace *t, uint64_t name)
 static int shim_entry(struct pl_comm *pc)
 {
     struct ls_trace *t = pc->t;
-    uint32_t n = atomic_load_explicit((_Atomic uint32_t *)&t->hdr->comm_count, memory_order_acquire);
+    uint32_t n =
+        atomic_load_explicit((_Atomic uint32_t *)&t->hdr->comm_count, memory_order_acquire);
     int best = -1, best_pending = 0;
     pthread_mutex_lock(&claim_lock);
     for (int i = (int)n - 1; i >= 0; i--) {
@@ -126,8 +133,8 @@ void pl_comm_attach(struct pl_comm *pc, uint64_t hash)
      * that no longer fills it) the n-th communicator of each process is taken as one. */
     pc->comm_id = hash ? ls_comm_id_from_unique(&hash, sizeof hash)
                        : ls_comm_id_child(0x706c7567696eull, pc->ordinal, pc->nranks, 0);
-    pc->idx = ls_comm_register(t, 0, pc->comm_id, 0, pc->nranks, pc->rank,
-                               LS_OP_COMM_INIT_RANK, -1, -1, 0, NULL);
+    pc->idx = ls_comm_register(t, 0, pc->comm_id, 0, pc->nranks, pc->rank, LS_OP_COMM_INIT_RANK, -1,
+                               -1, 0, NULL);
     if (pc->idx < 0)
         return;
     struct ls_comm *c = &t->comms[pc->idx];
@@ -435,9 +442,9 @@ struct pl_event *pl_event_start(struct pl_comm *pc, int version, const void *d)
     pthread_mutex_lock(&pc->lock);
     if (type == NPR_KERNEL_CH && parent->kind == PL_TASK) {
         ev->kind = PL_KERNEL_CH;
-        ev->channel = version >= 5 ? d5->kernel_ch.channel
-                                   : version == 4 ? d4->kernel_ch.channel
-                                                  : ((const struct npr_descr_v3 *)d)->kernel_ch.channel;
+        ev->channel = version >= 5   ? d5->kernel_ch.channel
+                      : version == 4 ? d4->kernel_ch.channel
+                                     : ((const struct npr_descr_v3 *)d)->kernel_ch.channel;
         if (ev->channel < 64)
             parent->ch_started |= 1ull << ev->channel;
     } else if (type == NPR_PROXY_OP && parent->kind == PL_TASK) {

@@ -119,7 +119,7 @@ static inline uint64_t ls_rdtsc(void)
     return __rdtsc();
 }
 #else
-#define LS_HAVE_TSC 0
+#define LS_HAVE_TSC       0
 static inline uint64_t ls_rdtsc(void)
 {
     return 0;

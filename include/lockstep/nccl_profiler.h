@@ -53,7 +53,7 @@ enum {
     NPR_FUNC_RECV = 7,
 };
 
-typedef int npr_result;                     /* ncclResult_t */
+typedef int npr_result; /* ncclResult_t */
 typedef void (*npr_logger)(int, unsigned long, const char *, int, const char *, ...);
 
 /* The proxy parts, alike in every version. */
@@ -275,8 +275,8 @@ struct npr_plugin_v1 { /* v1 .. v3: init knows no communicator */
 };
 struct npr_plugin_v4 {
     const char *name;
-    npr_result (*init)(void **ctx, int *mask, const char *comm_name, uint64_t comm_hash,
-                       int nnodes, int nranks, int rank, npr_logger log);
+    npr_result (*init)(void **ctx, int *mask, const char *comm_name, uint64_t comm_hash, int nnodes,
+                       int nranks, int rank, npr_logger log);
     npr_result (*start_event)(void *ctx, void **handle, void *descr);
     npr_result (*stop_event)(void *handle);
     npr_result (*record_state)(void *handle, int state, void *args);
@@ -284,8 +284,8 @@ struct npr_plugin_v4 {
 };
 struct npr_plugin_v5 { /* v5, v6 */
     const char *name;
-    npr_result (*init)(void **ctx, uint64_t comm_id, int *mask, const char *comm_name,
-                       int nnodes, int nranks, int rank, npr_logger log);
+    npr_result (*init)(void **ctx, uint64_t comm_id, int *mask, const char *comm_name, int nnodes,
+                       int nranks, int rank, npr_logger log);
     npr_result (*start_event)(void *ctx, void **handle, void *descr);
     npr_result (*stop_event)(void *handle);
     npr_result (*record_state)(void *handle, int state, void *args);

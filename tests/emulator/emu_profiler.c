@@ -132,8 +132,9 @@ static npr_result (*fn_stop(void))(void *)
 }
 static npr_result (*fn_state(void))(void *, int, void *)
 {
-    return prof.v5 ? prof.v5->record_state
-                   : prof.v4 ? prof.v4->record_state : prof.v1->record_state;
+    return prof.v5   ? prof.v5->record_state
+           : prof.v4 ? prof.v4->record_state
+                     : prof.v1->record_state;
 }
 
 void emu_prof_comm_init(struct ncclComm *c)
@@ -181,19 +182,27 @@ static void *ctx_of(struct ncclComm *c)
 }
 
 static const char *const func_names[] = {
-    [EMU_ALLREDUCE] = "AllReduce", [EMU_BROADCAST] = "Broadcast",
-    [EMU_REDUCE] = "Reduce",       [EMU_ALLGATHER] = "AllGather",
-    [EMU_REDUCESCATTER] = "ReduceScatter", [EMU_ALLTOALL] = "AlltoAll",
-    [EMU_GATHER] = "Gather",       [EMU_SCATTER] = "Scatter",
+    [EMU_ALLREDUCE] = "AllReduce",
+    [EMU_BROADCAST] = "Broadcast",
+    [EMU_REDUCE] = "Reduce",
+    [EMU_ALLGATHER] = "AllGather",
+    [EMU_REDUCESCATTER] = "ReduceScatter",
+    [EMU_ALLTOALL] = "AlltoAll",
+    [EMU_GATHER] = "Gather",
+    [EMU_SCATTER] = "Scatter",
 };
 static const int func_codes[] = {
-    [EMU_ALLREDUCE] = NPR_FUNC_ALLREDUCE, [EMU_BROADCAST] = NPR_FUNC_BROADCAST,
-    [EMU_REDUCE] = NPR_FUNC_REDUCE,       [EMU_ALLGATHER] = NPR_FUNC_ALLGATHER,
-    [EMU_REDUCESCATTER] = NPR_FUNC_REDUCESCATTER, [EMU_ALLTOALL] = NPR_FUNC_SENDRECV,
-    [EMU_GATHER] = NPR_FUNC_SENDRECV,     [EMU_SCATTER] = NPR_FUNC_SENDRECV,
+    [EMU_ALLREDUCE] = NPR_FUNC_ALLREDUCE,
+    [EMU_BROADCAST] = NPR_FUNC_BROADCAST,
+    [EMU_REDUCE] = NPR_FUNC_REDUCE,
+    [EMU_ALLGATHER] = NPR_FUNC_ALLGATHER,
+    [EMU_REDUCESCATTER] = NPR_FUNC_REDUCESCATTER,
+    [EMU_ALLTOALL] = NPR_FUNC_SENDRECV,
+    [EMU_GATHER] = NPR_FUNC_SENDRECV,
+    [EMU_SCATTER] = NPR_FUNC_SENDRECV,
 };
 static const char *const dtype_names[] = {
-    "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",     "ncclInt64",     "ncclUint64",
+    "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
     "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
 };
 
@@ -353,8 +362,8 @@ void emu_prof_launch(struct emu_queue *q)
         for (struct emu_op *o = op; o; o = o->next)
             if (profiled(o) && o->comm == c && !o->prof && !(o->prof = calloc(1, sizeof(*o->prof))))
                 abort();
-        if (c->prof_mask & (NPR_GROUP | NPR_COLL | NPR_P2P | NPR_PROXY_OP | NPR_PROXY_STEP |
-                            NPR_KERNEL_CH)) {
+        if (c->prof_mask &
+            (NPR_GROUP | NPR_COLL | NPR_P2P | NPR_PROXY_OP | NPR_PROXY_STEP | NPR_KERNEL_CH)) {
             struct npr_descr_v5 g5;
             struct npr_descr_v1 g1;
             memset(&g5, 0, sizeof g5);

@@ -17,8 +17,8 @@ struct handle {
 };
 #define MAGIC 0x636e7430u
 
-static npr_result init(void **ctx, uint64_t id, int *mask, const char *name, int nnodes,
-                       int nranks, int rank, npr_logger log)
+static npr_result init(void **ctx, uint64_t id, int *mask, const char *name, int nnodes, int nranks,
+                       int rank, npr_logger log)
 {
     (void)id, (void)name, (void)nnodes, (void)nranks, (void)rank, (void)log;
     static int token;
