@@ -302,25 +302,24 @@ static int task_fields(int version, const void *d, struct task_fields *f)
         f->sendbuf = coll ? d1->coll.sendbuf : NULL;
         f->recvbuf = coll ? d1->coll.recvbuf : NULL;
         break;
-    case 2:
-        f->op = op_of_name(coll ? d2->coll.func : d2->p2p.func);
-        f->count = coll ? d2->coll.count : d2->p2p.count;
-        f->dtype = dtype_of_name(coll ? d2->coll.dtype : d2->p2p.dtype);
-        f->root = coll ? d2->coll.root : -1;
-        f->peer = coll ? -1 : d2->p2p.peer;
-        f->hash = coll ? d2->coll.comm_hash : d2->p2p.comm_hash;
-        f->sendbuf = coll ? d2->coll.sendbuf : NULL;
-        f->recvbuf = coll ? d2->coll.recvbuf : NULL;
-        break;
+    case 2: /* v2 and v3 differ in fields lockstep does not read */
     case 3:
-        f->op = op_of_name(coll ? d3->coll.func : d3->p2p.func);
-        f->count = coll ? d3->coll.count : d3->p2p.count;
-        f->dtype = dtype_of_name(coll ? d3->coll.dtype : d3->p2p.dtype);
-        f->root = coll ? d3->coll.root : -1;
-        f->peer = coll ? -1 : d3->p2p.peer;
-        f->hash = coll ? d3->coll.comm_hash : d3->p2p.comm_hash;
-        f->sendbuf = coll ? d3->coll.sendbuf : NULL;
-        f->recvbuf = coll ? d3->coll.recvbuf : NULL;
+#define V23_FIELDS(dx)                                                                             \
+    do {                                                                                           \
+        f->op = op_of_name(coll ? (dx)->coll.func : (dx)->p2p.func);                               \
+        f->count = coll ? (dx)->coll.count : (dx)->p2p.count;                                      \
+        f->dtype = dtype_of_name(coll ? (dx)->coll.dtype : (dx)->p2p.dtype);                       \
+        f->root = coll ? (dx)->coll.root : -1;                                                     \
+        f->peer = coll ? -1 : (dx)->p2p.peer;                                                      \
+        f->hash = coll ? (dx)->coll.comm_hash : (dx)->p2p.comm_hash;                               \
+        f->sendbuf = coll ? (dx)->coll.sendbuf : NULL;                                             \
+        f->recvbuf = coll ? (dx)->coll.recvbuf : NULL;                                             \
+    } while (0)
+        if (version == 2)
+            V23_FIELDS(d2);
+        else
+            V23_FIELDS(d3);
+#undef V23_FIELDS
         break;
     default: {
         const struct npr_coll_v4 *c = version == 4 ? &d4->coll : &d5->coll.c;

@@ -119,37 +119,11 @@ static inline uint64_t ls_rdtsc(void)
     return __rdtsc();
 }
 #else
-#define LS_HAVE_TSC       0
+#define LS_HAVE_TSC 0
 static inline uint64_t ls_rdtsc(void)
 {
     return 0;
 }
-/* Publishes a record holding `fields` (its ticket ignored) for an operation seen by another
- * observer than a wrapper (the profiler plugin) and returns it, with its ticket in *ticket;
- * NULL when the ring slot is still held by another writer (the operation goes unrecorded). */
-struct ls_record *ls_record_put(struct ls_trace *t, const struct ls_record *fields,
-                                uint64_t *ticket);
-
-/* Updates the record `ls_record_put` returned with `ticket`: its return (exit_ns and result,
- * when exit_ns != 0) and its completion on the GPU (complete_ns != 0). Does nothing when the
- * ring wrapped onto its slot since. */
-void ls_record_finish(struct ls_record *r, uint64_t ticket, uint64_t exit_ns, int result,
-                      uint64_t complete_ns);
-
-/* ---- lockstep's profiler plugin beside the shim (bridge.c) ---- */
-
-/* What the shim offers lockstep's NCCL profiler plugin loaded into the same process, so that
- * one call stays one record: the plugin then adds GPU progress to the shim's communicators
- * and writes no records. Found by the plugin with dlsym(RTLD_DEFAULT, LS_BRIDGE_SYMBOL). */
-#define LS_BRIDGE_SYMBOL  "lockstep_shim_bridge"
-#define LS_BRIDGE_VERSION 1
-struct ls_bridge {
-    uint32_t version; /* LS_BRIDGE_VERSION */
-    uint32_t size;    /* sizeof(struct ls_bridge) */
-    /* The shim's trace (started if need be), NULL when it records nothing. */
-    struct ls_trace *(*active)(void);
-};
-
 #endif
 
 /* CLOCK_REALTIME in ns, from the kernel. */

@@ -108,6 +108,17 @@ struct npr_descr_v1 {
     };
 };
 
+/* The p2p part of versions 2 and 3. */
+struct npr_p2p_v2 {
+    const char *comm_name;
+    uint64_t comm_hash;
+    const char *func;
+    void *buf;
+    const char *dtype;
+    size_t count;
+    int peer;
+};
+
 /* Version 2 (NCCL 2.24): names as strings. */
 struct npr_descr_v2 {
     uint8_t type;
@@ -128,15 +139,7 @@ struct npr_descr_v2 {
             uint8_t max_channels, warps;
             const char *algo, *proto;
         } coll;
-        struct {
-            const char *comm_name;
-            uint64_t comm_hash;
-            const char *func;
-            void *buf;
-            const char *dtype;
-            size_t count;
-            int peer;
-        } p2p;
+        struct npr_p2p_v2 p2p;
         struct npr_proxy_op proxy_op;
         struct npr_proxy_step proxy_step;
     };
@@ -161,15 +164,7 @@ struct npr_descr_v3 {
             uint8_t max_channels, warps;
             const char *algo, *proto;
         } coll;
-        struct {
-            const char *comm_name;
-            uint64_t comm_hash;
-            const char *func;
-            void *buf;
-            const char *dtype;
-            size_t count;
-            int peer;
-        } p2p;
+        struct npr_p2p_v2 p2p;
         struct npr_proxy_op proxy_op;
         struct npr_proxy_step proxy_step;
         struct {
