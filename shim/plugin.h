@@ -9,6 +9,8 @@
 #include "lockstep/nccl_profiler.h"
 #include "shim.h"
 
+#define PL_RECENT 256
+
 /* One communicator as NCCL's init named it to the plugin: the plugin's context. */
 struct pl_comm {
     int version;        /* profiler API version NCCL speaks to us */
@@ -24,8 +26,15 @@ struct pl_comm {
     pthread_mutex_t lock;         /* its events and in-flight list */
     struct pl_event *head, *tail; /* collectives and p2p not yet complete, oldest first */
     uint64_t moved_ns;
-    int chained; /* the chained plugin accepted it */
-    void *inner; /* the chained plugin's context */
+    /* The newest tasks, each holding a reference: NCCL stops a task before its channel and
+     * proxy events start (they name it as parent), so it must outlive its stop; a child whose
+     * parent is not among them is ignored. */
+    struct pl_event *recent[PL_RECENT];
+    unsigned recent_at;
+    long nevents; /* our events of it still allocated */
+    int ended;    /* finalized: freed when its last event is */
+    int chained;  /* the chained plugin accepted it */
+    void *inner;  /* the chained plugin's context */
 };
 
 enum pl_kind { PL_OTHER, PL_TASK, PL_KERNEL_CH, PL_PROXY_OP, PL_PROXY_STEP };

@@ -167,9 +167,21 @@ static void unref(struct pl_event *ev)
         event_free(ev);
 }
 
+/* Frees a finalized communicator once no event of it is left (its lock held; released here). */
+static int comm_release(struct pl_comm *pc)
+{
+    if (!pc->ended || pc->nevents > 0)
+        return 0;
+    pthread_mutex_unlock(&pc->lock);
+    pthread_mutex_destroy(&pc->lock);
+    free(pc);
+    return 1;
+}
+
 static void event_free(struct pl_event *ev)
 {
     struct pl_event *parent = ev->parent;
+    ev->comm->nevents--;
     if (ev->kind == PL_PROXY_OP && parent) { /* off its task's list */
         for (struct pl_event **p = &parent->pops; *p; p = &(*p)->sib)
             if (*p == ev) {
@@ -354,6 +366,7 @@ static struct pl_event *task_start(struct pl_comm *pc, int version, const void *
     ev->is_coll = ls_op_is_collective(f.op);
     ev->nch = f.nch;
     pthread_mutex_lock(&pc->lock);
+    pc->nevents++;
     if (pc->idx < 0 && version < 4 && !pc->comm_id) { /* v1..v3: the first event names it */
         pc->rank = f.rank;
         pl_comm_attach(pc, f.hash);
@@ -393,6 +406,10 @@ static struct pl_event *task_start(struct pl_comm *pc, int version, const void *
         if (pc->stream_slot >= 0)
             store64(&t->hdr->streams[pc->stream_slot].issued_ticket, ev->ticket + 1);
     }
+    struct pl_event **slot = &pc->recent[pc->recent_at++ % PL_RECENT];
+    unref(*slot); /* the oldest task leaves the window */
+    *slot = ev;
+    ev->refs++;
     if (version >= 4) { /* completion is known: the task waits in the in-flight list */
         ev->refs++;
         if (pc->tail)
@@ -414,8 +431,29 @@ struct pl_event *pl_event_other(struct pl_comm *pc)
         ev->kind = PL_OTHER;
         ev->refs = 1;
         ev->comm = pc;
+        pthread_mutex_lock(&pc->lock);
+        pc->nevents++;
+        pthread_mutex_unlock(&pc->lock);
     }
     return ev;
+}
+
+/* True when `parent` is an event of ours that is still allocated (lock held): a task of the
+ * recent window, or a proxy op of one of them. Never dereferences an unknown pointer. */
+static int parent_alive(const struct pl_comm *pc, const struct pl_event *parent, int kind)
+{
+    for (unsigned i = 0; i < PL_RECENT; i++) {
+        const struct pl_event *t = pc->recent[i];
+        if (!t)
+            continue;
+        if (kind == PL_TASK && t == parent)
+            return 1;
+        if (kind == PL_PROXY_OP)
+            for (const struct pl_event *p = t->pops; p; p = p->sib)
+                if (p == parent)
+                    return 1;
+    }
+    return 0;
 }
 
 struct pl_event *pl_event_start(struct pl_comm *pc, int version, const void *d)
@@ -430,7 +468,7 @@ struct pl_event *pl_event_start(struct pl_comm *pc, int version, const void *d)
     const struct npr_descr_v4 *d4 = d;
     const struct npr_descr_v5 *d5 = d;
     struct pl_event *parent = version >= 5 ? d5->parent : d1->parent;
-    if (!parent || parent->comm != pc)
+    if (!parent)
         return NULL;
     struct pl_event *ev = calloc(1, sizeof(*ev));
     if (!ev)
@@ -439,6 +477,12 @@ struct pl_event *pl_event_start(struct pl_comm *pc, int version, const void *d)
     ev->comm = pc;
     ev->step = -1;
     pthread_mutex_lock(&pc->lock);
+    if (!parent_alive(pc, parent, type == NPR_PROXY_STEP ? PL_PROXY_OP : PL_TASK)) {
+        pthread_mutex_unlock(&pc->lock);
+        free(ev);
+        return NULL;
+    }
+    pc->nevents++;
     if (type == NPR_KERNEL_CH && parent->kind == PL_TASK) {
         ev->kind = PL_KERNEL_CH;
         ev->channel = version >= 5   ? d5->kernel_ch.channel
@@ -460,6 +504,7 @@ struct pl_event *pl_event_start(struct pl_comm *pc, int version, const void *d)
         parent->cur = ev;
         parent->step = ev->step;
     } else {
+        pc->nevents--;
         pthread_mutex_unlock(&pc->lock);
         free(ev);
         return NULL;
@@ -529,7 +574,8 @@ void pl_event_stop(struct pl_event *ev)
         publish(pc);
     }
     unref(ev);
-    pthread_mutex_unlock(&pc->lock);
+    if (!comm_release(pc))
+        pthread_mutex_unlock(&pc->lock);
 }
 
 void pl_comm_end(struct pl_comm *pc)
@@ -541,7 +587,18 @@ void pl_comm_end(struct pl_comm *pc)
         atomic_fetch_or_explicit((_Atomic uint32_t *)&c->flags, LS_COMM_DESTROYED,
                                  memory_order_relaxed);
     }
-    pthread_mutex_unlock(&pc->lock);
-    /* Events NCCL never stopped (a job torn down mid-collective) keep pointing at pc: it
-     * stays allocated (a few hundred bytes per communicator). */
+    for (unsigned i = 0; i < PL_RECENT; i++) {
+        unref(pc->recent[i]);
+        pc->recent[i] = NULL;
+    }
+    while (pc->head) { /* never completed (an aborted communicator) */
+        struct pl_event *e = pc->head;
+        pc->head = e->next;
+        unref(e);
+    }
+    pc->tail = NULL;
+    pc->ended = 1;
+    /* Events NCCL never stopped (a job torn down mid-collective) keep it until they stop. */
+    if (!comm_release(pc))
+        pthread_mutex_unlock(&pc->lock);
 }
