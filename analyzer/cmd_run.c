@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -101,8 +102,60 @@ static int find_shim(char *out, size_t len)
     return -1;
 }
 
+/* Finds libnccl-profiler-lockstep.so: LOCKSTEP_PROFILER_PLUGIN, else next to the shim. Returns
+ * 0 with the path in out, -1 (after one line) when there is none: then only LD_PRELOAD reaches
+ * the job's NCCL. */
+static int find_plugin(const char *shim, char *out, size_t len)
+{
+    const char *env = getenv("LOCKSTEP_PROFILER_PLUGIN");
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+    } else {
+        snprintf(out, len, "%s", shim);
+        char *slash = strrchr(out, '/');
+        size_t at = slash ? (size_t)(slash - out + 1) : 0;
+        snprintf(out + at, len - at, "libnccl-profiler-lockstep.so");
+    }
+    if (access(out, R_OK) == 0)
+        return 0;
+    fprintf(stderr,
+            "lockstep: no profiler plugin at %s (%s): NCCL linked statically stays unseen\n", out,
+            strerror(errno));
+    return -1;
+}
+
+/* In the job's environment: NCCL_PROFILER_PLUGIN names our plugin; a plugin the user named
+ * already is chained to (LOCKSTEP_PROFILER_CHAIN, our plugin forwards every event to it) or, when
+ * that cannot be, kept alone (one line says why). */
+static void set_profiler_plugin(const char *plugin)
+{
+    const char *theirs = getenv("NCCL_PROFILER_PLUGIN");
+    if (theirs && *theirs && strcmp(theirs, plugin) != 0) {
+        if (strcasecmp(theirs, "none") == 0) {
+            fprintf(stderr, "lockstep: NCCL_PROFILER_PLUGIN=none kept: NCCL loads no profiler "
+                            "plugin, lockstep sees NCCL through LD_PRELOAD only\n");
+            return;
+        }
+        if (strchr(theirs, '/') && access(theirs, R_OK) != 0) {
+            fprintf(stderr,
+                    "lockstep: NCCL_PROFILER_PLUGIN=%s kept as it is: it cannot be read (%s), "
+                    "so lockstep's plugin cannot chain to it\n",
+                    theirs, strerror(errno));
+            return;
+        }
+        setenv("LOCKSTEP_PROFILER_CHAIN", theirs, 1);
+    }
+    setenv("NCCL_PROFILER_PLUGIN", plugin, 1);
+}
+
 static pid_t start_job(char **cmd, const char *shim, const char *dir, int signal_stacks)
 {
+    char plugin[PATH_MAX];
+    int have_plugin = find_plugin(shim, plugin, sizeof(plugin)) == 0;
+    /* LOCKSTEP_PRELOAD=0: NCCL is reached through the profiler plugin only (a job whose NCCL is
+     * linked statically behaves so anyway; docs/live.md). */
+    const char *pre = getenv("LOCKSTEP_PRELOAD");
+    int preload_shim = !(pre && strcmp(pre, "0") == 0);
     char preload[8192];
     const char *old = getenv("LD_PRELOAD");
     snprintf(preload, sizeof(preload), "%s%s%s", shim, old && *old ? ":" : "", old ? old : "");
@@ -115,7 +168,10 @@ static pid_t start_job(char **cmd, const char *shim, const char *dir, int signal
         setpgid(0, 0);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
-        setenv("LD_PRELOAD", preload, 1);
+        if (preload_shim)
+            setenv("LD_PRELOAD", preload, 1);
+        if (have_plugin)
+            set_profiler_plugin(plugin);
         setenv("LOCKSTEP_DIR", dir, 1);
         if (signal_stacks) { /* the shim's in-process sampler, asked for (docs/live.md) */
             char sig[16];

@@ -1,6 +1,7 @@
 /* diagnose_inflight.c -- GPU truth: collectives every rank issued and no GPU completed
  * (stuck_in_flight), and ranks whose GPU lags far behind what they issued. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "diagnose.h"
@@ -43,6 +44,98 @@ static int stuck_at(const struct m_comm *c, uint64_t k, const struct ls_record *
         n++;
     }
     return n == c->nranks && n > 0;
+}
+
+/* Channel numbers of a mask, compressed ("0-3,6"), into buf. */
+static void channel_list(uint64_t mask, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int c = 0; c < 64 && at < len; c++) {
+        if (!(mask >> c & 1) || (c > 0 && (mask >> (c - 1) & 1)))
+            continue;
+        int e = c;
+        while (e < 63 && (mask >> (e + 1) & 1))
+            e++;
+        int n = e > c ? snprintf(buf + at, len - at, "%s%d-%d", at ? "," : "", c, e)
+                      : snprintf(buf + at, len - at, "%s%d", at ? "," : "", c);
+        at += n > 0 ? (size_t)n : 0;
+    }
+}
+
+/* What a proxy step waits for, in words, with the peer's global rank. */
+static void transfer_words(const struct f_gpu *g, char *buf, size_t len)
+{
+    switch (g->state) {
+    case 8:
+        snprintf(buf, len, "waiting for its GPU to fill the data to send to rank %d", g->peer);
+        break;
+    case 20:
+        snprintf(buf, len, "waiting for rank %d to free a buffer (clear to send)", g->peer);
+        break;
+    case 9:
+        snprintf(buf, len, "sending to rank %d (not acknowledged)", g->peer);
+        break;
+    case 11:
+        snprintf(buf, len, "flushing data received from rank %d", g->peer);
+        break;
+    case 12:
+        snprintf(buf, len, "received from rank %d, waiting for its GPU to consume it", g->peer);
+        break;
+    default:
+        snprintf(buf, len, g->is_send ? "sending to rank %d" : "waiting to receive from rank %d",
+                 g->peer);
+    }
+}
+
+/* GPU progress of every member in collective k, from NCCL's profiler plugin (ls_comm.gpu):
+ * which channels never ended and the transfer each waits on. */
+static int add_gpu_progress(struct diag *d, struct finding *f, const struct m_comm *c, uint64_t k)
+{
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc || !mb->entry)
+            continue;
+        struct ls_gpu_progress gp = mb->entry->gpu;
+        if (!gp.plugin_version || gp.seq != k || (gp.lock & 1))
+            continue;
+        struct f_gpu *v = realloc(f->gpu, (f->ngpu + 1) * sizeof(*v));
+        if (!v)
+            return -1;
+        f->gpu = v;
+        struct f_gpu *g = &f->gpu[f->ngpu++];
+        memset(g, 0, sizeof(*g));
+        g->rank = mb->proc->rank;
+        g->comm_rank = i;
+        g->ch_started = gp.ch_started;
+        g->ch_stopped = gp.ch_stopped;
+        g->moved_s_ago = gp.moved_ns ? diag_seconds_ago(d, gp.moved_ns) : -1;
+        g->has_transfer = (gp.flags & LS_GPU_PROXY) != 0;
+        g->channel = gp.proxy_channel;
+        g->step = gp.proxy_step;
+        g->is_send = (gp.flags & LS_GPU_PROXY_SEND) != 0;
+        g->state = gp.proxy_state;
+        g->peer_comm_rank = gp.proxy_peer;
+        g->peer = gp.proxy_peer;
+        if (gp.proxy_peer >= 0 && gp.proxy_peer < c->nmembers && c->members[gp.proxy_peer].proc)
+            g->peer = c->members[gp.proxy_peer].proc->rank;
+        char open[128], moved[64] = "", words[128] = "";
+        channel_list(gp.ch_started & ~gp.ch_stopped, open, sizeof open);
+        if (g->moved_s_ago >= 0) {
+            char t[32];
+            timefmt_duration(t, sizeof t, (uint64_t)(g->moved_s_ago * 1e9));
+            snprintf(moved, sizeof moved, "; no GPU progress for %s", t);
+        }
+        if (g->has_transfer) {
+            char tw[96];
+            transfer_words(g, tw, sizeof tw);
+            snprintf(words, sizeof words, "; channel %d, step %d, %s", g->channel, g->step, tw);
+        }
+        finding_detail(f, "rank %d's GPU: channel%s %s of #%llu never ended%s%s", g->rank,
+                       strchr(open, ',') || strchr(open, '-') ? "s" : "", open[0] ? open : "-",
+                       (unsigned long long)k, words, moved);
+    }
+    return 0;
 }
 
 static int report(struct diag *d, const struct m_comm *c, uint64_t k, const struct ls_record *last)
@@ -104,6 +197,8 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t k, const stru
     }
     finding_detail(f, "GPUs completed up to #%llu; #%llu was issued by all %d ranks",
                    (unsigned long long)most_done, (unsigned long long)k, c->nranks);
+    if (add_gpu_progress(d, f, c, k) < 0)
+        return -1;
     return f->summary ? 0 : -1;
 }
 

@@ -131,6 +131,7 @@ void findings_free(struct findings *fs)
             intvec_free(&f->classes[k].comm_ranks);
         }
         free(f->classes);
+        free(f->gpu);
         intvec_free(&f->ranks);
         intvec_free(&f->missing);
         intvec_free(&f->waiting);
@@ -161,5 +162,25 @@ void findings_normalize(struct findings *fs)
             c->ranks.n = rankset_normalize(c->ranks.v, c->ranks.n);
             c->comm_ranks.n = rankset_normalize(c->comm_ranks.v, c->comm_ranks.n);
         }
+    }
+}
+
+const char *finding_gpu_wait_name(int state, int is_send)
+{
+    switch (state) {
+    case 8:
+        return "gpu_data"; /* the GPU has not filled the buffer to send */
+    case 20:
+        return "peer_credit"; /* the peer has not freed a buffer (clear to send) */
+    case 9:
+        return "send_done"; /* the network send is in flight */
+    case 10:
+        return "recv_data"; /* nothing arrived from the peer */
+    case 11:
+        return "recv_flush";
+    case 12:
+        return "gpu_consume"; /* arrived; the GPU has not consumed it */
+    default:
+        return is_send ? "send" : "recv";
     }
 }

@@ -49,6 +49,16 @@ struct f_class {
     const char *host;   /* ... and its host (the trace's), NULL none */
 };
 
+/* stuck_in_flight: where one rank's GPU is in the stuck collective, from NCCL's profiler
+ * plugin (ls_comm.gpu). */
+struct f_gpu {
+    int rank, comm_rank;
+    uint64_t ch_started, ch_stopped; /* bit c: channel c's kernel started / ended */
+    int has_transfer;                /* the fields below are known */
+    int channel, step, peer, peer_comm_rank, is_send, state;
+    double moved_s_ago; /* since its last kernel or proxy event, -1 unknown */
+};
+
 struct finding {
     enum finding_kind kind;
     size_t job;
@@ -77,12 +87,18 @@ struct finding {
     const char *reason; /* trace_incomplete: no_trace, truncated, wrapped, ... */
     const char *object; /* trace_incomplete nccl_static: the object NCCL is linked into (the
                          * trace's string), NULL none */
+    struct f_gpu *gpu;  /* stuck_in_flight: GPU progress per rank (profiler plugin) */
+    size_t ngpu;
 };
 
 struct findings {
     struct finding *v;
     size_t n, cap;
 };
+
+/* What a proxy step in NCCL state `state` waits for: "recv_data", "send_credit", ... (the
+ * JSON `waiting_for` of gpu_progress). */
+const char *finding_gpu_wait_name(int state, int is_send);
 
 /* JSON name of a kind ("missing_ranks", ...). */
 const char *finding_kind_name(enum finding_kind k);

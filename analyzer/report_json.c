@@ -202,6 +202,50 @@ static void write_class(struct json_writer *w, const struct f_class *c)
     json_end_object(w);
 }
 
+/* Channel numbers of a mask, as an array. */
+static void write_channels(struct json_writer *w, const char *key, uint64_t mask)
+{
+    json_begin_array(w, key);
+    for (int c = 0; c < 64; c++)
+        if (mask >> c & 1)
+            json_int(w, NULL, c);
+    json_end_array(w);
+}
+
+/* stuck_in_flight: where each rank's GPU is in the collective (docs/report-format.md). */
+static void write_gpu_progress(struct json_writer *w, const struct finding *f)
+{
+    json_begin_array(w, "gpu_progress");
+    for (size_t i = 0; i < f->ngpu; i++) {
+        const struct f_gpu *g = &f->gpu[i];
+        json_begin_object(w, NULL);
+        json_int(w, "rank", g->rank);
+        json_int(w, "comm_rank", g->comm_rank);
+        write_channels(w, "channels_started", g->ch_started);
+        write_channels(w, "channels_stopped", g->ch_stopped);
+        write_channels(w, "channels_unfinished", g->ch_started & ~g->ch_stopped);
+        if (g->has_transfer) {
+            json_begin_object(w, "transfer");
+            json_int(w, "channel", g->channel);
+            json_int(w, "step", g->step);
+            json_string(w, "direction", g->is_send ? "send" : "recv");
+            json_int(w, "peer", g->peer);
+            json_int(w, "peer_comm_rank", g->peer_comm_rank);
+            json_int(w, "state", g->state);
+            json_string(w, "waiting_for", finding_gpu_wait_name(g->state, g->is_send));
+            json_end_object(w);
+        } else {
+            json_null(w, "transfer");
+        }
+        if (g->moved_s_ago >= 0)
+            json_double(w, "moved_s_ago", g->moved_s_ago);
+        else
+            json_null(w, "moved_s_ago");
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
 static void write_finding(struct json_writer *w, const struct report_input *in,
                           const struct finding *f)
 {
@@ -253,6 +297,7 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
     case F_STUCK_IN_FLIGHT:
         json_double(w, "since_s", f->since_s);
         json_int_array(w, "lagging", f->waiting.v, f->waiting.n);
+        write_gpu_progress(w, f);
         break;
     case F_RANK_CRASHED:
         json_int(w, "rank", f->rank);

@@ -315,3 +315,34 @@ void ls_call_exit(struct ls_call *c, int result)
                                   memory_order_relaxed);
     ls_t.in_call = 0;
 }
+
+struct ls_record *ls_record_put(struct ls_trace *t, const struct ls_record *fields,
+                                uint64_t *ticket)
+{
+    uint64_t tk = 0;
+    struct ls_record *r = ring_claim(t, &tk);
+    if (!r)
+        return NULL;
+    uint64_t busy = r->ticket;
+    *r = *fields;
+    r->ticket = busy;
+    atomic_store_explicit((_Atomic uint64_t *)&r->ticket, tk + 1, memory_order_release);
+    *ticket = tk;
+    return r;
+}
+
+void ls_record_finish(struct ls_record *r, uint64_t ticket, uint64_t exit_ns, int result,
+                      uint64_t complete_ns)
+{
+    struct ls_call c = {.rec = r, .ticket = ticket};
+    if (!(r = record_relock(&c)))
+        return;
+    if (exit_ns) {
+        atomic_store_explicit((_Atomic uint64_t *)&r->exit_ns, exit_ns, memory_order_relaxed);
+        atomic_store_explicit((_Atomic int32_t *)&r->result, result, memory_order_relaxed);
+    }
+    if (complete_ns)
+        atomic_store_explicit((_Atomic uint64_t *)&r->complete_ns, complete_ns,
+                              memory_order_relaxed);
+    record_republish(&c, r);
+}

@@ -78,6 +78,8 @@ struct ls_global {
     struct ls_config cfg;
     struct ls_trace trace;
     _Atomic uint64_t group_counter;
+    int completion_by_plugin; /* the profiler plugin's build: completion comes from NCCL's
+                               * events, never from CUDA events (set before the first start) */
 };
 
 extern struct ls_global ls_g;
@@ -448,5 +450,31 @@ void ls_call_exit(struct ls_call *c, int result);
 /* Sets fields of a record still owned by the caller (before ls_call_exit): communicator
  * creations know their id and rank only in the wrapper. */
 void ls_call_set(struct ls_call *c, uint64_t comm_id, int comm_rank, uint64_t count, uint64_t aux);
+
+/* Publishes a record holding `fields` (its ticket ignored) for an operation seen by another
+ * observer than a wrapper (the profiler plugin) and returns it, with its ticket in *ticket;
+ * NULL when the ring slot is still held by another writer (the operation goes unrecorded). */
+struct ls_record *ls_record_put(struct ls_trace *t, const struct ls_record *fields,
+                                uint64_t *ticket);
+
+/* Updates the record `ls_record_put` returned with `ticket`: its return (exit_ns and result,
+ * when exit_ns != 0) and its completion on the GPU (complete_ns != 0). Does nothing when the
+ * ring wrapped onto its slot since. */
+void ls_record_finish(struct ls_record *r, uint64_t ticket, uint64_t exit_ns, int result,
+                      uint64_t complete_ns);
+
+/* ---- lockstep's profiler plugin beside the shim (bridge.c) ---- */
+
+/* What the shim offers lockstep's NCCL profiler plugin loaded into the same process, so that
+ * one call stays one record: the plugin then adds GPU progress to the shim's communicators
+ * and writes no records. Found by the plugin with dlsym(RTLD_DEFAULT, LS_BRIDGE_SYMBOL). */
+#define LS_BRIDGE_SYMBOL  "lockstep_shim_bridge"
+#define LS_BRIDGE_VERSION 1
+struct ls_bridge {
+    uint32_t version; /* LS_BRIDGE_VERSION */
+    uint32_t size;    /* sizeof(struct ls_bridge) */
+    /* The shim's trace (started if need be), NULL when it records nothing. */
+    struct ls_trace *(*active)(void);
+};
 
 #endif

@@ -239,6 +239,28 @@ struct ls_header {
 #define LS_COMM_REVOKED      (1u << 5)
 #define LS_COMM_INIT_FAILED  (1u << 6)
 
+/* Where a communicator's oldest unfinished collective is on the GPU, as lockstep's NCCL profiler
+ * plugin (libnccl-profiler-lockstep.so) saw it in NCCL's kernel-channel and proxy events. A
+ * sequence lock: `lock` is odd while the plugin rewrites the entry. `seq` 0: nothing in flight
+ * (or no plugin). Channels beyond 63 are not shown in the masks. */
+#define LS_GPU_PROXY_SEND (1u << 0) /* proxy_*: a send (else a receive) */
+#define LS_GPU_PROXY      (1u << 1) /* proxy_* are valid: a network transfer is unfinished */
+#define LS_GPU_SHIM_SEQ   (1u << 2) /* seq counts the plugin's collectives beside the shim's */
+struct ls_gpu_progress {
+    uint64_t seq;           /*  0: the collective (comm seq) still in flight on the GPU (live) */
+    uint64_t ch_started;    /*  8: bit c: channel c's kernel started on it (live) */
+    uint64_t ch_stopped;    /* 16: bit c: channel c's kernel ended (live) */
+    uint64_t moved_ns;      /* 24: CLOCK_REALTIME ns of its last kernel or proxy event (live) */
+    int32_t proxy_peer;     /* 32: peer rank in the comm the unfinished transfer waits on */
+    int32_t proxy_step;     /* 36: its step (network transfers, from 0) */
+    uint8_t proxy_channel;  /* 40: its channel */
+    uint8_t proxy_state;    /* 41: NCCL's proxy step state (10: waits to receive, 9: sending,
+                             *     8: waits for the GPU to fill, 20: waits for the peer) */
+    uint8_t flags;          /* 42: LS_GPU_* */
+    uint8_t plugin_version; /* 43: profiler API version NCCL used (1..6) */
+    uint32_t lock;          /* 44: sequence lock (live) */
+};                          /* 48 bytes */
+
 /* One communicator this process is a member of. `comm_id` is computed alike on every member
  * without communication: the hash of the ncclUniqueId (InitRank family) or of the parent's id,
  * the parent's split counter and the color (Split, Shrink). An entry is valid once comm_id != 0;
@@ -269,7 +291,8 @@ struct ls_comm {
                                   *      meaningful when the header's completion is EVENTS) */
     uint64_t completed_ns;       /* 160: when that completion was observed (live) */
     uint64_t last_stream;        /* 168: stream of the newest operation (live) */
-    uint64_t reserved[6];        /* 176: zero */
+    struct ls_gpu_progress gpu;  /* 176: where its oldest unfinished collective is on the GPU,
+                                  *      from NCCL's profiler plugin; all zero without one */
 };                               /* 224 bytes */
 
 /* Point-to-point counters of one (communicator, peer) pair; valid once comm_id != 0. */
@@ -438,6 +461,8 @@ _Static_assert(offsetof(struct ls_header, nccl_static_object) == 3064, "header l
 _Static_assert(sizeof(struct ls_thread_slot) == 64, "thread slot size");
 _Static_assert(offsetof(struct ls_comm, coll_completed) == 152, "comm layout");
 _Static_assert(sizeof(struct ls_comm) == 224, "comm entry size");
+_Static_assert(offsetof(struct ls_comm, gpu) == 176, "comm layout");
+_Static_assert(sizeof(struct ls_gpu_progress) == 48, "gpu progress size");
 _Static_assert(sizeof(struct ls_peer) == 32, "peer entry size");
 _Static_assert(sizeof(struct ls_frame) == 32, "frame size");
 _Static_assert(sizeof(struct ls_site) == 32, "site entry size");

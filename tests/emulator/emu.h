@@ -103,6 +103,12 @@ struct ncclComm {
     struct emu_redop *redops;
     int nredops;
     pthread_mutex_t lock;
+    char user_name[64]; /* config->commName, "" none */
+    /* profiler plugin (emu_profiler.c) */
+    void *prof_ctx; /* the plugin's context (the comm itself when it gave NULL), NULL none */
+    int prof_mask;  /* the event mask its init returned */
+    int prof_failed;
+    uint64_t prof_colls; /* collectives launched so far (the descriptors' seqNumber) */
 };
 
 #define EMU_COMM_MAGIC 0x4c53454du
@@ -152,6 +158,7 @@ struct emu_op {
     ncclComm_t *newcomm;
     struct ncclComm *child;
     int child_blocking;
+    struct emu_prof_op *prof; /* its profiler events, NULL none (emu_profiler.c) */
 };
 
 /* A FIFO of operations progressed together (one group). */
@@ -210,6 +217,14 @@ void emu_comm_wait_idle(struct ncclComm *comm);
 
 /* emu_comm.c */
 int emu_split_progress(struct emu_op *op);
+
+/* emu_profiler.c: NCCL_PROFILER_PLUGIN, loaded and fed as libnccl does. */
+void emu_prof_comm_init(struct ncclComm *c); /* the communicator is ready: the plugin's init */
+void emu_prof_comm_fini(struct ncclComm *c); /* finalize/destroy/abort: its finalize (once) */
+void emu_prof_launch(struct emu_queue *q);   /* host: group and task events of a launch */
+int emu_prof_op_step(struct emu_op *op);     /* GPU: op runs; 1 = held (LOCKSTEP_EMU_STALL) */
+void emu_prof_op_done(struct emu_op *op);    /* GPU: op completed */
+void emu_prof_op_free(struct emu_op *op);
 
 /* emu_async.c */
 int emu_async(void);

@@ -2,6 +2,7 @@
  * teardown, queries. */
 #include "emu.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,6 +114,9 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *u
     if (!c)
         return ncclSystemError;
     c->blocking = emu_config_blocking(config, 1);
+    if (config && config->size >= offsetof(ncclConfig_t, commName) + sizeof(char *) &&
+        config->commName)
+        snprintf(c->user_name, sizeof c->user_name, "%s", config->commName);
     struct emu_op *op = emu_op_new(EMU_OP_JOIN, c);
     *out = c;
     emu_debug("init rank %d/%d on %s%s", rank, nranks, c->name,
@@ -343,6 +347,7 @@ ncclResult_t pncclCommFinalize(ncclComm_t comm)
         return ncclInvalidArgument;
     }
     wait_unused(comm);
+    emu_prof_comm_fini(comm);
     emu_detach(comm);
     return ncclSuccess;
 }
@@ -358,6 +363,7 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm)
         return ncclInvalidArgument;
     }
     wait_unused(comm);
+    emu_prof_comm_fini(comm);
     emu_detach(comm);
     emu_comm_free(comm);
     return ncclSuccess;
@@ -376,6 +382,7 @@ ncclResult_t pncclCommAbort(ncclComm_t comm)
     }
     atomic_store(&comm->aborted, 1);
     wait_unused(comm);
+    emu_prof_comm_fini(comm);
     emu_detach(comm);
     emu_comm_free(comm);
     return ncclSuccess;

@@ -26,6 +26,7 @@ struct emu_op *emu_op_new(int kind, struct ncclComm *comm)
 
 static void op_free(struct emu_op *op)
 {
+    emu_prof_op_free(op);
     free(op->colors);
     free(op->keys);
     free(op);
@@ -92,6 +93,7 @@ ncclResult_t emu_group_end(int simulate)
         return ncclSuccess;
     ncclResult_t res = group_q.error;
     if (res == ncclSuccess && !simulate) {
+        emu_prof_launch(&group_q);
         if (emu_async() && emu_async_eligible(&group_q))
             res = emu_async_launch(&group_q);
         else
@@ -110,6 +112,7 @@ ncclResult_t emu_submit(struct emu_op *op)
     }
     struct emu_queue q = {0};
     emu_queue_push(&q, op);
+    emu_prof_launch(&q);
     if (emu_async() && emu_async_eligible(&q))
         return emu_async_launch(&q);
     ncclResult_t res = emu_queue_run(&q);
@@ -175,6 +178,7 @@ static int step(struct emu_op *op, uint64_t pass, int *pending)
         }
         if (emu_join_progress(c)) {
             op->state = EMU_ST_DONE;
+            emu_prof_comm_init(c);
             if (op->newcomm)
                 __atomic_store_n(op->newcomm, c, __ATOMIC_RELEASE);
             return 1;
@@ -202,6 +206,12 @@ static int step(struct emu_op *op, uint64_t pass, int *pending)
         *pending = 1;
         return 0;
     }
+    if (op->state == EMU_ST_RUN && emu_prof_op_step(op)) { /* held on a stuck channel */
+        *pending = 1;
+        if (mark)
+            *mark = pass;
+        return 0;
+    }
     if (op->state == EMU_ST_RUN) {
         switch (op->kind) {
         case EMU_OP_COLL:
@@ -218,6 +228,8 @@ static int step(struct emu_op *op, uint64_t pass, int *pending)
             break;
         }
     }
+    if (op->state == EMU_ST_DONE)
+        emu_prof_op_done(op);
     if (op->state == EMU_ST_RUN || op->state == EMU_ST_STUCK) {
         *pending = 1;
         if (mark)
