@@ -129,7 +129,10 @@ static int add_gpu_progress(struct diag *d, struct finding *f, const struct m_co
         if (g->has_transfer) {
             char tw[96];
             transfer_words(g, tw, sizeof tw);
-            snprintf(words, sizeof words, "; channel %d, step %d, %s", g->channel, g->step, tw);
+            char step[32] = ""; /* unknown before the first step, or with proxy steps off */
+            if (g->step >= 0)
+                snprintf(step, sizeof step, ", step %d", g->step);
+            snprintf(words, sizeof words, "; channel %d%s, %s", g->channel, step, tw);
         }
         finding_detail(f, "rank %d's GPU: channel%s %s of #%llu never ended%s%s", g->rank,
                        strchr(open, ',') || strchr(open, '-') ? "s" : "", open[0] ? open : "-",

@@ -88,3 +88,10 @@ void ls_config_read(struct ls_config *cfg)
     if (knob_u64("LOCKSTEP_HEARTBEAT_MS", 5, 1000, &v) == 1)
         cfg->heartbeat_ms = (uint32_t)v;
 }
+
+int ls_config_proxy_steps(void)
+{
+    uint64_t v = 1;
+    knob_u64("LOCKSTEP_PLUGIN_STEPS", 0, 1, &v);
+    return (int)v;
+}

@@ -100,6 +100,18 @@ static void chain_init(struct pl_comm *pc, int *mask, const char *name, uint64_t
     *mask |= inner_mask;
 }
 
+/* LOCKSTEP_PLUGIN_STEPS, read once (a bad value is said once). */
+static int proxy_steps(void)
+{
+    static _Atomic int steps = -1;
+    int v = atomic_load(&steps);
+    if (v < 0) {
+        v = ls_config_proxy_steps();
+        atomic_store(&steps, v);
+    }
+    return v;
+}
+
 /* init, for every version: `hash` 0 and nranks -1 when NCCL does not say (v1..v3). */
 static npr_result plugin_init(int version, void **ctx, int *mask, const char *name, uint64_t hash,
                               int nnodes, int nranks, int rank, npr_logger log)
@@ -132,11 +144,13 @@ static npr_result plugin_init(int version, void **ctx, int *mask, const char *na
         free(pc);
         return 1;
     }
-    *mask = NPR_COLL | NPR_P2P | NPR_PROXY_OP | NPR_PROXY_STEP | NPR_KERNEL_CH;
+    *mask =
+        NPR_COLL | NPR_P2P | NPR_PROXY_OP | NPR_KERNEL_CH | (proxy_steps() ? NPR_PROXY_STEP : 0);
     if (chain.state == 1)
         chain_init(pc, mask, name, hash, nnodes, nranks, rank, log);
     if (version >= 4)
         pl_comm_attach(pc, hash);
+    pl_comm_track(pc);
     *ctx = pc;
     return 0;
 }

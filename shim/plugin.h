@@ -31,10 +31,12 @@ struct pl_comm {
      * parent is not among them is ignored. */
     struct pl_event *recent[PL_RECENT];
     unsigned recent_at;
-    long nevents; /* our events of it still allocated */
-    int ended;    /* finalized: freed when its last event is */
-    int chained;  /* the chained plugin accepted it */
-    void *inner;  /* the chained plugin's context */
+    long nevents;                        /* our events of it still allocated */
+    int ended;                           /* finalized: freed when its last event is */
+    int chained;                         /* the chained plugin accepted it */
+    void *inner;                         /* the chained plugin's context */
+    struct pl_event *events;             /* every event of it still allocated */
+    struct pl_comm *all_prev, *all_next; /* every communicator not yet freed */
 };
 
 enum pl_kind { PL_OTHER, PL_TASK, PL_KERNEL_CH, PL_PROXY_OP, PL_PROXY_STEP };
@@ -58,14 +60,18 @@ struct pl_event {
     struct pl_event *pops; /* its proxy ops (sibling list) */
     /* PL_KERNEL_CH, PL_PROXY_OP, PL_PROXY_STEP */
     int channel, peer, is_send, step, state, stopped;
-    struct pl_event *sib; /* next proxy op of the same task */
-    struct pl_event *cur; /* PL_PROXY_OP: its newest unfinished step */
+    struct pl_event *sib;                 /* next proxy op of the same task */
+    struct pl_event *cur;                 /* PL_PROXY_OP: its newest unfinished step */
+    struct pl_event *all_prev, *all_next; /* its communicator's events */
 };
 
 /* Finds or makes the comm-table entry of `pc` (plugin_events.c): beside the shim, the shim's
  * entry of the communicator being created; alone, one of our own with an id every rank
  * computes alike from NCCL's commHash (`hash`, 0 unknown). */
 void pl_comm_attach(struct pl_comm *pc, uint64_t hash);
+
+/* Keeps `pc` reachable until it is freed (after a successful init). */
+void pl_comm_track(struct pl_comm *pc);
 
 /* NCCL finalized the communicator: its entry is ended; `pc` is freed once no event is left. */
 void pl_comm_end(struct pl_comm *pc);

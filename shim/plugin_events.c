@@ -159,6 +159,57 @@ void pl_comm_attach(struct pl_comm *pc, uint64_t hash)
         pc->stream_slot = stream_claim(t, pc->comm_id);
 }
 
+/* Every communicator of the plugin not yet freed, and through each of them every event still
+ * allocated: what NCCL never stopped or finalized (a job that exits mid-collective) stays
+ * reachable, not leaked, until the process ends. */
+static struct pl_comm *all_comms;
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER; /* innermost lock */
+
+void pl_comm_track(struct pl_comm *pc)
+{
+    pthread_mutex_lock(&all_lock);
+    pc->all_next = all_comms;
+    if (all_comms)
+        all_comms->all_prev = pc;
+    all_comms = pc;
+    pthread_mutex_unlock(&all_lock);
+}
+
+static void comm_untrack(struct pl_comm *pc)
+{
+    pthread_mutex_lock(&all_lock);
+    if (pc->all_prev)
+        pc->all_prev->all_next = pc->all_next;
+    else if (all_comms == pc)
+        all_comms = pc->all_next;
+    if (pc->all_next)
+        pc->all_next->all_prev = pc->all_prev;
+    pthread_mutex_unlock(&all_lock);
+}
+
+/* An event becomes its communicator's (lock held). */
+static void track(struct pl_comm *pc, struct pl_event *ev)
+{
+    pc->nevents++;
+    ev->all_prev = NULL;
+    ev->all_next = pc->events;
+    if (pc->events)
+        pc->events->all_prev = ev;
+    pc->events = ev;
+}
+
+static void untrack(struct pl_event *ev)
+{
+    struct pl_comm *pc = ev->comm;
+    pc->nevents--;
+    if (ev->all_prev)
+        ev->all_prev->all_next = ev->all_next;
+    else
+        pc->events = ev->all_next;
+    if (ev->all_next)
+        ev->all_next->all_prev = ev->all_prev;
+}
+
 static void event_free(struct pl_event *ev);
 
 static void unref(struct pl_event *ev)
@@ -172,6 +223,7 @@ static int comm_release(struct pl_comm *pc)
 {
     if (!pc->ended || pc->nevents > 0)
         return 0;
+    comm_untrack(pc);
     pthread_mutex_unlock(&pc->lock);
     pthread_mutex_destroy(&pc->lock);
     free(pc);
@@ -181,7 +233,7 @@ static int comm_release(struct pl_comm *pc)
 static void event_free(struct pl_event *ev)
 {
     struct pl_event *parent = ev->parent;
-    ev->comm->nevents--;
+    untrack(ev);
     if (ev->kind == PL_PROXY_OP && parent) { /* off its task's list */
         for (struct pl_event **p = &parent->pops; *p; p = &(*p)->sib)
             if (*p == ev) {
@@ -366,7 +418,7 @@ static struct pl_event *task_start(struct pl_comm *pc, int version, const void *
     ev->is_coll = ls_op_is_collective(f.op);
     ev->nch = f.nch;
     pthread_mutex_lock(&pc->lock);
-    pc->nevents++;
+    track(pc, ev);
     if (pc->idx < 0 && version < 4 && !pc->comm_id) { /* v1..v3: the first event names it */
         pc->rank = f.rank;
         pl_comm_attach(pc, f.hash);
@@ -432,7 +484,7 @@ struct pl_event *pl_event_other(struct pl_comm *pc)
         ev->refs = 1;
         ev->comm = pc;
         pthread_mutex_lock(&pc->lock);
-        pc->nevents++;
+        track(pc, ev);
         pthread_mutex_unlock(&pc->lock);
     }
     return ev;
@@ -482,7 +534,7 @@ struct pl_event *pl_event_start(struct pl_comm *pc, int version, const void *d)
         free(ev);
         return NULL;
     }
-    pc->nevents++;
+    track(pc, ev);
     if (type == NPR_KERNEL_CH && parent->kind == PL_TASK) {
         ev->kind = PL_KERNEL_CH;
         ev->channel = version >= 5   ? d5->kernel_ch.channel
@@ -504,7 +556,7 @@ struct pl_event *pl_event_start(struct pl_comm *pc, int version, const void *d)
         parent->cur = ev;
         parent->step = ev->step;
     } else {
-        pc->nevents--;
+        untrack(ev);
         pthread_mutex_unlock(&pc->lock);
         free(ev);
         return NULL;

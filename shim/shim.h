@@ -34,6 +34,10 @@ struct ls_config {
  * refused with one line on stderr and the default is used. This function can't fail. */
 void ls_config_read(struct ls_config *cfg);
 
+/* LOCKSTEP_PLUGIN_STEPS (default 1): whether the profiler plugin asks NCCL for proxy-step
+ * events, the most frequent kind (one per network step); 0 keeps channels and proxy ops. */
+int ls_config_proxy_steps(void);
+
 /* Prints "lockstep: <message>" on stderr, in one write(2). Async-signal-safe when `fmt` has
  * no conversions. */
 void ls_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

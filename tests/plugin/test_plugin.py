@@ -128,6 +128,21 @@ def case_stuck_channel_with_shim(tmp):
     expect(set(counts.values()) == {3}, f"AllReduce records per rank: {counts}")
 
 
+def case_stuck_channel_no_steps(tmp):
+    # LOCKSTEP_PLUGIN_STEPS=0: NCCL is not asked for proxy-step events (the frequent ones); the
+    # channel that never ended and the transfer's channel and peer are still known, its step not.
+    d = run_job(tmp, "nosteps", "clean", False, PLUGIN, dict(STALL, LOCKSTEP_PLUGIN_STEPS="0"))
+    f = top(sc.analyze(d))
+    expect(f["kind"] == "stuck_in_flight" and f["seq"] == 3, f"top finding: {f['summary']}")
+    one = {x["rank"]: x for x in f.get("gpu_progress", [])}[1]
+    t = one["transfer"]
+    expect(one["channels_unfinished"] == [1] and t and t["channel"] == 1 and t["peer"] == 3 and
+           t["step"] == -1, f"rank 1 without proxy steps: {one}")
+    text = sc.analyze_text(d)
+    expect("rank 1's GPU: channel 1 of #3 never ended" in text and "step " not in text,
+           f"text report without proxy steps:\n{text}")
+
+
 def case_versions(tmp):
     for v in range(1, 7):
         d = run_job(tmp, f"v{v}", "clean", False, PLUGIN,
@@ -223,6 +238,7 @@ CASES = {
     "with_shim": case_with_shim,
     "stuck_channel": case_stuck_channel,
     "stuck_channel_with_shim": case_stuck_channel_with_shim,
+    "stuck_channel_no_steps": case_stuck_channel_no_steps,
     "versions": case_versions,
     "chain": case_chain,
     "run_plugin_only": case_run_plugin_only,
