@@ -253,8 +253,9 @@ struct npr_descr_v5 {
         struct npr_kernel_ch kernel_ch;
         struct npr_net_plugin net;
         /* Version 6 (NCCL 2.29) adds copy-engine collectives here; lockstep reads none of
-         * them, but the union is as large as they make it. */
-        unsigned char v6_room[128];
+         * them, but the union is as large as they make it (88 bytes: a descriptor is 112, as
+         * NCCL's own, so that a copy for a chained plugin never reads past NCCL's). */
+        unsigned char v6_room[88];
     };
 };
 typedef struct npr_descr_v5 npr_descr_v6;
@@ -308,6 +309,11 @@ union npr_state_args_v4 {
 
 _Static_assert(offsetof(struct npr_descr_v1, coll) == 24, "descriptor layout");
 _Static_assert(offsetof(struct npr_descr_v5, coll.parent_group) == 24 + 80, "v5 coll layout");
+/* Sizes of NCCL's descriptors, v1 to v6 (checked against NCCL's profiler headers). */
+_Static_assert(sizeof(struct npr_descr_v1) == 120 && sizeof(struct npr_descr_v2) == 128 &&
+                   sizeof(struct npr_descr_v3) == 120 && sizeof(struct npr_descr_v4) == 104 &&
+                   sizeof(struct npr_descr_v5) == 112,
+               "descriptor sizes");
 _Static_assert(offsetof(struct npr_descr_v5, p2p.parent_group) == 24 + 40, "v5 p2p layout");
 _Static_assert(offsetof(struct npr_descr_v4, proxy_op.is_send) == 24 + 20, "proxy op layout");
 
