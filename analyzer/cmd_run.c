@@ -368,13 +368,23 @@ int cmd_run(int argc, char **argv)
             given_dir = argv[i] + 6;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return usage_full(stdout, 0);
-        else {
+        else if (argv[i][0] != '-') {
+            fprintf(stderr,
+                    "lockstep run: the command to run goes after '--': lockstep run [OPTIONS] "
+                    "-- %s\n",
+                    argv[i]);
+            return 2;
+        } else {
             fprintf(stderr, "lockstep run: unknown option '%s'\n", argv[i]);
             return usage_full(stderr, 2);
         }
     }
-    if (i >= argc - 1)
+    if (i >= argc - 1) {
+        fprintf(stderr, "lockstep run: no command to run after '--'\n");
         return usage_full(stderr, 2);
+    }
+    if (live_check_json(&o) < 0)
+        return 2;
     char **cmd = argv + i + 1;
 
     char shim[PATH_MAX];

@@ -2,9 +2,11 @@
  * DIR`: watches a job started elsewhere (LD_PRELOAD set by hand) through its trace folder;
  * on a stall it diagnoses the live job (and stops it with --kill) and exits 3; when every
  * traced process has ended it gives the post-mortem diagnosis. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "commands.h"
 #include "live_cmd.h"
@@ -50,8 +52,20 @@ int cmd_watch(int argc, char **argv)
         } else
             dir = argv[i];
     }
-    if (!dir)
+    if (!dir) {
+        fprintf(stderr, "lockstep watch: no trace folder given\n");
         return usage_full(stderr, 2);
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr,
+                "lockstep watch: %s: %s (start the job with LOCKSTEP_DIR=%s, or make the "
+                "folder first)\n",
+                dir, stat(dir, &st) != 0 ? strerror(errno) : "not a folder", dir);
+        return 2;
+    }
+    if (live_check_json(&o) < 0)
+        return 2;
     struct monitor m;
     if (monitor_init(&m, dir) < 0)
         return 2;

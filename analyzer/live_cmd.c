@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,41 @@ static void print_github(FILE *out, const struct findings *fs)
     }
 }
 
+/* Writes the JSON report of a job without traces (docs/report-format.md: nothing in it). */
+static void write_empty_report(struct live_opts *o)
+{
+    FILE *f = fopen(o->json_path, "w");
+    if (!f) {
+        fprintf(stderr, "lockstep: cannot write %s: %s\n", o->json_path, strerror(errno));
+        return;
+    }
+    fprintf(f,
+            "{\"lockstep_report\": %d, \"jobs\": [], \"findings\": [], \"ranks\": [], "
+            "\"communicators\": [], \"unreadable\": []}\n",
+            REPORT_FORMAT_VERSION);
+    if (fclose(f) != 0)
+        fprintf(stderr, "lockstep: writing %s failed\n", o->json_path);
+    else
+        o->json_written = 1;
+}
+
+int live_check_json(const struct live_opts *o)
+{
+    if (!o->json_path)
+        return 0;
+    int existed = access(o->json_path, F_OK) == 0;
+    int fd = open(o->json_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "lockstep: cannot write the --json file %s: %s\n", o->json_path,
+                strerror(errno));
+        return -1;
+    }
+    close(fd);
+    if (!existed)
+        unlink(o->json_path); /* made again when the report is written */
+    return 0;
+}
+
 int live_diagnose(const char *dir, struct live_opts *o, int probe, int print)
 {
     struct analysis a;
@@ -172,6 +208,14 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print)
     int rc = -1;
     if (analysis_add_path(&a, dir) < 0)
         goto out;
+    if (a.paths.n == 0) { /* the job made no NCCL call: nothing to diagnose, a report anyway */
+        if (print)
+            fprintf(stderr, "lockstep: no traces in %s: the job made no NCCL call\n", dir);
+        if (o->json_path)
+            write_empty_report(o);
+        rc = 0;
+        goto out;
+    }
     if (probe)
         live_probe(a.paths.v, a.paths.n, LIVE_SAMPLE_MS);
     if (analysis_load(&a, NULL) < 0 || analysis_diagnose(&a) < 0)

@@ -27,10 +27,15 @@ void live_opts_init(struct live_opts *o);
  * when its value is wrong. */
 int live_parse_option(struct live_opts *o, int argc, char **argv, int *i);
 
+/* Checks, before a job starts, that the --json file (if any) can be written: opens it for
+ * writing (it is made and removed again when it did not exist). Returns 0, or -1 after a
+ * message naming the file. */
+int live_check_json(const struct live_opts *o);
+
 /* Diagnoses the traces in `dir`: probes the ranks still running here when `probe` is set,
  * prints the report (text, github annotations) on stdout when `print` is set, and writes the
- * JSON file (o->json_written). Returns the number of findings, or -1 when the traces could not
- * be analyzed. */
+ * JSON file (o->json_written; an empty report when `dir` has no traces). Returns the number of
+ * findings, or -1 when the traces could not be analyzed. */
 int live_diagnose(const char *dir, struct live_opts *o, int probe, int print);
 
 /* Stops the job (job_stop(), with o->grace_s), prints what that took on stdout, and adds it
