@@ -27,61 +27,42 @@ void live_opts_init(struct live_opts *o)
     o->grace_s = job_stop_default_grace();
 }
 
-int live_parse_option(struct live_opts *o, int argc, char **argv, int *i)
+int live_set_option(struct live_opts *o, int c, const char *val)
 {
-    const char *a = argv[*i];
-    if (strcmp(a, "--signal-stacks") == 0) {
+    char *end;
+    switch (c) {
+    case LIVE_OPT_SIGNAL_STACKS:
         o->signal_stacks = 1;
         live_use_signal_stacks(1);
         return 1;
-    }
-    const char *val = NULL;
-    const char *names[] = {"--stall", "--json", "--format", "--grace"};
-    int which = -1;
-    for (int k = 0; k < 4; k++) {
-        size_t n = strlen(names[k]);
-        if (strcmp(a, names[k]) == 0) {
-            if (*i + 1 >= argc) {
-                fprintf(stderr, "lockstep: %s needs a value\n", names[k]);
-                return -1;
-            }
-            which = k;
-            val = argv[++*i];
-        } else if (strncmp(a, names[k], n) == 0 && a[n] == '=') {
-            which = k;
-            val = a + n + 1;
-        }
-    }
-    if (which < 0)
-        return 0;
-    if (which == 0) {
-        char *end;
-        double s = strtod(val, &end);
-        if (*end || !(s > 0) || s > 1e7) {
+    case LIVE_OPT_STALL:
+        o->stall_s = strtod(val, &end);
+        if (*end || !(o->stall_s > 0) || o->stall_s > 1e7) {
             fprintf(stderr, "lockstep: --stall wants a positive number of seconds, not '%s'\n",
                     val);
             return -1;
         }
-        o->stall_s = s;
-    } else if (which == 3) {
-        char *end;
-        double g = strtod(val, &end);
-        if (*end || !(g >= 0) || g > 3600) {
+        return 1;
+    case LIVE_OPT_GRACE:
+        o->grace_s = strtod(val, &end);
+        if (*end || !(o->grace_s >= 0) || o->grace_s > 3600) {
             fprintf(stderr, "lockstep: --grace wants seconds from 0 to 3600, not '%s'\n", val);
             return -1;
         }
-        o->grace_s = g;
-    } else if (which == 1) {
+        return 1;
+    case LIVE_OPT_JSON:
         o->json_path = val;
-    } else if (strcmp(val, "github") == 0) {
-        o->github = 1;
-    } else if (strcmp(val, "text") == 0) {
-        o->github = 0;
-    } else {
-        fprintf(stderr, "lockstep: --format is text or github, not '%s'\n", val);
-        return -1;
+        return 1;
+    case LIVE_OPT_FORMAT:
+        if (strcmp(val, "github") != 0 && strcmp(val, "text") != 0) {
+            fprintf(stderr, "lockstep: --format is text or github, not '%s'\n", val);
+            return -1;
+        }
+        o->github = strcmp(val, "github") == 0;
+        return 1;
+    default:
+        return 0;
     }
-    return 1;
 }
 
 /* Finds `base` under the current folder (bounded search, skipping .git and build folders) and
