@@ -188,9 +188,11 @@ completion)
     same "--dir" "somedir" "$(comp lockstep run --dir so)"
     ;;
 man-render)
+    version=$("$LOCKSTEP" --version | awk '{ print $2 }')
     for c in "" $COMMANDS; do
         m="$SRC/docs/man/lockstep${c:+-$c}.1"
         [ -f "$m" ] || fail "no man page $m"
+        grep -q "^\.TH .*\"lockstep $version\"" "$m" || fail "$m: .TH does not say lockstep $version"
         groff -man -Tutf8 -ww -z "$m" 2>"$D/err" || fail "groff $m"
         empty "$D/err"
         groff -man -Tascii -P-cbou "$m" >"$D/out" 2>/dev/null
