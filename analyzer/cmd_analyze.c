@@ -2,6 +2,7 @@
  * every trace, builds the job model, diagnoses each job and reports. Exit 0 clean, 1 findings,
  * 2 bad input. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,17 +10,15 @@
 #include "analysis.h"
 #include "commands.h"
 
-static int usage_full(FILE *f, int rc)
-{
-    fprintf(f,
-            "usage: lockstep analyze [--json] [--html OUT.html] [--job ID] PATH...\n"
-            "  PATH      trace files or folders (their *.trace, and one level of subfolders)\n"
-            "  --json    write the JSON report (docs/report-format.md) instead of text\n"
-            "  --html OUT.html  also write a self-contained HTML report with a timeline\n"
-            "  --job ID  diagnose only job ID (a job id, or anon-N as the text report names it)\n"
-            "exit status: 0 nothing found, 1 findings, 2 bad input\n");
-    return rc;
-}
+const struct command_help analyze_help = {
+    "analyze", "[--json] [--html OUT.html] [--job ID] PATH...",
+    "diagnose a hung or failed job from its traces (folders or files)",
+    "  PATH             trace files or folders (their *.trace, and one level of subfolders)\n"
+    "  --json           write the JSON report (docs/report-format.md) instead of text\n"
+    "  --html OUT.html  also write a self-contained HTML report with a timeline\n"
+    "  --job ID         diagnose only job ID (a job id, or anon-N as the text report names it)\n"
+    "  -h, --help       this help\n"
+    "exit status: 0 nothing found, 1 findings, 2 bad input\n"};
 
 /* Writes the HTML report to `path`. Returns 0, or -1 after a message (the file is removed). */
 static int write_html(struct analysis *a, const char *path)
@@ -50,31 +49,27 @@ int cmd_analyze(int argc, char **argv)
     const char *job = NULL, *html = NULL;
     struct analysis a;
     memset(&a, 0, sizeof(a));
-    int i;
-    for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
+    static const struct option options[] = {{"json", no_argument, NULL, 'j'},
+                                            {"html", required_argument, NULL, 'H'},
+                                            {"job", required_argument, NULL, 'J'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (c == 'j')
             json = 1;
-        else if (strcmp(argv[i], "--job") == 0 && i + 1 < argc)
-            job = argv[++i];
-        else if (strncmp(argv[i], "--job=", 6) == 0)
-            job = argv[i] + 6;
-        else if (strcmp(argv[i], "--html") == 0 && i + 1 < argc)
-            html = argv[++i];
-        else if (strncmp(argv[i], "--html=", 7) == 0 && argv[i][7])
-            html = argv[i] + 7;
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-            return usage_full(stdout, 0);
-        else if (strcmp(argv[i], "--") == 0) {
-            i++;
-            break;
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "lockstep analyze: unknown option '%s'\n", argv[i]);
-            return usage_full(stderr, 2);
-        } else
-            break;
+        else if (c == 'H')
+            html = optarg;
+        else if (c == 'J')
+            job = optarg;
+        else if (c == 'h')
+            return command_help(stdout, &analyze_help, 0);
+        else
+            return command_bad_option(&analyze_help, c, argv);
     }
+    int i = optind;
     if (i >= argc)
-        return usage_full(stderr, 2);
+        return command_usage_error(&analyze_help, "no trace file or folder given");
     for (; i < argc; i++)
         if (analysis_add_path(&a, argv[i]) < 0)
             goto out;

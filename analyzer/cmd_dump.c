@@ -1,4 +1,5 @@
 /* cmd_dump.c -- `lockstep dump PATH`: every field of one trace, readable. */
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -147,12 +148,28 @@ static void dump_record(const struct ls_record *r)
            r->tid, r->flags & LS_REC_IN_GROUP ? " in-group" : "");
 }
 
+const struct command_help dump_help = {
+    "dump", "PATH", "print every record of one trace, readable",
+    "  PATH        one trace file (*.trace): its header, communicators, call sites and\n"
+    "              every record in its ring\n"
+    "  -h, --help  this help\n"
+    "exit status: 0 printed, 2 bad input (not a lockstep trace, unreadable)\n"};
+
 int cmd_dump(int argc, char **argv)
 {
-    if (argc != 2 || argv[1][0] == '-')
-        return command_usage_error("dump");
+    static const struct option options[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (c == 'h')
+            return command_help(stdout, &dump_help, 0);
+        return command_bad_option(&dump_help, c, argv);
+    }
+    if (optind >= argc)
+        return command_usage_error(&dump_help, "no trace file given");
+    if (argc - optind > 1)
+        return command_usage_error(&dump_help, "one trace file at a time, not %d", argc - optind);
     char err[512];
-    struct tr_trace *t = trace_load(argv[1], err, sizeof(err));
+    struct tr_trace *t = trace_load(argv[optind], err, sizeof(err));
     if (!t) {
         fprintf(stderr, "lockstep: %s\n", err);
         return 2;

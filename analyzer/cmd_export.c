@@ -1,6 +1,7 @@
 /* cmd_export.c -- `lockstep export --perfetto OUT.json PATH...`: the traces as a timeline that
  * ui.perfetto.dev and chrome://tracing open. Exit 0 written, 2 bad input or write error. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,16 +10,15 @@
 #include "commands.h"
 #include "export_perfetto.h"
 
-static int usage_full(FILE *f, int rc)
-{
-    fprintf(f, "usage: lockstep export --perfetto OUT.json [--job ID] PATH...\n"
-               "  --perfetto OUT.json  write Chrome trace events (open in ui.perfetto.dev or\n"
-               "                       chrome://tracing); '-' writes to stdout\n"
-               "  --job ID             export only job ID\n"
-               "  PATH                 trace files or folders, as for 'lockstep analyze'\n"
-               "exit status: 0 written, 2 bad input or the file could not be written\n");
-    return rc;
-}
+const struct command_help export_help = {
+    "export", "--perfetto OUT.json [--job ID] PATH...",
+    "write the calls of every rank as a timeline for ui.perfetto.dev / chrome://tracing",
+    "  --perfetto OUT.json  write Chrome trace events (open in ui.perfetto.dev or\n"
+    "                       chrome://tracing); '-' writes to stdout\n"
+    "  --job ID             export only job ID\n"
+    "  PATH                 trace files or folders, as for 'lockstep analyze'\n"
+    "  -h, --help           this help\n"
+    "exit status: 0 written, 2 bad input or the file could not be written\n"};
 
 /* Writes the export to `path` ("-": stdout). Returns 0, or -1 after a message. */
 static int write_export(struct analysis *a, const char *path)
@@ -50,33 +50,27 @@ int cmd_export(int argc, char **argv)
     const char *out = NULL, *job = NULL;
     struct analysis a;
     memset(&a, 0, sizeof(a));
-    int i, rc = 2;
-    for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--perfetto") == 0 && i + 1 < argc)
-            out = argv[++i];
-        else if (strncmp(argv[i], "--perfetto=", 11) == 0)
-            out = argv[i] + 11;
-        else if (strcmp(argv[i], "--job") == 0 && i + 1 < argc)
-            job = argv[++i];
-        else if (strncmp(argv[i], "--job=", 6) == 0)
-            job = argv[i] + 6;
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-            return usage_full(stdout, 0);
-        else if (strcmp(argv[i], "--") == 0) {
-            i++;
-            break;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "lockstep export: unknown option '%s'\n", argv[i]);
-            return usage_full(stderr, 2);
-        } else
-            break;
+    int rc = 2, c;
+    static const struct option options[] = {{"perfetto", required_argument, NULL, 'p'},
+                                            {"job", required_argument, NULL, 'J'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (c == 'p')
+            out = optarg;
+        else if (c == 'J')
+            job = optarg;
+        else if (c == 'h')
+            return command_help(stdout, &export_help, 0);
+        else
+            return command_bad_option(&export_help, c, argv);
     }
-    if (!out || !out[0]) {
-        fprintf(stderr, "lockstep export: say which format and file, e.g. --perfetto OUT.json\n");
-        return usage_full(stderr, 2);
-    }
+    if (!out || !out[0])
+        return command_usage_error(&export_help,
+                                   "say which format and file, e.g. --perfetto OUT.json");
+    int i = optind;
     if (i >= argc)
-        return usage_full(stderr, 2);
+        return command_usage_error(&export_help, "no trace file or folder given");
     for (; i < argc; i++)
         if (analysis_add_path(&a, argv[i]) < 0)
             goto done;

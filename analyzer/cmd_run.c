@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,27 +36,31 @@ static void remember_signal(int sig)
     forwarded_signal = sig;
 }
 
-static int usage_full(FILE *f, int rc)
-{
-    fprintf(f,
-            "usage: lockstep run [--dir DIR] [--stall SECONDS] [--json FILE] [--format text|github]"
-            " [--grace SECONDS] [--signal-stacks] -- CMD [ARG...]\n"
-            "  runs CMD with the lockstep shim preloaded; when for SECONDS (default 300) no rank\n"
-            "  entered or left an NCCL call while some rank waits, it diagnoses the live job,\n"
-            "  stops it and exits 3. Otherwise it exits with CMD's own status.\n"
-            "  --dir DIR        trace folder (default: a fresh one under /dev/shm/lockstep-UID)\n"
-            "  --json FILE      also write the JSON report there\n"
-            "  --format github  also print ::error annotations at the divergent call sites\n"
-            "  --grace SECONDS  stopping: how long the launcher gets to tear its job down after\n"
-            "                   SIGTERM, then the ranks after theirs, before SIGKILL (default 5)\n"
-            "  --signal-stacks  where ptrace is refused, ask the shim for live stacks with a\n"
-            "                   signal (it can end a sleep the program does not restart)\n"
-            "  environment: LOCKSTEP_SHIM (the shim), LOCKSTEP_GATHER_DIR (multi-node gather),\n"
-            "  LOCKSTEP_STOP_GRACE (the default of --grace), LOCKSTEP_RUNS_DIR (where run folders\n"
-            "  are made without --dir; default /dev/shm/lockstep-UID), LOCKSTEP_RETAIN_HOURS (run\n"
-            "  folders of processes gone this long are removed; default 72, 0 keeps them)\n");
-    return rc;
-}
+const struct command_help run_help = {
+    "run",
+    "[--dir DIR] [--stall SECONDS] [--json FILE] [--format text|github] [--grace SECONDS] "
+    "[--signal-stacks] -- CMD [ARG...]",
+    "run a job under the shim; on a stall diagnose it live, stop it and exit 3",
+    "  runs CMD with the lockstep shim preloaded; when for SECONDS (default 300) no rank\n"
+    "  entered or left an NCCL call while some rank waits, it diagnoses the live job,\n"
+    "  stops it and exits 3. Otherwise it exits with CMD's own status.\n"
+    "  --dir DIR        trace folder (default: a fresh one under /dev/shm/lockstep-UID)\n"
+    "  --stall SECONDS  how long without progress is a stall (default 300)\n"
+    "  --json FILE      also write the JSON report there (checked before CMD starts; written\n"
+    "                   even when the job made no NCCL call)\n"
+    "  --format FORMAT  text (default), or github: also print ::error annotations at the\n"
+    "                   divergent call sites\n"
+    "  --grace SECONDS  stopping: how long the launcher gets to tear its job down after\n"
+    "                   SIGTERM, then the ranks after theirs, before SIGKILL (default 5)\n"
+    "  --signal-stacks  where ptrace is refused, ask the shim for live stacks with a\n"
+    "                   signal (it can end a sleep the program does not restart)\n"
+    "  -h, --help       this help\n"
+    "  environment: LOCKSTEP_SHIM (the shim), LOCKSTEP_GATHER_DIR (multi-node gather),\n"
+    "  LOCKSTEP_STOP_GRACE (the default of --grace), LOCKSTEP_RUNS_DIR (where run folders\n"
+    "  are made without --dir; default /dev/shm/lockstep-UID), LOCKSTEP_RETAIN_HOURS (run\n"
+    "  folders of processes gone this long are removed; default 72, 0 keeps them)\n"
+    "exit status: CMD's own (128+N for signal N) when it ends by itself, 3 a stall was\n"
+    "diagnosed and the job stopped, 2 bad usage (nothing started)\n"};
 
 /* Finds liblockstep.so: LOCKSTEP_SHIM, else next to this binary in the build tree
  * (build/analyzer/lockstep -> build/shim/) or the install tree (bin/ -> lib/). */
@@ -355,27 +360,36 @@ int cmd_run(int argc, char **argv)
     struct live_opts o;
     live_opts_init(&o);
     const char *given_dir = NULL;
-    int i;
-    for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-        int r = live_parse_option(&o, argc, argv, &i);
+    static const struct option options[] = {LIVE_LONG_OPTIONS,
+                                            {"dir", required_argument, NULL, 'd'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    int opt;
+    /* '+': the options end at CMD, whose own options are its own. */
+    while ((opt = getopt_long(argc, argv, "+:h", options, NULL)) != -1) {
+        int r = live_set_option(&o, opt, optarg);
         if (r < 0)
             return 2;
         if (r)
             continue;
-        if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
-            given_dir = argv[++i];
-        else if (strncmp(argv[i], "--dir=", 6) == 0)
-            given_dir = argv[i] + 6;
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-            return usage_full(stdout, 0);
-        else {
-            fprintf(stderr, "lockstep run: unknown option '%s'\n", argv[i]);
-            return usage_full(stderr, 2);
-        }
+        if (opt == 'd')
+            given_dir = optarg;
+        else if (opt == 'h')
+            return command_help(stdout, &run_help, 0);
+        else
+            return command_bad_option(&run_help, opt, argv);
     }
-    if (i >= argc - 1)
-        return usage_full(stderr, 2);
-    char **cmd = argv + i + 1;
+    if (optind < argc && strcmp(argv[optind - 1], "--") != 0) {
+        fprintf(stderr,
+                "lockstep run: the command to run goes after '--': lockstep run [OPTIONS] -- %s\n",
+                argv[optind]);
+        return 2;
+    }
+    if (optind >= argc)
+        return command_usage_error(&run_help, "no command to run after '--'");
+    char **cmd = argv + optind;
+    if (live_check_json(&o) < 0)
+        return 2;
 
     char shim[PATH_MAX];
     struct run_dir d;

@@ -2,6 +2,7 @@
  * right now, each thread with its frames (native and Python), read from outside: nothing runs
  * in the ranks and their sleeps keep their length (live_threads.c). A look at a job that
  * seems slow, without diagnosing or stopping it. */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -11,15 +12,17 @@
 #include "json_writer.h"
 #include "timefmt.h"
 
-static int usage_full(FILE *f, int rc)
-{
-    fprintf(f, "usage: lockstep stacks [--json] PATH...\n"
-               "  prints where every rank of the traces in PATH (folders or files) that still\n"
-               "  runs on this host is now: each thread, its state, the system call it waits\n"
-               "  in and its frames (native and Python). The ranks are not stopped (a thread\n"
-               "  is held for microseconds at most) and no code runs in them.\n");
-    return rc;
-}
+const struct command_help stacks_help = {
+    "stacks", "[--json] PATH...",
+    "show where every live rank of a traced job is now, each thread, without stopping it",
+    "  prints where every rank of the traces in PATH (folders or files) that still runs on\n"
+    "  this host is now: each thread, its state, the system call it waits in and its frames\n"
+    "  (native and Python). The ranks are not stopped (a thread is held for microseconds at\n"
+    "  most) and no code runs in them.\n"
+    "  PATH        trace files or folders, as for 'lockstep analyze'\n"
+    "  --json      write JSON instead of text\n"
+    "  -h, --help  this help\n"
+    "exit status: 0 shown, 2 bad input\n"};
 
 static void print_thread(const struct m_live *lv, int i)
 {
@@ -38,24 +41,25 @@ int cmd_stacks(int argc, char **argv)
     struct analysis a;
     memset(&a, 0, sizeof(a));
     int json = 0, rc = 2;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (c == 'j')
             json = 1;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            analysis_free(&a);
-            return usage_full(stdout, 0);
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "lockstep stacks: unknown option '%s'\n", argv[i]);
-            analysis_free(&a);
-            return usage_full(stderr, 2);
-        } else if (analysis_add_path(&a, argv[i]) < 0) {
-            goto out;
-        }
+        else if (c == 'h')
+            return command_help(stdout, &stacks_help, 0);
+        else
+            return command_bad_option(&stacks_help, c, argv);
     }
+    if (optind >= argc)
+        return command_usage_error(&stacks_help, "no trace file or folder given");
+    for (int i = optind; i < argc; i++)
+        if (analysis_add_path(&a, argv[i]) < 0)
+            goto out;
     if (a.paths.n == 0) {
-        fprintf(stderr, "lockstep stacks: no trace files given\n");
-        analysis_free(&a);
-        return usage_full(stderr, 2);
+        fprintf(stderr, "lockstep stacks: no trace files (*.trace) in the given paths\n");
+        goto out;
     }
     uint64_t start_ns = timefmt_now_ns();
     size_t probed = live_probe(a.paths.v, a.paths.n, LIVE_SAMPLE_MS);

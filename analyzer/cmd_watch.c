@@ -2,56 +2,80 @@
  * DIR`: watches a job started elsewhere (LD_PRELOAD set by hand) through its trace folder;
  * on a stall it diagnoses the live job (and stops it with --kill) and exits 3; when every
  * traced process has ended it gives the post-mortem diagnosis. */
+#include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "commands.h"
 #include "live_cmd.h"
 
 #define WATCH_STALL_EXIT 3
 
-static int usage_full(FILE *f, int rc)
-{
-    fprintf(f, "usage: lockstep watch [--stall SECONDS] [--json FILE] [--format text|github] "
-               "[--kill] [--grace SECONDS] [--signal-stacks] DIR\n"
-               "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
-               "  and LOCKSTEP_DIR=DIR; when for SECONDS (default 300) no rank entered or left an\n"
-               "  NCCL call while some rank waits, it diagnoses the live job and exits 3 (--kill\n"
-               "  also stops its processes). When every traced process has ended it prints the\n"
-               "  post-mortem diagnosis and exits 0 (nothing found) or 1 (findings).\n"
-               "  --grace SECONDS  with --kill: how long the ranks get after SIGTERM, and their\n"
-               "                   left-over processes after that, before SIGKILL (default 5,\n"
-               "                   or LOCKSTEP_STOP_GRACE)\n"
-               "  --signal-stacks  where ptrace is refused, ask the shim for live stacks with its\n"
-               "                   signal (the job must run with LOCKSTEP_STACK_SIGNAL set)\n");
-    return rc;
-}
+const struct command_help watch_help = {
+    "watch",
+    "[--stall SECONDS] [--json FILE] [--format text|github] [--kill] [--grace SECONDS] "
+    "[--signal-stacks] DIR",
+    "watch a job traced into DIR; on a stall diagnose it live and exit 3",
+    "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
+    "  and LOCKSTEP_DIR=DIR (DIR must exist; the job may start later); when for SECONDS\n"
+    "  no rank entered or left an NCCL call while some rank waits, it diagnoses the live\n"
+    "  job and exits 3. When every traced process has ended it prints the post-mortem\n"
+    "  diagnosis.\n"
+    "  --stall SECONDS  how long without progress is a stall (default 300)\n"
+    "  --json FILE      also write the JSON report there (checked before watching)\n"
+    "  --format FORMAT  text (default), or github: also print ::error annotations at the\n"
+    "                   divergent call sites\n"
+    "  --kill           on a stall also stop the traced processes\n"
+    "  --grace SECONDS  with --kill: how long the ranks get after SIGTERM, and their\n"
+    "                   left-over processes after that, before SIGKILL (default 5,\n"
+    "                   or LOCKSTEP_STOP_GRACE)\n"
+    "  --signal-stacks  where ptrace is refused, ask the shim for live stacks with its\n"
+    "                   signal (the job must run with LOCKSTEP_STACK_SIGNAL set)\n"
+    "  -h, --help       this help\n"
+    "exit status: 0 nothing found, 1 findings (post-mortem), 2 bad input, 3 a stall was\n"
+    "diagnosed\n"};
 
 int cmd_watch(int argc, char **argv)
 {
     struct live_opts o;
     live_opts_init(&o);
-    int kill_job = 0, i;
-    const char *dir = NULL;
-    for (i = 1; i < argc; i++) {
-        int r = live_parse_option(&o, argc, argv, &i);
+    int kill_job = 0, c;
+    static const struct option options[] = {LIVE_LONG_OPTIONS,
+                                            {"kill", no_argument, NULL, 'k'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        int r = live_set_option(&o, c, optarg);
         if (r < 0)
             return 2;
         if (r)
             continue;
-        if (strcmp(argv[i], "--kill") == 0)
+        if (c == 'k')
             kill_job = 1;
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-            return usage_full(stdout, 0);
-        else if (argv[i][0] == '-' || dir) {
-            fprintf(stderr, "lockstep watch: unexpected argument '%s'\n", argv[i]);
-            return usage_full(stderr, 2);
-        } else
-            dir = argv[i];
+        else if (c == 'h')
+            return command_help(stdout, &watch_help, 0);
+        else
+            return command_bad_option(&watch_help, c, argv);
     }
-    if (!dir)
-        return usage_full(stderr, 2);
+    if (optind >= argc)
+        return command_usage_error(&watch_help, "no trace folder given");
+    if (argc - optind > 1)
+        return command_usage_error(&watch_help, "one trace folder, not %d", argc - optind);
+    const char *dir = argv[optind];
+    struct stat st;
+    int found = stat(dir, &st) == 0;
+    if (!found || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr,
+                "lockstep watch: %s: %s (start the job with LOCKSTEP_DIR=%s, or make the "
+                "folder first)\n",
+                dir, found ? "not a folder" : strerror(errno), dir);
+        return 2;
+    }
+    if (live_check_json(&o) < 0)
+        return 2;
     struct monitor m;
     if (monitor_init(&m, dir) < 0)
         return 2;

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,61 +27,42 @@ void live_opts_init(struct live_opts *o)
     o->grace_s = job_stop_default_grace();
 }
 
-int live_parse_option(struct live_opts *o, int argc, char **argv, int *i)
+int live_set_option(struct live_opts *o, int c, const char *val)
 {
-    const char *a = argv[*i];
-    if (strcmp(a, "--signal-stacks") == 0) {
+    char *end;
+    switch (c) {
+    case LIVE_OPT_SIGNAL_STACKS:
         o->signal_stacks = 1;
         live_use_signal_stacks(1);
         return 1;
-    }
-    const char *val = NULL;
-    const char *names[] = {"--stall", "--json", "--format", "--grace"};
-    int which = -1;
-    for (int k = 0; k < 4; k++) {
-        size_t n = strlen(names[k]);
-        if (strcmp(a, names[k]) == 0) {
-            if (*i + 1 >= argc) {
-                fprintf(stderr, "lockstep: %s needs a value\n", names[k]);
-                return -1;
-            }
-            which = k;
-            val = argv[++*i];
-        } else if (strncmp(a, names[k], n) == 0 && a[n] == '=') {
-            which = k;
-            val = a + n + 1;
-        }
-    }
-    if (which < 0)
-        return 0;
-    if (which == 0) {
-        char *end;
-        double s = strtod(val, &end);
-        if (*end || !(s > 0) || s > 1e7) {
+    case LIVE_OPT_STALL:
+        o->stall_s = strtod(val, &end);
+        if (*end || !(o->stall_s > 0) || o->stall_s > 1e7) {
             fprintf(stderr, "lockstep: --stall wants a positive number of seconds, not '%s'\n",
                     val);
             return -1;
         }
-        o->stall_s = s;
-    } else if (which == 3) {
-        char *end;
-        double g = strtod(val, &end);
-        if (*end || !(g >= 0) || g > 3600) {
+        return 1;
+    case LIVE_OPT_GRACE:
+        o->grace_s = strtod(val, &end);
+        if (*end || !(o->grace_s >= 0) || o->grace_s > 3600) {
             fprintf(stderr, "lockstep: --grace wants seconds from 0 to 3600, not '%s'\n", val);
             return -1;
         }
-        o->grace_s = g;
-    } else if (which == 1) {
+        return 1;
+    case LIVE_OPT_JSON:
         o->json_path = val;
-    } else if (strcmp(val, "github") == 0) {
-        o->github = 1;
-    } else if (strcmp(val, "text") == 0) {
-        o->github = 0;
-    } else {
-        fprintf(stderr, "lockstep: --format is text or github, not '%s'\n", val);
-        return -1;
+        return 1;
+    case LIVE_OPT_FORMAT:
+        if (strcmp(val, "github") != 0 && strcmp(val, "text") != 0) {
+            fprintf(stderr, "lockstep: --format is text or github, not '%s'\n", val);
+            return -1;
+        }
+        o->github = strcmp(val, "github") == 0;
+        return 1;
+    default:
+        return 0;
     }
-    return 1;
 }
 
 /* Finds `base` under the current folder (bounded search, skipping .git and build folders) and
@@ -165,6 +147,41 @@ static void print_github(FILE *out, const struct findings *fs)
     }
 }
 
+/* Writes the JSON report of a job without traces (docs/report-format.md: nothing in it). */
+static void write_empty_report(struct live_opts *o)
+{
+    FILE *f = fopen(o->json_path, "w");
+    if (!f) {
+        fprintf(stderr, "lockstep: cannot write %s: %s\n", o->json_path, strerror(errno));
+        return;
+    }
+    fprintf(f,
+            "{\"lockstep_report\": %d, \"jobs\": [], \"findings\": [], \"ranks\": [], "
+            "\"communicators\": [], \"unreadable\": []}\n",
+            REPORT_FORMAT_VERSION);
+    if (fclose(f) != 0)
+        fprintf(stderr, "lockstep: writing %s failed\n", o->json_path);
+    else
+        o->json_written = 1;
+}
+
+int live_check_json(const struct live_opts *o)
+{
+    if (!o->json_path)
+        return 0;
+    int existed = access(o->json_path, F_OK) == 0;
+    int fd = open(o->json_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "lockstep: cannot write the --json file %s: %s\n", o->json_path,
+                strerror(errno));
+        return -1;
+    }
+    close(fd);
+    if (!existed)
+        unlink(o->json_path); /* made again when the report is written */
+    return 0;
+}
+
 int live_diagnose(const char *dir, struct live_opts *o, int probe, int print)
 {
     struct analysis a;
@@ -172,6 +189,14 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print)
     int rc = -1;
     if (analysis_add_path(&a, dir) < 0)
         goto out;
+    if (a.paths.n == 0) { /* the job made no NCCL call: nothing to diagnose, a report anyway */
+        if (print)
+            fprintf(stderr, "lockstep: no traces in %s: the job made no NCCL call\n", dir);
+        if (o->json_path)
+            write_empty_report(o);
+        rc = 0;
+        goto out;
+    }
     if (probe)
         live_probe(a.paths.v, a.paths.n, LIVE_SAMPLE_MS);
     if (analysis_load(&a, NULL) < 0 || analysis_diagnose(&a) < 0)

@@ -3,6 +3,7 @@
 #ifndef LOCKSTEP_LIVE_CMD_H
 #define LOCKSTEP_LIVE_CMD_H
 
+#include <getopt.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -22,15 +23,37 @@ struct live_opts {
 /* The defaults: a stall after 300 s, the stop's grace from job_stop_default_grace(). */
 void live_opts_init(struct live_opts *o);
 
-/* Parses a --stall/--json/--format/--grace/--signal-stacks option at argv[*i] into `o`,
- * advancing *i past its value. Returns 1 when it was one of those, 0 when not, -1 (after a message)
- * when its value is wrong. */
-int live_parse_option(struct live_opts *o, int argc, char **argv, int *i);
+/* The options run and watch share, for their getopt_long() tables (the codes are
+ * LIVE_OPT_*, above any character). */
+enum {
+    LIVE_OPT_STALL = 256,
+    LIVE_OPT_JSON,
+    LIVE_OPT_FORMAT,
+    LIVE_OPT_GRACE,
+    LIVE_OPT_SIGNAL_STACKS
+};
+/* clang-format off */
+#define LIVE_LONG_OPTIONS                                                                          \
+    {"stall", required_argument, NULL, LIVE_OPT_STALL},                                            \
+    {"json", required_argument, NULL, LIVE_OPT_JSON},                                              \
+    {"format", required_argument, NULL, LIVE_OPT_FORMAT},                                          \
+    {"grace", required_argument, NULL, LIVE_OPT_GRACE},                                            \
+    {"signal-stacks", no_argument, NULL, LIVE_OPT_SIGNAL_STACKS}
+/* clang-format on */
+
+/* Sets the option getopt_long() returned as `c` (with its value `val`) in `o`. Returns 1 when
+ * it was one of LIVE_OPT_*, 0 when not, -1 (after a message) when its value is wrong. */
+int live_set_option(struct live_opts *o, int c, const char *val);
+
+/* Checks, before a job starts, that the --json file (if any) can be written: opens it for
+ * writing (it is made and removed again when it did not exist). Returns 0, or -1 after a
+ * message naming the file. */
+int live_check_json(const struct live_opts *o);
 
 /* Diagnoses the traces in `dir`: probes the ranks still running here when `probe` is set,
  * prints the report (text, github annotations) on stdout when `print` is set, and writes the
- * JSON file (o->json_written). Returns the number of findings, or -1 when the traces could not
- * be analyzed. */
+ * JSON file (o->json_written; an empty report when `dir` has no traces). Returns the number of
+ * findings, or -1 when the traces could not be analyzed. */
 int live_diagnose(const char *dir, struct live_opts *o, int probe, int print);
 
 /* Stops the job (job_stop(), with o->grace_s), prints what that took on stdout, and adds it

@@ -1,39 +1,26 @@
 /* lockstep.c -- the lockstep command: finds the subcommand in one table and runs it. */
+#include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
 #include "lockstep/trace_format.h"
+#include "report.h"
 
 #ifndef LOCKSTEP_VERSION
 #define LOCKSTEP_VERSION "unknown"
 #endif
 
 struct command {
-    const char *name;
     int (*fn)(int argc, char **argv);
-    const char *usage;   /* arguments, after "lockstep NAME" */
-    const char *summary; /* one line for --help */
+    const struct command_help *help; /* in the command's own file */
 };
 
 /* Every subcommand, in the order --help lists them. */
 static const struct command commands[] = {
-    {"run", cmd_run,
-     "run [--dir DIR] [--stall SECONDS] [--json FILE] [--format text|github] [--grace SECONDS] "
-     "[--signal-stacks] -- CMD [ARG...]",
-     "run a job under the shim; on a stall diagnose it live, stop it and exit 3"},
-    {"watch", cmd_watch,
-     "watch [--stall SECONDS] [--json FILE] [--format text|github] [--kill] [--grace SECONDS] "
-     "[--signal-stacks] DIR",
-     "watch a job traced into DIR; on a stall diagnose it live and exit 3"},
-    {"analyze", cmd_analyze, "analyze [--json] [--html OUT.html] [--job ID] PATH...",
-     "diagnose a hung or failed job from its traces (dirs or files); exit 0 clean, 1 findings, "
-     "2 bad input"},
-    {"stacks", cmd_stacks, "stacks [--json] PATH...",
-     "show where every live rank of a traced job is now, each thread, without stopping it"},
-    {"dump", cmd_dump, "dump PATH", "print every record of one trace, readable"},
-    {"export", cmd_export, "export --perfetto OUT.json [--job ID] PATH...",
-     "write the calls of every rank as a timeline for ui.perfetto.dev / chrome://tracing"},
+    {cmd_run, &run_help},       {cmd_watch, &watch_help}, {cmd_analyze, &analyze_help},
+    {cmd_stacks, &stacks_help}, {cmd_dump, &dump_help},   {cmd_export, &export_help},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -41,26 +28,52 @@ static const struct command commands[] = {
 static const struct command *find_command(const char *name)
 {
     for (size_t i = 0; i < NCOMMANDS; i++)
-        if (strcmp(commands[i].name, name) == 0)
+        if (strcmp(commands[i].help->name, name) == 0)
             return &commands[i];
     return NULL;
 }
 
-int command_usage_error(const char *name)
+int command_help(FILE *f, const struct command_help *h, int rc)
 {
-    const struct command *c = find_command(name);
-    fprintf(stderr, "usage: lockstep %s\n", c ? c->usage : name);
+    fprintf(f, "usage: lockstep %s %s\n\n%s\n\n%s", h->name, h->usage, h->summary, h->details);
+    return rc;
+}
+
+int command_usage_error(const struct command_help *h, const char *fmt, ...)
+{
+    if (fmt) {
+        va_list ap;
+        fprintf(stderr, "lockstep %s: ", h->name);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
+    fprintf(stderr, "usage: lockstep %s %s\n(see 'lockstep help %s')\n", h->name, h->usage,
+            h->name);
     return 2;
+}
+
+int command_bad_option(const struct command_help *h, int c, char **argv)
+{
+    const char *arg = argv[optind - 1];
+    if (c == ':')
+        return command_usage_error(h, "option '%s' needs a value", arg);
+    if (optopt && arg[0] == '-' && arg[1] != '-')
+        return command_usage_error(h, "unknown option '-%c'", optopt);
+    return command_usage_error(h, "unknown option '%s'", arg);
 }
 
 static void print_help(FILE *f)
 {
     fprintf(f, "lockstep %s -- finds which rank and which NCCL call hung a distributed job\n\n",
             LOCKSTEP_VERSION);
-    fprintf(f, "usage: lockstep COMMAND [ARGS]\n\ncommands:\n");
+    fprintf(f, "usage: lockstep COMMAND [ARGS]\n       lockstep help COMMAND\n"
+               "       lockstep --version\n\ncommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\n'lockstep help COMMAND' shows a command's usage.\n");
+        fprintf(f, "  %-8s %s\n", commands[i].help->name, commands[i].help->summary);
+    fprintf(f, "\nexit status: 0 nothing found, 1 findings, 2 bad input or usage, 3 (run, watch)\n"
+               "a stall was diagnosed. 'lockstep help COMMAND' shows a command's options.\n");
 }
 
 static int help(int argc, char **argv)
@@ -71,11 +84,10 @@ static int help(int argc, char **argv)
     }
     const struct command *c = find_command(argv[1]);
     if (!c) {
-        fprintf(stderr, "lockstep: no command '%s'\n", argv[1]);
+        fprintf(stderr, "lockstep: no command '%s'; see 'lockstep --help'\n", argv[1]);
         return 2;
     }
-    printf("usage: lockstep %s\n\n%s\n", c->usage, c->summary);
-    return 0;
+    return command_help(stdout, c->help, 0);
 }
 
 int main(int argc, char **argv)
@@ -87,8 +99,9 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0)
         return help(argc - 1, argv + 1);
-    if (strcmp(name, "--version") == 0) {
-        printf("lockstep %s (trace format %d)\n", LOCKSTEP_VERSION, LS_FORMAT_VERSION);
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
+        printf("lockstep %s (trace format %d, JSON report format %d)\n", LOCKSTEP_VERSION,
+               LS_FORMAT_VERSION, REPORT_FORMAT_VERSION);
         return 0;
     }
     const struct command *c = find_command(name);
@@ -96,5 +109,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "lockstep: '%s' is not a command; see 'lockstep --help'\n", name);
         return 2;
     }
+    opterr = 0; /* the commands say what is wrong themselves (command_bad_option) */
     return c->fn(argc - 1, argv + 1);
 }

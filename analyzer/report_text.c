@@ -128,6 +128,24 @@ static void print_finding(FILE *out, const struct finding *f, size_t index, cons
         fprintf(out, "     %s\n", f->details[k]);
 }
 
+/* What kind of job id the job's name is, from the variable the shim took it from: "Slurm job
+ * 4", "torchrun run abc"; plain "job" for LOCKSTEP_JOB, anonymous jobs and the rest. */
+static const char *job_kind(const struct m_job *job)
+{
+    static const struct {
+        const char *var, *words;
+    } kinds[] = {
+        {"SLURM_JOB_ID", "Slurm job"}, {"TORCHELASTIC_RUN_ID", "torchrun run"},
+        {"PBS_JOBID", "PBS job"},      {"LSB_JOBID", "LSF job"},
+        {"FLUX_JOB_ID", "Flux job"},
+    };
+    const char *src = job->nprocs ? job->procs[0]->t->hdr.job_source : "";
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+        if (strcmp(src, kinds[k].var) == 0)
+            return kinds[k].words;
+    return "job";
+}
+
 void report_text(FILE *out, const struct report_input *in, int color)
 {
     struct style st = {"", "", "", "", ""};
@@ -147,8 +165,8 @@ void report_text(FILE *out, const struct report_input *in, int color)
         char attempt[64] = "";
         if (job->nattempts > 1)
             snprintf(attempt, sizeof(attempt), " (attempt %d of %d)", job->attempt, job->nattempts);
-        fprintf(out, "%slockstep: job %s%s%s, world size %d, %zu traces: ", st.bold, job->name,
-                attempt, st.off, job->world_size, job->nprocs);
+        fprintf(out, "%slockstep: %s %s%s%s, world size %d, %zu traces: ", st.bold, job_kind(job),
+                job->name, attempt, st.off, job->world_size, job->nprocs);
         if (n == 0)
             fprintf(out, "no problems found\n");
         else

@@ -68,13 +68,19 @@ static void *xcalloc(size_t n, size_t size)
 static int check_header(struct loader *ld)
 {
     struct ls_header *h = &ld->t->hdr;
+    /* The magic first: a short file that does not start as a trace does is "not a trace";
+     * "truncated" is for one that does (or is empty: a trace being created). */
+    uint64_t nmagic = ld->src.size < LS_MAGIC_LEN ? ld->src.size : LS_MAGIC_LEN;
+    char magic[LS_MAGIC_LEN];
+    if (read_exact(ld, 0, magic, nmagic) < 0)
+        return fail(ld, "cannot read the header");
+    if (memcmp(magic, LS_MAGIC, (size_t)nmagic) != 0)
+        return fail(ld, "not a lockstep trace (bad magic: it does not start with %s)", LS_MAGIC);
     if (ld->src.size < sizeof(*h))
         return fail(ld, "truncated: %llu bytes, shorter than the %u-byte header",
                     (unsigned long long)ld->src.size, LS_HEADER_SIZE);
     if (read_exact(ld, 0, h, sizeof(*h)) < 0)
         return fail(ld, "cannot read the header");
-    if (memcmp(h->magic, LS_MAGIC, LS_MAGIC_LEN) != 0)
-        return fail(ld, "not a lockstep trace (bad magic)");
     if (h->endian != LS_ENDIAN_TAG)
         return fail(ld, "byte order tag 0x%08x: written on a machine of another byte order",
                     h->endian);

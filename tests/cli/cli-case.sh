@@ -1,0 +1,221 @@
+#!/bin/bash
+# cli-case.sh -- one end-to-end test of how the lockstep CLI explains itself.
+# Usage: cli-case.sh LOCKSTEP TRACEGEN CASE (SRC: the source root; LOCKSTEP_SHIM: the shim)
+set -eu
+LOCKSTEP=$1
+TRACEGEN=$2
+CASE=$3
+SRC=${SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+COMMANDS="run watch analyze stacks dump export"
+D=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-clitest-XXXXXX")
+trap 'rm -rf "$D"' EXIT
+rc=0
+
+fail() {
+    echo "FAIL [$CASE]: $*" >&2
+    [ -f "$D/err" ] && sed 's/^/  stderr: /' "$D/err" >&2
+    exit 1
+}
+run() {
+    set +e
+    "$LOCKSTEP" "$@" >"$D/out" 2>"$D/err"
+    rc=$?
+    set -e
+}
+expect_rc() { [ "$rc" = "$1" ] || fail "lockstep exited $rc, want $1"; }
+contains() { grep -qF -- "$2" "$1" || { sed 's/^/  | /' "$1" >&2; fail "$1 lacks '$2'"; }; }
+lacks() { ! grep -qF -- "$2" "$1" || { sed 's/^/  | /' "$1" >&2; fail "$1 has '$2'"; }; }
+empty() { [ ! -s "$1" ] || { sed 's/^/  | /' "$1" >&2; fail "$1 is not empty"; }; }
+lines() { [ "$(wc -l <"$1")" -eq "$2" ] || { sed 's/^/  | /' "$1" >&2; fail "$1 is not $2 lines"; }; }
+# The long options a text names (--name), sorted, one a line.
+long_options() { grep -oE -- '--[a-z][a-z-]*' | sort -u; }
+# The options of the OPTIONS section of a man page, rendered.
+man_options() {
+    groff -man -Tascii -P-cbou "$1" 2>/dev/null |
+        awk '/^OPTIONS/ { on = 1; next } /^[A-Z]/ { on = 0 } on' | long_options
+}
+same() { diff <(echo "$2") <(echo "$3") >"$D/diff" || { cat "$D/diff" >&2; fail "$1"; }; }
+
+case $CASE in
+version)
+    run --version; expect_rc 0
+    ver=$(sed -n "s/^#define LS_FORMAT_VERSION *\([0-9]*\).*/\1/p" "$SRC/include/lockstep/trace_format.h")
+    rep=$(sed -n "s/^#define REPORT_FORMAT_VERSION *\([0-9]*\).*/\1/p" "$SRC/analyzer/report.h")
+    contains "$D/out" "trace format $ver"
+    contains "$D/out" "JSON report format $rep"
+    grep -qE '^lockstep [0-9]+\.[0-9]+\.[0-9]+ ' "$D/out" || fail "no version number"
+    empty "$D/err"
+    ;;
+help)
+    for h in --help -h help; do
+        run $h; expect_rc 0; empty "$D/err"
+        for c in $COMMANDS; do contains "$D/out" "  $c "; done
+    done
+    for c in $COMMANDS; do
+        run help "$c"; expect_rc 0; empty "$D/err"
+        contains "$D/out" "usage: lockstep $c "
+        contains "$D/out" "exit status"
+        cp "$D/out" "$D/help-$c"
+        for h in --help -h; do
+            run "$c" "$h"; expect_rc 0; empty "$D/err"
+            cmp -s "$D/out" "$D/help-$c" || fail "'$c $h' differs from 'help $c'"
+        done
+    done
+    run help nosuch; expect_rc 2; contains "$D/err" "no command 'nosuch'"
+    run; expect_rc 2; contains "$D/err" "usage: lockstep COMMAND"
+    ;;
+usage-errors)
+    for c in $COMMANDS; do
+        run "$c" --no-such-option x; expect_rc 2; empty "$D/out"
+        contains "$D/err" "lockstep $c: unknown option '--no-such-option'"
+        contains "$D/err" "usage: lockstep $c "
+        lines "$D/err" 3
+        run "$c" -Z x; expect_rc 2
+        contains "$D/err" "unknown option '-Z'"
+    done
+    # a missing argument: of an option, and the command's own
+    for a in "run --stall" "run --dir" "watch --json" "analyze --job" "export --perfetto"; do
+        run $a; expect_rc 2
+        contains "$D/err" "option '--${a#* --}' needs a value"
+        contains "$D/err" "usage: lockstep ${a%% *} "
+    done
+    for c in watch analyze stacks dump; do
+        run "$c"; expect_rc 2; contains "$D/err" "usage: lockstep $c "; lines "$D/err" 3
+    done
+    run run --; expect_rc 2; contains "$D/err" "no command to run after '--'"
+    run export "$D"; expect_rc 2; contains "$D/err" "--perfetto OUT.json"
+    run dump a b; expect_rc 2; contains "$D/err" "one trace file at a time"
+    run run --stall abc -- true; expect_rc 2; contains "$D/err" "--stall wants"
+    run run --format xml -- true; expect_rc 2; contains "$D/err" "--format is text or github"
+    run frobnicate; expect_rc 2; contains "$D/err" "'frobnicate' is not a command"
+    ;;
+run-no-dashdash)
+    run run ls; expect_rc 2
+    contains "$D/err" "lockstep run: the command to run goes after '--': lockstep run [OPTIONS] -- ls"
+    lines "$D/err" 1
+    run run --stall 5 ls -l; expect_rc 2
+    contains "$D/err" "goes after '--'"
+    ;;
+not-a-trace)
+    printf 'hello\n' >"$D/x.trace"
+    for c in analyze dump; do
+        run "$c" "$D/x.trace"; expect_rc 2
+        contains "$D/err" "$D/x.trace: not a lockstep trace"
+        contains "$D/err" "LOCKSTEP"
+        lacks "$D/err" "truncated"
+    done
+    # a file that starts as a trace does but is cut short is still "truncated"
+    "$TRACEGEN" --out "$D/t" --ranks 2 --colls 2 >/dev/null
+    head -c 100 "$(ls "$D"/t/*.trace | head -1)" >"$D/cut.trace"
+    run dump "$D/cut.trace"; expect_rc 2
+    contains "$D/err" "$D/cut.trace: truncated"
+    printf 'LOCK' >"$D/short.trace"
+    run analyze "$D/short.trace"; expect_rc 2
+    contains "$D/err" "truncated"
+    ;;
+watch-no-dir)
+    set +e
+    timeout 10 "$LOCKSTEP" watch --stall 1 "$D/nosuch" >"$D/out" 2>"$D/err"
+    rc=$?
+    set -e
+    expect_rc 2
+    contains "$D/err" "$D/nosuch"
+    contains "$D/err" "No such file or directory"
+    touch "$D/file"
+    run watch "$D/file"; expect_rc 2; contains "$D/err" "not a folder"
+    ;;
+json-unwritable)
+    run run --json "$D/nosuch/r.json" -- touch "$D/started"; expect_rc 2
+    contains "$D/err" "$D/nosuch/r.json"
+    [ ! -e "$D/started" ] || fail "the job was started"
+    mkdir "$D/w"
+    run watch --json "$D/nosuch/r.json" "$D/w"; expect_rc 2
+    contains "$D/err" "$D/nosuch/r.json"
+    # a writable one that did not exist is not left behind by the check
+    run run --json "$D/ok.json" -- sh -c "test ! -e '$D/ok.json'"; expect_rc 0
+    ;;
+json-no-nccl)
+    run run --dir "$D/r" --json "$D/r.json" -- true; expect_rc 0
+    [ -s "$D/r.json" ] || fail "no --json written for a job without NCCL"
+    python3 - "$D/r.json" <<'PY' || fail "report not valid"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["lockstep_report"] == 1, r
+for k in ("jobs", "findings", "ranks", "communicators", "unreadable"):
+    assert r[k] == [], (k, r)
+PY
+    run run --dir "$D/r2" --json "$D/r2.json" -- sh -c 'exit 5'; expect_rc 5
+    [ -s "$D/r2.json" ] || fail "no --json written for a failed job without NCCL"
+    ;;
+slurm-job)
+    "$TRACEGEN" --out "$D/t" --ranks 2 --colls 2 --job 4 >/dev/null
+    run analyze "$D/t"; expect_rc 0
+    contains "$D/out" "lockstep: job 4,"
+    # the same traces as if the job id came from SLURM_JOB_ID (the header's job_source, at 288)
+    for f in "$D"/t/*.trace; do
+        printf 'SLURM_JOB_ID\0' | dd of="$f" bs=1 seek=288 conv=notrunc status=none
+    done
+    run dump "$(ls "$D"/t/*.trace | head -1)"; expect_rc 0
+    contains "$D/out" "(from SLURM_JOB_ID)"
+    run analyze "$D/t"; expect_rc 0
+    contains "$D/out" "lockstep: Slurm job 4,"
+    run analyze --json "$D/t"; expect_rc 0
+    contains "$D/out" '"job": "4"'
+    for f in "$D"/t/*.trace; do
+        printf 'TORCHELASTIC_RUN_ID\0' | dd of="$f" bs=1 seek=288 conv=notrunc status=none
+    done
+    run analyze "$D/t"; expect_rc 0
+    contains "$D/out" "lockstep: torchrun run 4,"
+    ;;
+completion)
+    bash -n "$SRC/completion/lockstep.bash" || fail "bash -n"
+    comp() { # comp WORD... : what completing the last word offers
+        bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _lockstep
+                 printf "%s\n" "${COMPREPLY[@]}"' _ "$SRC/completion/lockstep.bash" "$@" | sort
+    }
+    got=$(comp lockstep "" | grep -v '^-' | tr '\n' ' ')
+    same "commands" "$(echo $COMMANDS help | tr ' ' '\n' | sort | tr '\n' ' ')" "$got"
+    same "run r" "run" "$(comp lockstep r)"
+    for c in $COMMANDS; do
+        "$LOCKSTEP" help "$c" >"$D/h"
+        same "options of $c" "$(long_options <"$D/h")" "$(comp lockstep "$c" -- | grep -v '^--$')"
+    done
+    same "--format" "$(printf 'github\ntext')" "$(comp lockstep run --format "")"
+    mkdir -p "$D/cwd/somedir" && touch "$D/cwd/somefile.trace"
+    cd "$D/cwd"
+    same "analyze PATH" "$(printf 'somedir\nsomefile.trace')" "$(comp lockstep analyze so)"
+    same "watch DIR" "somedir" "$(comp lockstep watch so)"
+    same "--dir" "somedir" "$(comp lockstep run --dir so)"
+    ;;
+man-render)
+    version=$("$LOCKSTEP" --version | awk '{ print $2 }')
+    for c in "" $COMMANDS; do
+        m="$SRC/docs/man/lockstep${c:+-$c}.1"
+        [ -f "$m" ] || fail "no man page $m"
+        grep -q "^\.TH .*\"lockstep $version\"" "$m" || fail "$m: .TH does not say lockstep $version"
+        groff -man -Tutf8 -ww -z "$m" 2>"$D/err" || fail "groff $m"
+        empty "$D/err"
+        groff -man -Tascii -P-cbou "$m" >"$D/out" 2>/dev/null
+        contains "$D/out" "NAME"
+        contains "$D/out" "EXIT STATUS"
+        [ -z "$c" ] || contains "$D/out" "lockstep $c"
+    done
+    # the command list of lockstep(1) is that of --help
+    "$LOCKSTEP" --help | awk '/^commands:/ { on = 1; next } on && /^  / { print $1 }' | sort >"$D/a"
+    groff -man -Tascii -P-cbou "$SRC/docs/man/lockstep.1" |
+        awk '/^COMMANDS/ { on = 1; next } /^[A-Z]/ { on = 0 } on && /^       [a-z]/ { print $1 }' |
+        grep -v '^help$' | sort >"$D/b"
+    diff "$D/a" "$D/b" || fail "lockstep(1) lists other commands than --help"
+    ;;
+man-options)
+    for c in $COMMANDS; do
+        "$LOCKSTEP" help "$c" >"$D/h"
+        same "options of $c: --help (<) against lockstep-$c(1) (>)" "$(long_options <"$D/h")" \
+            "$(man_options "$SRC/docs/man/lockstep-$c.1")"
+    done
+    ;;
+*)
+    fail "no case '$CASE'"
+    ;;
+esac
+echo "ok [$CASE]"
