@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "diagnose.h"
+#include "rankset.h"
 #include "timefmt.h"
 
 /* The same collective as far as NCCL is concerned (the fields diagnose_mismatch compares). */
@@ -46,46 +47,17 @@ static int stuck_at(const struct m_comm *c, uint64_t k, const struct ls_record *
     return n == c->nranks && n > 0;
 }
 
-/* Channel numbers of a mask, compressed ("0-3,6"), into buf. */
+/* Channel numbers of a mask, compressed as rank sets are ("0-3,6"), into buf. */
 static void channel_list(uint64_t mask, char *buf, size_t len)
 {
-    size_t at = 0;
-    buf[0] = 0;
-    for (int c = 0; c < 64 && at < len; c++) {
-        if (!(mask >> c & 1) || (c > 0 && (mask >> (c - 1) & 1)))
-            continue;
-        int e = c;
-        while (e < 63 && (mask >> (e + 1) & 1))
-            e++;
-        int n = e > c ? snprintf(buf + at, len - at, "%s%d-%d", at ? "," : "", c, e)
-                      : snprintf(buf + at, len - at, "%s%d", at ? "," : "", c);
-        at += n > 0 ? (size_t)n : 0;
-    }
-}
-
-/* What a proxy step waits for, in words, with the peer's global rank. */
-static void transfer_words(const struct f_gpu *g, char *buf, size_t len)
-{
-    switch (g->state) {
-    case 8:
-        snprintf(buf, len, "waiting for its GPU to fill the data to send to rank %d", g->peer);
-        break;
-    case 20:
-        snprintf(buf, len, "waiting for rank %d to free a buffer (clear to send)", g->peer);
-        break;
-    case 9:
-        snprintf(buf, len, "sending to rank %d (not acknowledged)", g->peer);
-        break;
-    case 11:
-        snprintf(buf, len, "flushing data received from rank %d", g->peer);
-        break;
-    case 12:
-        snprintf(buf, len, "received from rank %d, waiting for its GPU to consume it", g->peer);
-        break;
-    default:
-        snprintf(buf, len, g->is_send ? "sending to rank %d" : "waiting to receive from rank %d",
-                 g->peer);
-    }
+    int ch[64];
+    size_t n = 0;
+    for (int c = 0; c < 64; c++)
+        if (mask >> c & 1)
+            ch[n++] = c;
+    char *s = rankset_format(ch, n);
+    snprintf(buf, len, "%s", s ? s : "");
+    free(s);
 }
 
 /* GPU progress of every member in collective k, from NCCL's profiler plugin (ls_comm.gpu):
@@ -128,7 +100,7 @@ static int add_gpu_progress(struct diag *d, struct finding *f, const struct m_co
         }
         if (g->has_transfer) {
             char tw[96];
-            transfer_words(g, tw, sizeof tw);
+            finding_gpu_wait_words(g->state, g->is_send, g->peer, tw, sizeof tw);
             char step[32] = ""; /* unknown before the first step, or with proxy steps off */
             if (g->step >= 0)
                 snprintf(step, sizeof step, ", step %d", g->step);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lockstep/nccl_profiler.h"
 #include "rankset.h"
 
 const char *finding_kind_name(enum finding_kind k)
@@ -165,22 +166,43 @@ void findings_normalize(struct findings *fs)
     }
 }
 
+/* What a proxy step in NCCL's step state waits for: its JSON name and, around the peer's rank,
+ * its words. States without an entry are said by direction. */
+static const struct gpu_wait {
+    int state;
+    const char *name, *before, *after;
+} gpu_waits[] = {
+    {NPR_ST_STEP_SEND_GPU_WAIT, "gpu_data", "waiting for its GPU to fill the data to send to rank ",
+     ""},
+    {NPR_ST_STEP_SEND_PEER_WAIT, "peer_credit", "waiting for rank ",
+     " to free a buffer (clear to send)"},
+    {NPR_ST_STEP_SEND_WAIT, "send_done", "sending to rank ", " (not acknowledged)"},
+    {NPR_ST_STEP_RECV_WAIT, "recv_data", NULL, NULL}, /* nothing arrived: said by direction */
+    {NPR_ST_STEP_RECV_FLUSH_WAIT, "recv_flush", "flushing data received from rank ", ""},
+    {NPR_ST_STEP_RECV_GPU_WAIT, "gpu_consume", "received from rank ",
+     ", waiting for its GPU to consume it"},
+};
+
+static const struct gpu_wait *gpu_wait_of(int state)
+{
+    for (size_t i = 0; i < sizeof gpu_waits / sizeof gpu_waits[0]; i++)
+        if (gpu_waits[i].state == state)
+            return &gpu_waits[i];
+    return NULL;
+}
+
 const char *finding_gpu_wait_name(int state, int is_send)
 {
-    switch (state) {
-    case 8:
-        return "gpu_data"; /* the GPU has not filled the buffer to send */
-    case 20:
-        return "peer_credit"; /* the peer has not freed a buffer (clear to send) */
-    case 9:
-        return "send_done"; /* the network send is in flight */
-    case 10:
-        return "recv_data"; /* nothing arrived from the peer */
-    case 11:
-        return "recv_flush";
-    case 12:
-        return "gpu_consume"; /* arrived; the GPU has not consumed it */
-    default:
-        return is_send ? "send" : "recv";
-    }
+    const struct gpu_wait *w = gpu_wait_of(state);
+    return w ? w->name : is_send ? "send" : "recv";
+}
+
+void finding_gpu_wait_words(int state, int is_send, int peer, char *buf, size_t len)
+{
+    const struct gpu_wait *w = gpu_wait_of(state);
+    if (w && w->before)
+        snprintf(buf, len, "%s%d%s", w->before, peer, w->after);
+    else
+        snprintf(buf, len, "%s%d", is_send ? "sending to rank " : "waiting to receive from rank ",
+                 peer);
 }

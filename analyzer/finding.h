@@ -99,6 +99,8 @@ struct findings {
 /* What a proxy step in NCCL state `state` waits for: "recv_data", "send_credit", ... (the
  * JSON `waiting_for` of gpu_progress). */
 const char *finding_gpu_wait_name(int state, int is_send);
+/* The same in words around the peer's global rank ("waiting for rank 5 to free a buffer ..."). */
+void finding_gpu_wait_words(int state, int is_send, int peer, char *buf, size_t len);
 
 /* JSON name of a kind ("missing_ranks", ...). */
 const char *finding_kind_name(enum finding_kind k);
