@@ -3,7 +3,8 @@
 #   cp packaging/spack/package.py ~/spack-lockstep/packages/lockstep/ && spack repo add ~/spack-lockstep
 # lockstep publishes no release tarball yet: `url` and `git` name a placeholder host. Point them at
 # where your site keeps lockstep (a `meson dist` tarball or a git mirror), or build a checkout:
-#   spack develop --path /path/to/lockstep lockstep@develop && spack install lockstep@develop
+#   spack add lockstep@develop && spack develop --path /path/to/lockstep lockstep@develop
+#   spack install          (in an active Spack environment; docs/install.md)
 
 from spack.package import *
 

@@ -178,6 +178,8 @@ def case_tree(tmp):
                  "lib/lockstep/libnccl-profiler-lockstep.so", "share/doc/lockstep/README.md",
                  "share/doc/lockstep/install.md"):
         expect(want in files, f"the install lacks {want}: {files}")
+    stray = [f for f in files if not f.startswith(("bin/", "lib/", "share/"))]
+    expect(not stray, f"installed outside bin/, lib/ and share/: {stray}")
     bins = [f for f in files if f.startswith("bin/")]
     expect(bins == ["bin/lockstep", "bin/lockstep-gather"], f"bin/ holds {bins}")
     libs = [f for f in files if f.startswith("lib")]
