@@ -62,8 +62,9 @@ const struct command_help run_help = {
     "exit status: CMD's own (128+N for signal N) when it ends by itself, 3 a stall was\n"
     "diagnosed and the job stopped, 2 bad usage (nothing started)\n"};
 
-/* Finds liblockstep.so: LOCKSTEP_SHIM, else next to this binary in the build tree
- * (build/analyzer/lockstep -> build/shim/) or the install tree (bin/ -> lib/). */
+/* Finds liblockstep.so: LOCKSTEP_SHIM, else from this binary's own path, in the build tree
+ * (build/analyzer/lockstep -> build/shim/) or an install tree, moved or not, which is also what a
+ * pip-installed wheel lays out (bin/lockstep -> lib/lockstep/; docs/install.md). */
 static int find_shim(char *out, size_t len)
 {
     const char *env = getenv("LOCKSTEP_SHIM");
@@ -84,12 +85,7 @@ static int find_shim(char *out, size_t len)
     if (!slash)
         return -1;
     *slash = 0;
-    static const char *const rel[] = {"../shim/liblockstep.so",
-                                      "../lib/liblockstep.so",
-                                      "../lib64/liblockstep.so",
-                                      "../lib/x86_64-linux-gnu/liblockstep.so",
-                                      "../lib/aarch64-linux-gnu/liblockstep.so",
-                                      "liblockstep.so",
+    static const char *const rel[] = {"../shim/liblockstep.so", "../lib/lockstep/liblockstep.so",
                                       NULL};
     for (int i = 0; rel[i]; i++) {
         char path[PATH_MAX + 64];
@@ -100,10 +96,11 @@ static int find_shim(char *out, size_t len)
             return 0;
         }
     }
-    fprintf(stderr,
-            "lockstep: cannot find liblockstep.so next to %s (looked in ../shim, ../lib); set "
-            "LOCKSTEP_SHIM\n",
-            self);
+    fprintf(
+        stderr,
+        "lockstep: cannot find liblockstep.so next to %s (looked in ../shim, ../lib/lockstep); set "
+        "LOCKSTEP_SHIM\n",
+        self);
     return -1;
 }
 

@@ -2,6 +2,9 @@
 # Sourced, not run. Every step says what it does.
 
 LOCKSTEP_PACKAGES="meson ninja-build check libunwind-dev pkg-config gcc libc6-dev binutils python3"
+# What building the wheel needs (pyproject.toml, docs/install.md): Debian's meson-python and
+# `build` for /usr/bin/python3, venv to install it into, patchelf (meson-python asks for it).
+LOCKSTEP_WHEEL_PACKAGES="python3-mesonpy python3-build python3-venv patchelf"
 BUILD_DIR=${BUILD_DIR:-build}
 
 say() { printf '==> %s\n' "$*"; }
