@@ -189,20 +189,22 @@ static int make_empty_folder(const char *path)
     return 0;
 }
 
-/* Adds the header facts of a copied trace to the READY marker being built. */
+/* Adds the header facts of a copied trace to the READY marker being built; a copy whose header
+ * the reader refuses adds none, and is said (the analysis will name it again, from the folder
+ * it reads). */
 static void note_trace(const char *path, struct gather_mark *mk, size_t *cap)
 {
     struct ls_header h;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
+    char err[512];
+    int rc = trace_header_read(path, &h, err, sizeof err);
+    if (rc != TR_HEADER_OK) {
+        if (rc == TR_HEADER_BAD)
+            fprintf(stderr, "lockstep: %s\n", err);
         return;
-    if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-        memcmp(h.magic, LS_MAGIC, LS_MAGIC_LEN) == 0) {
-        if (h.world_size > mk->world && h.world_size <= GATHER_MAX_RANK)
-            mk->world = h.world_size;
-        gather_mark_add_rank(mk, h.rank, cap);
     }
-    close(fd);
+    if (h.world_size > mk->world && h.world_size <= GATHER_MAX_RANK)
+        mk->world = h.world_size;
+    gather_mark_add_rank(mk, h.rank, cap);
 }
 
 /* Copies every trace (and `.live` file) of the local folder into this node's folder, then

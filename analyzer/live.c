@@ -30,19 +30,6 @@ static int system_frame(const char *module)
     return 0;
 }
 
-static int read_header(const char *path, struct ls_header *h)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return -1;
-    ssize_t n = pread(fd, h, sizeof(*h), 0);
-    close(fd);
-    if (n != (ssize_t)sizeof(*h) || memcmp(h->magic, LS_MAGIC, LS_MAGIC_LEN) != 0)
-        return -1;
-    h->host[LS_HOST_LEN - 1] = 0;
-    return 0;
-}
-
 static int signal_stacks;
 
 void live_use_signal_stacks(int on)
@@ -127,10 +114,14 @@ size_t live_probe(char *const *trace_paths, size_t n, int sample_ms)
     if (!before || !hdrs || !probes)
         goto out;
     uint64_t t0 = (timefmt_mono_ns() / 1000000ull);
-    for (size_t i = 0; i < n; i++)
-        if (read_header(trace_paths[i], &hdrs[i]) == 0 && hdrs[i].end_kind == LS_END_RUNNING &&
-            liveness_alive(liveness_local(&hdrs[i], NULL)))
+    /* Only a header the reader accepts names a process to probe (a damaged one could name any
+     * pid); the analysis that follows says what is wrong with the others. */
+    for (size_t i = 0; i < n; i++) {
+        char err[512];
+        if (trace_header_read(trace_paths[i], &hdrs[i], err, sizeof err) == TR_HEADER_OK &&
+            hdrs[i].end_kind == LS_END_RUNNING && liveness_alive(liveness_local(&hdrs[i], NULL)))
             probed += proc_sample(hdrs[i].pid, &before[i]) == 0;
+    }
     /* The stacks while the CPU share is measured: no code runs in the ranks, each thread is
      * held for microseconds at most (live_threads.c). */
     for (size_t i = 0; i < n; i++) {

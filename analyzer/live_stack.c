@@ -9,12 +9,13 @@
 
 #include "live_stack.h"
 
-/* Reads the live-stack part of the header; returns 0 when the read was whole. */
-static int read_live(int fd, struct ls_live_stack *ls, int32_t *sig, char *python)
+/* Reads the live-stack part of the header; returns 0 when the header was whole and passed the
+ * reader's checks. */
+static int read_live(int fd, const char *path, struct ls_live_stack *ls, int32_t *sig, char *python)
 {
     struct ls_header h;
-    if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
-        memcmp(h.magic, LS_MAGIC, LS_MAGIC_LEN) != 0 || h.version != LS_FORMAT_VERSION)
+    char err[512];
+    if (trace_header_read_fd(fd, path, &h, err, sizeof err) != TR_HEADER_OK)
         return -1;
     *ls = h.live_stack;
     *sig = h.live_signal;
@@ -57,7 +58,7 @@ int live_stack_request(const char *trace_path, int pid, int tid, int timeout_ms,
         return -1;
     struct ls_live_stack before;
     int32_t sig = 0;
-    if (read_live(fd, &before, &sig, NULL) != 0 || sig <= 0) {
+    if (read_live(fd, trace_path, &before, &sig, NULL) != 0 || sig <= 0) {
         close(fd);
         return -1;
     }
@@ -71,10 +72,11 @@ int live_stack_request(const char *trace_path, int pid, int tid, int timeout_ms,
         struct timespec ts = {0, 5000000};
         nanosleep(&ts, NULL);
         int32_t s2;
-        if (read_live(fd, &ls, &s2, out->python) == 0 && ls.seq > before.seq && !(ls.seq & 1)) {
+        if (read_live(fd, trace_path, &ls, &s2, out->python) == 0 && ls.seq > before.seq &&
+            !(ls.seq & 1)) {
             /* Whole if the sequence did not move while we read it. */
             struct ls_live_stack again;
-            if (read_live(fd, &again, &s2, NULL) == 0 && again.seq == ls.seq)
+            if (read_live(fd, trace_path, &again, &s2, NULL) == 0 && again.seq == ls.seq)
                 got = 1;
         }
     }

@@ -10,6 +10,7 @@
 #include "liveness.h"
 #include "monitor.h"
 #include "timefmt.h"
+#include "trace_reader.h"
 
 int monitor_init(struct monitor *m, const char *dir)
 {
@@ -36,6 +37,8 @@ static struct mon_trace *find_or_add(struct monitor *m, const char *name, int *a
     }
     struct mon_trace *t = &m->t[m->n];
     memset(t, 0, sizeof(*t));
+    t->h.rank = -1; /* no header read yet: no rank */
+    t->h.world_size = -1;
     t->path = strdup(path);
     if (!t->path)
         return NULL;
@@ -44,32 +47,40 @@ static struct mon_trace *find_or_add(struct monitor *m, const char *name, int *a
     return t;
 }
 
-/* Rereads header and comm table; returns 1 when a progress field changed. */
+/* Rereads header and comm table; returns 1 when a progress field changed. A header the reader
+ * refuses is said once (the trace is then left out: not running, no progress); one still being
+ * made is waited for in silence. */
 static int reread(struct mon_trace *t)
 {
-    int fd = open(t->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct ls_header h;
+    char err[512];
+    int fd = open(t->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return 0;
-    struct ls_header h;
-    int moved = 0;
-    if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
-        memcmp(h.magic, LS_MAGIC, LS_MAGIC_LEN) == 0 && h.version == LS_FORMAT_VERSION &&
-        h.comm_entry_size == sizeof(struct ls_comm) && h.comm_cap <= (1u << 20)) {
-        moved = h.next_ticket != t->h.next_ticket || h.last_exit_ns != t->h.last_exit_ns ||
-                h.end_kind != t->h.end_kind || h.completions != t->h.completions;
-        uint32_t n = h.comm_count < h.comm_cap ? h.comm_count : h.comm_cap;
-        struct ls_comm *c = n ? malloc(n * sizeof(*c)) : NULL;
-        if (c && pread(fd, c, n * sizeof(*c), (off_t)h.comm_off) == (ssize_t)(n * sizeof(*c))) {
-            free(t->comms);
-            t->comms = c;
-            t->ncomms = n;
-        } else {
-            free(c);
+    int rc = trace_header_read_fd(fd, t->path, &h, err, sizeof err);
+    if (rc != TR_HEADER_OK) {
+        if (rc == TR_HEADER_BAD && !t->refused) {
+            fprintf(stderr, "lockstep: %s\n", err);
+            t->refused = 1;
+            t->running_here = 0;
         }
-        h.host[LS_HOST_LEN - 1] = 0;
-        t->h = h;
-        t->running_here = h.end_kind == LS_END_RUNNING && liveness_alive(liveness_local(&h, NULL));
+        close(fd);
+        return 0;
     }
+    t->refused = 0;
+    int moved = h.next_ticket != t->h.next_ticket || h.last_exit_ns != t->h.last_exit_ns ||
+                h.end_kind != t->h.end_kind || h.completions != t->h.completions;
+    uint32_t n = h.comm_count; /* at most comm_cap: the reader checked */
+    struct ls_comm *c = n ? malloc(n * sizeof(*c)) : NULL;
+    if (c && pread(fd, c, n * sizeof(*c), (off_t)h.comm_off) == (ssize_t)(n * sizeof(*c))) {
+        free(t->comms);
+        t->comms = c;
+        t->ncomms = n;
+    } else {
+        free(c);
+    }
+    t->h = h;
+    t->running_here = h.end_kind == LS_END_RUNNING && liveness_alive(liveness_local(&h, NULL));
     close(fd);
     return moved;
 }

@@ -14,6 +14,7 @@ struct mon_trace {
     struct ls_comm *comms; /* valid entries as last read */
     uint32_t ncomms;
     int running_here; /* its process runs on this host */
+    int refused;      /* the reader refused its header (said once, on stderr) */
 };
 
 struct monitor {

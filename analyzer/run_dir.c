@@ -15,6 +15,7 @@
 #include "lockstep/trace_format.h"
 #include "run_dir.h"
 #include "timefmt.h"
+#include "trace_reader.h"
 
 #define NS          1000000000ull
 #define PAGE        4096u
@@ -40,7 +41,8 @@ static int is_trace(const char *name)
 }
 
 /* Reads the header of trace `name` in folder `dirfd`. Returns 0 for a trace of ours (a regular
- * file of this user with the magic), -1 otherwise. `bytes` gets what the file holds. */
+ * file of this user whose header the reader accepts), -1 otherwise. `bytes` gets what the file
+ * holds. */
 static int read_header(int dirfd, const char *name, int flags, struct ls_header *h, int *fd_out,
                        uint64_t *bytes)
 {
@@ -48,9 +50,9 @@ static int read_header(int dirfd, const char *name, int flags, struct ls_header 
     if (fd < 0)
         return -1;
     struct stat st;
+    char err[512];
     int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() &&
-             pread(fd, h, sizeof(*h), 0) == (ssize_t)sizeof(*h) &&
-             memcmp(h->magic, LS_MAGIC, LS_MAGIC_LEN) == 0;
+             trace_header_read_fd(fd, name, h, err, sizeof err) == TR_HEADER_OK;
     if (bytes)
         *bytes = ok ? (uint64_t)st.st_blocks * 512u : 0;
     if (!ok || !fd_out)

@@ -20,6 +20,7 @@ struct source {
 
 struct loader {
     struct source src;
+    const char *name; /* the file, in messages */
     struct tr_trace *t;
     char *err;
     size_t errlen;
@@ -28,7 +29,7 @@ struct loader {
 static int fail(struct loader *ld, const char *fmt, ...)
 {
     va_list ap;
-    int n = snprintf(ld->err, ld->errlen, "%s: ", ld->t->path);
+    int n = snprintf(ld->err, ld->errlen, "%s: ", ld->name);
     if (n < 0 || (size_t)n >= ld->errlen)
         return -1;
     va_start(ap, fmt);
@@ -65,9 +66,9 @@ static void *xcalloc(size_t n, size_t size)
     return calloc(n ? n : 1, size ? size : 1);
 }
 
-static int check_header(struct loader *ld)
+/* Reads the header from ld's source into *h and checks it (the one place that does). */
+static int check_header(struct loader *ld, struct ls_header *h)
 {
-    struct ls_header *h = &ld->t->hdr;
     /* The magic first: a short file that does not start as a trace does is "not a trace";
      * "truncated" is for one that does (or is empty: a trace being created). */
     uint64_t nmagic = ld->src.size < LS_MAGIC_LEN ? ld->src.size : LS_MAGIC_LEN;
@@ -126,8 +127,6 @@ static int check_header(struct loader *ld)
     h->job[LS_JOB_LEN - 1] = 0;
     h->job_source[sizeof(h->job_source) - 1] = 0;
     h->cmdline[LS_CMDLINE_LEN - 1] = 0;
-    ld->t->file_bytes = ld->src.size;
-    ld->t->truncated = ld->src.size < h->file_size;
     return 0;
 }
 
@@ -501,29 +500,34 @@ static struct tr_trace *load(struct source src, const char *name, uint64_t max_r
         snprintf(err, errlen, "%s: out of memory", name);
         return NULL;
     }
-    struct loader ld = {src, t, err, errlen};
-    if (check_header(&ld) < 0 || check_tables_present(&ld) < 0 || load_comms(&ld) < 0 ||
-        load_peers(&ld) < 0 || load_strings(&ld) < 0 || load_pysites(&ld) < 0 ||
-        load_sites(&ld) < 0 || load_ring(&ld, max_records) < 0 || check_record_sites(&ld) < 0) {
+    struct loader ld = {src, t->path, t, err, errlen};
+    int ok = check_header(&ld, &t->hdr) == 0;
+    t->file_bytes = src.size;
+    t->truncated = ok && src.size < t->hdr.file_size;
+    if (!ok || check_tables_present(&ld) < 0 || load_comms(&ld) < 0 || load_peers(&ld) < 0 ||
+        load_strings(&ld) < 0 || load_pysites(&ld) < 0 || load_sites(&ld) < 0 ||
+        load_ring(&ld, max_records) < 0 || check_record_sites(&ld) < 0) {
         trace_free(t);
         return NULL;
     }
     return t;
 }
 
-struct tr_trace *trace_load_window(const char *path, uint64_t max_records, char *err, size_t errlen)
+/* Opens `path` for reading as trace_load() does: a FIFO must not block the open, and only a
+ * regular file is a trace. Returns the fd and its size, or -1 with a message in err. */
+static int open_trace(const char *path, int nofollow, uint64_t *size, char *err, size_t errlen)
 {
     /* O_NONBLOCK: a FIFO named like a trace must not block the open forever. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (nofollow ? O_NOFOLLOW : 0));
     if (fd < 0) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
+        return -1;
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
         snprintf(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
         close(fd);
-        return NULL;
+        return -1;
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file but %s", path,
@@ -531,9 +535,73 @@ struct tr_trace *trace_load_window(const char *path, uint64_t max_records, char 
                  : S_ISFIFO(st.st_mode) ? "a FIFO"
                                         : "a device or socket");
         close(fd);
-        return NULL;
+        return -1;
+    }
+    *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+/* Nothing but zeros where the magic goes (or no byte at all): a writer is still making it. */
+static int being_created(const struct source *src)
+{
+    unsigned char magic[LS_MAGIC_LEN] = {0};
+    uint64_t n = src->size < LS_MAGIC_LEN ? src->size : LS_MAGIC_LEN;
+    if (src->buf)
+        memcpy(magic, src->buf, n);
+    else if (pread(src->fd, magic, n, 0) != (ssize_t)n)
+        return 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (magic[i])
+            return 0;
+    return 1;
+}
+
+static int header_from(struct source src, const char *name, struct ls_header *h, char *err,
+                       size_t errlen)
+{
+    struct loader ld = {src, name, NULL, err, errlen};
+    if (check_header(&ld, h) == 0)
+        return TR_HEADER_OK;
+    return being_created(&src) ? TR_HEADER_PENDING : TR_HEADER_BAD;
+}
+
+int trace_header_read_fd(int fd, const char *name, struct ls_header *h, char *err, size_t errlen)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        snprintf(err, errlen, "%s: cannot stat: %s", name, strerror(errno));
+        return TR_HEADER_BAD;
     }
     struct source src = {fd, NULL, (uint64_t)st.st_size};
+    return header_from(src, name, h, err, errlen);
+}
+
+int trace_header_read(const char *path, struct ls_header *h, char *err, size_t errlen)
+{
+    uint64_t size;
+    int fd = open_trace(path, 1, &size, err, errlen);
+    if (fd < 0)
+        return TR_HEADER_BAD;
+    struct source src = {fd, NULL, size};
+    int rc = header_from(src, path, h, err, errlen);
+    close(fd);
+    return rc;
+}
+
+int trace_header_read_buffer(const char *name, const void *buf, size_t len, struct ls_header *h,
+                             char *err, size_t errlen)
+{
+    struct source src = {-1, buf, len};
+    return header_from(src, name, h, err, errlen);
+}
+
+struct tr_trace *trace_load_window(const char *path, uint64_t max_records, char *err, size_t errlen)
+{
+    uint64_t size;
+    int fd = open_trace(path, 0, &size, err, errlen);
+    if (fd < 0)
+        return NULL;
+    struct source src = {fd, NULL, size};
     struct tr_trace *t = load(src, path, max_records, err, errlen);
     close(fd);
     return t;

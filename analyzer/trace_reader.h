@@ -98,6 +98,32 @@ struct tr_trace *trace_load_buffer(const char *name, const void *buf, size_t len
 struct tr_trace *trace_load_buffer_window(const char *name, const void *buf, size_t len,
                                           uint64_t max_records, char *err, size_t errlen);
 
+/* What trace_header_read() found. */
+enum tr_header_result {
+    TR_HEADER_OK = 0,      /* a whole, checked header */
+    TR_HEADER_BAD = -1,    /* not a trace, or a damaged one: err says what */
+    TR_HEADER_PENDING = 1, /* empty, or zeros where the magic goes: a writer may still be
+                            * making it (err says what trace_load() would) */
+};
+
+/* Reads the header of the trace at `path` into *h with every check trace_load() makes of it
+ * (magic, byte order, version, header and entry sizes, capacities, section offsets against
+ * capacities, counts against capacities, ranks; strings NUL-terminated, peer_count clamped) and
+ * nothing more: the tables and ring are not read, so a live trace costs one 4 KiB read. The
+ * one header reader of the analyzer: the live paths (monitor, probe, stacks, gather, run
+ * folders) use it rather than read the bytes themselves. Opens without following a symlink;
+ * a folder, FIFO or device is refused. Returns TR_HEADER_OK, or another tr_header_result with
+ * a message naming `path` and the problem in err (errlen bytes). *h is undefined unless OK. */
+int trace_header_read(const char *path, struct ls_header *h, char *err, size_t errlen);
+
+/* trace_header_read() of a trace already open as `fd` (read with pread; the offset is left
+ * alone); `name` is used in messages. */
+int trace_header_read_fd(int fd, const char *name, struct ls_header *h, char *err, size_t errlen);
+
+/* trace_header_read() of `len` bytes in memory. */
+int trace_header_read_buffer(const char *name, const void *buf, size_t len, struct ls_header *h,
+                             char *err, size_t errlen);
+
 /* Frees a trace and everything it owns. NULL is fine. */
 void trace_free(struct tr_trace *t);
 

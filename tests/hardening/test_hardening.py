@@ -240,6 +240,83 @@ def case_corrupt_cli(tmp):
             f"with the file and the problem named")
 
 
+def case_corrupt_live(tmp):
+    """The live paths read a trace header through the reader too: a copy of a running rank's
+    trace whose header is damaged (header_size 0, the rest intact: pid, host and start time
+    name a live process) is refused with the reader's message naming the file by `watch` (no
+    stall of a process it cannot trust), by `stacks` (never probed: no .live sidecar) and by
+    the gather of `lockstep run` (its copy is named, it adds no rank to the node's READY mark)."""
+    d = os.path.join(tmp, "job")
+    job = subprocess.Popen([LAUNCH, "--np", "2", "--timeout", "60", "--", SCENARIOS,
+                            "uneven_shards"], env=shim_env(d), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    runs = 0
+    try:
+        t0 = time.time()
+        while len(trace_files(d)) < 2 and time.time() - t0 < 30:
+            time.sleep(0.05)
+        expect(len(trace_files(d)) == 2, f"traces {trace_files(d)}")
+        time.sleep(0.5)  # into the hang
+        good = bytearray(open(trace_files(d)[0], "rb").read())
+        expect(struct.unpack_from("<I", good, 868)[0] == END_RUNNING, "the rank is not running")
+        bad = bytearray(good)
+        struct.pack_into("<I", bad, 12, 0)  # header_size
+        want = "corrupt header: header_size 0, expected 4096"
+        name = "lockstep-" + socket.gethostname() + "-1-r1.trace"
+
+        def bad_folder(sub):
+            f = os.path.join(tmp, sub)
+            os.mkdir(f, 0o700)
+            with open(os.path.join(f, name), "wb") as out:
+                out.write(bad)
+            return f, os.path.join(f, name)
+
+        # watch: the damaged trace is said once and is not a running rank inside a call.
+        w, wpath = bad_folder("watch")
+        p = subprocess.run([LOCKSTEP, "watch", "--stall", "1", w], capture_output=True,
+                           text=True, timeout=60)
+        runs += 1
+        said = [l for l in lockstep_lines(p.stderr) if wpath in l and want in l]
+        expect(said, f"watch: no reader message naming {wpath}: {p.stderr!r}")
+        expect("inside an NCCL call" not in p.stderr and p.returncode == 2,
+               f"watch trusted the damaged header: exit {p.returncode} {p.stderr!r}")
+
+        # stacks: never probed.
+        s, spath = bad_folder("stacks")
+        p = subprocess.run([LOCKSTEP, "stacks", s], capture_output=True, text=True, timeout=60)
+        runs += 1
+        expect(p.returncode == 2 and spath in p.stderr and want in p.stderr,
+               f"stacks: exit {p.returncode} {p.stderr!r}")
+        expect(not os.path.exists(spath + ".live"),
+               "stacks probed the process a damaged header names (a .live sidecar was written)")
+
+        # gather: the copy in the gather folder is named and adds no rank.
+        g = os.path.join(tmp, "gather")
+        src = os.path.join(tmp, "bad.trace")
+        with open(src, "wb") as out:
+            out.write(bad)
+        env = dict(os.environ, LOCKSTEP_GATHER_DIR=g, LOCKSTEP_GATHER_WAIT="1")
+        p = subprocess.run([LOCKSTEP, "run", "--dir", os.path.join(tmp, "run"), "--", "sh", "-c",
+                            f'cp {src} "$LOCKSTEP_DIR/{name}"'], env=env, capture_output=True,
+                           text=True, timeout=60)
+        runs += 1
+        copied = [l for l in lockstep_lines(p.stderr)
+                  if l.startswith("lockstep: " + g) and name in l and want in l]
+        expect(copied, f"gather: no reader message naming the copy in {g}: {p.stderr!r}")
+        marks = [os.path.join(r, "READY") for r, _, fs in os.walk(g) if "READY" in fs]
+        expect(marks, f"gather: no READY mark in {g}: {p.stderr!r}")
+        for m in marks:
+            text = open(m).read()
+            expect("ranks " not in text, f"gather: the damaged header added ranks: {text!r}")
+    finally:
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        job.wait()
+    figures(f"{runs} live paths (watch, stacks, gather) refused a damaged header by the reader")
+
+
 # ---------------------------------------------------------------- the shim against faults
 
 

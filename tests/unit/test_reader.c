@@ -519,6 +519,69 @@ START_TEST(not_a_file_is_named)
 }
 END_TEST
 
+/* The header reader alone refuses what trace_load() refuses in the header, with its words. */
+static void expect_header_refused(void (*corrupt)(unsigned char *), const char *want)
+{
+    unsigned char *copy = malloc(good_len);
+    memcpy(copy, good, good_len);
+    corrupt(copy);
+    char err[256] = "";
+    struct ls_header h;
+    ck_assert_int_eq(trace_header_read_buffer("copy.trace", copy, good_len, &h, err, sizeof err),
+                     TR_HEADER_BAD);
+    ck_assert_msg(strstr(err, want) != NULL, "error '%s' lacks '%s'", err, want);
+    ck_assert_ptr_nonnull(strstr(err, "copy.trace"));
+    free(copy);
+}
+
+START_TEST(header_reader_checks_what_the_loader_checks)
+{
+    char err[256] = "", path[160];
+    struct ls_header h;
+    ck_assert_int_eq(trace_header_read_buffer("good.trace", good, good_len, &h, err, sizeof err),
+                     TR_HEADER_OK);
+    ck_assert_int_eq(h.rank, 3);
+    ck_assert_str_eq(h.host, "node-a");
+    snprintf(path, sizeof path, "%s/good.trace", dir);
+    ck_assert_int_eq(trace_header_read(path, &h, err, sizeof err), TR_HEADER_OK);
+    ck_assert_uint_eq(h.next_ticket, 10);
+    /* A file cut inside the ring: the header is whole. */
+    ck_assert_int_eq(
+        trace_header_read_buffer("cut.trace", good, h.ring_off + 10, &h, err, sizeof err),
+        TR_HEADER_OK);
+    expect_header_refused(bad_magic, "bad magic");
+    expect_header_refused(newer, "written by a newer lockstep");
+    expect_header_refused(zero_version, "version 0");
+    expect_header_refused(swapped, "byte order");
+    expect_header_refused(hdr_size, "header_size");
+    expect_header_refused(comm_off, "section offsets");
+    expect_header_refused(ring_cap, "ring capacity");
+    expect_header_refused(big_ring_cap, "section offsets");
+    expect_header_refused(site_count, "counts exceed");
+    expect_header_refused(str_used, "counts exceed");
+    expect_header_refused(depth, "capacities out of bounds");
+    expect_header_refused(py_count, "counts exceed");
+    expect_header_refused(py_off, "section offsets");
+    ck_assert_int_eq(trace_header_read_buffer("cut.trace", good, 4000, &h, err, sizeof err),
+                     TR_HEADER_BAD);
+    ck_assert_ptr_nonnull(strstr(err, "truncated"));
+
+    /* Empty, or zeros where the magic goes: a trace being made, said apart. */
+    unsigned char zeros[LS_HEADER_SIZE] = {0};
+    ck_assert_int_eq(trace_header_read_buffer("new.trace", zeros, 0, &h, err, sizeof err),
+                     TR_HEADER_PENDING);
+    ck_assert_int_eq(
+        trace_header_read_buffer("new.trace", zeros, sizeof zeros, &h, err, sizeof err),
+        TR_HEADER_PENDING);
+
+    snprintf(path, sizeof(path), "%s/folder.trace", dir);
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+    ck_assert_int_eq(trace_header_read(path, &h, err, sizeof err), TR_HEADER_BAD);
+    ck_assert_ptr_nonnull(strstr(err, "a folder"));
+    rmdir(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trace_reader");
@@ -538,6 +601,7 @@ int main(void)
     tcase_add_test(tc, huge_ring_claim_costs_what_the_file_holds);
     tcase_add_test(tc, bounds_on_ranks);
     tcase_add_test(tc, not_a_file_is_named);
+    tcase_add_test(tc, header_reader_checks_what_the_loader_checks);
     tcase_set_timeout(tc, 20);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
