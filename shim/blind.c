@@ -10,9 +10,6 @@
 
 #include "shim.h"
 
-#define DEFAULT_BLIND_SECONDS 5u
-#define MAX_BLIND_SECONDS     86400u
-
 extern _Atomic int ls_nccl_call_seen;
 
 /* How NCCL is present in the process. */
@@ -76,21 +73,6 @@ static int count_adds(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
-static unsigned blind_seconds(void)
-{
-    const char *v = getenv("LOCKSTEP_BLIND_SECONDS");
-    if (!v || !*v)
-        return DEFAULT_BLIND_SECONDS;
-    char *end;
-    unsigned long s = strtoul(v, &end, 10);
-    if (*end || s > MAX_BLIND_SECONDS) {
-        ls_warn("LOCKSTEP_BLIND_SECONDS=%s is not a number of seconds up to %u; using %u", v,
-                MAX_BLIND_SECONDS, DEFAULT_BLIND_SECONDS);
-        return DEFAULT_BLIND_SECONDS;
-    }
-    return (unsigned)s;
-}
-
 /* Starts the trace and records what `p` says in its header, once. */
 static void record_blind(const struct presence *p)
 {
@@ -131,7 +113,7 @@ static void start_watch(void)
 {
     if (atomic_exchange(&watching, 1))
         return;
-    unsigned seconds = blind_seconds();
+    unsigned seconds = (unsigned)ls_knob_int(LS_KNOB_BLIND_SECONDS);
     if (seconds == 0)
         return;
     if (ls_start_thread(watch_main, (void *)(uintptr_t)seconds, 256 * 1024) != 0)

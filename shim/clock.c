@@ -16,8 +16,7 @@ static int tsc_usable = -1;        /* -1 unknown, 0 no, 1 yes */
  * invariant and synchronized across CPUs) and LOCKSTEP_CLOCK is not "realtime". */
 static int tsc_trusted(void)
 {
-    const char *knob = getenv("LOCKSTEP_CLOCK");
-    if (knob && strcmp(knob, "realtime") == 0)
+    if (ls_knob_int(LS_KNOB_CLOCK) == LS_KNOB_CLOCK_REALTIME)
         return 0;
     /* open/read, not stdio: this runs on the heartbeat thread, which never allocates (a fork
      * of the main thread while another thread holds an allocator lock leaves it held). */

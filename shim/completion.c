@@ -43,8 +43,7 @@ static int resolve_driver(void)
 
 void ls_completion_start(struct ls_trace *t)
 {
-    const char *off = getenv("LOCKSTEP_COMPLETION");
-    if (atomic_load(&active) || (off && strcmp(off, "0") == 0) || ls_g.completion_by_plugin)
+    if (atomic_load(&active) || !ls_knob_int(LS_KNOB_COMPLETION) || ls_g.completion_by_plugin)
         return;
     pthread_mutex_lock(&table_lock);
     if (!atomic_load(&active) && resolve_driver() == 0) {

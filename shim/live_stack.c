@@ -58,19 +58,9 @@ void ls_live_stack_install(struct ls_trace *t)
     /* Off unless asked for (lockstep run --signal-stacks sets it): lockstep reads live stacks
      * from outside with ptrace, and a handler run in the program ends the sleeps it does not
      * restart after EINTR. */
-    int sig = SIGRTMAX - 3;
-    const char *env = getenv("LOCKSTEP_STACK_SIGNAL");
-    if (!env || !*env)
+    int sig = (int)ls_knob_int(LS_KNOB_STACK_SIGNAL);
+    if (sig == 0) /* unset, or LOCKSTEP_STACK_SIGNAL=0: off */
         return;
-    int v = atoi(env);
-    if (v == 0) /* LOCKSTEP_STACK_SIGNAL=0: off */
-        return;
-    if (v < SIGRTMIN || v > SIGRTMAX)
-        ls_warn("LOCKSTEP_STACK_SIGNAL=%s refused: expected 0 or a real-time signal from %d "
-                "to %d; using %d",
-                env, SIGRTMIN, SIGRTMAX, sig);
-    else
-        sig = v;
     struct sigaction cur;
     if (sigaction(sig, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
         cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN) {

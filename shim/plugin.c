@@ -44,7 +44,7 @@ static void chain_load(int version)
     if (chain.state)
         return;
     chain.state = -1;
-    const char *name = getenv("LOCKSTEP_PROFILER_CHAIN");
+    const char *name = ls_knob_str(LS_KNOB_PROFILER_CHAIN);
     if (!name || !*name || strcasecmp(name, "none") == 0)
         return;
     void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
@@ -106,7 +106,7 @@ static int proxy_steps(void)
     static _Atomic int steps = -1;
     int v = atomic_load(&steps);
     if (v < 0) {
-        v = ls_config_proxy_steps();
+        v = (int)ls_knob_int(LS_KNOB_PLUGIN_STEPS);
         atomic_store(&steps, v);
     }
     return v;

@@ -168,14 +168,16 @@ static int resolve(struct ls_trace *t)
         return PY_OFF;
     }
     L = *l;
-    /* Tests of the layout check only: LOCKSTEP_TEST_PY_SKEW=N moves the frame's code pointer
-     * by N bytes (the safe walk must refuse it), =units:N where its code units start (only
-     * the comparison with the interpreter's own dump can tell). */
-    const char *skew = getenv("LOCKSTEP_TEST_PY_SKEW");
-    if (skew && strncmp(skew, "units:", 6) == 0)
-        L.co_code_units = (int16_t)(L.co_code_units + atoi(skew + 6));
-    else if (skew && *skew)
-        L.fr_code = (int16_t)(L.fr_code + atoi(skew));
+    /* Tests of the layout check only, in the test build: LOCKSTEP_TEST_PY_SKEW=N moves the frame's
+     * code pointer by N bytes (the safe walk must refuse it), =units:N where its code units start
+     * (only the comparison with the interpreter's own dump can tell). */
+#ifdef LS_TEST_KNOBS
+    int units = L.co_code_units, code = L.fr_code;
+    if (ls_config_py_skew(&units, &code)) {
+        L.co_code_units = (int16_t)units;
+        L.fr_code = (int16_t)code;
+    }
+#endif
     return PY_UNCHECKED;
 }
 

@@ -30,13 +30,68 @@ struct ls_config {
     uint32_t heartbeat_ms; /* LOCKSTEP_HEARTBEAT_MS: how often the heartbeat is written */
 };
 
-/* Reads the LOCKSTEP_* environment into `cfg`, bounding every knob; out-of-range values are
- * refused with one line on stderr and the default is used. This function can't fail. */
+/* Every LOCKSTEP_* variable the shim and the plugin read, one line each:
+ * X(id, variable, type, default, lo, hi, words). Types and words are config.c's: KNOB_UINT
+ * (lo..hi), KNOB_BOOL, KNOB_CHOICE (words "a|b": the value is the index), KNOB_SIGNAL (0 off, or
+ * a real-time signal; the default is SIGRTMAX - 3), KNOB_STRING (up to hi bytes; words say what
+ * unset means). README.md's Knobs table is this table for people: keep the two in step. */
+#define LS_KNOBS_SHIPPED(X)                                                                        \
+    X(DISABLE, "LOCKSTEP_DISABLE", KNOB_BOOL, 0, 0, 1, NULL)                                       \
+    X(DIR, "LOCKSTEP_DIR", KNOB_STRING, 0, 0, 510, "/dev/shm/lockstep-$UID")                       \
+    X(RING, "LOCKSTEP_RING", KNOB_UINT, LS_DEFAULT_RING, LS_MIN_RING, LS_MAX_RING, NULL)           \
+    X(STACK_DEPTH, "LOCKSTEP_STACK_DEPTH", KNOB_UINT, LS_DEFAULT_STACK_DEPTH, 0,                   \
+      LS_MAX_STACK_DEPTH, NULL)                                                                    \
+    X(PYTHON_DEPTH, "LOCKSTEP_PYTHON_DEPTH", KNOB_UINT, LS_DEFAULT_PY_DEPTH, 0, LS_MAX_PY_DEPTH,   \
+      NULL)                                                                                        \
+    X(JOB, "LOCKSTEP_JOB", KNOB_STRING, 0, 0, 4095, "the launcher's job id")                       \
+    X(RETAIN_HOURS, "LOCKSTEP_RETAIN_HOURS", KNOB_UINT, LS_DEFAULT_RETAIN_HOURS, 0,                \
+      LS_MAX_RETAIN_HOURS, NULL)                                                                   \
+    X(HEARTBEAT_MS, "LOCKSTEP_HEARTBEAT_MS", KNOB_UINT, LS_DEFAULT_HEARTBEAT_MS, 5, 1000, NULL)    \
+    X(CLOCK, "LOCKSTEP_CLOCK", KNOB_CHOICE, LS_KNOB_CLOCK_TSC, 0, 0, "tsc|realtime")               \
+    X(COMPLETION, "LOCKSTEP_COMPLETION", KNOB_BOOL, 1, 0, 1, NULL)                                 \
+    X(STACK_SIGNAL, "LOCKSTEP_STACK_SIGNAL", KNOB_SIGNAL, -3, 0, 0, NULL)                          \
+    X(BLIND_SECONDS, "LOCKSTEP_BLIND_SECONDS", KNOB_UINT, 5, 0, 86400, NULL)                       \
+    X(PLUGIN_STEPS, "LOCKSTEP_PLUGIN_STEPS", KNOB_UINT, 1, 0, 1, NULL)                             \
+    X(PROFILER_CHAIN, "LOCKSTEP_PROFILER_CHAIN", KNOB_STRING, 0, 0, 4095, "none")
+/* Knobs for tests only, in the test build of the shim alone (-DLS_TEST_KNOBS,
+ * liblockstep-test.so): never in the shipped library. */
+#ifdef LS_TEST_KNOBS
+#define LS_KNOBS_TEST(X) X(TEST_PY_SKEW, "LOCKSTEP_TEST_PY_SKEW", KNOB_STRING, 0, 0, 64, "unset")
+#else
+#define LS_KNOBS_TEST(X)
+#endif
+#define LS_KNOBS(X) LS_KNOBS_SHIPPED(X) LS_KNOBS_TEST(X)
+
+enum ls_knob {
+#define LS_KNOB_ENUM(id, ...) LS_KNOB_##id,
+    LS_KNOBS(LS_KNOB_ENUM)
+#undef LS_KNOB_ENUM
+        LS_KNOB_COUNT
+};
+enum { LS_KNOB_CLOCK_TSC = 0, LS_KNOB_CLOCK_REALTIME = 1 }; /* LOCKSTEP_CLOCK's words */
+
+/* The value of an integer, boolean, choice or signal knob: read from the environment and
+ * checked on first use (a value refused is said in one line on stderr naming the variable,
+ * the value and the default, and the default is used), the same value after. Unset is the
+ * default (a signal knob: 0, off). This function can't fail. */
+int64_t ls_knob_int(enum ls_knob id);
+
+/* The text of a string knob, "" when unset or refused; valid for the life of the process. */
+const char *ls_knob_str(enum ls_knob id);
+
+/* Forgets what was read, in a forked child: its knobs are read again, as a new process would. */
+void ls_knobs_reset(void);
+
+/* Reads every knob of the table (when the shim starts: each bad value is said then) and fills
+ * `cfg` with those it holds (LOCKSTEP_DISABLE, _DIR, _RING, _STACK_DEPTH, _PYTHON_DEPTH,
+ * _RETAIN_HOURS, _HEARTBEAT_MS). This function can't fail. */
 void ls_config_read(struct ls_config *cfg);
 
-/* LOCKSTEP_PLUGIN_STEPS (default 1): whether the profiler plugin asks NCCL for proxy-step
- * events, the most frequent kind (one per network step); 0 keeps channels and proxy ops. */
-int ls_config_proxy_steps(void);
+#ifdef LS_TEST_KNOBS
+/* LOCKSTEP_TEST_PY_SKEW=N adds N to *frame_code, =units:N to *code_units (tests of the Python
+ * layout check). Returns 1 when it applied a skew. */
+int ls_config_py_skew(int *code_units, int *frame_code);
+#endif
 
 /* Prints "lockstep: <message>" on stderr, in one write(2). Async-signal-safe when `fmt` has
  * no conversions. */

@@ -24,6 +24,7 @@ static void after_fork_child(void)
     ls_trace_strings_reset();
     ls_completion_reset();
     ls_lifecycle_after_fork_child();
+    ls_knobs_reset();
     atomic_store(&ls_g.state, LS_STATE_OFF);
     atomic_fetch_add(&ls_generation, 1);
     ls_t.group_depth = 0;

@@ -184,12 +184,14 @@ static uint32_t boot_id_hash(void)
     return ls_boot_id_hash(buf);
 }
 
-/* The job id: the first variable of `names` that is set; a Slurm job's step is part of it
- * ("4.1"): the steps of one allocation are runs of their own. */
+/* The job id: LOCKSTEP_JOB, else the first variable of `names` that is set; a Slurm job's step
+ * is part of it ("4.1"): the steps of one allocation are runs of their own. */
 static void fill_job(struct ls_header *h, const char *const *names)
 {
-    const char *which = NULL;
-    const char *job = first_env(names, &which);
+    const char *which = "LOCKSTEP_JOB";
+    const char *job = ls_knob_str(LS_KNOB_JOB);
+    if (!*job || strcmp(job, "none") == 0)
+        job = first_env(names, &which);
     if (!job)
         return;
     const char *step = getenv("SLURM_STEP_ID");
@@ -223,8 +225,7 @@ static void fill_identity(struct ls_header *h)
                                              NULL};
     static const char *const lworld_vars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
                                               "MPI_LOCALNRANKS", NULL};
-    static const char *const job_vars[] = {"LOCKSTEP_JOB",
-                                           "SLURM_JOB_ID",
+    static const char *const job_vars[] = {"SLURM_JOB_ID",
                                            "TORCHELASTIC_RUN_ID",
                                            "PBS_JOBID",
                                            "LSB_JOBID",

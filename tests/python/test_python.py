@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from harness import Failure, Skip, expect, run  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
+TEST_SHIM = os.environ["LOCKSTEP_TEST_SHIM"]  # the shim built with the LOCKSTEP_TEST_* knobs
 LAUNCH = os.environ["LAUNCH_RANKS"]
 EMU_DIR = os.environ["EMULATOR_DIR"]
 QUERY = os.environ["TRACE_QUERY"]
@@ -66,7 +67,8 @@ def need_python():
 def rank_env(trace_dir, extra=None):
     env = dict(os.environ)
     for k in list(env):
-        if k.startswith("LOCKSTEP_") and k not in ("LOCKSTEP_SHIM", "LOCKSTEP_BIN"):
+        if k.startswith("LOCKSTEP_") and k not in ("LOCKSTEP_SHIM", "LOCKSTEP_BIN",
+                                                   "LOCKSTEP_TEST_SHIM"):
             del env[k]
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP"):
         env.pop(k, None)
@@ -412,13 +414,15 @@ def case_layout_check(tmp):
     trace or the report, native call sites kept. LOCKSTEP_TEST_PY_SKEW=8 moves the frame's
     code pointer (the safe walk refuses it); =units:-16 moves where code units start, which
     every pointer check accepts and only the comparison with the interpreter's own traceback
-    dump can tell (on 3.9-3.12, which export it)."""
+    dump can tell (on 3.9-3.12, which export it). The knob is in the test build of the shim
+    (liblockstep-test.so) only."""
     need_python()
     for skew in ("8", "units:-16"):
         if skew.startswith("units") and sys.version_info >= (3, 13):
             continue  # no _Py_DumpTraceback to compare with
         p, d = run_ranks(tmp, 1, [PYTHON, script("deep.py"), "3", "50"],
-                         env={"LOCKSTEP_TEST_PY_SKEW": skew}, sub=skew.replace(":", "_"))
+                         env={"LOCKSTEP_TEST_PY_SKEW": skew, "LD_PRELOAD": TEST_SHIM},
+                         sub=skew.replace(":", "_"))
         expect_ok(p, 1)
         lines = lockstep_lines(p.stderr)
         expect(len(lines) == 1 and "Python" in lines[0],

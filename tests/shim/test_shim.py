@@ -7,6 +7,8 @@ Usage: test_shim.py CASE   (paths come from the environment meson sets, see meso
 import json
 import os
 import shutil
+import signal
+import struct
 import subprocess
 import sys
 
@@ -21,6 +23,8 @@ LOCKSTEP = os.environ["LOCKSTEP_BIN"]
 PROGS = os.environ["SHIM_PROGS"]
 COLL_CHECK = os.environ["COLL_CHECK"]
 DL_CALLER = os.environ["DL_CALLER"]
+PLUGIN = os.environ["LOCKSTEP_PLUGIN"]
+TEST_SHIM = os.environ["LOCKSTEP_TEST_SHIM"]
 
 # Op, dtype and redop numbers as in nccl.h.
 INT8, UINT8, INT32, INT64, FLOAT32, FLOAT64 = 0, 1, 2, 4, 7, 8
@@ -449,6 +453,61 @@ def case_graph_capture(tmp):
                f"the captured call: flags {ar[0]['flags']}, complete {ar[0]['complete_ns']}")
         expect(not ar[1]["flags"] & 8 and ar[1]["complete_ns"] > 0,
                f"the call after the capture: {ar[1]}")
+
+
+def header_live_signal(d):
+    """live_signal (offset 1200) of the one trace in d."""
+    (name,) = [f for f in os.listdir(d) if f.endswith(".trace")]
+    with open(os.path.join(d, name), "rb") as f:
+        return struct.unpack_from("<i", f.read(1204), 1200)[0]
+
+
+def case_strict_knobs(tmp):
+    """Every LOCKSTEP_* knob is parsed strictly (shim/config.c): a value it cannot take is said
+    in exactly one line naming the variable, the value and the default, and the default is
+    used; the words it takes are taken in silence."""
+    sig_default = signal.SIGRTMAX - 3
+    bad = [("LOCKSTEP_STACK_SIGNAL", "abc", str(sig_default)),
+           ("LOCKSTEP_STACK_SIGNAL", "5", str(sig_default)),
+           ("LOCKSTEP_COMPLETION", "maybe", "1"),
+           ("LOCKSTEP_CLOCK", "fast", "tsc"),
+           ("LOCKSTEP_DISABLE", "please", "0"),
+           ("LOCKSTEP_BLIND_SECONDS", "soon", "5"),
+           ("LOCKSTEP_HEARTBEAT_MS", "1e3", "10"),
+           ("LOCKSTEP_PYTHON_DEPTH", "-1", "16"),
+           ("LOCKSTEP_RING", "0x100", "32768")]
+    for i, (name, value, default) in enumerate(bad):
+        d = os.path.join(tmp, f"bad{i}")
+        p = run_ranks(1, [COLL_CHECK], d, env_extra={name: value})
+        expect(p.returncode == 0, f"{name}={value}: program failed: {p.stderr}")
+        lines = lockstep_lines(p.stderr)
+        expect(len(lines) == 1 and f"{name}={value} refused" in lines[0]
+               and lines[0].endswith(f"using the default, {default}"),
+               f"{name}={value}: want one line naming it and the default {default}: {lines}")
+        expect(len(traces(d)) == 1, f"{name}={value}: no trace")  # DISABLE: the default records
+        if name == "LOCKSTEP_STACK_SIGNAL":
+            live_signal = header_live_signal(d)
+            expect(live_signal == sig_default,
+                   f"{name}={value}: live stacks on signal {live_signal}, want {sig_default}")
+    good = {"LOCKSTEP_COMPLETION": "off", "LOCKSTEP_CLOCK": "realtime", "LOCKSTEP_DISABLE": "no",
+            "LOCKSTEP_STACK_SIGNAL": "0", "LOCKSTEP_BLIND_SECONDS": "0"}
+    d = os.path.join(tmp, "good")
+    p = run_ranks(1, [COLL_CHECK], d, env_extra=good)
+    expect(p.returncode == 0 and not lockstep_lines(p.stderr),
+           f"accepted words complained about: {lockstep_lines(p.stderr)}")
+    expect(header_live_signal(d) == 0, "LOCKSTEP_STACK_SIGNAL=0 did not turn live stacks off")
+
+
+def case_no_test_knobs(tmp):
+    """The knobs only tests use (LOCKSTEP_TEST_*) are in the test build of the shim alone: the
+    shipped shim and plugin hold no such name."""
+    for lib in (SHIM, PLUGIN):
+        with open(lib, "rb") as f:
+            data = f.read()
+        expect(b"LOCKSTEP_" in data, f"{lib}: no knob names at all (not the shim?)")
+        expect(b"LOCKSTEP_TEST_" not in data, f"{lib} holds a LOCKSTEP_TEST_ knob")
+    with open(TEST_SHIM, "rb") as f:
+        expect(b"LOCKSTEP_TEST_PY_SKEW" in f.read(), "the test shim lacks its test knobs")
 
 
 def case_no_link_deps(tmp):
