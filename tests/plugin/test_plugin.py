@@ -143,6 +143,24 @@ def case_stuck_channel_no_steps(tmp):
            f"text report without proxy steps:\n{text}")
 
 
+def case_bad_knob(tmp):
+    # The plugin's knobs are parsed by the shim's config.c too: a value LOCKSTEP_PLUGIN_STEPS
+    # cannot take is one line per process naming it and the default, and the default (proxy
+    # steps asked for) is used: the stuck transfer's step is known.
+    d = os.path.join(tmp, "badsteps")
+    os.makedirs(d)
+    p = subprocess.run(sc.launch_cmd("clean", 4, 3),
+                       env=job_env(d, False, PLUGIN, dict(STALL, LOCKSTEP_PLUGIN_STEPS="some")),
+                       capture_output=True, text=True, timeout=120)
+    expect(p.returncode == sc.HUNG, f"launcher exited {p.returncode}: {p.stderr}")
+    lines = [l for l in p.stderr.splitlines() if l.startswith("lockstep:")]
+    expect(len(lines) == 4 and all("LOCKSTEP_PLUGIN_STEPS=some refused" in l and
+                                   l.endswith("using the default, 1") for l in lines),
+           f"want one line per rank naming the value and the default: {lines}")
+    one = {x["rank"]: x for x in top(sc.analyze(d)).get("gpu_progress", [])}[1]
+    expect(one["transfer"] and one["transfer"]["step"] >= 0, f"no proxy steps: {one}")
+
+
 def case_versions(tmp):
     for v in range(1, 7):
         d = run_job(tmp, f"v{v}", "clean", False, PLUGIN,
@@ -243,6 +261,7 @@ CASES = {
     "chain": case_chain,
     "run_plugin_only": case_run_plugin_only,
     "bad_plugin": case_bad_plugin,
+    "bad_knob": case_bad_knob,
 }
 
 if __name__ == "__main__":
