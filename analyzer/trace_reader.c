@@ -513,8 +513,27 @@ static struct tr_trace *load(struct source src, const char *name, uint64_t max_r
     return t;
 }
 
-/* Opens `path` for reading as trace_load() does: a FIFO must not block the open, and only a
- * regular file is a trace. Returns the fd and its size, or -1 with a message in err. */
+/* The size of the regular file open as `fd`; -1 with a message in err for anything else (only
+ * a regular file is a trace). */
+static int64_t trace_file_size(int fd, const char *name, char *err, size_t errlen)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        snprintf(err, errlen, "%s: cannot stat: %s", name, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file but %s", name,
+                 S_ISDIR(st.st_mode)    ? "a folder"
+                 : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                        : "a device or socket");
+        return -1;
+    }
+    return (int64_t)st.st_size;
+}
+
+/* Opens `path` for reading as trace_load() does. Returns the fd and its size, or -1 with a
+ * message in err. */
 static int open_trace(const char *path, int nofollow, uint64_t *size, char *err, size_t errlen)
 {
     /* O_NONBLOCK: a FIFO named like a trace must not block the open forever. */
@@ -523,21 +542,12 @@ static int open_trace(const char *path, int nofollow, uint64_t *size, char *err,
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        snprintf(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+    int64_t n = trace_file_size(fd, path, err, errlen);
+    if (n < 0) {
         close(fd);
         return -1;
     }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file but %s", path,
-                 S_ISDIR(st.st_mode)    ? "a folder"
-                 : S_ISFIFO(st.st_mode) ? "a FIFO"
-                                        : "a device or socket");
-        close(fd);
-        return -1;
-    }
-    *size = (uint64_t)st.st_size;
+    *size = (uint64_t)n;
     return fd;
 }
 
@@ -567,12 +577,10 @@ static int header_from(struct source src, const char *name, struct ls_header *h,
 
 int trace_header_read_fd(int fd, const char *name, struct ls_header *h, char *err, size_t errlen)
 {
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        snprintf(err, errlen, "%s: cannot stat: %s", name, strerror(errno));
+    int64_t n = trace_file_size(fd, name, err, errlen);
+    if (n < 0)
         return TR_HEADER_BAD;
-    }
-    struct source src = {fd, NULL, (uint64_t)st.st_size};
+    struct source src = {fd, NULL, (uint64_t)n};
     return header_from(src, name, h, err, errlen);
 }
 

@@ -117,7 +117,7 @@ enum tr_header_result {
 int trace_header_read(const char *path, struct ls_header *h, char *err, size_t errlen);
 
 /* trace_header_read() of a trace already open as `fd` (read with pread; the offset is left
- * alone); `name` is used in messages. */
+ * alone; the fd is not closed); `name` is used in messages. */
 int trace_header_read_fd(int fd, const char *name, struct ls_header *h, char *err, size_t errlen);
 
 /* trace_header_read() of `len` bytes in memory. */

@@ -33,13 +33,14 @@ void ls_warn(const char *fmt, ...)
 enum knob_type {
     KNOB_UINT,   /* a decimal integer from lo to hi */
     KNOB_BOOL,   /* 1/0, true/false, yes/no, on/off */
-    KNOB_CHOICE, /* one of the words in `choices`; the value is its index */
+    KNOB_CHOICE, /* one of the words "a|b" in `words`; the value is its index */
     KNOB_SIGNAL, /* 0 (off) or a real-time signal; unset is off, a refused value is `def` */
     KNOB_STRING, /* any text up to hi bytes; "" when unset */
 };
 
-/* A default written as text in the table: the real-time signals are numbered at run time. */
-#define SIG_DEFAULT (-3) /* SIGRTMAX - 3, what `lockstep run --signal-stacks` sets */
+/* A signal knob's default in the table: -3 is SIGRTMAX - 3 (what `lockstep run --signal-stacks`
+ * sets), as the real-time signals are numbered at run time. */
+#define SIG_DEFAULT (-3)
 
 struct knob_def {
     const char *name;
@@ -183,7 +184,10 @@ static void knob_read(enum ls_knob id)
             char want[128], def[64];
             expected_text(k, want, sizeof want);
             default_text(k, def, sizeof def);
-            ls_warn("%s=%s refused: expected %s; using the default, %s", k->name, s, want, def);
+            /* A long value is cut, so that the line still says what is used instead. */
+            int cut = strlen(s) > 96;
+            ls_warn("%s=%.*s%s refused: expected %s; using the default, %s", k->name,
+                    cut ? 96 : 512, s, cut ? "..." : "", want, def);
             cache[id].value = default_of(k);
             cache[id].text[0] = 0;
         }
