@@ -5,6 +5,7 @@ detection latency) and writes the figures as Markdown with a PNG plot. Run by sc
 Usage: run_bench.py --build DIR --out FILE.md [--quick] [--plot-dir DIR] [--work DIR]
 """
 import argparse
+import concurrent.futures
 import datetime
 import glob
 import json
@@ -95,12 +96,21 @@ def shim_ns():
     return rows
 
 
+def workers():
+    """How many measurements run at once: --quick (the smoke run, alone on the machine as a
+    test) runs two where that changes no figure it checks; the real figures one at a time."""
+    return 2 if A.quick else 1
+
+
 def callgrind_ir(args, shim, extra=None):
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
            path("bench", "shim_bench"), *map(str, args)]
-    p = subprocess.run(cmd, env=env_with(extra, shim), capture_output=True, text=True,
-                       timeout=1200)
-    shutil.rmtree(A.trace_dir, ignore_errors=True)
+    d = tempfile.mkdtemp(prefix="lockstep-bench-ir-", dir=A.work)  # its own: runs overlap
+    try:
+        p = subprocess.run(cmd, env=env_with(dict(extra or {}, LOCKSTEP_DIR=d), shim),
+                           capture_output=True, text=True, timeout=1200)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
     m = re.search(r"Collected : (\d+)", p.stderr)
     if not m:
         raise SystemExit(f"callgrind failed: {p.stderr[-2000:]}")
@@ -113,16 +123,20 @@ def shim_instructions():
     if not shutil.which("valgrind"):
         return None
     n = 2000 if A.quick else 20000
+    # Instruction counts do not depend on what else runs: every run at once (workers()).
+    runs = [(["--calls", k, "--reps", 1, "--frames", frames], shim,
+             dict(LOCKSTEP_STACK_DEPTH=depth) if shim else {})
+            for _, depth, frames, _, _ in CASES[:6] for shim in (False, True) for k in (n, 2 * n)]
+    with concurrent.futures.ThreadPoolExecutor(workers()) as pool:
+        irs = iter(list(pool.map(lambda r: callgrind_ir(*r), runs)))
     rows = []
     for name, depth, frames, threads, extra in CASES[:6]:
         per = []
         for shim in (False, True):
-            ext = dict(LOCKSTEP_STACK_DEPTH=depth) if shim else {}
-            irs = [callgrind_ir(["--calls", k, "--reps", 1, "--frames", frames], shim, ext)
-                   for k in (n, 2 * n)]
+            ir_n, ir_2n = next(irs), next(irs)
             # shim_bench makes calls/10 + 1 warm-up calls before the measured ones
             added = (2 * n + 2 * n // 10) - (n + n // 10)
-            per.append((irs[1] - irs[0]) / added)
+            per.append((ir_2n - ir_n) / added)
         rows.append((name, per[0], per[1], per[1] - per[0]))
         say(f"{name}: {per[1] - per[0]:.0f} instructions/call")
     return rows
@@ -252,7 +266,7 @@ def live_one(mode, np, stall, tmp):
 
 def stack_holds(tmp):
     """How long reading live stacks holds a rank's threads: 4 ranks of tests/live/sleepers
-    (the last in nanosleep, the others in AllReduce), their stacks read 20 times with `lockstep stacks`. Returns (held us
+    (the last in nanosleep, the others in AllReduce), their stacks read 20 times (--quick: 5) with `lockstep stacks`. Returns (held us
     per thread read, wall seconds per `lockstep stacks` of the 4 ranks), both sorted."""
     d = os.path.join(tmp, "stacks")
     os.makedirs(d)
@@ -265,7 +279,7 @@ def stack_holds(tmp):
     held, walls = [], []
     try:
         time.sleep(1)
-        for _ in range(20):
+        for _ in range(5 if A.quick else 20):
             t0 = time.monotonic()
             r = subprocess.run([path("analyzer", "lockstep"), "stacks", "--json", d],
                                env=env_with(), capture_output=True, text=True, timeout=60)
@@ -279,7 +293,7 @@ def stack_holds(tmp):
 
 
 def live_latency():
-    stall = 2
+    stall = 1 if A.quick else 2
     modes = LIVE[2:3] if A.quick else LIVE
     rows = []
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-live-", dir=A.work) as tmp:
@@ -313,7 +327,7 @@ def live_section(stall, live, holds):
     held, walls = holds
     out("Live stacks (docs/live.md): 4 ranks of `tests/live/sleepers` (the last in `nanosleep`, "
         "the others in an AllReduce), their "
-        "stacks read 20 times with `lockstep stacks`. A thread is held from `PTRACE_INTERRUPT` "
+        f"stacks read {len(walls)} times with `lockstep stacks`. A thread is held from `PTRACE_INTERRUPT` "
         "to `PTRACE_DETACH` (its registers and stack are copied, and unwound after it goes on): "
         f"median {pct(held, 0.5):.0f} µs, 90th percentile {pct(held, 0.9):.0f} µs, most "
         f"{held[-1] if held else float('nan'):.0f} µs over {len(held)} thread reads. One "
@@ -349,31 +363,39 @@ def idle_rank(extra, shim, seconds):
     """One rank that initializes, runs a step and then sleeps (a rank waiting for data);
     returns (CPU seconds, voluntary context switches) of its threads over `seconds` of that
     sleep."""
+    startup = 0.5 if A.quick else 1.5  # past start-up and the first step
+    d = tempfile.mkdtemp(prefix="lockstep-bench-idle-", dir=A.work)  # its own: ranks overlap
+    sleep_ms = int((startup + seconds) * 1000) + (1000 if A.quick else 1500)
     env = env_with(dict(extra, RANK="0", WORLD_SIZE="1", SCENARIO_STEPS="1",
-                        SCENARIO_BUSY="sleep", SCENARIO_DELAY_MS=str(int(seconds * 1000) + 3000)),
-                   shim)
-    p = subprocess.Popen([path("tests", "scenarios", "realjobs"), "watchdog"], env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.5)  # past start-up and the first step
-    ns0, csw0 = task_totals(p.pid)
-    time.sleep(seconds)
-    ns1, csw1 = task_totals(p.pid)
-    if p.wait(timeout=seconds + 60) != 0:
-        raise SystemExit(f"idle rank failed ({p.returncode})")
-    shutil.rmtree(A.trace_dir, ignore_errors=True)
+                        SCENARIO_BUSY="sleep", SCENARIO_DELAY_MS=str(sleep_ms)), shim)
+    if shim:
+        env["LOCKSTEP_DIR"] = d
+    try:
+        p = subprocess.Popen([path("tests", "scenarios", "realjobs"), "watchdog"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(startup)
+        ns0, csw0 = task_totals(p.pid)
+        time.sleep(seconds)
+        ns1, csw1 = task_totals(p.pid)
+        if p.wait(timeout=seconds + 60) != 0:
+            raise SystemExit(f"idle rank failed ({p.returncode})")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
     return (ns1 - ns0) / 1e9, csw1 - csw0
 
 
 def heartbeat_cost():
     """What the heartbeat thread costs an idle rank, by period. Returns Markdown lines."""
-    seconds = 3 if A.quick else 20
+    seconds = 1 if A.quick else 20
     say(f"heartbeat: an idle rank for {seconds} s, by heartbeat period")
     rows = [("no shim", {}, False)] + [(f"shim, heartbeat {ms} ms", {"LOCKSTEP_HEARTBEAT_MS":
                                                                         str(ms)}, True)
                                        for ms in (1000, 100, 10)]
     lines = ["| | CPU s per hour idle | wakeups per s |", "|---|---:|---:|"]
-    for name, extra, shim in rows:
-        cpu, csw = idle_rank(extra, shim, seconds)
+    # Idle ranks barely run: --quick measures them side by side, the real figures one by one.
+    with concurrent.futures.ThreadPoolExecutor(len(rows) if A.quick else 1) as pool:
+        got = list(pool.map(lambda r: idle_rank(r[1], r[2], seconds), rows))
+    for (name, extra, shim), (cpu, csw) in zip(rows, got):
         lines.append(f"| {name} | {cpu / seconds * 3600:.2f} | {csw / seconds:.0f} |")
         say(f"{name}: {cpu:.3f} s CPU, {csw} context switches in {seconds} s")
     return lines

@@ -1,6 +1,7 @@
 /* cuda_core.c -- emulated CUDA driver: initialization, version, devices, primary contexts, error
  * strings. */
 #include "cuda_emu.h"
+#include "wait_board.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -73,6 +74,7 @@ struct CUctx_st *cu_current_ctx(void)
 void cu_backoff_reset(unsigned *us)
 {
     *us = 50;
+    wait_board_progress();
 }
 
 /* Sleep *us microseconds, then double it, up to 2 ms. */
@@ -80,6 +82,8 @@ void cu_backoff_sleep(unsigned *us)
 {
     struct timespec ts = {0, (long)*us * 1000L};
     nanosleep(&ts, NULL);
+    if (*us == 2000)
+        wait_board_waiting();
     *us = *us * 2 > 2000 ? 2000 : *us * 2;
 }
 

@@ -1,5 +1,6 @@
 /* emu_util.c -- small helpers of the NCCL emulator: errors, debug log, hashing, backoff. */
 #include "emu.h"
+#include "wait_board.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -64,6 +65,7 @@ uint64_t emu_fnv(uint64_t h, const void *p, size_t n)
 void emu_backoff_reset(unsigned *us)
 {
     *us = 50;
+    wait_board_progress();
 }
 
 /* Sleep for *us microseconds, then double it up to 2 ms. */
@@ -71,6 +73,8 @@ void emu_backoff_sleep(unsigned *us)
 {
     struct timespec ts = {0, (long)*us * 1000L};
     nanosleep(&ts, NULL);
+    if (*us == 2000)
+        wait_board_waiting();
     *us *= 2;
     if (*us > 2000)
         *us = 2000;

@@ -66,10 +66,14 @@ def plain_env():
     return env
 
 
-def launch(np, argv, env, timeout_s=None, wall=120, prefix=(), preexec=None):
+def launch(np, argv, env, timeout_s=None, wall=120, prefix=(), preexec=None, stuck_s=None):
+    """The launcher's run of argv as np ranks; stuck_s: it stops them once they waited that
+    long in NCCL without progress (else at timeout_s)."""
     cmd = list(prefix) + [LAUNCH, "--np", str(np)]
     if timeout_s:
         cmd += ["--timeout", str(timeout_s)]
+    if stuck_s:
+        cmd += ["--stop-when-stuck", str(stuck_s)]
     return subprocess.run(cmd + ["--"] + argv, env=env, capture_output=True, text=True,
                           timeout=wall, preexec_fn=preexec)
 
@@ -120,7 +124,8 @@ def in_tmpfs(mount_point, size, *argv):
 
 def scenario_traces(tmp, ring="64"):
     d = os.path.join(tmp, "scenario")
-    p = launch(4, [SCENARIOS, "uneven_shards"], shim_env(d, {"LOCKSTEP_RING": ring}), timeout_s=2)
+    p = launch(4, [SCENARIOS, "uneven_shards"], shim_env(d, {"LOCKSTEP_RING": ring}), timeout_s=2,
+               stuck_s=0.5)
     expect(p.returncode == 124, f"scenario exited {p.returncode}: {p.stderr}")
     files = trace_files(d)
     expect(len(files) == 4, f"{len(files)} traces")

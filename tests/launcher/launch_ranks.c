@@ -7,11 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../emulator/wait_board.h"
 
 #define MAX_RANK_VARS 8
 #define MAX_ENVS      16
@@ -27,6 +30,7 @@ struct rank {
 struct options {
     int nranks;
     double timeout;
+    double stuck_s; /* stop the job once it made no progress this long (0: never) */
     int kill_sig;
     const char *idfile;
     const char *rank_vars[MAX_RANK_VARS];
@@ -45,18 +49,23 @@ struct options {
 };
 
 static struct rank *ranks;
+static struct wait_slot *board; /* the emulator's marks, one slot per rank (--stop-when-stuck) */
+static int board_fd = -1;
 static volatile sig_atomic_t forward_sig;
 
 static void usage(void)
 {
     fprintf(
         stderr,
-        "usage: launch-ranks [--np N] [--timeout SECONDS] [--kill-signal SIG]\n"
+        "usage: launch-ranks [--np N] [--timeout SECONDS] [--stop-when-stuck SECONDS]\n"
+        "                    [--kill-signal SIG]\n"
         "                    [--idfile PATH] [--env-rank-var NAME]... [--env NAME=VALUE]...\n"
         "                    [--fail-fast] [--fail-fast-signal SIG] [--fail-fast-delay MS[-MS]]\n"
         "                    [--fail-fast-grace SECONDS] [--monitor-interval MS]\n"
         "                    [--max-restarts N] [--ranks R,R,...] [--seed S]\n"
         "                    [--rank-offset K --world-size W] -- PROGRAM [ARGS...]\n"
+        "  --stop-when-stuck S   stop the job as at its timeout once no rank made progress\n"
+        "                        in the emulator for S seconds while one waits in it\n"
         "  --fail-fast           when a rank fails, stop the others, as torchrun does; exit\n"
         "                        with the first failure's status\n"
         "  --fail-fast-signal    the signal for the others (default TERM; srun -K: KILL)\n"
@@ -226,6 +235,8 @@ static void parse_args(struct options *o, int argc, char **argv, int *prog_at)
                 usage();
         } else if (strcmp(a, "--timeout") == 0) {
             o->timeout = atof(v);
+        } else if (strcmp(a, "--stop-when-stuck") == 0) {
+            o->stuck_s = atof(v);
         } else if (strcmp(a, "--kill-signal") == 0) {
             if ((o->kill_sig = parse_signal(v)) < 0)
                 usage();
@@ -281,12 +292,61 @@ static void parse_args(struct options *o, int argc, char **argv, int *prog_at)
     *prog_at = i;
 }
 
+/* The board of waiting ranks (--stop-when-stuck): a memory file every rank inherits, named to
+ * the ranks by its descriptor and their slot (tests/emulator/wait_board.h). 0, or -1. */
+static int board_create(const struct options *o)
+{
+    size_t size = sizeof(struct wait_slot) * (size_t)o->nranks;
+    board_fd = memfd_create("lsemu-waits", 0);
+    if (board_fd < 0 || ftruncate(board_fd, (off_t)size) != 0) {
+        fprintf(stderr, "launch-ranks: wait board: %s\n", strerror(errno));
+        return -1;
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, board_fd, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "launch-ranks: wait board: %s\n", strerror(errno));
+        return -1;
+    }
+    board = p;
+    setenv_int(WAIT_BOARD_FD_ENV, board_fd);
+    return 0;
+}
+
+#define WAITING_FRESH_NS 250000000LL /* a wait marked this recently: the rank still waits */
+
+/* True when the job is stuck: every running rank has been in the emulator before, none made
+ * progress there for --stop-when-stuck seconds, and one is still waiting there. */
+static int job_stuck(const struct options *o)
+{
+    if (!board)
+        return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    int64_t quiet = (int64_t)(o->stuck_s * 1e9);
+    int waiting = 0;
+    for (int r = 0; r < o->nranks; r++) {
+        if (ranks[r].state != R_RUNNING)
+            continue;
+        int64_t p = atomic_load(&board[r].progress_ns), w = atomic_load(&board[r].waiting_ns);
+        if (p == 0 || now - p < quiet)
+            return 0;
+        if (w && now - w < WAITING_FRESH_NS)
+            waiting = 1;
+    }
+    return waiting;
+}
+
 /* Starts every rank of one attempt. Returns 0, or -1 after killing what was started. */
 static int spawn(const struct options *o, char **prog)
 {
     pid_t pgid = 0;
     fflush(NULL);
     for (int r = 0; r < o->nranks; r++) {
+        if (board) {
+            atomic_store(&board[r].progress_ns, 0);
+            atomic_store(&board[r].waiting_ns, 0);
+        }
         pid_t pid = fork();
         if (pid < 0) {
             fprintf(stderr, "launch-ranks: fork: %s\n", strerror(errno));
@@ -296,6 +356,8 @@ static int spawn(const struct options *o, char **prog)
         }
         if (pid == 0) {
             setpgid(0, pgid);
+            if (board)
+                setenv_int(WAIT_BOARD_SLOT_ENV, r);
             signal(SIGINT, SIG_DFL);
             signal(SIGTERM, SIG_DFL);
             signal(SIGHUP, SIG_DFL);
@@ -382,7 +444,11 @@ static enum attempt_end run_attempt(const struct options *o, double deadline, in
             signal_running(o, forward_sig);
             forward_sig = 0;
         }
-        if (deadline > 0 && now_s() >= deadline) {
+        int stuck = job_stuck(o);
+        if (stuck)
+            fprintf(stderr, "launch-ranks: no rank made progress for %g s; stopping the job\n",
+                    o->stuck_s);
+        if (stuck || (deadline > 0 && now_s() >= deadline)) {
             signal_running(o, o->kill_sig);
             double grace = now_s() + 5.0;
             while (running > 0) {
@@ -490,6 +556,8 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
+    if (o.stuck_s > 0 && board_create(&o) < 0)
+        return 2;
     double deadline = o.timeout > 0 ? now_s() + o.timeout : 0;
     int status = 0;
     enum attempt_end end = A_DONE;

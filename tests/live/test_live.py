@@ -95,9 +95,13 @@ HANGS = {
 }
 
 
+# The stall threshold of the hang cases: the ranks reach their hang within milliseconds.
+HANG_STALL = 1
+
+
 def run_hang(tmp, mode):
     kind, np = HANGS[mode]
-    p, report, d = lockstep_run(tmp, mode, np=np)
+    p, report, d = lockstep_run(tmp, mode, np=np, stall=HANG_STALL)
     expect(p.returncode == 3, f"{mode}: lockstep run exited {p.returncode}, expected 3\n{p.stderr}")
     f = first(report)
     expect(f["kind"] == kind, f"{mode}: first finding {f['kind']}, expected {kind}")
@@ -119,7 +123,7 @@ def case_hangs_async(tmp):
     async_env = {"LOCKSTEP_EMU_ASYNC": "1", "SCENARIO_DELAY_MS": "60000"}
     for mode in ("prepare_data", "uneven_shards", "unmatched_send", "sendrecv_deadlock"):
         kind, np = HANGS[mode]
-        p, report, d = lockstep_run(tmp, mode, np=np, extra_env=async_env)
+        p, report, d = lockstep_run(tmp, mode, np=np, stall=HANG_STALL, extra_env=async_env)
         expect(p.returncode == 3, f"{mode} (async): exit {p.returncode}\n{p.stderr}")
         got = first(report, f"{mode} (async)")["kind"]
         expect(got == kind, f"{mode} (async): first finding {got}, expected {kind}")
@@ -127,8 +131,8 @@ def case_hangs_async(tmp):
                f"{mode} (async): stall reason {p.stderr}")
         expect_job_gone(d)
     # A collective every rank issued and no GPU finishes (a dead link).
-    p, report, d = lockstep_run(tmp, "clean", extra_env=dict(async_env,
-                                                              LOCKSTEP_EMU_HANG_COLL="4"))
+    p, report, d = lockstep_run(tmp, "clean", stall=HANG_STALL,
+                                extra_env=dict(async_env, LOCKSTEP_EMU_HANG_COLL="4"))
     expect(p.returncode == 3, f"dead link: exit {p.returncode}\n{p.stderr}")
     f = first(report, "dead link")
     expect(f["kind"] == "stuck_in_flight" and f["seq"] == 4 and f["ranks"] == [0, 1, 2, 3],
@@ -158,10 +162,14 @@ def case_prepare_data(tmp):
 
 
 def case_no_false_stall(tmp):
-    """Long pauses with nothing outstanding, and slow steps that keep finishing: not stalls."""
-    for mode, delay in (("pauses", "2500"), ("slow_steps", "1500")):
-        p, report, d = lockstep_run(tmp, mode, np=4, stall=1,
-                                    extra_env={"SCENARIO_DELAY_MS": delay, "SCENARIO_STEPS": "3"})
+    """Long pauses with nothing outstanding, and slow steps that keep finishing: not stalls.
+    The pauses last 2.5 times the stall threshold, the steps 1.5 times (the last rank an eighth
+    longer than the others: they wait in NCCL for 0.19 thresholds)."""
+    stall = 0.5
+    for mode, delay in (("pauses", 2.5 * stall), ("slow_steps", 1.5 * stall)):
+        p, report, d = lockstep_run(tmp, mode, np=4, stall=stall,
+                                    extra_env={"SCENARIO_DELAY_MS": str(int(delay * 1000)),
+                                               "SCENARIO_STEPS": "3"})
         expect(p.returncode == 0, f"{mode}: lockstep run exited {p.returncode}\n{p.stderr}")
         expect("no progress" not in p.stderr, f"{mode}: taken for a stall: {p.stderr}")
         expect(report is not None and report["findings"] == [],

@@ -47,7 +47,7 @@ def run_scenario(tmp, mode, np=4, env=None):
               "WORLD_SIZE"):
         e.pop(k, None)
     e.update(env or {})
-    cmd = [LOCKSTEP, "run", "--dir", d, "--stall", "2", "--", LAUNCH, "--np", str(np), "--",
+    cmd = [LOCKSTEP, "run", "--dir", d, "--stall", "1", "--", LAUNCH, "--np", str(np), "--",
            SCENARIOS, mode]
     p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=90)
     expect(p.returncode == 3, f"{mode}: lockstep run exited {p.returncode}, want 3: {p.stderr}")
@@ -315,15 +315,17 @@ def chromium(tmp, url, *mode):
 
 def render(tmp, html, png=None):
     """Loads the report: the script must run to its end (it marks <html data-lockstep=ready>)
-    with no uncaught error. Returns (DOM, seconds to load and run it)."""
+    with no uncaught error; with png, the same load also takes the screenshot. Returns (DOM,
+    seconds to load and run it, the screenshot's included)."""
     url = "file://" + os.path.abspath(html)
-    dom, log, wall = chromium(tmp, url, "--dump-dom")
+    if png and os.path.exists(png):
+        os.unlink(png)  # a picture of an earlier run proves nothing
+    dom, log, wall = chromium(tmp, url, "--dump-dom", *([f"--screenshot={png}"] if png else []))
     errors = [l for l in log.splitlines() if "Uncaught" in l or ":CONSOLE" in l and "rror" in l]
     expect(not errors, f"{html}: script errors: {errors}")
     expect('data-lockstep="ready"' in dom, f"{html}: the page's script did not finish")
     if png:
-        _, log, _ = chromium(tmp, url, f"--screenshot={png}")
-        expect(os.path.getsize(png) > 1000, f"no screenshot in {png}")
+        expect(os.path.exists(png) and os.path.getsize(png) > 1000, f"no screenshot in {png}")
     return dom, wall
 
 

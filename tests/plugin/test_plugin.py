@@ -45,7 +45,9 @@ def job_env(d, shim, plugin, extra=None):
 def run_job(tmp, name, mode, shim, plugin, extra=None, np=4, want_rc=sc.HUNG):
     d = os.path.join(tmp, name)
     os.makedirs(d)
-    p = subprocess.run(sc.launch_cmd(mode, np, 3), env=job_env(d, shim, plugin, extra),
+    stuck = sc.STUCK_S if want_rc == sc.HUNG else None
+    p = subprocess.run(sc.launch_cmd(mode, np, 3, stuck=stuck),
+                       env=job_env(d, shim, plugin, extra),
                        capture_output=True, text=True, timeout=120)
     expect(p.returncode == want_rc,
            f"{name}: launcher exited {p.returncode}, want {want_rc}: {p.stdout} {p.stderr}")

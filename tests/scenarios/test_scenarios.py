@@ -26,6 +26,10 @@ LOCKSTEP = os.environ["LOCKSTEP_BIN"]
 SCENARIOS = os.environ["SCENARIOS"]
 
 HUNG = 124  # the launcher's status when it had to stop the ranks
+# A job expected to hang is stopped once no rank made progress in NCCL for this long while one
+# waits there (launch-ranks --stop-when-stuck), well before its timeout; what the traces hold
+# then is the hang. Cases that measure how long the job ran keep to the timeout alone.
+STUCK_S = 0.5
 
 
 # ---------------------------------------------------------------- running and analyzing
@@ -56,21 +60,25 @@ def rank_env(trace_dir, extra):
     return env
 
 
-def launch_cmd(mode, np, timeout, kill_signal=None):
+def launch_cmd(mode, np, timeout, kill_signal=None, stuck=None):
     cmd = [LAUNCH, "--np", str(np)]
     if timeout:
         cmd += ["--timeout", str(timeout)]
+    if stuck:
+        cmd += ["--stop-when-stuck", str(stuck)]
     if kill_signal:
         cmd += ["--kill-signal", kill_signal]
     return cmd + ["--", SCENARIOS, mode]
 
 
-def scenario(tmp, mode, np=4, env=None, timeout=3, want_rc=HUNG):
+def scenario(tmp, mode, np=4, env=None, timeout=3, want_rc=HUNG, stuck=STUCK_S):
     """Runs `scenarios MODE` as np ranks until it ends or the launcher stops it; returns the
-    trace folder. want_rc: the launcher's status (124: the job hung and was stopped)."""
+    trace folder. want_rc: the launcher's status (124: the job hung and was stopped, at the
+    timeout or, with `stuck`, once stuck that long)."""
     d = os.path.join(tmp, "traces")
     os.makedirs(d, exist_ok=True)
-    p = subprocess.run(launch_cmd(mode, np, timeout), env=rank_env(d, env),
+    stuck = stuck if want_rc == HUNG else None
+    p = subprocess.run(launch_cmd(mode, np, timeout, stuck=stuck), env=rank_env(d, env),
                        capture_output=True, text=True, timeout=120)
     expect(p.returncode == want_rc,
            f"launcher exited {p.returncode}, want {want_rc}: {p.stdout} {p.stderr}")
@@ -244,8 +252,9 @@ def expect_busy_for(text, stopped, lo_s, hi_s, where=None):
 
 def case_prepare_data(tmp):
     """A rank still preparing data when the others reach the barrier; the launcher kills the
-    job after 3 s. The victim is named missing, the others waiting, at the barrier's seq."""
-    d = scenario(tmp, "prepare_data")
+    job after 3 s (the text's busy time is measured against that). The victim is named
+    missing, the others waiting, at the barrier's seq."""
+    d = scenario(tmp, "prepare_data", stuck=None)
     r, ts = analyze(d), traces(d)
     check_prepare_data(r, ts, d)
     expect(kinds(r) == ["missing_ranks"], f"findings {kinds(r)}")
@@ -364,7 +373,8 @@ def case_root_mismatch_split(tmp):
     the split communicator (as the shim recorded it), not the world."""
     d = os.path.join(tmp, "traces")
     os.makedirs(d)
-    p = subprocess.run(launch_cmd("root_mismatch_split", 4, 3), env=rank_env(d, None),
+    p = subprocess.run(launch_cmd("root_mismatch_split", 4, 3, stuck=STUCK_S),
+                       env=rank_env(d, None),
                        capture_output=True, text=True, timeout=120)
     expect(p.returncode == HUNG, f"launcher exited {p.returncode}: {p.stderr}")
     ts = traces(d)
@@ -497,7 +507,7 @@ def case_segfault(tmp):
 def case_sigkill(tmp):
     """The victim is SIGKILLed (as by the OOM killer): no end record, reported as vanished.
     The launcher waits 5 s so the victim's death is well apart from the job's stop."""
-    d = scenario(tmp, "sigkill", timeout=5)
+    d = scenario(tmp, "sigkill", timeout=5, stuck=None)
     r, ts = analyze(d), traces(d)
     f = check_death(r, ts, "rank_crashed", 3)
     expect(f["vanished"] is True and f["signal"] is None, f"vanished {f['vanished']}")

@@ -37,8 +37,10 @@ def prog(name):
     return os.path.join(PROGS, name)
 
 
-def run_ranks(np, argv, trace_dir, preload=True, env_extra=None, timeout_s=None, wall=90):
-    """Runs argv as `np` ranks under the launcher; returns the CompletedProcess."""
+def run_ranks(np, argv, trace_dir, preload=True, env_extra=None, timeout_s=None, wall=90,
+              stuck_s=None):
+    """Runs argv as `np` ranks under the launcher; returns the CompletedProcess. stuck_s: the
+    launcher stops the ranks once they waited that long in NCCL without progress."""
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = EMU_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
     env["LOCKSTEP_DIR"] = trace_dir
@@ -49,6 +51,8 @@ def run_ranks(np, argv, trace_dir, preload=True, env_extra=None, timeout_s=None,
     cmd = [LAUNCH, "--np", str(np)]
     if timeout_s:
         cmd += ["--timeout", str(timeout_s)]
+    if stuck_s:
+        cmd += ["--stop-when-stuck", str(stuck_s)]
     cmd += ["--"] + argv
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=wall)
 
@@ -264,7 +268,7 @@ def case_fork(tmp):
 def case_sigkill(tmp):
     """A rank SIGKILLed inside a collective leaves that call as its last record, open."""
     d = os.path.join(tmp, "t")
-    p = run_ranks(2, [prog("blocker")], d, timeout_s=3)
+    p = run_ranks(2, [prog("blocker")], d, timeout_s=3, stuck_s=0.5)
     expect(p.returncode == 124, f"launcher status {p.returncode}, expected 124 (timed out)")
     ranks = by_rank(traces(d))
     last0 = ranks[0]["records"][-1]
