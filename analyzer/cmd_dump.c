@@ -32,8 +32,8 @@ static void dump_header(const struct tr_trace *t)
     char w[64], d[32];
     uint64_t now = timefmt_now_ns();
     printf("trace %s\n", t->path);
-    printf("  format %u, %llu bytes%s%s\n", h->version, (unsigned long long)t->file_bytes,
-           t->truncated ? " (TRUNCATED: header says " : "", t->truncated ? "" : "");
+    printf("  format %u, %llu bytes%s\n", h->version, (unsigned long long)t->file_bytes,
+           t->truncated ? " (truncated)" : "");
     if (t->truncated)
         printf("  TRUNCATED: %llu of %llu bytes; %zu ring slots lost\n",
                (unsigned long long)t->file_bytes, (unsigned long long)h->file_size,

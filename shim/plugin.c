@@ -1,7 +1,7 @@
 /* plugin.c -- libnccl-profiler-lockstep.so: NCCL's profiler plugin interface (versions 1 to 6),
  * loaded by NCCL through NCCL_PROFILER_PLUGIN. Collective and p2p events become records of the
  * shim's trace format; kernel-channel and proxy events tell where a collective is on the GPU
- * (plugin_gpu.c). Beside the shim (LD_PRELOAD) it writes no record, only GPU progress into the
+ * (plugin_events.c). Beside the shim (LD_PRELOAD) it writes no record, only GPU progress into the
  * shim's communicators. Chains to a user's plugin named by LOCKSTEP_PROFILER_CHAIN. */
 #include <dlfcn.h>
 #include <pthread.h>

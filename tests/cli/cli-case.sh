@@ -109,6 +109,16 @@ not-a-trace)
     head -c 100 "$(ls "$D"/t/*.trace | head -1)" >"$D/cut.trace"
     run dump "$D/cut.trace"; expect_rc 2
     contains "$D/err" "$D/cut.trace: truncated"
+    # cut inside the ring: dump still prints every field, each line whole (every "(" closed),
+    # and says once how much is missing
+    f=$(ls "$D"/t/*.trace | head -1)
+    head -c $(( $(stat -c %s "$f") - 512 )) "$f" >"$D/ring.trace"
+    run dump "$D/ring.trace"; expect_rc 0
+    contains "$D/out" "TRUNCATED: $(stat -c %s "$D/ring.trace") of $(stat -c %s "$f") bytes"
+    contains "$D/out" "bytes (truncated)"
+    awk '{ o = gsub(/\(/, "("); c = gsub(/\)/, ")"); if (o != c) { print NR": "$0; bad = 1 } }
+         END { exit bad }' "$D/out" >"$D/unbalanced" ||
+        { cat "$D/unbalanced" >&2; fail "dump of a truncated trace prints a broken line"; }
     printf 'LOCK' >"$D/short.trace"
     run analyze "$D/short.trace"; expect_rc 2
     contains "$D/err" "truncated"
