@@ -64,19 +64,19 @@ int live_set_option(struct live_opts *o, int c, const char *val)
     }
 }
 
-/* Writes the JSON report of a job without traces (docs/report-format.md: nothing in it). */
-static void write_empty_report(struct live_opts *o)
+/* Writes the JSON report of `in` to o->json_path and sets o->json_written once it is whole;
+ * a message on stderr when it cannot. */
+static void write_json(struct live_opts *o, const struct report_input *in)
 {
     FILE *f = fopen(o->json_path, "w");
     if (!f) {
         fprintf(stderr, "lockstep: cannot write %s: %s\n", o->json_path, strerror(errno));
         return;
     }
-    fprintf(f,
-            "{\"lockstep_report\": %d, \"jobs\": [], \"findings\": [], \"ranks\": [], "
-            "\"communicators\": [], \"unreadable\": []}\n",
-            REPORT_FORMAT_VERSION);
-    if (fclose(f) != 0)
+    struct output_opts plain = {0};
+    int rc = output_find("json")->write(f, in, &plain);
+    int werr = ferror(f);
+    if (fclose(f) != 0 || werr || rc < 0)
         fprintf(stderr, "lockstep: writing %s failed\n", o->json_path);
     else
         o->json_written = 1;
@@ -109,8 +109,11 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print)
     if (a.paths.n == 0) { /* the job made no NCCL call: nothing to diagnose, a report anyway */
         if (print)
             fprintf(stderr, "lockstep: no traces in %s: the job made no NCCL call\n", dir);
-        if (o->json_path)
-            write_empty_report(o);
+        struct model none = {0};
+        struct findings nothing = {0};
+        struct report_input in = {.m = &none, .fs = &nothing};
+        if (o->json_path) /* docs/report-format.md: a report with nothing in it */
+            write_json(o, &in);
         rc = 0;
         goto out;
     }
@@ -124,16 +127,8 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print)
             analysis_report(&a, stdout, o->annotations, 0);
     }
     if (o->json_path) {
-        FILE *f = fopen(o->json_path, "w");
-        if (!f) {
-            fprintf(stderr, "lockstep: cannot write %s: %s\n", o->json_path, strerror(errno));
-        } else {
-            analysis_report(&a, f, output_find("json"), 0);
-            if (fclose(f) != 0)
-                fprintf(stderr, "lockstep: writing %s failed\n", o->json_path);
-            else
-                o->json_written = 1;
-        }
+        struct report_input in = analysis_report_input(&a);
+        write_json(o, &in);
     }
     rc = (int)a.fs.n;
 out:
