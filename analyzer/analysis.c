@@ -246,13 +246,14 @@ struct report_input analysis_report_input(const struct analysis *a)
     return in;
 }
 
-int analysis_report(struct analysis *a, FILE *out, int json, int color)
+int analysis_report(struct analysis *a, FILE *out, const struct output_format *fmt, int color)
 {
     struct report_input in = analysis_report_input(a);
-    if (json)
-        report_json(out, &in);
-    else
-        report_text(out, &in, color);
+    struct output_opts opts = {color};
+    if (fmt->write(out, &in, &opts) < 0) {
+        fprintf(stderr, "lockstep: out of memory\n");
+        return -1;
+    }
     if (fflush(out) != 0) {
         fprintf(stderr, "lockstep: writing the report: %s\n", strerror(errno));
         return -1;

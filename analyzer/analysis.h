@@ -10,6 +10,7 @@
 #include "diagnose.h"
 #include "live.h"
 #include "model.h"
+#include "output.h"
 #include "report.h"
 
 struct pathlist {
@@ -55,9 +56,10 @@ int analysis_diagnose(struct analysis *a);
 /* What a report of this analysis covers (for report_*() and exports). */
 struct report_input analysis_report_input(const struct analysis *a);
 
-/* Writes the report: JSON, or text (colour if asked). Returns 0, or -1 when the stream failed
- * (message printed). */
-int analysis_report(struct analysis *a, FILE *out, int json, int color);
+/* Writes the report in format `fmt` (output.h; colour if asked and the format has any) and
+ * flushes the stream. Returns 0, or -1 when memory ran out or the stream failed (message
+ * printed). */
+int analysis_report(struct analysis *a, FILE *out, const struct output_format *fmt, int color);
 
 /* Frees everything the analysis holds. The struct may be zeroed and reused. */
 void analysis_free(struct analysis *a);

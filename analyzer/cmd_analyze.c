@@ -1,11 +1,9 @@
 /* cmd_analyze.c -- `lockstep analyze [--json] [--html OUT.html] [--job ID] PATH...`: loads
  * every trace, builds the job model, diagnoses each job and reports. Exit 0 clean, 1 findings,
  * 2 bad input. */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "analysis.h"
 #include "commands.h"
@@ -20,33 +18,11 @@ const struct command_help analyze_help = {
     "  -h, --help       this help\n"
     "exit status: 0 nothing found, 1 findings, 2 bad input\n"};
 
-/* Writes the HTML report to `path`. Returns 0, or -1 after a message (the file is removed). */
-static int write_html(struct analysis *a, const char *path)
-{
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "lockstep: %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    struct report_input in = analysis_report_input(a);
-    int rc = report_html(f, &in);
-    if (rc < 0)
-        fprintf(stderr, "lockstep: out of memory\n");
-    int werr = ferror(f);
-    if (fclose(f) != 0 || werr) {
-        if (rc == 0)
-            fprintf(stderr, "lockstep: writing %s: %s\n", path, strerror(errno ? errno : EIO));
-        rc = -1;
-    }
-    if (rc < 0)
-        unlink(path);
-    return rc;
-}
-
 int cmd_analyze(int argc, char **argv)
 {
-    int json = 0, rc = 2;
+    int rc = 2;
     const char *job = NULL, *html = NULL;
+    const struct output_format *fmt = output_find("text");
     struct analysis a;
     memset(&a, 0, sizeof(a));
     static const struct option options[] = {{"json", no_argument, NULL, 'j'},
@@ -57,7 +33,7 @@ int cmd_analyze(int argc, char **argv)
     int c;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
         if (c == 'j')
-            json = 1;
+            fmt = output_find("json");
         else if (c == 'H')
             html = optarg;
         else if (c == 'J')
@@ -79,9 +55,11 @@ int cmd_analyze(int argc, char **argv)
         fprintf(stderr, "lockstep: out of memory\n");
         goto out;
     }
-    if (analysis_report(&a, stdout, json, analysis_want_color()) < 0)
+    if (analysis_report(&a, stdout, fmt, analysis_want_color()) < 0)
         goto out;
-    if (html && write_html(&a, html) < 0)
+    struct report_input in = analysis_report_input(&a);
+    struct output_opts plain = {0};
+    if (html && output_to_file(output_find("html"), &in, html, &plain) < 0)
         goto out;
     rc = a.fs.n ? 1 : 0;
 out:

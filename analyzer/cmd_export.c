@@ -1,14 +1,11 @@
 /* cmd_export.c -- `lockstep export --perfetto OUT.json PATH...`: the traces as a timeline that
  * ui.perfetto.dev and chrome://tracing open. Exit 0 written, 2 bad input or write error. */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "analysis.h"
 #include "commands.h"
-#include "export_perfetto.h"
 
 const struct command_help export_help = {
     "export", "--perfetto OUT.json [--job ID] PATH...",
@@ -19,31 +16,6 @@ const struct command_help export_help = {
     "  PATH                 trace files or folders, as for 'lockstep analyze'\n"
     "  -h, --help           this help\n"
     "exit status: 0 written, 2 bad input or the file could not be written\n"};
-
-/* Writes the export to `path` ("-": stdout). Returns 0, or -1 after a message. */
-static int write_export(struct analysis *a, const char *path)
-{
-    int to_stdout = strcmp(path, "-") == 0;
-    FILE *f = to_stdout ? stdout : fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "lockstep: %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    struct report_input in = analysis_report_input(a);
-    int rc = export_perfetto(f, &in);
-    if (rc < 0)
-        fprintf(stderr, "lockstep: out of memory\n");
-    int werr = ferror(f) || fflush(f) != 0;
-    if (!to_stdout && fclose(f) != 0)
-        werr = 1;
-    if (werr && rc == 0) {
-        fprintf(stderr, "lockstep: writing %s: %s\n", path, strerror(errno ? errno : EIO));
-        rc = -1;
-    }
-    if (rc < 0 && !to_stdout)
-        unlink(path);
-    return rc;
-}
 
 int cmd_export(int argc, char **argv)
 {
@@ -81,7 +53,9 @@ int cmd_export(int argc, char **argv)
         fprintf(stderr, "lockstep: out of memory\n");
         goto done;
     }
-    if (write_export(&a, out) == 0)
+    struct report_input in = analysis_report_input(&a);
+    struct output_opts plain = {0};
+    if (output_to_file(output_find("perfetto"), &in, out, &plain) == 0)
         rc = 0;
 done:
     analysis_free(&a);

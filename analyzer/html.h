@@ -1,4 +1,5 @@
-/* html.h -- pieces shared by the files of the HTML report (report_html.c, html_timeline.c). */
+/* html.h -- pieces shared by the files of the HTML report (report_html.c, html_timeline.c),
+ * written in html.c. */
 #ifndef LOCKSTEP_HTML_H
 #define LOCKSTEP_HTML_H
 
@@ -17,11 +18,5 @@ void html_ranks(FILE *f, const int *ranks, size_t n, size_t max);
 
 /* The root-cause finding of job `job` (first independent one), or NULL when there is none. */
 const struct finding *html_root_finding(const struct report_input *in, size_t job);
-
-/* Writes the timeline of job `job`: per communicator (those findings name first) an inline
- * SVG with the last ~12 collective sequence numbers up to the stall as columns and one lane
- * per class of ranks that did the same thing, the diverging call highlighted, call sites in
- * <title>. Returns 0, or -1 when out of memory (what was written stays). */
-int html_timeline(FILE *f, const struct report_input *in, size_t job);
 
 #endif

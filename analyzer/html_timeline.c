@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "html.h"
+#include "html_timeline.h"
 #include "names.h"
 #include "rankset.h"
 #include "timefmt.h"

@@ -1,6 +1,5 @@
 /* live_cmd.c -- stall diagnosis, CI annotations and stopping, shared by run and watch. */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -53,113 +52,31 @@ int live_set_option(struct live_opts *o, int c, const char *val)
     case LIVE_OPT_JSON:
         o->json_path = val;
         return 1;
-    case LIVE_OPT_FORMAT:
+    case LIVE_OPT_FORMAT: /* text always; github adds its annotations after it */
         if (strcmp(val, "github") != 0 && strcmp(val, "text") != 0) {
             fprintf(stderr, "lockstep: --format is text or github, not '%s'\n", val);
             return -1;
         }
-        o->github = strcmp(val, "github") == 0;
+        o->annotations = strcmp(val, "github") == 0 ? output_find("github") : NULL;
         return 1;
     default:
         return 0;
     }
 }
 
-/* Finds `base` under the current folder (bounded search, skipping .git and build folders) and
- * writes its relative path; falls back to `base` itself. */
-static void find_source(const char *dir, const char *base, int depth, char *out, size_t len,
-                        int *budget)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && out[0] == 0 && (e = readdir(d)) != NULL && --*budget > 0) {
-        if (e->d_name[0] == '.' || strncmp(e->d_name, "build", 5) == 0)
-            continue;
-        char path[2048];
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) != 0)
-            continue;
-        if (S_ISREG(st.st_mode) && strcmp(e->d_name, base) == 0)
-            snprintf(out, len, "%.1000s", path + 2); /* drop "./" */
-        else if (S_ISDIR(st.st_mode) && depth > 0)
-            find_source(path, base, depth - 1, out, len, budget);
-    }
-    if (d)
-        closedir(d);
-}
-
-/* "file.c:12 (func)" -> file and line; returns 0 when it has that shape. */
-static int split_site(const char *site, char *file, size_t flen, int *line)
-{
-    const char *colon = strchr(site, ':');
-    if (!colon || colon == site || (size_t)(colon - site) >= flen)
-        return -1;
-    char *end;
-    long l = strtol(colon + 1, &end, 10);
-    if (end == colon + 1 || l <= 0)
-        return -1;
-    memcpy(file, site, (size_t)(colon - site));
-    file[colon - site] = 0;
-    *line = (int)l;
-    return 0;
-}
-
-/* Writes text safe inside a GitHub workflow command (%, CR and LF escaped). */
-static void gh_escape(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '%')
-            fputs("%25", f);
-        else if (*s == '\r')
-            fputs("%0D", f);
-        else if (*s == '\n')
-            fputs("%0A", f);
-        else
-            fputc(*s, f);
-    }
-}
-
-static void print_github(FILE *out, const struct findings *fs)
-{
-    for (size_t i = 0; i < fs->n; i++) {
-        const struct finding *f = &fs->v[i];
-        int any = 0;
-        for (size_t c = 0; c < f->nclasses; c++) {
-            char base[512], path[1024] = "";
-            int line;
-            if (!f->classes[c].callsite ||
-                split_site(f->classes[c].callsite, base, sizeof(base), &line) != 0)
-                continue;
-            int budget = 20000;
-            find_source(".", base, 6, path, sizeof(path), &budget);
-            fprintf(out, "::error file=%s,line=%d,title=lockstep %s::", path[0] ? path : base, line,
-                    finding_kind_name(f->kind));
-            gh_escape(out, f->summary ? f->summary : "");
-            fputc('\n', out);
-            any = 1;
-        }
-        if (!any && f->consequence_of < 0) {
-            fprintf(out, "::error title=lockstep %s::", finding_kind_name(f->kind));
-            gh_escape(out, f->summary ? f->summary : "");
-            fputc('\n', out);
-        }
-    }
-}
-
-/* Writes the JSON report of a job without traces (docs/report-format.md: nothing in it). */
-static void write_empty_report(struct live_opts *o)
+/* Writes the JSON report of `in` to o->json_path and sets o->json_written once it is whole;
+ * a message on stderr when it cannot. */
+static void write_json(struct live_opts *o, const struct report_input *in)
 {
     FILE *f = fopen(o->json_path, "w");
     if (!f) {
         fprintf(stderr, "lockstep: cannot write %s: %s\n", o->json_path, strerror(errno));
         return;
     }
-    fprintf(f,
-            "{\"lockstep_report\": %d, \"jobs\": [], \"findings\": [], \"ranks\": [], "
-            "\"communicators\": [], \"unreadable\": []}\n",
-            REPORT_FORMAT_VERSION);
-    if (fclose(f) != 0)
+    struct output_opts plain = {0};
+    int rc = output_find("json")->write(f, in, &plain);
+    int werr = ferror(f);
+    if (fclose(f) != 0 || werr || rc < 0)
         fprintf(stderr, "lockstep: writing %s failed\n", o->json_path);
     else
         o->json_written = 1;
@@ -192,8 +109,11 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print)
     if (a.paths.n == 0) { /* the job made no NCCL call: nothing to diagnose, a report anyway */
         if (print)
             fprintf(stderr, "lockstep: no traces in %s: the job made no NCCL call\n", dir);
-        if (o->json_path)
-            write_empty_report(o);
+        struct model none = {0};
+        struct findings nothing = {0};
+        struct report_input in = {.m = &none, .fs = &nothing};
+        if (o->json_path) /* docs/report-format.md: a report with nothing in it */
+            write_json(o, &in);
         rc = 0;
         goto out;
     }
@@ -202,22 +122,13 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print)
     if (analysis_load(&a, NULL) < 0 || analysis_diagnose(&a) < 0)
         goto out;
     if (print) {
-        analysis_report(&a, stdout, 0, analysis_want_color());
-        if (o->github)
-            print_github(stdout, &a.fs);
-        fflush(stdout);
+        analysis_report(&a, stdout, output_find("text"), analysis_want_color());
+        if (o->annotations)
+            analysis_report(&a, stdout, o->annotations, 0);
     }
     if (o->json_path) {
-        FILE *f = fopen(o->json_path, "w");
-        if (!f) {
-            fprintf(stderr, "lockstep: cannot write %s: %s\n", o->json_path, strerror(errno));
-        } else {
-            analysis_report(&a, f, 1, 0);
-            if (fclose(f) != 0)
-                fprintf(stderr, "lockstep: writing %s failed\n", o->json_path);
-            else
-                o->json_written = 1;
-        }
+        struct report_input in = analysis_report_input(&a);
+        write_json(o, &in);
     }
     rc = (int)a.fs.n;
 out:

@@ -9,15 +9,17 @@
 
 #include "job_stop.h"
 #include "monitor.h"
+#include "output.h"
 
 struct live_opts {
     double stall_s;        /* no progress for this long while something is outstanding */
     const char *json_path; /* also write the JSON report here, NULL: no */
-    int github;            /* also print ::error annotations at the divergent call sites */
-    double grace_s;        /* stopping: how long each step waits before the next, harsher one */
-    int json_written;      /* set by live_diagnose() once it wrote json_path */
-    int signal_stacks;     /* --signal-stacks: the shim's in-process sampler where ptrace is
-                            * refused (docs/live.md: its signal can end a rank's sleeps) */
+    const struct output_format *annotations; /* printed after the text report (--format
+                                              * github: ::error annotations), NULL none */
+    double grace_s;    /* stopping: how long each step waits before the next, harsher one */
+    int json_written;  /* set by live_diagnose() once it wrote json_path */
+    int signal_stacks; /* --signal-stacks: the shim's in-process sampler where ptrace is
+                        * refused (docs/live.md: its signal can end a rank's sleeps) */
 };
 
 /* The defaults: a stall after 300 s, the stop's grace from job_stop_default_grace(). */

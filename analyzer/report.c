@@ -1,6 +1,7 @@
 /* report.c -- what every report writer shares: which jobs a report covers, how an earlier
- * attempt ended. */
+ * attempt ended, which ranks are in the same state. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "report.h"
@@ -48,4 +49,50 @@ int report_is_earlier(const struct report_input *in, size_t j, size_t e)
 {
     const struct m_job *job = &in->m->jobs[j], *ej = &in->m->jobs[e];
     return e != j && strcmp(ej->name, job->name) == 0 && ej->attempt < job->attempt;
+}
+
+/* True when rank `p` (in call `r` from `site`) belongs to group `g`. */
+static int same_state(const struct report_state_group *g, const struct m_proc *p,
+                      const struct ls_record *r, const char *site)
+{
+    return g->state == p->state && strcmp(g->site, site) == 0 && !g->call == !r &&
+           (!r || (g->call->op == r->op && g->call->comm_id == r->comm_id));
+}
+
+ssize_t report_state_groups(const struct report_input *in, const struct m_job *j,
+                            struct report_state_group **out)
+{
+    struct report_state_group *g = calloc(j->nprocs + 1, sizeof(*g));
+    size_t ng = 0;
+    *out = NULL;
+    if (!g)
+        return -1;
+    for (size_t i = 0; i < j->nprocs; i++) {
+        const struct m_proc *p = j->procs[i];
+        const struct ls_record *r = p->state == RANK_IN_CALL ? p->current : p->last_call;
+        const char *site = r ? symbolizer_site(in->sym, p->t, r->callsite) : "";
+        size_t k = 0;
+        while (k < ng && !same_state(&g[k], p, r, site))
+            k++;
+        if (k == ng)
+            g[ng++] = (struct report_state_group){p->state,       r,  p, site, r ? r->seq : 0,
+                                                  r ? r->seq : 0, {0}};
+        if (r && r->seq < g[k].seq_lo)
+            g[k].seq_lo = r->seq;
+        if (r && r->seq > g[k].seq_hi)
+            g[k].seq_hi = r->seq;
+        if (intvec_push(&g[k].ranks, p->rank) < 0) {
+            report_state_groups_free(g, ng);
+            return -1;
+        }
+    }
+    *out = g;
+    return (ssize_t)ng;
+}
+
+void report_state_groups_free(struct report_state_group *g, size_t n)
+{
+    for (size_t k = 0; g && k < n; k++)
+        intvec_free(&g[k].ranks);
+    free(g);
 }

@@ -4,8 +4,10 @@
 #define LOCKSTEP_REPORT_H
 
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "finding.h"
+#include "intvec.h"
 #include "model.h"
 #include "symbolizer.h"
 
@@ -33,6 +35,28 @@ int report_is_earlier(const struct report_input *in, size_t j, size_t e);
 /* One line on how earlier attempt `job` ended, from its root findings in in->earlier ("rank 3
  * crashed with SIGSEGV (signal 11)"; "every rank exited 0"...). This function can't fail. */
 void report_attempt_outcome(const struct report_input *in, size_t job, char *buf, size_t len);
+
+/* A group of a job's ranks in the same state, in the same call (op and communicator; the
+ * current call of a rank inside one, else its last) from the same call site. Sites are
+ * compared by their text: the symbolizer gives different pointers for the same place reached
+ * through different module or script paths (copies of one program on different hosts). */
+struct report_state_group {
+    enum rank_state state;
+    const struct ls_record *call; /* NULL: no NCCL call */
+    const struct m_proc *example; /* the group's first rank */
+    const char *site;             /* symbolizer_site() of the call, "" without one */
+    uint64_t seq_lo, seq_hi;      /* the calls' sequence numbers (0 when unnumbered) */
+    struct intvec ranks;          /* in the job's rank order */
+};
+
+/* Groups the ranks of job `j` (the one place both the text and the HTML report ask). Returns
+ * the number of groups with the array in *out (free with report_state_groups_free()), or -1
+ * when out of memory (*out is then NULL). */
+ssize_t report_state_groups(const struct report_input *in, const struct m_job *j,
+                            struct report_state_group **out);
+
+/* Frees what report_state_groups() returned. NULL is fine. */
+void report_state_groups_free(struct report_state_group *g, size_t n);
 
 /* Writes the JSON report (schema "lockstep_report": 1). Errors are the stream's. */
 void report_json(FILE *out, const struct report_input *in);

@@ -2,11 +2,10 @@
  * timeline of the last collectives (html_timeline.c), then what every rank is doing. */
 #include <inttypes.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "html.h"
+#include "html_timeline.h"
 #include "names.h"
-#include "rankset.h"
 #include "timefmt.h"
 
 #ifndef LOCKSTEP_VERSION
@@ -76,59 +75,6 @@ static const char script[] =
     "  if (cells.length) { mark(cells[0], true); mark(cells[0], false); }\n"
     "  document.documentElement.setAttribute('data-lockstep', 'ready');\n"
     "})();\n";
-
-void html_text(FILE *f, const char *s)
-{
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        case '\'':
-            fputs("&#39;", f);
-            break;
-        default:
-            fputc((unsigned char)*s < 0x20 && *s != '\n' ? ' ' : *s, f);
-        }
-    }
-}
-
-void html_ranks(FILE *f, const int *ranks, size_t n, size_t max)
-{
-    char *s = rankset_format(ranks, n);
-    if (!s) {
-        fprintf(f, "%zu ranks", n);
-        return;
-    }
-    size_t len = strlen(s);
-    if (max && len > max) {
-        size_t cut = max;
-        while (cut > 0 && s[cut] != ',')
-            cut--;
-        s[cut] = 0;
-        html_text(f, s);
-        fputs(",\xe2\x80\xa6", f);
-    } else
-        html_text(f, s);
-    free(s);
-}
-
-const struct finding *html_root_finding(const struct report_input *in, size_t job)
-{
-    for (size_t i = 0; i < in->fs->n; i++)
-        if (in->fs->v[i].job == job && in->fs->v[i].consequence_of < 0)
-            return &in->fs->v[i];
-    return NULL;
-}
 
 static void write_classes(FILE *f, const struct finding *fd)
 {
@@ -207,61 +153,38 @@ static void write_finding(FILE *f, const struct finding *fd, size_t index)
 /* One table row per group of ranks in the same state, in the same kind of call. */
 static int write_states(FILE *f, const struct report_input *in, const struct m_job *j)
 {
-    struct group {
-        const struct m_proc *p;
-        const struct ls_record *r;
-        const char *site;
-        uint64_t lo, hi;
-        struct intvec ranks;
-    } *g = calloc(j->nprocs + 1, sizeof(*g));
-    size_t ng = 0;
-    if (!g)
+    struct report_state_group *g;
+    ssize_t ng = report_state_groups(in, j, &g);
+    if (ng < 0)
         return -1;
-    for (size_t i = 0; i < j->nprocs; i++) {
-        const struct m_proc *p = j->procs[i];
-        const struct ls_record *r = p->state == RANK_IN_CALL ? p->current : p->last_call;
-        const char *site = r ? symbolizer_site(in->sym, p->t, r->callsite) : "";
-        size_t k = 0;
-        for (; k < ng; k++)
-            if (g[k].p->state == p->state && strcmp(g[k].site, site) == 0 && !g[k].r == !r &&
-                (!r || (g[k].r->op == r->op && g[k].r->comm_id == r->comm_id)))
-                break;
-        if (k == ng)
-            g[ng++] = (struct group){p, r, site, r ? r->seq : 0, r ? r->seq : 0, {0}};
-        if (r && r->seq < g[k].lo)
-            g[k].lo = r->seq;
-        if (r && r->seq > g[k].hi)
-            g[k].hi = r->seq;
-        intvec_push(&g[k].ranks, p->rank);
-    }
     fputs("<table><tr><th>state</th><th>ranks</th><th>call</th><th>from</th><th>since</th></tr>\n",
           f);
-    for (size_t k = 0; k < ng; k++) {
+    for (size_t k = 0; k < (size_t)ng; k++) {
         char d[32];
-        timefmt_duration(
-            d, sizeof(d),
-            g[k].p->since_ns && g[k].p->since_ns < j->now_ns ? j->now_ns - g[k].p->since_ns : 0);
-        fprintf(f, "<tr><td>%s</td><td class=\"mono\">", model_state_name(g[k].p->state));
+        timefmt_duration(d, sizeof(d),
+                         g[k].example->since_ns && g[k].example->since_ns < j->now_ns
+                             ? j->now_ns - g[k].example->since_ns
+                             : 0);
+        fprintf(f, "<tr><td>%s</td><td class=\"mono\">", model_state_name(g[k].state));
         html_ranks(f, g[k].ranks.v, g[k].ranks.n, 120);
         fputs("</td><td>", f);
-        if (g[k].r) {
-            fprintf(f, "%s %s", g[k].p->state == RANK_IN_CALL ? "in" : "last",
-                    ls_op_name(g[k].r->op));
-            if (g[k].r->seq && g[k].lo == g[k].hi)
-                fprintf(f, " #%" PRIu64, g[k].lo);
-            else if (g[k].r->seq)
-                fprintf(f, " #%" PRIu64 "..#%" PRIu64, g[k].lo, g[k].hi);
-            if (g[k].r->comm_id)
-                fprintf(f, " on comm %08" PRIx64, g[k].r->comm_id >> 32);
+        if (g[k].call) {
+            fprintf(f, "%s %s", g[k].state == RANK_IN_CALL ? "in" : "last",
+                    ls_op_name(g[k].call->op));
+            if (g[k].call->seq && g[k].seq_lo == g[k].seq_hi)
+                fprintf(f, " #%" PRIu64, g[k].seq_lo);
+            else if (g[k].call->seq)
+                fprintf(f, " #%" PRIu64 "..#%" PRIu64, g[k].seq_lo, g[k].seq_hi);
+            if (g[k].call->comm_id)
+                fprintf(f, " on comm %08" PRIx64, g[k].call->comm_id >> 32);
         } else
             fputs("no NCCL call", f);
         fputs("</td><td class=\"mono\">", f);
         html_text(f, g[k].site);
         fprintf(f, "</td><td>%s</td></tr>\n", d);
-        intvec_free(&g[k].ranks);
     }
     fputs("</table>\n", f);
-    free(g);
+    report_state_groups_free(g, (size_t)ng);
     return 0;
 }
 

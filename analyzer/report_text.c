@@ -13,47 +13,17 @@ struct style {
 };
 
 /* One line per group of ranks in the same state, in the same call, from the same place. */
-struct state_group {
-    enum rank_state state;
-    const struct ls_record *example;
-    const struct m_proc *example_proc;
-    const char *site;
-    uint64_t seq_lo, seq_hi;
-    struct intvec ranks;
-};
-
 static void print_states(FILE *out, const struct report_input *in, const struct m_job *j,
                          const struct style *st)
 {
-    struct state_group *g = calloc(j->nprocs + 1, sizeof(*g));
-    size_t ng = 0;
-    if (!g)
+    struct report_state_group *g;
+    ssize_t ng = report_state_groups(in, j, &g);
+    if (ng < 0)
         return;
-    for (size_t i = 0; i < j->nprocs; i++) {
-        const struct m_proc *p = j->procs[i];
-        const struct ls_record *r = p->state == RANK_IN_CALL ? p->current : p->last_call;
-        const char *site = r ? symbolizer_site(in->sym, p->t, r->callsite) : "";
-        size_t k;
-        for (k = 0; k < ng; k++) {
-            const struct ls_record *e = g[k].example;
-            if (g[k].state == p->state && g[k].site == site && (!e) == (!r) &&
-                (!r || (e->op == r->op && e->comm_id == r->comm_id)))
-                break;
-        }
-        if (k == ng) {
-            g[ng] = (struct state_group){p->state, r, p, site, r ? r->seq : 0, r ? r->seq : 0, {0}};
-            ng++;
-        }
-        if (r && r->seq < g[k].seq_lo)
-            g[k].seq_lo = r->seq;
-        if (r && r->seq > g[k].seq_hi)
-            g[k].seq_hi = r->seq;
-        intvec_push(&g[k].ranks, p->rank);
-    }
     fprintf(out, "\n%sranks%s (%s %zu traces):\n", st->bold, st->off, j->name, j->nprocs);
-    for (size_t k = 0; k < ng; k++) {
+    for (size_t k = 0; k < (size_t)ng; k++) {
         char *ranks = rankset_format(g[k].ranks.v, g[k].ranks.n);
-        const struct ls_record *r = g[k].example;
+        const struct ls_record *r = g[k].call;
         char seq[64] = "";
         if (r && r->seq && g[k].seq_lo == g[k].seq_hi)
             snprintf(seq, sizeof(seq), " #%llu", (unsigned long long)r->seq);
@@ -68,16 +38,14 @@ static void print_states(FILE *out, const struct report_input *in, const struct 
                 r ? (g[k].state == RANK_IN_CALL ? "in " : "last ") : "no NCCL call",
                 r ? ls_op_name(r->op) : "", seq, comm, r ? " from " : "", r ? g[k].site : "");
         free(ranks);
-        const struct tr_pysite *py =
-            r ? symbolizer_python(g[k].example_proc->t, r->callsite) : NULL;
+        const struct tr_pysite *py = r ? symbolizer_python(g[k].example->t, r->callsite) : NULL;
         if (py) { /* the Python stack, from the innermost frame outwards */
             char chain[2048];
             symbolizer_python_chain(in->sym, py, 6, chain, sizeof(chain));
             fprintf(out, "  %-9s %-12s %spython:%s %s\n", "", "", st->dim, st->off, chain);
         }
-        intvec_free(&g[k].ranks);
     }
-    free(g);
+    report_state_groups_free(g, (size_t)ng);
 }
 
 /* One line per earlier attempt of job j's id: how it ended (its root causes). */

@@ -21,7 +21,8 @@ void symbolizer_free(struct symbolizer *s);
  * "script.py:LINE (function)". Else the innermost native frame outside libnccl and lockstep,
  * as "file.c:LINE (function)" when debug info exists, else "symbol+0xOFF (module)", else
  * "module+0xOFF"; "?" for no call site. Never NULL; the string belongs to the symbolizer and
- * lives until symbolizer_free(); equal places give the same pointer. */
+ * lives until symbolizer_free(); equal keys (module offset and path, or Python frame) give the same
+ * pointer; the same text can come from different keys (compare places with strcmp). */
 const char *symbolizer_site(struct symbolizer *s, const struct tr_trace *t, uint32_t callsite);
 
 /* Returns one frame as a string like symbolizer_site() does (for dumps). Same ownership. */

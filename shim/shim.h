@@ -113,9 +113,11 @@ struct ls_trace {
 };
 
 /* Creates and maps the trace file of this process as `cfg` says, fills its header and prunes
- * expired traces of the same folder. On failure returns -1 after one line on stderr that says
- * what went wrong; nothing is left behind. */
-int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg);
+ * expired traces of the same folder. `py_depth` is the frames kept per Python call site: the
+ * file gets a python site table (LS_DEFAULT_PYSITES sites) when it is not 0; the caller
+ * decides (cfg->py_depth where an interpreter is loaded, else 0). On failure returns -1 after
+ * one line on stderr that says what went wrong; nothing is left behind. */
+int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py_depth);
 
 /* Unmaps the trace (the file stays). */
 void ls_trace_unmap(struct ls_trace *t);

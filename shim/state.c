@@ -11,6 +11,13 @@ _Atomic uint32_t ls_generation = 1;
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Frames per Python call site for this process's trace: LOCKSTEP_PYTHON_DEPTH where an
+ * interpreter is loaded, else 0 (no python site table; docs/python.md). */
+static uint32_t python_depth(const struct ls_config *cfg)
+{
+    return cfg->py_depth && ls_python_present() ? cfg->py_depth : 0;
+}
+
 /* Called in the child after fork(): the child gets a trace of its own on its first call. */
 static void after_fork_child(void)
 {
@@ -50,7 +57,7 @@ struct ls_trace *ls_active(void)
         ls_config_read(&ls_g.cfg);
         if (ls_g.cfg.disabled) {
             s = LS_STATE_DISABLED;
-        } else if (ls_trace_create(&ls_g.trace, &ls_g.cfg) == 0) {
+        } else if (ls_trace_create(&ls_g.trace, &ls_g.cfg, python_depth(&ls_g.cfg)) == 0) {
             ls_g.pid = getpid();
             ls_lifecycle_start(&ls_g.trace);
             ls_completion_start(&ls_g.trace);

@@ -302,7 +302,7 @@ static int link_named(int fd, int dirfd, const char *dir, const struct ls_header
     return -1;
 }
 
-int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg)
+int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py_depth)
 {
     memset(t, 0, sizeof *t);
     int dirfd = open_trace_dir(cfg->dir);
@@ -340,8 +340,6 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg)
     }
     snprintf(t->path, sizeof t->path, "%s/%s", cfg->dir, named ? name : "(being created)");
 
-    /* The python site table only where an interpreter is loaded (docs/python.md). */
-    uint32_t py_depth = cfg->py_depth && ls_python_present() ? cfg->py_depth : 0;
     uint32_t pysite_cap = py_depth ? LS_DEFAULT_PYSITES : 0;
     struct ls_layout l =
         ls_layout_for(LS_DEFAULT_COMMS, LS_DEFAULT_PEERS, LS_DEFAULT_SITES, cfg->stack_depth,

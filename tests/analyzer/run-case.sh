@@ -321,6 +321,20 @@ subdir)
     analyze_json "$D/top"; expect_rc 0
     check 'len(r["ranks"]) == 2'
     ;;
+host-paths)
+    # Hosts run their own copies of one program and script: the same places under different
+    # paths. The text and the HTML report group the ranks by the place as shown, so the three
+    # ranks inside the same call from the same line make one group, not one per host.
+    for py in "" --python; do
+        rm -rf "$D/t"
+        gen --ranks 4 --ranks-per-host 2 --host-paths $py --missing 3
+        analyze_text "$D/t"; expect_rc 1
+        contains "$D/out.txt" "  in_call   0-2          in Broadcast #20"
+        grep -q "^  in_call   2 " "$D/out.txt" && fail "text report: rank 2 grouped apart"
+        run analyze --html "$D/r.html" "$D/t"; expect_rc 1
+        contains "$D/r.html" '<tr><td>in_call</td><td class="mono">0-2</td>'
+    done
+    ;;
 usage)
     run; expect_rc 2
     run analyze; expect_rc 2

@@ -40,6 +40,7 @@ struct scenario {
     int split;      /* colors of a sub-communicator split from world (0 none) */
     int sites;      /* record call sites */
     int python;     /* call sites come from Python (a library frame, the script, <module>) */
+    int host_paths; /* each host runs its own copy of the program and script (paths differ) */
     struct stop stops[MAX_STOPS];
     int nstops;
     enum mismatch_kind mismatch;

@@ -373,10 +373,17 @@ static void add_sites(const struct scenario *sc, struct rank_state *rs)
     static const uint64_t off[NSITES] = {0x1a40, 0x2210, 0x2e80, 0x3120, 0x3400, 0x3b00};
     if (!sc->sites)
         return;
+    char bin[128] = "/opt/tracegen/bin/train", script[128] = "/work/train.py";
+    if (sc->host_paths) { /* the same program and script, copied to each host */
+        char host[64];
+        host_of(sc, rs->rank, host, sizeof(host));
+        snprintf(bin, sizeof(bin), "/opt/tracegen/%s/bin/train", host);
+        snprintf(script, sizeof(script), "/work/%s/train.py", host);
+    }
     for (int k = 0; k < NSITES; k++) {
         struct tw_frame fr[2] = {
-            {"/opt/tracegen/bin/train", fn[k], off[k] + 0x1a, 0x1a},
-            {"/opt/tracegen/bin/train", "main", 0x1200 + (uint64_t)k * 8, 0x40 + (uint64_t)k * 8},
+            {bin, fn[k], off[k] + 0x1a, 0x1a},
+            {bin, "main", 0x1200 + (uint64_t)k * 8, 0x40 + (uint64_t)k * 8},
         };
         rs->site[k] = tw_site(rs->f, fr, 2);
         if (sc->python) { /* a library frame, the script's line for this site, <module> */
@@ -385,8 +392,8 @@ static void add_sites(const struct scenario *sc, struct rank_state *rs)
             struct tw_pyframe py[3] = {
                 {"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py",
                  "all_reduce", 2050},
-                {"/work/train.py", func, 100 + 10 * k},
-                {"/work/train.py", "<module>", 300},
+                {script, func, 100 + 10 * k},
+                {script, "<module>", 300},
             };
             tw_site_python(rs->f, rs->site[k], tw_pysite(rs->f, py, 3));
         }

@@ -22,6 +22,8 @@ static const char usage[] =
     "  --no-env-rank        header.rank = -1 (rank from the communicator)\n"
     "  --no-sites           no call sites\n"
     "  --python             call sites carry Python frames (site-packages, then train.py)\n"
+    "  --host-paths         each host runs its own copy of the program and the script\n"
+    "                       (the same places under different paths)\n"
     "  --grouped            world collectives inside GroupStart/GroupEnd\n"
     "  --p2p                a send/recv ring exchange in a group every iteration\n"
     "  --split C            also a sub-communicator split from world by rank %% C\n"
@@ -57,6 +59,7 @@ enum {
     O_NOENV,
     O_NOSITES,
     O_PYTHON,
+    O_HOST_PATHS,
     O_GROUPED,
     O_P2P,
     O_SPLIT,
@@ -90,6 +93,7 @@ static const struct option options[] = {{"out", 1, 0, O_OUT},
                                         {"no-env-rank", 0, 0, O_NOENV},
                                         {"no-sites", 0, 0, O_NOSITES},
                                         {"python", 0, 0, O_PYTHON},
+                                        {"host-paths", 0, 0, O_HOST_PATHS},
                                         {"grouped", 0, 0, O_GROUPED},
                                         {"p2p", 0, 0, O_P2P},
                                         {"split", 1, 0, O_SPLIT},
@@ -231,6 +235,9 @@ int main(int argc, char **argv)
             break;
         case O_PYTHON:
             sc.python = 1;
+            break;
+        case O_HOST_PATHS:
+            sc.host_paths = 1;
             break;
         case O_GROUPED:
             sc.grouped = 1;
