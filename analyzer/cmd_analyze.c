@@ -14,6 +14,7 @@ const struct command_help analyze_help = {
     "  PATH             trace files or folders (their *.trace, and one level of subfolders)\n"
     "  --json           write the JSON report (docs/report-format.md) instead of text\n"
     "  --html OUT.html  also write a self-contained HTML report with a timeline\n"
+    "                   ('-': the page on stdout, in place of the report)\n"
     "  --job ID         diagnose only job ID (a job id, or anon-N as the text report names it)\n"
     "  -h, --help       this help\n"
     "exit status: 0 nothing found, 1 findings, 2 bad input\n"};
@@ -55,7 +56,9 @@ int cmd_analyze(int argc, char **argv)
         fprintf(stderr, "lockstep: out of memory\n");
         goto out;
     }
-    if (analysis_report(&a, stdout, fmt, analysis_want_color()) < 0)
+    /* `--html -` puts the page on stdout in place of the text or JSON report, never both. */
+    int html_to_stdout = html && strcmp(html, "-") == 0;
+    if (!html_to_stdout && analysis_report(&a, stdout, fmt, analysis_want_color()) < 0)
         goto out;
     struct report_input in = analysis_report_input(&a);
     struct output_opts plain = {0};

@@ -157,6 +157,16 @@ PY
     run run --dir "$D/r2" --json "$D/r2.json" -- sh -c 'exit 5'; expect_rc 5
     [ -s "$D/r2.json" ] || fail "no --json written for a failed job without NCCL"
     ;;
+html-stdout)
+    # `--html -`: the page alone on stdout (no text report before it); a file: both
+    "$TRACEGEN" --out "$D/t" --ranks 2 --colls 2 >/dev/null
+    run analyze --html - "$D/t"; expect_rc 0
+    head -c 15 "$D/out" | grep -qF '<!DOCTYPE html>' || fail "stdout does not start with the page"
+    lacks "$D/out" "lockstep: job"
+    run analyze --html "$D/r.html" "$D/t"; expect_rc 0
+    contains "$D/out" "lockstep: job"
+    contains "$D/r.html" "<!DOCTYPE html>"
+    ;;
 slurm-job)
     "$TRACEGEN" --out "$D/t" --ranks 2 --colls 2 --job 4 >/dev/null
     run analyze "$D/t"; expect_rc 0
