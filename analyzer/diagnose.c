@@ -109,12 +109,12 @@ static int describe_teardown(struct diag *d, size_t first)
 
 static int is_death(const struct finding *f)
 {
-    return f->kind == F_RANK_CRASHED || f->kind == F_RANK_EXITED;
+    return finding_kind_has(f->kind, F_T_DEATH);
 }
 
 static int is_mismatch(const struct finding *f)
 {
-    return f->kind >= F_OP_MISMATCH && f->kind <= F_ROOT_MISMATCH;
+    return finding_kind_has(f->kind, F_T_MISMATCH);
 }
 
 /* Index of the death finding of rank r in [first, n), or -1. */
@@ -375,8 +375,9 @@ static int cmp_order(const void *a, const void *b)
     const struct finding *f = &sort_fs->v[x->index], *g = &sort_fs->v[y->index];
     if (x->depth != y->depth)
         return x->depth < y->depth ? -1 : 1;
-    if (f->kind != g->kind)
-        return f->kind < g->kind ? -1 : 1;
+    int pf = finding_kind_priority(f->kind), pg = finding_kind_priority(g->kind);
+    if (pf != pg)
+        return pf < pg ? -1 : 1;
     if (f->time_ns != g->time_ns)
         return f->time_ns < g->time_ns ? -1 : 1;
     return x->index < y->index ? -1 : 1;

@@ -83,13 +83,8 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq, enum fin
         n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s", k ? "; " : "", part);
         finding_detail(f, "%s", part);
     }
-    static const char *const what[] = {[F_OP_MISMATCH] = "different operations",
-                                       [F_COUNT_MISMATCH] = "different counts",
-                                       [F_DTYPE_MISMATCH] = "different datatypes",
-                                       [F_REDOP_MISMATCH] = "different reduction ops",
-                                       [F_ROOT_MISMATCH] = "different roots"};
     finding_summary(f, "collective #%llu on comm %08llx holds %s: %s", (unsigned long long)seq,
-                    (unsigned long long)(c->id >> 32), what[kind], line);
+                    (unsigned long long)(c->id >> 32), finding_kind_differs(kind), line);
     return 0;
 }
 

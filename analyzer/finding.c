@@ -10,15 +10,42 @@
 #include "lockstep/nccl_profiler.h"
 #include "rankset.h"
 
+static const struct kind_info {
+    const char *name, *differs;
+    enum finding_severity severity;
+    int priority;
+    unsigned traits;
+} kinds[F_KIND_COUNT] = {
+#define F_KIND_INFO(id, name_, sev, prio, traits_, differs_)                                       \
+    [F_##id] = {                                                                                   \
+        .name = name_, .differs = differs_, .severity = sev, .priority = prio, .traits = traits_},
+    FINDING_KINDS(F_KIND_INFO)
+#undef F_KIND_INFO
+};
+
 const char *finding_kind_name(enum finding_kind k)
 {
-    static const char *const names[F_KIND_COUNT] = {
-        "duplicate_rank", "rank_crashed",       "rank_exited",     "comm_aborted",
-        "nccl_error",     "comm_init_mismatch", "op_mismatch",     "count_mismatch",
-        "dtype_mismatch", "redop_mismatch",     "root_mismatch",   "p2p_size_mismatch",
-        "deadlock_cycle", "p2p_unmatched",      "stuck_in_flight", "missing_ranks",
-        "straggler",      "trace_incomplete"};
-    return k < F_KIND_COUNT ? names[k] : "?";
+    return (unsigned)k < F_KIND_COUNT ? kinds[k].name : "?";
+}
+
+enum finding_severity finding_kind_severity(enum finding_kind k)
+{
+    return (unsigned)k < F_KIND_COUNT ? kinds[k].severity : F_SEV_ERROR;
+}
+
+int finding_kind_priority(enum finding_kind k)
+{
+    return (unsigned)k < F_KIND_COUNT ? kinds[k].priority : 1 << 20;
+}
+
+int finding_kind_has(enum finding_kind k, unsigned traits)
+{
+    return (unsigned)k < F_KIND_COUNT && (kinds[k].traits & traits) == traits;
+}
+
+const char *finding_kind_differs(enum finding_kind k)
+{
+    return (unsigned)k < F_KIND_COUNT ? kinds[k].differs : NULL;
 }
 
 struct finding *finding_add(struct findings *fs, enum finding_kind kind, size_t job)

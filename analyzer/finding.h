@@ -7,28 +7,20 @@
 
 #include "intvec.h"
 
-/* Kinds, in the order a root cause is preferred when several explain a stall. */
+#include "finding_kinds.h"
+
+/* Kinds, generated from finding_kinds.h (one list: names, severity, priority, traits). */
 enum finding_kind {
-    F_DUPLICATE_RANK,
-    F_RANK_CRASHED,
-    F_RANK_EXITED,
-    F_COMM_ABORTED,
-    F_NCCL_ERROR,
-    F_COMM_INIT_MISMATCH,
-    F_OP_MISMATCH,
-    F_COUNT_MISMATCH,
-    F_DTYPE_MISMATCH,
-    F_REDOP_MISMATCH,
-    F_ROOT_MISMATCH,
-    F_P2P_SIZE_MISMATCH,
-    F_DEADLOCK_CYCLE,
-    F_P2P_UNMATCHED,
-    F_STUCK_IN_FLIGHT,
-    F_MISSING_RANKS,
-    F_STRAGGLER,
-    F_TRACE_INCOMPLETE,
-    F_KIND_COUNT
+#define F_KIND_ENUM(id, ...) F_##id,
+    FINDING_KINDS(F_KIND_ENUM)
+#undef F_KIND_ENUM
+        F_KIND_COUNT
 };
+
+enum finding_severity { F_SEV_ERROR, F_SEV_WARN };
+
+/* Traits of a kind (finding_kinds.h). */
+enum { F_T_DEATH = 1, F_T_MISMATCH = 2, F_T_TIMELINE = 4 };
 
 /* A group of ranks that did the same thing from the same place (STAT-style). `role` says
  * which side of the finding they are on ("called", "waiting", "missing"). */
@@ -102,8 +94,16 @@ const char *finding_gpu_wait_name(int state, int is_send);
 /* The same in words around the peer's global rank ("waiting for rank 5 to free a buffer ..."). */
 void finding_gpu_wait_words(int state, int is_send, int peer, char *buf, size_t len);
 
-/* JSON name of a kind ("missing_ranks", ...). */
+/* JSON name of a kind ("missing_ranks", ...); "?" for a value that is not a kind. */
 const char *finding_kind_name(enum finding_kind k);
+/* F_SEV_ERROR or F_SEV_WARN (finding_kinds.h); F_SEV_ERROR for a value that is not a kind. */
+enum finding_severity finding_kind_severity(enum finding_kind k);
+/* The root-cause priority of a kind: lower comes first among roots at the same depth. */
+int finding_kind_priority(enum finding_kind k);
+/* True when the kind has every trait in `traits` (F_T_*). */
+int finding_kind_has(enum finding_kind k, unsigned traits);
+/* For a mismatch kind, what its ranks' calls differ in ("different counts"); NULL otherwise. */
+const char *finding_kind_differs(enum finding_kind k);
 
 /* Appends a new finding of `kind` with every optional field unset. Returns it, or NULL when
  * out of memory. The pointer is valid until the next finding_add(). */

@@ -142,7 +142,7 @@ static struct intvec blamed_ranks(const struct finding *f)
         intvec_push(&v, f->rank);
     for (size_t i = 0; i < f->cycle.n; i++)
         intvec_push(&v, f->cycle.v[i]);
-    if (f->kind >= F_OP_MISMATCH && f->kind <= F_ROOT_MISMATCH && f->nclasses > 1) {
+    if (finding_kind_has(f->kind, F_T_MISMATCH) && f->nclasses > 1) {
         size_t big = 0;
         for (size_t k = 1; k < f->nclasses; k++)
             if (f->classes[k].ranks.n > f->classes[big].ranks.n)
@@ -479,8 +479,7 @@ static void write_svg(struct timeline *tl)
 
 static int focus_kind(enum finding_kind k)
 {
-    return k == F_MISSING_RANKS || (k >= F_OP_MISMATCH && k <= F_ROOT_MISMATCH) ||
-           k == F_STRAGGLER || k == F_STUCK_IN_FLIGHT;
+    return finding_kind_has(k, F_T_TIMELINE);
 }
 
 /* Draws one communicator. Returns 0 or -1 when out of memory. */

@@ -117,9 +117,9 @@ static void write_classes(FILE *f, const struct finding *fd)
 
 static void write_finding(FILE *f, const struct finding *fd, size_t index)
 {
-    const char *cls = fd->consequence_of >= 0                                     ? "follows"
-                      : fd->kind == F_TRACE_INCOMPLETE || fd->kind == F_STRAGGLER ? "warn"
-                                                                                  : "root";
+    const char *cls = fd->consequence_of >= 0                         ? "follows"
+                      : finding_kind_severity(fd->kind) == F_SEV_WARN ? "warn"
+                                                                      : "root";
     fprintf(f,
             "<article class=\"finding %s\" id=\"finding-%zu\"><div><span class=\"num\">%zu."
             "</span><span class=\"kind\">%s</span>",

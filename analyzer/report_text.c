@@ -85,9 +85,9 @@ static void print_stacks_refused(FILE *out, const struct report_input *in, size_
 static void print_finding(FILE *out, const struct finding *f, size_t index, const struct style *st)
 {
     int root = f->consequence_of < 0;
-    const char *colour = f->kind == F_TRACE_INCOMPLETE || f->kind == F_STRAGGLER ? st->yellow
-                         : root                                                  ? st->red
-                                                                                 : st->dim;
+    const char *colour = finding_kind_severity(f->kind) == F_SEV_WARN ? st->yellow
+                         : root                                       ? st->red
+                                                                      : st->dim;
     fprintf(out, "%s%zu. [%s]%s", colour, index + 1, finding_kind_name(f->kind), st->off);
     if (!root)
         fprintf(out, " %s(follows from %d)%s", st->dim, f->consequence_of + 1, st->off);

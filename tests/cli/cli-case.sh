@@ -157,6 +157,20 @@ PY
     run run --dir "$D/r2" --json "$D/r2.json" -- sh -c 'exit 5'; expect_rc 5
     [ -s "$D/r2.json" ] || fail "no --json written for a failed job without NCCL"
     ;;
+kinds-documented)
+    # every finding kind of the one list (analyzer/finding_kinds.h) has its row in
+    # docs/report-format.md's table of kinds, and the table names no kind the list lacks
+    grep -oE '^ *X\([A-Z0-9_]+, "[a-z0-9_]+"' "$SRC/analyzer/finding_kinds.h" |
+        sed -E 's/.*"(.*)"/\1/' | sort -u >"$D/listed"
+    [ "$(wc -l <"$D/listed")" -ge 10 ] || fail "read only $(wc -l <"$D/listed") kinds from finding_kinds.h"
+    awk '/^\| kind \| extra keys \|/ { t = 1; next } t && !/^\|/ { t = 0 } t' \
+        "$SRC/docs/report-format.md" | grep -oE '^\| [^|]*' | grep -oE '`[a-z0-9_]+`' |
+        tr -d '`' | sort -u >"$D/documented"
+    missing=$(comm -23 "$D/listed" "$D/documented")
+    extra=$(comm -13 "$D/listed" "$D/documented")
+    [ -z "$missing" ] || fail "docs/report-format.md has no row for: $missing"
+    [ -z "$extra" ] || fail "docs/report-format.md names kinds finding_kinds.h lacks: $extra"
+    ;;
 html-stdout)
     # `--html -`: the page alone on stdout (no text report before it); a file: both
     "$TRACEGEN" --out "$D/t" --ranks 2 --colls 2 >/dev/null
