@@ -129,14 +129,17 @@ static void dump_record(const struct ls_record *r)
     char w[64], d[32], arg[48];
     if (ls_op_is_rooted(r->op))
         snprintf(arg, sizeof(arg), "root %d", r->peer);
-    else if (r->op == LS_OP_SEND || r->op == LS_OP_RECV)
+    else if (ls_op_is_p2p(r->op))
         snprintf(arg, sizeof(arg), "peer %d", r->peer);
     else if (r->op == LS_OP_COMM_SPLIT)
         snprintf(arg, sizeof(arg), "color %d key %d", (int32_t)(r->aux >> 32), (int32_t)r->aux);
     else
         snprintf(arg, sizeof(arg), "-");
-    const char *dur = r->exit_ns == 0 || r->result == LS_RESULT_PENDING
-                          ? "IN FLIGHT"
+    /* In flight only as every reader decides it (ls_record_pending); a record that returned
+     * without an exit time (a damaged one) has no duration to show. */
+    const char *dur = ls_record_pending(r) ? "IN FLIGHT"
+                      : r->exit_ns < r->enter_ns
+                          ? "-"
                           : timefmt_duration(d, sizeof(d), r->exit_ns - r->enter_ns);
     printf("%8llu %-14s %016" PRIx64
            " r%-4d #%-6llu n=%-10llu %-7s %-4s %-16s g%llu/%u %s %10s %-11s "

@@ -250,7 +250,7 @@ static long cause_of_error(const struct findings *fs, size_t first, size_t i, lo
     const struct finding *f = &fs->v[i];
     if (f->refused)
         return -1; /* a refused call is its own story */
-    if (first_death >= 0 && f->result == 6 /* RemoteError */ &&
+    if (first_death >= 0 && f->result == LS_NCCL_REMOTE_ERROR &&
         fs->v[first_death].time_ns <= f->time_ns)
         return first_death;
     if (f->has_comm && f->has_seq)

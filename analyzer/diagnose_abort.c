@@ -23,8 +23,7 @@ static uint64_t waiters(const struct m_comm *c, const struct m_member *aborter, 
             if (r->comm_id != c->id)
                 continue;
             int coll = ls_op_is_collective(r->op) && r->seq > aborter->issued;
-            int p2p = (r->op == LS_OP_SEND || r->op == LS_OP_RECV) &&
-                      diag_member_rank(c, r->peer) == aborter->proc->rank;
+            int p2p = ls_op_is_p2p(r->op) && diag_member_rank(c, r->peer) == aborter->proc->rank;
             if (!coll && !p2p)
                 continue;
             if (intvec_push(out, mb->proc->rank) < 0)

@@ -130,8 +130,8 @@ static int build(struct ctx *x)
                 size_t b;
                 if (barrier_node(x, c, p, r, &b) < 0 || add_edge(&x->g, i, b) < 0)
                     return -1;
-            } else if ((r->op == LS_OP_SEND || r->op == LS_OP_RECV) && r->peer >= 0 &&
-                       r->peer < c->nmembers && c->members[r->peer].proc) {
+            } else if (ls_op_is_p2p(r->op) && r->peer >= 0 && r->peer < c->nmembers &&
+                       c->members[r->peer].proc) {
                 const struct m_member *peer = &c->members[r->peer];
                 if (!peer_launched(peer, r->comm_rank, r) &&
                     add_edge(&x->g, i, rank_node(x, peer->proc)) < 0)
@@ -300,8 +300,7 @@ static int report(struct ctx *x, const size_t *comp, size_t cid)
             int want = d->j->procs[nx]->rank;
             for (size_t k = 0; k < n && !via; k++) {
                 const struct m_comm *c = model_comm(d->m, d->job, ops[k]->comm_id);
-                if ((ops[k]->op == LS_OP_SEND || ops[k]->op == LS_OP_RECV) && c &&
-                    diag_member_rank(c, ops[k]->peer) == want)
+                if (ls_op_is_p2p(ops[k]->op) && c && diag_member_rank(c, ops[k]->peer) == want)
                     via = ops[k];
             }
         }

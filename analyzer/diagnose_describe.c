@@ -69,14 +69,14 @@ void describe_call(struct diag *d, const struct m_proc *p, const struct ls_recor
     char args[160] = "";
     size_t n = 0;
     unsigned op = r->op;
-    if (ls_op_is_collective(op) || op == LS_OP_SEND || op == LS_OP_RECV) {
+    if (ls_op_issues_work(op)) {
         n += (size_t)snprintf(args + n, sizeof(args) - n, "count %llu, %s",
                               (unsigned long long)r->count, ls_dtype_name(r->dtype));
         if (ls_op_has_redop(op) && n < sizeof(args))
             n += (size_t)snprintf(args + n, sizeof(args) - n, ", %s", ls_redop_name(r->redop));
         if (ls_op_is_rooted(op) && n < sizeof(args))
             n += (size_t)snprintf(args + n, sizeof(args) - n, ", root %d", r->peer);
-        if ((op == LS_OP_SEND || op == LS_OP_RECV) && n < sizeof(args))
+        if (ls_op_is_p2p(op) && n < sizeof(args))
             n += (size_t)snprintf(args + n, sizeof(args) - n, ", %s comm rank %d",
                                   op == LS_OP_SEND ? "to" : "from", r->peer);
         if (n < sizeof(args))
@@ -255,8 +255,7 @@ struct f_class describe_class(struct diag *d, const struct m_proc *p, const stru
         c.count = r->count;
         c.dtype = r->dtype == LS_DTYPE_NONE ? -1 : r->dtype;
         c.redop = ls_op_has_redop(r->op) ? r->redop : -1;
-        c.root =
-            ls_op_is_rooted(r->op) || r->op == LS_OP_SEND || r->op == LS_OP_RECV ? r->peer : -1;
+        c.root = ls_op_is_rooted(r->op) || ls_op_is_p2p(r->op) ? r->peer : -1;
         c.seq = r->seq;
         c.comm = r->comm_id;
         c.callsite = symbolizer_site(d->sym, p->t, r->callsite);

@@ -130,7 +130,7 @@ static int p2p_seq(const struct finding *g)
     if (g->kind == F_P2P_UNMATCHED || g->kind == F_P2P_SIZE_MISMATCH)
         return 1;
     for (size_t k = 0; g->kind == F_NCCL_ERROR && k < g->nclasses; k++) /* the failed call */
-        if (g->classes[k].op == LS_OP_SEND || g->classes[k].op == LS_OP_RECV)
+        if (ls_op_is_p2p(g->classes[k].op))
             return 1;
     return 0;
 }

@@ -44,8 +44,7 @@ static int peers_waiting_on(struct diag *d, const struct m_proc *p, struct intve
                 continue;
             if (ls_op_is_collective(r->op))
                 waits = lags(c, p, r->seq) || (!model_was_running(p) && lags(c, p, UINT64_MAX));
-            else if ((r->op == LS_OP_SEND || r->op == LS_OP_RECV) &&
-                     diag_member_rank(c, r->peer) == p->rank)
+            else if (ls_op_is_p2p(r->op) && diag_member_rank(c, r->peer) == p->rank)
                 waits = 1;
         }
         if (waits && intvec_push(waiting, q->rank) < 0)

@@ -55,7 +55,7 @@ static size_t proc_index(const struct exporter *x, const struct m_proc *p)
 
 static int in_flight(const struct ls_record *r)
 {
-    return r->exit_ns == 0 && r->result == LS_RESULT_PENDING;
+    return ls_record_pending(r);
 }
 
 /* Starts one event: the separator, then "{". */
@@ -147,7 +147,7 @@ static const char *category(unsigned op)
 {
     if (ls_op_is_collective(op))
         return "collective";
-    if (op == LS_OP_SEND || op == LS_OP_RECV)
+    if (ls_op_is_p2p(op))
         return "p2p";
     if (ls_op_is_onesided(op))
         return "one-sided";
@@ -162,11 +162,11 @@ static void write_slice_args(struct exporter *x, const struct m_proc *p, const s
     fprintf(f, ",\"args\":{\"op\":\"%s\"", ls_op_name(r->op));
     if (r->seq)
         fprintf(f, ",\"seq\":%" PRIu64, r->seq);
-    if (ls_op_is_collective(r->op) || r->op == LS_OP_SEND || r->op == LS_OP_RECV)
+    if (ls_op_issues_work(r->op))
         fprintf(f, ",\"count\":%" PRIu64 ",\"dtype\":\"%s\"", r->count, ls_dtype_name(r->dtype));
     else if (r->op == LS_OP_COMM_SPLIT || r->op == LS_OP_COMM_SHRINK)
         fprintf(f, ",\"new_comm\":\"%016" PRIx64 "\"", r->count);
-    else if (r->op >= LS_OP_COMM_INIT_RANK && r->op <= LS_OP_COMM_INIT_RANK_SCALABLE)
+    else if (ls_op_is_init(r->op))
         fprintf(f, ",\"nranks\":%" PRIu64, r->count);
     else if (r->op == LS_OP_GROUP_END)
         fprintf(f, ",\"calls\":%" PRIu64, r->aux);
@@ -174,7 +174,7 @@ static void write_slice_args(struct exporter *x, const struct m_proc *p, const s
         fprintf(f, ",\"redop\":\"%s\"", ls_redop_name(r->redop));
     if (ls_op_is_rooted(r->op))
         fprintf(f, ",\"root\":%d", r->peer);
-    if (r->op == LS_OP_SEND || r->op == LS_OP_RECV)
+    if (ls_op_is_p2p(r->op))
         fprintf(f, ",\"peer\":%d", r->peer);
     if (r->comm_id)
         fprintf(f, ",\"comm\":\"%016" PRIx64 "\",\"comm_rank\":%d", r->comm_id, r->comm_rank);
@@ -212,7 +212,7 @@ static void write_slice(struct exporter *x, const struct m_proc *p, const struct
     fprintf(x->f, ",\"name\":\"%s", ls_op_name(r->op));
     if (r->seq)
         fprintf(x->f, " #%" PRIu64, r->seq);
-    if (r->op == LS_OP_SEND || r->op == LS_OP_RECV)
+    if (ls_op_is_p2p(r->op))
         fprintf(x->f, " %s %d", r->op == LS_OP_SEND ? "to" : "from", r->peer);
     fprintf(x->f, "%s\"", open ? " (in flight)" : "");
     write_slice_args(x, p, r);

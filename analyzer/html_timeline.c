@@ -271,8 +271,7 @@ static void lane_state(char *buf, size_t len, const struct timeline *tl, const s
         snprintf(call + strlen(call), sizeof(call) - strlen(call), " on comm %08" PRIx64,
                  r->comm_id >> 32);
     const struct ls_record *open = p->current;
-    if (!open && p->last_call && p->last_call->exit_ns == 0 &&
-        p->last_call->result == LS_RESULT_PENDING)
+    if (!open && p->last_call && ls_record_pending(p->last_call))
         open = p->last_call;
     if (p->stopped_with_job) {
         const char *sig =

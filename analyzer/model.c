@@ -217,7 +217,7 @@ static int index_records(struct model *m, struct m_proc *p)
     struct m_member *mb = NULL;
     for (size_t i = 0; i < t->nrecords; i++) {
         const struct ls_record *r = &t->records[i];
-        int coll = ls_op_is_collective(r->op), p2p = r->op == LS_OP_SEND || r->op == LS_OP_RECV;
+        int coll = ls_op_is_collective(r->op), p2p = ls_op_is_p2p(r->op);
         if ((!coll && !p2p) || (r->flags & LS_REC_NOT_ENQUEUED) || (coll && r->seq == 0))
             continue; /* refused by NCCL: never enqueued, no place in the sequence */
         if (!c || c->id != r->comm_id) {

@@ -52,7 +52,7 @@ int model_died_before(const struct m_proc *a, const struct m_proc *b)
 
 static int is_pending(const struct ls_record *r)
 {
-    return r->exit_ns == 0 && r->result == LS_RESULT_PENDING;
+    return ls_record_pending(r);
 }
 
 const struct ls_record *model_group_end(const struct m_proc *p, uint64_t group_id)
@@ -100,7 +100,7 @@ int model_gpu_tracked(const struct m_proc *p, const struct ls_record *r)
 {
     const struct ls_header *h = &p->t->hdr;
     if (h->completion != LS_COMPLETION_EVENTS || (r->flags & LS_REC_GRAPH_CAPTURED) ||
-        !(ls_op_is_collective(r->op) || r->op == LS_OP_SEND || r->op == LS_OP_RECV))
+        !ls_op_issues_work(r->op))
         return 0;
     for (uint32_t i = 0; i < h->stream_count && i < LS_MAX_STREAMS; i++)
         if (h->streams[i].stream == r->stream)
@@ -129,8 +129,7 @@ int model_op_launched(const struct m_proc *p, const struct ls_record *r)
 
 static int is_waitable(const struct ls_record *r)
 {
-    return ls_op_is_collective(r->op) || r->op == LS_OP_SEND || r->op == LS_OP_RECV ||
-           (ls_op_is_comm(r->op) && r->op != LS_OP_COMM_FINALIZE);
+    return ls_op_issues_work(r->op) || (ls_op_is_comm(r->op) && r->op != LS_OP_COMM_FINALIZE);
 }
 
 size_t model_blocked_ops(const struct m_proc *p, const struct ls_record **out, size_t max)
@@ -270,7 +269,7 @@ static const struct ls_record *first_failure(const struct tr_trace *t)
     for (size_t i = 0; i < t->nrecords; i++) {
         const struct ls_record *r = &t->records[i];
         if (names_result_is_error(r->result) && !(r->flags & LS_REC_NOT_ENQUEUED) &&
-            r->result != 4 /* ncclInvalidArgument */ && r->result != 5 /* ncclInvalidUsage */)
+            !ls_result_refused(r->result))
             return r;
     }
     return NULL;
@@ -338,7 +337,7 @@ static const struct ls_record *blocked_at_death(const struct m_proc *p)
     const struct ls_record *ops[8];
     size_t n = model_blocked_ops(p, ops, 8);
     for (size_t i = 0; i < n; i++)
-        if (ls_op_is_collective(ops[i]->op) || ops[i]->op == LS_OP_SEND || ops[i]->op == LS_OP_RECV)
+        if (ls_op_issues_work(ops[i]->op))
             return ops[i];
     return NULL;
 }

@@ -20,7 +20,8 @@ const char *names_result(int result)
 
 int names_result_is_error(int result)
 {
-    return result != 0 && result != 7 && result != LS_RESULT_PENDING;
+    return result != LS_NCCL_SUCCESS && result != LS_NCCL_IN_PROGRESS &&
+           result != LS_RESULT_PENDING;
 }
 
 const char *names_signal(int sig)

@@ -93,13 +93,12 @@ static void write_classes(FILE *f, const struct finding *fd)
             fprintf(f, "%s", ls_op_name((unsigned)c->op));
             if (c->seq)
                 fprintf(f, " #%" PRIu64, c->seq);
-            if (ls_op_is_collective((unsigned)c->op) || c->op == LS_OP_SEND || c->op == LS_OP_RECV)
+            if (ls_op_issues_work((unsigned)c->op))
                 fprintf(f, " count %" PRIu64 " %s", c->count, ls_dtype_name((unsigned)c->dtype));
             if (ls_op_has_redop((unsigned)c->op))
                 fprintf(f, " %s", ls_redop_name(c->redop));
             if (c->root >= 0)
-                fprintf(f, " %s %d", c->op == LS_OP_SEND || c->op == LS_OP_RECV ? "peer" : "root",
-                        c->root);
+                fprintf(f, " %s %d", ls_op_is_p2p(c->op) ? "peer" : "root", c->root);
             if (c->comm)
                 fprintf(f, " on comm %08" PRIx64, c->comm >> 32);
         } else

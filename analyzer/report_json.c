@@ -47,7 +47,7 @@ static void write_call(struct json_writer *w, const char *key, const struct repo
     json_string(w, "dtype", ls_dtype_name(r->dtype));
     json_string(w, "callsite", symbolizer_site(in->sym, p->t, r->callsite));
     write_python(w, symbolizer_python(p->t, r->callsite));
-    json_bool(w, "in_flight", r->exit_ns == 0 && r->result == LS_RESULT_PENDING);
+    json_bool(w, "in_flight", ls_record_pending(r));
     json_string(w, "result", names_result(r->result));
     json_double(w, "entered_s_ago", ago_s(j, r->enter_ns));
     json_end_object(w);

@@ -140,7 +140,7 @@ static inline uint64_t next_seq(struct ls_trace *t, int idx, struct ls_comm *com
 {
     if (ls_op_is_collective(a->op))
         return bump(&comm->coll_issued);
-    if (a->op != LS_OP_SEND && a->op != LS_OP_RECV)
+    if (!ls_op_is_p2p(a->op))
         return 0;
     bump(a->op == LS_OP_SEND ? &comm->p2p_sends : &comm->p2p_recvs);
     struct ls_peer *p = ls_peer_get(t, idx, a->peer);
@@ -175,7 +175,7 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
         atomic_store_explicit((_Atomic uint64_t *)&comm->last_enter_ns, now, memory_order_relaxed);
 
     uint32_t flags = 0;
-    int issues_work = ls_op_is_collective(a->op) || a->op == LS_OP_SEND || a->op == LS_OP_RECV;
+    int issues_work = ls_op_issues_work(a->op);
     if (ls_t.group_depth > 0 && a->op != LS_OP_GROUP_START && a->op != LS_OP_GROUP_END) {
         flags |= LS_REC_IN_GROUP;
         ls_t.group_calls++;
@@ -282,10 +282,8 @@ void ls_call_exit(struct ls_call *c, int result)
     uint64_t now = ls_now();
     if (LS_UNLIKELY(now < c->enter_ns))
         now = c->enter_ns; /* the clock was recalibrated (or the thread moved) in between */
-    int issues_work = ls_op_is_collective(c->op) || c->op == LS_OP_SEND || c->op == LS_OP_RECV;
-    int refused =
-        LS_UNLIKELY(result == 4 /* ncclInvalidArgument */ || result == 5 /* ncclInvalidUsage */) &&
-        issues_work && c->comm_idx >= 0;
+    int issues_work = ls_op_issues_work(c->op);
+    int refused = LS_UNLIKELY(ls_result_refused(result)) && issues_work && c->comm_idx >= 0;
     if (LS_UNLIKELY(refused))
         give_back_seq(c);
     /* Lock our record again while writing its return (record_relock()). */
@@ -303,8 +301,8 @@ void ls_call_exit(struct ls_call *c, int result)
     if (c->comm_idx >= 0 && ls_op_is_collective(c->op) && !refused)
         bump(&t->comms[c->comm_idx].coll_done);
     /* Issued work outside a group is on its stream now (a group's is at its GroupEnd). */
-    if (issues_work && !c->in_group && (result == 0 || result == 7 /* ncclInProgress */) &&
-        ls_completion_active())
+    if (issues_work && !c->in_group &&
+        (result == LS_NCCL_SUCCESS || result == LS_NCCL_IN_PROGRESS) && ls_completion_active())
         ls_call_issued(c, c->stream);
     atomic_store_explicit((_Atomic uint64_t *)&t->hdr->last_exit_ns, now, memory_order_relaxed);
     if (LS_LIKELY(ls_t.slot != NULL))

@@ -349,43 +349,72 @@ enum ls_python_state {
                              * (version without a layout, or the layout check failed) */
 };
 
-/* Operations (ls_record.op, ls_comm.create_op). Values are part of the format. */
-enum ls_op {
-    LS_OP_NONE = 0,
-    LS_OP_ALLREDUCE = 1,
-    LS_OP_BROADCAST = 2,
-    LS_OP_BCAST = 3, /* ncclBcast: in-place broadcast; matches LS_OP_BROADCAST across ranks */
-    LS_OP_REDUCE = 4,
-    LS_OP_ALLGATHER = 5,
-    LS_OP_REDUCESCATTER = 6,
-    LS_OP_ALLTOALL = 7,
-    LS_OP_GATHER = 8,
-    LS_OP_SCATTER = 9,
-    LS_OP_SEND = 10,
-    LS_OP_RECV = 11,
-    LS_OP_GROUP_START = 12,
-    LS_OP_GROUP_END = 13,
-    LS_OP_GROUP_SIMULATE_END = 14,
-    LS_OP_COMM_INIT_RANK = 15,
-    LS_OP_COMM_INIT_RANK_CONFIG = 16,
-    LS_OP_COMM_INIT_ALL = 17,
-    LS_OP_COMM_INIT_RANK_SCALABLE = 18,
-    LS_OP_COMM_SPLIT = 19,
-    LS_OP_COMM_SHRINK = 20,
-    LS_OP_COMM_FINALIZE = 21,
-    LS_OP_COMM_DESTROY = 22,
-    LS_OP_COMM_ABORT = 23,
-    LS_OP_COMM_REVOKE = 24,
-    LS_OP_WINDOW_REGISTER = 25,   /* ncclCommWindowRegister (2.27+): count = bytes */
-    LS_OP_WINDOW_DEREGISTER = 26, /* ncclCommWindowDeregister */
-    LS_OP_PUT_SIGNAL = 27,        /* ncclPutSignal (2.29+): one-sided put to `peer` */
-    LS_OP_SIGNAL = 28,            /* ncclSignal (2.29+): a signal to `peer` */
-    LS_OP_WAIT_SIGNAL = 29,       /* ncclWaitSignal (2.29+): count = descriptors */
-    LS_OP_COMM_GROW = 30,         /* ncclCommGrow (2.29+): count = new size */
-    LS_OP_COMM_SUSPEND = 31,      /* ncclCommSuspend (2.30+): count = flags */
-    LS_OP_COMM_RESUME = 32,       /* ncclCommResume (2.30+) */
-    LS_OP_COUNT = 33
+/* Operations (ls_record.op, ls_comm.create_op), one line each: the number (part of the format:
+ * never renumber, append before LS_OP_COUNT), the name, and the classes the predicates below
+ * read (LS_OPC_*). A new op's classes are declared on its own line, so no range check can leave
+ * it out.
+ *   X(ID, number, name, classes) */
+enum ls_op_class {
+    LS_OPC_COLL = 1 << 0,     /* a collective: advances the communicator's sequence number */
+    LS_OPC_P2P = 1 << 1,      /* Send/Recv: per-peer sequence numbers */
+    LS_OPC_ROOTED = 1 << 2,   /* a collective whose `peer` holds a root */
+    LS_OPC_REDOP = 1 << 3,    /* a reduction: `redop` matters */
+    LS_OPC_COMM = 1 << 4,     /* communicator lifecycle (and window registration) */
+    LS_OPC_ONESIDED = 1 << 5, /* one-sided puts and signals (2.29+): no sequence number */
+    LS_OPC_INIT = 1 << 6,     /* creates a communicator from a unique id */
 };
+#define LS_OPS(X)                                                                                  \
+    X(NONE, 0, "None", 0)                                                                          \
+    X(ALLREDUCE, 1, "AllReduce", LS_OPC_COLL | LS_OPC_REDOP)                                       \
+    X(BROADCAST, 2, "Broadcast", LS_OPC_COLL | LS_OPC_ROOTED)                                      \
+    /* ncclBcast: in-place broadcast; matches LS_OP_BROADCAST across ranks */                      \
+    X(BCAST, 3, "Bcast", LS_OPC_COLL | LS_OPC_ROOTED)                                              \
+    X(REDUCE, 4, "Reduce", LS_OPC_COLL | LS_OPC_ROOTED | LS_OPC_REDOP)                             \
+    X(ALLGATHER, 5, "AllGather", LS_OPC_COLL)                                                      \
+    X(REDUCESCATTER, 6, "ReduceScatter", LS_OPC_COLL | LS_OPC_REDOP)                               \
+    X(ALLTOALL, 7, "AlltoAll", LS_OPC_COLL)                                                        \
+    X(GATHER, 8, "Gather", LS_OPC_COLL | LS_OPC_ROOTED)                                            \
+    X(SCATTER, 9, "Scatter", LS_OPC_COLL | LS_OPC_ROOTED)                                          \
+    X(SEND, 10, "Send", LS_OPC_P2P)                                                                \
+    X(RECV, 11, "Recv", LS_OPC_P2P)                                                                \
+    X(GROUP_START, 12, "GroupStart", 0)                                                            \
+    X(GROUP_END, 13, "GroupEnd", 0)                                                                \
+    X(GROUP_SIMULATE_END, 14, "GroupSimulateEnd", 0)                                               \
+    X(COMM_INIT_RANK, 15, "CommInitRank", LS_OPC_COMM | LS_OPC_INIT)                               \
+    X(COMM_INIT_RANK_CONFIG, 16, "CommInitRankConfig", LS_OPC_COMM | LS_OPC_INIT)                  \
+    X(COMM_INIT_ALL, 17, "CommInitAll", LS_OPC_COMM | LS_OPC_INIT)                                 \
+    X(COMM_INIT_RANK_SCALABLE, 18, "CommInitRankScalable", LS_OPC_COMM | LS_OPC_INIT)              \
+    X(COMM_SPLIT, 19, "CommSplit", LS_OPC_COMM)                                                    \
+    X(COMM_SHRINK, 20, "CommShrink", LS_OPC_COMM)                                                  \
+    X(COMM_FINALIZE, 21, "CommFinalize", LS_OPC_COMM)                                              \
+    X(COMM_DESTROY, 22, "CommDestroy", LS_OPC_COMM)                                                \
+    X(COMM_ABORT, 23, "CommAbort", LS_OPC_COMM)                                                    \
+    X(COMM_REVOKE, 24, "CommRevoke", LS_OPC_COMM)                                                  \
+    /* ncclCommWindowRegister (2.27+): count = bytes */                                            \
+    X(WINDOW_REGISTER, 25, "CommWindowRegister", LS_OPC_COMM)                                      \
+    X(WINDOW_DEREGISTER, 26, "CommWindowDeregister", LS_OPC_COMM)                                  \
+    /* ncclPutSignal (2.29+): one-sided put to `peer` */                                           \
+    X(PUT_SIGNAL, 27, "PutSignal", LS_OPC_ONESIDED)                                                \
+    /* ncclSignal (2.29+): a signal to `peer` */                                                   \
+    X(SIGNAL, 28, "Signal", LS_OPC_ONESIDED)                                                       \
+    /* ncclWaitSignal (2.29+): count = descriptors */                                              \
+    X(WAIT_SIGNAL, 29, "WaitSignal", LS_OPC_ONESIDED)                                              \
+    /* ncclCommGrow (2.29+): count = new size */                                                   \
+    X(COMM_GROW, 30, "CommGrow", LS_OPC_COMM)                                                      \
+    /* ncclCommSuspend (2.30+): count = flags; ncclCommResume (2.30+) */                           \
+    X(COMM_SUSPEND, 31, "CommSuspend", LS_OPC_COMM)                                                \
+    X(COMM_RESUME, 32, "CommResume", LS_OPC_COMM)
+
+enum ls_op {
+#define LS_OP_ENUM(id, num, name, classes) LS_OP_##id = (num),
+    LS_OPS(LS_OP_ENUM)
+#undef LS_OP_ENUM
+        LS_OP_COUNT = 33
+};
+/* Every number below LS_OP_COUNT is listed once, in order (the tables below index by it). */
+#define LS_OP_ONE(id, num, name, classes) +1
+_Static_assert(0 LS_OPS(LS_OP_ONE) == LS_OP_COUNT, "LS_OPS must list every op once");
+#undef LS_OP_ONE
 
 /* Record flags (ls_record.flags). */
 #define LS_REC_IN_GROUP    (1u << 0) /* issued between ncclGroupStart and ncclGroupEnd */
@@ -510,77 +539,101 @@ static inline struct ls_layout ls_layout_for(uint32_t comm_cap, uint32_t peer_ca
     return l;
 }
 
-/* Names of ops as NCCL spells them (without the "nccl" prefix); "?" for unknown values. */
+/* NCCL's name of an op without "nccl" ("AllReduce"); "?" for values outside the list. */
 static inline const char *ls_op_name(unsigned op)
 {
-    static const char *const names[LS_OP_COUNT] = {"None",
-                                                   "AllReduce",
-                                                   "Broadcast",
-                                                   "Bcast",
-                                                   "Reduce",
-                                                   "AllGather",
-                                                   "ReduceScatter",
-                                                   "AlltoAll",
-                                                   "Gather",
-                                                   "Scatter",
-                                                   "Send",
-                                                   "Recv",
-                                                   "GroupStart",
-                                                   "GroupEnd",
-                                                   "GroupSimulateEnd",
-                                                   "CommInitRank",
-                                                   "CommInitRankConfig",
-                                                   "CommInitAll",
-                                                   "CommInitRankScalable",
-                                                   "CommSplit",
-                                                   "CommShrink",
-                                                   "CommFinalize",
-                                                   "CommDestroy",
-                                                   "CommAbort",
-                                                   "CommRevoke",
-                                                   "CommWindowRegister",
-                                                   "CommWindowDeregister",
-                                                   "PutSignal",
-                                                   "Signal",
-                                                   "WaitSignal",
-                                                   "CommGrow",
-                                                   "CommSuspend",
-                                                   "CommResume"};
+    static const char *const names[LS_OP_COUNT] = {
+#define LS_OP_NAME(id, num, name, classes) [num] = name,
+        LS_OPS(LS_OP_NAME)
+#undef LS_OP_NAME
+    };
     return op < LS_OP_COUNT ? names[op] : "?";
+}
+
+/* The LS_OPC_* classes of an op; 0 for values outside the list. */
+static inline unsigned ls_op_classes(unsigned op)
+{
+    static const unsigned char classes[LS_OP_COUNT] = {
+#define LS_OP_CLASSES(id, num, name, classes_) [num] = (classes_),
+        LS_OPS(LS_OP_CLASSES)
+#undef LS_OP_CLASSES
+    };
+    return op < LS_OP_COUNT ? classes[op] : 0;
 }
 
 /* True for the collective ops that advance a communicator's sequence number. */
 static inline int ls_op_is_collective(unsigned op)
 {
-    return op >= LS_OP_ALLREDUCE && op <= LS_OP_SCATTER;
+    return (ls_op_classes(op) & LS_OPC_COLL) != 0;
+}
+
+/* True for Send and Recv. */
+static inline int ls_op_is_p2p(unsigned op)
+{
+    return (ls_op_classes(op) & LS_OPC_P2P) != 0;
+}
+
+/* True for the ops that put work on the GPU in stream order: collectives and Send/Recv. */
+static inline int ls_op_issues_work(unsigned op)
+{
+    return (ls_op_classes(op) & (LS_OPC_COLL | LS_OPC_P2P)) != 0;
 }
 
 /* True for collectives where `peer` holds a root. */
 static inline int ls_op_is_rooted(unsigned op)
 {
-    return op == LS_OP_BROADCAST || op == LS_OP_BCAST || op == LS_OP_REDUCE || op == LS_OP_GATHER ||
-           op == LS_OP_SCATTER;
+    return (ls_op_classes(op) & LS_OPC_ROOTED) != 0;
 }
 
 /* True for reductions, where `redop` matters. */
 static inline int ls_op_has_redop(unsigned op)
 {
-    return op == LS_OP_ALLREDUCE || op == LS_OP_REDUCE || op == LS_OP_REDUCESCATTER;
+    return (ls_op_classes(op) & LS_OPC_REDOP) != 0;
 }
 
 /* True for communicator lifecycle ops (and window registration, collective over a
  * communicator too). */
 static inline int ls_op_is_comm(unsigned op)
 {
-    return (op >= LS_OP_COMM_INIT_RANK && op <= LS_OP_COMM_REVOKE) || op == LS_OP_WINDOW_REGISTER ||
-           op == LS_OP_WINDOW_DEREGISTER || (op >= LS_OP_COMM_GROW && op <= LS_OP_COMM_RESUME);
+    return (ls_op_classes(op) & LS_OPC_COMM) != 0;
+}
+
+/* True for the ops that create a communicator from a unique id (CommInitRank and kin). */
+static inline int ls_op_is_init(unsigned op)
+{
+    return (ls_op_classes(op) & LS_OPC_INIT) != 0;
 }
 
 /* True for one-sided communication (2.29+): puts and signals to a peer, waits for signals.
  * They take no sequence number. */
 static inline int ls_op_is_onesided(unsigned op)
 {
-    return op >= LS_OP_PUT_SIGNAL && op <= LS_OP_WAIT_SIGNAL;
+    return (ls_op_classes(op) & LS_OPC_ONESIDED) != 0;
+}
+
+/* NCCL's result codes (ncclResult_t) that lockstep tells apart, by name: their values are
+ * NCCL's ABI and part of the format (ls_record.result). */
+enum ls_nccl_result {
+    LS_NCCL_SUCCESS = 0,
+    LS_NCCL_UNHANDLED_CUDA_ERROR = 1,
+    LS_NCCL_SYSTEM_ERROR = 2,
+    LS_NCCL_INTERNAL_ERROR = 3,
+    LS_NCCL_INVALID_ARGUMENT = 4,
+    LS_NCCL_INVALID_USAGE = 5,
+    LS_NCCL_REMOTE_ERROR = 6,
+    LS_NCCL_IN_PROGRESS = 7,
+};
+
+/* True when NCCL refused the call's arguments: nothing was enqueued. */
+static inline int ls_result_refused(int result)
+{
+    return result == LS_NCCL_INVALID_ARGUMENT || result == LS_NCCL_INVALID_USAGE;
+}
+
+/* True while a record's call has not returned: no exit time and no result yet. */
+static inline int ls_record_pending(const struct ls_record *r)
+{
+    return r->exit_ns == 0 && r->result == LS_RESULT_PENDING;
 }
 
 /* Short datatype names; "?" for unknown values. */
@@ -591,13 +644,6 @@ static inline const char *ls_dtype_name(unsigned dt)
     if (dt == LS_DTYPE_NONE)
         return "-";
     return dt < sizeof(names) / sizeof(names[0]) ? names[dt] : "?";
-}
-
-/* Size in bytes of one element of a datatype, 0 if unknown. */
-static inline unsigned ls_dtype_size(unsigned dt)
-{
-    static const unsigned char sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-    return dt < sizeof(sizes) ? sizes[dt] : 0;
 }
 
 /* Reduction op names; values >= 5 are ops made by ncclRedOpCreatePreMulSum. */

@@ -157,6 +157,22 @@ PY
     run run --dir "$D/r2" --json "$D/r2.json" -- sh -c 'exit 5'; expect_rc 5
     [ -s "$D/r2.json" ] || fail "no --json written for a failed job without NCCL"
     ;;
+dump-pending)
+    # a record is in flight when both its exit time and its result say so (ls_record_pending),
+    # in dump as in every other reader: a returned call whose exit time was lost is not
+    "$TRACEGEN" --out "$D/t" --ranks 2 --colls 4 >/dev/null
+    f=$(ls "$D"/t/*.trace | head -1)
+    ring_off=$(od -An -t u8 -j 96 -N 8 "$f" | tr -d ' ')
+    run dump "$f"; expect_rc 0
+    grep -E '^ +0 [A-Z]' "$D/out" | grep -q Success || fail "record 0 did not return Success: $(cat "$D/out")"
+    lacks "$D/out" "IN FLIGHT"
+    # record 0 (slot 0): exit_ns (at 64) zeroed, result (at 120) still Success
+    dd if=/dev/zero of="$f" bs=1 seek=$((ring_off + 64)) count=8 conv=notrunc status=none
+    run dump "$f"; expect_rc 0
+    grep -E '^ +0 [A-Z]' "$D/out" >"$D/rec0" || fail "dump lost record 0"
+    lacks "$D/rec0" "IN FLIGHT"
+    contains "$D/rec0" "Success"
+    ;;
 kinds-documented)
     # every finding kind of the one list (analyzer/finding_kinds.h) has its row in
     # docs/report-format.md's table of kinds, and the table names no kind the list lacks

@@ -165,7 +165,7 @@ def case_no_false_stall(tmp):
     """Long pauses with nothing outstanding, and slow steps that keep finishing: not stalls.
     The pauses last 2.5 times the stall threshold, the steps 1.5 times (the last rank an eighth
     longer than the others: they wait in NCCL for 0.19 thresholds)."""
-    stall = 0.5
+    stall = 1.0  # at 0.5 s a loaded 2-core machine once took a slow step for a stall
     for mode, delay in (("pauses", 2.5 * stall), ("slow_steps", 1.5 * stall)):
         p, report, d = lockstep_run(tmp, mode, np=4, stall=stall,
                                     extra_env={"SCENARIO_DELAY_MS": str(int(delay * 1000)),

@@ -582,12 +582,62 @@ START_TEST(header_reader_checks_what_the_loader_checks)
 }
 END_TEST
 
+/* The op list in trace_format.h gives every op a name and its classes: the nine collectives
+ * and only they advance a sequence number, ops appended after them (2.27+ windows, 2.29+
+ * signals, 2.30 suspend) never count as collectives, and work on the GPU is exactly
+ * collectives plus Send/Recv. */
+START_TEST(op_classes_come_from_one_list)
+{
+    static const unsigned coll[] = {LS_OP_ALLREDUCE, LS_OP_BROADCAST, LS_OP_BCAST,
+                                    LS_OP_REDUCE,    LS_OP_ALLGATHER, LS_OP_REDUCESCATTER,
+                                    LS_OP_ALLTOALL,  LS_OP_GATHER,    LS_OP_SCATTER};
+    unsigned ncoll = 0;
+    for (unsigned op = 1; op < LS_OP_COUNT; op++) {
+        ck_assert_msg(strcmp(ls_op_name(op), "?") != 0, "op %u has no name", op);
+        for (unsigned other = 1; other < op; other++)
+            ck_assert_msg(strcmp(ls_op_name(op), ls_op_name(other)) != 0, "ops %u and %u: %s",
+                          other, op, ls_op_name(op));
+        int is_coll = 0;
+        for (size_t k = 0; k < sizeof(coll) / sizeof(coll[0]); k++)
+            is_coll |= coll[k] == op;
+        ncoll += ls_op_is_collective(op) != 0;
+        ck_assert_msg(!!ls_op_is_collective(op) == is_coll, "%s collective?", ls_op_name(op));
+        ck_assert_int_eq(!!ls_op_issues_work(op), is_coll || op == LS_OP_SEND || op == LS_OP_RECV);
+        ck_assert_int_eq(!!ls_op_is_p2p(op), op == LS_OP_SEND || op == LS_OP_RECV);
+        if (ls_op_is_rooted(op) || ls_op_has_redop(op))
+            ck_assert_msg(is_coll, "%s has a root or redop but is no collective", ls_op_name(op));
+        ck_assert_msg(!(ls_op_is_onesided(op) && ls_op_issues_work(op)), "%s", ls_op_name(op));
+    }
+    ck_assert_uint_eq(ncoll, 9);
+    ck_assert(ls_op_is_comm(LS_OP_COMM_RESUME) && ls_op_is_onesided(LS_OP_WAIT_SIGNAL));
+    ck_assert(ls_op_is_init(LS_OP_COMM_INIT_RANK_SCALABLE) && !ls_op_is_init(LS_OP_COMM_SPLIT));
+    ck_assert_str_eq(ls_op_name(LS_OP_COUNT), "?");
+    ck_assert(!ls_op_is_collective(LS_OP_COUNT) && !ls_op_is_collective(1000));
+    ck_assert(ls_result_refused(LS_NCCL_INVALID_USAGE) && !ls_result_refused(LS_NCCL_REMOTE_ERROR));
+}
+END_TEST
+
+/* "In flight" is both markers at once, for every reader (ls_record_pending). */
+START_TEST(pending_needs_both_markers)
+{
+    struct ls_record r = {.exit_ns = 0, .result = LS_RESULT_PENDING};
+    ck_assert(ls_record_pending(&r));
+    r.result = LS_NCCL_SUCCESS;
+    ck_assert(!ls_record_pending(&r));
+    r.result = LS_RESULT_PENDING;
+    r.exit_ns = 5;
+    ck_assert(!ls_record_pending(&r));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trace_reader");
     TCase *tc = tcase_create("reader");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, good_file_loads);
+    tcase_add_test(tc, op_classes_come_from_one_list);
+    tcase_add_test(tc, pending_needs_both_markers);
     tcase_add_test(tc, missing_file_names_it);
     tcase_add_test(tc, truncated_ring_loads_incomplete);
     tcase_add_test(tc, truncated_header_fails);
