@@ -374,8 +374,8 @@ static const char *base_of(const char *path)
 }
 
 /* Symbolizes a thread's frames: frames of modules with line tables of their own (the program,
- * built with -g) by file:line with addr2line, the others (the C library, an interpreter, NCCL)
- * by the symbol the probe read, at no cost. */
+ * built with -g) by file:line from the symbolizer (libdw), the others (the C library, an
+ * interpreter, NCCL) by the symbol the probe read, at no cost. */
 static void finish_thread(struct symbolizer *sym, struct raw_thread *r)
 {
     struct m_live_thread *t = r->t;
@@ -388,7 +388,8 @@ static void finish_thread(struct symbolizer *sym, struct raw_thread *r)
         char fn[96];
         snprintf(fn, sizeof fn, "%.*s", (int)strcspn(r->sym[i], "+"), r->sym[i]);
         text = NULL;
-        /* addr2line only where the module has line tables: it can take 0.1 s a frame. */
+        /* The symbolizer only where the module has line tables: the others are named as well by
+         * the symbol the probe read, without opening them. */
         if (!lib && elf_facts(r->module[i]).line_info) {
             struct tr_frame fr = {0, r->off[i], 0, r->module[i], ""};
             text = symbolizer_frame(sym, &fr);

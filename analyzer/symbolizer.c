@@ -1,18 +1,30 @@
-/* symbolizer.c -- call site display with file:line from addr2line, cached per module offset. */
+/* symbolizer.c -- call site display: file:line (function) from each module's debug info, or
+ * function (module) from its symbols, read in-process with libdw; each module opened once,
+ * each place cached. */
 #include "symbolizer.h"
 
-#include <fcntl.h>
-#include <spawn.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 #define SYM_BUCKETS 4096
+
+/* One module opened once for the life of the symbolizer: its own Dwfl, the ELF placed at its
+ * link-time addresses. failed: not a readable regular ELF file; never tried again. */
+struct sym_module {
+    char *path;
+    Dwfl *dwfl;
+    Dwfl_Module *mod;
+    uint64_t base_vaddr; /* p_vaddr of the first PT_LOAD: where module offset 0 lies */
+    struct sym_module *next;
+};
 
 struct sym_entry {
     char *key;
@@ -21,17 +33,18 @@ struct sym_entry {
 };
 
 struct symbolizer {
-    int use_addr2line; /* cleared when addr2line turns out to be missing */
+    int use_debuginfo;          /* look modules' symbols and lines up (libdw) */
+    struct sym_module *modules; /* every module looked at, opened once */
     struct sym_entry *buckets[SYM_BUCKETS];
 };
 
-struct symbolizer *symbolizer_new(int use_addr2line)
+struct symbolizer *symbolizer_new(int use_debuginfo)
 {
     struct symbolizer *s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
     const char *env = getenv("LOCKSTEP_ADDR2LINE");
-    s->use_addr2line = use_addr2line && !(env && strcmp(env, "0") == 0);
+    s->use_debuginfo = use_debuginfo && !(env && strcmp(env, "0") == 0);
     return s;
 }
 
@@ -48,6 +61,14 @@ void symbolizer_free(struct symbolizer *s)
             free(e);
             e = next;
         }
+    }
+    while (s->modules) {
+        struct sym_module *m = s->modules;
+        s->modules = m->next;
+        if (m->dwfl)
+            dwfl_end(m->dwfl);
+        free(m->path);
+        free(m);
     }
     free(s);
 }
@@ -90,65 +111,109 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-/* Runs addr2line on one address. Returns 0 and fills func/fileline, or -1 when unknown. */
-static int run_addr2line(struct symbolizer *s, const char *module, uint64_t off, char *func,
-                         size_t funclen, char *fileline, size_t fllen)
+/* ---- debug info, in-process (libdw) ------------------------------------------------------ */
+
+static const Dwfl_Callbacks offline_callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo =
+        dwfl_standard_find_debuginfo, /* .gnu_debuglink, build-id under /usr/lib/debug */
+    .section_address = dwfl_offline_section_address,
+};
+
+/* The lowest PT_LOAD address of an ELF: the shim records offsets from the object's mapped
+ * start (dladdr's dli_fbase), which is that address for a non-PIE executable and 0 else. */
+static uint64_t first_load_vaddr(Elf *elf)
 {
-    /* The module path comes from the trace: only a readable regular file is handed to
-     * addr2line (as one argument, never through a shell), so a FIFO or a device named there
-     * cannot block the analyzer. */
-    int fds[2];
-    struct stat st;
-    if (stat(module, &st) != 0 || !S_ISREG(st.st_mode) || access(module, R_OK) != 0 ||
-        pipe(fds) != 0)
-        return -1;
-    char addr[32];
-    snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)off);
-    char *argv[] = {"addr2line", "-f", "-C", "-e", (char *)module, addr, NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    posix_spawn_file_actions_addclose(&fa, fds[1]);
-    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, "addr2line", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (rc != 0) {
-        close(fds[0]);
-        s->use_addr2line = 0;
-        return -1;
+    size_t n = 0;
+    uint64_t lowest = UINT64_MAX;
+    if (elf_getphdrnum(elf, &n) != 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < lowest)
+            lowest = ph.p_vaddr & ~(uint64_t)0xfff;
     }
-    char out[2048];
-    size_t len = 0;
-    ssize_t n;
-    while (len < sizeof(out) - 1 && (n = read(fds[0], out + len, sizeof(out) - 1 - len)) > 0)
-        len += (size_t)n;
-    out[len] = 0;
-    close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        ;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        s->use_addr2line = 0;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return lowest == UINT64_MAX ? 0 : lowest;
+}
+
+/* The module at `path`, opened on first use; NULL when it cannot be read as an ELF file. The
+ * path comes from the trace: only a readable regular file is opened, so a FIFO or a device
+ * named there cannot block the analyzer. */
+static struct sym_module *module_of(struct symbolizer *s, const char *path)
+{
+    for (struct sym_module *m = s->modules; m; m = m->next)
+        if (strcmp(m->path, path) == 0)
+            return m->mod ? m : NULL;
+    struct sym_module *m = calloc(1, sizeof(*m));
+    if (!m || !(m->path = strdup(path))) {
+        free(m);
+        return NULL;
+    }
+    m->next = s->modules;
+    s->modules = m;
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || access(path, R_OK) != 0)
+        return NULL;
+    if (!(m->dwfl = dwfl_begin(&offline_callbacks)))
+        return NULL;
+    m->mod = dwfl_report_elf(m->dwfl, base_name(path), path, -1, 0, false);
+    dwfl_report_end(m->dwfl, NULL, NULL);
+    if (!m->mod)
+        return NULL;
+    GElf_Addr bias = 0;
+    Elf *elf = dwfl_module_getelf(m->mod, &bias);
+    if (!elf) {
+        m->mod = NULL;
+        return NULL;
+    }
+    m->base_vaddr = first_load_vaddr(elf) + bias;
+    return m;
+}
+
+/* The innermost function at `addr` (an inlined one as addr2line -f names it), from DWARF;
+ * NULL when the module has no DWARF for it. */
+static const char *dwarf_function(Dwfl_Module *mod, Dwarf_Addr addr)
+{
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+    Dwarf_Die *scopes = NULL;
+    int n = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+    const char *name = NULL;
+    for (int i = 0; i < n && !name; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
+            Dwarf_Attribute at;
+            name = dwarf_formstring(dwarf_attr_integrate(&scopes[i], DW_AT_name, &at));
+        }
+    }
+    free(scopes);
+    return name;
+}
+
+/* Looks one module offset up. Returns 2 with func and fileline filled (a line is known), 1
+ * with func alone (a symbol, no line), or -1 when nothing is known. */
+static int lookup(struct symbolizer *s, const char *module, uint64_t off, char *func,
+                  size_t funclen, char *fileline, size_t fllen)
+{
+    struct sym_module *m = module_of(s, module);
+    if (!m)
         return -1;
-    char *nl = strchr(out, '\n');
-    if (!nl)
-        return -1;
-    *nl = 0;
-    char *second = nl + 1;
-    second[strcspn(second, "\n")] = 0;
-    char *disc = strstr(second, " (discriminator");
-    if (disc)
-        *disc = 0;
-    char *colon = strrchr(second, ':');
-    if (strncmp(second, "??", 2) == 0 || !colon || colon[1] == '?' || strcmp(colon + 1, "0") == 0)
-        return -1;
-    snprintf(func, funclen, "%.500s", strcmp(out, "??") == 0 ? "" : out);
-    snprintf(fileline, fllen, "%.500s", base_name(second));
-    return 0;
+    Dwarf_Addr addr = m->base_vaddr + off;
+    const char *name = dwarf_function(m->mod, addr);
+    if (!name) {
+        GElf_Off symoff;
+        GElf_Sym sym;
+        name = dwfl_module_addrinfo(m->mod, addr, &symoff, &sym, NULL, NULL, NULL);
+    }
+    snprintf(func, funclen, "%.500s", name ? name : "");
+    Dwfl_Line *line = dwfl_module_getsrc(m->mod, addr);
+    int lineno = 0;
+    const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    if (file && lineno > 0) {
+        snprintf(fileline, fllen, "%.500s:%d", base_name(file), lineno);
+        return 2;
+    }
+    return func[0] ? 1 : -1;
 }
 
 const char *symbolizer_frame(struct symbolizer *s, const struct tr_frame *f)
@@ -161,12 +226,16 @@ const char *symbolizer_frame(struct symbolizer *s, const struct tr_frame *f)
     char buf[1200], func[512], fileline[512];
     const char *mod = base_name(f->module);
     uint64_t off = f->module_off > 0 ? f->module_off - 1 : 0; /* return address: the call */
-    if (s->use_addr2line && f->module[0] &&
-        run_addr2line(s, f->module, off, func, sizeof(func), fileline, sizeof(fileline)) == 0) {
+    int found = s->use_debuginfo && f->module[0]
+                    ? lookup(s, f->module, off, func, sizeof(func), fileline, sizeof(fileline))
+                    : -1;
+    if (found == 2) {
         if (func[0])
             snprintf(buf, sizeof(buf), "%s (%s)", fileline, func);
         else
             snprintf(buf, sizeof(buf), "%s", fileline);
+    } else if (found == 1) {
+        snprintf(buf, sizeof(buf), "%s (%s)", func, mod[0] ? mod : "?");
     } else if (f->symbol[0]) {
         snprintf(buf, sizeof(buf), "%s+0x%llx (%s)", f->symbol, (unsigned long long)f->symbol_off,
                  mod[0] ? mod : "?");

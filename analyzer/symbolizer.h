@@ -8,10 +8,11 @@
 
 struct symbolizer;
 
-/* Returns a new symbolizer, or NULL when out of memory. With use_addr2line set, file:line is
- * looked up with addr2line(1) where the module exists and has debug info (the environment
+/* Returns a new symbolizer, or NULL when out of memory. With use_debuginfo set, each module
+ * that still exists is opened once (libdw) and a place is named by its line table and DWARF
+ * (file:line (function)), else by its symbol table (function (module)) (the environment
  * variable LOCKSTEP_ADDR2LINE=0 turns that off too). Free with symbolizer_free(). */
-struct symbolizer *symbolizer_new(int use_addr2line);
+struct symbolizer *symbolizer_new(int use_debuginfo);
 
 /* Frees the symbolizer and every string it returned. NULL is fine. */
 void symbolizer_free(struct symbolizer *s);
@@ -19,7 +20,8 @@ void symbolizer_free(struct symbolizer *s);
 /* Returns the call site `callsite` of trace `t` as one short string. When the calling thread
  * ran Python: its innermost frame outside installed packages and the standard library, as
  * "script.py:LINE (function)". Else the innermost native frame outside libnccl and lockstep,
- * as "file.c:LINE (function)" when debug info exists, else "symbol+0xOFF (module)", else
+ * as "file.c:LINE (function)" when debug info exists, else "function (module)" from the module's
+ * symbols, else "symbol+0xOFF (module)" from the trace, else
  * "module+0xOFF"; "?" for no call site. Never NULL; the string belongs to the symbolizer and
  * lives until symbolizer_free(); equal keys (module offset and path, or Python frame) give the same
  * pointer; the same text can come from different keys (compare places with strcmp). */

@@ -1,7 +1,7 @@
 # scripts/lib.sh -- shared steps of scripts/test and scripts/demo: packages, configure, build.
 # Sourced, not run. Every step says what it does.
 
-LOCKSTEP_PACKAGES="meson ninja-build check libunwind-dev pkg-config gcc libc6-dev binutils python3"
+LOCKSTEP_PACKAGES="meson ninja-build check libunwind-dev libdw-dev pkg-config gcc libc6-dev binutils python3"
 # What building the wheel needs (pyproject.toml, docs/install.md): Debian's meson-python and
 # `build` for /usr/bin/python3, venv to install it into, patchelf (meson-python asks for it).
 LOCKSTEP_WHEEL_PACKAGES="python3-mesonpy python3-build python3-venv patchelf"

@@ -27,6 +27,8 @@ class Lockstep(MesonPackage):
     # The shim unwinds call sites with libunwind; the command reads live stacks of other processes
     # with libunwind's ptrace library (libunwind-ptrace, which libunwind builds by default).
     depends_on("libunwind")
+    # The command names call sites from the modules' debug info in-process with libdw.
+    depends_on("elfutils")
     depends_on("pkgconfig", type="build")
     depends_on("meson@0.63:", type="build")
 

@@ -157,6 +157,28 @@ PY
     run run --dir "$D/r2" --json "$D/r2.json" -- sh -c 'exit 5'; expect_rc 5
     [ -s "$D/r2.json" ] || fail "no --json written for a failed job without NCCL"
     ;;
+symbols)
+    # call sites named from what each program keeps: file:line (function) with debug info,
+    # function (module) with symbols only (never symbol+0xOFF when the function is known)
+    cp "$SCENARIOS" "$D/scen_lines"
+    objcopy --strip-debug "$SCENARIOS" "$D/scen_syms"
+    for prog in scen_lines scen_syms; do
+        set +e
+        LD_LIBRARY_PATH="$EMULATOR_DIR" LOCKSTEP_ADDR2LINE=1 "$LOCKSTEP" run --stall 1 \
+            --dir "$D/t_$prog" -- "$LAUNCH_RANKS" --np 4 -- "$D/$prog" code_path >/dev/null 2>&1
+        set -e
+        LOCKSTEP_ADDR2LINE=1 run analyze "$D/t_$prog"; expect_rc 1
+        cp "$D/out" "$D/$prog.txt"
+    done
+    contains "$D/scen_lines.txt" "from scenarios.c:"
+    contains "$D/scen_lines.txt" "(eval_broadcast_config)"
+    contains "$D/scen_syms.txt" "from train_step (scen_syms)"
+    contains "$D/scen_syms.txt" "from eval_broadcast_config (scen_syms)"
+    lacks "$D/scen_syms.txt" "+0x"
+    # the knob that turns debug info off still does
+    run analyze "$D/t_scen_lines"; expect_rc 1
+    lacks "$D/out" "scenarios.c:"
+    ;;
 dump-pending)
     # a record is in flight when both its exit time and its result say so (ls_record_pending),
     # in dump as in every other reader: a returned call whose exit time was lost is not
