@@ -314,11 +314,14 @@ def case_corrupt_live(tmp):
             text = open(m).read()
             expect("ranks " not in text, f"gather: the damaged header added ranks: {text!r}")
     finally:
+        # The launcher ends its ranks on SIGTERM (they run in a process group of their own,
+        # which a SIGKILL of the launcher's group would leave behind, hung, for good).
+        job.send_signal(signal.SIGTERM)
         try:
+            job.wait(timeout=20)
+        except subprocess.TimeoutExpired:
             os.killpg(job.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        job.wait()
+            job.wait()
     figures(f"{runs} live paths (watch, stacks, gather) refused a damaged header by the reader")
 
 
