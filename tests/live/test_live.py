@@ -212,11 +212,13 @@ def case_watch(tmp):
         expect(first(json.load(open(js)))["kind"] == "op_mismatch", "watch's finding")
         expect_job_gone(d)
     finally:
-        try:
-            os.killpg(job.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        job.wait()
+        if job.poll() is None:  # a failed case: the launcher ends its ranks on SIGTERM
+            job.send_signal(signal.SIGTERM)
+            try:
+                job.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
 
 
 def case_watch_clean(tmp):
