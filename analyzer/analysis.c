@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "analysis.h"
+#include "summary_reader.h"
+#include "trace_window.h"
 
 static int push_path(struct pathlist *l, const char *dir, const char *name)
 {
@@ -30,10 +32,10 @@ static int push_path(struct pathlist *l, const char *dir, const char *name)
 static int is_trace_name(const char *name)
 {
     size_t n = strlen(name);
-    return n > 6 && strcmp(name + n - 6, ".trace") == 0;
+    return (n > 6 && strcmp(name + n - 6, ".trace") == 0) || summary_is_name(name);
 }
 
-/* Adds the *.trace files of dir, and of its subfolders when depth allows. */
+/* Adds the *.trace and *.summary files of dir, and of its subfolders when depth allows. */
 static int scan_dir(struct pathlist *l, const char *dir, int depth)
 {
     DIR *d = opendir(dir);
@@ -112,46 +114,70 @@ uint64_t analysis_window(void)
     return n; /* 0: all */
 }
 
-/* Records a trace's window must hold to reach back to the oldest operation its GPU has not
- * completed (from the header's stream counters), 0 when that is unknown or nothing is open. A
- * GPU-like host enqueues thousands of calls past a collective stuck on the device: the stuck one
- * is far older than the newest records. */
-static uint64_t window_to_open_work(const struct ls_header *h)
+/* Room for `more` traces and messages beyond those loaded. Returns 0, or -1 when out of memory. */
+static int grow_loaded(struct analysis *a, size_t more, size_t *cap)
 {
-    if (h->completion != LS_COMPLETION_EVENTS)
+    if (a->ntraces + more <= *cap && a->nunreadable + more <= *cap)
         return 0;
-    uint64_t oldest = UINT64_MAX;
-    for (uint32_t i = 0; i < h->stream_count && i < LS_MAX_STREAMS; i++) {
-        const struct ls_stream *st = &h->streams[i];
-        /* completed_ticket is the ticket + 1 of the newest op done: the next one is open. */
-        if ((st->flags & LS_STREAM_VALID) && !(st->flags & LS_STREAM_FAILED) &&
-            st->issued_ticket > st->completed_ticket && st->completed_ticket < oldest)
-            oldest = st->completed_ticket;
-    }
-    if (oldest == UINT64_MAX || oldest >= h->next_ticket)
-        return 0;
-    return h->next_ticket - oldest + 64; /* and the group records around it */
+    size_t want = (a->ntraces > a->nunreadable ? a->ntraces : a->nunreadable) + more;
+    size_t c = *cap * 2 > want ? *cap * 2 : want;
+    struct tr_trace **t = realloc(a->traces, (c + 1) * sizeof(*t));
+    if (t)
+        a->traces = t;
+    char **u = t ? realloc(a->unreadable, (c + 1) * sizeof(*u)) : NULL;
+    if (!u)
+        return -1;
+    a->unreadable = u;
+    *cap = c;
+    return 0;
 }
 
-/* Loads every path; unreadable ones are remembered with their error. A trace whose window does
- * not reach its oldest open GPU work is read again further back. Returns -1 on OOM. */
+/* Takes the traces and messages of node summary `path` (a summary refused whole is one message).
+ * Returns -1 on OOM. */
+static int load_summary(struct analysis *a, const char *path, uint64_t window, size_t *cap)
+{
+    struct summary_contents sc;
+    char err[1024];
+    if (summary_load(path, window, &sc, err, sizeof(err)) < 0) {
+        if (grow_loaded(a, 1, cap) < 0 || !(a->unreadable[a->nunreadable++] = strdup(err)))
+            return -1;
+        return 0;
+    }
+    if (grow_loaded(a, sc.ntraces + sc.nunreadable, cap) < 0) {
+        summary_contents_free(&sc);
+        return -1;
+    }
+    for (size_t i = 0; i < sc.ntraces; i++) {
+        a->traces[a->ntraces++] = sc.traces[i];
+        sc.traces[i] = NULL;
+    }
+    for (size_t i = 0; i < sc.nunreadable; i++) {
+        a->unreadable[a->nunreadable++] = sc.unreadable[i];
+        sc.unreadable[i] = NULL;
+    }
+    summary_contents_free(&sc);
+    return 0;
+}
+
+/* Loads every path (trace files, and node summaries: each many traces); unreadable ones are
+ * remembered with their error. Returns -1 on OOM. */
 static int load_all(struct analysis *a)
 {
     uint64_t window = a->whole_rings ? 0 : analysis_window();
-    a->traces = calloc(a->paths.n + 1, sizeof(*a->traces));
-    a->unreadable = calloc(a->paths.n + 1, sizeof(*a->unreadable));
-    if (!a->traces || !a->unreadable)
+    size_t cap = 0;
+    if (grow_loaded(a, a->paths.n, &cap) < 0)
         return -1;
     for (size_t i = 0; i < a->paths.n; i++) {
+        if (summary_is_name(a->paths.v[i])) {
+            if (load_summary(a, a->paths.v[i], window, &cap) < 0)
+                return -1;
+            continue;
+        }
         char err[1024];
-        struct tr_trace *t = trace_load_window(a->paths.v[i], window, err, sizeof(err));
-        uint64_t need = t ? window_to_open_work(&t->hdr) : 0;
-        if (t && window && t->unread && need > window) {
-            struct tr_trace *wider = trace_load_window(a->paths.v[i], need, err, sizeof(err));
-            if (wider) {
-                trace_free(t);
-                t = wider;
-            }
+        struct tr_trace *t = trace_load_for_analysis(a->paths.v[i], window, err, sizeof(err));
+        if (grow_loaded(a, 1, &cap) < 0) {
+            trace_free(t);
+            return -1;
         }
         if (t)
             a->traces[a->ntraces++] = t;
@@ -187,7 +213,8 @@ int analysis_add_path(struct analysis *a, const char *path)
 int analysis_load(struct analysis *a, const char *job)
 {
     if (a->paths.n == 0) {
-        fprintf(stderr, "lockstep: no trace files (*.trace) found in the given paths\n");
+        fprintf(stderr, "lockstep: no trace files (*.trace) or node summaries (*.summary) found in "
+                        "the given paths\n");
         return -1;
     }
     qsort(a->paths.v, a->paths.n, sizeof(*a->paths.v), cmp_str);

@@ -20,7 +20,7 @@ struct command_help {
 };
 
 extern const struct command_help run_help, watch_help, analyze_help, stacks_help, dump_help,
-    export_help;
+    export_help, summarize_help;
 
 /* Each command gets argv with argv[0] = its own name. Returns the process exit status:
  * 0 success / clean, 1 findings, 2 bad input or usage. */
@@ -30,6 +30,7 @@ int cmd_run(int argc, char **argv);   /* also 3: a stall was diagnosed and the j
 int cmd_watch(int argc, char **argv); /* also 3: a stall was diagnosed */
 int cmd_export(int argc, char **argv);
 int cmd_stacks(int argc, char **argv);
+int cmd_summarize(int argc, char **argv);
 
 /* Prints the full help of `h` to `f` and returns rc (0 for --help on stdout). */
 int command_help(FILE *f, const struct command_help *h, int rc);

@@ -484,11 +484,16 @@ static struct m_live_thread *add_thread(struct m_live *lv, int *cap)
 /* Parses a sidecar into lv (frames symbolized). Returns 0 when it is one of ours and names
  * the trace's pid; anything malformed is ignored line by line. Sidecars of older runners have
  * one unnamed thread ("tid", then its frames). */
-static int read_sidecar(const char *trace_path, int pid, struct symbolizer *sym, struct m_live *lv)
+static int read_sidecar(const struct tr_trace *t, int pid, struct symbolizer *sym,
+                        struct m_live *lv)
 {
     char path[4096];
-    snprintf(path, sizeof(path), "%s.live", trace_path);
-    FILE *f = fopen(path, "r");
+    snprintf(path, sizeof(path), "%s.live", t->path);
+    /* A trace of a node summary carries the sidecar its node had (summary_reader.h). */
+    FILE *f = !t->node ? fopen(path, "r")
+              : t->node_sidecar && t->node_sidecar[0]
+                  ? fmemopen(t->node_sidecar, strlen(t->node_sidecar), "r")
+                  : NULL;
     if (!f)
         return -1;
     char line[1024];
@@ -587,7 +592,7 @@ int live_attach(struct model *m, struct symbolizer *sym, struct live_set *out)
     out->n = m->nprocs;
     for (size_t i = 0; i < m->nprocs; i++) {
         struct m_proc *p = &m->procs[i];
-        if (read_sidecar(p->t->path, p->t->hdr.pid, sym, &out->v[i]) == 0) {
+        if (read_sidecar(p->t, p->t->hdr.pid, sym, &out->v[i]) == 0) {
             p->live = &out->v[i];
             out->attached++;
         }

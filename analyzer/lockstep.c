@@ -19,8 +19,13 @@ struct command {
 
 /* Every subcommand, in the order --help lists them. */
 static const struct command commands[] = {
-    {cmd_run, &run_help},       {cmd_watch, &watch_help}, {cmd_analyze, &analyze_help},
-    {cmd_stacks, &stacks_help}, {cmd_dump, &dump_help},   {cmd_export, &export_help},
+    {cmd_run, &run_help},
+    {cmd_watch, &watch_help},
+    {cmd_analyze, &analyze_help},
+    {cmd_stacks, &stacks_help},
+    {cmd_dump, &dump_help},
+    {cmd_export, &export_help},
+    {cmd_summarize, &summarize_help},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

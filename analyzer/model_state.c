@@ -219,13 +219,13 @@ static enum liveness decide_liveness(struct m_proc *p, uint64_t job_now)
     const struct ls_header *h = &p->t->hdr;
     enum liveness v = LIVENESS_UNKNOWN;
     const char *why = "";
-    int snapshot = liveness_in_snapshot(p->t->path);
+    int snapshot = liveness_trace_snapshot(p->t);
     if (sidecar_current(p, snapshot)) {
         v = liveness_from_activity(p->live->activity);
         why = "as the live probe saw it";
     }
     if (v == LIVENESS_UNKNOWN && !snapshot)
-        v = liveness_local(h, &why);
+        v = liveness_trace_local(p->t, &why);
     if (v == LIVENESS_UNKNOWN) {
         uint64_t stale = max_u64(MODEL_HEARTBEAT_STALE_NS, 10 * heartbeat_ns(h));
         int fresh = job_now <= p->last_seen_ns || job_now - p->last_seen_ns <= stale;

@@ -75,6 +75,13 @@ struct tr_trace {
     uint64_t file_bytes;       /* size of the file as read */
     int truncated;             /* file shorter than hdr.file_size */
     size_t lost_to_truncation; /* ring slots beyond the end of a truncated file */
+    /* A trace loaded from a node summary (summary_reader.h); all zero for a trace file. */
+    struct tr_node *node;          /* the summary's call sites and strings, shared by its traces
+                                    * (sites[].frames, sites[].py and strings point there) */
+    int node_liveness;             /* enum liveness the node's /proc said when it summarized */
+    const char *node_liveness_why; /* its words, "" none */
+    int node_snapshot;             /* the trace lay among gathered copies when summarized */
+    char *node_sidecar;            /* the probe's `<trace>.live` text then, NULL none */
 };
 
 /* Loads the trace at `path`. Returns a new trace (free with trace_free()), or NULL on error,

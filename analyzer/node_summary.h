@@ -1,0 +1,24 @@
+/* node_summary.h -- what a node does to summarize its traces: load each as the analysis would,
+ * note what this host knows of its process, and write one summary per host (summary_writer.h). */
+#ifndef LOCKSTEP_NODE_SUMMARY_H
+#define LOCKSTEP_NODE_SUMMARY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct node_summary_stats {
+    size_t traces;     /* traces summarized */
+    size_t unreadable; /* traces that could not be read (kept as messages) */
+    size_t files;      /* summaries written */
+};
+
+/* Summarizes the traces (and node summaries: their traces again) at `paths` with `window`
+ * records each (analysis_window()): into file `out`, or with `out` NULL into one summary per
+ * host the traces name, `per_host`/HOST.summary (NULL: HOSTNAME.summary in this folder, all in
+ * one). A trace's liveness is what this host's /proc says now (nothing for gathered copies), and
+ * its probe's `<trace>.live` goes with it. Messages go to stderr. Sorts `paths`. Returns 0 with
+ * *st filled, or -1 after a message (no trace, out of memory, a summary not written). */
+int node_summary_write(char **paths, size_t n, uint64_t window, const char *out,
+                       const char *per_host, struct node_summary_stats *st);
+
+#endif

@@ -1,0 +1,481 @@
+/* summary_reader.c -- loads a node summary into tr_trace values, checking every offset, count,
+ * varint, string and id before it is used; the node's call sites and strings are shared. */
+#define _GNU_SOURCE
+#include "summary_reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lockstep/summary_format.h"
+#include "summary_records.h"
+#include "trace_window.h"
+
+/* The tables a summary's traces share; freed with the last of them. */
+struct tr_node {
+    size_t refs;
+    char *strings;
+    uint64_t strings_len;
+    struct tr_pysite *pysites;
+    uint32_t npysites;
+    struct tr_site *sites;
+    uint32_t nsites;
+};
+
+struct sreader {
+    const unsigned char *buf;
+    uint64_t size;
+    const char *name;
+    struct ls_summary_header sh;
+    struct tr_node *node;
+    uint64_t window;
+    char *err;
+    size_t errlen;
+};
+
+int summary_is_name(const char *name)
+{
+    size_t n = strlen(name), k = strlen(LS_SUMMARY_SUFFIX);
+    return n > k && strcmp(name + n - k, LS_SUMMARY_SUFFIX) == 0;
+}
+
+static int fail(struct sreader *r, const char *fmt, ...)
+{
+    va_list ap;
+    int n = snprintf(r->err, r->errlen, "%s: ", r->name);
+    if (n < 0 || (size_t)n >= r->errlen)
+        return -1;
+    va_start(ap, fmt);
+    vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static void node_release(struct tr_node *n)
+{
+    if (!n || --n->refs > 0)
+        return;
+    for (uint32_t i = 0; i < n->npysites; i++)
+        free(n->pysites[i].frames);
+    free(n->pysites);
+    for (uint32_t i = 0; i < n->nsites; i++)
+        free(n->sites[i].frames);
+    free(n->sites);
+    free(n->strings);
+    free(n);
+}
+
+/* A varint of the stream [*p, end), at most `max`. */
+static int get(const unsigned char **p, const unsigned char *end, uint64_t max, uint64_t *v)
+{
+    return ls_varint_get(p, end, v) == 0 && *v <= max ? 0 : -1;
+}
+
+/* A string of the node's pool. */
+static const char *pool_str(const struct tr_node *n, uint64_t off)
+{
+    return off < n->strings_len ? n->strings + off : NULL;
+}
+
+static int check_header(struct sreader *r)
+{
+    if (r->size < LS_SUMMARY_MAGIC_LEN ||
+        memcmp(r->buf, LS_SUMMARY_MAGIC, LS_SUMMARY_MAGIC_LEN) != 0)
+        return fail(r, "not a lockstep node summary (it does not start with %s)", LS_SUMMARY_MAGIC);
+    if (r->size < sizeof(r->sh))
+        return fail(r, "truncated: %llu bytes, shorter than the %u-byte summary header",
+                    (unsigned long long)r->size, LS_SUMMARY_HEADER_SIZE);
+    memcpy(&r->sh, r->buf, sizeof(r->sh));
+    const struct ls_summary_header *h = &r->sh;
+    if (h->endian != LS_ENDIAN_TAG)
+        return fail(r, "byte order tag 0x%08x: written on a machine of another byte order",
+                    h->endian);
+    if (h->version > LS_SUMMARY_VERSION)
+        return fail(r, "written by a newer lockstep (summary format %u, this reader knows %u)",
+                    h->version, LS_SUMMARY_VERSION);
+    if (h->version == 0 || h->header_size != LS_SUMMARY_HEADER_SIZE)
+        return fail(r, "corrupt summary header (version %u, header size %u)", h->version,
+                    h->header_size);
+    if (h->file_size != r->size)
+        return fail(r, "%s: %llu bytes, its header says %llu",
+                    r->size < h->file_size ? "truncated" : "corrupt", (unsigned long long)r->size,
+                    (unsigned long long)h->file_size);
+    uint64_t index_len = (uint64_t)h->ntraces * sizeof(struct ls_summary_entry);
+    if (h->strings_off != LS_SUMMARY_HEADER_SIZE || h->strings_len == 0 ||
+        h->strings_len > r->size - h->strings_off ||
+        h->sites_off != h->strings_off + h->strings_len || h->sites_len > r->size - h->sites_off ||
+        h->index_off != h->sites_off + h->sites_len || index_len > r->size - h->index_off)
+        return fail(r, "corrupt summary header: sections outside the file or out of order");
+    if (h->nsites > TR_MAX_SITES || h->npysites > TR_MAX_SITES)
+        return fail(r, "corrupt summary header: %u call sites, %u python sites", h->nsites,
+                    h->npysites);
+    const unsigned char *pool = r->buf + h->strings_off;
+    if (pool[0] != 0 || pool[h->strings_len - 1] != 0)
+        return fail(r, "corrupt string pool: it does not start and end with a NUL");
+    if (h->host >= h->strings_len)
+        return fail(r, "corrupt summary header: host string %u outside the pool", h->host);
+    return 0;
+}
+
+static int load_pysites(struct sreader *r, const unsigned char **p, const unsigned char *end)
+{
+    struct tr_node *n = r->node;
+    n->pysites = calloc((size_t)r->sh.npysites + 1, sizeof(*n->pysites));
+    if (!n->pysites)
+        return fail(r, "out of memory");
+    for (uint32_t i = 0; i < r->sh.npysites; i++) {
+        uint64_t nf, file, func, line;
+        if (get(p, end, LS_MAX_PY_DEPTH, &nf) < 0)
+            return fail(r, "corrupt python site %u: frame count", i + 1);
+        struct tr_pysite *ps = &n->pysites[i];
+        ps->frames = calloc(nf + 1, sizeof(*ps->frames));
+        n->npysites = i + 1;
+        if (!ps->frames)
+            return fail(r, "out of memory");
+        for (uint64_t f = 0; f < nf; f++) {
+            if (get(p, end, UINT32_MAX, &file) < 0 || get(p, end, UINT32_MAX, &func) < 0 ||
+                get(p, end, INT32_MAX, &line) < 0 || !pool_str(n, file) || !pool_str(n, func))
+                return fail(r, "corrupt python site %u: frame %llu", i + 1, (unsigned long long)f);
+            ps->frames[f] =
+                (struct tr_pyframe){pool_str(n, file), pool_str(n, func), (int32_t)line};
+        }
+        ps->nframes = (uint32_t)nf;
+    }
+    return 0;
+}
+
+static int load_sites(struct sreader *r)
+{
+    struct tr_node *n = r->node;
+    const unsigned char *p = r->buf + r->sh.sites_off, *end = p + r->sh.sites_len;
+    if (load_pysites(r, &p, end) < 0)
+        return -1;
+    n->sites = calloc((size_t)r->sh.nsites + 1, sizeof(*n->sites));
+    if (!n->sites)
+        return fail(r, "out of memory");
+    for (uint32_t i = 0; i < r->sh.nsites; i++) {
+        uint64_t nf, py, v[5];
+        if (get(&p, end, LS_MAX_STACK_DEPTH, &nf) < 0 || get(&p, end, n->npysites, &py) < 0)
+            return fail(r, "corrupt call site %u: frame count or python site", i + 1);
+        struct tr_site *s = &n->sites[i];
+        s->frames = calloc(nf + 1, sizeof(*s->frames));
+        n->nsites = i + 1;
+        if (!s->frames)
+            return fail(r, "out of memory");
+        for (uint64_t f = 0; f < nf; f++) {
+            int bad = 0;
+            for (int k = 0; k < 5; k++)
+                bad |= get(&p, end, k < 3 ? UINT64_MAX : UINT32_MAX, &v[k]);
+            if (bad || !pool_str(n, v[3]) || !pool_str(n, v[4]))
+                return fail(r, "corrupt call site %u: frame %llu", i + 1, (unsigned long long)f);
+            s->frames[f] =
+                (struct tr_frame){v[0], v[1], v[2], pool_str(n, v[3]), pool_str(n, v[4])};
+        }
+        s->nframes = (uint32_t)nf;
+        s->py = py && n->pysites[py - 1].nframes ? &n->pysites[py - 1] : NULL;
+    }
+    if (p != end)
+        return fail(r, "corrupt site table: %llu bytes left over", (unsigned long long)(end - p));
+    return 0;
+}
+
+/* `len` zero-elided bytes (docs/summary-format.md) into dst. */
+static int get_elided(const unsigned char **p, const unsigned char *end, void *dst, size_t len)
+{
+    unsigned char *d = dst;
+    size_t i = 0;
+    memset(dst, 0, len);
+    while (i < len) {
+        uint64_t zeros, lit;
+        if (get(p, end, len - i, &zeros) < 0 || get(p, end, len - i - zeros, &lit) < 0 ||
+            lit > (uint64_t)(end - *p) || zeros + lit == 0)
+            return -1;
+        i += zeros;
+        memcpy(d + i, *p, lit);
+        *p += lit;
+        i += lit;
+    }
+    return 0;
+}
+
+/* The trace's ring bookkeeping and records for the window asked (see summary_load()). */
+static int load_window(struct sreader *r, struct tr_trace *t, const unsigned char **p,
+                       const unsigned char *end, uint64_t span, uint64_t nstored)
+{
+    const struct ls_header *h = &t->hdr;
+    uint64_t next = h->next_ticket, cap = h->ring_cap;
+    uint64_t from_s = next - span, from = from_s;
+    uint64_t want = trace_window_records(h, r->window);
+    if (want && next - t->first_ticket > want && next - want > from)
+        from = next - want;
+    t->unread = from - t->first_ticket;
+    size_t keep = 0;
+    for (size_t i = 0; i < t->nbusy; i++)
+        if (t->busy_tickets[i] >= from)
+            t->busy_tickets[keep++] = t->busy_tickets[i];
+    t->nbusy = keep;
+    uint64_t most = nstored < next - from ? nstored : next - from;
+    t->records = calloc(most + 1, sizeof(*t->records));
+    if (!t->records)
+        return fail(r, "out of memory");
+    struct ls_record prev, rec;
+    memset(&prev, 0, sizeof(prev));
+    prev.ticket = next + 1;
+    for (uint64_t k = 0; k < nstored; k++) {
+        if (sumrec_decode(p, end, &prev, &rec) < 0 || rec.ticket - 1 < from_s)
+            return fail(r, "%s: corrupt record %llu", t->path, (unsigned long long)k);
+        if (rec.ticket - 1 < from)
+            break;
+        if (rec.op == LS_OP_NONE || rec.op >= LS_OP_COUNT || rec.callsite > t->nsites)
+            return fail(r, "%s: corrupt record (ticket %llu): op %u, call site %u", t->path,
+                        (unsigned long long)(rec.ticket - 1), rec.op, rec.callsite);
+        if (t->nrecords >= most)
+            return fail(r, "%s: more records than its window holds", t->path);
+        t->records[most - 1 - t->nrecords++] = rec;
+        prev = rec;
+    }
+    /* Newest first were placed from the end: move them to the front, oldest first. */
+    if (t->nrecords < most)
+        memmove(t->records, t->records + (most - t->nrecords), t->nrecords * sizeof(*t->records));
+    /* Every ticket of the window is a record, a half-written one, a slot past the end of a
+     * truncated file or a reservation never published (trace_reader.c's load_ring()). */
+    uint64_t readable = 0;
+    if (t->file_bytes > h->ring_off)
+        readable = (t->file_bytes - h->ring_off) / sizeof(struct ls_record);
+    if (readable > cap)
+        readable = cap;
+    if (readable < cap)
+        for (uint64_t tk = from; tk < next; tk++)
+            t->lost_to_truncation += tk % cap >= readable;
+    uint64_t known = t->nrecords + t->nbusy + t->lost_to_truncation;
+    if (known > next - from)
+        return fail(r, "%s: its window holds more records than tickets", t->path);
+    t->nunwritten = next - from - known;
+    return 0;
+}
+
+/* One trace's blob (docs/summary-format.md, "A trace"). */
+static int load_trace(struct sreader *r, const struct ls_summary_entry *e, struct tr_trace *t)
+{
+    struct tr_node *n = r->node;
+    const unsigned char *p = r->buf + e->off, *end = p + e->len;
+    unsigned char raw[LS_HEADER_SIZE];
+    char herr[512];
+    if (get_elided(&p, end, raw, sizeof(raw)) < 0)
+        return fail(r, "%s: corrupt header bytes", t->path);
+    if (trace_header_read_buffer(t->path, raw, sizeof(raw), &t->hdr, herr, sizeof(herr)) !=
+        TR_HEADER_OK)
+        return fail(r, "%s", herr);
+    struct ls_header *h = &t->hdr;
+    uint64_t v, span, nbusy, last;
+    t->strings = n->strings;
+    t->strings_len = n->strings_len;
+    if (h->nccl_static_object >= n->strings_len)
+        return fail(r, "%s: corrupt header: string %u outside the pool", t->path,
+                    h->nccl_static_object);
+    t->first_ticket = h->next_ticket > h->ring_cap ? h->next_ticket - h->ring_cap : 0;
+    t->wrapped = h->next_ticket > h->ring_cap;
+    if (get(&p, end, UINT64_MAX, &t->file_bytes) < 0 ||
+        get(&p, end, h->next_ticket - t->first_ticket, &span) < 0 || get(&p, end, span, &nbusy) < 0)
+        return fail(r, "%s: corrupt window", t->path);
+    t->truncated = t->file_bytes < h->file_size;
+    t->busy_tickets = calloc(nbusy + 1, sizeof(*t->busy_tickets));
+    if (!t->busy_tickets)
+        return fail(r, "out of memory");
+    last = h->next_ticket - span;
+    for (uint64_t i = 0; i < nbusy; i++) {
+        if (get(&p, end, h->next_ticket - 1 - last, &v) < 0 || (i > 0 && v == 0))
+            return fail(r, "%s: corrupt half-written ticket %llu", t->path, (unsigned long long)i);
+        last += v;
+        t->busy_tickets[t->nbusy++] = last;
+    }
+    if (get(&p, end, h->comm_count, &v) < 0 || !(t->comms = calloc(v + 1, sizeof(*t->comms))))
+        return fail(r, "%s: corrupt communicator count", t->path);
+    for (uint64_t i = 0; i < v; i++) {
+        struct ls_comm *c = &t->comms[t->ncomms++];
+        if (get_elided(&p, end, c, sizeof(*c)) < 0 || c->comm_id == 0 || c->nranks < -1 ||
+            c->nranks > TR_MAX_RANKS || c->rank < -1 || c->rank >= TR_MAX_RANKS ||
+            (c->nranks >= 0 && c->rank >= c->nranks))
+            return fail(r, "%s: corrupt communicator entry %llu", t->path, (unsigned long long)i);
+        c->name[LS_COMM_NAME_LEN - 1] = 0;
+    }
+    if (get(&p, end, h->peer_count, &v) < 0 || !(t->peers = calloc(v + 1, sizeof(*t->peers))))
+        return fail(r, "%s: corrupt peer count", t->path);
+    for (uint64_t i = 0; i < v; i++) {
+        struct ls_peer *pe = &t->peers[t->npeers++];
+        if (get_elided(&p, end, pe, sizeof(*pe)) < 0 || pe->comm_id == 0 || pe->peer < 0)
+            return fail(r, "%s: corrupt peer entry %llu", t->path, (unsigned long long)i);
+    }
+    if (get(&p, end, h->site_count, &v) < 0 || v != h->site_count ||
+        !(t->sites = calloc(v + 1, sizeof(*t->sites))))
+        return fail(r, "%s: corrupt call site map", t->path);
+    t->nsites = (uint32_t)v;
+    for (uint32_t i = 0; i < t->nsites; i++) {
+        uint64_t id, count;
+        if (get(&p, end, n->nsites, &id) < 0 || get(&p, end, UINT64_MAX, &count) < 0)
+            return fail(r, "%s: corrupt call site map entry %u", t->path, i + 1);
+        if (id)
+            t->sites[i] = n->sites[id - 1];
+        t->sites[i].count = count;
+    }
+    uint64_t live, why, snap, side;
+    if (get(&p, end, 3, &live) < 0 || get(&p, end, UINT32_MAX, &why) < 0 || !pool_str(n, why) ||
+        get(&p, end, 1, &snap) < 0 || get(&p, end, (uint64_t)(end - p) + 1, &side) < 0)
+        return fail(r, "%s: corrupt liveness", t->path);
+    t->node_liveness = (int)live;
+    t->node_liveness_why = pool_str(n, why);
+    t->node_snapshot = (int)snap;
+    if (side) {
+        if (!(t->node_sidecar = malloc(side)))
+            return fail(r, "out of memory");
+        memcpy(t->node_sidecar, p, side - 1);
+        t->node_sidecar[side - 1] = 0;
+        p += side - 1;
+    }
+    return load_window(r, t, &p, end, span, e->nrecords);
+}
+
+/* The index entry i, checked. */
+static int check_entry(struct sreader *r, uint32_t i, struct ls_summary_entry *e)
+{
+    memcpy(e, r->buf + r->sh.index_off + (uint64_t)i * sizeof(*e), sizeof(*e));
+    uint64_t blobs = r->sh.index_off + (uint64_t)r->sh.ntraces * sizeof(*e);
+    if (e->off < blobs || e->off > r->size || e->len > r->size - e->off ||
+        e->name >= r->sh.strings_len || !r->buf[r->sh.strings_off + e->name] ||
+        (e->kind != LS_SUMMARY_TRACE && e->kind != LS_SUMMARY_UNREADABLE) ||
+        e->nrecords > LS_MAX_RING)
+        return fail(r, "corrupt index entry %u", i);
+    return 0;
+}
+
+static int load_entries(struct sreader *r, struct summary_contents *out)
+{
+    out->traces = calloc((size_t)r->sh.ntraces + 1, sizeof(*out->traces));
+    out->unreadable = calloc((size_t)r->sh.ntraces + 1, sizeof(*out->unreadable));
+    if (!out->traces || !out->unreadable)
+        return fail(r, "out of memory");
+    for (uint32_t i = 0; i < r->sh.ntraces; i++) {
+        struct ls_summary_entry e;
+        if (check_entry(r, i, &e) < 0)
+            return -1;
+        const char *tname = r->node->strings + e.name;
+        if (strchr(tname, '/') || strcmp(tname, ".") == 0 || strcmp(tname, "..") == 0)
+            return fail(r, "corrupt index entry %u: file name '%s'", i, tname);
+        char *path = NULL;
+        if (asprintf(&path, "%s/%s", r->name, tname) < 0)
+            return fail(r, "out of memory");
+        if (e.kind == LS_SUMMARY_UNREADABLE) {
+            char *msg = NULL;
+            int len = e.len > 4000 ? 4000 : (int)e.len;
+            int bad = memchr(r->buf + e.off, 0, (size_t)len) != NULL;
+            if (!bad && asprintf(&msg, "%s: %.*s", path, len, (const char *)r->buf + e.off) < 0)
+                msg = NULL;
+            free(path);
+            if (bad)
+                return fail(r, "corrupt index entry %u: a message with a NUL", i);
+            if (!msg)
+                return fail(r, "out of memory");
+            out->unreadable[out->nunreadable++] = msg;
+            continue;
+        }
+        struct tr_trace *t = calloc(1, sizeof(*t));
+        if (!t) {
+            free(path);
+            return fail(r, "out of memory");
+        }
+        t->path = path;
+        t->node = r->node;
+        r->node->refs++;
+        out->traces[out->ntraces++] = t;
+        if (load_trace(r, &e, t) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int summary_load_buffer(const char *name, const void *buf, size_t len, uint64_t window,
+                        struct summary_contents *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    struct sreader r = {
+        .buf = buf, .size = len, .name = name, .window = window, .err = err, .errlen = errlen};
+    if (check_header(&r) < 0)
+        return -1;
+    r.node = calloc(1, sizeof(*r.node));
+    if (r.node)
+        r.node->strings = malloc(r.sh.strings_len);
+    if (!r.node || !r.node->strings) {
+        free(r.node);
+        return fail(&r, "out of memory");
+    }
+    r.node->refs = 1;
+    memcpy(r.node->strings, r.buf + r.sh.strings_off, r.sh.strings_len);
+    r.node->strings_len = r.sh.strings_len;
+    int rc = load_sites(&r) == 0 && load_entries(&r, out) == 0 ? 0 : -1;
+    node_release(r.node); /* the traces hold it now */
+    if (rc < 0)
+        summary_contents_free(out);
+    return rc;
+}
+
+int summary_load(const char *path, uint64_t window, struct summary_contents *out, char *err,
+                 size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        snprintf(err, errlen, "%s: empty, not a lockstep node summary", path);
+        return -1;
+    }
+    /* Mapped, not read: a reader that wants few records of each trace touches few pages. */
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = summary_load_buffer(path, map, (size_t)st.st_size, window, out, err, errlen);
+    munmap(map, (size_t)st.st_size);
+    return rc;
+}
+
+void summary_contents_free(struct summary_contents *out)
+{
+    for (size_t i = 0; i < out->ntraces; i++)
+        trace_free(out->traces[i]);
+    free(out->traces);
+    for (size_t i = 0; i < out->nunreadable; i++)
+        free(out->unreadable[i]);
+    free(out->unreadable);
+    memset(out, 0, sizeof(*out));
+}
+
+void summary_trace_free(struct tr_trace *t)
+{
+    free(t->sites); /* the frames and python sites are the node's */
+    free(t->comms);
+    free(t->peers);
+    free(t->records);
+    free(t->busy_tickets);
+    free(t->node_sidecar);
+    free(t->path);
+    node_release(t->node);
+    free(t);
+}

@@ -1,0 +1,43 @@
+/* summary_reader.h -- loads a node summary (include/lockstep/summary_format.h) into the same
+ * tr_trace values trace_load_for_analysis() makes of the traces it summarizes. */
+#ifndef LOCKSTEP_SUMMARY_READER_H
+#define LOCKSTEP_SUMMARY_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace_reader.h"
+
+/* What one summary holds. */
+struct summary_contents {
+    struct tr_trace **traces; /* each freed with trace_free() */
+    size_t ntraces;
+    char **unreadable; /* "PATH/NAME: problem" of each trace its maker could not read */
+    size_t nunreadable;
+};
+
+/* True when file name `name` ends in LS_SUMMARY_SUFFIX. */
+int summary_is_name(const char *name);
+
+/* Loads the summary at `path`: each trace as trace_load_for_analysis() loads it with `window`
+ * (0: everything the summary holds), except that a window wider than its maker's is cut to the
+ * records the summary holds. Each trace's path is "PATH/NAME" (NAME: the trace's file name on its
+ * node). The traces share the node's call sites and strings (freed with the last of them).
+ * Returns 0 and fills *out (free with summary_contents_free()), or -1 with a message naming the
+ * file and the problem in err: the summary is refused whole, never read in part. Never trusts
+ * the file: every offset, count, varint, string and id is checked before use. */
+int summary_load(const char *path, uint64_t window, struct summary_contents *out, char *err,
+                 size_t errlen);
+
+/* summary_load() of `len` bytes in memory; `name` is used in messages and paths. */
+int summary_load_buffer(const char *name, const void *buf, size_t len, uint64_t window,
+                        struct summary_contents *out, char *err, size_t errlen);
+
+/* Frees what summary_load() made that was not taken: traces still in out->traces (set entries
+ * to NULL to keep them) and the messages. */
+void summary_contents_free(struct summary_contents *out);
+
+/* Frees a trace loaded from a summary (trace_free() calls it for such traces). */
+void summary_trace_free(struct tr_trace *t);
+
+#endif
