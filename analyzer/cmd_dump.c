@@ -8,6 +8,7 @@
 #include "names.h"
 #include "symbolizer.h"
 #include "timefmt.h"
+#include "summary_reader.h"
 #include "trace_reader.h"
 
 static const char *end_kind_name(uint32_t k)
@@ -154,9 +155,28 @@ static void dump_record(const struct ls_record *r)
 const struct command_help dump_help = {
     "dump", "PATH", "print every record of one trace, readable",
     "  PATH        one trace file (*.trace): its header, communicators, call sites and\n"
-    "              every record in its ring\n"
+    "              every record in its ring; or a node summary (*.summary): each of its\n"
+    "              traces, with the records the summary holds\n"
     "  -h, --help  this help\n"
     "exit status: 0 printed, 2 bad input (not a lockstep trace, unreadable)\n"};
+
+/* Every field of trace t; `more` separates it from the one before. */
+static void dump_trace(const struct tr_trace *t, int more)
+{
+    struct symbolizer *sym = symbolizer_new(1);
+    if (more)
+        printf("\n");
+    dump_header(t);
+    dump_comms(t);
+    if (sym)
+        dump_sites(t, sym);
+    printf("\nrecords (%zu):\n  ticket op             comm             rank seq     count        "
+           "dtype   redop root/peer       group  entered                    duration   result\n",
+           t->nrecords);
+    for (size_t i = 0; i < t->nrecords; i++)
+        dump_record(&t->records[i]);
+    symbolizer_free(sym);
+}
 
 int cmd_dump(int argc, char **argv)
 {
@@ -171,23 +191,27 @@ int cmd_dump(int argc, char **argv)
         return command_usage_error(&dump_help, "no trace file given");
     if (argc - optind > 1)
         return command_usage_error(&dump_help, "one trace file at a time, not %d", argc - optind);
-    char err[512];
-    struct tr_trace *t = trace_load(argv[optind], err, sizeof(err));
+    char err[1024];
+    const char *path = argv[optind];
+    if (summary_is_name(path)) { /* a node summary: each of its traces, as it holds them */
+        struct summary_contents sc;
+        if (summary_load(path, 0, &sc, err, sizeof(err)) < 0) {
+            fprintf(stderr, "lockstep: %s\n", err);
+            return 2;
+        }
+        for (size_t i = 0; i < sc.ntraces; i++)
+            dump_trace(sc.traces[i], i > 0);
+        for (size_t i = 0; i < sc.nunreadable; i++)
+            printf("\nunreadable: %s\n", sc.unreadable[i]);
+        summary_contents_free(&sc);
+        return 0;
+    }
+    struct tr_trace *t = trace_load(path, err, sizeof(err));
     if (!t) {
         fprintf(stderr, "lockstep: %s\n", err);
         return 2;
     }
-    struct symbolizer *sym = symbolizer_new(1);
-    dump_header(t);
-    dump_comms(t);
-    if (sym)
-        dump_sites(t, sym);
-    printf("\nrecords (%zu):\n  ticket op             comm             rank seq     count        "
-           "dtype   redop root/peer       group  entered                    duration   result\n",
-           t->nrecords);
-    for (size_t i = 0; i < t->nrecords; i++)
-        dump_record(&t->records[i]);
-    symbolizer_free(sym);
+    dump_trace(t, 0);
     trace_free(t);
     return 0;
 }

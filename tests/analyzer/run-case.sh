@@ -16,11 +16,15 @@ fail() {
     exit 1
 }
 gen() { "$TRACEGEN" --out "$D/t" "$@" >/dev/null || fail "tracegen $*"; }
+# Every JSON analysis is also made of the same traces summarized per host (as nodes would), and
+# must give the same report (tests/lib/summary_equiv.py says what is normalized).
 analyze_json() {
     set +e
     "$LOCKSTEP" analyze --json "$@" >"$D/out.json" 2>"$D/err"
     rc=$?
     set -e
+    python3 "$HERE/../lib/summary_equiv.py" "$LOCKSTEP" "$D/out.json" "$rc" "$@" ||
+        fail "node summaries of $* diagnose otherwise"
 }
 analyze_text() {
     set +e

@@ -23,6 +23,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Failure, Skip, expect, run  # noqa: E402
+import summary_equiv  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
 LAUNCH = os.environ["LAUNCH_RANKS"]
@@ -120,6 +121,9 @@ def analyze(d, want_rc=1):
         r = json.loads(p.stdout)
     except ValueError as e:
         raise Failure(f"analyze --json printed no JSON ({e}): {p.stdout[:400]!r}")
+    # The same traces summarized per host, as nodes would, must be diagnosed alike.
+    problem = summary_equiv.check(LOCKSTEP, [d], p.returncode, p.stdout, env=clean_env())
+    expect(problem is None, f"{problem}")
     t = subprocess.run([LOCKSTEP, "analyze", d], capture_output=True, text=True, timeout=60,
                        env=clean_env())
     expect(t.returncode == want_rc, f"analyze exited {t.returncode}: {t.stderr}")

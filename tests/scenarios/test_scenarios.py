@@ -17,6 +17,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Failure, expect, run  # noqa: E402
+import summary_equiv  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
 LAUNCH = os.environ["LAUNCH_RANKS"]
@@ -107,6 +108,9 @@ def analyze(d, want_rc=1):
         r = json.loads(p.stdout)
     except ValueError as e:
         raise Failure(f"analyze --json printed no JSON ({e}): {p.stdout[:400]!r}")
+    # The same traces summarized per host, as nodes would, must be diagnosed alike.
+    problem = summary_equiv.check(LOCKSTEP, [d], p.returncode, p.stdout, env=analyzer_env())
+    expect(problem is None, f"{problem}")
     expect(r.get("lockstep_report") == 1, "report version")
     expect(r["unreadable"] == [], f"unreadable traces: {r['unreadable']}")
     return r
