@@ -71,8 +71,7 @@ static char *read_sidecar(const char *trace_path, size_t *len)
     return buf;
 }
 
-/* Adds trace t of file `path` with what this host knows of its process. */
-static int add_trace(struct summary_writer *w, const char *path, const struct tr_trace *t)
+int node_summary_add(struct summary_writer *w, const char *path, const struct tr_trace *t)
 {
     struct summary_facts f = {0};
     char *sidecar = NULL;
@@ -126,7 +125,7 @@ static int take_path(struct hosts *hs, const char *path, int one_file,
         int rc = 0;
         for (size_t i = 0; i < sc.ntraces && rc == 0; i++) {
             struct summary_writer *w = writer_for(hs, sc.traces[i]->hdr.host, one_file);
-            rc = w ? add_trace(w, sc.traces[i]->path, sc.traces[i]) : -1;
+            rc = w ? node_summary_add(w, sc.traces[i]->path, sc.traces[i]) : -1;
             st->traces++;
         }
         for (size_t i = 0; i < sc.nunreadable && rc == 0; i++) {
@@ -156,7 +155,7 @@ static int take_path(struct hosts *hs, const char *path, int one_file,
         return w ? summary_writer_add_unreadable(w, path, problem) : -1;
     }
     struct summary_writer *w = writer_for(hs, t->hdr.host, one_file);
-    int rc = w ? add_trace(w, path, t) : -1;
+    int rc = w ? node_summary_add(w, path, t) : -1;
     st->traces++;
     trace_free(t);
     return rc;

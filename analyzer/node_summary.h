@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "summary_writer.h"
+
 struct node_summary_stats {
     size_t traces;     /* traces summarized */
     size_t unreadable; /* traces that could not be read (kept as messages) */
@@ -20,5 +22,10 @@ struct node_summary_stats {
  * *st filled, or -1 after a message (no trace, out of memory, a summary not written). */
 int node_summary_write(char **paths, size_t n, uint64_t window, const char *out,
                        const char *per_host, struct node_summary_stats *st);
+
+/* Adds trace t, loaded from file `path`, to summary w with what this host knows of its process
+ * now: its /proc verdict (none for gathered copies), its probe's `<trace>.live`; for a trace of
+ * a summary, what that summary's node knew. Returns 0, or -1 when out of memory. */
+int node_summary_add(struct summary_writer *w, const char *path, const struct tr_trace *t);
 
 #endif

@@ -270,6 +270,71 @@ corrupt-among-good)
         'len(r["ranks"]) == 3' 'len(r["unreadable"]) == 1'
     contains "$D/err" "$f"
     ;;
+summary-tracegen)
+    # tracegen --summary (no trace file) makes what summarize makes of the traces it would write:
+    # the same bytes after made_ns, and the same report.
+    gen --ranks 20 --colls 300 --p2p --split 3 --missing 5 --python
+    run summarize --per-host "$D/s1" "$D/t"; expect_rc 0
+    "$TRACEGEN" --out "$D/s2" --summary --ranks 20 --colls 300 --p2p --split 3 --missing 5 \
+        --python >/dev/null || fail "tracegen --summary"
+    [ "$(ls "$D/s2")" = "$(ls "$D/s1")" ] || fail "summaries $(ls "$D/s2"), want $(ls "$D/s1")"
+    if ls "$D/s2" | grep -q '\.trace$'; then fail "tracegen --summary wrote traces"; fi
+    for f in "$D"/s1/*.summary; do
+        cmp <(tail -c +33 "$f") <(tail -c +33 "$D/s2/${f##*/}") || fail "${f##*/} differs"
+    done
+    "$LOCKSTEP" analyze --json "$D/s1" >"$D/a1.json" 2>/dev/null || true
+    "$LOCKSTEP" analyze --json "$D/s2" >"$D/a2.json" 2>/dev/null || true
+    sed "s#$D/s1/##g" "$D/a1.json" >"$D/a1n.json"; sed "s#$D/s2/##g" "$D/a2.json" >"$D/a2n.json"
+    cmp "$D/a1n.json" "$D/a2n.json" || fail "tracegen --summary diagnosed otherwise"
+    analyze_json "$D/s2"; expect_rc 1
+    check '"missing_ranks" in kinds' '"p2p_unmatched" in kinds' 'len(r["ranks"]) == 20'
+    ;;
+summary-window)
+    # A summary keeps the window the analysis reads (LOCKSTEP_ANALYZE_RECORDS); a narrower one
+    # asked of it gives what the traces give with that window, a wider one what it holds.
+    gen --ranks 8 --colls 400 --missing 2
+    LOCKSTEP_ANALYZE_RECORDS=300 run summarize -o "$D/n.summary" "$D/t"; expect_rc 0
+    for w in 50 300; do
+        LOCKSTEP_ANALYZE_RECORDS=$w "$LOCKSTEP" analyze --json "$D/t" >"$D/a.json" 2>/dev/null || true
+        LOCKSTEP_ANALYZE_RECORDS=$w "$LOCKSTEP" analyze --json "$D/n.summary" >"$D/b.json" 2>/dev/null || true
+        sed -i "s#$D/t/##g" "$D/a.json"; sed -i "s#$D/n.summary/##g" "$D/b.json"
+        cmp "$D/a.json" "$D/b.json" || fail "window $w: the summary diagnosed otherwise"
+    done
+    "$LOCKSTEP" dump "$D/n.summary" >"$D/out.txt" || fail "dump of a summary"
+    [ "$(grep -c '^trace ' "$D/out.txt")" = 8 ] || fail "dump shows $(grep -c '^trace ' "$D/out.txt") traces, want 8"
+    contains "$D/out.txt" "300 kept"
+    LOCKSTEP_ANALYZE_RECORDS=1000 "$LOCKSTEP" analyze --json "$D/n.summary" >"$D/out.json" || true
+    check 'all(x["records"] == 300 for x in r["ranks"]) if "records" in r["ranks"][0] else True'
+    ;;
+summary-damaged)
+    # A damaged summary is refused whole, exit 2, naming the file and the problem; cut anywhere
+    # or with any byte changed, never a crash.
+    gen --ranks 8 --colls 20 --missing 2
+    run summarize -o "$D/n.summary" "$D/t"; expect_rc 0
+    size=$(stat -c %s "$D/n.summary")
+    head -c 100 "$D/n.summary" >"$D/cut.summary"
+    run analyze "$D/cut.summary"; expect_rc 2
+    contains "$D/err" "$D/cut.summary: truncated"
+    head -c $((size - 1)) "$D/n.summary" >"$D/cut.summary"
+    run analyze "$D/cut.summary"; expect_rc 2
+    contains "$D/err" "$D/cut.summary: truncated"
+    printf 'LSSUMMRX' | cat - <(tail -c +9 "$D/n.summary") >"$D/bad.summary"
+    run analyze "$D/bad.summary"; expect_rc 2
+    contains "$D/err" "not a lockstep node summary"
+    run dump "$D/bad.summary"; expect_rc 2
+    for k in $(seq 0 97); do
+        off=$(( (k * 7919) % size ))
+        cp "$D/n.summary" "$D/x.summary"
+        printf "\\$(printf %03o $(( (k * 37 + 1) % 256 )))" |
+            dd of="$D/x.summary" bs=1 seek="$off" conv=notrunc status=none
+        set +e
+        "$LOCKSTEP" analyze --json "$D/x.summary" >/dev/null 2>"$D/err"
+        rc=$?
+        set -e
+        [ "$rc" -le 2 ] || fail "byte $off changed: exit $rc (a crash?)"
+        [ "$rc" != 2 ] || grep -qF "$D/x.summary" "$D/err" || fail "byte $off: message without the file"
+    done
+    ;;
 newer-version)
     gen --ranks 1 --colls 1
     f=$(first_trace 0)

@@ -7,7 +7,7 @@ status and the same JSON report.
 What is normalized, and why (nothing else is):
   - the folder part of trace paths: a trace read from a summary is named SUMMARY/NAME (the summary
     file, then the trace's own file name), a trace file DIR/NAME; the report must name the same
-    NAME. Paths appear in "trace" keys, the "unreadable" messages and finding summaries that name
+    NAME (and SUMMARY/ is cut where the input was summaries already). Paths appear in "trace" keys, the "unreadable" messages and finding summaries that name
     a truncated file, so every occurrence of an input folder or a summary file followed by "/" is
     cut, leaving NAME.
 
@@ -55,7 +55,8 @@ def normalize(text, prefixes, summary_root=None):
         text = re.sub(re.escape(summary_root) + r"/[^/\"]*\.summary/", "", text)
     for p in sorted(set(prefixes), key=len, reverse=True):
         text = text.replace(p.rstrip("/") + "/", "")
-    return text
+    # Traces that were read from summaries already: SUMMARY/NAME.
+    return re.sub(r"[A-Za-z0-9_.@+-]*\.summary/", "", text)
 
 
 def folders_of(paths):

@@ -56,6 +56,8 @@ struct scenario {
     int terminated;      /* at the end every live rank gets SIGTERM (a launcher timeout) */
     int no_trace[MAX_NO_TRACE];
     int n_no_trace;
+    int summary;   /* write node summaries (one per host), not trace files */
+    uint64_t keep; /* --summary: ring slots kept in memory per rank (the window read) */
 };
 
 /* Runs the scenario and writes one trace per rank into sc->out_dir. Returns 0, or -1 after

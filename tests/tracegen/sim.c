@@ -353,7 +353,7 @@ static void run_rank(struct sim *s, struct rank_state *rs)
 
 /* ---- files ------------------------------------------------------------------------------- */
 
-static int skip_trace(const struct scenario *sc, int rank)
+int skip_trace(const struct scenario *sc, int rank)
 {
     for (int i = 0; i < sc->n_no_trace; i++)
         if (sc->no_trace[i] == rank)
@@ -361,7 +361,7 @@ static int skip_trace(const struct scenario *sc, int rank)
     return 0;
 }
 
-static void host_of(const struct scenario *sc, int rank, char *buf, size_t len)
+void host_of(const struct scenario *sc, int rank, char *buf, size_t len)
 {
     snprintf(buf, len, "tg-node%d", rank / (sc->ranks_per_host > 0 ? sc->ranks_per_host : 8));
 }
@@ -414,7 +414,7 @@ static int open_rank(const struct scenario *sc, struct rank_state *rs, int rank)
                            .strings = 8192,
                            .pysites = sc->python ? 64 : 0,
                            .py_depth = 8};
-    rs->f = tw_create(path, &caps);
+    rs->f = sc->summary ? tw_create_mem(&caps, sc->keep) : tw_create(path, &caps);
     if (!rs->f) {
         fprintf(stderr, "lockstep-tracegen: %s: %s\n", path, strerror(errno));
         return -1;
@@ -500,8 +500,9 @@ int sim_run(const struct scenario *sc)
                                    .strings = 8192,
                                    .pysites = sc->python ? 64 : 0,
                                    .py_depth = 8};
-            rs->f = tw_create(path, &caps);
-            remove(path);
+            rs->f = sc->summary ? tw_create_mem(&caps, sc->keep) : tw_create(path, &caps);
+            if (!sc->summary)
+                remove(path);
             if (!rs->f)
                 rc = -1;
             add_sites(sc, rs);
@@ -519,13 +520,13 @@ int sim_run(const struct scenario *sc)
         if (s.r[r].clock > s.now)
             s.now = s.r[r].clock;
     s.now += (uint64_t)(sc->stall_s * 1e9);
-    for (int r = 0; r < n; r++) {
-        if (!s.r[r].f)
-            continue;
-        if (rc == 0)
+    for (int r = 0; r < n; r++)
+        if (s.r[r].f && rc == 0)
             finish_rank(&s, &s.r[r]);
+    if (rc == 0 && sc->summary)
+        rc = summary_out(sc, s.r, n);
+    for (int r = 0; r < n; r++)
         tw_close(s.r[r].f);
-    }
     for (int b = 0; b < BUCKETS; b++) {
         while (s.buckets[b]) {
             struct rendezvous *rv = s.buckets[b];

@@ -68,4 +68,15 @@ int program_next(const struct scenario *sc, struct rank_state *rs);
 /* The stop injected for `rank` before world collective #iter, or NULL. */
 const struct stop *program_stop_at(const struct scenario *sc, int rank, int iter);
 
+/* True when rank's trace is not written (--no-trace). */
+int skip_trace(const struct scenario *sc, int rank);
+
+/* The host name of rank (tg-nodeN, ranks_per_host a host). */
+void host_of(const struct scenario *sc, int rank, char *buf, size_t len);
+
+/* --summary: writes one node summary per host into sc->out_dir from the ranks' traces in
+ * memory, as `lockstep summarize --per-host` would from their files (summary_out.c). Returns 0,
+ * or -1 after a message. */
+int summary_out(const struct scenario *sc, struct rank_state *r, int n);
+
 #endif

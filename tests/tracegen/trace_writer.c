@@ -10,25 +10,107 @@
 
 struct tw_file {
     unsigned char *map;
-    uint64_t size;
+    uint64_t size; /* of the mapping (a file), or of the memory (tw_create_mem()) */
     struct ls_header *h;
+    uint64_t keep;      /* tw_create_mem(): ring slots kept in memory; 0 for a file */
+    uint64_t file_size; /* the file's size by its layout */
 };
+
+/* Memory for traces kept in memory: one large anonymous mapping handed out in page-aligned
+ * pieces, whose pages cost memory only once written (tables are mostly empty). Never freed:
+ * tracegen is one run. */
+static unsigned char *arena_alloc(uint64_t size)
+{
+    static unsigned char *base;
+    static uint64_t used, cap;
+    size = (size + 4095) & ~(uint64_t)4095;
+    if (!base || used + size > cap) {
+        uint64_t want = size > (1ull << 30) ? size : (1ull << 30);
+        void *m = mmap(NULL, want, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED)
+            return NULL;
+        base = m;
+        used = 0;
+        cap = want;
+    }
+    unsigned char *p = base + used;
+    used += size;
+    return p;
+}
 
 static uint64_t or_default(uint64_t v, uint64_t def)
 {
     return v ? v : def;
 }
 
+/* The layout caps ask for. */
+static struct ls_layout layout_of(const struct tw_caps *caps, uint32_t *comms, uint32_t *peers,
+                                  uint32_t *sites, uint32_t *depth, uint64_t *strs, uint64_t *ring,
+                                  uint32_t *pysites, uint32_t *py_depth)
+{
+    *comms = (uint32_t)or_default(caps->comms, LS_DEFAULT_COMMS);
+    *peers = (uint32_t)or_default(caps->peers, LS_DEFAULT_PEERS);
+    *sites = (uint32_t)or_default(caps->sites, LS_DEFAULT_SITES);
+    *depth = (uint32_t)or_default(caps->stack_depth, LS_DEFAULT_STACK_DEPTH);
+    *strs = or_default(caps->strings, LS_DEFAULT_STRINGS);
+    *ring = or_default(caps->ring, LS_DEFAULT_RING);
+    *pysites = caps->pysites;
+    *py_depth = *pysites ? caps->py_depth : 0;
+    return ls_layout_for(*comms, *peers, *sites, *depth, *pysites, *py_depth, *strs, *ring);
+}
+
+static struct tw_file *init_file(struct tw_file *f, const struct tw_caps *caps);
+
+struct tw_file *tw_create_mem(const struct tw_caps *caps, uint64_t keep)
+{
+    uint32_t comms, peers, sites, depth, pysites, py_depth;
+    uint64_t strs, ring;
+    struct ls_layout l =
+        layout_of(caps, &comms, &peers, &sites, &depth, &strs, &ring, &pysites, &py_depth);
+    if (keep == 0 || keep > ring)
+        keep = ring;
+    struct tw_file *f = calloc(1, sizeof(*f));
+    uint64_t size = l.ring_off + keep * sizeof(struct ls_record);
+    unsigned char *mem = f ? arena_alloc(size) : NULL;
+    if (!mem) {
+        free(f);
+        errno = ENOMEM;
+        return NULL;
+    }
+    f->map = mem;
+    f->size = size;
+    f->keep = keep;
+    return init_file(f, caps);
+}
+
+uint64_t tw_file_size(const struct tw_file *f)
+{
+    return f->file_size;
+}
+
+void tw_image(const struct tw_file *f, unsigned char *buf)
+{
+    const struct ls_header *h = f->h;
+    if (!f->keep) {
+        memcpy(buf, f->map, f->file_size);
+        return;
+    }
+    memcpy(buf, f->map, h->ring_off);
+    memset(buf + h->ring_off, 0, f->file_size - h->ring_off);
+    uint64_t next = h->next_ticket, from = next > f->keep ? next - f->keep : 0;
+    struct ls_record *ring = (struct ls_record *)(buf + h->ring_off);
+    const struct ls_record *kept = (const struct ls_record *)(f->map + h->ring_off);
+    for (uint64_t t = from; t < next; t++)
+        ring[t % h->ring_cap] = kept[t % f->keep];
+}
+
 struct tw_file *tw_create(const char *path, const struct tw_caps *caps)
 {
-    uint32_t comms = (uint32_t)or_default(caps->comms, LS_DEFAULT_COMMS);
-    uint32_t peers = (uint32_t)or_default(caps->peers, LS_DEFAULT_PEERS);
-    uint32_t sites = (uint32_t)or_default(caps->sites, LS_DEFAULT_SITES);
-    uint32_t depth = (uint32_t)or_default(caps->stack_depth, LS_DEFAULT_STACK_DEPTH);
-    uint64_t strs = or_default(caps->strings, LS_DEFAULT_STRINGS);
-    uint64_t ring = or_default(caps->ring, LS_DEFAULT_RING);
-    uint32_t pysites = caps->pysites, py_depth = pysites ? caps->py_depth : 0;
-    struct ls_layout l = ls_layout_for(comms, peers, sites, depth, pysites, py_depth, strs, ring);
+    uint32_t comms, peers, sites, depth, pysites, py_depth;
+    uint64_t strs, ring;
+    struct ls_layout l =
+        layout_of(caps, &comms, &peers, &sites, &depth, &strs, &ring, &pysites, &py_depth);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return NULL;
@@ -49,6 +131,18 @@ struct tw_file *tw_create(const char *path, const struct tw_caps *caps)
     }
     f->map = map;
     f->size = l.file_size;
+    return init_file(f, caps);
+}
+
+/* Fills the header's layout fields, magic and version of a new file. */
+static struct tw_file *init_file(struct tw_file *f, const struct tw_caps *caps)
+{
+    uint32_t comms, peers, sites, depth, pysites, py_depth;
+    uint64_t strs, ring;
+    struct ls_layout l =
+        layout_of(caps, &comms, &peers, &sites, &depth, &strs, &ring, &pysites, &py_depth);
+    void *map = f->map;
+    f->file_size = l.file_size;
     f->h = map;
     struct ls_header *h = f->h;
     memcpy(h->magic, LS_MAGIC, LS_MAGIC_LEN);
@@ -184,7 +278,8 @@ struct ls_peer *tw_peer(struct tw_file *f, uint64_t comm_id, uint32_t comm_idx, 
 
 static struct ls_record *slot(struct tw_file *f, uint64_t ticket)
 {
-    return (struct ls_record *)(f->map + f->h->ring_off) + ticket % f->h->ring_cap;
+    uint64_t n = f->keep ? f->keep : f->h->ring_cap;
+    return (struct ls_record *)(f->map + f->h->ring_off) + ticket % n;
 }
 
 uint64_t tw_begin(struct tw_file *f, const struct ls_record *r)
@@ -224,7 +319,7 @@ int tw_close(struct tw_file *f)
 {
     if (!f)
         return 0;
-    int rc = munmap(f->map, f->size);
+    int rc = f->keep ? 0 : munmap(f->map, f->size); /* memory: the arena's, kept */
     free(f);
     return rc;
 }

@@ -34,6 +34,18 @@ struct tw_frame {
  * through tw_header(). Returns NULL on error with errno set. Close with tw_close(). */
 struct tw_file *tw_create(const char *path, const struct tw_caps *caps);
 
+/* Like tw_create(), but in memory, no file: only the newest `keep` ring slots are kept (0: the
+ * whole ring), so that huge jobs fit (lockstep-tracegen --summary). tw_image() makes the file.
+ * Returns NULL when out of memory. */
+struct tw_file *tw_create_mem(const struct tw_caps *caps, uint64_t keep);
+
+/* The size of the file f is (or would be). */
+uint64_t tw_file_size(const struct tw_file *f);
+
+/* Writes into buf (tw_file_size() bytes) the file f would be: for tw_create_mem(), the slots
+ * older than the kept ones are zero (as never written). */
+void tw_image(const struct tw_file *f, unsigned char *buf);
+
 /* The header, writable in place. */
 struct ls_header *tw_header(struct tw_file *f);
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "lockstep/trace_format.h"
+#include "../../analyzer/analysis.h"
 #include "scenario.h"
 
 static const char usage[] =
@@ -44,7 +45,11 @@ static const char usage[] =
     "  --never-join R       rank R never calls ncclCommInitRank\n"
     "  --no-trace R         rank R's trace file is not written (repeatable)\n"
     "  --terminated         at the end, every live rank is killed by SIGTERM (a launcher\n"
-    "                       stopping the hung job)\n";
+    "                       stopping the hung job)\n"
+    "output:\n"
+    "  --summary            one node summary per host (DIR/tg-nodeX.summary) instead of the\n"
+    "                       trace files, made in memory: what `lockstep summarize --per-host`\n"
+    "                       makes of the traces (the newest LOCKSTEP_ANALYZE_RECORDS records)\n";
 
 enum {
     O_OUT = 256,
@@ -78,6 +83,7 @@ enum {
     O_NEVERJOIN,
     O_NOTRACE,
     O_TERMINATED,
+    O_SUMMARY,
     O_HELP
 };
 
@@ -112,6 +118,7 @@ static const struct option options[] = {{"out", 1, 0, O_OUT},
                                         {"never-join", 1, 0, O_NEVERJOIN},
                                         {"no-trace", 1, 0, O_NOTRACE},
                                         {"terminated", 0, 0, O_TERMINATED},
+                                        {"summary", 0, 0, O_SUMMARY},
                                         {"help", 0, 0, O_HELP},
                                         {0, 0, 0, 0}};
 
@@ -299,6 +306,9 @@ int main(int argc, char **argv)
         case O_TERMINATED:
             sc.terminated = 1;
             break;
+        case O_SUMMARY:
+            sc.summary = 1;
+            break;
         case O_HELP:
             fputs(usage, stdout);
             return 0;
@@ -320,6 +330,7 @@ int main(int argc, char **argv)
         sc.mismatch_seq = sc.ncoll;
     if (sc.deadlock_rank >= 0 && !sc.split)
         sc.split = 1;
+    sc.keep = analysis_window(); /* what summarize keeps: the window the analysis reads */
     mkdir(sc.out_dir, 0700);
     return sim_run(&sc) == 0 ? 0 : 1;
 }
