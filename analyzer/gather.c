@@ -1,5 +1,6 @@
-/* gather.c -- node snapshots in the shared gather folder, and the markers that order them so
- * that no node stops its ranks before rank 0's runner has read every node's snapshot. */
+/* gather.c -- node snapshots (node summaries) in the shared gather folder, and the markers that
+ * order them so that no node stops its ranks before rank 0's runner has read every node's snapshot.
+ */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -13,6 +14,9 @@
 #include <unistd.h>
 
 #include "gather.h"
+#include "analysis.h"
+#include "lockstep/summary_format.h"
+#include "node_summary.h"
 #include "idmap.h"
 #include "live.h"
 #include "live_cmd.h"
@@ -138,39 +142,6 @@ static int stall_marked(const struct gather *g, const struct monitor *m)
     return 1;
 }
 
-/* Copies src to dst through a temporary file and a rename, so readers never see half. */
-static int copy_file(const char *src, const char *dst)
-{
-    int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (in < 0)
-        return -1;
-    char tmp[PATH_MAX + 512];
-    snprintf(tmp, sizeof(tmp), "%s.part", dst);
-    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (out < 0) {
-        close(in);
-        return -1;
-    }
-    char buf[1 << 16];
-    ssize_t n;
-    int rc = 0;
-    while ((n = read(in, buf, sizeof(buf))) > 0)
-        if (write(out, buf, (size_t)n) != n) {
-            rc = -1;
-            break;
-        }
-    if (n < 0)
-        rc = -1;
-    close(in);
-    if (close(out) != 0)
-        rc = -1;
-    if (rc == 0 && rename(tmp, dst) != 0)
-        rc = -1;
-    if (rc != 0)
-        unlink(tmp);
-    return rc;
-}
-
 /* Makes folder `path`, empty (what a folder of that name held is an earlier runner's with this
  * pid). Returns 0, or -1 after a message. */
 static int make_empty_folder(const char *path)
@@ -189,9 +160,8 @@ static int make_empty_folder(const char *path)
     return 0;
 }
 
-/* Adds the header facts of a copied trace to the READY marker being built; a copy whose header
- * the reader refuses adds none, and is said (the analysis will name it again, from the folder
- * it reads). */
+/* Adds the header facts of a trace to the READY marker being built; a trace whose header the
+ * reader refuses adds none, and is said (the summary names it again, as unreadable). */
 static void note_trace(const char *path, struct gather_mark *mk, size_t *cap)
 {
     struct ls_header h;
@@ -207,35 +177,61 @@ static void note_trace(const char *path, struct gather_mark *mk, size_t *cap)
     gather_mark_add_rank(mk, h.rank, cap);
 }
 
-/* Copies every trace (and `.live` file) of the local folder into this node's folder, then
- * marks the folder a snapshot (SNAPSHOT) and complete (READY, saying `state`). */
+/* The *.trace files of the local folder (malloc'd paths; *n of them), noted in `ready`. */
+static char **local_traces(const struct gather *g, size_t *n, struct gather_mark *ready)
+{
+    size_t cap = 0, mcap = 0;
+    char **v = NULL;
+    *n = 0;
+    DIR *d = opendir(g->local);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len <= 6 || strcmp(e->d_name + len - 6, ".trace") != 0)
+            continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **w = realloc(v, cap * sizeof(*w));
+            if (!w)
+                break;
+            v = w;
+        }
+        if (asprintf(&v[*n], "%s/%s", g->local, e->d_name) < 0)
+            break;
+        note_trace(v[*n], ready, &mcap);
+        (*n)++;
+    }
+    if (d)
+        closedir(d);
+    return v;
+}
+
+/* Reduces the traces of the local folder (with their probes' live facts) to this node's summary
+ * in its folder (docs/summary-format.md): what the diagnosis reads of each, not the whole
+ * trace. Then marks the folder a snapshot (SNAPSHOT) and complete (READY, saying `state` and
+ * the ranks it holds). */
 static void copy_node(struct gather *g, const struct monitor *m, const char *state)
 {
     if (!g->made && make_empty_folder(g->node) != 0)
         return;
     g->made = 1;
     struct gather_mark ready = {.time_ns = 0, .world = -1};
-    size_t cap = 0, copied = 0;
-    DIR *d = opendir(g->local);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
-        int trace = n > 6 && strcmp(e->d_name + n - 6, ".trace") == 0;
-        int live = n > 11 && strcmp(e->d_name + n - 11, ".trace.live") == 0;
-        if (!trace && !live)
-            continue;
-        char src[PATH_MAX + 256], dst[PATH_MAX + 256];
-        snprintf(src, sizeof(src), "%s/%s", g->local, e->d_name);
-        snprintf(dst, sizeof(dst), "%s/%s", g->node, e->d_name);
-        if (copy_file(src, dst) == 0 && trace) {
-            copied++;
-            note_trace(dst, &ready, &cap);
-        }
-    }
-    if (d)
-        closedir(d);
-    /* The copies are a snapshot: whoever analyzes them must not ask this host's /proc about
-     * processes that ran (and may have been stopped since) when they were taken. */
+    size_t n = 0;
+    char **paths = local_traces(g, &n, &ready);
+    char out[PATH_MAX + 512];
+    snprintf(out, sizeof(out), "%s/%s%s", g->node, g->name, LS_SUMMARY_SUFFIX);
+    struct node_summary_stats st = {0};
+    struct stat sb;
+    if (n > 0 && node_summary_write(paths, n, analysis_window(), out, NULL, &st) == 0 &&
+        stat(out, &sb) == 0)
+        fprintf(stderr, "lockstep: summarized %zu traces into %s (%lld bytes)\n", st.traces, out,
+                (long long)sb.st_size);
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+    /* A snapshot: whoever analyzes it must not ask this host's /proc about processes that ran
+     * (and may have been stopped since) when it was taken; the summary holds what this node's
+     * /proc and probes said then. */
     char mark[PATH_MAX + 64];
     snprintf(mark, sizeof(mark), "%s/%s", g->node, LIVENESS_SNAPSHOT_MARK);
     FILE *f = fopen(mark, "w");
@@ -249,7 +245,6 @@ static void copy_node(struct gather *g, const struct monitor *m, const char *sta
     snprintf(ready.state, sizeof ready.state, "%s", state);
     gather_mark_write(g->node, MARK_READY, &ready);
     gather_mark_free(&ready);
-    fprintf(stderr, "lockstep: copied %zu traces to %s\n", copied, g->node);
 }
 
 int gather_stall_elsewhere(struct gather *g, const struct monitor *m)

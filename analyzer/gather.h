@@ -1,7 +1,8 @@
-/* gather.h -- many nodes, one diagnosis: each node's `lockstep run` copies its traces into a
- * shared folder (LOCKSTEP_GATHER_DIR) when it sees a stall or its job ends, and the runner
- * that holds global rank 0 waits for every node's snapshot, diagnoses the whole job and then
- * releases the other runners, which stop their ranks only then (docs/live.md, "Many nodes"). */
+/* gather.h -- many nodes, one diagnosis: each node's `lockstep run` reduces its traces to a node
+ * summary (docs/summary-format.md) in a shared folder (LOCKSTEP_GATHER_DIR) when it sees a stall or
+ * its job ends, and the runner that holds global rank 0 waits for every node's snapshot, diagnoses
+ * the whole job and then releases the other runners, which stop their ranks only then
+ * (docs/live.md, "Many nodes"). */
 #ifndef LOCKSTEP_GATHER_H
 #define LOCKSTEP_GATHER_H
 
@@ -46,15 +47,15 @@ int gather_init(struct gather *g, const char *local_dir);
 int gather_stall_elsewhere(struct gather *g, const struct monitor *m);
 
 /* On a stall: without a shared folder returns the local folder (to diagnose, probing live
- * ranks). With one: marks the stall for the other nodes, probes the local ranks and copies the
- * traces and their live facts into this node's folder. The runner that holds rank 0 then waits
- * (up to LOCKSTEP_GATHER_WAIT) for every node's snapshot and returns the folder of this run's
- * node folders to diagnose; the caller calls gather_release() after diagnosing. Any other
+ * ranks). With one: marks the stall for the other nodes, probes the local ranks and writes the
+ * node summary of their traces and live facts into this node's folder. The runner that holds rank 0
+ * then waits (up to LOCKSTEP_GATHER_WAIT) for every node's snapshot and returns the folder of this
+ * run's node folders to diagnose; the caller calls gather_release() after diagnosing. Any other
  * runner waits until rank 0's runner has read its snapshot (or cannot have: a bounded wait,
  * said on stderr) and returns NULL: its ranks may be stopped then. */
 const char *gather_on_stall(struct gather *g, struct monitor *m);
 
-/* When the job ended by itself: copies the traces (no probe, nothing marked); returns what
+/* When the job ended by itself: writes the node summary (no probe, nothing marked); returns what
  * gather_on_stall() returns for rank 0's runner, NULL for the others (they do not wait). */
 const char *gather_on_end(struct gather *g, struct monitor *m);
 

@@ -127,6 +127,16 @@ def two_node_hangs(tmp, runs):
         # (its JSON report is rewritten later, after its own node's stop).
         node1 = max((os.path.join(gather, n) for n in os.listdir(gather)
                      if n.endswith(f"-{procs[1].pid}")), key=os.path.getmtime)
+        # What travels is each node's summary, never its traces (docs/live.md, "Many nodes").
+        for nd in (os.path.join(gather, n) for n in os.listdir(gather)
+                   if n.endswith((f"-{procs[0].pid}", f"-{procs[1].pid}"))
+                   and not n.startswith("run-")):
+            names = os.listdir(nd)
+            expect([x for x in names if x.endswith(".summary")] and
+                   not [x for x in names if x.endswith(".trace")],
+                   f"{label}: {nd} holds {names}, not one node summary and no trace")
+        expect(all(".summary/" in r["trace"] for r in report["ranks"]),
+               f"{label}: ranks not read from node summaries: {[r['trace'] for r in report['ranks']]}")
         read_at = os.stat(os.path.join(node1, "DIAGNOSED")).st_mtime
         for end_kind, end_ns in trace_ends(procs[1].trace_dir):
             expect(end_kind == 2 and end_ns / 1e9 >= read_at,

@@ -259,6 +259,9 @@ def case_two_nodes(tmp):
            f"the report covers ranks {[r['rank'] for r in report['ranks']]}")
     f = first(report)
     expect(f["kind"] == "op_mismatch" and sorted(f["ranks"]) == [0, 1, 2, 3], f"{f}")
+    # Each node gave its node summary, not its traces: rank 0's runner read the ranks there.
+    expect(all(".summary/" in r["trace"] for r in report["ranks"]),
+           f"ranks not read from node summaries: {[r['trace'] for r in report['ranks']]}")
     expect("[op_mismatch]" in outs[0][0], "rank 0's runner printed the diagnosis")
     expect("rank 0 diagnoses" in outs[1][1], "the other runner defers to rank 0's")
 
