@@ -10,6 +10,7 @@ _lockstep_options() {
     stacks) echo "--json --help" ;;
     dump) echo "--help" ;;
     export) echo "--perfetto --job --help" ;;
+    summarize) echo "--output --per-host --help" ;;
     esac
 }
 
@@ -18,7 +19,7 @@ _lockstep() {
     COMPREPLY=()
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
-    local commands="run watch analyze stacks dump export help"
+    local commands="run watch analyze stacks dump export summarize help"
 
     if [[ $COMP_CWORD -eq 1 ]]; then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
@@ -43,11 +44,11 @@ _lockstep() {
         done
     fi
     case $prev in
-    --dir)
+    --dir | --per-host)
         COMPREPLY=($(compgen -d -- "$cur"))
         return
         ;;
-    --json | --html | --perfetto)
+    --json | --html | --perfetto | --output | -o)
         COMPREPLY=($(compgen -f -- "$cur"))
         return
         ;;

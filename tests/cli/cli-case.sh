@@ -6,7 +6,7 @@ LOCKSTEP=$1
 TRACEGEN=$2
 CASE=$3
 SRC=${SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-COMMANDS="run watch analyze stacks dump export"
+COMMANDS="run watch analyze stacks dump export summarize"
 D=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-clitest-XXXXXX")
 trap 'rm -rf "$D"' EXIT
 rc=0
