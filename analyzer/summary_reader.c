@@ -204,6 +204,31 @@ static int get_elided(const unsigned char **p, const unsigned char *end, void *d
     return 0;
 }
 
+/* Decodes the stored records newest first, keeping those of tickets from `from` on (the window
+ * asked; the summary holds them from `from_s` on) into t->records[most - k], k = 1.. . */
+static int decode_records(struct sreader *r, struct tr_trace *t, const unsigned char **p,
+                          const unsigned char *end, uint64_t from_s, uint64_t from,
+                          uint64_t nstored, uint64_t most, const struct sumrec_comms *comms)
+{
+    struct ls_record prev, rec;
+    memset(&prev, 0, sizeof(prev));
+    prev.ticket = t->hdr.next_ticket + 1;
+    for (uint64_t k = 0; k < nstored; k++) {
+        if (sumrec_decode(p, end, &prev, &rec, comms) < 0 || rec.ticket - 1 < from_s)
+            return fail(r, "%s: corrupt record %llu", t->path, (unsigned long long)k);
+        if (rec.ticket - 1 < from)
+            break;
+        if (rec.op == LS_OP_NONE || rec.op >= LS_OP_COUNT || rec.callsite > t->nsites)
+            return fail(r, "%s: corrupt record (ticket %llu): op %u, call site %u", t->path,
+                        (unsigned long long)(rec.ticket - 1), rec.op, rec.callsite);
+        if (t->nrecords >= most)
+            return fail(r, "%s: more records than its window holds", t->path);
+        t->records[most - 1 - t->nrecords++] = rec;
+        prev = rec;
+    }
+    return 0;
+}
+
 /* The trace's ring bookkeeping and records for the window asked (see summary_load()). */
 static int load_window(struct sreader *r, struct tr_trace *t, const unsigned char **p,
                        const unsigned char *end, uint64_t span, uint64_t nstored)
@@ -224,22 +249,16 @@ static int load_window(struct sreader *r, struct tr_trace *t, const unsigned cha
     t->records = calloc(most + 1, sizeof(*t->records));
     if (!t->records)
         return fail(r, "out of memory");
-    struct ls_record prev, rec;
-    memset(&prev, 0, sizeof(prev));
-    prev.ticket = next + 1;
-    for (uint64_t k = 0; k < nstored; k++) {
-        if (sumrec_decode(p, end, &prev, &rec) < 0 || rec.ticket - 1 < from_s)
-            return fail(r, "%s: corrupt record %llu", t->path, (unsigned long long)k);
-        if (rec.ticket - 1 < from)
-            break;
-        if (rec.op == LS_OP_NONE || rec.op >= LS_OP_COUNT || rec.callsite > t->nsites)
-            return fail(r, "%s: corrupt record (ticket %llu): op %u, call site %u", t->path,
-                        (unsigned long long)(rec.ticket - 1), rec.op, rec.callsite);
-        if (t->nrecords >= most)
-            return fail(r, "%s: more records than its window holds", t->path);
-        t->records[most - 1 - t->nrecords++] = rec;
-        prev = rec;
-    }
+    uint64_t *ids = calloc((size_t)t->ncomms + 1, sizeof(*ids));
+    if (!ids)
+        return fail(r, "out of memory");
+    for (uint32_t i = 0; i < t->ncomms; i++)
+        ids[i] = t->comms[i].comm_id;
+    struct sumrec_comms comms = {ids, t->ncomms};
+    int rc = decode_records(r, t, p, end, from_s, from, nstored, most, &comms);
+    free(ids);
+    if (rc < 0)
+        return -1;
     /* Newest first were placed from the end: move them to the front, oldest first. */
     if (t->nrecords < most)
         memmove(t->records, t->records + (most - t->nrecords), t->nrecords * sizeof(*t->records));

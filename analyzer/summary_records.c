@@ -130,7 +130,8 @@ static int set_field(struct ls_record *r, int f, uint64_t v)
     }
 }
 
-size_t sumrec_encode(unsigned char *out, const struct ls_record *prev, const struct ls_record *r)
+size_t sumrec_encode(unsigned char *out, const struct ls_record *prev, const struct ls_record *r,
+                     const struct sumrec_comms *comms)
 {
     unsigned char body[SUMREC_MAX_BYTES];
     size_t n = 0;
@@ -144,20 +145,31 @@ size_t sumrec_encode(unsigned char *out, const struct ls_record *prev, const str
             }
             continue;
         }
-        if (f == LS_SUMREC_EXIT_NS && r->exit_ns == 0) {
-            mask |= LS_SUMREC_EXIT_ZERO;
+        /* comm_id: 0, K (the comms' id K-1) or n+1 and the id itself. */
+        if (f == LS_SUMREC_COMM_ID) {
+            if (r->comm_id != prev->comm_id) {
+                mask |= 1ull << f;
+                size_t k = 0;
+                while (r->comm_id && k < comms->n && comms->ids[k] != r->comm_id)
+                    k++;
+                n += ls_varint_put(body + n, r->comm_id == 0 ? 0 : k + 1);
+                if (r->comm_id && k == comms->n)
+                    n += ls_varint_put(body + n, r->comm_id);
+            }
             continue;
         }
-        if (f == LS_SUMREC_COMPLETE_NS && r->complete_ns == 0) {
-            mask |= LS_SUMREC_COMPLETE_ZERO;
+        /* exit_ns and complete_ns: 0 (not yet) or a time relative to enter_ns. Unchanged when
+         * both are 0, or both are times at the same distance; a 0 after a time is a flag. */
+        int timed = f == LS_SUMREC_EXIT_NS || f == LS_SUMREC_COMPLETE_NS;
+        uint64_t now_raw = f == LS_SUMREC_EXIT_NS ? r->exit_ns : r->complete_ns;
+        uint64_t was_raw = f == LS_SUMREC_EXIT_NS ? prev->exit_ns : prev->complete_ns;
+        if (timed && now_raw == 0) {
+            if (was_raw != 0)
+                mask |= f == LS_SUMREC_EXIT_NS ? LS_SUMREC_EXIT_ZERO : LS_SUMREC_COMPLETE_ZERO;
             continue;
         }
-        uint64_t was = field_value(prev, f), now = field_value(r, f);
-        /* A zero exit/complete before has no value to be relative to: compare with 0. */
-        if ((f == LS_SUMREC_EXIT_NS && prev->exit_ns == 0) ||
-            (f == LS_SUMREC_COMPLETE_NS && prev->complete_ns == 0))
-            was = 0;
-        if (now != was) {
+        uint64_t was = timed && was_raw == 0 ? 0 : field_value(prev, f), now = field_value(r, f);
+        if (now != was || (timed && was_raw == 0)) {
             mask |= 1ull << f;
             n += ls_varint_put(body + n, ls_zigzag(now - was));
         }
@@ -168,7 +180,7 @@ size_t sumrec_encode(unsigned char *out, const struct ls_record *prev, const str
 }
 
 int sumrec_decode(const unsigned char **p, const unsigned char *end, const struct ls_record *prev,
-                  struct ls_record *r)
+                  struct ls_record *r, const struct sumrec_comms *comms)
 {
     const unsigned char *q = *p;
     uint64_t mask, v;
@@ -185,16 +197,32 @@ int sumrec_decode(const unsigned char **p, const unsigned char *end, const struc
             r->ticket = prev->ticket - 1 - v;
             continue;
         }
+        if (f == LS_SUMREC_COMM_ID) {
+            r->comm_id = prev->comm_id;
+            if (mask >> f & 1) {
+                if (ls_varint_get(&q, end, &v) < 0 || v > comms->n + 1)
+                    return -1;
+                if (v == comms->n + 1) {
+                    if (ls_varint_get(&q, end, &v) < 0)
+                        return -1;
+                    r->comm_id = v; /* not in the table */
+                } else {
+                    r->comm_id = v ? comms->ids[v - 1] : 0;
+                }
+            }
+            continue;
+        }
+        int timed = f == LS_SUMREC_EXIT_NS || f == LS_SUMREC_COMPLETE_NS;
+        uint64_t was_raw = f == LS_SUMREC_EXIT_NS ? prev->exit_ns : prev->complete_ns;
         if ((f == LS_SUMREC_EXIT_NS && (mask & LS_SUMREC_EXIT_ZERO)) ||
             (f == LS_SUMREC_COMPLETE_NS && (mask & LS_SUMREC_COMPLETE_ZERO))) {
-            if (mask >> f & 1)
+            if ((mask >> f & 1) || was_raw == 0)
                 return -1;
             continue; /* stays 0 */
         }
-        uint64_t was = field_value(prev, f);
-        if ((f == LS_SUMREC_EXIT_NS && prev->exit_ns == 0) ||
-            (f == LS_SUMREC_COMPLETE_NS && prev->complete_ns == 0))
-            was = 0;
+        if (timed && was_raw == 0 && !(mask >> f & 1))
+            continue; /* 0 as before */
+        uint64_t was = timed && was_raw == 0 ? 0 : field_value(prev, f);
         uint64_t now = was;
         if (mask >> f & 1) {
             if (ls_varint_get(&q, end, &v) < 0)

@@ -262,12 +262,21 @@ static void encode_records(struct sbuf *b, const struct tr_trace *t)
     struct ls_record prev;
     memset(&prev, 0, sizeof(prev));
     prev.ticket = t->hdr.next_ticket + 1;
+    uint64_t *ids = calloc((size_t)t->ncomms + 1, sizeof(*ids));
+    if (!ids) {
+        b->oom = 1;
+        return;
+    }
+    for (uint32_t i = 0; i < t->ncomms; i++)
+        ids[i] = t->comms[i].comm_id;
+    struct sumrec_comms comms = {ids, t->ncomms};
     for (size_t i = t->nrecords; i-- > 0;) {
         if (sb_reserve(b, SUMREC_MAX_BYTES) < 0)
-            return;
-        b->n += sumrec_encode(b->p + b->n, &prev, &t->records[i]);
+            break;
+        b->n += sumrec_encode(b->p + b->n, &prev, &t->records[i], &comms);
         prev = t->records[i];
     }
+    free(ids);
 }
 
 int summary_writer_add(struct summary_writer *w, const char *name, const struct tr_trace *t,
