@@ -1,5 +1,5 @@
-/* fuzz_trace_reader.c -- fuzz target: bytes -> trace reader -> job model -> diagnosis -> reports.
- */
+/* fuzz_trace_reader.c -- fuzz target: bytes -> trace reader (or node summary reader) -> job model
+ * -> diagnosis -> reports. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,9 @@
 
 #include "diagnose.h"
 #include "model.h"
+#include "lockstep/summary_format.h"
 #include "report.h"
+#include "summary_reader.h"
 #include "trace_reader.h"
 
 /* An input holds up to FUZZ_MAX_TRACES traces back to back, each as long as its header's
@@ -68,6 +70,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct tr_trace *traces[FUZZ_MAX_TRACES];
     char *unreadable[FUZZ_MAX_TRACES];
     size_t ntraces = 0, nunreadable = 0;
+    /* An input that starts as a node summary is one summary: its traces are the job. */
+    struct summary_contents sc = {0};
+    if (size >= LS_SUMMARY_MAGIC_LEN && memcmp(data, LS_SUMMARY_MAGIC, LS_SUMMARY_MAGIC_LEN) == 0) {
+        char err[1024] = "";
+        if (summary_load_buffer("fuzz.summary", data, size, 0, &sc, err, sizeof(err)) < 0)
+            check_promises(NULL, "fuzz.summary", err);
+        for (size_t i = 0; i < sc.ntraces && ntraces < FUZZ_MAX_TRACES; i++) {
+            check_promises(sc.traces[i], sc.traces[i]->path, "");
+            traces[ntraces++] = sc.traces[i];
+            sc.traces[i] = NULL;
+        }
+        n = 0;
+    }
     for (size_t i = 0; i < n; i++) {
         char name[32], err[1024] = "";
         snprintf(name, sizeof(name), "fuzz-%zu.trace", i);
@@ -100,5 +115,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         trace_free(traces[i]);
     for (size_t k = 0; k < nunreadable; k++)
         free(unreadable[k]);
+    summary_contents_free(&sc);
     return 0;
 }
