@@ -295,7 +295,8 @@ def case_corrupt_live(tmp):
         expect(not os.path.exists(spath + ".live"),
                "stacks probed the process a damaged header names (a .live sidecar was written)")
 
-        # gather: the copy in the gather folder is named and adds no rank.
+        # gather: the damaged trace is named, goes into the node summary as unreadable (the
+        # analysis of the gather folder names it there) and adds no rank.
         g = os.path.join(tmp, "gather")
         src = os.path.join(tmp, "bad.trace")
         with open(src, "wb") as out:
@@ -305,9 +306,15 @@ def case_corrupt_live(tmp):
                             f'cp {src} "$LOCKSTEP_DIR/{name}"'], env=env, capture_output=True,
                            text=True, timeout=60)
         runs += 1
-        copied = [l for l in lockstep_lines(p.stderr)
-                  if l.startswith("lockstep: " + g) and name in l and want in l]
-        expect(copied, f"gather: no reader message naming the copy in {g}: {p.stderr!r}")
+        said = [l for l in lockstep_lines(p.stderr) if name in l and want in l]
+        expect(said, f"gather: no reader message naming {name}: {p.stderr!r}")
+        a = subprocess.run([LOCKSTEP, "analyze", g], capture_output=True, text=True, timeout=60)
+        runs += 1
+        copied = [l for l in lockstep_lines(a.stderr)
+                  if l.startswith("lockstep: " + g) and ".summary/" + name in l and want in l]
+        expect(copied and a.returncode == 2,
+               f"gather: the node summary in {g} does not name {name} as unreadable: exit "
+               f"{a.returncode} {a.stderr!r}")
         marks = [os.path.join(r, "READY") for r, _, fs in os.walk(g) if "READY" in fs]
         expect(marks, f"gather: no READY mark in {g}: {p.stderr!r}")
         for m in marks:

@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """summary_equiv.py -- the node-summary equivalence check every analyze helper of the suite makes:
-after `lockstep analyze --json PATH...` of traces, summarize the same paths per host (as each node's
-runner would: `lockstep summarize --per-host`), analyze the summaries and require the same exit
-status and the same JSON report.
+after `lockstep analyze --json PATH...` of traces, summarize the same traces per host (as each
+node's runner would: `lockstep summarize --per-host`), analyze the summaries and require the same
+exit status and the same JSON report.
+
+Traces of a job still running move between two commands (heartbeats every 10 ms), so when the
+reports differ the check is made again on a frozen copy of the paths (their traces, `.live`
+sidecars and SNAPSHOT marks, copied once): the copy analyzed as traces against the copy's
+summaries, which then hold the very same bytes. A difference there is a failure.
 
 What is normalized, and why (nothing else is):
   - the folder part of trace paths: a trace read from a summary is named SUMMARY/NAME (the summary
@@ -76,9 +81,66 @@ def folders_of(paths):
     return [o for o in out if o not in ("", ".", "/")]
 
 
+KEEP = (".trace", ".trace.live", ".summary", "SNAPSHOT")
+
+
+def freeze(paths, dest):
+    """Copies the traces (and sidecars, summaries, SNAPSHOT marks) of each path, a folder and
+    its direct subfolders or a file, under dest/<i>/; returns the copies' paths."""
+    out = []
+    for i, p in enumerate(paths):
+        base = os.path.join(dest, str(i))
+        os.makedirs(base)
+        if os.path.isdir(p):
+            q = os.path.join(base, os.path.basename(os.path.normpath(p)) or "d")
+            os.makedirs(q)
+            for e in os.listdir(p):
+                src = os.path.join(p, e)
+                if os.path.isdir(src):
+                    os.makedirs(os.path.join(q, e))
+                    for f in os.listdir(src):
+                        if f.endswith(KEEP) and os.path.isfile(os.path.join(src, f)):
+                            shutil.copyfile(os.path.join(src, f), os.path.join(q, e, f))
+                elif e.endswith(KEEP) and os.path.isfile(src):
+                    shutil.copyfile(src, os.path.join(q, e))
+        else:
+            q = os.path.join(base, os.path.basename(p))
+            if os.path.isfile(p):
+                shutil.copyfile(p, q)
+                if os.path.isfile(p + ".live"):
+                    shutil.copyfile(p + ".live", q + ".live")
+        out.append(q)
+    return out
+
+
+def compare(lockstep, opts, paths, rc, report_text, sums, env):
+    """None when the summaries of `paths` in `sums` give report_text (exit rc), else why not."""
+    s = subprocess.run([lockstep, "summarize", "--per-host", sums] + paths,
+                       capture_output=True, text=True, timeout=120, env=env)
+    if s.returncode != 0:
+        return f"lockstep summarize exited {s.returncode}: {s.stderr}"
+    a = subprocess.run([lockstep, "analyze", "--json"] + opts + [sums], capture_output=True,
+                       text=True, timeout=120, env=env)
+    if a.returncode != rc:
+        return f"analyze of the summaries exited {a.returncode}, of the traces {rc}: {a.stderr}"
+    want = normalize(report_text, folders_of(paths))
+    got = normalize(a.stdout, [], summary_root=sums)
+    try:
+        jw, jg = json.loads(want), json.loads(got)
+    except ValueError as e:
+        return f"a report is not JSON: {e}"
+    if jw == jg:
+        return None
+    w = json.dumps(jw, indent=1, sort_keys=True).splitlines()
+    g = json.dumps(jg, indent=1, sort_keys=True).splitlines()
+    diff = "\n".join(list(difflib.unified_diff(w, g, "traces", "summaries", lineterm=""))[:60])
+    return "the report of the node summaries differs from the traces' one:\n" + diff
+
+
 def check(lockstep, args, rc, report_text, env=None):
     """Compares the report `report_text` (exit status rc) of `analyze --json ARGS` with the one of
-    the same traces summarized per host. Returns None when they agree, else a message."""
+    the same traces summarized per host (again on a frozen copy when they differ: see above).
+    Returns None when they agree, else a message."""
     if rc == 2:
         return None  # refused input: nothing was diagnosed
     opts, paths = split_args(args)
@@ -86,28 +148,16 @@ def check(lockstep, args, rc, report_text, env=None):
         return None
     tmp = tempfile.mkdtemp(prefix="lockstep-sumeq-")
     try:
-        sums = os.path.join(tmp, "sums")
-        s = subprocess.run([lockstep, "summarize", "--per-host", sums] + paths,
-                           capture_output=True, text=True, timeout=120, env=env)
-        if s.returncode != 0:
-            return f"lockstep summarize exited {s.returncode}: {s.stderr}"
-        a = subprocess.run([lockstep, "analyze", "--json"] + opts + [sums], capture_output=True,
-                           text=True, timeout=120, env=env)
-        if a.returncode != rc:
-            return (f"analyze of the summaries exited {a.returncode}, of the traces {rc}: "
-                    f"{a.stderr}")
-        want = normalize(report_text, folders_of(paths))
-        got = normalize(a.stdout, [], summary_root=sums)
-        try:
-            jw, jg = json.loads(want), json.loads(got)
-        except ValueError as e:
-            return f"a report is not JSON: {e}"
-        if jw == jg:
+        if compare(lockstep, opts, paths, rc, report_text,
+                   os.path.join(tmp, "sums"), env) is None:
             return None
-        w = json.dumps(jw, indent=1, sort_keys=True).splitlines()
-        g = json.dumps(jg, indent=1, sort_keys=True).splitlines()
-        diff = "\n".join(list(difflib.unified_diff(w, g, "traces", "summaries", lineterm=""))[:60])
-        return "the report of the node summaries differs from the traces' one:\n" + diff
+        frozen = freeze(paths, os.path.join(tmp, "frozen"))
+        a = subprocess.run([lockstep, "analyze", "--json"] + opts + frozen, capture_output=True,
+                           text=True, timeout=120, env=env)
+        if a.returncode == 2:
+            return None
+        return compare(lockstep, opts, frozen, a.returncode, a.stdout,
+                       os.path.join(tmp, "sums-frozen"), env)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
