@@ -11,7 +11,8 @@
 const struct command_help analyze_help = {
     "analyze", "[--json] [--html OUT.html] [--job ID] PATH...",
     "diagnose a hung or failed job from its traces (folders or files)",
-    "  PATH             trace files or folders (their *.trace, and one level of subfolders)\n"
+    "  PATH             trace files, node summaries (lockstep summarize) or folders (their\n"
+    "                   *.trace and *.summary, and one level of subfolders)\n"
     "  --json           write the JSON report (docs/report-format.md) instead of text\n"
     "  --html OUT.html  also write a self-contained HTML report with a timeline\n"
     "                   ('-': the page on stdout, in place of the report)\n"

@@ -324,6 +324,14 @@ summary-damaged)
     run analyze "$D/bad.summary"; expect_rc 2
     contains "$D/err" "not a lockstep node summary"
     run dump "$D/bad.summary"; expect_rc 2
+    # summarize refuses bad input with exit 2.
+    run summarize; expect_rc 2
+    run summarize -o "$D/x.summary" "$D/no-such-folder"; expect_rc 2
+    contains "$D/err" "no-such-folder"
+    run summarize -o "$D/x.summary" --per-host "$D/y" "$D/t"; expect_rc 2
+    mkdir "$D/empty"
+    run summarize -o "$D/x.summary" "$D/empty"; expect_rc 2
+    contains "$D/err" "no trace files"
     for k in $(seq 0 97); do
         off=$(( (k * 7919) % size ))
         cp "$D/n.summary" "$D/x.summary"
