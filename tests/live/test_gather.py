@@ -301,6 +301,19 @@ def case_script_hosts(tmp):
         a = subprocess.run([LOCKSTEP, "analyze", os.path.join(dest, "nodeA")],
                            capture_output=True, text=True, timeout=60)
         expect(a.returncode == 0, f"analyze on the gathered job: {a.returncode} {a.stdout}")
+    # Where lockstep is on the node's PATH, each node gives its node summary, not its traces.
+    dest = os.path.join(tmp, "dest-summary")
+    senv = dict(env, PATH=os.path.dirname(os.path.abspath(LOCKSTEP)) + ":" + env["PATH"])
+    g = subprocess.run([GATHER, "--src", src, "--job", "train-1", "--hosts", "nodeA,nodeB", dest],
+                       env=senv, capture_output=True, text=True, timeout=60)
+    expect(g.returncode == 0, f"summaries: exit {g.returncode}: {g.stderr}")
+    for h in ("nodeA", "nodeB"):
+        names = sorted(os.listdir(os.path.join(dest, h)))
+        expect(names == [h + ".summary"], f"summaries: {h} got {names}, expected {h}.summary")
+    a = subprocess.run([LOCKSTEP, "analyze", "--json", os.path.join(dest, "nodeA")],
+                       capture_output=True, text=True, timeout=60)
+    expect(a.returncode == 0 and len(json.loads(a.stdout)["ranks"]) == 2,
+           f"analyze of a gathered summary: {a.returncode} {a.stderr}")
     for args, word in ((["--job", "a;rm -rf /"], "refusing --job"),
                        (["--src", "/tmp/x y"], "refusing --src"),
                        (["--hosts", "a b"], "refusing host name")):
@@ -363,6 +376,19 @@ wait
             jobs = traces_by_job(os.path.join(dest, node))
             expect(list(jobs) == ["4242.0"] and len(jobs["4242.0"]) == 2,
                    f"{node} got {jobs}, expected the 2 traces of job 4242.0")
+    # With lockstep on the nodes' PATH: one node summary per node, no trace.
+    dest = os.path.join(tmp, "dest-summary")
+    senv = base_env(dict(alloc, PATH=os.path.dirname(os.path.abspath(LOCKSTEP)) + ":" + path))
+    g = subprocess.run([GATHER, "--src", src, "--slurm", dest], env=senv, capture_output=True,
+                       text=True, timeout=60)
+    expect(g.returncode == 0, f"summaries: exit {g.returncode}: {g.stderr}")
+    for node in ("node0", "node1"):
+        names = sorted(os.listdir(os.path.join(dest, node)))
+        expect(names == [node + ".summary"], f"summaries: {node} got {names}")
+    a = subprocess.run([LOCKSTEP, "analyze", "--json", os.path.join(dest, "node0")],
+                       capture_output=True, text=True, timeout=60)
+    expect(a.returncode == 0 and len(json.loads(a.stdout)["ranks"]) == 2,
+           f"analyze of a gathered summary: {a.returncode} {a.stderr}")
     outside = dict(alloc)
     del outside["SLURM_JOB_ID"]
     env = base_env(outside)
