@@ -184,7 +184,7 @@ static int load_all(struct analysis *a)
         else if (!(a->unreadable[a->nunreadable++] = strdup(err)))
             return -1;
     }
-    return 0;
+    return summary_drop_copies(a->traces, &a->ntraces) < 0 ? -1 : 0;
 }
 
 /* Selects the newest attempt of every job (of job `job` only, when given): the one to diagnose

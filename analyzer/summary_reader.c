@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "idmap.h"
 #include "lockstep/summary_format.h"
 #include "summary_records.h"
 #include "trace_window.h"
@@ -497,4 +498,53 @@ void summary_trace_free(struct tr_trace *t)
     free(t->path);
     node_release(t->node);
     free(t);
+}
+
+/* A process's identity: host, pid and start time. */
+static uint64_t process_key(const struct tr_trace *t)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = t->hdr.host; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    h = (h ^ (uint32_t)t->hdr.pid) * 1099511628211ull;
+    h = (h ^ t->hdr.start_ns) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+static int same_process(const struct tr_trace *a, const struct tr_trace *b)
+{
+    return a->hdr.pid == b->hdr.pid && a->hdr.start_ns == b->hdr.start_ns &&
+           strcmp(a->hdr.host, b->hdr.host) == 0;
+}
+
+long summary_drop_copies(struct tr_trace **v, size_t *n)
+{
+    struct idmap files = {0};
+    size_t nfiles = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (!v[i]->node) {
+            /* Processes are rarely twice among the files; the key's first file is enough. */
+            size_t at;
+            if (!idmap_get(&files, process_key(v[i]), &at) &&
+                idmap_put(&files, process_key(v[i]), i) < 0) {
+                idmap_free(&files);
+                return -1;
+            }
+            nfiles++;
+        }
+    long dropped = 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < *n; i++) {
+        size_t at;
+        if (nfiles && v[i]->node && idmap_get(&files, process_key(v[i]), &at) &&
+            same_process(v[at], v[i])) {
+            trace_free(v[i]);
+            dropped++;
+            continue;
+        }
+        v[kept++] = v[i];
+    }
+    *n = kept;
+    idmap_free(&files);
+    return dropped;
 }

@@ -37,6 +37,12 @@ int summary_load_buffer(const char *name, const void *buf, size_t len, uint64_t 
  * to NULL to keep them) and the messages. */
 void summary_contents_free(struct summary_contents *out);
 
+/* Drops (frees) the traces of `v` read from a summary whose process (host, pid, start time) a
+ * trace file of `v` also holds: a summary lying beside the traces it was made of must not make
+ * two processes of one. Keeps the order of the rest; *n becomes their number. Returns the number
+ * dropped, or -1 when out of memory (nothing dropped). */
+long summary_drop_copies(struct tr_trace **v, size_t *n);
+
 /* Frees a trace loaded from a summary (trace_free() calls it for such traces). */
 void summary_trace_free(struct tr_trace *t);
 

@@ -300,6 +300,12 @@ summary-window)
         sed -i "s#$D/t/##g" "$D/a.json"; sed -i "s#$D/n.summary/##g" "$D/b.json"
         cmp "$D/a.json" "$D/b.json" || fail "window $w: the summary diagnosed otherwise"
     done
+    # A summary lying beside the traces it was made of adds no process.
+    cp "$D/n.summary" "$D/t/"
+    LOCKSTEP_ANALYZE_RECORDS=300 "$LOCKSTEP" analyze --json "$D/t" >"$D/d.json" 2>/dev/null || true
+    sed -i "s#$D/t/##g" "$D/d.json"
+    cmp "$D/a.json" "$D/d.json" || fail "a summary beside its traces changed the diagnosis"
+    rm "$D/t/n.summary"
     "$LOCKSTEP" dump "$D/n.summary" >"$D/out.txt" || fail "dump of a summary"
     [ "$(grep -c '^trace ' "$D/out.txt")" = 8 ] || fail "dump shows $(grep -c '^trace ' "$D/out.txt") traces, want 8"
     contains "$D/out.txt" "300 kept"
