@@ -113,7 +113,9 @@ static int check_header(struct sreader *r)
         h->sites_off != h->strings_off + h->strings_len || h->sites_len > r->size - h->sites_off ||
         h->index_off != h->sites_off + h->sites_len || index_len > r->size - h->index_off)
         return fail(r, "corrupt summary header: sections outside the file or out of order");
-    if (h->nsites > TR_MAX_SITES || h->npysites > TR_MAX_SITES)
+    /* Each site takes 2 bytes of the stream at least: counts beyond that are lies. */
+    if (h->nsites > TR_MAX_SITES || h->npysites > TR_MAX_SITES ||
+        (uint64_t)h->nsites + h->npysites > h->sites_len)
         return fail(r, "corrupt summary header: %u call sites, %u python sites", h->nsites,
                     h->npysites);
     const unsigned char *pool = r->buf + h->strings_off;
@@ -302,7 +304,8 @@ static int load_trace(struct sreader *r, const struct ls_summary_entry *e, struc
     t->first_ticket = h->next_ticket > h->ring_cap ? h->next_ticket - h->ring_cap : 0;
     t->wrapped = h->next_ticket > h->ring_cap;
     if (get(&p, end, UINT64_MAX, &t->file_bytes) < 0 ||
-        get(&p, end, h->next_ticket - t->first_ticket, &span) < 0 || get(&p, end, span, &nbusy) < 0)
+        get(&p, end, h->next_ticket - t->first_ticket, &span) < 0 ||
+        get(&p, end, span, &nbusy) < 0 || nbusy > (uint64_t)(end - p))
         return fail(r, "%s: corrupt window", t->path);
     t->truncated = t->file_bytes < h->file_size;
     t->busy_tickets = calloc(nbusy + 1, sizeof(*t->busy_tickets));
@@ -315,7 +318,10 @@ static int load_trace(struct sreader *r, const struct ls_summary_entry *e, struc
         last += v;
         t->busy_tickets[t->nbusy++] = last;
     }
-    if (get(&p, end, h->comm_count, &v) < 0 || !(t->comms = calloc(v + 1, sizeof(*t->comms))))
+    /* Counts are checked against the bytes left too (an entry takes 2 bytes at least), so that
+     * a lying count costs no memory. */
+    if (get(&p, end, h->comm_count, &v) < 0 || v > (uint64_t)(end - p) / 2 ||
+        !(t->comms = calloc(v + 1, sizeof(*t->comms))))
         return fail(r, "%s: corrupt communicator count", t->path);
     for (uint64_t i = 0; i < v; i++) {
         struct ls_comm *c = &t->comms[t->ncomms++];
@@ -325,14 +331,15 @@ static int load_trace(struct sreader *r, const struct ls_summary_entry *e, struc
             return fail(r, "%s: corrupt communicator entry %llu", t->path, (unsigned long long)i);
         c->name[LS_COMM_NAME_LEN - 1] = 0;
     }
-    if (get(&p, end, h->peer_count, &v) < 0 || !(t->peers = calloc(v + 1, sizeof(*t->peers))))
+    if (get(&p, end, h->peer_count, &v) < 0 || v > (uint64_t)(end - p) / 2 ||
+        !(t->peers = calloc(v + 1, sizeof(*t->peers))))
         return fail(r, "%s: corrupt peer count", t->path);
     for (uint64_t i = 0; i < v; i++) {
         struct ls_peer *pe = &t->peers[t->npeers++];
         if (get_elided(&p, end, pe, sizeof(*pe)) < 0 || pe->comm_id == 0 || pe->peer < 0)
             return fail(r, "%s: corrupt peer entry %llu", t->path, (unsigned long long)i);
     }
-    if (get(&p, end, h->site_count, &v) < 0 || v != h->site_count ||
+    if (get(&p, end, h->site_count, &v) < 0 || v != h->site_count || v > (uint64_t)(end - p) / 2 ||
         !(t->sites = calloc(v + 1, sizeof(*t->sites))))
         return fail(r, "%s: corrupt call site map", t->path);
     t->nsites = (uint32_t)v;
@@ -346,7 +353,8 @@ static int load_trace(struct sreader *r, const struct ls_summary_entry *e, struc
     }
     uint64_t live, why, snap, side;
     if (get(&p, end, 3, &live) < 0 || get(&p, end, UINT32_MAX, &why) < 0 || !pool_str(n, why) ||
-        get(&p, end, 1, &snap) < 0 || get(&p, end, (uint64_t)(end - p) + 1, &side) < 0)
+        get(&p, end, 1, &snap) < 0 || get(&p, end, UINT64_MAX, &side) < 0 ||
+        (side && side - 1 > (uint64_t)(end - p)))
         return fail(r, "%s: corrupt liveness", t->path);
     t->node_liveness = (int)live;
     t->node_liveness_why = pool_str(n, why);
@@ -358,6 +366,9 @@ static int load_trace(struct sreader *r, const struct ls_summary_entry *e, struc
         t->node_sidecar[side - 1] = 0;
         p += side - 1;
     }
+    if (e->nrecords > (uint64_t)(end - p)) /* a record takes a byte at least */
+        return fail(r, "%s: %u records in %llu bytes", t->path, e->nrecords,
+                    (unsigned long long)(end - p));
     return load_window(r, t, &p, end, span, e->nrecords);
 }
 
