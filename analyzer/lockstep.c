@@ -76,7 +76,7 @@ static void print_help(FILE *f)
     fprintf(f, "usage: lockstep COMMAND [ARGS]\n       lockstep help COMMAND\n"
                "       lockstep --version\n\ncommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(f, "  %-8s %s\n", commands[i].help->name, commands[i].help->summary);
+        fprintf(f, "  %-9s %s\n", commands[i].help->name, commands[i].help->summary);
     fprintf(f, "\nexit status: 0 nothing found, 1 findings, 2 bad input or usage, 3 (run, watch)\n"
                "a stall was diagnosed. 'lockstep help COMMAND' shows a command's options.\n");
 }
