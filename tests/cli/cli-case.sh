@@ -169,6 +169,11 @@ symbols)
         set -e
         LOCKSTEP_ADDR2LINE=1 run analyze "$D/t_$prog"; expect_rc 1
         cp "$D/out" "$D/$prog.txt"
+        # The node summary of the traces names the call sites alike (the same report).
+        run summarize -o "$D/$prog.summary" "$D/t_$prog"; expect_rc 0
+        LOCKSTEP_ADDR2LINE=1 run analyze "$D/$prog.summary"; expect_rc 1
+        same "$prog: the summary's report differs" "$(sed "s#$D/t_$prog/##g" "$D/$prog.txt")" \
+            "$(sed "s#$D/$prog.summary/##g" "$D/out")"
     done
     contains "$D/scen_lines.txt" "from scenarios.c:"
     contains "$D/scen_lines.txt" "(eval_broadcast_config)"
