@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "analysis.h"
+#include "window.h"
 
 static int push_path(struct pathlist *l, const char *dir, const char *name)
 {
@@ -46,10 +48,23 @@ static int scan_dir(struct pathlist *l, const char *dir, int depth)
     while (rc == 0 && (e = readdir(d))) {
         if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
             continue;
+        /* The entry's type from the folder itself where the file system gives it: a stat of
+         * each of 100,000 traces costs more than reading them is worth. */
+        if (e->d_type == DT_REG) {
+            if (is_trace_name(e->d_name))
+                rc = push_path(l, dir, e->d_name);
+            continue;
+        }
+        if (e->d_type != DT_DIR && e->d_type != DT_LNK && e->d_type != DT_UNKNOWN)
+            continue;
+        if (e->d_type == DT_DIR && depth == 0)
+            continue;
         char *path = NULL;
         struct stat st;
-        if (asprintf(&path, "%s/%s", dir, e->d_name) < 0)
+        if (asprintf(&path, "%s/%s", dir, e->d_name) < 0) {
+            closedir(d);
             return -1;
+        }
         if (stat(path, &st) == 0) {
             if (S_ISREG(st.st_mode) && is_trace_name(e->d_name))
                 rc = push_path(l, dir, e->d_name);
@@ -92,26 +107,6 @@ void analysis_free(struct analysis *a)
     memset(a, 0, sizeof(*a));
 }
 
-uint64_t analysis_window(void)
-{
-    const char *v = getenv("LOCKSTEP_ANALYZE_RECORDS");
-    if (!v || !v[0])
-        return TR_DEFAULT_WINDOW;
-    if (strcmp(v, "all") == 0)
-        return 0;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno || *end || v[0] == '-') {
-        fprintf(stderr,
-                "lockstep: LOCKSTEP_ANALYZE_RECORDS=%s is not a number of records or \"all\"; "
-                "reading the newest %u\n",
-                v, TR_DEFAULT_WINDOW);
-        return TR_DEFAULT_WINDOW;
-    }
-    return n; /* 0: all */
-}
-
 /* Records a trace's window must hold to reach back to the oldest operation its GPU has not
  * completed (from the header's stream counters), 0 when that is unknown or nothing is open. A
  * GPU-like host enqueues thousands of calls past a collective stuck on the device: the stuck one
@@ -133,32 +128,88 @@ static uint64_t window_to_open_work(const struct ls_header *h)
     return h->next_ticket - oldest + 64; /* and the group records around it */
 }
 
+/* One path's outcome: a trace, or the message saying why it could not be read. */
+struct loaded {
+    struct tr_trace *t;
+    char *err;
+};
+
+/* What a loading thread works on: every `step`-th path from `first`. */
+struct load_share {
+    const struct pathlist *paths;
+    uint64_t window;
+    struct loaded *out;
+    size_t first, step;
+};
+
+/* Loads one path into *out (the window, or further back to its oldest open GPU work). A trace
+ * that cannot be read leaves its message (NULL when even that ran out of memory: out->t and
+ * out->err both NULL). */
+static void load_one(const char *path, uint64_t window, struct loaded *out)
+{
+    char err[1024];
+    struct tr_trace *t = trace_load_window(path, window, err, sizeof(err));
+    uint64_t need = t ? window_to_open_work(&t->hdr) : 0;
+    if (t && window && t->unread && need > window) {
+        struct tr_trace *wider = trace_load_window(path, need, err, sizeof(err));
+        if (wider) {
+            trace_free(t);
+            t = wider;
+        }
+    }
+    out->t = t;
+    out->err = t ? NULL : strdup(err);
+}
+
+static void *load_share_run(void *arg)
+{
+    const struct load_share *s = arg;
+    for (size_t i = s->first; i < s->paths->n; i += s->step)
+        load_one(s->paths->v[i], s->window, &s->out[i]);
+    return NULL;
+}
+
+/* Traces from which a second loading thread pays off; below, one thread reads them all. */
+#define LOAD_THREADS_FROM 256
+
 /* Loads every path; unreadable ones are remembered with their error. A trace whose window does
- * not reach its oldest open GPU work is read again further back. Returns -1 on OOM. */
+ * not reach its oldest open GPU work is read again further back. Large jobs are read by two
+ * threads (paths split by index, results kept in path order: the same outcome as one thread).
+ * Returns -1 on OOM. */
 static int load_all(struct analysis *a)
 {
-    uint64_t window = a->whole_rings ? 0 : analysis_window();
+    uint64_t window = a->whole_rings ? 0 : window_records(a->paths.n);
+    struct loaded *out = calloc(a->paths.n + 1, sizeof(*out));
     a->traces = calloc(a->paths.n + 1, sizeof(*a->traces));
     a->unreadable = calloc(a->paths.n + 1, sizeof(*a->unreadable));
-    if (!a->traces || !a->unreadable)
+    if (!out || !a->traces || !a->unreadable) {
+        free(out);
         return -1;
-    for (size_t i = 0; i < a->paths.n; i++) {
-        char err[1024];
-        struct tr_trace *t = trace_load_window(a->paths.v[i], window, err, sizeof(err));
-        uint64_t need = t ? window_to_open_work(&t->hdr) : 0;
-        if (t && window && t->unread && need > window) {
-            struct tr_trace *wider = trace_load_window(a->paths.v[i], need, err, sizeof(err));
-            if (wider) {
-                trace_free(t);
-                t = wider;
-            }
-        }
-        if (t)
-            a->traces[a->ntraces++] = t;
-        else if (!(a->unreadable[a->nunreadable++] = strdup(err)))
-            return -1;
     }
-    return 0;
+    struct load_share mine = {&a->paths, window, out, 0, 1}, other = mine;
+    pthread_t helper;
+    int helped = 0;
+    if (a->paths.n >= LOAD_THREADS_FROM && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+        mine.step = other.step = 2;
+        other.first = 1;
+        helped = pthread_create(&helper, NULL, load_share_run, &other) == 0;
+        if (!helped)
+            mine.step = 1;
+    }
+    load_share_run(&mine);
+    if (helped)
+        pthread_join(helper, NULL);
+    int rc = 0;
+    for (size_t i = 0; i < a->paths.n; i++) {
+        if (out[i].t)
+            a->traces[a->ntraces++] = out[i].t;
+        else if (out[i].err)
+            a->unreadable[a->nunreadable++] = out[i].err;
+        else
+            rc = -1;
+    }
+    free(out);
+    return rc;
 }
 
 /* Selects the newest attempt of every job (of job `job` only, when given): the one to diagnose

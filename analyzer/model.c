@@ -239,6 +239,28 @@ static int index_records(struct model *m, struct m_proc *p)
     return 0;
 }
 
+/* Sets c->multi_rank of every communicator: one pass over the members, `seen` (one slot per
+ * process) remembering the last communicator each process was met in. */
+static int mark_multi_rank(struct model *m)
+{
+    size_t *seen = calloc(m->nprocs + 1, sizeof(*seen));
+    if (!seen)
+        return -1;
+    for (size_t i = 0; i < m->ncomms; i++) {
+        struct m_comm *c = &m->comms[i];
+        for (int k = 0; k < c->nmembers && !c->multi_rank; k++) {
+            const struct m_proc *p = c->members[k].proc;
+            if (!p)
+                continue;
+            size_t pi = (size_t)(p - m->procs);
+            c->multi_rank = seen[pi] == i + 1;
+            seen[pi] = i + 1;
+        }
+    }
+    free(seen);
+    return 0;
+}
+
 static int cmp_comm_id(const void *a, const void *b)
 {
     const struct m_comm *x = *(struct m_comm *const *)a, *y = *(struct m_comm *const *)b;
@@ -260,6 +282,8 @@ static int build_comms(struct model *m)
     for (size_t i = 0; i < m->nprocs; i++)
         if (index_records(m, &m->procs[i]) < 0)
             return -1;
+    if (mark_multi_rank(m) < 0)
+        return -1;
     for (size_t i = 0; i < m->ncomms; i++) {
         struct m_comm *c = &m->comms[i];
         settle_size(c);

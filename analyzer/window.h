@@ -1,0 +1,30 @@
+/* window.h -- how many of its newest records each trace contributes to an analysis. */
+#ifndef LOCKSTEP_WINDOW_H
+#define LOCKSTEP_WINDOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Records in memory an analysis aims to hold at most, all traces together (8 Mi records of
+ * 128 bytes: 1 GiB): a job with more than WINDOW_BUDGET / TR_DEFAULT_WINDOW traces gets a
+ * smaller window per trace. */
+#define WINDOW_BUDGET (8ull << 20)
+
+/* The smallest window per trace, however many traces: enough for the call in flight, the last
+ * groups and the newest collectives of each communicator. */
+#define WINDOW_FLOOR 64u
+
+/* The default window for an analysis of `ntraces` traces (processes, whether they come from
+ * trace files or from summary files): TR_DEFAULT_WINDOW (1,024) up to 8,192 traces, then
+ * WINDOW_BUDGET / ntraces, never under WINDOW_FLOOR. Depends on nothing but ntraces, so every
+ * reader of the same job reads the same records. This function can't fail. */
+uint64_t window_default(size_t ntraces);
+
+/* Records per trace an analysis of `ntraces` traces reads: LOCKSTEP_ANALYZE_RECORDS (a
+ * number, or "all"/0 for whole rings: returns 0), else window_default(ntraces). A malformed
+ * value gets a warning on stderr and the default. The one place the window is decided: the
+ * trace loader (analysis.c) and the summary loader call it with the total number of traces
+ * before reading any record. */
+uint64_t window_records(size_t ntraces);
+
+#endif
