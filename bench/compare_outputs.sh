@@ -52,6 +52,11 @@ cases() {
 --ranks 512 --colls 200 --ring 1024 --p2p --split 8 --missing 5
 --ranks 512 --colls 40 --straggler 300:2 --mismatch count:7
 --ranks 1024 --colls 60 --ring 256 --split 16 --vanish 1000 --terminated
+--ranks 300 --colls 20 --init-size 2
+--ranks 300 --colls 20 --straggler 6:5
+--ranks 64 --colls 10 --crash 3:9 --crash 5:9 --exit 7:1
+--ranks 300 --colls 20 --never-join 7 --no-trace 9
+--ranks 128 --colls 10 --split 4 --vanish 5 --exit 6:0:11
 CASES
 }
 bad=0 n=0
