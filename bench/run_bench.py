@@ -221,7 +221,8 @@ SCALE_RECORDS = 2000
 
 
 def analyzer_grid():
-    """Rows (kind, ranks, records, wall s, peak MiB, found, window): kind "records" for the
+    """Rows (kind, ranks, records, wall s, peak MiB, found, window, load average before the
+    runs): kind "records" for the
     mixed-call jobs whose records per rank vary, "scale" for the scale scenario."""
     if A.quick:
         grid = [("records", 16, 4096), ("records", 64, 1024), ("records", 16, 16384),
@@ -241,11 +242,12 @@ def analyzer_grid():
             subprocess.run(["sync"])
             repeats = 1 if A.quick or ranks * records > (1 << 24) else 3
             expect = "missing_ranks" if kind == "scale" else "count_mismatch"
+            load = float(open("/proc/loadavg").read().split()[0])
             runs = [analyze_measured(d, expect) for _ in range(repeats)]
             wall = statistics.median(r[0] for r in runs)
             rss = max(r[1] for r in runs)
             ok = all(r[2] for r in runs)
-            rows.append((kind, ranks, records, wall, rss, ok, runs[0][3]))
+            rows.append((kind, ranks, records, wall, rss, ok, runs[0][3], load))
             say(f"analyze {kind} {ranks} x {records}: {wall:.2f} s, {rss:.0f} MiB, window "
                 f"{runs[0][3]}, {'found' if ok else 'DID NOT find'} the {expect}")
         finally:
@@ -541,7 +543,7 @@ def plot(rows):
     for kind in ("scale", "records"):
         dats[kind] = os.path.join(A.work, f"lockstep-analyzer-bench-{kind}.dat")
         with open(dats[kind], "w") as f:
-            for k, ranks, records, wall, rss, _, window in sorted(rows, key=lambda r: r[1:3]):
+            for k, ranks, records, wall, rss, _, window, _ in sorted(rows, key=lambda r: r[1:3]):
                 if k == kind:
                     f.write(f"{ranks} {wall:.3f} {rss:.1f} {wall / ranks * 1e6:.1f} "
                             f"{rss * 1024 / ranks:.1f} \"{window}/trace\"\n")
@@ -647,13 +649,13 @@ def analyzer_targets(ana):
             what = (f"analyze {ranks} ranks x {records} records: <= {limit_s} s" +
                     (", <= 1 GiB" if limit_mib else ""))
         if r:
-            _, _, _, wall, rss, ok, _ = r[0]
+            _, _, _, wall, rss, ok, _, _ = r[0]
             good = wall <= limit_s and (limit_mib is None or rss <= limit_mib) and ok
             rows.append((what, f"{wall:.2f} s, {rss:.0f} MiB", good))
         elif kind == "scale":
             big = [a for a in ana if a[0] == kind]
             if big:
-                _, n, _, wall, rss, _, _ = max(big, key=lambda a: a[1])
+                _, n, _, wall, rss, _, _, _ = max(big, key=lambda a: a[1])
                 rows.append((what, f"not run (needs per-node summaries); {n:,} ranks: "
                              f"{wall:.2f} s, {rss:.0f} MiB", None))
     return rows
@@ -661,14 +663,15 @@ def analyzer_targets(ana):
 
 def analyzer_table(ana):
     out("| scenario | ranks | records per rank | records read per trace | trace data | wall s | "
-        "peak RSS MiB | µs per rank | KiB per rank | found it |")
-    out("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    for kind, ranks, records, wall, rss, ok, window in ana:
+        "peak RSS MiB | µs per rank | KiB per rank | found it | load |")
+    out("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    for kind, ranks, records, wall, rss, ok, window, load in ana:
         what = ("scale: all-reduces, one rank missing" if kind == "scale"
                 else "mixed calls, rank 1's count differs")
         out(f"| {what} | {ranks:,} | {records:,} | {window:,} | "
             f"{ranks * records * 128 / 2**30:.2f} GiB | {wall:.2f} | {rss:.0f} | "
-            f"{wall / ranks * 1e6:.0f} | {rss * 1024 / ranks:.1f} | {'yes' if ok else 'NO'} |")
+            f"{wall / ranks * 1e6:.0f} | {rss * 1024 / ranks:.1f} | {'yes' if ok else 'NO'} | "
+            f"{load:.1f} |")
     out()
 
 
@@ -687,7 +690,9 @@ def analyzer_section(ana, started):
         "*records read per trace*. Wall time is the median of 3 runs (1 run above 16M "
         "records), memory the analyzer's peak RSS (`wait4` from the small `bench/peak_rss`, "
         "so the driver's own size is not carried over); per rank = the total divided by "
-        f"the ranks, everything included. Machine: {started}.")
+        "the ranks, everything included; *load* = the 1-minute load average just before the "
+        "row's runs (this 2-CPU machine is shared: at a load of 4 a run gets about half the "
+        f"CPU time it would alone). Machine: {started}.")
     out()
     analyzer_table(ana)
     png = plot(ana)
