@@ -57,6 +57,12 @@ cases() {
 --ranks 64 --colls 10 --crash 3:9 --crash 5:9 --exit 7:1
 --ranks 300 --colls 20 --never-join 7 --no-trace 9
 --ranks 128 --colls 10 --split 4 --vanish 5 --exit 6:0:11
+--ranks 64 --colls 300 --ring 64 --mismatch count:5:250
+--ranks 64 --colls 300 --ring 64 --mismatch count:5:100
+--ranks 32 --colls 50 --grouped --mismatch dtype:3:40
+--ranks 16 --colls 30 --p2p --split 4 --mismatch root:2:10
+--ranks 16 --colls 30 --split 4 --mismatch op:0:3 --mismatch count:9:2
+--ranks 300 --colls 30 --ring 64 --mismatch redop:299:29 --straggler 7:3
 CASES
 }
 bad=0 n=0
