@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 
 #include "analysis.h"
 #include "summary_reader.h"
-#include "trace_window.h"
+#include "window.h"
 
 static int push_path(struct pathlist *l, const char *dir, const char *name)
 {
@@ -48,10 +49,23 @@ static int scan_dir(struct pathlist *l, const char *dir, int depth)
     while (rc == 0 && (e = readdir(d))) {
         if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
             continue;
+        /* The entry's type from the folder itself where the file system gives it: a stat of
+         * each of 100,000 traces costs more than reading them is worth. */
+        if (e->d_type == DT_REG) {
+            if (is_trace_name(e->d_name))
+                rc = push_path(l, dir, e->d_name);
+            continue;
+        }
+        if (e->d_type != DT_DIR && e->d_type != DT_LNK && e->d_type != DT_UNKNOWN)
+            continue;
+        if (e->d_type == DT_DIR && depth == 0)
+            continue;
         char *path = NULL;
         struct stat st;
-        if (asprintf(&path, "%s/%s", dir, e->d_name) < 0)
+        if (asprintf(&path, "%s/%s", dir, e->d_name) < 0) {
+            closedir(d);
             return -1;
+        }
         if (stat(path, &st) == 0) {
             if (S_ISREG(st.st_mode) && is_trace_name(e->d_name))
                 rc = push_path(l, dir, e->d_name);
@@ -94,97 +108,138 @@ void analysis_free(struct analysis *a)
     memset(a, 0, sizeof(*a));
 }
 
-uint64_t analysis_window(void)
-{
-    const char *v = getenv("LOCKSTEP_ANALYZE_RECORDS");
-    if (!v || !v[0])
-        return TR_DEFAULT_WINDOW;
-    if (strcmp(v, "all") == 0)
-        return 0;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno || *end || v[0] == '-') {
-        fprintf(stderr,
-                "lockstep: LOCKSTEP_ANALYZE_RECORDS=%s is not a number of records or \"all\"; "
-                "reading the newest %u\n",
-                v, TR_DEFAULT_WINDOW);
-        return TR_DEFAULT_WINDOW;
-    }
-    return n; /* 0: all */
-}
+/* One path's outcome: a trace, the traces of a node summary, or the message saying why it could
+ * not be read. */
+struct loaded {
+    struct tr_trace *t;
+    struct summary_contents sc; /* a summary's traces and messages (sc.traces NULL otherwise) */
+    char *err;
+};
 
-/* Room for `more` traces and messages beyond those loaded. Returns 0, or -1 when out of memory. */
-static int grow_loaded(struct analysis *a, size_t more, size_t *cap)
-{
-    if (a->ntraces + more <= *cap && a->nunreadable + more <= *cap)
-        return 0;
-    size_t want = (a->ntraces > a->nunreadable ? a->ntraces : a->nunreadable) + more;
-    size_t c = *cap * 2 > want ? *cap * 2 : want;
-    struct tr_trace **t = realloc(a->traces, (c + 1) * sizeof(*t));
-    if (t)
-        a->traces = t;
-    char **u = t ? realloc(a->unreadable, (c + 1) * sizeof(*u)) : NULL;
-    if (!u)
-        return -1;
-    a->unreadable = u;
-    *cap = c;
-    return 0;
-}
+/* What a loading thread works on: every `step`-th path from `first`. */
+struct load_share {
+    const struct pathlist *paths;
+    uint64_t window;
+    struct loaded *out;
+    size_t first, step;
+};
 
-/* Takes the traces and messages of node summary `path` (a summary refused whole is one message).
- * Returns -1 on OOM. */
-static int load_summary(struct analysis *a, const char *path, uint64_t window, size_t *cap)
+/* Loads one path into *out: a trace file as the analysis reads it (the window, or further back
+ * to its oldest open GPU work), or a node summary. Whatever cannot be read leaves its message
+ * (NULL when even that ran out of memory: nothing set at all). */
+static void load_one(const char *path, uint64_t window, struct loaded *out)
 {
-    struct summary_contents sc;
     char err[1024];
-    if (summary_load(path, window, &sc, err, sizeof(err)) < 0) {
-        if (grow_loaded(a, 1, cap) < 0 || !(a->unreadable[a->nunreadable++] = strdup(err)))
+    if (summary_is_name(path)) {
+        if (summary_load(path, window, &out->sc, err, sizeof(err)) < 0)
+            out->err = strdup(err);
+        return;
+    }
+    out->t = trace_load_for_analysis(path, window, err, sizeof(err));
+    out->err = out->t ? NULL : strdup(err);
+}
+
+static void *load_share_run(void *arg)
+{
+    const struct load_share *s = arg;
+    for (size_t i = s->first; i < s->paths->n; i += s->step)
+        load_one(s->paths->v[i], s->window, &s->out[i]);
+    return NULL;
+}
+
+/* Paths from which a second loading thread pays off; below, one thread reads them all. */
+#define LOAD_THREADS_FROM 256
+
+/* The processes the paths hold: one per trace file, a summary's count from its header (a
+ * summary that cannot be read counts one). Decides the window before any record is read. */
+static size_t count_traces(const struct pathlist *paths)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < paths->n; i++) {
+        long k = summary_is_name(paths->v[i]) ? summary_count_traces(paths->v[i]) : 1;
+        n += k > 0 ? (size_t)k : 1;
+    }
+    return n;
+}
+
+/* Moves one path's outcome into the analysis (traces, then messages). Returns -1 on OOM. */
+static int take_loaded(struct analysis *a, struct loaded *o, size_t *cap)
+{
+    size_t more = o->sc.traces ? o->sc.ntraces + o->sc.nunreadable : 1;
+    if (a->ntraces + more > *cap || a->nunreadable + more > *cap) {
+        size_t want = (a->ntraces > a->nunreadable ? a->ntraces : a->nunreadable) + more;
+        size_t c = *cap * 2 > want ? *cap * 2 : want;
+        struct tr_trace **t = realloc(a->traces, (c + 1) * sizeof(*t));
+        if (t)
+            a->traces = t;
+        char **u = t ? realloc(a->unreadable, (c + 1) * sizeof(*u)) : NULL;
+        if (!u)
             return -1;
+        a->unreadable = u;
+        *cap = c;
+    }
+    if (o->sc.traces) {
+        for (size_t i = 0; i < o->sc.ntraces; i++) {
+            a->traces[a->ntraces++] = o->sc.traces[i];
+            o->sc.traces[i] = NULL;
+        }
+        for (size_t i = 0; i < o->sc.nunreadable; i++) {
+            a->unreadable[a->nunreadable++] = o->sc.unreadable[i];
+            o->sc.unreadable[i] = NULL;
+        }
+        summary_contents_free(&o->sc);
         return 0;
     }
-    if (grow_loaded(a, sc.ntraces + sc.nunreadable, cap) < 0) {
-        summary_contents_free(&sc);
+    if (o->t)
+        a->traces[a->ntraces++] = o->t;
+    else if (o->err)
+        a->unreadable[a->nunreadable++] = o->err;
+    else
         return -1;
-    }
-    for (size_t i = 0; i < sc.ntraces; i++) {
-        a->traces[a->ntraces++] = sc.traces[i];
-        sc.traces[i] = NULL;
-    }
-    for (size_t i = 0; i < sc.nunreadable; i++) {
-        a->unreadable[a->nunreadable++] = sc.unreadable[i];
-        sc.unreadable[i] = NULL;
-    }
-    summary_contents_free(&sc);
     return 0;
 }
 
 /* Loads every path (trace files, and node summaries: each many traces); unreadable ones are
- * remembered with their error. Returns -1 on OOM. */
+ * remembered with their error. The window comes from the number of processes the paths hold
+ * (window_records()). Large jobs are read by two threads (paths split by index, results kept
+ * in path order: the same outcome as one thread). A summary lying beside the traces it was
+ * made of adds no second copy of a process. Returns -1 on OOM. */
 static int load_all(struct analysis *a)
 {
-    uint64_t window = a->whole_rings ? 0 : analysis_window();
-    size_t cap = 0;
-    if (grow_loaded(a, a->paths.n, &cap) < 0)
+    uint64_t window = a->whole_rings ? 0 : window_records(count_traces(&a->paths));
+    struct loaded *out = calloc(a->paths.n + 1, sizeof(*out));
+    if (!out)
         return -1;
-    for (size_t i = 0; i < a->paths.n; i++) {
-        if (summary_is_name(a->paths.v[i])) {
-            if (load_summary(a, a->paths.v[i], window, &cap) < 0)
-                return -1;
-            continue;
-        }
-        char err[1024];
-        struct tr_trace *t = trace_load_for_analysis(a->paths.v[i], window, err, sizeof(err));
-        if (grow_loaded(a, 1, &cap) < 0) {
-            trace_free(t);
-            return -1;
-        }
-        if (t)
-            a->traces[a->ntraces++] = t;
-        else if (!(a->unreadable[a->nunreadable++] = strdup(err)))
-            return -1;
+    struct load_share mine = {&a->paths, window, out, 0, 1}, other = mine;
+    pthread_t helper;
+    int helped = 0;
+    if (a->paths.n >= LOAD_THREADS_FROM && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+        mine.step = other.step = 2;
+        other.first = 1;
+        helped = pthread_create(&helper, NULL, load_share_run, &other) == 0;
+        if (!helped)
+            mine.step = 1;
     }
-    return summary_drop_copies(a->traces, &a->ntraces) < 0 ? -1 : 0;
+    load_share_run(&mine);
+    if (helped)
+        pthread_join(helper, NULL);
+    int rc = 0;
+    size_t cap = 0;
+    for (size_t i = 0; i < a->paths.n; i++) {
+        if (rc == 0 && take_loaded(a, &out[i], &cap) < 0)
+            rc = -1;
+        if (rc < 0) { /* out of memory: free what was not taken */
+            trace_free(out[i].t);
+            free(out[i].err);
+            summary_contents_free(&out[i].sc);
+        }
+    }
+    free(out);
+    if (rc == 0 && !a->traces && !(a->traces = calloc(1, sizeof(*a->traces))))
+        rc = -1;
+    if (rc == 0 && !a->unreadable && !(a->unreadable = calloc(1, sizeof(*a->unreadable))))
+        rc = -1;
+    return rc < 0 ? -1 : summary_drop_copies(a->traces, &a->ntraces) < 0 ? -1 : 0;
 }
 
 /* Selects the newest attempt of every job (of job `job` only, when given): the one to diagnose

@@ -32,13 +32,8 @@ struct analysis {
     size_t njobs;
     struct live_set live; /* what probes saw of running ranks (<trace>.live files) */
     int whole_rings;      /* set before analysis_load(): read whole rings, not the window of
-                           * analysis_window() (for exports of every call) */
+                           * window_records() (for exports of every call) */
 };
-
-/* Records per trace to read: LOCKSTEP_ANALYZE_RECORDS (a number, or "all"/0 for whole
- * rings), else TR_DEFAULT_WINDOW (trace_reader.h). A malformed value gets a warning on stderr
- * and the default. */
-uint64_t analysis_window(void);
 
 /* Adds a trace file, or the *.trace files of a folder and of its direct subfolders. Returns
  * 0, or -1 after a message on stderr naming the path. */

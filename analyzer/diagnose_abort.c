@@ -82,13 +82,13 @@ static int report(struct diag *d, const struct m_comm *c, const struct m_member 
 static int check_member(struct diag *d, const struct m_comm *c, int idx)
 {
     const struct m_member *mb = &c->members[idx];
-    for (int i = 0; i < idx; i++)
-        if (c->members[i].proc == mb->proc)
-            return 0; /* one process holding several ranks: its abort is checked once */
     /* The shim flags the entry when an abort or revoke returned: only then is the ring
      * searched for the call (thousands of members, a thousand records each). */
     if (!(mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED)))
         return 0;
+    for (int i = 0; c->multi_rank && i < idx; i++)
+        if (c->members[i].proc == mb->proc)
+            return 0; /* one process holding several ranks: its abort is checked once */
     const struct ls_record *r = diag_comm_abort(mb->proc, c->id);
     struct intvec waiting = {0};
     uint64_t k = waiters(c, mb, &waiting);

@@ -10,21 +10,24 @@ static const struct ls_comm *entry_of(const struct m_proc *p, uint64_t id)
     return trace_comm(p->t, id);
 }
 
-static int is_member(const struct m_comm *c, const struct m_proc *p)
+/* Marks in `in` (one byte per process of the model) the processes that are members of c. */
+static unsigned char *members_of(const struct diag *d, const struct m_comm *c)
 {
-    for (int i = 0; i < c->nmembers; i++)
-        if (c->members[i].proc == p)
-            return 1;
-    return 0;
+    unsigned char *in = calloc(d->m->nprocs + 1, 1);
+    for (int i = 0; in && i < c->nmembers; i++)
+        if (c->members[i].proc)
+            in[c->members[i].proc - d->m->procs] = 1;
+    return in;
 }
 
 /* Ranks with traces that should have joined c and did not: every rank of the job when c
  * spans the world, else the parent's members that have not reached the split yet. */
-static int never_joined(struct diag *d, const struct m_comm *c, struct intvec *out)
+static int never_joined(struct diag *d, const struct m_comm *c, const unsigned char *in,
+                        struct intvec *out)
 {
     if (c->nranks == d->j->world_size) {
         for (size_t i = 0; i < d->j->nprocs; i++)
-            if (!is_member(c, d->j->procs[i]) && intvec_push(out, d->j->procs[i]->rank) < 0)
+            if (!in[d->j->procs[i] - d->m->procs] && intvec_push(out, d->j->procs[i]->rank) < 0)
                 return -1;
         return 0;
     }
@@ -41,7 +44,7 @@ static int never_joined(struct diag *d, const struct m_comm *c, struct intvec *o
     }
     for (int i = 0; i < parent->nmembers; i++) {
         const struct m_proc *p = parent->members[i].proc;
-        if (!p || is_member(c, p))
+        if (!p || in[p - d->m->procs])
             continue;
         const struct ls_comm *pe = entry_of(p, parent->id);
         if (pe && pe->split_count < splits && intvec_push(out, p->rank) < 0)
@@ -137,8 +140,13 @@ int diagnose_comm_init(struct diag *d)
         if (c->nranks <= 0 || c->njoined >= c->nranks)
             continue;
         struct intvec absent = {0};
-        if (never_joined(d, c, &absent) < 0)
+        unsigned char *in = members_of(d, c);
+        int rc = in ? never_joined(d, c, in, &absent) : -1;
+        free(in);
+        if (rc < 0) {
+            intvec_free(&absent);
             return -1;
+        }
         if (absent.n == 0) {
             intvec_free(&absent);
             continue;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "diagnose.h"
+#include "window.h"
 
 static struct finding *add(struct diag *d, const char *reason)
 {
@@ -156,9 +157,9 @@ static int add_lost(struct diag *d, struct intvec *lost, uint64_t comm, uint64_t
         finding_summary(f,
                         "the analysis read only the newest records of %s, not back to #%llu on "
                         "comm %08llx (LOCKSTEP_ANALYZE_RECORDS sets the records read per trace, "
-                        "default %u; \"all\" reads whole rings)",
+                        "default %llu; \"all\" reads whole rings)",
                         ranks, (unsigned long long)seq, (unsigned long long)(comm >> 32),
-                        TR_DEFAULT_WINDOW);
+                        (unsigned long long)window_default(d->m->nprocs));
     else
         finding_summary(f,
                         "the trace ring of %s wrapped past #%llu on comm %08llx: what %s called "

@@ -88,49 +88,63 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq, enum fin
     return 0;
 }
 
-/* Walks the sequence numbers every member's ring still holds, oldest first. */
+/* One sequence number some member holds: the record of the first member (in comm rank
+ * order) that holds it, and the worst disagreement of the later ones with it. */
+struct seq_slot {
+    uint64_t seq;
+    const struct ls_record *first;
+    enum finding_kind worst;
+};
+
+/* Compares, for every sequence number some member's records hold, each member's call with
+ * the first member's; reports the oldest seq where they differ. Member by member (each one's
+ * records in a row, a hash from seq to its slot), not seq by seq across thousands of members:
+ * the same comparisons in the same order of members, with far fewer cache misses. */
 static int check_comm(struct diag *d, const struct m_comm *c)
 {
-    size_t *cur = calloc((size_t)c->nmembers + 1, sizeof(*cur));
-    if (!cur)
-        return -1;
-    uint64_t lo = UINT64_MAX;
-    for (int i = 0; i < c->nmembers; i++)
-        if (c->members[i].ncolls && c->members[i].colls[0]->seq < lo)
-            lo = c->members[i].colls[0]->seq;
+    struct idmap index = {0};
+    struct seq_slot *slots = NULL;
+    size_t n = 0, cap = 0;
     int rc = 0;
-    /* Step from one recorded seq to the next: seq numbers come from the file and may be far
-     * apart (or corrupt), so counting through the gaps could take forever. */
-    for (uint64_t seq = lo, next; seq <= c->max_issued && seq != UINT64_MAX; seq = next) {
-        const struct ls_record *first = NULL;
-        next = UINT64_MAX;
-        enum finding_kind worst = F_KIND_COUNT;
-        for (int i = 0; i < c->nmembers; i++) {
-            const struct m_member *mb = &c->members[i];
-            while (cur[i] < mb->ncolls && mb->colls[cur[i]]->seq < seq)
-                cur[i]++;
-            size_t after = cur[i];
-            while (after < mb->ncolls && mb->colls[after]->seq <= seq)
-                after++;
-            if (after < mb->ncolls && mb->colls[after]->seq < next)
-                next = mb->colls[after]->seq;
-            if (cur[i] >= mb->ncolls || mb->colls[cur[i]]->seq != seq)
-                continue;
-            const struct ls_record *r = mb->colls[cur[i]];
-            if (!first) {
-                first = r;
+    for (int i = 0; i < c->nmembers && rc == 0; i++) {
+        const struct m_member *mb = &c->members[i];
+        for (size_t k = 0; k < mb->ncolls; k++) {
+            const struct ls_record *r = mb->colls[k];
+            if (r->seq > c->max_issued || r->seq == UINT64_MAX ||
+                (k > 0 && mb->colls[k - 1]->seq == r->seq))
+                continue; /* one record per seq and member: its first */
+            size_t at;
+            if (idmap_get(&index, r->seq, &at)) {
+                enum finding_kind kind = compare(slots[at].first, r);
+                if (kind < slots[at].worst)
+                    slots[at].worst = kind;
                 continue;
             }
-            enum finding_kind k = compare(first, r);
-            if (k < worst)
-                worst = k;
-        }
-        if (worst != F_KIND_COUNT) {
-            rc = report(d, c, seq, worst);
-            break; /* the first divergence explains the later ones */
+            if (n == cap) {
+                cap = cap ? cap * 2 : 256;
+                struct seq_slot *v = realloc(slots, cap * sizeof(*v));
+                if (!v) {
+                    rc = -1;
+                    break;
+                }
+                slots = v;
+            }
+            slots[n] = (struct seq_slot){r->seq, r, F_KIND_COUNT};
+            if (idmap_put(&index, r->seq, n++) < 0) {
+                rc = -1;
+                break;
+            }
         }
     }
-    free(cur);
+    /* The first divergence explains the later ones. */
+    const struct seq_slot *oldest = NULL;
+    for (size_t k = 0; rc == 0 && k < n; k++)
+        if (slots[k].worst != F_KIND_COUNT && (!oldest || slots[k].seq < oldest->seq))
+            oldest = &slots[k];
+    if (oldest)
+        rc = report(d, c, oldest->seq, oldest->worst);
+    free(slots);
+    idmap_free(&index);
     return rc;
 }
 

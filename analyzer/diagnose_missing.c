@@ -93,26 +93,16 @@ static uint64_t stall_seq(const struct m_comm *c)
     return k;
 }
 
-/* True when one process holds more than one rank of c. */
-static int multi_rank(const struct m_comm *c)
-{
-    for (int i = 0; i < c->nmembers; i++)
-        for (int k = i + 1; c->members[i].proc && k < c->nmembers; k++)
-            if (c->members[k].proc == c->members[i].proc)
-                return 1;
-    return 0;
-}
-
-/* The global rank of a comm rank nobody traced: itself when c looks like the world (its size
- * and every traced member's global rank equal to its comm rank), else -1. */
-static int untraced_global(const struct diag *d, const struct m_comm *c, int cr)
+/* True when c looks like the world: its size, and every traced member's global rank equal to
+ * its comm rank. Then a comm rank nobody traced is that global rank. */
+static int world_like(const struct diag *d, const struct m_comm *c)
 {
     if (c->nranks != d->j->world_size)
-        return -1;
+        return 0;
     for (int i = 0; i < c->nmembers; i++)
         if (c->members[i].proc && c->members[i].proc->rank != i)
-            return -1;
-    return cr;
+            return 0;
+    return 1;
 }
 
 /* Where a member that has not entered #seq is: the call it is in, else its last call. */
@@ -248,20 +238,22 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
     f->has_comm = 1;
     f->seq = seq;
     f->has_seq = 1;
-    f->multi_rank = multi_rank(c);
+    f->multi_rank = c->multi_rank;
     struct absent *ab = calloc((size_t)c->nmembers + 1, sizeof(*ab));
     struct intvec untraced = {0}, untraced_cr = {0};
     if (!ab)
         return -1;
     size_t nab = 0;
-    int all_waiting_alive = 1;
+    int all_waiting_alive = 1, world = -1; /* world_like(c), once asked */
     const struct m_member *example = NULL;
     for (int i = 0; i < c->nmembers; i++) {
         const struct m_member *mb = &c->members[i];
         if (!mb->proc) {
             if (i < c->nranks) {
                 intvec_push(&untraced_cr, i);
-                intvec_push(&untraced, untraced_global(d, c, i));
+                if (world < 0)
+                    world = world_like(d, c);
+                intvec_push(&untraced, world ? i : -1);
             }
             continue;
         }

@@ -27,13 +27,34 @@ static int lags(const struct m_comm *c, const struct m_proc *p, uint64_t seq)
     return 0;
 }
 
+/* The job's processes that were running (model_was_running()), in job order: the only ones
+ * that can wait on a dead rank. Listed once, so that a job whose ranks all exited costs one
+ * pass, not one per exited rank. */
+struct running {
+    const struct m_proc **v;
+    size_t n;
+};
+
+static int list_running(const struct diag *d, struct running *r)
+{
+    r->n = 0;
+    r->v = malloc((d->j->nprocs + 1) * sizeof(*r->v));
+    if (!r->v)
+        return -1;
+    for (size_t i = 0; i < d->j->nprocs; i++)
+        if (model_was_running(d->j->procs[i]))
+            r->v[r->n++] = d->j->procs[i];
+    return 0;
+}
+
 /* Adds to `waiting` the live ranks blocked on something p never provided. */
-static int peers_waiting_on(struct diag *d, const struct m_proc *p, struct intvec *waiting)
+static int peers_waiting_on(struct diag *d, const struct running *run, const struct m_proc *p,
+                            struct intvec *waiting)
 {
     const struct ls_record *ops[64];
-    for (size_t i = 0; i < d->j->nprocs; i++) {
-        const struct m_proc *q = d->j->procs[i];
-        if (q == p || !model_was_running(q))
+    for (size_t i = 0; i < run->n; i++) {
+        const struct m_proc *q = run->v[i];
+        if (q == p)
             continue;
         size_t n = model_blocked_ops(q, ops, 64);
         int waits = 0;
@@ -100,8 +121,8 @@ struct death_group {
     const struct m_proc *example;
 };
 
-static int add_death(struct diag *d, const struct m_proc *p, struct death_group **groups,
-                     size_t *ngroups)
+static int add_death(struct diag *d, const struct running *run, const struct m_proc *p,
+                     struct death_group **groups, size_t *ngroups)
 {
     struct death_key k = key_of(p);
     struct death_group *g = NULL;
@@ -141,7 +162,7 @@ static int add_death(struct diag *d, const struct m_proc *p, struct death_group 
     if (p->death_lo < f->time_ns)
         f->time_ns = p->death_lo;
     if (intvec_push(&f->dead, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0 ||
-        peers_waiting_on(d, p, &f->waiting) < 0)
+        peers_waiting_on(d, run, p, &f->waiting) < 0)
         return -1;
     if (f->dead.n <= DETAIL_RANKS) {
         char where[1024];
@@ -206,6 +227,9 @@ static int add_deaths(struct diag *d)
 {
     struct death_group *groups = NULL;
     size_t ngroups = 0;
+    struct running run;
+    if (list_running(d, &run) < 0)
+        return -1;
     int rc = 0;
     for (size_t i = 0; i < d->j->nprocs && rc == 0; i++) {
         const struct m_proc *p = d->j->procs[i];
@@ -214,15 +238,16 @@ static int add_deaths(struct diag *d)
         const struct ls_header *h = &p->t->hdr;
         if (p->state == RANK_EXITED && h->end_status == 0 && !p->died_in) {
             struct intvec waiting = {0};
-            rc = peers_waiting_on(d, p, &waiting);
+            rc = peers_waiting_on(d, &run, p, &waiting);
             size_t n = waiting.n;
             intvec_free(&waiting);
             if (n == 0)
                 continue; /* a clean exit nobody waits for */
         }
         if (rc == 0)
-            rc = add_death(d, p, &groups, &ngroups);
+            rc = add_death(d, &run, p, &groups, &ngroups);
     }
+    free(run.v);
     for (size_t i = 0; i < ngroups && rc == 0; i++)
         summarize_death(d, &d->out->v[groups[i].finding], &groups[i]);
     free(groups);

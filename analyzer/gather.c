@@ -17,6 +17,7 @@
 #include "analysis.h"
 #include "lockstep/summary_format.h"
 #include "node_summary.h"
+#include "window.h"
 #include "idmap.h"
 #include "live.h"
 #include "live_cmd.h"
@@ -222,7 +223,7 @@ static void copy_node(struct gather *g, const struct monitor *m, const char *sta
     snprintf(out, sizeof(out), "%s/%s%s", g->node, g->name, LS_SUMMARY_SUFFIX);
     struct node_summary_stats st = {0};
     struct stat sb;
-    if (n > 0 && node_summary_write(paths, n, analysis_window(), out, NULL, &st) == 0 &&
+    if (n > 0 && node_summary_write(paths, n, window_records(n), out, NULL, &st) == 0 &&
         stat(out, &sb) == 0)
         fprintf(stderr, "lockstep: summarized %zu traces into %s (%lld bytes)\n", st.traces, out,
                 (long long)sb.st_size);

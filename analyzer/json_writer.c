@@ -199,8 +199,11 @@ void json_write_string(FILE *f, const char *str)
             }
             s++;
         } else if (c < 0x80) {
-            fputc((int)c, f);
-            s++;
+            /* A run of plain ASCII in one write (most strings are nothing else). */
+            const unsigned char *run = s;
+            while (*s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
+                s++;
+            fwrite(run, 1, (size_t)(s - run), f);
         } else {
             int n = utf8_len(s);
             if (n == 0) {

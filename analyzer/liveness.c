@@ -1,4 +1,5 @@
 /* liveness.c -- is the process of a trace alive: host, boot, pid and start time, /proc state. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -9,12 +10,20 @@
 
 #define NS 1000000000ull
 
+/* This host's name, read once per run (a job of 100,000 traces asks for every one). */
+static char this_host[LS_HOST_LEN + 1];
+static int this_host_ok;
+static pthread_once_t this_host_once = PTHREAD_ONCE_INIT;
+
+static void read_this_host(void)
+{
+    this_host_ok = gethostname(this_host, sizeof(this_host) - 1) == 0;
+}
+
 static int same_host(const struct ls_header *h)
 {
-    char host[LS_HOST_LEN + 1] = "";
-    if (gethostname(host, sizeof(host) - 1) != 0)
-        return 0;
-    return strncmp(host, h->host, LS_HOST_LEN) == 0;
+    pthread_once(&this_host_once, read_this_host);
+    return this_host_ok && strncmp(this_host, h->host, LS_HOST_LEN) == 0;
 }
 
 /* What the state of a sample of the right process says. */

@@ -161,24 +161,37 @@ static int add_membership(struct model *m, struct m_proc *p, const struct ls_com
     return 0;
 }
 
-/* The size most members claim (a simple vote over the members' entries). */
-static void settle_size(struct m_comm *c)
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The size most members claim (a vote over the members' entries; on a tie the smaller size):
+ * the claims sorted and counted in runs. */
+static int settle_size(struct m_comm *c)
 {
     if (!c->size_disagrees)
-        return;
-    int best = c->nranks, best_votes = 0;
-    for (int i = 0; i < c->nmembers; i++) {
-        if (!c->members[i].entry)
-            continue;
-        int v = c->members[i].entry->nranks, votes = 0;
-        for (int k = 0; k < c->nmembers; k++)
-            votes += c->members[k].entry && c->members[k].entry->nranks == v;
-        if (votes > best_votes || (votes == best_votes && v < best)) {
-            best = v;
-            best_votes = votes;
+        return 0;
+    int *v = malloc(((size_t)c->nmembers + 1) * sizeof(*v));
+    if (!v)
+        return -1;
+    size_t n = 0;
+    for (int i = 0; i < c->nmembers; i++)
+        if (c->members[i].entry)
+            v[n++] = c->members[i].entry->nranks;
+    qsort(v, n, sizeof(*v), cmp_int);
+    size_t best_votes = 0;
+    for (size_t lo = 0, hi; lo < n; lo = hi) {
+        for (hi = lo + 1; hi < n && v[hi] == v[lo];)
+            hi++;
+        if (hi - lo > best_votes) { /* ascending: a tie keeps the smaller size */
+            best_votes = hi - lo;
+            c->nranks = v[lo];
         }
     }
-    c->nranks = best;
+    free(v);
+    return 0;
 }
 
 static int push_rec(const struct ls_record ***v, size_t *n, const struct ls_record *r)
@@ -239,6 +252,28 @@ static int index_records(struct model *m, struct m_proc *p)
     return 0;
 }
 
+/* Sets c->multi_rank of every communicator: one pass over the members, `seen` (one slot per
+ * process) remembering the last communicator each process was met in. */
+static int mark_multi_rank(struct model *m)
+{
+    size_t *seen = calloc(m->nprocs + 1, sizeof(*seen));
+    if (!seen)
+        return -1;
+    for (size_t i = 0; i < m->ncomms; i++) {
+        struct m_comm *c = &m->comms[i];
+        for (int k = 0; k < c->nmembers && !c->multi_rank; k++) {
+            const struct m_proc *p = c->members[k].proc;
+            if (!p)
+                continue;
+            size_t pi = (size_t)(p - m->procs);
+            c->multi_rank = seen[pi] == i + 1;
+            seen[pi] = i + 1;
+        }
+    }
+    free(seen);
+    return 0;
+}
+
 static int cmp_comm_id(const void *a, const void *b)
 {
     const struct m_comm *x = *(struct m_comm *const *)a, *y = *(struct m_comm *const *)b;
@@ -260,9 +295,12 @@ static int build_comms(struct model *m)
     for (size_t i = 0; i < m->nprocs; i++)
         if (index_records(m, &m->procs[i]) < 0)
             return -1;
+    if (mark_multi_rank(m) < 0)
+        return -1;
     for (size_t i = 0; i < m->ncomms; i++) {
         struct m_comm *c = &m->comms[i];
-        settle_size(c);
+        if (settle_size(c) < 0)
+            return -1;
         for (int k = 0; k < c->nmembers; k++) {
             struct m_member *mb = &c->members[k];
             for (size_t j = 1; j < mb->ncolls; j++) {

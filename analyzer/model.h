@@ -113,6 +113,7 @@ struct m_comm {
     int color;          /* split color, -1 none */
     uint32_t create_op;
     int njoined;              /* members with a trace */
+    int multi_rank;           /* one process holds more than one rank of it */
     uint64_t max_issued;      /* highest collective seq any member issued */
     uint64_t gpu_completed;   /* highest collective seq any member's GPU completed (tracked) */
     struct m_member *members; /* nmembers slots, by comm rank */

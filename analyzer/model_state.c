@@ -212,14 +212,38 @@ static int sidecar_current(const struct m_proc *p, int snapshot)
            p->last_seen_ns <= p->live->probed_ns + 2 * heartbeat_ns(&p->t->hdr) + 250000000ull;
 }
 
+/* liveness_in_snapshot() of the folder last asked about: the traces of a folder are next to
+ * each other (sorted paths), so a folder of 100,000 traces is looked at once, not once each. */
+struct snapshot_cache {
+    char dir[4096];
+    size_t len;
+    int valid, result;
+};
+
+static int in_snapshot(struct snapshot_cache *c, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t len = slash ? (size_t)(slash - path) : 0;
+    if (c->valid && c->len == len && memcmp(c->dir, path, len) == 0)
+        return c->result;
+    c->result = liveness_in_snapshot(path);
+    c->valid = len < sizeof(c->dir);
+    if (c->valid) {
+        memcpy(c->dir, path, len);
+        c->len = len;
+    }
+    return c->result;
+}
+
 /* Alive or not: the probe's snapshot, else this host's /proc (never for gathered copies),
  * else the heartbeat's age. */
-static enum liveness decide_liveness(struct m_proc *p, uint64_t job_now)
+static enum liveness decide_liveness(struct m_proc *p, uint64_t job_now,
+                                     struct snapshot_cache *snap)
 {
     const struct ls_header *h = &p->t->hdr;
     enum liveness v = LIVENESS_UNKNOWN;
     const char *why = "";
-    int snapshot = liveness_trace_snapshot(p->t);
+    int snapshot = p->t->node ? liveness_trace_snapshot(p->t) : in_snapshot(snap, p->t->path);
     if (sidecar_current(p, snapshot)) {
         v = liveness_from_activity(p->live->activity);
         why = "as the live probe saw it";
@@ -275,7 +299,7 @@ static const struct ls_record *first_failure(const struct tr_trace *t)
     return NULL;
 }
 
-static void settle_state(struct m_proc *p, uint64_t job_now)
+static void settle_state(struct m_proc *p, uint64_t job_now, struct snapshot_cache *snap)
 {
     const struct tr_trace *t = p->t;
     const struct ls_header *h = &t->hdr;
@@ -312,7 +336,7 @@ static void settle_state(struct m_proc *p, uint64_t job_now)
     default:
         break;
     }
-    enum liveness v = decide_liveness(p, job_now);
+    enum liveness v = decide_liveness(p, job_now, snap);
     if (v == LIVENESS_DEAD) {
         p->state = RANK_VANISHED;
         p->since_ns = p->last_seen_ns;
@@ -490,8 +514,12 @@ int model_state_build(struct model *m)
         struct m_job *job = &m->jobs[p->job];
         job->now_ns = max_u64(job->now_ns, p->last_seen_ns);
     }
+    struct snapshot_cache *snap = calloc(1, sizeof(*snap));
+    if (!snap)
+        return -1;
     for (size_t i = 0; i < m->nprocs; i++)
-        settle_state(&m->procs[i], m->jobs[m->procs[i].job].now_ns);
+        settle_state(&m->procs[i], m->jobs[m->procs[i].job].now_ns, snap);
+    free(snap);
     for (size_t j = 0; j < m->njobs; j++)
         if (order_deaths(&m->jobs[j]) < 0)
             return -1;

@@ -12,7 +12,7 @@
 #include "liveness.h"
 #include "summary_reader.h"
 #include "summary_writer.h"
-#include "trace_window.h"
+#include "window.h"
 
 #define SIDECAR_MAX (1u << 20) /* a probe writes a few KiB; more is not a sidecar of ours */
 

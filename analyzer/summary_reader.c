@@ -16,7 +16,7 @@
 #include "idmap.h"
 #include "lockstep/summary_format.h"
 #include "summary_records.h"
-#include "trace_window.h"
+#include "window.h"
 
 /* The tables a summary's traces share; freed with the last of them. */
 struct tr_node {
@@ -485,6 +485,20 @@ int summary_load(const char *path, uint64_t window, struct summary_contents *out
     int rc = summary_load_buffer(path, map, (size_t)st.st_size, window, out, err, errlen);
     munmap(map, (size_t)st.st_size);
     return rc;
+}
+
+long summary_count_traces(const char *path)
+{
+    struct ls_summary_header h;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -1;
+    ssize_t got = pread(fd, &h, sizeof(h), 0);
+    close(fd);
+    if (got != (ssize_t)sizeof(h) || memcmp(h.magic, LS_SUMMARY_MAGIC, LS_SUMMARY_MAGIC_LEN) != 0 ||
+        h.endian != LS_ENDIAN_TAG || h.header_size != LS_SUMMARY_HEADER_SIZE)
+        return -1;
+    return (long)h.ntraces;
 }
 
 void summary_contents_free(struct summary_contents *out)

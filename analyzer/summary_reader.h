@@ -33,6 +33,11 @@ int summary_load(const char *path, uint64_t window, struct summary_contents *out
 int summary_load_buffer(const char *name, const void *buf, size_t len, uint64_t window,
                         struct summary_contents *out, char *err, size_t errlen);
 
+/* The number of traces the header of the summary at `path` announces (not checked beyond its
+ * magic, byte order and size: enough to size an analysis before reading it), or -1 when it
+ * cannot be read or is no summary. */
+long summary_count_traces(const char *path);
+
 /* Frees what summary_load() made that was not taken: traces still in out->traces (set entries
  * to NULL to keep them) and the messages. */
 void summary_contents_free(struct summary_contents *out);

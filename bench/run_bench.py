@@ -159,55 +159,100 @@ def memory():
 
 # ---- analyzer -----------------------------------------------------------------------------
 
-def gen_traces(d, ranks, records):
-    """A job of `ranks` ranks whose rings each hold `records` records (wrapped once): world
-    collectives, a p2p ring exchange in a group and a split communicator every iteration, rank
-    1 with a different count in the last collective."""
-    per_iter = 6
-    colls = records // per_iter + 64
-    cmd = [path("tests", "tracegen", "lockstep-tracegen"), "--out", d, "--ranks", str(ranks),
-           "--colls", str(colls), "--ring", str(records), "--p2p", "--split", "4",
-           "--mismatch", "count:1"]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=1800)
+TRACEGEN_HELP = None
 
 
-def analyze_measured(d):
+def tracegen_has(option):
+    """True when this build's lockstep-tracegen knows `option` (from its --help): the scale
+    rows write per-node summaries where it can, trace files otherwise."""
+    global TRACEGEN_HELP
+    if TRACEGEN_HELP is None:
+        p = subprocess.run([path("tests", "tracegen", "lockstep-tracegen"), "--help"],
+                           capture_output=True, text=True)
+        TRACEGEN_HELP = p.stdout + p.stderr
+    return re.search(r"(^|\s)" + re.escape(option) + r"\b", TRACEGEN_HELP) is not None
+
+
+def gen_traces(d, ranks, records, scale=False):
+    """scale=False: a job of `ranks` ranks whose rings each hold `records` records (wrapped
+    once): world collectives, a p2p ring exchange in a group and a split communicator every
+    iteration, rank 1 with a different count in the last collective.
+    scale=True: the scale scenario, `ranks` ranks x `records` all-reduces (rings large enough
+    to hold them), rank ranks/2 stops calling NCCL before the last one; per-node summaries
+    when the tracegen writes them (--summary), else one trace file per rank."""
+    tg = path("tests", "tracegen", "lockstep-tracegen")
+    if scale:
+        cmd = [tg, "--out", d, "--ranks", str(ranks), "--colls", str(records),
+               "--ring", str(1 << (records + 16).bit_length()), "--missing", str(ranks // 2)]
+        if tracegen_has("--summary"):
+            cmd.append("--summary")
+    else:
+        per_iter = 6
+        colls = records // per_iter + 64
+        cmd = [tg, "--out", d, "--ranks", str(ranks), "--colls", str(colls), "--ring",
+               str(records), "--p2p", "--split", "4", "--mismatch", "count:1"]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=3600)
+
+
+def analyze_measured(d, expect):
     """Runs the analyzer under bench/peak_rss, which measures the analyzer's own peak RSS: from
     this Python driver, wait4 would report at least the driver's (Linux carries a parent's peak
-    over fork and exec)."""
+    over fork and exec). Returns wall seconds, MiB, whether the report holds `expect` and the
+    records each trace contributed (the window)."""
     rss_file = os.path.join(d, ".peak_rss")
     t0 = time.monotonic()
     p = subprocess.run([path("bench", "peak_rss"), rss_file, path("analyzer", "lockstep"),
                         "analyze", "--json", d], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     wall = time.monotonic() - t0
-    ok = p.returncode == 1 and b"count_mismatch" in p.stdout
+    ok = p.returncode == 1 and expect.encode() in p.stdout
+    m = re.search(rb'"records": (\d+)', p.stdout)
     with open(rss_file) as f:
         kib = int(f.read())
     os.unlink(rss_file)
-    return wall, kib / 1024.0, ok
+    return wall, kib / 1024.0, ok, int(m.group(1)) if m else 0
+
+
+# The scale scenario (ranks x 2,000 all-reduces, one rank missing): the ranks it is run at;
+# 65,536 and 131,072 only where the tracegen writes per-node summaries (131,072 trace files
+# would be 34 GB).
+SCALE_RANKS = [1024, 4096, 16384, 32768]
+SCALE_RANKS_SUMMARY = [65536, 131072]
+SCALE_RECORDS = 2000
 
 
 def analyzer_grid():
+    """Rows (kind, ranks, records, wall s, peak MiB, found, window, load average before the
+    runs): kind "records" for the
+    mixed-call jobs whose records per rank vary, "scale" for the scale scenario."""
     if A.quick:
-        grid = [(16, 4096), (64, 1024), (16, 16384)]
+        grid = [("records", 16, 4096), ("records", 64, 1024), ("records", 16, 16384),
+                ("scale", 256, SCALE_RECORDS), ("scale", 1024, SCALE_RECORDS)]
     else:
-        grid = [(64, 65536), (256, 65536), (1024, 65536), (1024, 4096), (1024, 16384),
-                (256, 4096), (4096, 4096), (4096, 1024)]
+        grid = [("records", r, n) for r, n in
+                [(64, 65536), (256, 65536), (1024, 65536), (1024, 4096), (1024, 16384),
+                 (256, 4096), (4096, 4096), (4096, 1024)]]
+        ranks = SCALE_RANKS + (SCALE_RANKS_SUMMARY if tracegen_has("--summary") else [])
+        grid += [("scale", r, SCALE_RECORDS) for r in ranks]
     rows = []
-    for ranks, records in grid:
+    for kind, ranks, records in grid:
         d = tempfile.mkdtemp(prefix="lockstep-bench-traces-", dir=A.work)
         try:
-            say(f"generating {ranks} ranks x {records} records in {d}")
-            gen_traces(d, ranks, records)
+            say(f"generating {kind} {ranks} ranks x {records} records in {d}")
+            gen_traces(d, ranks, records, scale=kind == "scale")
             subprocess.run(["sync"])
-            repeats = 1 if A.quick or ranks * records > (1 << 24) else 3
-            runs = [analyze_measured(d) for _ in range(repeats)]
+            # One run for the 8 GiB mixed-call jobs (the records they hold, not the ranks,
+            # are large); three for the scale rows, whose single runs swing with this shared
+            # machine's load.
+            repeats = 1 if A.quick or (kind == "records" and ranks * records > (1 << 24)) else 3
+            expect = "missing_ranks" if kind == "scale" else "count_mismatch"
+            load = float(open("/proc/loadavg").read().split()[0])
+            runs = [analyze_measured(d, expect) for _ in range(repeats)]
             wall = statistics.median(r[0] for r in runs)
             rss = max(r[1] for r in runs)
             ok = all(r[2] for r in runs)
-            rows.append((ranks, records, wall, rss, ok))
-            say(f"analyze {ranks} x {records}: {wall:.2f} s, {rss:.0f} MiB, "
-                f"{'found the divergence' if ok else 'DID NOT find the divergence'}")
+            rows.append((kind, ranks, records, wall, rss, ok, runs[0][3], load))
+            say(f"analyze {kind} {ranks} x {records}: {wall:.2f} s, {rss:.0f} MiB, window "
+                f"{runs[0][3]}, {'found' if ok else 'DID NOT find'} the {expect}")
         finally:
             shutil.rmtree(d, ignore_errors=True)
     return rows
@@ -492,33 +537,58 @@ def met(ok):
 
 
 def plot(rows):
-    """time and memory against ranks x records (PNG through gnuplot); returns the file name."""
+    """Time and memory against ranks, in all and per rank (PNG through gnuplot); returns the
+    file name."""
     if not shutil.which("gnuplot") or not rows:
         return None
     os.makedirs(A.plot_dir, exist_ok=True)
-    dat = os.path.join(A.work, "lockstep-analyzer-bench.dat")
-    with open(dat, "w") as f:
-        for ranks, records, wall, rss, _ in sorted(rows, key=lambda r: (r[0], r[1])):
-            f.write(f"{ranks} {wall:.3f} {rss:.1f} \"{records // 1024}k/rank\"\n")
+    dats = {}
+    for kind in ("scale", "records"):
+        dats[kind] = os.path.join(A.work, f"lockstep-analyzer-bench-{kind}.dat")
+        with open(dats[kind], "w") as f:
+            for k, ranks, records, wall, rss, _, window, _ in sorted(rows, key=lambda r: r[1:3]):
+                if k == kind:
+                    f.write(f"{ranks} {wall:.3f} {rss:.1f} {wall / ranks * 1e6:.1f} "
+                            f"{rss * 1024 / ranks:.1f} \"{window}/trace\"\n")
     png = os.path.join(A.plot_dir, "analyzer-scaling.png")
-    # The analysis reads a window of each ring (LOCKSTEP_ANALYZE_RECORDS), so its cost follows
-    # the number of ranks more than the records each one holds: ranks on the x axis.
+    lo, top = min(r[1] for r in rows) // 2, max(r[1] for r in rows) * 2
+    sc, rc = dats["scale"], dats["records"]
+    # The analysis reads a window of each ring whose size depends on the number of traces
+    # (docs/analyzer.md), so its cost follows the ranks: ranks on the x axis, the window as
+    # the label of each scale point.
     script = f"""
-set terminal pngcairo size 900,520 font ",10" noenhanced
+set terminal pngcairo size 1100,520 font ",10" noenhanced
 set output "{png}"
-set title "lockstep analyze --json: time and peak memory against ranks (labels: records per rank)"
-set xlabel "ranks (log scale)"
+set multiplot layout 1,2 title "lockstep analyze --json (scale: ranks x 2,000 all-reduces, one rank missing; labels: records read per trace)"
 set logscale x 2
-set xrange [32:8192]
-set ylabel "wall time (s)"
-set y2label "peak RSS (MiB)"
-set ytics nomirror
-set y2tics
+set xrange [{lo}:{top}]
+set xlabel "ranks (log scale)"
 set key left top
 set grid
-plot "{dat}" using 1:2 with points pt 7 ps 1.5 title "wall time (s)", \\
-     "{dat}" using 1:3 axes x1y2 with points pt 5 ps 1.5 title "peak RSS (MiB)", \\
-     "{dat}" using 1:2:4 with labels offset 0,1 font ",8" notitle
+set ytics nomirror
+set y2tics
+set title "in all"
+set logscale y 10
+set logscale y2 10
+set ylabel "wall time (s)"
+set y2label "peak RSS (MiB)"
+plot "{sc}" using 1:2 with linespoints pt 7 ps 1.2 title "time, scale", \\
+     "{sc}" using 1:3 axes x1y2 with linespoints pt 5 ps 1.2 title "RSS, scale", \\
+     "{rc}" using 1:2 with points pt 6 ps 1.2 title "time, mixed calls (records vary)", \\
+     "{rc}" using 1:3 axes x1y2 with points pt 4 ps 1.2 title "RSS, mixed calls", \\
+     "{sc}" using 1:2:6 with labels offset 0,1 font ",8" notitle
+set title "per rank"
+set key right bottom
+unset logscale y
+unset logscale y2
+set yrange [0:*]
+set y2range [0:*]
+set ylabel "µs per rank"
+set y2label "KiB per rank"
+plot "{sc}" using 1:4 with linespoints pt 7 ps 1.2 title "time per rank, scale", \\
+     "{sc}" using 1:5 axes x1y2 with linespoints pt 5 ps 1.2 title "RSS per rank, scale", \\
+     "{sc}" using 1:4:6 with labels offset 0,1 font ",8" notitle
+unset multiplot
 """
     p = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
     if p.returncode != 0:
@@ -554,14 +624,7 @@ def targets(ns, ir, rss_base, rss_shim, trace_bytes, ana, stall, live):
     grow = (rss_shim - rss_base) * 1024
     rows.append(("resident memory grows by no more than the trace file",
                  f"+{grow / 2**20:.1f} MiB", grow <= max(trace_bytes, 1)))
-    for ranks, records, limit_s, limit_mib in ((1024, 65536, 3, 1024), (4096, 4096, 2, None)):
-        r = [a for a in ana if a[0] == ranks and a[1] == records]
-        if r:
-            _, _, wall, rss, ok = r[0]
-            good = wall <= limit_s and (limit_mib is None or rss <= limit_mib) and ok
-            want = f"<= {limit_s} s" + (f", <= 1 GiB" if limit_mib else "")
-            rows.append((f"analyze {ranks} ranks x {records} records: {want}",
-                         f"{wall:.2f} s, {rss:.0f} MiB", good))
+    rows += analyzer_targets(ana)
     lats = [l for _, l in live if l is not None]
     if lats:
         rows.append((f"live: exit <= stall + 0.5 s ({stall + 0.5} s)",
@@ -576,14 +639,101 @@ def targets(ns, ir, rss_base, rss_shim, trace_bytes, ana, stall, live):
     out()
 
 
+def analyzer_targets(ana):
+    """The analyzer's rows of the Targets table: (what, measured, met)."""
+    rows = []
+    for kind, ranks, records, limit_s, limit_mib in (("records", 1024, 65536, 3, 1024),
+                                                     ("records", 4096, 4096, 2, None),
+                                                     ("scale", 131072, SCALE_RECORDS, 10, 4096)):
+        r = [a for a in ana if a[0] == kind and a[1] == ranks and a[2] == records]
+        if kind == "scale":
+            what = f"analyze {ranks:,} ranks x {records:,} all-reduces: <= {limit_s} s, <= 4 GiB"
+        else:
+            what = (f"analyze {ranks} ranks x {records} records: <= {limit_s} s" +
+                    (", <= 1 GiB" if limit_mib else ""))
+        if r:
+            _, _, _, wall, rss, ok, _, _ = r[0]
+            good = wall <= limit_s and (limit_mib is None or rss <= limit_mib) and ok
+            rows.append((what, f"{wall:.2f} s, {rss:.0f} MiB", good))
+        elif kind == "scale":
+            big = [a for a in ana if a[0] == kind]
+            if big:
+                _, n, _, wall, rss, _, _, _ = max(big, key=lambda a: a[1])
+                rows.append((what, f"not run (needs per-node summaries); {n:,} ranks: "
+                             f"{wall:.2f} s, {rss:.0f} MiB", None))
+    return rows
+
+
 def analyzer_table(ana):
-    out("| ranks | records per rank | records in all | trace data | wall s | peak RSS MiB | found the divergence |")
-    out("|---:|---:|---:|---:|---:|---:|---|")
-    for ranks, records, wall, rss, ok in ana:
-        out(f"| {ranks:,} | {records:,} | {ranks * records:,} | "
+    out("| scenario | ranks | records per rank | records read per trace | trace data | wall s | "
+        "peak RSS MiB | µs per rank | KiB per rank | found it | load |")
+    out("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    for kind, ranks, records, wall, rss, ok, window, load in ana:
+        what = ("scale: all-reduces, one rank missing" if kind == "scale"
+                else "mixed calls, rank 1's count differs")
+        out(f"| {what} | {ranks:,} | {records:,} | {window:,} | "
             f"{ranks * records * 128 / 2**30:.2f} GiB | {wall:.2f} | {rss:.0f} | "
-            f"{'yes' if ok else 'NO'} |")
+            f"{wall / ranks * 1e6:.0f} | {rss * 1024 / ranks:.1f} | {'yes' if ok else 'NO'} | "
+            f"{load:.1f} |")
     out()
+
+
+def analyzer_section(ana, started):
+    out("## Analyzer")
+    out()
+    out("Two kinds of `lockstep-tracegen` jobs fed to `lockstep analyze --json` (page cache "
+        "warm; generation not timed). *Mixed calls*: world collectives, a grouped send/recv "
+        "ring exchange and a split communicator every iteration, rank 1's last collective "
+        "with another count, each ring full and wrapped: the rows vary the records per rank "
+        "at fixed ranks. *Scale*: ranks × 2,000 all-reduces, the middle rank stops calling "
+        "NCCL before the last one (one trace file per rank; per-node summaries where the "
+        "tracegen writes them): the rows vary the ranks. The analysis reads of each trace "
+        "the newest 1,024 records up to 8,192 traces, then 8 Mi records in all, at least 64 "
+        "per trace (docs/analyzer.md, *A window that shrinks for huge jobs*): the column "
+        "*records read per trace*. Wall time is the median of 3 runs (1 run for the mixed "
+        "calls above 16M records), memory the analyzer's peak RSS (`wait4` from the small `bench/peak_rss`, "
+        "so the driver's own size is not carried over); per rank = the total divided by "
+        "the ranks, everything included; *load* = the 1-minute load average just before the "
+        "row's runs (this 2-CPU machine is shared: at a load of 4 a run gets about half the "
+        f"CPU time it would alone). Machine: {started}.")
+    out()
+    analyzer_table(ana)
+    png = plot(ana)
+    if png:
+        out(f"![analyzer time and memory]"
+            f"({os.path.relpath(png, os.path.dirname(os.path.abspath(A.out)))})")
+        out()
+
+
+def analyzer_only():
+    """Runs the analyzer grid and replaces the Analyzer section of --out and the analyzer
+    rows of its Targets table."""
+    started = machine()
+    ana = analyzer_grid()
+    LINES.clear()
+    analyzer_section(ana, started)
+    print("\n".join(LINES))
+    section = list(LINES)
+    old = open(A.out).read().split("\n") if os.path.exists(A.out) else []
+    start = next((i for i, l in enumerate(old) if l == "## Analyzer"), None)
+    if start is None:
+        start = next((i for i, l in enumerate(old) if l == "## Targets"), len(old))
+        end = start
+    else:
+        end = next((i for i in range(start + 1, len(old)) if old[i].startswith("## ")), len(old))
+    new = old[:start] + section + old[end:]
+    # The Targets table: the analyzer's rows replaced, in place of the old ones.
+    tstart = next((i for i, l in enumerate(new) if l == "## Targets"), None)
+    if tstart is not None:
+        rows = [f"| {w} | {v} | {'' if ok is None else met(ok)} |"
+                for w, v, ok in analyzer_targets(ana)]
+        idx = [i for i in range(tstart, len(new)) if new[i].startswith("| analyze ")]
+        if idx:
+            new = new[:idx[0]] + rows + [l for i, l in enumerate(new[idx[0]:], idx[0])
+                                         if i not in idx]
+    with open(A.out, "w") as f:
+        f.write("\n".join(new).rstrip("\n") + "\n")
+    say(f"updated the Analyzer section and the analyzer targets of {A.out}")
 
 
 def main():
@@ -595,7 +745,8 @@ def main():
     ap.add_argument("--work", default="/var/tmp")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--analyzer-only", action="store_true",
-                    help="run only the analyzer grid, print its table and redraw the plot")
+                    help="run only the analyzer grid and replace its section of --out, the "
+                         "analyzer rows of its Targets table and the plot")
     ap.add_argument("--heartbeat-only", action="store_true",
                     help="measure only what the heartbeat costs an idle rank and replace its "
                          "section of --out")
@@ -609,14 +760,7 @@ def main():
     A.build = os.path.abspath(A.build)
     A.plot_dir = A.plot_dir or os.path.dirname(os.path.abspath(A.out))
     if A.analyzer_only:
-        started = machine()
-        ana = analyzer_grid()
-        print(f"Machine: {started}.")
-        analyzer_table(ana)
-        print("\n".join(LINES))
-        png = plot(ana)
-        if png:
-            print(f"plot: {png}")
+        analyzer_only()
         return
     if A.python_only:
         replace_section("## Python call sites", lambda: python_section(python_cost()))
@@ -637,7 +781,6 @@ def main():
     stall, live, holds = live_latency()
     py_lines = python_cost()
     hb_lines = heartbeat_cost()
-    png = plot(ana)
 
     out("# Performance")
     out()
@@ -676,19 +819,7 @@ def main():
         f"{rss_shim / 1024:.1f} MiB with it (+{(rss_shim - rss_base) / 1024:.1f} MiB, the "
         "mapped trace pages the program touched included)")
     out()
-    out("## Analyzer")
-    out()
-    out("`lockstep-tracegen` jobs (world collectives, a grouped send/recv ring exchange and a "
-        "split communicator every iteration, rank 1's last collective with another count), "
-        "each ring full and wrapped, fed to `lockstep analyze --json` (which reads the newest "
-        "1,024 records of each trace by default, docs/analyzer.md; page cache warm; "
-        "generation not timed). Wall time is the median of 3 runs (1 run above 16M records), "
-        "memory the analyzer's peak RSS (`wait4` from the small `bench/peak_rss`, so the driver's own size is not carried over).")
-    out()
-    analyzer_table(ana)
-    if png:
-        out(f"![analyzer time and memory]({os.path.relpath(png, os.path.dirname(os.path.abspath(A.out)))})")
-        out()
+    analyzer_section(ana, started)
     live_section(stall, live, holds)
     python_section(py_lines)
     heartbeat_section(hb_lines)

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "lockstep/trace_format.h"
-#include "../../analyzer/analysis.h"
+#include "../../analyzer/window.h"
 #include "scenario.h"
 
 static const char usage[] =
@@ -330,7 +330,9 @@ int main(int argc, char **argv)
         sc.mismatch_seq = sc.ncoll;
     if (sc.deadlock_rank >= 0 && !sc.split)
         sc.split = 1;
-    sc.keep = analysis_window(); /* what summarize keeps: the window the analysis reads */
+    /* What the analysis of the whole job reads of each rank (the window shrinks for huge jobs):
+     * a node summary of a job this size needs no more. */
+    sc.keep = window_records((size_t)sc.nranks);
     mkdir(sc.out_dir, 0700);
     return sim_run(&sc) == 0 ? 0 : 1;
 }

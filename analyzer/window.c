@@ -1,6 +1,42 @@
-/* trace_window.c -- the window of records the analysis reads of each trace: the newest ones, and
- * as far back as the oldest GPU work not completed. */
-#include "trace_window.h"
+/* window.c -- the analysis window: the newest records each trace contributes (by job size), and
+ * as far back as the oldest GPU work a trace has not completed. */
+#include "window.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace_reader.h"
+
+uint64_t window_default(size_t ntraces)
+{
+    if (ntraces == 0 || (uint64_t)ntraces * TR_DEFAULT_WINDOW <= WINDOW_BUDGET)
+        return TR_DEFAULT_WINDOW;
+    uint64_t w = WINDOW_BUDGET / (uint64_t)ntraces;
+    return w < WINDOW_FLOOR ? WINDOW_FLOOR : w;
+}
+
+uint64_t window_records(size_t ntraces)
+{
+    uint64_t def = window_default(ntraces);
+    const char *v = getenv("LOCKSTEP_ANALYZE_RECORDS");
+    if (!v || !v[0])
+        return def;
+    if (strcmp(v, "all") == 0)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || *end || v[0] == '-') {
+        fprintf(stderr,
+                "lockstep: LOCKSTEP_ANALYZE_RECORDS=%s is not a number of records or \"all\"; "
+                "reading the newest %llu\n",
+                v, (unsigned long long)def);
+        return def;
+    }
+    return n; /* 0: all */
+}
 
 uint64_t trace_window_open_work(const struct ls_header *h)
 {
