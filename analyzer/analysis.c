@@ -107,27 +107,6 @@ void analysis_free(struct analysis *a)
     memset(a, 0, sizeof(*a));
 }
 
-/* Records a trace's window must hold to reach back to the oldest operation its GPU has not
- * completed (from the header's stream counters), 0 when that is unknown or nothing is open. A
- * GPU-like host enqueues thousands of calls past a collective stuck on the device: the stuck one
- * is far older than the newest records. */
-static uint64_t window_to_open_work(const struct ls_header *h)
-{
-    if (h->completion != LS_COMPLETION_EVENTS)
-        return 0;
-    uint64_t oldest = UINT64_MAX;
-    for (uint32_t i = 0; i < h->stream_count && i < LS_MAX_STREAMS; i++) {
-        const struct ls_stream *st = &h->streams[i];
-        /* completed_ticket is the ticket + 1 of the newest op done: the next one is open. */
-        if ((st->flags & LS_STREAM_VALID) && !(st->flags & LS_STREAM_FAILED) &&
-            st->issued_ticket > st->completed_ticket && st->completed_ticket < oldest)
-            oldest = st->completed_ticket;
-    }
-    if (oldest == UINT64_MAX || oldest >= h->next_ticket)
-        return 0;
-    return h->next_ticket - oldest + 64; /* and the group records around it */
-}
-
 /* One path's outcome: a trace, or the message saying why it could not be read. */
 struct loaded {
     struct tr_trace *t;

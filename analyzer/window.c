@@ -36,3 +36,20 @@ uint64_t window_records(size_t ntraces)
     }
     return n; /* 0: all */
 }
+
+uint64_t window_to_open_work(const struct ls_header *h)
+{
+    if (h->completion != LS_COMPLETION_EVENTS)
+        return 0;
+    uint64_t oldest = UINT64_MAX;
+    for (uint32_t i = 0; i < h->stream_count && i < LS_MAX_STREAMS; i++) {
+        const struct ls_stream *st = &h->streams[i];
+        /* completed_ticket is the ticket + 1 of the newest op done: the next one is open. */
+        if ((st->flags & LS_STREAM_VALID) && !(st->flags & LS_STREAM_FAILED) &&
+            st->issued_ticket > st->completed_ticket && st->completed_ticket < oldest)
+            oldest = st->completed_ticket;
+    }
+    if (oldest == UINT64_MAX || oldest >= h->next_ticket)
+        return 0;
+    return h->next_ticket - oldest + 64; /* and the group records around it */
+}

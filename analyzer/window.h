@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lockstep/trace_format.h"
+
 /* Records in memory an analysis aims to hold at most, all traces together (8 Mi records of
  * 128 bytes: 1 GiB): a job with more than WINDOW_BUDGET / TR_DEFAULT_WINDOW traces gets a
  * smaller window per trace. */
@@ -26,5 +28,13 @@ uint64_t window_default(size_t ntraces);
  * trace loader (analysis.c) and the summary loader call it with the total number of traces
  * before reading any record. */
 uint64_t window_records(size_t ntraces);
+
+/* Records a trace's window must hold to reach back to the oldest operation its GPU has not
+ * completed (from the header's stream counters), 0 when that is unknown or nothing is open: a
+ * GPU-like host enqueues thousands of calls past a collective stuck on the device, far older
+ * than the newest records. A loader reads such a trace again (or keeps) that many records
+ * when it is more than window_records() gave; the rest of the window rule. This function
+ * can't fail. */
+uint64_t window_to_open_work(const struct ls_header *h);
 
 #endif
