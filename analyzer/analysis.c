@@ -199,6 +199,32 @@ static int take_loaded(struct analysis *a, struct loaded *o, size_t *cap)
     return 0;
 }
 
+/* The file name of the trace a message "PATH: problem" is about: PATH's part after its last '/'
+ * (a trace file's name, or the trace's name inside a node summary). */
+static const char *unreadable_name(const char *msg, size_t *len)
+{
+    const char *colon = strstr(msg, ": ");
+    size_t end = colon ? (size_t)(colon - msg) : strlen(msg);
+    size_t start = end;
+    while (start > 0 && msg[start - 1] != '/')
+        start--;
+    *len = end - start;
+    return msg + start;
+}
+
+/* Orders the messages of unreadable traces by the trace's file name, then by the whole message:
+ * the same order whether the traces were read from their folders or from node summaries. */
+static int cmp_unreadable(const void *x, const void *y)
+{
+    const char *a = *(char *const *)x, *b = *(char *const *)y;
+    size_t la, lb;
+    const char *na = unreadable_name(a, &la), *nb = unreadable_name(b, &lb);
+    int c = memcmp(na, nb, la < lb ? la : lb);
+    if (c == 0 && la != lb)
+        c = la < lb ? -1 : 1;
+    return c ? c : strcmp(a, b);
+}
+
 /* Loads every path (trace files, and node summaries: each many traces); unreadable ones are
  * remembered with their error. The window comes from the number of processes the paths hold
  * (window_records()). Large jobs are read by two threads (paths split by index, results kept
@@ -239,7 +265,10 @@ static int load_all(struct analysis *a)
         rc = -1;
     if (rc == 0 && !a->unreadable && !(a->unreadable = calloc(1, sizeof(*a->unreadable))))
         rc = -1;
-    return rc < 0 ? -1 : summary_drop_copies(a->traces, &a->ntraces) < 0 ? -1 : 0;
+    if (rc < 0 || summary_drop_copies(a->traces, &a->ntraces) < 0)
+        return -1;
+    qsort(a->unreadable, a->nunreadable, sizeof(*a->unreadable), cmp_unreadable);
+    return 0;
 }
 
 /* Selects the newest attempt of every job (of job `job` only, when given): the one to diagnose

@@ -29,15 +29,20 @@ static int lags(const struct m_comm *c, const struct m_proc *p, uint64_t seq)
 
 /* The job's processes that were running (model_was_running()), in job order: the only ones
  * that can wait on a dead rank. Listed once, so that a job whose ranks all exited costs one
- * pass, not one per exited rank. */
+ * pass, not one per exited rank; what each is blocked on (model_blocked_ops(), with its
+ * communicator) is gathered the first time a dead rank asks, once for all of them. */
 struct running {
     const struct m_proc **v;
     size_t n;
+    int have_ops;
+    size_t *first;                /* v[i]'s ops are ops[first[i]] .. ops[first[i + 1] - 1] */
+    const struct ls_record **ops; /* what they are blocked on */
+    const struct m_comm **comms;  /* the communicator of each op, NULL unknown */
 };
 
 static int list_running(const struct diag *d, struct running *r)
 {
-    r->n = 0;
+    memset(r, 0, sizeof(*r));
     r->v = malloc((d->j->nprocs + 1) * sizeof(*r->v));
     if (!r->v)
         return -1;
@@ -47,20 +52,61 @@ static int list_running(const struct diag *d, struct running *r)
     return 0;
 }
 
-/* Adds to `waiting` the live ranks blocked on something p never provided. */
-static int peers_waiting_on(struct diag *d, const struct running *run, const struct m_proc *p,
-                            struct intvec *waiting)
+static void running_free(struct running *r)
+{
+    free(r->v);
+    free(r->first);
+    free(r->ops);
+    free(r->comms);
+}
+
+static int gather_ops(const struct diag *d, struct running *run)
 {
     const struct ls_record *ops[64];
+    size_t cap = run->n + 1, n = 0;
+    run->first = malloc((run->n + 1) * sizeof(*run->first));
+    run->ops = malloc(cap * sizeof(*run->ops));
+    run->comms = malloc(cap * sizeof(*run->comms));
+    if (!run->first || !run->ops || !run->comms)
+        return -1;
+    for (size_t i = 0; i < run->n; i++) {
+        run->first[i] = n;
+        size_t k = model_blocked_ops(run->v[i], ops, 64);
+        if (n + k > cap) {
+            cap = (n + k) * 2;
+            const struct ls_record **o = realloc(run->ops, cap * sizeof(*o));
+            if (o)
+                run->ops = o;
+            const struct m_comm **c = realloc(run->comms, cap * sizeof(*c));
+            if (c)
+                run->comms = c;
+            if (!o || !c)
+                return -1;
+        }
+        for (size_t j = 0; j < k; j++, n++) {
+            run->ops[n] = ops[j];
+            run->comms[n] = model_comm(d->m, d->job, ops[j]->comm_id);
+        }
+    }
+    run->first[run->n] = n;
+    run->have_ops = 1;
+    return 0;
+}
+
+/* Adds to `waiting` the live ranks blocked on something p never provided. */
+static int peers_waiting_on(struct diag *d, struct running *run, const struct m_proc *p,
+                            struct intvec *waiting)
+{
+    if (!run->have_ops && gather_ops(d, run) < 0)
+        return -1;
     for (size_t i = 0; i < run->n; i++) {
         const struct m_proc *q = run->v[i];
         if (q == p)
             continue;
-        size_t n = model_blocked_ops(q, ops, 64);
         int waits = 0;
-        for (size_t k = 0; k < n && !waits; k++) {
-            const struct ls_record *r = ops[k];
-            struct m_comm *c = model_comm(d->m, d->job, r->comm_id);
+        for (size_t k = run->first[i]; k < run->first[i + 1] && !waits; k++) {
+            const struct ls_record *r = run->ops[k];
+            const struct m_comm *c = run->comms[k];
             if (!c)
                 continue;
             if (ls_op_is_collective(r->op))
@@ -121,7 +167,7 @@ struct death_group {
     const struct m_proc *example;
 };
 
-static int add_death(struct diag *d, const struct running *run, const struct m_proc *p,
+static int add_death(struct diag *d, struct running *run, const struct m_proc *p,
                      struct death_group **groups, size_t *ngroups)
 {
     struct death_key k = key_of(p);
@@ -247,7 +293,7 @@ static int add_deaths(struct diag *d)
         if (rc == 0)
             rc = add_death(d, &run, p, &groups, &ngroups);
     }
-    free(run.v);
+    running_free(&run);
     for (size_t i = 0; i < ngroups && rc == 0; i++)
         summarize_death(d, &d->out->v[groups[i].finding], &groups[i]);
     free(groups);

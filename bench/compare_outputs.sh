@@ -63,6 +63,8 @@ cases() {
 --ranks 16 --colls 30 --p2p --split 4 --mismatch root:2:10
 --ranks 16 --colls 30 --split 4 --mismatch op:0:3 --mismatch count:9:2
 --ranks 300 --colls 30 --ring 64 --mismatch redop:299:29 --straggler 7:3
+--ranks 300 --colls 12 --crash 10:9:12 --crash 11:9:12 --crash 200:11:5 --vanish 250 --exit 40:1:6
+--ranks 64 --colls 20 --p2p --split 4 --crash 5:9 --crash 6:9 --exit 9:0
 CASES
 }
 bad=0 n=0

@@ -351,6 +351,20 @@ summary-damaged)
         [ "$rc" != 2 ] || grep -qF "$D/x.summary" "$D/err" || fail "byte $off: message without the file"
     done
     ;;
+corrupt-among-many)
+    # 300 traces: loaded by two threads (analysis.c); what they found is kept in path order.
+    gen --ranks 300 --colls 20 --missing 7
+    for r in 3 150 151 299; do poke "$(first_trace $r)" 0 'JUNKJUNK'; done
+    truncate -s 5000 "$(first_trace 200)"
+    analyze_json "$D/t"; expect_rc 1
+    check 'len(r["unreadable"]) == 5' 'r["unreadable"] == sorted(r["unreadable"])' \
+        '[u.split(": ")[0].rsplit("-r", 1)[1] for u in r["unreadable"]] == ["3.trace", "150.trace", "151.trace", "200.trace", "299.trace"]' \
+        'r["jobs"][0]["traces"] == 295' \
+        'any(f["kind"] == "missing_ranks" and f["missing"] == [7] for f in F)'
+    [ "$(grep -c '^lockstep: .*trace: ' "$D/err")" = 5 ] || fail "want 5 messages on stderr"
+    grep -o 'r[0-9]*\.trace: ' "$D/err" | tr -d '\n' | grep -qx 'r3.trace: r150.trace: r151.trace: r200.trace: r299.trace: ' ||
+        fail "stderr names the unreadable traces out of path order: $(cat "$D/err")"
+    ;;
 newer-version)
     gen --ranks 1 --colls 1
     f=$(first_trace 0)

@@ -1,6 +1,7 @@
 /* test_window.c -- the analysis window: records per trace by job size, and its override. */
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "trace_reader.h"
 #include "window.h"
@@ -55,6 +56,30 @@ START_TEST(the_variable_overrides_any_size)
 }
 END_TEST
 
+START_TEST(open_gpu_work_extends_the_window)
+{
+    static struct ls_header h;
+    memset(&h, 0, sizeof(h));
+    h.next_ticket = 5000;
+    h.stream_count = 2;
+    h.streams[0] = (struct ls_stream){
+        .issued_ticket = 5000, .completed_ticket = 4990, .flags = LS_STREAM_VALID};
+    h.streams[1] = (struct ls_stream){
+        .issued_ticket = 4000, .completed_ticket = 1000, .flags = LS_STREAM_VALID};
+    /* Completion not tracked: a call that returned is done, nothing to reach back to. */
+    h.completion = LS_COMPLETION_OFF;
+    ck_assert_uint_eq(trace_window_open_work(&h), 0);
+    /* Tracked: back to the oldest op a stream has not completed (ticket 1000), 64 more. */
+    h.completion = LS_COMPLETION_EVENTS;
+    ck_assert_uint_eq(trace_window_open_work(&h), 5000 - 1000 + 64);
+    /* A stream whose events failed tells nothing; one with all done holds nothing open. */
+    h.streams[1].flags |= LS_STREAM_FAILED;
+    ck_assert_uint_eq(trace_window_open_work(&h), 5000 - 4990 + 64);
+    h.streams[0].completed_ticket = 5000;
+    ck_assert_uint_eq(trace_window_open_work(&h), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("window");
@@ -62,6 +87,7 @@ int main(void)
     tcase_add_test(tc, small_jobs_read_the_default);
     tcase_add_test(tc, huge_jobs_share_the_budget);
     tcase_add_test(tc, the_variable_overrides_any_size);
+    tcase_add_test(tc, open_gpu_work_extends_the_window);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
