@@ -170,8 +170,8 @@ uint64_t model_last_seen(const struct tr_trace *t)
 {
     const struct ls_header *h = &t->hdr;
     uint64_t s =
-        max_u64(max_u64(h->heartbeat_ns, h->end_ns), max_u64(h->start_ns, h->last_enter_ns));
-    s = max_u64(s, h->last_exit_ns);
+        max_u64(max_u64(h->heartbeat_ns, h->end_ns), max_u64(h->start_ns, ls_last_enter_ns(h)));
+    s = max_u64(s, ls_last_exit_ns(h));
     if (t->nrecords) {
         const struct ls_record *r = &t->records[t->nrecords - 1];
         s = max_u64(s, max_u64(r->enter_ns, r->exit_ns));

@@ -72,6 +72,9 @@ struct tr_trace {
     size_t nbusy;              /* half-written records (writer died while writing) */
     uint64_t *busy_tickets;    /* their tickets, ascending */
     size_t nunwritten;         /* reserved tickets whose record never appeared */
+    size_t nreserved;          /* tickets of a thread's current block it has not used yet
+                                * (ls_thread_slot.block_start): not lost */
+    size_t nvoid;              /* tickets a thread gave back unused (LS_REC_VOID) */
     uint64_t file_bytes;       /* size of the file as read */
     int truncated;             /* file shorter than hdr.file_size */
     size_t lost_to_truncation; /* ring slots beyond the end of a truncated file */

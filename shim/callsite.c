@@ -184,6 +184,7 @@ struct chain {
     uint32_t site;                  /* 0: empty */
     uint32_t py;                    /* the python site `site` was found with */
     uint32_t n;                     /* frames remembered */
+    uint32_t uncounted;             /* hits not yet added to the site's shared count */
     uintptr_t *slot, *pc;           /* n each: slot addresses and the return addresses they hold */
 };
 struct site_cache {
@@ -195,8 +196,27 @@ struct site_cache {
 static pthread_key_t cache_key;
 static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
 
+/* Adds a chain's uncounted hits to its site's count: an add per SITE_COUNT_BATCH calls rather
+ * than a store to a line every thread calling from that site writes. Approximate under
+ * contention, as the format says: no atomic add. */
+#define SITE_COUNT_BATCH 64
+static void count_flush(struct ls_trace *t, struct chain *e)
+{
+    if (e->uncounted && e->site) {
+        _Atomic uint64_t *count = (_Atomic uint64_t *)&site_at(t, e->site - 1)->count;
+        atomic_store_explicit(count,
+                              atomic_load_explicit(count, memory_order_relaxed) + e->uncounted,
+                              memory_order_relaxed);
+    }
+    e->uncounted = 0;
+}
+
 static void cache_free(void *p)
 {
+    struct site_cache *sc = p;
+    if (sc->pid == ls_g.pid && atomic_load(&ls_g.state) == LS_STATE_ON)
+        for (int i = 0; i < CACHE_WAYS; i++)
+            count_flush(&ls_g.trace, &sc->e[i]);
     if (ls_t.site_cache == p)
         ls_t.site_cache = NULL;
     free(p);
@@ -297,6 +317,7 @@ static __attribute__((noinline)) uint32_t capture_slow(struct ls_trace *t, uint3
             ok = slots[k] >= sc->stack_lo && slots[k] + sizeof(uintptr_t) <= sc->stack_hi &&
                  *(const uintptr_t *)slots[k] == (uintptr_t)raw[k];
         if (ok) {
+            count_flush(t, e);
             for (int k = 0; k < n; k++) {
                 e->slot[k] = slots[k];
                 e->pc[k] = (uintptr_t)raw[k];
@@ -343,10 +364,14 @@ uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a)
             if (k == e->n) {
                 /* The same native stack from another Python line: no unwinding needed. */
                 if (LS_UNLIKELY(e->py != py)) {
+                    count_flush(t, e);
                     e->site = site_of(t, (void *const *)e->pc, (int)e->n, py);
                     e->py = py;
                 }
                 id = e->site;
+                if (LS_UNLIKELY(++e->uncounted >= SITE_COUNT_BATCH))
+                    count_flush(t, e);
+                return id;
             }
         }
     }

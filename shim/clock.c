@@ -53,14 +53,14 @@ void ls_clock_calibrate(void)
         ns - prev_ns < 60000000000ull) {
         unsigned __int128 m = ((unsigned __int128)(ns - prev_ns) << 32) / (tsc - prev_tsc);
         if (m > 0 && m < (1ull << 40)) { /* 0.0002 to 256 ns per tick */
-            uint32_t s = atomic_load_explicit(&ls_clock_conv.seq, memory_order_relaxed);
-            atomic_store_explicit(&ls_clock_conv.seq, s + 1, memory_order_relaxed);
-            atomic_thread_fence(memory_order_release);
-            atomic_store_explicit(&ls_clock_conv.base_tsc, tsc, memory_order_relaxed);
-            atomic_store_explicit(&ls_clock_conv.base_ns, ns, memory_order_relaxed);
-            atomic_store_explicit(&ls_clock_conv.mult, (uint64_t)m, memory_order_relaxed);
-            atomic_store_explicit(&ls_clock_conv.seq, s + 2, memory_order_release);
-            atomic_store_explicit(&ls_clock_conv.on, 1, memory_order_release);
+            uint32_t g = atomic_load_explicit(&ls_clock_conv.gen, memory_order_relaxed) + 1;
+            if (g == 0)
+                g = 4; /* the same entry as 0 would be, and never "none" */
+            struct ls_clock_param *p = &ls_clock_conv.p[g & 3];
+            atomic_store_explicit(&p->base_tsc, tsc, memory_order_relaxed);
+            atomic_store_explicit(&p->base_ns, ns, memory_order_relaxed);
+            atomic_store_explicit(&p->mult, (uint64_t)m, memory_order_relaxed);
+            atomic_store_explicit(&ls_clock_conv.gen, g, memory_order_release);
         }
     }
     if (!prev_tsc || ns - prev_ns >= 10000000ull || ns < prev_ns) {

@@ -72,7 +72,7 @@ static void *heartbeat_main(void *arg)
         if (ls_realtime_ns() >= next_calibration) {
             ls_clock_calibrate();
             next_calibration = ls_realtime_ns() + CALIBRATE_EVERY_NS;
-            if (atomic_load_explicit(&ls_clock_conv.on, memory_order_relaxed))
+            if (atomic_load_explicit(&ls_clock_conv.gen, memory_order_relaxed))
                 atomic_store_explicit((_Atomic uint32_t *)&t->hdr->clock_source, LS_CLOCK_TSC,
                                       memory_order_relaxed);
         }
@@ -98,6 +98,9 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *uctx)
     int recorded = 0;
     if (!ignored && owns_trace()) {
         mark_end(LS_END_SIGNALED, 0, sig);
+        /* A program that survives the signal calls NCCL again through the general path,
+         * which records that it runs again (record.c). */
+        atomic_fetch_add_explicit(&ls_generation, 1, memory_order_relaxed);
         recorded = 1;
         /* Where it was when the signal came: for SIGTERM from a launcher, what a rank that
          * never reached a collective was busy with. The end is recorded first, so a fault

@@ -99,6 +99,9 @@ void ls_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- the trace file of this process (trace_file.c) ---- */
 
+/* Tickets a thread with a header slot reserves at once (fewer in a small ring). */
+#define LS_TICKET_BLOCK 64u
+
 struct ls_trace {
     struct ls_header *hdr;
     struct ls_comm *comms;
@@ -108,6 +111,7 @@ struct ls_trace {
     char *strings;
     struct ls_record *ring;
     uint64_t ring_mask;
+    uint32_t ticket_block; /* hdr->ticket_block: tickets a thread reserves at once */
     size_t map_size;
     char path[768];
 };
@@ -161,6 +165,19 @@ struct ls_thread {
     int slot_pid;                /* process whose trace `slot` lies in */
     struct ls_thread_slot *slot; /* this thread's slot in the header, NULL if none */
     void *site_cache;            /* callsite.c's recently seen stacks of this thread */
+    /* Tickets this thread reserved and has not used: [block_next, block_end) (record.c). */
+    uint64_t block_next, block_end;
+    /* The fast path (fast_call.h) may record a call on communicator `fast_comm` while
+     * ls_generation equals fast_generation (0: never): set by the general path when the thread
+     * has a slot, is outside groups, the communicator is blocking and completion tracking is
+     * off; anything that changes one of these clears it or bumps ls_generation. */
+    uint32_t fast_generation;
+    uint32_t stack_depth; /* the trace's stack_depth */
+    uintptr_t fast_comm;
+    struct ls_comm *fast_comm_entry;
+    int fast_comm_idx;
+    struct ls_record *ring; /* the trace's ring and ring mask */
+    uint64_t ring_mask;
 };
 
 extern LS_TLS struct ls_thread ls_t;
@@ -199,12 +216,17 @@ static inline uint64_t ls_realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* TSC -> CLOCK_REALTIME: ns = base_ns + ((tsc - base_tsc) * mult) >> 32, published by the
- * heartbeat under a sequence lock (`seq` odd while it rewrites the fields). */
-struct ls_clock_conv {
-    _Atomic int on; /* a conversion is published: ls_now() reads the TSC */
-    _Atomic uint32_t seq;
+/* TSC -> CLOCK_REALTIME: ns = base_ns + ((tsc - base_tsc) * mult) >> 32. The heartbeat writes
+ * a new conversion into the entry after the current one and then publishes its number in
+ * `gen` (0: none yet, ls_now() asks the kernel); a reader takes the entry `gen` names without a
+ * retry loop. An entry is rewritten only four conversions (seconds) after it was published, so
+ * a reader checks `gen` again only to catch a thread that slept through that. */
+struct ls_clock_param {
     _Atomic uint64_t base_tsc, base_ns, mult;
+};
+struct ls_clock_conv {
+    _Atomic uint32_t gen;
+    struct ls_clock_param p[4];
 };
 extern struct ls_clock_conv ls_clock_conv;
 
@@ -219,21 +241,21 @@ void ls_clock_calibrate(void);
 static inline uint64_t ls_now(void)
 {
     struct ls_clock_conv *c = &ls_clock_conv;
-    if (LS_UNLIKELY(!atomic_load_explicit(&c->on, memory_order_relaxed)))
-        return ls_realtime_ns();
     for (;;) {
-        uint32_t s = atomic_load_explicit(&c->seq, memory_order_acquire);
+        uint32_t g = atomic_load_explicit(&c->gen, memory_order_acquire);
+        if (LS_UNLIKELY(g == 0))
+            return ls_realtime_ns();
+        const struct ls_clock_param *p = &c->p[g & 3];
         uint64_t tsc = ls_rdtsc();
-        uint64_t base_tsc = atomic_load_explicit(&c->base_tsc, memory_order_relaxed);
-        uint64_t base_ns = atomic_load_explicit(&c->base_ns, memory_order_relaxed);
-        uint64_t mult = atomic_load_explicit(&c->mult, memory_order_relaxed);
+        uint64_t base_tsc = atomic_load_explicit(&p->base_tsc, memory_order_relaxed);
+        uint64_t base_ns = atomic_load_explicit(&p->base_ns, memory_order_relaxed);
+        uint64_t mult = atomic_load_explicit(&p->mult, memory_order_relaxed);
         atomic_thread_fence(memory_order_acquire);
-        if (LS_UNLIKELY((s & 1) || atomic_load_explicit(&c->seq, memory_order_relaxed) != s))
-            continue;
-        /* Another CPU's TSC may read a few ticks before the base: no wraparound. */
-        if (LS_UNLIKELY(tsc < base_tsc))
-            return base_ns - (uint64_t)(((unsigned __int128)(base_tsc - tsc) * mult) >> 32);
-        return base_ns + (uint64_t)(((unsigned __int128)(tsc - base_tsc) * mult) >> 32);
+        if (LS_UNLIKELY(atomic_load_explicit(&c->gen, memory_order_relaxed) - g > 2))
+            continue; /* slept through three recalibrations: the entry may be rewritten */
+        /* Another CPU's TSC may read a few ticks before the base: signed. */
+        int64_t d = (int64_t)(tsc - base_tsc);
+        return base_ns + (uint64_t)(((__int128)d * (__int128)mult) >> 32);
     }
 }
 
