@@ -13,8 +13,12 @@ struct ls_fast {
     struct ls_record *rec;
     uint64_t ticket;
     uint64_t enter_ns;
+    uint64_t enter_tsc, mult; /* ls_now_tsc()'s: the exit time is counted from the entry's */
     struct ls_comm *comm;
 };
+
+/* Reserves a new block of tickets for the calling thread, which has a slot (record.c). */
+void ls_block_reserve(struct ls_trace *t);
 
 /* Leaves a call the fast path entered whose result needs the general path (a refused call
  * gives back its sequence number): ls_call_exit() on an ls_call made from `f`. */
@@ -44,8 +48,10 @@ ls_fast_enter(struct ls_fast *f, unsigned op, uintptr_t comm, uint64_t count, in
     if (LS_UNLIKELY(ls_t.in_call) ||
         LS_UNLIKELY(ls_t.fast_generation !=
                     atomic_load_explicit(&ls_generation, memory_order_relaxed)) ||
-        LS_UNLIKELY(ls_t.fast_comm != comm) || LS_UNLIKELY(ls_t.block_next >= ls_t.block_end))
+        LS_UNLIKELY(ls_t.fast_comm != comm))
         return 0;
+    if (LS_UNLIKELY(ls_t.block_next >= ls_t.block_end))
+        ls_block_reserve(&ls_g.trace);
     uint32_t site = 0;
     if (ls_t.stack_depth) {
         struct ls_call_args a;
@@ -53,7 +59,8 @@ ls_fast_enter(struct ls_fast *f, unsigned op, uintptr_t comm, uint64_t count, in
         a.caller_cfa = caller_cfa;
         site = ls_callsite_capture(&ls_g.trace, &a);
     }
-    uint64_t now = ls_now();
+    uint64_t tsc, mult;
+    uint64_t now = ls_now_tsc(&tsc, &mult);
     uint64_t tk = ls_t.block_next;
     struct ls_record *r = &ls_t.ring[tk & ls_t.ring_mask];
     _Atomic uint64_t *ticket = (_Atomic uint64_t *)&r->ticket;
@@ -106,6 +113,8 @@ ls_fast_enter(struct ls_fast *f, unsigned op, uintptr_t comm, uint64_t count, in
     f->rec = r;
     f->ticket = tk;
     f->enter_ns = now;
+    f->enter_tsc = tsc;
+    f->mult = mult;
     f->comm = c;
     return 1;
 }
@@ -120,9 +129,7 @@ static inline __attribute__((always_inline)) void ls_fast_exit(struct ls_fast *f
         ls_fast_exit_general(f, op, peer, result);
         return;
     }
-    uint64_t now = ls_now();
-    if (LS_UNLIKELY(now < f->enter_ns))
-        now = f->enter_ns;
+    uint64_t now = ls_now_since(f->enter_ns, f->enter_tsc, f->mult);
     struct ls_record *r = f->rec;
     if (LS_LIKELY(atomic_load_explicit((_Atomic uint64_t *)&r->ticket, memory_order_relaxed) ==
                   f->ticket + 1)) {

@@ -56,7 +56,7 @@ static void *heartbeat_main(void *arg)
     nanosleep(&first, NULL);
     ls_clock_calibrate();
     uint64_t tick = (uint64_t)(t->hdr->heartbeat_ms ? t->hdr->heartbeat_ms : 1000) * MS;
-    uint64_t next_poll = 0, next_calibration = ls_realtime_ns() + CALIBRATE_EVERY_NS;
+    uint64_t next_poll = 0, next_calibration = 0; /* the first sample at once */
     for (;;) {
         uint64_t now = ls_realtime_ns();
         if (now >= next_poll) {
@@ -71,7 +71,12 @@ static void *heartbeat_main(void *arg)
         nanosleep(&ts, NULL);
         if (ls_realtime_ns() >= next_calibration) {
             ls_clock_calibrate();
-            next_calibration = ls_realtime_ns() + CALIBRATE_EVERY_NS;
+            /* Until a conversion is published (two samples 10 ms apart), sample again soon:
+             * calls read the TSC from the first 20 ms on rather than after two seconds. */
+            next_calibration =
+                ls_realtime_ns() + (atomic_load_explicit(&ls_clock_conv.gen, memory_order_relaxed)
+                                        ? CALIBRATE_EVERY_NS
+                                        : 20 * MS);
             if (atomic_load_explicit(&ls_clock_conv.gen, memory_order_relaxed))
                 atomic_store_explicit((_Atomic uint32_t *)&t->hdr->clock_source, LS_CLOCK_TSC,
                                       memory_order_relaxed);

@@ -91,7 +91,7 @@ static __attribute__((noinline)) void thread_setup(struct ls_trace *t, uint32_t 
 
 /* Reserves a new block of tickets for the calling thread (one atomic add on the shared
  * counter per block) and publishes its start in the thread's slot. */
-static __attribute__((noinline)) void block_reserve(struct ls_trace *t)
+void ls_block_reserve(struct ls_trace *t)
 {
     uint64_t n = t->ticket_block;
     uint64_t tk = atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->next_ticket, n,
@@ -110,7 +110,7 @@ static inline uint64_t ticket_take(struct ls_trace *t)
         return atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->next_ticket, 1,
                                          memory_order_relaxed);
     if (ls_t.block_next >= ls_t.block_end)
-        block_reserve(t);
+        ls_block_reserve(t);
     return ls_t.block_next++;
 }
 

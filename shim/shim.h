@@ -236,15 +236,19 @@ extern struct ls_clock_conv ls_clock_conv;
  * so ls_now() keeps asking the kernel. This function can't fail. */
 void ls_clock_calibrate(void);
 
-/* CLOCK_REALTIME in ns: from the TSC once calibrated (a few ns; within a few microseconds of
- * the kernel's clock, recalibrated every second), else clock_gettime. */
-static inline uint64_t ls_now(void)
+/* ls_now() that also returns the TSC it read and the rate it used (*mult 0: the time came
+ * from the kernel), so that a later time on the same thread can be had with ls_now_since(). */
+static inline __attribute__((always_inline)) uint64_t ls_now_tsc(uint64_t *tsc_out,
+                                                                 uint64_t *mult_out)
 {
     struct ls_clock_conv *c = &ls_clock_conv;
     for (;;) {
         uint32_t g = atomic_load_explicit(&c->gen, memory_order_acquire);
-        if (LS_UNLIKELY(g == 0))
+        if (LS_UNLIKELY(g == 0)) {
+            *tsc_out = 0;
+            *mult_out = 0;
             return ls_realtime_ns();
+        }
         const struct ls_clock_param *p = &c->p[g & 3];
         uint64_t tsc = ls_rdtsc();
         uint64_t base_tsc = atomic_load_explicit(&p->base_tsc, memory_order_relaxed);
@@ -255,8 +259,33 @@ static inline uint64_t ls_now(void)
             continue; /* slept through three recalibrations: the entry may be rewritten */
         /* Another CPU's TSC may read a few ticks before the base: signed. */
         int64_t d = (int64_t)(tsc - base_tsc);
+        *tsc_out = tsc;
+        *mult_out = mult;
         return base_ns + (uint64_t)(((__int128)d * (__int128)mult) >> 32);
     }
+}
+
+/* CLOCK_REALTIME in ns: from the TSC once calibrated (a few ns; within a few microseconds of
+ * the kernel's clock, recalibrated every second), else clock_gettime. */
+static inline uint64_t ls_now(void)
+{
+    uint64_t tsc, mult;
+    return ls_now_tsc(&tsc, &mult);
+}
+
+/* The time now on the thread that got `then_ns` from ls_now_tsc() with `tsc` and `mult`: the
+ * ticks since, at the same rate (never before then_ns); from the kernel when mult is 0. */
+static inline __attribute__((always_inline)) uint64_t ls_now_since(uint64_t then_ns, uint64_t tsc,
+                                                                   uint64_t mult)
+{
+    if (LS_UNLIKELY(mult == 0)) {
+        uint64_t now = ls_realtime_ns();
+        return now < then_ns ? then_ns : now;
+    }
+    int64_t d = (int64_t)(ls_rdtsc() - tsc);
+    if (LS_UNLIKELY(d < 0))
+        d = 0; /* another CPU's TSC a few ticks behind */
+    return then_ns + (uint64_t)(((unsigned __int128)(uint64_t)d * mult) >> 32);
 }
 
 /* ---- lifecycle: heartbeat, signals, exit, fork (lifecycle.c) ---- */
@@ -321,10 +350,12 @@ void *ls_resolve(const char *name, void *self);
 
 /* Evaluates to the real `name`, resolving it on first use; NULL if there is none. */
 #define LS_REAL(name)                                                                              \
-    (LS_LIKELY(atomic_load_explicit((_Atomic(ls_fn_##name##_t) *)&ls_real_##name,                  \
-                                    memory_order_acquire) != NULL)                                 \
-         ? ls_real_##name                                                                          \
-         : (ls_real_##name = (ls_fn_##name##_t)ls_resolve(#name, (void *)name)))
+    ({                                                                                             \
+        ls_fn_##name##_t ls_r_ = atomic_load_explicit(                                             \
+            (_Atomic(ls_fn_##name##_t) *)&ls_real_##name, memory_order_acquire);                   \
+        LS_LIKELY(ls_r_ != NULL)                                                                   \
+        ? ls_r_ : (ls_real_##name = (ls_fn_##name##_t)ls_resolve(#name, (void *)name));            \
+    })
 
 /* ---- symbols of loaded objects (elf_lookup.c) ---- */
 
