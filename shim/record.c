@@ -40,15 +40,16 @@ static void block_give_back(struct ls_trace *t)
     ls_t.block_next = ls_t.block_end;
 }
 
-/* Thread exit: gives back the thread's unused tickets and frees its header slot for a later
- * thread. */
+/* Thread exit: gives back the thread's unused tickets (void records) and frees its header slot
+ * for a later thread. */
 static void slot_release(void *arg)
 {
     (void)arg;
     struct ls_thread_slot *s = ls_t.slot;
     if (s && ls_t.slot_pid == ls_g.pid && atomic_load(&ls_g.state) == LS_STATE_ON) {
+        /* block_start stays until a later thread of the slot takes a block: the window of a
+         * reader keeps reading this thread's last block, which may hold its newest calls. */
         block_give_back(&ls_g.trace);
-        atomic_store_explicit((_Atomic uint64_t *)&s->block_start, 0, memory_order_relaxed);
         atomic_store_explicit((_Atomic uint64_t *)&s->in_call_since, 0, memory_order_relaxed);
         atomic_store_explicit((_Atomic uint64_t *)&s->py_tstate, 0, memory_order_relaxed);
         atomic_store_explicit((_Atomic uint32_t *)&s->tid, 0, memory_order_release);
