@@ -15,8 +15,9 @@
 #define NTHREADS 16
 
 static int calls_per_thread = 2000;
-static int slow;                /* thread 0 calls once, then once more after the others */
-static _Atomic int others_done; /* threads other than 0 that made all their calls */
+static int slow;                 /* thread 0 calls once, then once more after the others */
+static _Atomic int others_done;  /* threads other than 0 that made all their calls */
+static _Atomic int slow_started; /* thread 0 made its first call (the others start then) */
 
 static void *worker(void *arg)
 {
@@ -28,6 +29,7 @@ static void *worker(void *arg)
     TP_CHECK(ncclCommInitRank(&comm, 1, id, 0));
     if (slow && me == 0) {
         TP_CHECK(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, comm, NULL));
+        atomic_store(&slow_started, 1);
         while (atomic_load(&others_done) < NTHREADS - 1)
             usleep(1000);
         TP_CHECK(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, comm, NULL));
@@ -48,8 +50,11 @@ int main(int argc, char **argv)
         calls_per_thread = atoi(argv[1]);
     slow = argc > 2 && strcmp(argv[2], "slow") == 0;
     pthread_t th[NTHREADS];
-    for (int i = 0; i < NTHREADS; i++)
+    for (int i = 0; i < NTHREADS; i++) {
         pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
+        while (slow && i == 0 && !atomic_load(&slow_started))
+            usleep(1000);
+    }
     for (int i = 0; i < NTHREADS; i++)
         pthread_join(th[i], NULL);
     return 0;
