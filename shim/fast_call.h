@@ -59,8 +59,6 @@ ls_fast_enter(struct ls_fast *f, unsigned op, uintptr_t comm, uint64_t count, in
         a.caller_cfa = caller_cfa;
         site = ls_callsite_capture(&ls_g.trace, &a);
     }
-    uint64_t tsc, mult;
-    uint64_t now = ls_now_tsc(&tsc, &mult);
     uint64_t tk = ls_t.block_next;
     struct ls_record *r = &ls_t.ring[tk & ls_t.ring_mask];
     _Atomic uint64_t *ticket = (_Atomic uint64_t *)&r->ticket;
@@ -72,6 +70,23 @@ ls_fast_enter(struct ls_fast *f, unsigned op, uintptr_t comm, uint64_t count, in
     atomic_thread_fence(memory_order_release);
     ls_t.block_next = tk + 1;
     ls_t.in_call = 1;
+    /* The fields the arguments give first, while they are still in registers. */
+    r->count = count;
+    r->sendbuff = (uint64_t)(uintptr_t)sendbuff;
+    r->recvbuff = (uint64_t)(uintptr_t)recvbuff;
+    r->stream = (uint64_t)(uintptr_t)stream;
+    r->exit_ns = 0;
+    r->group_id = 0;
+    r->aux = 0;
+    r->complete_ns = 0;
+    r->callsite = site;
+    r->peer = peer;
+    r->redop = redop;
+    r->op = (uint16_t)op;
+    r->dtype = dtype < 0 ? LS_DTYPE_NONE : (uint8_t)dtype;
+    r->group_depth = 0;
+    r->result = LS_RESULT_PENDING;
+    r->flags = sendbuff && sendbuff == recvbuff ? LS_REC_INPLACE : 0;
 
     struct ls_comm *c = ls_t.fast_comm_entry;
     uint64_t seq;
@@ -82,29 +97,14 @@ ls_fast_enter(struct ls_fast *f, unsigned op, uintptr_t comm, uint64_t count, in
         struct ls_peer *p = ls_peer_get(&ls_g.trace, ls_t.fast_comm_idx, peer);
         seq = p ? ls_fast_bump(op == LS_OP_SEND ? &p->sends : &p->recvs) : 0;
     }
+    uint64_t tsc, mult;
+    uint64_t now = ls_now_tsc(&tsc, &mult);
     atomic_store_explicit((_Atomic uint64_t *)&c->last_enter_ns, now, memory_order_relaxed);
-    int rank = c->rank;
     r->comm_id = c->comm_id;
     r->seq = seq;
-    r->count = count;
-    r->sendbuff = (uint64_t)(uintptr_t)sendbuff;
-    r->recvbuff = (uint64_t)(uintptr_t)recvbuff;
-    r->stream = (uint64_t)(uintptr_t)stream;
     r->enter_ns = now;
-    r->exit_ns = 0;
-    r->group_id = 0;
-    r->aux = 0;
-    r->complete_ns = 0;
-    r->callsite = site;
     r->tid = ls_t.tid;
-    r->comm_rank = rank;
-    r->peer = peer;
-    r->redop = redop;
-    r->op = (uint16_t)op;
-    r->dtype = dtype < 0 ? LS_DTYPE_NONE : (uint8_t)dtype;
-    r->group_depth = 0;
-    r->result = LS_RESULT_PENDING;
-    r->flags = sendbuff && sendbuff == recvbuff ? LS_REC_INPLACE : 0;
+    r->comm_rank = c->rank;
     atomic_store_explicit(ticket, tk + 1, memory_order_release);
 
     struct ls_thread_slot *s = ls_t.slot;
@@ -144,11 +144,30 @@ static inline __attribute__((always_inline)) void ls_fast_exit(struct ls_fast *f
     ls_t.in_call = 0;
 }
 
+/* The contents of a parenthesized list. */
+#define LS_UNPAREN(list) LS_UNPAREN_ list
+#define LS_UNPAREN_(...) __VA_ARGS__
+
 /* Defines the wrapper `name` of a collective or point-to-point call `op` (a constant) with the
  * fast path inline and the general path (LS_WRAP's) behind it. */
 #define LS_WRAP_FAST(name, params, args, op, comm_, count_, dtype_, redop_, peer_, send_, recv_,   \
                      stream_)                                                                      \
     LS_FORWARD_DECL(name, ncclResult_t, params);                                                   \
+    /* The general path, out of line: the fast path keeps few registers alive. */                  \
+    static __attribute__((noinline)) ncclResult_t ls_general_##name(                               \
+        ls_fn_##name##_t real, const void *caller_pc, const void *caller_cfa, LS_UNPAREN(params))  \
+    {                                                                                              \
+        struct ls_call_args a =                                                                    \
+            LS_CALL_ARGS(op, comm_, count_, dtype_, redop_, peer_, send_, recv_, stream_);         \
+        a.caller_pc = caller_pc;                                                                   \
+        a.caller_cfa = caller_cfa;                                                                 \
+        struct ls_call c;                                                                          \
+        if (!ls_call_enter(&c, &a))                                                                \
+            return real args;                                                                      \
+        ncclResult_t res = real args;                                                              \
+        ls_call_exit(&c, res);                                                                     \
+        return res;                                                                                \
+    }                                                                                              \
     ncclResult_t name params                                                                       \
     {                                                                                              \
         ls_fn_##name##_t real = LS_REAL(name);                                                     \
@@ -163,15 +182,8 @@ static inline __attribute__((always_inline)) void ls_fast_exit(struct ls_fast *f
             ls_fast_exit(&f, op, (peer_), res);                                                    \
             return res;                                                                            \
         }                                                                                          \
-        struct ls_call_args a =                                                                    \
-            LS_CALL_ARGS(op, comm_, count_, dtype_, redop_, peer_, send_, recv_, stream_);         \
-        LS_CALLER(a);                                                                              \
-        struct ls_call c;                                                                          \
-        if (!ls_call_enter(&c, &a))                                                                \
-            return real args;                                                                      \
-        ncclResult_t res = real args;                                                              \
-        ls_call_exit(&c, res);                                                                     \
-        return res;                                                                                \
+        return ls_general_##name(real, __builtin_return_address(0), __builtin_dwarf_cfa(),         \
+                                 LS_UNPAREN(args));                                                \
     }
 
 #endif
