@@ -558,8 +558,8 @@ def shim_section(ns, ir):
     out("The first row is the floor, measured in the same run: the same program without the "
         "shim doing around each call what recording it must cost at least (`shim_bench --floor "
         "1`: two `rdtsc`, one `lock xadd` on a shared counter, one 128-byte record written into "
-        "a `MAP_SHARED` ring). TSC cycles are wall-clock cycles of the timed loop per call "
-        "(`rdtsc` in the program: this VM has no hardware counters).")
+        "a `MAP_SHARED` ring). TSC cycles are the thread's CPU time per call in TSC cycles (the "
+        "TSC's rate read with `rdtsc` over the timed loop: this VM has no hardware counters).")
     out()
     out("| case | calls timed | no shim ns/call | with ns/call | cost ns/call | cost TSC cycles/call "
         "| cycles / floor's |")
