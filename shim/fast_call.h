@@ -6,6 +6,7 @@
 #ifndef LOCKSTEP_FAST_CALL_H
 #define LOCKSTEP_FAST_CALL_H
 
+#include "callsite_cache.h"
 #include "shim.h"
 
 /* What the fast path keeps between entering and leaving a call. */
@@ -54,10 +55,13 @@ ls_fast_enter(struct ls_fast *f, unsigned op, uintptr_t comm, uint64_t count, in
         ls_block_reserve(&ls_g.trace);
     uint32_t site = 0;
     if (ls_t.stack_depth) {
-        struct ls_call_args a;
-        a.caller_pc = caller_pc;
-        a.caller_cfa = caller_cfa;
-        site = ls_callsite_capture(&ls_g.trace, &a);
+        site = ls_callsite_hit(&ls_g.trace, caller_pc, caller_cfa);
+        if (LS_UNLIKELY(!site)) {
+            struct ls_call_args a;
+            a.caller_pc = caller_pc;
+            a.caller_cfa = caller_cfa;
+            site = ls_callsite_capture(&ls_g.trace, &a);
+        }
     }
     uint64_t tk = ls_t.block_next;
     struct ls_record *r = &ls_t.ring[tk & ls_t.ring_mask];
