@@ -423,8 +423,8 @@ static int older_blocks(const struct ls_header *h, uint64_t first, uint64_t from
     int k = 0;
     for (unsigned i = 0; i < LS_THREAD_SLOTS; i++) {
         uint64_t b = h->threads[i].block_start;
-        if (!b || b - 1 >= from || b - 1 + n <= first)
-            continue;
+        if (!b || b - 1 >= from || b - 1 + n <= first || b - 1 + n < b - 1)
+            continue; /* none, not older than the window, lapped, or nonsense */
         uint64_t l = b - 1 < first ? first : b - 1, e = b - 1 + n > from ? from : b - 1 + n;
         int at = k; /* insertion sort by start, merging overlaps (a corrupt file) */
         while (at > 0 && lo[at - 1] > l)
