@@ -14,7 +14,9 @@
 #include "shim.h"
 
 #define SITE_SLOTS (2 * LS_DEFAULT_SITES)
-#define SHIM_SKIP  4 /* at most this many leading frames belong to the shim */
+#define SHIM_SKIP                                                                                  \
+    6 /* at most this many leading frames belong to the shim (the general path:                    \
+       * capture_slow, ls_callsite_capture, ls_call_enter, ls_general_X, ncclX) */
 
 /* In-process index: stack hash -> site index + 1 (0 = free slot). */
 struct site_slot {
@@ -353,6 +355,14 @@ uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a)
                               memory_order_relaxed);
     }
     return id;
+}
+
+void ls_callsites_flush_thread(void)
+{
+    struct site_cache *sc = ls_t.site_cache;
+    if (sc && sc->pid == ls_g.pid && atomic_load(&ls_g.state) == LS_STATE_ON)
+        for (int i = 0; i < CACHE_WAYS; i++)
+            ls_callsite_count_flush(&ls_g.trace, &sc->e[i]);
 }
 
 void ls_callsites_reset(void)

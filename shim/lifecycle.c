@@ -175,6 +175,7 @@ static void on_process_exit(int status, void *arg)
     }
     if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING) {
         ls_completion_poll(&ls_g.trace); /* what completed since the last heartbeat */
+        ls_callsites_flush_thread();
         mark_end(LS_END_EXITED, status, 0);
     }
 }
@@ -235,8 +236,10 @@ void ls_lifecycle_after_fork_child(void)
 /* _exit and _Exit skip on_exit handlers: record the status, then leave. */
 static void record_underscore_exit(int status)
 {
-    if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING)
+    if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING) {
+        ls_callsites_flush_thread();
         mark_end(LS_END_UNDERSCORE_EXIT, status, 0);
+    }
 }
 
 void _exit(int status)

@@ -463,6 +463,10 @@ extern int (*ls_query_count)(uintptr_t h, int *count);
 struct ls_call_args;
 uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a);
 
+/* Adds the calling thread's call-site hits not yet counted to the sites' shared counts (they
+ * are added 64 at a time, and when a thread ends): for the thread that exits the process. */
+void ls_callsites_flush_thread(void);
+
 /* Forgets the in-process site index (after fork). */
 void ls_callsites_reset(void);
 
