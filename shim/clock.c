@@ -68,3 +68,23 @@ void ls_clock_calibrate(void)
         prev_ns = ns;
     }
 }
+
+void ls_clock_thread_refresh(uint32_t gen)
+{
+    uint64_t base_tsc = 0, base_ns = 0, mult = 0;
+    for (uint32_t g = gen; g != 0;) {
+        const struct ls_clock_param *p = &ls_clock_conv.p[g & 3];
+        base_tsc = atomic_load_explicit(&p->base_tsc, memory_order_relaxed);
+        base_ns = atomic_load_explicit(&p->base_ns, memory_order_relaxed);
+        mult = atomic_load_explicit(&p->mult, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        uint32_t now = atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire);
+        if (now - g <= 2)
+            break; /* the entry was not rewritten while read */
+        g = gen = now;
+    }
+    ls_t.clock_base_tsc = base_tsc;
+    ls_t.clock_base_ns = base_ns;
+    ls_t.clock_mult = mult;
+    ls_t.clock_gen = gen;
+}

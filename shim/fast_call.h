@@ -102,7 +102,7 @@ ls_fast_enter(struct ls_fast *f, unsigned op, uintptr_t comm, uint64_t count, in
         seq = p ? ls_fast_bump(op == LS_OP_SEND ? &p->sends : &p->recvs) : 0;
     }
     uint64_t tsc, mult;
-    uint64_t now = ls_now_tsc(&tsc, &mult);
+    uint64_t now = ls_now_thread(&tsc, &mult);
     atomic_store_explicit((_Atomic uint64_t *)&c->last_enter_ns, now, memory_order_relaxed);
     r->comm_id = c->comm_id;
     r->seq = seq;

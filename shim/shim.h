@@ -178,6 +178,10 @@ struct ls_thread {
     int fast_comm_idx;
     struct ls_record *ring; /* the trace's ring and ring mask */
     uint64_t ring_mask;
+    /* This thread's copy of the clock conversion `clock_gen` names (ls_now_thread()); written
+     * only by the thread itself outside signal handlers. clock_mult 0: from the kernel. */
+    uint32_t clock_gen;
+    uint64_t clock_base_tsc, clock_base_ns, clock_mult;
 };
 
 extern LS_TLS struct ls_thread ls_t;
@@ -271,6 +275,31 @@ static inline uint64_t ls_now(void)
 {
     uint64_t tsc, mult;
     return ls_now_tsc(&tsc, &mult);
+}
+
+/* Copies conversion `gen` into the calling thread's ls_thread (clock.c). */
+void ls_clock_thread_refresh(uint32_t gen);
+
+/* ls_now_tsc() from the calling thread's copy of the conversion, refreshed when the heartbeat
+ * published a new one: no index, no second look at the shared generation. For the wrappers'
+ * fast path; never from a signal handler (it may refresh the copy). */
+static inline __attribute__((always_inline)) uint64_t ls_now_thread(uint64_t *tsc_out,
+                                                                    uint64_t *mult_out)
+{
+    uint32_t g = atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire);
+    if (LS_UNLIKELY(g != ls_t.clock_gen))
+        ls_clock_thread_refresh(g);
+    uint64_t mult = ls_t.clock_mult;
+    if (LS_UNLIKELY(mult == 0)) {
+        *tsc_out = 0;
+        *mult_out = 0;
+        return ls_realtime_ns();
+    }
+    uint64_t tsc = ls_rdtsc();
+    int64_t d = (int64_t)(tsc - ls_t.clock_base_tsc);
+    *tsc_out = tsc;
+    *mult_out = mult;
+    return ls_t.clock_base_ns + (uint64_t)(((__int128)d * (__int128)mult) >> 32);
 }
 
 /* The time now on the thread that got `then_ns` from ls_now_tsc() with `tsc` and `mult`: the
