@@ -296,10 +296,12 @@ static inline __attribute__((always_inline)) uint64_t ls_now_thread(uint64_t *ts
         return ls_realtime_ns();
     }
     uint64_t tsc = ls_rdtsc();
-    int64_t d = (int64_t)(tsc - ls_t.clock_base_tsc);
+    uint64_t d = tsc - ls_t.clock_base_tsc;
+    if (LS_UNLIKELY((int64_t)d < 0))
+        d = 0; /* another CPU's TSC a few ticks behind the sample: its time, to a few ns */
     *tsc_out = tsc;
     *mult_out = mult;
-    return ls_t.clock_base_ns + (uint64_t)(((__int128)d * (__int128)mult) >> 32);
+    return ls_t.clock_base_ns + (uint64_t)(((unsigned __int128)d * mult) >> 32);
 }
 
 /* The time now on the thread that got `then_ns` from ls_now_tsc() with `tsc` and `mult`: the
@@ -311,10 +313,10 @@ static inline __attribute__((always_inline)) uint64_t ls_now_since(uint64_t then
         uint64_t now = ls_realtime_ns();
         return now < then_ns ? then_ns : now;
     }
-    int64_t d = (int64_t)(ls_rdtsc() - tsc);
-    if (LS_UNLIKELY(d < 0))
+    uint64_t d = ls_rdtsc() - tsc;
+    if (LS_UNLIKELY((int64_t)d < 0))
         d = 0; /* another CPU's TSC a few ticks behind */
-    return then_ns + (uint64_t)(((unsigned __int128)(uint64_t)d * mult) >> 32);
+    return then_ns + (uint64_t)(((unsigned __int128)d * mult) >> 32);
 }
 
 /* ---- lifecycle: heartbeat, signals, exit, fork (lifecycle.c) ---- */
