@@ -80,28 +80,38 @@ FLOOR = "the floor: 2 rdtsc, 1 lock xadd, 1 record into a MAP_SHARED ring (no sh
 
 
 def shim_ns():
-    """Median ns and TSC cycles per call, shim minus no shim, alternating runs of the same
-    program; the floor (shim_bench --floor 1, no shim) measured beside the first case."""
+    """Median ns and TSC cycles per call, shim minus no shim, with the floor (shim_bench --floor
+    1, no shim) measured beside them. Rounds run every case once each, in turn, so a change in
+    the machine's load reaches every case alike (the ratios to the floor stay honest); a case's
+    cost is the median over rounds of (with - without) measured back to back."""
     calls = 20000 if A.quick else 1000000
     reps = 3 if A.quick else 5
-    rounds = 1 if A.quick else 3
-    rows = []
-    for name, depth, frames, threads, extra in [(FLOOR, None, 0, 1, {})] + CASES:
-        per_thread = calls if threads == 1 else max(calls // threads, 1000)
-        args = ["--calls", per_thread, "--reps", reps, "--frames", frames, "--threads", threads]
-        base, with_shim = [], []
-        for _ in range(rounds):
-            base.append(bench_run(args, False, extra))
+    rounds = 1 if A.quick else 5
+    cases = [(FLOOR, None, 0, 1, {})] + CASES
+    got = {c[0]: [] for c in cases}
+    for _ in range(rounds):
+        for name, depth, frames, threads, extra in cases:
+            per_thread = calls if threads == 1 else max(calls // threads, 1000)
+            args = ["--calls", per_thread, "--reps", reps, "--frames", frames, "--threads",
+                    threads]
+            base = bench_run(args, False, extra)
             if depth is None:
-                with_shim.append(bench_run(args + ["--floor", 1], False, extra))
+                with_ = bench_run(args + ["--floor", 1], False, extra)
             else:
-                with_shim.append(bench_run(args, True, dict(extra, LOCKSTEP_STACK_DEPTH=depth)))
-        b = statistics.median(r["cpu_ns_per_call"] for r in base)
-        s = statistics.median(r["cpu_ns_per_call"] for r in with_shim)
-        bc = statistics.median(r["tsc_per_call"] for r in base)
-        sc = statistics.median(r["tsc_per_call"] for r in with_shim)
-        rows.append((name, per_thread * reps * rounds * threads, b, s, s - b, bc, sc, sc - bc))
-        say(f"{name}: {b:.0f} -> {s:.0f} ns/call (+{s - b:.0f}), +{sc - bc:.0f} TSC cycles")
+                with_ = bench_run(args, True, dict(extra, LOCKSTEP_STACK_DEPTH=depth))
+            got[name].append((base, with_))
+    rows = []
+    for name, depth, frames, threads, extra in cases:
+        per_thread = calls if threads == 1 else max(calls // threads, 1000)
+        pairs = got[name]
+        b = statistics.median(x["cpu_ns_per_call"] for x, _ in pairs)
+        s = statistics.median(y["cpu_ns_per_call"] for _, y in pairs)
+        d = statistics.median(y["cpu_ns_per_call"] - x["cpu_ns_per_call"] for x, y in pairs)
+        bc = statistics.median(x["tsc_per_call"] for x, _ in pairs)
+        sc = statistics.median(y["tsc_per_call"] for _, y in pairs)
+        dc = statistics.median(y["tsc_per_call"] - x["tsc_per_call"] for x, y in pairs)
+        rows.append((name, per_thread * reps * rounds * threads, b, s, d, bc, sc, dc))
+        say(f"{name}: {b:.0f} -> {s:.0f} ns/call (+{d:.0f}), +{dc:.0f} TSC cycles")
     return rows
 
 
@@ -556,7 +566,8 @@ def shim_section(ns, ir):
         "thread's entry (about 24 frames in all), *shallow* = from the thread's entry (4). "
         "Time is the thread's CPU time per call (this shared 2-CPU machine is noisy; CPU time "
         "leaves out time spent waiting for a CPU), the median over repetitions of "
-        f"{'20,000' if A.quick else '10^6'} calls.")
+        f"{'20,000' if A.quick else '10^6'} calls; the cost is the median over rounds (each "
+        "round runs every case in turn, without and with back to back) of the difference.")
     out()
     out("The first row is the floor, measured in the same run: the same program without the "
         "shim doing around each call what recording it must cost at least (`shim_bench --floor "
