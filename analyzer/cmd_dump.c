@@ -69,8 +69,8 @@ static void dump_header(const struct tr_trace *t)
         printf(" %s (%d)", names_signal(h->end_signal), h->end_signal);
     if (h->end_ns)
         printf(" at %s", timefmt_wall(w, sizeof(w), h->end_ns));
-    printf("\n  last enter %s", timefmt_wall(w, sizeof(w), h->last_enter_ns));
-    printf("  last exit %s  calls in flight %llu\n", timefmt_wall(w, sizeof(w), h->last_exit_ns),
+    printf("\n  last enter %s", timefmt_wall(w, sizeof(w), ls_last_enter_ns(h)));
+    printf("  last exit %s  calls in flight %llu\n", timefmt_wall(w, sizeof(w), ls_last_exit_ns(h)),
            (unsigned long long)ls_calls_in_flight(h));
     printf("  ring: %llu records reserved, capacity %llu%s; %zu kept, %zu half-written, %zu "
            "never published\n",

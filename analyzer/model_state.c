@@ -166,16 +166,27 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
+/* The record of the call entered last: records are in ticket order, which is time order within
+ * a thread but not across threads (each thread takes its tickets from a block of its own). NULL
+ * when there is none. */
+static const struct ls_record *newest_record(const struct tr_trace *t)
+{
+    const struct ls_record *best = NULL;
+    for (size_t i = 0; i < t->nrecords; i++)
+        if (!best || t->records[i].enter_ns >= best->enter_ns)
+            best = &t->records[i];
+    return best;
+}
+
 uint64_t model_last_seen(const struct tr_trace *t)
 {
     const struct ls_header *h = &t->hdr;
     uint64_t s =
-        max_u64(max_u64(h->heartbeat_ns, h->end_ns), max_u64(h->start_ns, h->last_enter_ns));
-    s = max_u64(s, h->last_exit_ns);
-    if (t->nrecords) {
-        const struct ls_record *r = &t->records[t->nrecords - 1];
+        max_u64(max_u64(h->heartbeat_ns, h->end_ns), max_u64(h->start_ns, ls_last_enter_ns(h)));
+    s = max_u64(s, ls_last_exit_ns(h));
+    const struct ls_record *r = newest_record(t);
+    if (r)
         s = max_u64(s, max_u64(r->enter_ns, r->exit_ns));
-    }
     return s;
 }
 
@@ -311,15 +322,17 @@ static void settle_state(struct m_proc *p, uint64_t job_now, struct snapshot_cac
     p->stopped_after = NULL;
     p->liveness_why = "";
     p->death_lo = p->death_hi = 0;
-    for (size_t i = 0; i < t->nrecords && !p->current; i++)
-        if (is_pending(&t->records[i]))
+    /* The pending call entered first (ticket order is time order only within a thread). */
+    for (size_t i = 0; i < t->nrecords; i++)
+        if (is_pending(&t->records[i]) &&
+            (!p->current || t->records[i].enter_ns < p->current->enter_ns))
             p->current = &t->records[i];
     for (size_t i = 0; i < t->nrecords && !p->current; i++)
         if (gpu_pending(p, &t->records[i])) {
             p->current = &t->records[i];
             p->waiting_gpu = 1;
         }
-    p->last_call = t->nrecords ? &t->records[t->nrecords - 1] : NULL;
+    p->last_call = newest_record(t);
     p->failed = first_failure(t);
     switch (h->end_kind) {
     case LS_END_EXITED:

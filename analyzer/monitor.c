@@ -68,8 +68,10 @@ static int reread(struct mon_trace *t)
         return 0;
     }
     t->refused = 0;
-    int moved = h.next_ticket != t->h.next_ticket || h.last_exit_ns != t->h.last_exit_ns ||
-                h.end_kind != t->h.end_kind || h.completions != t->h.completions;
+    int moved = h.next_ticket != t->h.next_ticket ||
+                ls_last_enter_ns(&h) != ls_last_enter_ns(&t->h) ||
+                ls_last_exit_ns(&h) != ls_last_exit_ns(&t->h) || h.end_kind != t->h.end_kind ||
+                h.completions != t->h.completions;
     uint32_t n = h.comm_count; /* at most comm_cap: the reader checked */
     struct ls_comm *c = n ? malloc(n * sizeof(*c)) : NULL;
     if (c && pread(fd, c, n * sizeof(*c), (off_t)h.comm_off) == (ssize_t)(n * sizeof(*c))) {

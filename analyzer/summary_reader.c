@@ -207,48 +207,115 @@ static int get_elided(const unsigned char **p, const unsigned char *end, void *d
     return 0;
 }
 
-/* Decodes the stored records newest first, keeping those of tickets from `from` on (the window
- * asked; the summary holds them from `from_s` on) into t->records[most - k], k = 1.. . */
+/* True when ticket tk lies in one of the n runs [lo, hi). */
+static int in_runs(uint64_t tk, const uint64_t *lo, const uint64_t *hi, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (tk >= lo[i] && tk < hi[i])
+            return 1;
+    return 0;
+}
+
+/* Keeps, of the ascending tickets v[0..*n), those inside the runs (in place). */
+static void keep_in_runs(uint64_t *v, size_t *n, const uint64_t *lo, const uint64_t *hi, int nr)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (in_runs(v[i], lo, hi, nr))
+            v[k++] = v[i];
+    *n = k;
+}
+
+/* Decodes the stored records newest first, keeping those whose ticket lies in the runs the
+ * window reads (lo/hi, nr of them) into t->records[most - k], k = 1.. ; stops below the oldest
+ * run. */
 static int decode_records(struct sreader *r, struct tr_trace *t, const unsigned char **p,
-                          const unsigned char *end, uint64_t from_s, uint64_t from,
-                          uint64_t nstored, uint64_t most, const struct sumrec_comms *comms)
+                          const unsigned char *end, uint64_t oldest_stored, uint64_t nstored,
+                          uint64_t most, const struct sumrec_comms *comms, const uint64_t *lo,
+                          const uint64_t *hi, int nr)
 {
     struct ls_record prev, rec;
     memset(&prev, 0, sizeof(prev));
     prev.ticket = t->hdr.next_ticket + 1;
     for (uint64_t k = 0; k < nstored; k++) {
-        if (sumrec_decode(p, end, &prev, &rec, comms) < 0 || rec.ticket - 1 < from_s)
+        if (sumrec_decode(p, end, &prev, &rec, comms) < 0 || rec.ticket - 1 < oldest_stored)
             return fail(r, "%s: corrupt record %llu", t->path, (unsigned long long)k);
-        if (rec.ticket - 1 < from)
+        if (rec.ticket - 1 < lo[0])
             break;
+        prev = rec;
+        if (!in_runs(rec.ticket - 1, lo, hi, nr))
+            continue;
         if (rec.op == LS_OP_NONE || rec.op >= LS_OP_COUNT || rec.callsite > t->nsites)
             return fail(r, "%s: corrupt record (ticket %llu): op %u, call site %u", t->path,
                         (unsigned long long)(rec.ticket - 1), rec.op, rec.callsite);
         if (t->nrecords >= most)
             return fail(r, "%s: more records than its window holds", t->path);
         t->records[most - 1 - t->nrecords++] = rec;
-        prev = rec;
     }
     return 0;
 }
 
-/* The trace's ring bookkeeping and records for the window asked (see summary_load()). */
-static int load_window(struct sreader *r, struct tr_trace *t, const unsigned char **p,
-                       const unsigned char *end, uint64_t span, uint64_t nstored)
+/* Counts what each ticket of the runs is that is no record, half-written or void one: a slot
+ * past the end of a truncated file, a ticket a thread still holds in its block, or one never
+ * written; as trace_reader.c's walk_tickets() does of the ring. */
+static void count_tickets(struct tr_trace *t, const uint64_t *lo, const uint64_t *hi, int nr)
 {
     const struct ls_header *h = &t->hdr;
-    uint64_t next = h->next_ticket, cap = h->ring_cap;
-    uint64_t from_s = next - span, from = from_s;
+    uint64_t cap = h->ring_cap, readable = 0;
+    if (t->file_bytes > h->ring_off)
+        readable = (t->file_bytes - h->ring_off) / sizeof(struct ls_record);
+    if (readable > cap)
+        readable = cap;
+    size_t ir = 0, ib = 0, iv = 0;
+    for (int i = 0; i < nr; i++)
+        for (uint64_t tk = lo[i]; tk < hi[i]; tk++) {
+            if (tk % cap >= readable) {
+                if (!t->wrapped) {
+                    t->lost_to_truncation += hi[i] - tk;
+                    break;
+                }
+                t->lost_to_truncation++;
+                continue;
+            }
+            while (ir < t->nrecords && t->records[ir].ticket - 1 < tk)
+                ir++;
+            while (ib < t->nbusy && t->busy_tickets[ib] < tk)
+                ib++;
+            while (iv < t->nvoid && t->void_tickets[iv] < tk)
+                iv++;
+            if ((ir < t->nrecords && t->records[ir].ticket - 1 == tk) ||
+                (ib < t->nbusy && t->busy_tickets[ib] == tk) ||
+                (iv < t->nvoid && t->void_tickets[iv] == tk))
+                continue;
+            if (ls_ticket_reserved(h, tk))
+                t->nreserved++;
+            else
+                t->nunwritten++;
+        }
+}
+
+/* The trace's ring bookkeeping and records for the window asked (see summary_load()): the runs
+ * trace_ring_ranges() gives for it, as a trace file is read; the summary holds the runs of its
+ * maker's window (newest run from `from_s`), which contain them. */
+static int load_window(struct sreader *r, struct tr_trace *t, const unsigned char **p,
+                       const unsigned char *end, uint64_t from_s, uint64_t nstored)
+{
+    const struct ls_header *h = &t->hdr;
+    uint64_t next = h->next_ticket;
+    uint64_t from = from_s;
     uint64_t want = trace_window_records(h, r->window);
     if (want && next - t->first_ticket > want && next - want > from)
         from = next - want;
-    t->unread = from - t->first_ticket;
-    size_t keep = 0;
-    for (size_t i = 0; i < t->nbusy; i++)
-        if (t->busy_tickets[i] >= from)
-            t->busy_tickets[keep++] = t->busy_tickets[i];
-    t->nbusy = keep;
-    uint64_t most = nstored < next - from ? nstored : next - from;
+    uint64_t lo[LS_THREAD_SLOTS + 1], hi[LS_THREAD_SLOTS + 1];
+    int nr = trace_ring_ranges(h, from, lo, hi);
+    uint64_t span = 0;
+    for (int i = 0; i < nr; i++)
+        span += hi[i] - lo[i];
+    t->window_from = from;
+    t->unread = from - t->first_ticket - (span - (next - from));
+    keep_in_runs(t->busy_tickets, &t->nbusy, lo, hi, nr);
+    keep_in_runs(t->void_tickets, &t->nvoid, lo, hi, nr);
+    uint64_t most = nstored < span ? nstored : span;
     t->records = calloc(most + 1, sizeof(*t->records));
     if (!t->records)
         return fail(r, "out of memory");
@@ -258,27 +325,37 @@ static int load_window(struct sreader *r, struct tr_trace *t, const unsigned cha
     for (uint32_t i = 0; i < t->ncomms; i++)
         ids[i] = t->comms[i].comm_id;
     struct sumrec_comms comms = {ids, t->ncomms};
-    int rc = decode_records(r, t, p, end, from_s, from, nstored, most, &comms);
+    uint64_t stored_lo[LS_THREAD_SLOTS + 1], stored_hi[LS_THREAD_SLOTS + 1];
+    trace_ring_ranges(h, from_s, stored_lo, stored_hi);
+    int rc = decode_records(r, t, p, end, stored_lo[0], nstored, most, &comms, lo, hi, nr);
     free(ids);
     if (rc < 0)
         return -1;
     /* Newest first were placed from the end: move them to the front, oldest first. */
     if (t->nrecords < most)
         memmove(t->records, t->records + (most - t->nrecords), t->nrecords * sizeof(*t->records));
-    /* Every ticket of the window is a record, a half-written one, a slot past the end of a
-     * truncated file or a reservation never published (trace_reader.c's load_ring()). */
-    uint64_t readable = 0;
-    if (t->file_bytes > h->ring_off)
-        readable = (t->file_bytes - h->ring_off) / sizeof(struct ls_record);
-    if (readable > cap)
-        readable = cap;
-    if (readable < cap)
-        for (uint64_t tk = from; tk < next; tk++)
-            t->lost_to_truncation += tk % cap >= readable;
-    uint64_t known = t->nrecords + t->nbusy + t->lost_to_truncation;
-    if (known > next - from)
-        return fail(r, "%s: its window holds more records than tickets", t->path);
-    t->nunwritten = next - from - known;
+    count_tickets(t, lo, hi, nr);
+    return 0;
+}
+
+/* Reads a list of tickets (a count, then ascending tickets as differences, the first from the
+ * ring's oldest ticket) into a new array *v of *n. */
+static int read_tickets(struct sreader *r, struct tr_trace *t, const unsigned char **p,
+                        const unsigned char *end, const char *what, uint64_t **v, size_t *n)
+{
+    const struct ls_header *h = &t->hdr;
+    uint64_t count, d, last = t->first_ticket;
+    if (get(p, end, h->next_ticket - t->first_ticket, &count) < 0 ||
+        count > (uint64_t)(end - *p))
+        return fail(r, "%s: corrupt %s ticket count", t->path, what);
+    if (!(*v = calloc(count + 1, sizeof(**v))))
+        return fail(r, "out of memory");
+    for (uint64_t i = 0; i < count; i++) {
+        if (get(p, end, h->next_ticket - 1 - last, &d) < 0 || (i > 0 && d == 0))
+            return fail(r, "%s: corrupt %s ticket %llu", t->path, what, (unsigned long long)i);
+        last += d;
+        (*v)[(*n)++] = last;
+    }
     return 0;
 }
 
@@ -295,7 +372,7 @@ static int load_trace(struct sreader *r, const struct ls_summary_entry *e, struc
         TR_HEADER_OK)
         return fail(r, "%s", herr);
     struct ls_header *h = &t->hdr;
-    uint64_t v, span, nbusy, last;
+    uint64_t v, span;
     t->strings = n->strings;
     t->strings_len = n->strings_len;
     if (h->nccl_static_object >= n->strings_len)
@@ -304,20 +381,12 @@ static int load_trace(struct sreader *r, const struct ls_summary_entry *e, struc
     t->first_ticket = h->next_ticket > h->ring_cap ? h->next_ticket - h->ring_cap : 0;
     t->wrapped = h->next_ticket > h->ring_cap;
     if (get(&p, end, UINT64_MAX, &t->file_bytes) < 0 ||
-        get(&p, end, h->next_ticket - t->first_ticket, &span) < 0 ||
-        get(&p, end, span, &nbusy) < 0 || nbusy > (uint64_t)(end - p))
+        get(&p, end, h->next_ticket - t->first_ticket, &span) < 0)
         return fail(r, "%s: corrupt window", t->path);
     t->truncated = t->file_bytes < h->file_size;
-    t->busy_tickets = calloc(nbusy + 1, sizeof(*t->busy_tickets));
-    if (!t->busy_tickets)
-        return fail(r, "out of memory");
-    last = h->next_ticket - span;
-    for (uint64_t i = 0; i < nbusy; i++) {
-        if (get(&p, end, h->next_ticket - 1 - last, &v) < 0 || (i > 0 && v == 0))
-            return fail(r, "%s: corrupt half-written ticket %llu", t->path, (unsigned long long)i);
-        last += v;
-        t->busy_tickets[t->nbusy++] = last;
-    }
+    if (read_tickets(r, t, &p, end, "half-written", &t->busy_tickets, &t->nbusy) < 0 ||
+        read_tickets(r, t, &p, end, "void", &t->void_tickets, &t->nvoid) < 0)
+        return -1;
     /* Counts are checked against the bytes left too (an entry takes 2 bytes at least), so that
      * a lying count costs no memory. */
     if (get(&p, end, h->comm_count, &v) < 0 || v > (uint64_t)(end - p) / 2 ||
@@ -369,7 +438,7 @@ static int load_trace(struct sreader *r, const struct ls_summary_entry *e, struc
     if (e->nrecords > (uint64_t)(end - p)) /* a record takes a byte at least */
         return fail(r, "%s: %u records in %llu bytes", t->path, e->nrecords,
                     (unsigned long long)(end - p));
-    return load_window(r, t, &p, end, span, e->nrecords);
+    return load_window(r, t, &p, end, h->next_ticket - span, e->nrecords);
 }
 
 /* The index entry i, checked. */
@@ -519,6 +588,7 @@ void summary_trace_free(struct tr_trace *t)
     free(t->peers);
     free(t->records);
     free(t->busy_tickets);
+    free(t->void_tickets);
     free(t->node_sidecar);
     free(t->path);
     node_release(t->node);

@@ -256,6 +256,17 @@ static const char *base_name(const char *path)
     return s ? s + 1 : path;
 }
 
+/* A list of ascending tickets: its count, then each as the difference from the one before (the
+ * first from `first`, the ring's oldest ticket). */
+static void put_tickets(struct sbuf *b, uint64_t first, const uint64_t *v, size_t n)
+{
+    sb_varint(b, n);
+    for (size_t i = 0; i < n; i++) {
+        sb_varint(b, v[i] - first);
+        first = v[i];
+    }
+}
+
 /* The records of t, newest first. */
 static void encode_records(struct sbuf *b, const struct tr_trace *t)
 {
@@ -305,11 +316,9 @@ int summary_writer_add(struct summary_writer *w, const char *name, const struct 
     }
     sb_elided(b, &h, sizeof(h));
     sb_varint(b, t->file_bytes);
-    uint64_t from = t->first_ticket + t->unread;
-    sb_varint(b, h.next_ticket - from);
-    sb_varint(b, t->nbusy);
-    for (size_t i = 0, last = from; i < t->nbusy; last = t->busy_tickets[i++])
-        sb_varint(b, t->busy_tickets[i] - last);
+    sb_varint(b, h.next_ticket - t->window_from);
+    put_tickets(b, t->first_ticket, t->busy_tickets, t->nbusy);
+    put_tickets(b, t->first_ticket, t->void_tickets, t->nvoid);
     sb_varint(b, t->ncomms);
     for (uint32_t i = 0; i < t->ncomms; i++)
         sb_elided(b, &t->comms[i], sizeof(t->comms[i]));

@@ -411,36 +411,75 @@ static int64_t read_window(struct loader *ld, uint64_t from, uint64_t next, uint
     return (int64_t)got;
 }
 
-/* Loads the newest `max_records` tickets of the ring (all when 0) into t->records: one copy
- * from the file, checked in place. */
-static int load_ring(struct loader *ld, uint64_t max_records)
+/* The tickets older than the window [from, ...) that lie in a block a thread slot holds
+ * now, inside the ring [first, from): a thread that calls rarely keeps writing a block the
+ * other threads left behind, and its newest records are there. Fills `lo`/`hi` (at most
+ * LS_THREAD_SLOTS ranges, ascending, disjoint) and returns how many. */
+static int older_blocks(const struct ls_header *h, uint64_t first, uint64_t from, uint64_t *lo,
+                        uint64_t *hi)
+{
+    uint64_t n = ls_ticket_block(h);
+    if (n > h->ring_cap)
+        n = h->ring_cap; /* never trust the file */
+    int k = 0;
+    for (unsigned i = 0; i < LS_THREAD_SLOTS; i++) {
+        uint64_t b = h->threads[i].block_start;
+        if (!b || b - 1 >= from || b - 1 + n <= first || b - 1 + n < b - 1)
+            continue; /* none, not older than the window, lapped, or nonsense */
+        uint64_t l = b - 1 < first ? first : b - 1, e = b - 1 + n > from ? from : b - 1 + n;
+        int at = k; /* insertion sort by start, merging overlaps (a corrupt file) */
+        while (at > 0 && lo[at - 1] > l)
+            at--;
+        if (at > 0 && hi[at - 1] >= l) {
+            if (e > hi[at - 1])
+                hi[at - 1] = e;
+            continue;
+        }
+        for (int j = k; j > at; j--) {
+            lo[j] = lo[j - 1];
+            hi[j] = hi[j - 1];
+        }
+        lo[at] = l;
+        hi[at] = e;
+        k++;
+    }
+    /* Merge neighbours an insertion made overlap. */
+    int m = 0;
+    for (int j = 0; j < k; j++) {
+        if (m > 0 && lo[j] <= hi[m - 1]) {
+            if (hi[j] > hi[m - 1])
+                hi[m - 1] = hi[j];
+            continue;
+        }
+        lo[m] = lo[j];
+        hi[m] = hi[j];
+        m++;
+    }
+    return m;
+}
+
+int trace_ring_ranges(const struct ls_header *h, uint64_t from, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t next = h->next_ticket, first = next > h->ring_cap ? next - h->ring_cap : 0;
+    if (from < first)
+        from = first;
+    if (from > next)
+        from = next;
+    int n = older_blocks(h, first, from, lo, hi);
+    lo[n] = from;
+    hi[n] = next;
+    return n + 1;
+}
+
+/* Sorts the copied slots of tickets [from, next) (consumed from t->records at *in) into
+ * records kept (compacted to the front of the same array, never ahead of *in), half-written,
+ * void and unwritten tickets. */
+static int walk_tickets(struct loader *ld, uint64_t from, uint64_t next, uint64_t readable,
+                        size_t *in)
 {
     const struct ls_header *h = &ld->t->hdr;
     struct tr_trace *t = ld->t;
-    uint64_t cap = h->ring_cap, next = h->next_ticket;
-    uint64_t first = next > cap ? next - cap : 0;
-    t->first_ticket = first;
-    t->wrapped = next > cap;
-    uint64_t from = first; /* oldest ticket read */
-    if (max_records && next - first > max_records)
-        from = next - max_records;
-    t->unread = from - first;
-    uint64_t whole = 0; /* slots fully inside the file */
-    if (ld->src.size > h->ring_off)
-        whole = (ld->src.size - h->ring_off) / sizeof(struct ls_record);
-    uint64_t readable = whole < cap ? whole : cap;
-    /* Only slots inside the file can hold records: a truncated file whose header claims a
-     * large ring costs memory in proportion to its size, not to the claim. */
-    uint64_t most = next - from < readable ? next - from : readable;
-    t->records = xcalloc(most, sizeof(*t->records));
-    t->busy_tickets = xcalloc(most, sizeof(*t->busy_tickets));
-    if (!t->records || !t->busy_tickets)
-        return fail(ld, "out of memory");
-    if (read_window(ld, from, next, readable, t->records) < 0)
-        return fail(ld, "cannot read the record ring");
-    /* Walk the tickets in order; copied slots are consumed from `in`, records kept are
-     * compacted to the front of the same array (never ahead of `in`). */
-    size_t in = 0;
+    uint64_t cap = h->ring_cap;
     for (uint64_t tk = from; tk < next; tk++) {
         uint64_t slot = tk % cap;
         if (slot >= readable) {
@@ -451,28 +490,81 @@ static int load_ring(struct loader *ld, uint64_t max_records)
             t->lost_to_truncation++;
             continue;
         }
-        const struct ls_record *r = &t->records[in++];
+        const struct ls_record *r = &t->records[(*in)++];
         uint64_t tick = r->ticket;
         if (tick & LS_TICKET_BUSY) {
             t->busy_tickets[t->nbusy++] = tk;
             continue;
         }
-        if (tick == tk + 1) {
+        if (tick == tk + 1 && (r->flags & LS_REC_VOID)) {
+            t->void_tickets[t->nvoid++] = tk; /* a ticket its thread gave back unused */
+        } else if (tick == tk + 1) {
             if (check_record(ld, r) < 0)
                 return -1;
-            if (t->nrecords != in - 1)
+            if (t->nrecords != *in - 1)
                 t->records[t->nrecords] = *r;
             t->nrecords++;
         } else if (tick > tk + 1 && (tick - 1) % cap == slot) {
             /* A live writer lapped this slot after the header was read: newer than our view. */
             t->nunwritten++;
         } else if (tick == 0 || (tick - 1) % cap == slot) {
-            t->nunwritten++; /* reserved, never published, or an older lap */
+            if (ls_ticket_reserved(h, tk))
+                t->nreserved++; /* in a thread's block, not used yet */
+            else
+                t->nunwritten++; /* reserved, never published, or an older lap */
         } else {
             return fail(ld, "corrupt ring: slot %llu holds ticket %llu", (unsigned long long)slot,
                         (unsigned long long)(tick - 1));
         }
     }
+    return 0;
+}
+
+/* Loads the newest `max_records` tickets of the ring (all when 0) into t->records, and the
+ * blocks older than that which threads still write (older_blocks()): one copy from the file,
+ * checked in place, in ticket order. */
+static int load_ring(struct loader *ld, uint64_t max_records)
+{
+    const struct ls_header *h = &ld->t->hdr;
+    struct tr_trace *t = ld->t;
+    uint64_t cap = h->ring_cap, next = h->next_ticket;
+    uint64_t first = next > cap ? next - cap : 0;
+    t->first_ticket = first;
+    t->wrapped = next > cap;
+    uint64_t from = first; /* oldest ticket of the window */
+    if (max_records && next - first > max_records)
+        from = next - max_records;
+    uint64_t lo[LS_THREAD_SLOTS + 1], hi[LS_THREAD_SLOTS + 1];
+    int nranges = trace_ring_ranges(h, from, lo, hi);
+    uint64_t extra = 0;
+    for (int i = 0; i < nranges - 1; i++)
+        extra += hi[i] - lo[i];
+    t->window_from = from;
+    t->unread = from - first - extra;
+    uint64_t whole = 0; /* slots fully inside the file */
+    if (ld->src.size > h->ring_off)
+        whole = (ld->src.size - h->ring_off) / sizeof(struct ls_record);
+    uint64_t readable = whole < cap ? whole : cap;
+    /* Only slots inside the file can hold records: a truncated file whose header claims a
+     * large ring costs memory in proportion to its size, not to the claim. */
+    uint64_t most = next - from < readable ? next - from : readable;
+    most += extra < readable ? extra : readable;
+    t->records = xcalloc(most, sizeof(*t->records));
+    t->busy_tickets = xcalloc(most, sizeof(*t->busy_tickets));
+    t->void_tickets = xcalloc(most, sizeof(*t->void_tickets));
+    if (!t->records || !t->busy_tickets || !t->void_tickets)
+        return fail(ld, "out of memory");
+    int64_t got = 0;
+    for (int i = 0; i < nranges; i++) {
+        int64_t k = read_window(ld, lo[i], hi[i], readable, t->records + got);
+        if (k < 0)
+            return fail(ld, "cannot read the record ring");
+        got += k;
+    }
+    size_t in = 0;
+    for (int i = 0; i < nranges; i++)
+        if (walk_tickets(ld, lo[i], hi[i], readable, &in) < 0)
+            return -1;
     return 0;
 }
 
@@ -653,6 +745,7 @@ void trace_free(struct tr_trace *t)
     free(t->strings);
     free(t->records);
     free(t->busy_tickets);
+    free(t->void_tickets);
     free(t->path);
     free(t);
 }

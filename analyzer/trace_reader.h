@@ -72,6 +72,12 @@ struct tr_trace {
     size_t nbusy;              /* half-written records (writer died while writing) */
     uint64_t *busy_tickets;    /* their tickets, ascending */
     size_t nunwritten;         /* reserved tickets whose record never appeared */
+    size_t nreserved;          /* tickets of a thread's current block it has not used yet
+                                * (ls_thread_slot.block_start): not lost */
+    size_t nvoid;              /* tickets a thread gave back unused (LS_REC_VOID) */
+    uint64_t *void_tickets;    /* their tickets, ascending */
+    uint64_t window_from;      /* oldest ticket of the window's newest run (older blocks that
+                                * threads still write are read besides: trace_ring_ranges()) */
     uint64_t file_bytes;       /* size of the file as read */
     int truncated;             /* file shorter than hdr.file_size */
     size_t lost_to_truncation; /* ring slots beyond the end of a truncated file */
@@ -130,6 +136,14 @@ int trace_header_read_fd(int fd, const char *name, struct ls_header *h, char *er
 /* trace_header_read() of `len` bytes in memory. */
 int trace_header_read_buffer(const char *name, const void *buf, size_t len, struct ls_header *h,
                              char *err, size_t errlen);
+
+/* The runs of tickets a window reads whose newest run starts at `from` (first_ticket <= from <=
+ * next_ticket): the blocks older than `from` that thread slots still write (a thread that calls
+ * rarely keeps its block while others move on), then [from, next_ticket). Fills lo[]/hi[]
+ * (LS_THREAD_SLOTS + 1 entries at least; ascending, disjoint, half-open) and returns how many.
+ * Never trusts the header: nonsense blocks are skipped. Trace files and node summaries read the
+ * same runs through it. */
+int trace_ring_ranges(const struct ls_header *h, uint64_t from, uint64_t *lo, uint64_t *hi);
 
 /* Frees a trace and everything it owns. NULL is fine. */
 void trace_free(struct tr_trace *t);

@@ -2,7 +2,10 @@
  * communicators, timed per call; run with and without the shim to get the shim's cost. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <x86intrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +21,18 @@ struct options {
     int threads; /* threads calling at once, one communicator each */
     int frames;  /* nested frames between the thread's entry and the calls */
     int async;   /* LOCKSTEP_EMU_ASYNC=1: synchronize the stream every 1024 calls */
+    int floor;   /* --floor 1: around each call, what recording it must cost at least */
 };
+
+/* The floor of recording a call, done around each call with --floor 1 (run without the shim):
+ * two TSC reads, one locked add on a counter every thread shares, one 128-byte record written
+ * into a MAP_SHARED ring. */
+struct floor_record {
+    uint64_t w[16];
+};
+static struct floor_record *floor_ring; /* FLOOR_RING records, MAP_SHARED */
+#define FLOOR_RING 32768u
+static _Atomic uint64_t floor_ticket;
 
 struct worker {
     const struct options *opt;
@@ -26,6 +40,7 @@ struct worker {
     pthread_barrier_t *barrier;
     double *ns_per_call;   /* [reps]: thread CPU time per call */
     double *wall_per_call; /* [reps]: wall time per call */
+    double *tsc_per_call;  /* [reps]: thread CPU time per call in TSC cycles */
 };
 
 typedef CUresult (*cu_sync_fn)(CUstream);
@@ -54,8 +69,36 @@ static __attribute__((noinline)) void call_loop(struct worker *w)
         long n = rep < 0 ? o->calls / 10 + 1 : o->calls;
         pthread_barrier_wait(w->barrier);
         double c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = clock_ns(CLOCK_MONOTONIC);
+        uint64_t tsc0 = __rdtsc();
         for (long i = 0; i < n; i++) {
+            struct floor_record *fr = NULL;
+            uint64_t tk = 0;
+            if (o->floor) {
+                uint64_t enter = __rdtsc();
+                tk = atomic_fetch_add_explicit(&floor_ticket, 1, memory_order_relaxed);
+                fr = &floor_ring[tk % FLOOR_RING];
+                fr->w[1] = (uint64_t)(uintptr_t)w->comm;
+                fr->w[2] = (uint64_t)i;
+                fr->w[3] = 1;
+                fr->w[4] = (uint64_t)(uintptr_t)&send;
+                fr->w[5] = (uint64_t)(uintptr_t)&recv;
+                fr->w[6] = 0;
+                fr->w[7] = enter;
+                fr->w[8] = 0;
+                fr->w[9] = 0;
+                fr->w[10] = 0;
+                fr->w[11] = 0;
+                fr->w[12] = 0;
+                fr->w[13] = 0;
+                fr->w[14] = 0;
+                atomic_store_explicit((_Atomic uint64_t *)&fr->w[0], tk + 1, memory_order_release);
+            }
             ncclResult_t r = ncclAllReduce(&send, &recv, 1, ncclFloat, ncclSum, w->comm, NULL);
+            if (o->floor) {
+                fr->w[8] = __rdtsc();
+                atomic_store_explicit((_Atomic uint64_t *)&fr->w[15], (uint64_t)r,
+                                      memory_order_release);
+            }
             if (r != ncclSuccess)
                 die("ncclAllReduce", r);
             if (o->async && (i & 1023) == 1023)
@@ -64,7 +107,11 @@ static __attribute__((noinline)) void call_loop(struct worker *w)
         if (o->async)
             stream_sync(NULL);
         double c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t1 = clock_ns(CLOCK_MONOTONIC);
+        uint64_t tsc1 = __rdtsc();
         if (rep >= 0) {
+            /* CPU time in TSC cycles (the TSC's rate over this repetition's wall time): time
+             * the thread spent waiting for a CPU on a shared machine is left out. */
+            w->tsc_per_call[rep] = (c1 - c0) / (double)n * (double)(tsc1 - tsc0) / (t1 - t0);
             w->ns_per_call[rep] = (c1 - c0) / (double)n;
             w->wall_per_call[rep] = (t1 - t0) / (double)n;
         }
@@ -103,9 +150,10 @@ static double median(double *v, size_t n)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: shim_bench [--calls N] [--reps R] [--threads T] [--frames F]\n"
-                    "Prints cpu_ns_per_call and wall_ns_per_call (medians over reps and "
-                    "threads).\n");
+    fprintf(stderr,
+            "usage: shim_bench [--calls N] [--reps R] [--threads T] [--frames F] [--floor 1]\n"
+            "Prints cpu_ns_per_call and wall_ns_per_call (medians over reps and "
+            "threads).\n");
     exit(2);
 }
 
@@ -156,6 +204,8 @@ int main(int argc, char **argv)
             o.threads = (int)v;
         else if (!strcmp(argv[i], "--frames"))
             o.frames = (int)v;
+        else if (!strcmp(argv[i], "--floor"))
+            o.floor = v != 0;
         else
             usage();
         i++;
@@ -173,6 +223,13 @@ int main(int argc, char **argv)
     struct worker *w = calloc((size_t)o.threads, sizeof *w);
     double *cpu = calloc((size_t)o.threads * (size_t)o.reps, sizeof *cpu);
     double *wall = calloc((size_t)o.threads * (size_t)o.reps, sizeof *wall);
+    double *tsc = calloc((size_t)o.threads * (size_t)o.reps, sizeof *tsc);
+    if (o.floor) {
+        floor_ring = mmap(NULL, FLOOR_RING * sizeof *floor_ring, PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (floor_ring == MAP_FAILED)
+            die("mmap", 0);
+    }
     pthread_t *tids = calloc((size_t)o.threads, sizeof *tids);
     for (int i = 0; i < o.threads; i++) {
         ncclUniqueId id;
@@ -186,7 +243,13 @@ int main(int argc, char **argv)
         w[i].barrier = &barrier;
         w[i].ns_per_call = cpu + (size_t)i * (size_t)o.reps;
         w[i].wall_per_call = wall + (size_t)i * (size_t)o.reps;
+        w[i].tsc_per_call = tsc + (size_t)i * (size_t)o.reps;
     }
+    /* A pause before the timed calls: the shim's heartbeat publishes its TSC conversion within
+     * about 20 ms of the first call, and the calls should be measured with it (steady state),
+     * under valgrind too, which runs one thread at a time. */
+    struct timespec pause = {0, 200000000};
+    nanosleep(&pause, NULL);
     for (int i = 0; i < o.threads; i++)
         pthread_create(&tids[i], NULL, worker_main, &w[i]);
     for (int i = 0; i < o.threads; i++)
@@ -194,10 +257,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < o.threads; i++)
         ncclCommDestroy(w[i].comm);
     size_t n = (size_t)o.threads * (size_t)o.reps;
-    printf("cpu_ns_per_call %.1f\nwall_ns_per_call %.1f\nvmhwm_kib %ld\n", median(cpu, n),
-           median(wall, n), peak_rss_kib());
+    printf("cpu_ns_per_call %.1f\nwall_ns_per_call %.1f\ntsc_per_call %.1f\nvmhwm_kib %ld\n",
+           median(cpu, n), median(wall, n), median(tsc, n), peak_rss_kib());
     pthread_barrier_destroy(&barrier);
     free(tids);
+    free(tsc);
     free(wall);
     free(cpu);
     free(w);

@@ -10,10 +10,13 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "callsite_cache.h"
 #include "shim.h"
 
 #define SITE_SLOTS (2 * LS_DEFAULT_SITES)
-#define SHIM_SKIP  4 /* at most this many leading frames belong to the shim */
+#define SHIM_SKIP                                                                                  \
+    6 /* at most this many leading frames belong to the shim (the general path:                    \
+       * capture_slow, ls_callsite_capture, ls_call_enter, ls_general_X, ncclX) */
 
 /* In-process index: stack hash -> site index + 1 (0 = free slot). */
 struct site_slot {
@@ -168,35 +171,30 @@ static uint32_t site_of(struct ls_trace *t, void *const *pcs, int n, uint32_t py
     return id;
 }
 
-/* ---- per-thread memory of recent stacks ----
- *
- * A stack is remembered by the address of each frame's return-address slot and the return
- * address found there. The same call instruction (pc0) reached with the same stack pointer
- * (slot0) from the same callers leaves the same words in the same slots; a different path
- * changes at least one of them. So a call whose (pc0, slot0) is remembered and whose
- * remembered slots all still hold their return addresses has the remembered site, found with
- * one load and compare per frame. Slots are only remembered inside this thread's stack, and
- * checked only while slot0 is inside it too, so the loads cannot fault. */
-#define CACHE_WAYS 16
-struct chain {
-    uintptr_t pc0, slot0;           /* key: the caller's return address and where it is stored */
-    uintptr_t seen_pc0, seen_slot0; /* a key seen once, not remembered yet */
-    uint32_t site;                  /* 0: empty */
-    uint32_t py;                    /* the python site `site` was found with */
-    uint32_t n;                     /* frames remembered */
-    uintptr_t *slot, *pc;           /* n each: slot addresses and the return addresses they hold */
-};
-struct site_cache {
-    int pid; /* process the site ids belong to */
-    uint32_t depth;
-    uintptr_t stack_lo, stack_hi;
-    struct chain e[CACHE_WAYS];
-};
+/* ---- per-thread memory of recent stacks: callsite_cache.h ---- */
 static pthread_key_t cache_key;
 static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
 
+/* Adds a chain's uncounted hits to its site's count: an add per LS_SITE_COUNT_BATCH calls rather
+ * than a store to a line every thread calling from that site writes. Approximate under
+ * contention, as the format says: no atomic add. */
+void ls_callsite_count_flush(struct ls_trace *t, struct chain *e)
+{
+    if (e->uncounted && e->site) {
+        _Atomic uint64_t *count = (_Atomic uint64_t *)&site_at(t, e->site - 1)->count;
+        atomic_store_explicit(count,
+                              atomic_load_explicit(count, memory_order_relaxed) + e->uncounted,
+                              memory_order_relaxed);
+    }
+    e->uncounted = 0;
+}
+
 static void cache_free(void *p)
 {
+    struct site_cache *sc = p;
+    if (sc->pid == ls_g.pid && atomic_load(&ls_g.state) == LS_STATE_ON)
+        for (int i = 0; i < CACHE_WAYS; i++)
+            ls_callsite_count_flush(&ls_g.trace, &sc->e[i]);
     if (ls_t.site_cache == p)
         ls_t.site_cache = NULL;
     free(p);
@@ -246,12 +244,6 @@ static struct site_cache *thread_cache(uint32_t depth)
     return sc;
 }
 
-static inline struct chain *way_of(struct site_cache *sc, uintptr_t pc0, uintptr_t slot0)
-{
-    uint64_t h = (uint64_t)(pc0 ^ (slot0 << 17) ^ (slot0 >> 7)) * 0x9e3779b97f4a7c15ull;
-    return &sc->e[h >> 60];
-}
-
 /* Unwinds frame by frame, keeping each frame's stack pointer: the frames outside the shim
  * go to pcs (and their slots to slots); returns how many (at most `depth`). */
 static int unwind_with_slots(uint32_t depth, void **pcs, uintptr_t *slots)
@@ -297,6 +289,7 @@ static __attribute__((noinline)) uint32_t capture_slow(struct ls_trace *t, uint3
             ok = slots[k] >= sc->stack_lo && slots[k] + sizeof(uintptr_t) <= sc->stack_hi &&
                  *(const uintptr_t *)slots[k] == (uintptr_t)raw[k];
         if (ok) {
+            ls_callsite_count_flush(t, e);
             for (int k = 0; k < n; k++) {
                 e->slot[k] = slots[k];
                 e->pc[k] = (uintptr_t)raw[k];
@@ -343,10 +336,14 @@ uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a)
             if (k == e->n) {
                 /* The same native stack from another Python line: no unwinding needed. */
                 if (LS_UNLIKELY(e->py != py)) {
+                    ls_callsite_count_flush(t, e);
                     e->site = site_of(t, (void *const *)e->pc, (int)e->n, py);
                     e->py = py;
                 }
                 id = e->site;
+                if (LS_UNLIKELY(++e->uncounted >= LS_SITE_COUNT_BATCH))
+                    ls_callsite_count_flush(t, e);
+                return id;
             }
         }
     }
@@ -358,6 +355,14 @@ uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a)
                               memory_order_relaxed);
     }
     return id;
+}
+
+void ls_callsites_flush_thread(void)
+{
+    struct site_cache *sc = ls_t.site_cache;
+    if (sc && sc->pid == ls_g.pid && atomic_load(&ls_g.state) == LS_STATE_ON)
+        for (int i = 0; i < CACHE_WAYS; i++)
+            ls_callsite_count_flush(&ls_g.trace, &sc->e[i]);
 }
 
 void ls_callsites_reset(void)

@@ -53,18 +53,38 @@ void ls_clock_calibrate(void)
         ns - prev_ns < 60000000000ull) {
         unsigned __int128 m = ((unsigned __int128)(ns - prev_ns) << 32) / (tsc - prev_tsc);
         if (m > 0 && m < (1ull << 40)) { /* 0.0002 to 256 ns per tick */
-            uint32_t s = atomic_load_explicit(&ls_clock_conv.seq, memory_order_relaxed);
-            atomic_store_explicit(&ls_clock_conv.seq, s + 1, memory_order_relaxed);
-            atomic_thread_fence(memory_order_release);
-            atomic_store_explicit(&ls_clock_conv.base_tsc, tsc, memory_order_relaxed);
-            atomic_store_explicit(&ls_clock_conv.base_ns, ns, memory_order_relaxed);
-            atomic_store_explicit(&ls_clock_conv.mult, (uint64_t)m, memory_order_relaxed);
-            atomic_store_explicit(&ls_clock_conv.seq, s + 2, memory_order_release);
-            atomic_store_explicit(&ls_clock_conv.on, 1, memory_order_release);
+            uint32_t g = atomic_load_explicit(&ls_clock_conv.gen, memory_order_relaxed) + 1;
+            if (g == 0)
+                g = 4; /* the same entry as 0 would be, and never "none" */
+            struct ls_clock_param *p = &ls_clock_conv.p[g & 3];
+            atomic_store_explicit(&p->base_tsc, tsc, memory_order_relaxed);
+            atomic_store_explicit(&p->base_ns, ns, memory_order_relaxed);
+            atomic_store_explicit(&p->mult, (uint64_t)m, memory_order_relaxed);
+            atomic_store_explicit(&ls_clock_conv.gen, g, memory_order_release);
         }
     }
     if (!prev_tsc || ns - prev_ns >= 10000000ull || ns < prev_ns) {
         prev_tsc = tsc;
         prev_ns = ns;
     }
+}
+
+void ls_clock_thread_refresh(uint32_t gen)
+{
+    uint64_t base_tsc = 0, base_ns = 0, mult = 0;
+    for (uint32_t g = gen; g != 0;) {
+        const struct ls_clock_param *p = &ls_clock_conv.p[g & 3];
+        base_tsc = atomic_load_explicit(&p->base_tsc, memory_order_relaxed);
+        base_ns = atomic_load_explicit(&p->base_ns, memory_order_relaxed);
+        mult = atomic_load_explicit(&p->mult, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        uint32_t now = atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire);
+        if (now - g <= 2)
+            break; /* the entry was not rewritten while read */
+        g = gen = now;
+    }
+    ls_t.clock_base_tsc = base_tsc;
+    ls_t.clock_base_ns = base_ns;
+    ls_t.clock_mult = mult;
+    ls_t.clock_gen = gen;
 }

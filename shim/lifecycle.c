@@ -56,7 +56,7 @@ static void *heartbeat_main(void *arg)
     nanosleep(&first, NULL);
     ls_clock_calibrate();
     uint64_t tick = (uint64_t)(t->hdr->heartbeat_ms ? t->hdr->heartbeat_ms : 1000) * MS;
-    uint64_t next_poll = 0, next_calibration = ls_realtime_ns() + CALIBRATE_EVERY_NS;
+    uint64_t next_poll = 0, next_calibration = 0; /* the first sample at once */
     for (;;) {
         uint64_t now = ls_realtime_ns();
         if (now >= next_poll) {
@@ -71,8 +71,13 @@ static void *heartbeat_main(void *arg)
         nanosleep(&ts, NULL);
         if (ls_realtime_ns() >= next_calibration) {
             ls_clock_calibrate();
-            next_calibration = ls_realtime_ns() + CALIBRATE_EVERY_NS;
-            if (atomic_load_explicit(&ls_clock_conv.on, memory_order_relaxed))
+            /* Until a conversion is published (two samples 10 ms apart), sample again soon:
+             * calls read the TSC from the first 20 ms on rather than after two seconds. */
+            next_calibration =
+                ls_realtime_ns() + (atomic_load_explicit(&ls_clock_conv.gen, memory_order_relaxed)
+                                        ? CALIBRATE_EVERY_NS
+                                        : 20 * MS);
+            if (atomic_load_explicit(&ls_clock_conv.gen, memory_order_relaxed))
                 atomic_store_explicit((_Atomic uint32_t *)&t->hdr->clock_source, LS_CLOCK_TSC,
                                       memory_order_relaxed);
         }
@@ -98,6 +103,9 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *uctx)
     int recorded = 0;
     if (!ignored && owns_trace()) {
         mark_end(LS_END_SIGNALED, 0, sig);
+        /* A program that survives the signal calls NCCL again through the general path,
+         * which records that it runs again (record.c). */
+        atomic_fetch_add_explicit(&ls_generation, 1, memory_order_relaxed);
         recorded = 1;
         /* Where it was when the signal came: for SIGTERM from a launcher, what a rank that
          * never reached a collective was busy with. The end is recorded first, so a fault
@@ -167,6 +175,7 @@ static void on_process_exit(int status, void *arg)
     }
     if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING) {
         ls_completion_poll(&ls_g.trace); /* what completed since the last heartbeat */
+        ls_callsites_flush_thread();
         mark_end(LS_END_EXITED, status, 0);
     }
 }
@@ -227,8 +236,10 @@ void ls_lifecycle_after_fork_child(void)
 /* _exit and _Exit skip on_exit handlers: record the status, then leave. */
 static void record_underscore_exit(int status)
 {
-    if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING)
+    if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING) {
+        ls_callsites_flush_thread();
         mark_end(LS_END_UNDERSCORE_EXIT, status, 0);
+    }
 }
 
 void _exit(int status)

@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "fast_call.h"
 #include "shim.h"
 
 _Atomic int ls_nccl_call_seen;
@@ -9,17 +10,53 @@ _Atomic int ls_nccl_call_seen;
 static pthread_key_t slot_key;
 static pthread_once_t slot_key_once = PTHREAD_ONCE_INIT;
 
-/* Thread exit: frees the thread's header slot for a later thread. */
+/* Gives back the tickets of the thread's block it has not used: each becomes a void record
+ * (LS_REC_VOID), so a reader tells them from lost records once the slot forgets the block.
+ * Tickets whose ring slot holds something else (a newer lap, a record being written) are
+ * skipped: their slot is not ours to write. */
+static void block_give_back(struct ls_trace *t)
+{
+    for (uint64_t tk = ls_t.block_next; tk < ls_t.block_end; tk++) {
+        struct ls_record *r = &t->ring[tk & t->ring_mask];
+        _Atomic uint64_t *slot = (_Atomic uint64_t *)&r->ticket;
+        uint64_t cur = atomic_load_explicit(slot, memory_order_relaxed);
+        if (cur > tk ||
+            !atomic_compare_exchange_strong_explicit(slot, &cur, LS_TICKET_BUSY | tk,
+                                                     memory_order_acq_rel, memory_order_relaxed))
+            continue;
+        atomic_thread_fence(memory_order_release);
+        uint64_t busy = r->ticket;
+        memset(r, 0, sizeof *r);
+        r->ticket = busy;
+        r->tid = ls_t.tid;
+        r->comm_rank = -1;
+        r->peer = -1;
+        r->redop = -1;
+        r->op = LS_OP_NONE;
+        r->dtype = LS_DTYPE_NONE;
+        r->flags = LS_REC_VOID;
+        atomic_store_explicit(slot, tk + 1, memory_order_release);
+    }
+    ls_t.block_next = ls_t.block_end;
+}
+
+/* Thread exit: gives back the thread's unused tickets (void records) and frees its header slot
+ * for a later thread. */
 static void slot_release(void *arg)
 {
     (void)arg;
     struct ls_thread_slot *s = ls_t.slot;
     if (s && ls_t.slot_pid == ls_g.pid && atomic_load(&ls_g.state) == LS_STATE_ON) {
+        /* block_start stays until a later thread of the slot takes a block: the window of a
+         * reader keeps reading this thread's last block, which may hold its newest calls. */
+        block_give_back(&ls_g.trace);
         atomic_store_explicit((_Atomic uint64_t *)&s->in_call_since, 0, memory_order_relaxed);
         atomic_store_explicit((_Atomic uint64_t *)&s->py_tstate, 0, memory_order_relaxed);
         atomic_store_explicit((_Atomic uint32_t *)&s->tid, 0, memory_order_release);
     }
     ls_t.slot = NULL;
+    ls_t.fast_generation = 0;
+    ls_t.block_next = ls_t.block_end = 0;
 }
 
 static void slot_key_create(void)
@@ -33,9 +70,13 @@ static __attribute__((noinline)) void thread_setup(struct ls_trace *t, uint32_t 
 {
     uint32_t tid = ls_tid();
     ls_t.setup_generation = gen;
+    ls_t.ring = t->ring;
+    ls_t.ring_mask = t->ring_mask;
+    ls_t.stack_depth = t->hdr->stack_depth;
     if (ls_t.slot && ls_t.slot_pid == ls_g.pid)
-        return;       /* same process, same trace: the slot is still ours */
-    ls_t.slot = NULL; /* a parent's slot after fork: that mapping is gone */
+        return;       /* same process, same trace: the slot and its block are still ours */
+    ls_t.slot = NULL; /* a parent's slot after fork: that mapping is gone, and its block */
+    ls_t.block_next = ls_t.block_end = 0;
     pthread_once(&slot_key_once, slot_key_create);
     for (unsigned i = 0; i < LS_THREAD_SLOTS; i++) {
         uint32_t expected = 0;
@@ -49,25 +90,56 @@ static __attribute__((noinline)) void thread_setup(struct ls_trace *t, uint32_t 
     }
 }
 
-/* Reserves the next slot and marks it busy; the caller fills it and publishes it. */
-/* Reserves the next ticket and claims its slot for this writer (marked busy until published).
- * Returns NULL when another writer still holds the slot (the ring wrapped onto a record being
- * written or closed): this call then goes unrecorded rather than tearing that one; the reader
- * sees the ticket as reserved and never written. */
-static inline struct ls_record *ring_claim(struct ls_trace *t, uint64_t *ticket)
+/* Reserves a new block of tickets for the calling thread (one atomic add on the shared
+ * counter per block) and publishes its start in the thread's slot. */
+void ls_block_reserve(struct ls_trace *t)
 {
-    uint64_t tk = atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->next_ticket, 1,
+    uint64_t n = t->ticket_block;
+    uint64_t tk = atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->next_ticket, n,
                                             memory_order_relaxed);
-    struct ls_record *r = &t->ring[tk & t->ring_mask];
-    _Atomic uint64_t *slot = (_Atomic uint64_t *)&r->ticket;
-    uint64_t cur = atomic_load_explicit(slot, memory_order_relaxed);
-    if (LS_UNLIKELY(cur & LS_TICKET_BUSY) ||
-        !atomic_compare_exchange_strong_explicit(slot, &cur, LS_TICKET_BUSY | tk,
-                                                 memory_order_acq_rel, memory_order_relaxed))
-        return NULL;
-    atomic_thread_fence(memory_order_release);
-    *ticket = tk;
-    return r;
+    atomic_store_explicit((_Atomic uint64_t *)&ls_t.slot->block_start, tk + 1,
+                          memory_order_relaxed);
+    ls_t.block_next = tk;
+    ls_t.block_end = tk + n;
+}
+
+/* The calling thread's next ticket: from its block when it has a slot in this trace, else one
+ * reserved for this call alone. */
+static inline uint64_t ticket_take(struct ls_trace *t)
+{
+    if (!ls_t.slot || ls_t.slot_pid != ls_g.pid)
+        return atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->next_ticket, 1,
+                                         memory_order_relaxed);
+    if (ls_t.block_next >= ls_t.block_end)
+        ls_block_reserve(t);
+    return ls_t.block_next++;
+}
+
+/* Takes the next ticket and claims its slot for this writer (marked busy until published).
+ * When the ring lapped the thread's block (a thread that called nothing while the others
+ * wrote a whole ring), the rest of the block is given back and a new one taken. Returns NULL
+ * when an older writer still holds the slot (the ring wrapped onto a record being written or
+ * closed): this call then goes unrecorded rather than tearing that one; the reader sees the
+ * ticket as reserved and never written. */
+static struct ls_record *ring_claim(struct ls_trace *t, uint64_t *ticket)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        uint64_t tk = ticket_take(t);
+        struct ls_record *r = &t->ring[tk & t->ring_mask];
+        _Atomic uint64_t *slot = (_Atomic uint64_t *)&r->ticket;
+        uint64_t cur = atomic_load_explicit(slot, memory_order_relaxed);
+        if (cur <= tk &&
+            atomic_compare_exchange_strong_explicit(slot, &cur, LS_TICKET_BUSY | tk,
+                                                    memory_order_acq_rel, memory_order_relaxed)) {
+            atomic_thread_fence(memory_order_release);
+            *ticket = tk;
+            return r;
+        }
+        if ((cur & ~LS_TICKET_BUSY) < tk || ls_t.block_next >= ls_t.block_end)
+            return NULL;    /* an older writer holds it (or no block to give back) */
+        block_give_back(t); /* a newer lap: this block is stale */
+    }
+    return NULL;
 }
 
 /* Remembers a stream the open group issues work on (up to 8; more go untracked). */
@@ -147,6 +219,20 @@ static inline uint64_t next_seq(struct ls_trace *t, int idx, struct ls_comm *com
     return p ? bump(a->op == LS_OP_SEND ? &p->sends : &p->recvs) : 0;
 }
 
+/* Decides whether this thread's next calls on `a->comm` may take the fast path
+ * (fast_call.h): only where it would do exactly what this general path does. */
+static void fast_path_update(const struct ls_call_args *a, struct ls_comm *comm, int idx,
+                             uint32_t gen)
+{
+    int ok = ls_t.slot != NULL && ls_t.group_depth == 0 && comm &&
+             !(comm->flags & LS_COMM_NONBLOCKING) && !ls_completion_active() &&
+             ls_t.setup_generation == gen;
+    ls_t.fast_generation = ok ? gen : 0;
+    ls_t.fast_comm = ok ? a->comm : 0;
+    ls_t.fast_comm_entry = comm;
+    ls_t.fast_comm_idx = idx;
+}
+
 int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
 {
     if (ls_t.in_call)
@@ -223,13 +309,18 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     atomic_store_explicit((_Atomic uint64_t *)&r->ticket, tk + 1, memory_order_release);
 claimed:
 
-    atomic_store_explicit((_Atomic uint64_t *)&t->hdr->last_enter_ns, now, memory_order_relaxed);
-    if (LS_LIKELY(ls_t.slot != NULL))
+    if (LS_LIKELY(ls_t.slot != NULL)) {
+        atomic_store_explicit((_Atomic uint64_t *)&ls_t.slot->last_enter_ns, now,
+                              memory_order_relaxed);
         atomic_store_explicit((_Atomic uint64_t *)&ls_t.slot->in_call_since, now,
                               memory_order_relaxed);
-    else
+    } else {
+        atomic_store_explicit((_Atomic uint64_t *)&t->hdr->last_enter_ns, now,
+                              memory_order_relaxed);
         atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->calls_in_flight, 1,
                                   memory_order_relaxed);
+    }
+    fast_path_update(a, comm, idx, gen);
     c->op = a->op;
     c->enter_ns = now;
     c->stream = a->stream;
@@ -304,13 +395,16 @@ void ls_call_exit(struct ls_call *c, int result)
     if (issues_work && !c->in_group &&
         (result == LS_NCCL_SUCCESS || result == LS_NCCL_IN_PROGRESS) && ls_completion_active())
         ls_call_issued(c, c->stream);
-    atomic_store_explicit((_Atomic uint64_t *)&t->hdr->last_exit_ns, now, memory_order_relaxed);
-    if (LS_LIKELY(ls_t.slot != NULL))
+    if (LS_LIKELY(ls_t.slot != NULL)) {
+        atomic_store_explicit((_Atomic uint64_t *)&ls_t.slot->last_exit_ns, now,
+                              memory_order_relaxed);
         atomic_store_explicit((_Atomic uint64_t *)&ls_t.slot->in_call_since, 0,
                               memory_order_release);
-    else
+    } else {
+        atomic_store_explicit((_Atomic uint64_t *)&t->hdr->last_exit_ns, now, memory_order_relaxed);
         atomic_fetch_sub_explicit((_Atomic uint64_t *)&t->hdr->calls_in_flight, 1,
                                   memory_order_relaxed);
+    }
     ls_t.in_call = 0;
 }
 
@@ -343,4 +437,19 @@ void ls_record_finish(struct ls_record *r, uint64_t ticket, uint64_t exit_ns, in
         atomic_store_explicit((_Atomic uint64_t *)&r->complete_ns, complete_ns,
                               memory_order_relaxed);
     record_republish(&c, r);
+}
+
+void ls_fast_exit_general(const struct ls_fast *f, unsigned op, int peer, int result)
+{
+    struct ls_call c = {
+        .op = op,
+        .comm_rank = f->comm->rank,
+        .enter_ns = f->enter_ns,
+        .t = &ls_g.trace,
+        .rec = f->rec,
+        .ticket = f->ticket,
+        .comm_idx = ls_t.fast_comm_idx,
+        .peer = peer,
+    };
+    ls_call_exit(&c, result);
 }

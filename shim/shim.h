@@ -99,6 +99,9 @@ void ls_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- the trace file of this process (trace_file.c) ---- */
 
+/* Tickets a thread with a header slot reserves at once (fewer in a small ring). */
+#define LS_TICKET_BLOCK 64u
+
 struct ls_trace {
     struct ls_header *hdr;
     struct ls_comm *comms;
@@ -108,6 +111,7 @@ struct ls_trace {
     char *strings;
     struct ls_record *ring;
     uint64_t ring_mask;
+    uint32_t ticket_block; /* hdr->ticket_block: tickets a thread reserves at once */
     size_t map_size;
     char path[768];
 };
@@ -161,6 +165,23 @@ struct ls_thread {
     int slot_pid;                /* process whose trace `slot` lies in */
     struct ls_thread_slot *slot; /* this thread's slot in the header, NULL if none */
     void *site_cache;            /* callsite.c's recently seen stacks of this thread */
+    /* Tickets this thread reserved and has not used: [block_next, block_end) (record.c). */
+    uint64_t block_next, block_end;
+    /* The fast path (fast_call.h) may record a call on communicator `fast_comm` while
+     * ls_generation equals fast_generation (0: never): set by the general path when the thread
+     * has a slot, is outside groups, the communicator is blocking and completion tracking is
+     * off; anything that changes one of these clears it or bumps ls_generation. */
+    uint32_t fast_generation;
+    uint32_t stack_depth; /* the trace's stack_depth */
+    uintptr_t fast_comm;
+    struct ls_comm *fast_comm_entry;
+    int fast_comm_idx;
+    struct ls_record *ring; /* the trace's ring and ring mask */
+    uint64_t ring_mask;
+    /* This thread's copy of the clock conversion `clock_gen` names (ls_now_thread()); written
+     * only by the thread itself outside signal handlers. clock_mult 0: from the kernel. */
+    uint32_t clock_gen;
+    uint64_t clock_base_tsc, clock_base_ns, clock_mult;
 };
 
 extern LS_TLS struct ls_thread ls_t;
@@ -199,12 +220,17 @@ static inline uint64_t ls_realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* TSC -> CLOCK_REALTIME: ns = base_ns + ((tsc - base_tsc) * mult) >> 32, published by the
- * heartbeat under a sequence lock (`seq` odd while it rewrites the fields). */
-struct ls_clock_conv {
-    _Atomic int on; /* a conversion is published: ls_now() reads the TSC */
-    _Atomic uint32_t seq;
+/* TSC -> CLOCK_REALTIME: ns = base_ns + ((tsc - base_tsc) * mult) >> 32. The heartbeat writes
+ * a new conversion into the entry after the current one and then publishes its number in
+ * `gen` (0: none yet, ls_now() asks the kernel); a reader takes the entry `gen` names without a
+ * retry loop. An entry is rewritten only four conversions (seconds) after it was published, so
+ * a reader checks `gen` again only to catch a thread that slept through that. */
+struct ls_clock_param {
     _Atomic uint64_t base_tsc, base_ns, mult;
+};
+struct ls_clock_conv {
+    _Atomic uint32_t gen;
+    struct ls_clock_param p[4];
 };
 extern struct ls_clock_conv ls_clock_conv;
 
@@ -214,27 +240,83 @@ extern struct ls_clock_conv ls_clock_conv;
  * so ls_now() keeps asking the kernel. This function can't fail. */
 void ls_clock_calibrate(void);
 
+/* ls_now() that also returns the TSC it read and the rate it used (*mult 0: the time came
+ * from the kernel), so that a later time on the same thread can be had with ls_now_since(). */
+static inline __attribute__((always_inline)) uint64_t ls_now_tsc(uint64_t *tsc_out,
+                                                                 uint64_t *mult_out)
+{
+    struct ls_clock_conv *c = &ls_clock_conv;
+    for (;;) {
+        uint32_t g = atomic_load_explicit(&c->gen, memory_order_acquire);
+        if (LS_UNLIKELY(g == 0)) {
+            *tsc_out = 0;
+            *mult_out = 0;
+            return ls_realtime_ns();
+        }
+        const struct ls_clock_param *p = &c->p[g & 3];
+        uint64_t tsc = ls_rdtsc();
+        uint64_t base_tsc = atomic_load_explicit(&p->base_tsc, memory_order_relaxed);
+        uint64_t base_ns = atomic_load_explicit(&p->base_ns, memory_order_relaxed);
+        uint64_t mult = atomic_load_explicit(&p->mult, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (LS_UNLIKELY(atomic_load_explicit(&c->gen, memory_order_relaxed) - g > 2))
+            continue; /* slept through three recalibrations: the entry may be rewritten */
+        /* Another CPU's TSC may read a few ticks before the base: signed. */
+        int64_t d = (int64_t)(tsc - base_tsc);
+        *tsc_out = tsc;
+        *mult_out = mult;
+        return base_ns + (uint64_t)(((__int128)d * (__int128)mult) >> 32);
+    }
+}
+
 /* CLOCK_REALTIME in ns: from the TSC once calibrated (a few ns; within a few microseconds of
  * the kernel's clock, recalibrated every second), else clock_gettime. */
 static inline uint64_t ls_now(void)
 {
-    struct ls_clock_conv *c = &ls_clock_conv;
-    if (LS_UNLIKELY(!atomic_load_explicit(&c->on, memory_order_relaxed)))
+    uint64_t tsc, mult;
+    return ls_now_tsc(&tsc, &mult);
+}
+
+/* Copies conversion `gen` into the calling thread's ls_thread (clock.c). */
+void ls_clock_thread_refresh(uint32_t gen);
+
+/* ls_now_tsc() from the calling thread's copy of the conversion, refreshed when the heartbeat
+ * published a new one: no index, no second look at the shared generation. For the wrappers'
+ * fast path; never from a signal handler (it may refresh the copy). */
+static inline __attribute__((always_inline)) uint64_t ls_now_thread(uint64_t *tsc_out,
+                                                                    uint64_t *mult_out)
+{
+    uint32_t g = atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire);
+    if (LS_UNLIKELY(g != ls_t.clock_gen))
+        ls_clock_thread_refresh(g);
+    uint64_t mult = ls_t.clock_mult;
+    if (LS_UNLIKELY(mult == 0)) {
+        *tsc_out = 0;
+        *mult_out = 0;
         return ls_realtime_ns();
-    for (;;) {
-        uint32_t s = atomic_load_explicit(&c->seq, memory_order_acquire);
-        uint64_t tsc = ls_rdtsc();
-        uint64_t base_tsc = atomic_load_explicit(&c->base_tsc, memory_order_relaxed);
-        uint64_t base_ns = atomic_load_explicit(&c->base_ns, memory_order_relaxed);
-        uint64_t mult = atomic_load_explicit(&c->mult, memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
-        if (LS_UNLIKELY((s & 1) || atomic_load_explicit(&c->seq, memory_order_relaxed) != s))
-            continue;
-        /* Another CPU's TSC may read a few ticks before the base: no wraparound. */
-        if (LS_UNLIKELY(tsc < base_tsc))
-            return base_ns - (uint64_t)(((unsigned __int128)(base_tsc - tsc) * mult) >> 32);
-        return base_ns + (uint64_t)(((unsigned __int128)(tsc - base_tsc) * mult) >> 32);
     }
+    uint64_t tsc = ls_rdtsc();
+    uint64_t d = tsc - ls_t.clock_base_tsc;
+    if (LS_UNLIKELY((int64_t)d < 0))
+        d = 0; /* another CPU's TSC a few ticks behind the sample: its time, to a few ns */
+    *tsc_out = tsc;
+    *mult_out = mult;
+    return ls_t.clock_base_ns + (uint64_t)(((unsigned __int128)d * mult) >> 32);
+}
+
+/* The time now on the thread that got `then_ns` from ls_now_tsc() with `tsc` and `mult`: the
+ * ticks since, at the same rate (never before then_ns); from the kernel when mult is 0. */
+static inline __attribute__((always_inline)) uint64_t ls_now_since(uint64_t then_ns, uint64_t tsc,
+                                                                   uint64_t mult)
+{
+    if (LS_UNLIKELY(mult == 0)) {
+        uint64_t now = ls_realtime_ns();
+        return now < then_ns ? then_ns : now;
+    }
+    uint64_t d = ls_rdtsc() - tsc;
+    if (LS_UNLIKELY((int64_t)d < 0))
+        d = 0; /* another CPU's TSC a few ticks behind */
+    return then_ns + (uint64_t)(((unsigned __int128)d * mult) >> 32);
 }
 
 /* ---- lifecycle: heartbeat, signals, exit, fork (lifecycle.c) ---- */
@@ -299,10 +381,12 @@ void *ls_resolve(const char *name, void *self);
 
 /* Evaluates to the real `name`, resolving it on first use; NULL if there is none. */
 #define LS_REAL(name)                                                                              \
-    (LS_LIKELY(atomic_load_explicit((_Atomic(ls_fn_##name##_t) *)&ls_real_##name,                  \
-                                    memory_order_acquire) != NULL)                                 \
-         ? ls_real_##name                                                                          \
-         : (ls_real_##name = (ls_fn_##name##_t)ls_resolve(#name, (void *)name)))
+    ({                                                                                             \
+        ls_fn_##name##_t ls_r_ = atomic_load_explicit(                                             \
+            (_Atomic(ls_fn_##name##_t) *)&ls_real_##name, memory_order_acquire);                   \
+        LS_LIKELY(ls_r_ != NULL)                                                                   \
+        ? ls_r_ : (ls_real_##name = (ls_fn_##name##_t)ls_resolve(#name, (void *)name));            \
+    })
 
 /* ---- symbols of loaded objects (elf_lookup.c) ---- */
 
@@ -409,6 +493,10 @@ extern int (*ls_query_count)(uintptr_t h, int *count);
  * stack the thread saw recently be recognised without unwinding; NULL forces an unwind. */
 struct ls_call_args;
 uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a);
+
+/* Adds the calling thread's call-site hits not yet counted to the sites' shared counts (they
+ * are added 64 at a time, and when a thread ends): for the thread that exits the process. */
+void ls_callsites_flush_thread(void);
 
 /* Forgets the in-process site index (after fork). */
 void ls_callsites_reset(void);

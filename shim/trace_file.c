@@ -393,6 +393,13 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py
     h->str_cap = LS_DEFAULT_STRINGS;
     h->ring_off = l.ring_off;
     h->ring_cap = cfg->ring;
+    /* A thread reserves tickets LS_TICKET_BLOCK at a time; a small ring gets smaller blocks so
+     * that the blocks of every thread slot together hold at most half of it. */
+    t->ticket_block =
+        (uint32_t)(cfg->ring / 32 < LS_TICKET_BLOCK ? cfg->ring / 32 : LS_TICKET_BLOCK);
+    if (t->ticket_block == 0)
+        t->ticket_block = 1;
+    h->ticket_block = t->ticket_block;
     h->record_size = sizeof(struct ls_record);
     h->stack_depth = cfg->stack_depth;
     h->start_ns = now;

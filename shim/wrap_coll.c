@@ -1,75 +1,74 @@
 /* wrap_coll.c -- the collective, point-to-point and group entry points of NCCL, recorded. */
 #include <nccl.h>
 
+#include "fast_call.h"
 #include "shim.h"
 
-LS_WRAP(ncclAllReduce,
-        (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
-        (sendbuff, recvbuff, count, datatype, op, comm, stream),
-        LS_CALL_ARGS(LS_OP_ALLREDUCE, comm, count, datatype, op, -1, sendbuff, recvbuff, stream))
+LS_WRAP_FAST(ncclAllReduce,
+             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, count, datatype, op, comm, stream), LS_OP_ALLREDUCE, comm, count,
+             datatype, op, -1, sendbuff, recvbuff, stream)
 
-LS_WRAP(ncclBroadcast,
-        (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
-         ncclComm_t comm, cudaStream_t stream),
-        (sendbuff, recvbuff, count, datatype, root, comm, stream),
-        LS_CALL_ARGS(LS_OP_BROADCAST, comm, count, datatype, -1, root, sendbuff, recvbuff, stream))
+LS_WRAP_FAST(ncclBroadcast,
+             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+              ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, count, datatype, root, comm, stream), LS_OP_BROADCAST, comm,
+             count, datatype, -1, root, sendbuff, recvbuff, stream)
 
-LS_WRAP(ncclBcast,
-        (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-         cudaStream_t stream),
-        (buff, count, datatype, root, comm, stream),
-        LS_CALL_ARGS(LS_OP_BCAST, comm, count, datatype, -1, root, buff, buff, stream))
+LS_WRAP_FAST(ncclBcast,
+             (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+              cudaStream_t stream),
+             (buff, count, datatype, root, comm, stream), LS_OP_BCAST, comm, count, datatype, -1,
+             root, buff, buff, stream)
 
-LS_WRAP(ncclReduce,
-        (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream),
-        (sendbuff, recvbuff, count, datatype, op, root, comm, stream),
-        LS_CALL_ARGS(LS_OP_REDUCE, comm, count, datatype, op, root, sendbuff, recvbuff, stream))
+LS_WRAP_FAST(ncclReduce,
+             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, count, datatype, op, root, comm, stream), LS_OP_REDUCE, comm,
+             count, datatype, op, root, sendbuff, recvbuff, stream)
 
-LS_WRAP(ncclAllGather,
-        (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
-         ncclComm_t comm, cudaStream_t stream),
-        (sendbuff, recvbuff, sendcount, datatype, comm, stream),
-        LS_CALL_ARGS(LS_OP_ALLGATHER, comm, sendcount, datatype, -1, -1, sendbuff, recvbuff,
-                     stream))
+LS_WRAP_FAST(ncclAllGather,
+             (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+              ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, sendcount, datatype, comm, stream), LS_OP_ALLGATHER, comm,
+             sendcount, datatype, -1, -1, sendbuff, recvbuff, stream)
 
-LS_WRAP(ncclReduceScatter,
-        (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
-         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
-        (sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
-        LS_CALL_ARGS(LS_OP_REDUCESCATTER, comm, recvcount, datatype, op, -1, sendbuff, recvbuff,
-                     stream))
+LS_WRAP_FAST(ncclReduceScatter,
+             (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, recvcount, datatype, op, comm, stream), LS_OP_REDUCESCATTER, comm,
+             recvcount, datatype, op, -1, sendbuff, recvbuff, stream)
 
-LS_WRAP(ncclAlltoAll,
-        (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-         ncclComm_t comm, cudaStream_t stream),
-        (sendbuff, recvbuff, count, datatype, comm, stream),
-        LS_CALL_ARGS(LS_OP_ALLTOALL, comm, count, datatype, -1, -1, sendbuff, recvbuff, stream))
+LS_WRAP_FAST(ncclAlltoAll,
+             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+              ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, count, datatype, comm, stream), LS_OP_ALLTOALL, comm, count,
+             datatype, -1, -1, sendbuff, recvbuff, stream)
 
-LS_WRAP(ncclGather,
-        (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
-         ncclComm_t comm, cudaStream_t stream),
-        (sendbuff, recvbuff, count, datatype, root, comm, stream),
-        LS_CALL_ARGS(LS_OP_GATHER, comm, count, datatype, -1, root, sendbuff, recvbuff, stream))
+LS_WRAP_FAST(ncclGather,
+             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+              ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, count, datatype, root, comm, stream), LS_OP_GATHER, comm, count,
+             datatype, -1, root, sendbuff, recvbuff, stream)
 
-LS_WRAP(ncclScatter,
-        (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
-         ncclComm_t comm, cudaStream_t stream),
-        (sendbuff, recvbuff, count, datatype, root, comm, stream),
-        LS_CALL_ARGS(LS_OP_SCATTER, comm, count, datatype, -1, root, sendbuff, recvbuff, stream))
+LS_WRAP_FAST(ncclScatter,
+             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+              ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, count, datatype, root, comm, stream), LS_OP_SCATTER, comm, count,
+             datatype, -1, root, sendbuff, recvbuff, stream)
 
-LS_WRAP(ncclSend,
-        (const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-         cudaStream_t stream),
-        (sendbuff, count, datatype, peer, comm, stream),
-        LS_CALL_ARGS(LS_OP_SEND, comm, count, datatype, -1, peer, sendbuff, NULL, stream))
+LS_WRAP_FAST(ncclSend,
+             (const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+              ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, count, datatype, peer, comm, stream), LS_OP_SEND, comm, count, datatype, -1,
+             peer, sendbuff, NULL, stream)
 
-LS_WRAP(ncclRecv,
-        (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-         cudaStream_t stream),
-        (recvbuff, count, datatype, peer, comm, stream),
-        LS_CALL_ARGS(LS_OP_RECV, comm, count, datatype, -1, peer, NULL, recvbuff, stream))
+LS_WRAP_FAST(ncclRecv,
+             (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+              cudaStream_t stream),
+             (recvbuff, count, datatype, peer, comm, stream), LS_OP_RECV, comm, count, datatype, -1,
+             peer, NULL, recvbuff, stream)
 
 /* ---- groups: the shim keeps its own depth and id per thread ---- */
 
@@ -94,6 +93,7 @@ ncclResult_t ncclGroupStart(void)
     if (!ls_call_enter(&c, &a))
         return real();
     ls_t.group_depth++;
+    ls_t.fast_generation = 0; /* calls inside a group take the general path */
     ncclResult_t res = real();
     ls_call_exit(&c, res);
     return res;

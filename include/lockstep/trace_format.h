@@ -133,7 +133,12 @@ struct ls_thread_slot {
     uint64_t py_tstate;     /* 16: the thread's PyThreadState address in this process, as its
                              *     Python frames were last read; 0 none (live): lets a live
                              *     reader find the thread's Python frames from outside */
-    uint64_t reserved[5];   /* 24 */
+    uint64_t block_start;   /* 24: first ticket + 1 of the block of ls_header.ticket_block
+                             *     tickets the thread reserved last, 0 none (live): tickets of
+                             *     it the thread has not used yet are not lost records */
+    uint64_t last_enter_ns; /* 32: last time the thread entered a recorded call (live) */
+    uint64_t last_exit_ns;  /* 40: last time the thread left a recorded call (live) */
+    uint64_t reserved[2];   /* 48 */
 };                          /* 64 bytes */
 
 /* ls_header.completion: whether issued operations' completion is known. */
@@ -198,8 +203,9 @@ struct ls_header {
     int32_t end_status;       /* 880: exit status when end_kind is EXITED or UNDERSCORE_EXIT */
     int32_t end_signal;       /* 884: signal number when end_kind is SIGNALED */
     uint64_t end_ns;          /* 888: CLOCK_REALTIME ns of the end (live) */
-    uint64_t last_enter_ns;   /* 896: last time any thread entered a recorded call (live) */
-    uint64_t last_exit_ns;    /* 904: last time any thread left a recorded call (live) */
+    uint64_t last_enter_ns;   /* 896: last time a thread without a slot (or the plugin) entered
+                               *      a recorded call (live); see ls_last_enter_ns() */
+    uint64_t last_exit_ns;    /* 904: the same for leaving one; see ls_last_exit_ns() */
     uint64_t calls_in_flight; /* 912: calls entered and not yet left by threads without a
                                *      thread slot (live); see ls_calls_in_flight() */
     struct ls_live_stack live_stack; /* 920: the last stack captured on request */
@@ -226,7 +232,8 @@ struct ls_header {
                                        *       it names the process; 0 unknown */
     uint32_t nccl_static_object;      /* 3064: string: path of the object NCCL is linked into
                                        *       statically (LS_HFLAG_NCCL_STATIC), 0 none */
-    uint8_t reserved[4];              /* 3068: zero; later versions add fields here */
+    uint32_t ticket_block;            /* 3068: tickets a thread with a slot reserves at once
+                                       *       (ls_thread_slot.block_start); 0 means 1 */
     struct ls_thread_slot threads[LS_THREAD_SLOTS]; /* 3072: threads in a call (live) */
 };
 
@@ -428,6 +435,10 @@ _Static_assert(0 LS_OPS(LS_OP_ONE) == LS_OP_COUNT, "LS_OPS must list every op on
                * nothing was enqueued, and the call gave back the sequence number it took          \
                * (seq is 0) */
 
+#define LS_REC_VOID                                                                                \
+    (1u << 5) /* no call: a ticket a thread reserved and gave back unused (its thread ended);      \
+               * op is NONE, readers skip it */
+
 /* ls_record.result while the call has not returned. */
 #define LS_RESULT_PENDING (-1)
 
@@ -488,6 +499,8 @@ _Static_assert(offsetof(struct ls_header, boot_id) == 2764, "header layout");
 _Static_assert(offsetof(struct ls_header, proc_start_ticks) == 3056, "header layout");
 _Static_assert(offsetof(struct ls_header, nccl_static_object) == 3064, "header layout");
 _Static_assert(sizeof(struct ls_thread_slot) == 64, "thread slot size");
+_Static_assert(offsetof(struct ls_thread_slot, block_start) == 24, "thread slot layout");
+_Static_assert(offsetof(struct ls_header, ticket_block) == 3068, "header layout");
 _Static_assert(offsetof(struct ls_comm, coll_completed) == 152, "comm layout");
 _Static_assert(sizeof(struct ls_comm) == 224, "comm entry size");
 _Static_assert(offsetof(struct ls_comm, gpu) == 176, "comm layout");
@@ -674,6 +687,47 @@ static inline uint64_t ls_calls_in_flight(const struct ls_header *h)
     for (unsigned i = 0; i < LS_THREAD_SLOTS; i++)
         n += h->threads[i].in_call_since != 0;
     return n;
+}
+
+/* Tickets a thread with a slot reserves at once: ticket_block, 1 for writers before it. */
+static inline uint64_t ls_ticket_block(const struct ls_header *h)
+{
+    return h->ticket_block ? h->ticket_block : 1;
+}
+
+/* True when ticket `tk` lies in the block a thread slot holds now: reserved by a running (or
+ * killed) thread and perhaps not used yet, so an empty ring slot there is no lost record. */
+static inline int ls_ticket_reserved(const struct ls_header *h, uint64_t tk)
+{
+    uint64_t n = ls_ticket_block(h);
+    for (unsigned i = 0; i < LS_THREAD_SLOTS; i++) {
+        uint64_t b = h->threads[i].block_start;
+        if (b && tk + 1 >= b && tk + 1 < b + n)
+            return 1;
+    }
+    return 0;
+}
+
+/* The last time any thread entered a recorded call: the newest of the header's field (threads
+ * without a slot, the plugin, older writers) and every thread slot's. Every reader of "last
+ * entered" goes through here. */
+static inline uint64_t ls_last_enter_ns(const struct ls_header *h)
+{
+    uint64_t v = h->last_enter_ns;
+    for (unsigned i = 0; i < LS_THREAD_SLOTS; i++)
+        if (h->threads[i].last_enter_ns > v)
+            v = h->threads[i].last_enter_ns;
+    return v;
+}
+
+/* The last time any thread left a recorded call, as ls_last_enter_ns(). */
+static inline uint64_t ls_last_exit_ns(const struct ls_header *h)
+{
+    uint64_t v = h->last_exit_ns;
+    for (unsigned i = 0; i < LS_THREAD_SLOTS; i++)
+        if (h->threads[i].last_exit_ns > v)
+            v = h->threads[i].last_exit_ns;
+    return v;
 }
 
 #endif

@@ -230,7 +230,7 @@ int main(int argc, char **argv)
         try_variant(orig, len, "unchanged");
         try_variant(orig, 0, "zero-length");
         truncations(orig, len, &h);
-        flips(copy, orig, len, 0, offsetof(struct ls_header, reserved), "header");
+        flips(copy, orig, len, 0, offsetof(struct ls_header, ticket_block), "header");
         flips(copy, orig, len, h.comm_off, h.comm_off + (uint64_t)h.comm_count * h.comm_entry_size,
               "comm table");
         uint32_t npeer = h.peer_count < h.peer_cap ? h.peer_count : h.peer_cap;

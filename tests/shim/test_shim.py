@@ -244,7 +244,63 @@ def case_threads(tmp):
         expect(sorted(r["seq"] for r in rs) == list(range(1, 2001)), f"tid {tid}: seqs")
         expect(all(r["count"] == 4 and not r["in_flight"] for r in rs), f"tid {tid}: fields")
     expect(len(comms) == 16, "16 distinct communicators")
-    expect(t["next_ticket"] == len(t["records"]), "every reserved ticket published")
+    # Threads reserve tickets in blocks: each ticket is a record, given back unused at thread
+    # exit (void), or still in the block of a thread that holds one (the main thread's).
+    expect(t["nunwritten"] == 0 and t["nbusy"] == 0 and t["nvoid"] > 0 and
+           len(t["records"]) + t["nvoid"] + t["nreserved"] == t["next_ticket"],
+           f"every reserved ticket published or given back: {len(t['records'])} records, "
+           f"{t['nvoid']} void, {t['nreserved']} reserved, next ticket {t['next_ticket']}")
+
+
+def case_threads_slow(tmp):
+    """Ticket blocks: a thread that calls once, waits while 15 others make 3,000 calls, and calls
+    again keeps writing its old block. Its newest call must still be in the analysis window (the
+    newest 1,024 tickets plus the blocks threads hold), and the tickets it reserved but did not
+    use are not reported as lost; threads that ended gave theirs back as void records."""
+    d = os.path.join(tmp, "t")
+    env = dict(os.environ, LD_LIBRARY_PATH=EMU_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""),
+               LD_PRELOAD=SHIM, LOCKSTEP_DIR=d, LOCKSTEP_RING="8192")
+    proc = subprocess.Popen([prog("threads"), "200", "slow"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        expect(line.strip() == "slow thread done", f"threads slow: {line!r} {proc.poll()}")
+    finally:
+        proc.kill()  # the slow thread never gives its block back: as a killed rank leaves it
+        proc.communicate(timeout=30)
+    (t,) = traces(d)
+    ar = [r for r in t["records"] if r["op"] == "AllReduce"]
+    per_tid = {}
+    for r in ar:
+        per_tid.setdefault(r["tid"], []).append(r)
+    slow = [tid for tid, rs in per_tid.items() if len(rs) == 2]
+    expect(len(per_tid) == 16 and len(slow) == 1, f"threads and their calls: "
+           f"{ {tid: len(rs) for tid, rs in per_tid.items()} }")
+    newest = max(per_tid[slow[0]], key=lambda r: r["ticket"])
+    expect(newest["seq"] == 2 and newest["enter_ns"] > max(r["enter_ns"] for r in ar
+                                                            if r["tid"] != slow[0]),
+           "the slow thread's second call is the newest call of the process")
+    expect(newest["ticket"] < t["next_ticket"] - 1024,
+           f"the slow thread's block is not older than the window: ticket {newest['ticket']}, "
+           f"next {t['next_ticket']}")
+    expect(t["nunwritten"] == 0 and t["nbusy"] == 0 and t["nvoid"] > 0 and t["nreserved"] > 0,
+           f"{t['nunwritten']} unwritten, {t['nbusy']} busy, {t['nvoid']} void, "
+           f"{t['nreserved']} reserved")
+    p = subprocess.run([QUERY, "--window", "1024", d], capture_output=True, text=True, timeout=60)
+    expect(p.returncode == 0, f"trace_query --window failed: {p.stderr}")
+    (w,) = json.loads(p.stdout)
+    wt = [r["ticket"] for r in w["records"]]
+    expect(newest["ticket"] in wt, "the slow thread's newest record was left out of the window")
+    expect(wt == sorted(wt) and w["unread"] > 0 and w["nunwritten"] == 0,
+           f"window: sorted {wt == sorted(wt)}, unread {w['unread']}, "
+           f"unwritten {w['nunwritten']}")
+    aenv = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    p = subprocess.run([LOCKSTEP, "analyze", "--json", d], capture_output=True, text=True,
+                       timeout=60, env=aenv)
+    expect(p.returncode in (0, 1), f"analyze exited {p.returncode}: {p.stderr}")
+    r = json.loads(p.stdout)
+    kinds = [f["kind"] for f in r["findings"]]
+    expect("trace_incomplete" not in kinds, f"reserved tickets reported as lost: {kinds}")
 
 
 def case_fork(tmp):
@@ -362,7 +418,8 @@ def case_disable_and_knobs(tmp):
     p = run_ranks(1, [COLL_CHECK], d, env_extra={"LOCKSTEP_RING": "100"})
     (t,) = traces(d)
     expect(t["ring_cap"] == 128 and t["wrapped"], f"ring {t['ring_cap']}, wrapped {t['wrapped']}")
-    expect(len(t["records"]) == 128 and t["records"][-1]["ticket"] == t["next_ticket"] - 1,
+    expect(len(t["records"]) + t["nreserved"] == 128 and t["nunwritten"] == 0 and
+           t["records"][-1]["ticket"] == t["next_ticket"] - 1 - t["nreserved"],
            "a wrapped ring keeps the newest records")
 
     d = os.path.join(tmp, "nostack")

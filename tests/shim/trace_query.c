@@ -67,14 +67,15 @@ static void print_trace(const struct tr_trace *t)
     print_string(h->cmdline);
     printf(",\"end_kind\":%u,\"end_status\":%d,\"end_signal\":%d,\"heartbeat_ns\":%" PRIu64
            ",\"start_ns\":%" PRIu64 ",\"nccl_version\":%u,\"stack_depth\":%u"
-           ",\"ring_cap\":%" PRIu64 ",\"next_ticket\":%" PRIu64
-           ",\"wrapped\":%d,\"nbusy\":%zu,\"nunwritten\":%zu,\"truncated\":%d,\"completion\":%u,"
+           ",\"ring_cap\":%" PRIu64 ",\"next_ticket\":%" PRIu64 ",\"unread\":%" PRIu64
+           ",\"wrapped\":%d,\"nbusy\":%zu,\"nunwritten\":%zu,\"nreserved\":%zu,\"nvoid\":%zu,"
+           "\"truncated\":%d,\"completion\":%u,"
            "\"python\":%u,\"python_version\":%u,\"py_depth\":%u,\"pysite_count\":%u,"
            "\"site_count\":%u,\"header_flags\":%u,\"comms\":[",
            h->end_kind, h->end_status, h->end_signal, h->heartbeat_ns, h->start_ns, h->nccl_version,
-           h->stack_depth, h->ring_cap, h->next_ticket, t->wrapped, t->nbusy, t->nunwritten,
-           t->truncated, h->completion, h->python, h->python_version, h->py_depth, h->pysite_count,
-           h->site_count, h->flags);
+           h->stack_depth, h->ring_cap, h->next_ticket, t->unread, t->wrapped, t->nbusy,
+           t->nunwritten, t->nreserved, t->nvoid, t->truncated, h->completion, h->python,
+           h->python_version, h->py_depth, h->pysite_count, h->site_count, h->flags);
     for (uint32_t i = 0; i < t->ncomms; i++) {
         const struct ls_comm *c = &t->comms[i];
         printf("%s{\"id\":\"%016" PRIx64 "\",\"parent\":\"%016" PRIx64
@@ -119,8 +120,14 @@ static int is_trace_name(const char *name)
 int main(int argc, char **argv)
 {
     int first = 1, status = 0;
+    uint64_t window = 0; /* --window N: the newest N tickets, as the analysis reads them */
+    int a0 = 1;
+    if (argc > 2 && strcmp(argv[1], "--window") == 0) {
+        window = strtoull(argv[2], NULL, 10);
+        a0 = 3;
+    }
     printf("[");
-    for (int a = 1; a < argc; a++) {
+    for (int a = a0; a < argc; a++) {
         struct stat st;
         char **paths = NULL;
         size_t npaths = 0;
@@ -143,7 +150,7 @@ int main(int argc, char **argv)
         }
         for (size_t i = 0; i < npaths; i++) {
             char err[512];
-            struct tr_trace *t = trace_load(paths[i], err, sizeof err);
+            struct tr_trace *t = trace_load_window(paths[i], window, err, sizeof err);
             if (!t) {
                 fprintf(stderr, "trace_query: %s\n", err);
                 status = 2;

@@ -33,7 +33,12 @@ START_TEST(test_records_in_order)
     ck_assert_ptr_nonnull(t);
     for (int i = 0; i < 10; i++)
         one_call(LS_OP_GROUP_START, (uint64_t)i);
-    ck_assert_uint_eq(t->hdr->next_ticket, 10);
+    /* The thread reserved one block of tickets (1024 / 32) and used the first ten. */
+    ck_assert_uint_eq(t->hdr->ticket_block, 32);
+    ck_assert_uint_eq(t->hdr->next_ticket, 32);
+    ck_assert_uint_eq(t->hdr->threads[0].block_start, 1);
+    ck_assert(ls_ticket_reserved(t->hdr, 10) && ls_ticket_reserved(t->hdr, 31));
+    ck_assert(!ls_ticket_reserved(t->hdr, 32));
     for (uint64_t i = 0; i < 10; i++) {
         struct ls_record *r = &t->ring[i];
         ck_assert_uint_eq(r->ticket, i + 1);
@@ -62,7 +67,9 @@ START_TEST(test_in_flight_until_exit)
     ls_call_exit(&c, 3);
     ck_assert_int_eq(r->result, 3);
     ck_assert_uint_ne(r->exit_ns, 0);
-    ck_assert_uint_eq(t->hdr->next_ticket, 1);
+    ck_assert_uint_eq(t->hdr->next_ticket, t->hdr->ticket_block);
+    ck_assert_uint_ge(ls_last_exit_ns(t->hdr), ls_last_enter_ns(t->hdr));
+    ck_assert_uint_ne(ls_last_enter_ns(t->hdr), 0);
 }
 END_TEST
 
@@ -95,16 +102,34 @@ START_TEST(test_threads_lose_nothing)
         pthread_create(&th[i], NULL, hammer, (void *)i);
     for (int i = 0; i < 8; i++)
         pthread_join(th[i], NULL);
-    ck_assert_uint_eq(t->hdr->next_ticket, 40000);
+    /* Blocks of 64: every thread's last block was partly used; its thread gave the rest back
+     * as void records when it ended. */
+    uint64_t next = t->hdr->next_ticket;
+    ck_assert_uint_eq(t->hdr->ticket_block, 64);
+    ck_assert_uint_ge(next, 40000);
+    ck_assert_uint_le(next, 40000 + 8 * 64);
     int per_thread[8] = {0};
-    for (uint64_t tk = 0; tk < 40000; tk++) {
+    uint64_t voids = 0;
+    for (uint64_t tk = 0; tk < next; tk++) {
         struct ls_record *r = &t->ring[tk];
         ck_assert_uint_eq(r->ticket, tk + 1);
+        if (r->flags & LS_REC_VOID) {
+            ck_assert_uint_eq(r->op, LS_OP_NONE);
+            voids++;
+            continue;
+        }
         ck_assert_uint_lt(r->count, 8);
         per_thread[r->count]++;
     }
+    ck_assert_uint_eq(voids, next - 40000);
     for (int i = 0; i < 8; i++)
         ck_assert_int_eq(per_thread[i], 5000);
+    /* The slots were freed; each keeps its last block (a reader's window still reads it), all
+     * of whose tickets are records or void now: none is counted as reserved. */
+    for (int i = 0; i < LS_THREAD_SLOTS; i++)
+        ck_assert_uint_eq(t->hdr->threads[i].tid, 0);
+    for (uint64_t tk = 0; tk < next; tk++)
+        ck_assert_uint_eq(t->ring[tk].ticket, tk + 1);
 }
 END_TEST
 

@@ -384,6 +384,55 @@ START_TEST(window_reads_only_the_newest)
 }
 END_TEST
 
+START_TEST(ticket_blocks_reserved_void_and_older_blocks)
+{
+    /* 100 calls through a ring of 64, then a thread reserved a block of 8 (96..103) and used
+     * 96..99; another thread's block 40..47 is older than a window of 16; ticket 50 was given
+     * back unused (void). */
+    char path[128], err[256] = "";
+    snprintf(path, sizeof(path), "%s/wrap.trace", dir);
+    make_trace(path, 64, 100);
+    size_t len;
+    unsigned char *copy = read_file(path, &len);
+    struct ls_header *h = hdr_of(copy);
+    h->ticket_block = 8;
+    h->next_ticket = 104;
+    h->threads[0].block_start = 96 + 1;
+    h->threads[1].block_start = 40 + 1;
+    struct ls_record *ring = (struct ls_record *)(copy + h->ring_off);
+    ring[50 % 64].flags = LS_REC_VOID;
+    ring[50 % 64].op = LS_OP_NONE;
+    struct tr_trace *t = trace_load_buffer("blocks.trace", copy, len, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_uint_eq(t->first_ticket, 40);
+    ck_assert_uint_eq(t->nreserved, 4); /* 100..103: reserved, not lost */
+    ck_assert_uint_eq(t->nunwritten, 0);
+    ck_assert_uint_eq(t->nvoid, 1);
+    ck_assert_uint_eq(t->nrecords, 59);
+    trace_free(t);
+    /* The window: the newest 16 tickets (88..103) and the older block 40..47 before them. */
+    t = trace_load_buffer_window("blocks.trace", copy, len, 16, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_uint_eq(t->nrecords, 8 + 12);
+    for (size_t i = 0; i < 8; i++)
+        ck_assert_uint_eq(t->records[i].seq, 41 + i); /* tickets 40..47 */
+    for (size_t i = 8; i < t->nrecords; i++)
+        ck_assert_uint_eq(t->records[i].seq, 89 + (i - 8)); /* tickets 88..99 */
+    ck_assert_uint_eq(t->unread, 88 - 40 - 8);
+    ck_assert_uint_eq(t->nreserved, 4);
+    trace_free(t);
+    /* Without the block starts the same tickets are lost records, and the window is plain. */
+    h->threads[0].block_start = 0;
+    h->threads[1].block_start = 0;
+    t = trace_load_buffer_window("blocks.trace", copy, len, 16, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_uint_eq(t->nunwritten, 4);
+    ck_assert_uint_eq(t->nrecords, 12);
+    trace_free(t);
+    free(copy);
+}
+END_TEST
+
 START_TEST(window_of_a_truncated_file)
 {
     /* 10 tickets, the file cut after slot 3: the window counts tickets, cut or not. */
@@ -644,6 +693,7 @@ int main(void)
     tcase_add_test(tc, corruptions_are_named);
     tcase_add_test(tc, half_written_record_is_counted);
     tcase_add_test(tc, wrapped_ring_keeps_newest_in_order);
+    tcase_add_test(tc, ticket_blocks_reserved_void_and_older_blocks);
     tcase_add_test(tc, window_reads_only_the_newest);
     tcase_add_test(tc, window_of_a_truncated_file);
     tcase_add_test(tc, random_damage_never_crashes);

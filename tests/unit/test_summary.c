@@ -2,6 +2,7 @@
  * the traces it was made from (at its window and narrower ones), and damaged summaries refused
  * with the file named, never a crash. */
 #include <check.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +232,10 @@ static void same_trace(const struct tr_trace *a, const struct tr_trace *b)
     ck_assert_uint_eq(a->nbusy, b->nbusy);
     ck_assert(memcmp(a->busy_tickets, b->busy_tickets, a->nbusy * sizeof(uint64_t)) == 0);
     ck_assert_uint_eq(a->nunwritten, b->nunwritten);
+    ck_assert_uint_eq(a->nreserved, b->nreserved);
+    ck_assert_uint_eq(a->nvoid, b->nvoid);
+    ck_assert(memcmp(a->void_tickets, b->void_tickets, a->nvoid * sizeof(uint64_t)) == 0);
+    ck_assert_uint_eq(a->window_from, b->window_from);
     ck_assert_uint_eq(a->file_bytes, b->file_bytes);
     ck_assert_int_eq(a->truncated, b->truncated);
     ck_assert_uint_eq(a->lost_to_truncation, b->lost_to_truncation);
@@ -287,6 +292,79 @@ START_TEST(summary_equals_traces)
             summary_contents_free(&sc);
         }
     }
+}
+END_TEST
+
+/* Overwrites ring slot `tk` of the trace open as fd: zeroed (a ticket reserved, never written)
+ * or its record made void (a ticket its thread gave back). */
+static void patch_slot(int fd, const struct ls_header *h, uint64_t tk, int make_void)
+{
+    struct ls_record r;
+    off_t at = (off_t)(h->ring_off + (tk % h->ring_cap) * sizeof(r));
+    ck_assert_int_eq(pread(fd, &r, sizeof(r), at), (ssize_t)sizeof(r));
+    if (make_void) {
+        uint64_t ticket = r.ticket;
+        memset(&r, 0, sizeof(r));
+        r.ticket = ticket;
+        r.flags = LS_REC_VOID;
+        r.dtype = LS_DTYPE_NONE;
+    } else {
+        memset(&r, 0, sizeof(r));
+    }
+    ck_assert_int_eq(pwrite(fd, &r, sizeof(r), at), (ssize_t)sizeof(r));
+}
+
+/* Per-thread ticket blocks (docs/trace-format.md): a thread that calls rarely still writes a block
+ * older than the window, tickets of blocks not used yet are reserved, tickets given back are void.
+ * A summary must give what the trace file gives of all three, at its window and narrower ones. */
+START_TEST(summary_keeps_ticket_blocks)
+{
+    make_trace("b-r0.trace", 0, 256, 200, 0);
+    char path[256], sum[256], err[512];
+    snprintf(path, sizeof(path), "%s/b-r0.trace", dir);
+    snprintf(sum, sizeof(sum), "%s/b.summary", dir);
+    struct ls_header h;
+    ck_assert_int_eq(trace_header_read(path, &h, err, sizeof(err)), TR_HEADER_OK);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    h.ticket_block = 16;
+    h.threads[0].tid = 7;
+    h.threads[0].block_start = 20 + 1; /* [20, 36): older than any window below */
+    h.threads[1].tid = 8;
+    h.threads[1].block_start = 190 + 1; /* [190, 206): the newest tickets */
+    ck_assert_int_eq(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+    for (uint64_t tk = 25; tk < 36; tk++)
+        patch_slot(fd, &h, tk, 0); /* reserved in the old block */
+    for (uint64_t tk = 195; tk < 200; tk++)
+        patch_slot(fd, &h, tk, 0); /* reserved in the newest block */
+    patch_slot(fd, &h, 150, 1);
+    patch_slot(fd, &h, 22, 1);
+    close(fd);
+    const uint64_t made[] = {64, 0};
+    for (size_t k = 0; k < 2; k++) {
+        struct summary_writer *w = summary_writer_new(made[k]);
+        struct tr_trace *t = trace_load_window(path, made[k], err, sizeof(err));
+        ck_assert_msg(t != NULL, "%s", err);
+        ck_assert_uint_gt(t->nreserved, 0);
+        ck_assert_uint_gt(t->nvoid, 0);
+        ck_assert_int_eq(summary_writer_add(w, path, t, NULL), 0);
+        trace_free(t);
+        ck_assert_int_eq(summary_writer_write(w, sum, "node-b", err, sizeof(err)), 0);
+        summary_writer_free(w);
+        const uint64_t asked[] = {made[k], 64, 30, 8};
+        for (size_t j = 0; j < 4; j++) {
+            struct summary_contents sc;
+            ck_assert_msg(summary_load(sum, asked[j], &sc, err, sizeof(err)) == 0, "%s", err);
+            ck_assert_uint_eq(sc.ntraces, 1);
+            t = trace_load_window(path, asked[j], err, sizeof(err));
+            ck_assert_ptr_nonnull(t);
+            same_trace(sc.traces[0], t);
+            trace_free(t);
+            summary_contents_free(&sc);
+        }
+    }
+    unlink(path);
+    unlink(sum);
 }
 END_TEST
 
@@ -362,6 +440,7 @@ int main(void)
     tcase_add_checked_fixture(tf, setup, teardown);
     tcase_set_timeout(tf, 60);
     tcase_add_test(tf, summary_equals_traces);
+    tcase_add_test(tf, summary_keeps_ticket_blocks);
     tcase_add_test(tf, damaged_summaries_are_refused);
     suite_add_tcase(s, tf);
     SRunner *sr = srunner_create(s);

@@ -1,0 +1,69 @@
+/* callsite_cache.h -- each thread's memory of its recent stacks (callsite.c), and the check
+ * that recognises one of them inline in the fast path of a wrapper (fast_call.h). */
+#ifndef LOCKSTEP_CALLSITE_CACHE_H
+#define LOCKSTEP_CALLSITE_CACHE_H
+
+#include "shim.h"
+
+/* A stack is remembered by the address of each frame's return-address slot and the return
+ * address found there. The same call instruction (pc0) reached with the same stack pointer
+ * (slot0) from the same callers leaves the same words in the same slots; a different path
+ * changes at least one of them. So a call whose (pc0, slot0) is remembered and whose
+ * remembered slots all still hold their return addresses has the remembered site, found with
+ * one load and compare per frame. Slots are only remembered inside this thread's stack, and
+ * checked only while slot0 is inside it too, so the loads cannot fault. */
+#define CACHE_WAYS 16
+struct chain {
+    uintptr_t pc0, slot0;           /* key: the caller's return address and where it is stored */
+    uintptr_t seen_pc0, seen_slot0; /* a key seen once, not remembered yet */
+    uint32_t site;                  /* 0: empty */
+    uint32_t py;                    /* the python site `site` was found with */
+    uint32_t n;                     /* frames remembered */
+    uint32_t uncounted;             /* hits not yet added to the site's shared count */
+    uintptr_t *slot, *pc;           /* n each: slot addresses and the return addresses they hold */
+};
+struct site_cache {
+    int pid; /* process the site ids belong to */
+    uint32_t depth;
+    uintptr_t stack_lo, stack_hi;
+    struct chain e[CACHE_WAYS];
+};
+
+/* Hits of a chain are added to its site's shared count this many at a time. */
+#define LS_SITE_COUNT_BATCH 64
+
+/* Adds a chain's uncounted hits to its site's count: an add per LS_SITE_COUNT_BATCH calls
+ * rather than a store to a line every thread calling from that site writes. Approximate under
+ * contention, as the format says: no atomic add. */
+void ls_callsite_count_flush(struct ls_trace *t, struct chain *e);
+
+static inline struct chain *way_of(struct site_cache *sc, uintptr_t pc0, uintptr_t slot0)
+{
+    uint64_t h = (uint64_t)(pc0 ^ (slot0 << 17) ^ (slot0 >> 7)) * 0x9e3779b97f4a7c15ull;
+    return &sc->e[h >> 60];
+}
+
+/* The site id of the calling thread's stack when the thread remembers it (ls_callsite_capture's
+ * cache hit, for a trace without Python frames), 0 when not: the caller then calls
+ * ls_callsite_capture(). `caller_pc`/`caller_cfa` as in struct ls_call_args. */
+static inline __attribute__((always_inline)) uint32_t
+ls_callsite_hit(struct ls_trace *t, const void *caller_pc, const void *caller_cfa)
+{
+    struct site_cache *sc = ls_t.site_cache;
+    uintptr_t pc0 = (uintptr_t)caller_pc;
+    uintptr_t slot0 = (uintptr_t)caller_cfa - sizeof(uintptr_t);
+    if (LS_UNLIKELY(!sc || t->pysites || sc->pid != ls_g.pid || sc->depth != ls_t.stack_depth ||
+                    slot0 < sc->stack_lo || slot0 >= sc->stack_hi))
+        return 0;
+    struct chain *e = way_of(sc, pc0, slot0);
+    if (LS_UNLIKELY(!e->site || e->pc0 != pc0 || e->slot0 != slot0 || e->py))
+        return 0;
+    for (uint32_t k = 1; k < e->n; k++)
+        if (LS_UNLIKELY(*(const volatile uintptr_t *)e->slot[k] != e->pc[k]))
+            return 0;
+    if (LS_UNLIKELY(++e->uncounted >= LS_SITE_COUNT_BATCH))
+        ls_callsite_count_flush(t, e);
+    return e->site;
+}
+
+#endif
