@@ -63,7 +63,8 @@ int cmd_summarize(int argc, char **argv)
         goto done;
     }
     struct node_summary_stats st;
-    if (node_summary_write(a.paths.v, a.paths.n, window_records(a.paths.n), out, per_host, &st) == 0) {
+    if (node_summary_write(a.paths.v, a.paths.n, window_records(a.paths.n), out, per_host, &st) ==
+        0) {
         fprintf(stderr, "lockstep: summarized %zu traces (%zu unreadable) into %zu summar%s\n",
                 st.traces, st.unreadable, st.files, st.files == 1 ? "y" : "ies");
         rc = 0;

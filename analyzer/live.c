@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "folder_memo.h"
 #include "live.h"
 #include "live_proc.h"
 #include "live_stack.h"
@@ -584,46 +585,36 @@ static int read_sidecar(const struct tr_trace *t, int pid, struct symbolizer *sy
 }
 
 /* Whether the folder of a trace holds any sidecar (a name ending in ".live"), for the
- * folder last asked about: a folder of 100,000 traces and no probe is read once, not opened
- * at 100,000 names that are not there. The traces of a folder are next to each other. */
-struct sidecar_dir {
-    char dir[4096];
-    size_t len;
-    int valid, any;
-};
-
-static int folder_has_sidecars(struct sidecar_dir *c, const char *trace_path)
+ * folder last asked about (folder_memo.h): a folder of 100,000 traces and no probe is read
+ * once, not opened at 100,000 names that are not there. */
+static int folder_has_sidecars(struct folder_memo *c, const char *trace_path)
 {
-    const char *slash = strrchr(trace_path, '/');
-    size_t len = slash ? (size_t)(slash - trace_path) : 0;
-    if (c->valid && c->len == len && memcmp(c->dir, trace_path, len) == 0)
-        return c->any;
+    int any;
+    if (folder_memo_get(c, trace_path, &any))
+        return any;
+    size_t len = folder_memo_len(trace_path);
     char dir[4096];
-    snprintf(dir, sizeof(dir), "%.*s", slash ? (int)len : 1, slash ? trace_path : ".");
+    snprintf(dir, sizeof(dir), "%.*s", len ? (int)len : 1, len ? trace_path : ".");
     DIR *d = opendir(dir);
-    c->any = 1; /* unknown: look for each one */
+    any = 1; /* unknown: look for each one */
     if (d) {
-        c->any = 0;
+        any = 0;
         struct dirent *e;
-        while (!c->any && (e = readdir(d))) {
+        while (!any && (e = readdir(d))) {
             size_t n = strlen(e->d_name);
-            c->any = n > 5 && strcmp(e->d_name + n - 5, ".live") == 0;
+            any = n > 5 && strcmp(e->d_name + n - 5, ".live") == 0;
         }
         closedir(d);
     }
-    c->valid = len < sizeof(c->dir);
-    if (c->valid) {
-        memcpy(c->dir, trace_path, len);
-        c->len = len;
-    }
-    return c->any;
+    folder_memo_set(c, trace_path, any);
+    return any;
 }
 
 int live_attach(struct model *m, struct symbolizer *sym, struct live_set *out)
 {
     memset(out, 0, sizeof(*out));
     out->v = calloc(m->nprocs + 1, sizeof(*out->v));
-    struct sidecar_dir *dir = calloc(1, sizeof(*dir));
+    struct folder_memo *dir = calloc(1, sizeof(*dir));
     if (!out->v || !dir) {
         free(dir);
         return -1;

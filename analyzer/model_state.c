@@ -1,5 +1,6 @@
 /* model_state.c -- what each rank is doing: in a call, idle, exited, crashed or vanished; group
  * completion; the calls a rank is blocked on; and, for the dead, in what order they died. */
+#include "folder_memo.h"
 #include "liveness.h"
 #include "model.h"
 #include "names.h"
@@ -223,33 +224,20 @@ static int sidecar_current(const struct m_proc *p, int snapshot)
            p->last_seen_ns <= p->live->probed_ns + 2 * heartbeat_ns(&p->t->hdr) + 250000000ull;
 }
 
-/* liveness_in_snapshot() of the folder last asked about: the traces of a folder are next to
- * each other (sorted paths), so a folder of 100,000 traces is looked at once, not once each. */
-struct snapshot_cache {
-    char dir[4096];
-    size_t len;
-    int valid, result;
-};
-
-static int in_snapshot(struct snapshot_cache *c, const char *path)
+/* liveness_in_snapshot() of the folder last asked about (folder_memo.h). */
+static int in_snapshot(struct folder_memo *c, const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    size_t len = slash ? (size_t)(slash - path) : 0;
-    if (c->valid && c->len == len && memcmp(c->dir, path, len) == 0)
-        return c->result;
-    c->result = liveness_in_snapshot(path);
-    c->valid = len < sizeof(c->dir);
-    if (c->valid) {
-        memcpy(c->dir, path, len);
-        c->len = len;
+    int snapshot;
+    if (!folder_memo_get(c, path, &snapshot)) {
+        snapshot = liveness_in_snapshot(path);
+        folder_memo_set(c, path, snapshot);
     }
-    return c->result;
+    return snapshot;
 }
 
 /* Alive or not: the probe's snapshot, else this host's /proc (never for gathered copies),
  * else the heartbeat's age. */
-static enum liveness decide_liveness(struct m_proc *p, uint64_t job_now,
-                                     struct snapshot_cache *snap)
+static enum liveness decide_liveness(struct m_proc *p, uint64_t job_now, struct folder_memo *snap)
 {
     const struct ls_header *h = &p->t->hdr;
     enum liveness v = LIVENESS_UNKNOWN;
@@ -310,7 +298,7 @@ static const struct ls_record *first_failure(const struct tr_trace *t)
     return NULL;
 }
 
-static void settle_state(struct m_proc *p, uint64_t job_now, struct snapshot_cache *snap)
+static void settle_state(struct m_proc *p, uint64_t job_now, struct folder_memo *snap)
 {
     const struct tr_trace *t = p->t;
     const struct ls_header *h = &t->hdr;
@@ -527,7 +515,7 @@ int model_state_build(struct model *m)
         struct m_job *job = &m->jobs[p->job];
         job->now_ns = max_u64(job->now_ns, p->last_seen_ns);
     }
-    struct snapshot_cache *snap = calloc(1, sizeof(*snap));
+    struct folder_memo *snap = calloc(1, sizeof(*snap));
     if (!snap)
         return -1;
     for (size_t i = 0; i < m->nprocs; i++)

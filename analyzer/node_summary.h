@@ -15,10 +15,10 @@ struct node_summary_stats {
 };
 
 /* Summarizes the traces (and node summaries: their traces again) at `paths` with `window`
- * records each (window_records() of their number): into file `out`, or with `out` NULL into one summary per
- * host the traces name, `per_host`/HOST.summary (NULL: HOSTNAME.summary in this folder, all in
- * one). A trace's liveness is what this host's /proc says now (nothing for gathered copies), and
- * its probe's `<trace>.live` goes with it. Messages go to stderr. Sorts `paths`. Returns 0 with
+ * records each (window_records() of their number): into file `out`, or with `out` NULL into one
+ * summary per host the traces name, `per_host`/HOST.summary (NULL: HOSTNAME.summary in this folder,
+ * all in one). A trace's liveness is what this host's /proc says now (nothing for gathered copies),
+ * and its probe's `<trace>.live` goes with it. Messages go to stderr. Sorts `paths`. Returns 0 with
  * *st filled, or -1 after a message (no trace, out of memory, a summary not written). */
 int node_summary_write(char **paths, size_t n, uint64_t window, const char *out,
                        const char *per_host, struct node_summary_stats *st);

@@ -345,8 +345,7 @@ static int read_tickets(struct sreader *r, struct tr_trace *t, const unsigned ch
 {
     const struct ls_header *h = &t->hdr;
     uint64_t count, d, last = t->first_ticket;
-    if (get(p, end, h->next_ticket - t->first_ticket, &count) < 0 ||
-        count > (uint64_t)(end - *p))
+    if (get(p, end, h->next_ticket - t->first_ticket, &count) < 0 || count > (uint64_t)(end - *p))
         return fail(r, "%s: corrupt %s ticket count", t->path, what);
     if (!(*v = calloc(count + 1, sizeof(**v))))
         return fail(r, "out of memory");

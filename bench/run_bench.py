@@ -202,18 +202,19 @@ def tracegen_has(option):
     return re.search(r"(^|\s)" + re.escape(option) + r"\b", TRACEGEN_HELP) is not None
 
 
-def gen_traces(d, ranks, records, scale=False):
+def gen_traces(d, ranks, records, scale=False, summary=False):
     """scale=False: a job of `ranks` ranks whose rings each hold `records` records (wrapped
     once): world collectives, a p2p ring exchange in a group and a split communicator every
     iteration, rank 1 with a different count in the last collective.
     scale=True: the scale scenario, `ranks` ranks x `records` all-reduces (rings large enough
-    to hold them), rank ranks/2 stops calling NCCL before the last one; per-node summaries
-    when the tracegen writes them (--summary), else one trace file per rank."""
+    to hold them), rank ranks/2 stops calling NCCL before the last one; one trace file per
+    rank, or with summary=True one node summary per 8 ranks (lockstep-tracegen --summary:
+    what each node's runner would send; docs/summary-format.md)."""
     tg = path("tests", "tracegen", "lockstep-tracegen")
     if scale:
         cmd = [tg, "--out", d, "--ranks", str(ranks), "--colls", str(records),
                "--ring", str(1 << (records + 16).bit_length()), "--missing", str(ranks // 2)]
-        if tracegen_has("--summary"):
+        if summary:
             cmd.append("--summary")
     else:
         per_iter = 6
@@ -241,39 +242,42 @@ def analyze_measured(d, expect):
     return wall, kib / 1024.0, ok, int(m.group(1)) if m else 0
 
 
-# The scale scenario (ranks x 2,000 all-reduces, one rank missing): the ranks it is run at;
-# 65,536 and 131,072 only where the tracegen writes per-node summaries (131,072 trace files
+# The scale scenario (ranks x 2,000 all-reduces, one rank missing): the ranks it is run at
+# from trace files, and from per-node summaries (up to 131,072 ranks: as trace files they
 # would be 34 GB).
 SCALE_RANKS = [1024, 4096, 16384, 32768]
-SCALE_RANKS_SUMMARY = [65536, 131072]
+SCALE_RANKS_SUMMARY = [16384, 32768, 65536, 131072]
 SCALE_RECORDS = 2000
 
 
 def analyzer_grid():
     """Rows (kind, ranks, records, wall s, peak MiB, found, window, load average before the
     runs): kind "records" for the
-    mixed-call jobs whose records per rank vary, "scale" for the scale scenario."""
+    mixed-call jobs whose records per rank vary, "scale" for the scale scenario from trace
+    files, "summary" for it from per-node summaries."""
+    summaries = tracegen_has("--summary")
     if A.quick:
         grid = [("records", 16, 4096), ("records", 64, 1024), ("records", 16, 16384),
                 ("scale", 256, SCALE_RECORDS), ("scale", 1024, SCALE_RECORDS)]
+        grid += [("summary", 1024, SCALE_RECORDS)] if summaries else []
     else:
         grid = [("records", r, n) for r, n in
                 [(64, 65536), (256, 65536), (1024, 65536), (1024, 4096), (1024, 16384),
                  (256, 4096), (4096, 4096), (4096, 1024)]]
-        ranks = SCALE_RANKS + (SCALE_RANKS_SUMMARY if tracegen_has("--summary") else [])
-        grid += [("scale", r, SCALE_RECORDS) for r in ranks]
+        grid += [("scale", r, SCALE_RECORDS) for r in SCALE_RANKS]
+        grid += [("summary", r, SCALE_RECORDS) for r in (SCALE_RANKS_SUMMARY if summaries else [])]
     rows = []
     for kind, ranks, records in grid:
         d = tempfile.mkdtemp(prefix="lockstep-bench-traces-", dir=A.work)
         try:
             say(f"generating {kind} {ranks} ranks x {records} records in {d}")
-            gen_traces(d, ranks, records, scale=kind == "scale")
+            gen_traces(d, ranks, records, scale=kind != "records", summary=kind == "summary")
             subprocess.run(["sync"])
             # One run for the 8 GiB mixed-call jobs (the records they hold, not the ranks,
             # are large); three for the scale rows, whose single runs swing with this shared
             # machine's load.
             repeats = 1 if A.quick or (kind == "records" and ranks * records > (1 << 24)) else 3
-            expect = "missing_ranks" if kind == "scale" else "count_mismatch"
+            expect = "count_mismatch" if kind == "records" else "missing_ranks"
             load = float(open("/proc/loadavg").read().split()[0])
             runs = [analyze_measured(d, expect) for _ in range(repeats)]
             wall = statistics.median(r[0] for r in runs)
@@ -572,7 +576,7 @@ def plot(rows):
         return None
     os.makedirs(A.plot_dir, exist_ok=True)
     dats = {}
-    for kind in ("scale", "records"):
+    for kind in ("scale", "records", "summary"):
         dats[kind] = os.path.join(A.work, f"lockstep-analyzer-bench-{kind}.dat")
         with open(dats[kind], "w") as f:
             for k, ranks, records, wall, rss, _, window, _ in sorted(rows, key=lambda r: r[1:3]):
@@ -581,7 +585,7 @@ def plot(rows):
                             f"{rss * 1024 / ranks:.1f} \"{window}/trace\"\n")
     png = os.path.join(A.plot_dir, "analyzer-scaling.png")
     lo, top = min(r[1] for r in rows) // 2, max(r[1] for r in rows) * 2
-    sc, rc = dats["scale"], dats["records"]
+    sc, rc, su = dats["scale"], dats["records"], dats["summary"]
     # The analysis reads a window of each ring whose size depends on the number of traces
     # (docs/analyzer.md), so its cost follows the ranks: ranks on the x axis, the window as
     # the label of each scale point.
@@ -592,7 +596,7 @@ set multiplot layout 1,2 title "lockstep analyze --json (scale: ranks x 2,000 al
 set logscale x 2
 set xrange [{lo}:{top}]
 set xlabel "ranks (log scale)"
-set key left top
+set key right bottom
 set grid
 set ytics nomirror
 set y2tics
@@ -601,8 +605,10 @@ set logscale y 10
 set logscale y2 10
 set ylabel "wall time (s)"
 set y2label "peak RSS (MiB)"
-plot "{sc}" using 1:2 with linespoints pt 7 ps 1.2 title "time, scale", \\
-     "{sc}" using 1:3 axes x1y2 with linespoints pt 5 ps 1.2 title "RSS, scale", \\
+plot "{sc}" using 1:2 with linespoints pt 7 ps 1.2 title "time, scale (traces)", \\
+     "{sc}" using 1:3 axes x1y2 with linespoints pt 5 ps 1.2 title "RSS, scale (traces)", \\
+     "{su}" using 1:2 with linespoints pt 9 ps 1.2 title "time, scale (node summaries)", \\
+     "{su}" using 1:3 axes x1y2 with linespoints pt 11 ps 1.2 title "RSS, scale (node summaries)", \\
      "{rc}" using 1:2 with points pt 6 ps 1.2 title "time, mixed calls (records vary)", \\
      "{rc}" using 1:3 axes x1y2 with points pt 4 ps 1.2 title "RSS, mixed calls", \\
      "{sc}" using 1:2:6 with labels offset 0,1 font ",8" notitle
@@ -614,8 +620,10 @@ set yrange [0:*]
 set y2range [0:*]
 set ylabel "µs per rank"
 set y2label "KiB per rank"
-plot "{sc}" using 1:4 with linespoints pt 7 ps 1.2 title "time per rank, scale", \\
-     "{sc}" using 1:5 axes x1y2 with linespoints pt 5 ps 1.2 title "RSS per rank, scale", \\
+plot "{sc}" using 1:4 with linespoints pt 7 ps 1.2 title "time per rank, traces", \\
+     "{sc}" using 1:5 axes x1y2 with linespoints pt 5 ps 1.2 title "RSS per rank, traces", \\
+     "{su}" using 1:4 with linespoints pt 9 ps 1.2 title "time per rank, summaries", \\
+     "{su}" using 1:5 axes x1y2 with linespoints pt 11 ps 1.2 title "RSS per rank, summaries", \\
      "{sc}" using 1:4:6 with labels offset 0,1 font ",8" notitle
 unset multiplot
 """
@@ -747,10 +755,11 @@ def analyzer_targets(ana):
     rows = []
     for kind, ranks, records, limit_s, limit_mib in (("records", 1024, 65536, 3, 1024),
                                                      ("records", 4096, 4096, 2, None),
-                                                     ("scale", 131072, SCALE_RECORDS, 10, 4096)):
+                                                     ("summary", 131072, SCALE_RECORDS, 10, 4096)):
         r = [a for a in ana if a[0] == kind and a[1] == ranks and a[2] == records]
-        if kind == "scale":
-            what = f"analyze {ranks:,} ranks x {records:,} all-reduces: <= {limit_s} s, <= 4 GiB"
+        if kind == "summary":
+            what = (f"analyze {ranks:,} ranks x {records:,} all-reduces (node summaries): "
+                    f"<= {limit_s} s, <= 4 GiB")
         else:
             what = (f"analyze {ranks} ranks x {records} records: <= {limit_s} s" +
                     (", <= 1 GiB" if limit_mib else ""))
@@ -758,11 +767,11 @@ def analyzer_targets(ana):
             _, _, _, wall, rss, ok, _, _ = r[0]
             good = wall <= limit_s and (limit_mib is None or rss <= limit_mib) and ok
             rows.append((what, f"{wall:.2f} s, {rss:.0f} MiB", good))
-        elif kind == "scale":
-            big = [a for a in ana if a[0] == kind]
+        elif kind == "summary":
+            big = [a for a in ana if a[0] in ("scale", "summary")]
             if big:
                 _, n, _, wall, rss, _, _, _ = max(big, key=lambda a: a[1])
-                rows.append((what, f"not run (needs per-node summaries); {n:,} ranks: "
+                rows.append((what, f"not run; {n:,} ranks: "
                              f"{wall:.2f} s, {rss:.0f} MiB", None))
     return rows
 
@@ -772,8 +781,9 @@ def analyzer_table(ana):
         "peak RSS MiB | µs per rank | KiB per rank | found it | load |")
     out("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for kind, ranks, records, wall, rss, ok, window, load in ana:
-        what = ("scale: all-reduces, one rank missing" if kind == "scale"
-                else "mixed calls, rank 1's count differs")
+        what = {"scale": "scale: all-reduces, one rank missing (trace files)",
+                "summary": "scale: all-reduces, one rank missing (node summaries)"}.get(
+                    kind, "mixed calls, rank 1's count differs")
         out(f"| {what} | {ranks:,} | {records:,} | {window:,} | "
             f"{ranks * records * 128 / 2**30:.2f} GiB | {wall:.2f} | {rss:.0f} | "
             f"{wall / ranks * 1e6:.0f} | {rss * 1024 / ranks:.1f} | {'yes' if ok else 'NO'} | "
@@ -789,8 +799,10 @@ def analyzer_section(ana, started):
         "ring exchange and a split communicator every iteration, rank 1's last collective "
         "with another count, each ring full and wrapped: the rows vary the records per rank "
         "at fixed ranks. *Scale*: ranks × 2,000 all-reduces, the middle rank stops calling "
-        "NCCL before the last one (one trace file per rank; per-node summaries where the "
-        "tracegen writes them): the rows vary the ranks. The analysis reads of each trace "
+        "NCCL before the last one, from one trace file per rank (*trace files*) or from one "
+        "node summary per 8 ranks as each node's `lockstep run` would send them "
+        "(`lockstep-tracegen --summary`, *node summaries*; docs/summary-format.md): the rows "
+        "vary the ranks. The analysis reads of each trace "
         "the newest 1,024 records up to 8,192 traces, then 8 Mi records in all, at least 64 "
         "per trace (docs/analyzer.md, *A window that shrinks for huge jobs*): the column "
         "*records read per trace*. Wall time is the median of 3 runs (1 run for the mixed "
