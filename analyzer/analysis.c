@@ -162,22 +162,10 @@ static size_t count_traces(const struct pathlist *paths)
     return n;
 }
 
-/* Moves one path's outcome into the analysis (traces, then messages). Returns -1 on OOM. */
-static int take_loaded(struct analysis *a, struct loaded *o, size_t *cap)
+/* Moves one path's outcome into the analysis (traces, then messages), whose arrays have room
+ * for it. Returns -1 when loading it ran out of memory (nothing to take). */
+static int take_loaded(struct analysis *a, struct loaded *o)
 {
-    size_t more = o->sc.traces ? o->sc.ntraces + o->sc.nunreadable : 1;
-    if (a->ntraces + more > *cap || a->nunreadable + more > *cap) {
-        size_t want = (a->ntraces > a->nunreadable ? a->ntraces : a->nunreadable) + more;
-        size_t c = *cap * 2 > want ? *cap * 2 : want;
-        struct tr_trace **t = realloc(a->traces, (c + 1) * sizeof(*t));
-        if (t)
-            a->traces = t;
-        char **u = t ? realloc(a->unreadable, (c + 1) * sizeof(*u)) : NULL;
-        if (!u)
-            return -1;
-        a->unreadable = u;
-        *cap = c;
-    }
     if (o->sc.traces) {
         for (size_t i = 0; i < o->sc.ntraces; i++) {
             a->traces[a->ntraces++] = o->sc.traces[i];
@@ -249,10 +237,16 @@ static int load_all(struct analysis *a)
     load_share_run(&mine);
     if (helped)
         pthread_join(helper, NULL);
-    int rc = 0;
-    size_t cap = 0;
+    size_t ntraces = 0, nunreadable = 0;
     for (size_t i = 0; i < a->paths.n; i++) {
-        if (rc == 0 && take_loaded(a, &out[i], &cap) < 0)
+        ntraces += out[i].sc.traces ? out[i].sc.ntraces : out[i].t != NULL;
+        nunreadable += out[i].sc.traces ? out[i].sc.nunreadable : out[i].t == NULL;
+    }
+    a->traces = calloc(ntraces + 1, sizeof(*a->traces));
+    a->unreadable = calloc(nunreadable + 1, sizeof(*a->unreadable));
+    int rc = a->traces && a->unreadable ? 0 : -1;
+    for (size_t i = 0; i < a->paths.n; i++) {
+        if (rc == 0 && take_loaded(a, &out[i]) < 0)
             rc = -1;
         if (rc < 0) { /* out of memory: free what was not taken */
             trace_free(out[i].t);
@@ -261,10 +255,6 @@ static int load_all(struct analysis *a)
         }
     }
     free(out);
-    if (rc == 0 && !a->traces && !(a->traces = calloc(1, sizeof(*a->traces))))
-        rc = -1;
-    if (rc == 0 && !a->unreadable && !(a->unreadable = calloc(1, sizeof(*a->unreadable))))
-        rc = -1;
     if (rc < 0 || summary_drop_copies(a->traces, &a->ntraces) < 0)
         return -1;
     qsort(a->unreadable, a->nunreadable, sizeof(*a->unreadable), cmp_unreadable);

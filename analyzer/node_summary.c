@@ -73,19 +73,15 @@ static char *read_sidecar(const char *trace_path, size_t *len)
 
 int node_summary_add(struct summary_writer *w, const char *path, const struct tr_trace *t)
 {
-    struct summary_facts f = {0};
+    /* What this host knows of the process; of a trace from a summary, what its node knew. */
+    struct summary_facts f = {.snapshot = liveness_trace_snapshot(t), .why = ""};
+    if (!f.snapshot || t->node)
+        f.liveness = (int)liveness_trace_local(t, &f.why);
     char *sidecar = NULL;
-    if (t->node) { /* from a summary: what its node knew */
-        f.liveness = t->node_liveness;
-        f.why = t->node_liveness_why;
-        f.snapshot = t->node_snapshot;
+    if (t->node) {
         f.sidecar = t->node_sidecar;
         f.sidecar_len = t->node_sidecar ? strlen(t->node_sidecar) : 0;
     } else {
-        f.snapshot = liveness_in_snapshot(path);
-        f.why = "";
-        if (!f.snapshot)
-            f.liveness = (int)liveness_local(&t->hdr, &f.why);
         f.sidecar = sidecar = read_sidecar(path, &f.sidecar_len);
     }
     int rc = summary_writer_add(w, path, t, &f);
