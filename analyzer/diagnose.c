@@ -258,6 +258,23 @@ static long cause_of_error(const struct findings *fs, size_t first, size_t i, lo
     return -1;
 }
 
+/* The earliest death among the missing ranks of finding i that did not die waiting in its very
+ * collective, or -1. A collective a dead member never reached cannot complete: while its other
+ * missing ranks are only on their way (en_route), that death is why its waiters wait. */
+static long first_dead_missing(const struct findings *fs, size_t first, size_t i)
+{
+    const struct finding *f = &fs->v[i];
+    long death = -1;
+    for (size_t k = 0; k < f->missing.n; k++) {
+        long dk = death_of(fs, first, f->missing.v[k]);
+        if (dk < 0 || (fs->v[dk].died_in && fs->v[dk].comm == f->comm && fs->v[dk].seq == f->seq))
+            continue;
+        if (death < 0 || fs->v[dk].time_ns < fs->v[death].time_ns)
+            death = dk;
+    }
+    return death;
+}
+
 static long cause_of_missing(const struct findings *fs, size_t first, size_t i)
 {
     const struct finding *f = &fs->v[i];
@@ -272,6 +289,8 @@ static long cause_of_missing(const struct findings *fs, size_t first, size_t i)
         else if (g->kind == F_DUPLICATE_RANK && all_in(&f->missing, &g->ranks))
             cause = (long)k;
     }
+    if (cause < 0 && f->en_route)
+        cause = first_dead_missing(fs, first, i);
     return cause >= 0 ? cause : common_cause(fs, first, i, &f->missing);
 }
 

@@ -183,6 +183,38 @@ static int own_ranks(const struct m_comm *c, const struct m_proc *p, uint64_t se
     return 1;
 }
 
+/* The widest arrival spread (last enter minus first) of the newest collectives before #seq that
+ * every traced member still holds, in ns. */
+static uint64_t arrival_spread(const struct m_comm *c, uint64_t seq)
+{
+    uint64_t widest = 0;
+    int looked = 0;
+    for (uint64_t k = seq; k-- > 1 && looked < 32;) {
+        uint64_t lo = UINT64_MAX, hi = 0;
+        int all = 1;
+        for (int i = 0; i < c->nmembers && all; i++) {
+            if (!c->members[i].proc)
+                continue;
+            const struct ls_record *r = model_member_coll(&c->members[i], k);
+            if (!r)
+                all = 0;
+            else {
+                lo = r->enter_ns < lo ? r->enter_ns : lo;
+                hi = r->enter_ns > hi ? r->enter_ns : hi;
+            }
+        }
+        if (!all || hi < lo)
+            break; /* older records are gone, or the ring never held them */
+        widest = hi - lo > widest ? hi - lo : widest;
+        looked++;
+    }
+    return widest;
+}
+
+/* Lateness within which ranks that are running towards #seq count as on their way: four times
+ * the comm's usual arrival spread, and at least a second. */
+#define EN_ROUTE_FLOOR_NS 1000000000ull
+
 struct absent {
     int cr;
     enum stand stand;
@@ -227,6 +259,34 @@ static void absent_words(struct diag *d, struct finding *f, const struct absent 
         intvec_free(&g);
         intvec_free(&cr);
     }
+}
+
+/* The detail line of an en_route finding: the missing ranks still running, and how long the
+ * first waiter has waited. */
+static void en_route_words(struct diag *d, struct finding *f, const struct absent *ab, size_t nab)
+{
+    struct intvec run = {0}, dead = {0};
+    for (size_t i = 0; i < nab; i++)
+        intvec_push(model_alive(ab[i].mb->proc) ? &run : &dead, ab[i].mb->proc->rank);
+    run.n = rankset_normalize(run.v, run.n);
+    dead.n = rankset_normalize(dead.v, dead.n);
+    char who[256], gone[256], t[32];
+    describe_ranks(run.v, run.n, who, sizeof(who));
+    describe_ranks(dead.v, dead.n, gone, sizeof(gone));
+    timefmt_duration(t, sizeof(t), (uint64_t)(diag_seconds_ago(d, f->time_ns) * 1e9));
+    if (run.n && dead.n)
+        finding_detail(f,
+                       "%s %s running and the first waiter has waited only %s, no longer than "
+                       "this communicator's ranks usually take to gather: %s on the way; %s, gone, "
+                       "is why it cannot complete",
+                       who, run.n == 1 ? "is" : "are", t, run.n == 1 ? "it is" : "they are", gone);
+    else if (run.n)
+        finding_detail(f,
+                       "%s %s running and the first waiter has waited only %s, no longer than "
+                       "this communicator's ranks usually take to gather: %s may be on the way",
+                       who, run.n == 1 ? "is" : "are", t, run.n == 1 ? "it" : "they");
+    intvec_free(&run);
+    intvec_free(&dead);
 }
 
 static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
@@ -289,6 +349,23 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
                                             : "missing",
                              r) < 0)
             goto oom;
+    }
+    /* Late, not stuck: every missing member still alive is running towards it, and the first
+     * waiter has not waited longer than this comm's ranks usually take to gather. Then a dead
+     * missing member is the whole story (cause_of_missing in diagnose.c). */
+    size_t running = 0;
+    f->en_route = nab > 0 && untraced.n == 0;
+    for (size_t i = 0; i < nab && f->en_route; i++) {
+        const struct m_proc *p = ab[i].mb->proc;
+        int on_way = ab[i].stand == MISSING && p->state == RANK_IDLE && !p->stopped;
+        running += on_way;
+        f->en_route = !model_alive(p) || on_way;
+    }
+    f->en_route &= running > 0;
+    if (f->en_route && f->time_ns) {
+        uint64_t spread = arrival_spread(c, seq), allow = 4 * spread;
+        allow = allow < EN_ROUTE_FLOOR_NS ? EN_ROUTE_FLOOR_NS : allow;
+        f->en_route = d->j->now_ns <= f->time_ns || d->j->now_ns - f->time_ns <= allow;
     }
     /* Every traced member entered it: the ones without a trace are the missing ones. */
     int only_untraced = nab == 0 && untraced.n > 0;
@@ -367,6 +444,8 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
                        "one process holds several ranks of comm %08llx (ncclCommInitAll, or one "
                        "ncclCommInitRank per GPU): members are named by their rank in it",
                        (unsigned long long)(c->id >> 32));
+    if (f->en_route)
+        en_route_words(d, f, ab, nab);
     if (untraced.n)
         finding_detail(f, "%zu member(s) of comm %08llx have no trace; they may be missing too",
                        untraced.n, (unsigned long long)(c->id >> 32));

@@ -252,21 +252,24 @@ static void summarize_death(struct diag *d, struct finding *f, const struct deat
         snprintf(how, sizeof(how), "exited with status %d", h->end_status);
         break;
     }
+    /* "rank 1 waits for it", "ranks 0-2 wait for them" */
+    char tail[48] = "";
+    if (waiting[0])
+        snprintf(tail, sizeof(tail), " %s%s for %s",
+                 p->state == RANK_EXITED && !g->key.after_failure ? "still " : "",
+                 f->waiting.n == 1 ? "waits" : "wait", f->dead.n == 1 ? "it" : "them");
     const char *hint = "";
     if (p->died_in && p->state == RANK_CRASHED && h->end_signal == 6)
         hint = " (a watchdog's abort? PyTorch aborts ranks that wait past its timeout)";
     if (g->key.after_failure)
         finding_summary(f, "%s %s after %s failed (%s)%s%s%s", who, how, call,
-                        names_result(g->key.call->result), waiting[0] ? "; " : "", waiting,
-                        waiting[0] ? " wait for them" : "");
+                        names_result(g->key.call->result), waiting[0] ? "; " : "", waiting, tail);
     else if (p->died_in)
         finding_summary(f, "%s %s while waiting in %s%s", who, how, call, hint);
     else if (p->state == RANK_EXITED)
-        finding_summary(f, "%s %s%s%s%s", who, how, waiting[0] ? " while " : "", waiting,
-                        waiting[0] ? " still wait for it" : "");
+        finding_summary(f, "%s %s%s%s%s", who, how, waiting[0] ? " while " : "", waiting, tail);
     else
-        finding_summary(f, "%s %s%s%s%s", who, how, waiting[0] ? "; " : "", waiting,
-                        waiting[0] ? (f->dead.n == 1 ? " wait for it" : " wait for them") : "");
+        finding_summary(f, "%s %s%s%s%s", who, how, waiting[0] ? "; " : "", waiting, tail);
 }
 
 static int add_deaths(struct diag *d)

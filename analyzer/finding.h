@@ -70,6 +70,10 @@ struct finding {
                            * ended */
     struct intvec missing_cr, waiting_cr; /* missing_ranks: the same as comm ranks */
     int multi_rank; /* missing_ranks: a process holds several ranks of the comm */
+    int en_route;   /* missing_ranks: some missing ranks are running (in no call, not
+                     * stopped), every other one is gone, and the first waiter has waited no
+                     * longer than the comm's arrival spread allows: the running ones are late,
+                     * not stuck (diagnose_missing.c) */
     int died_in;    /* rank_*: comm/seq name the collective they were blocked in */
     int refused;    /* nccl_error: NCCL refused the arguments (nothing enqueued) */
     int rank, src, dst, signal, status, result; /* -1 where not relevant */

@@ -270,6 +270,7 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         json_int_array(w, "missing_comm_ranks", f->missing_cr.v, f->missing_cr.n);
         json_int_array(w, "waiting_comm_ranks", f->waiting_cr.v, f->waiting_cr.n);
         json_bool(w, "several_ranks_per_process", f->multi_rank);
+        json_bool(w, "en_route", f->en_route);
         break;
     case F_DUPLICATE_RANK:
         json_int(w, "rank", f->rank);

@@ -18,6 +18,9 @@
  *                         hang), indexed by TORCHELASTIC_RESTART_COUNT
  *   SCENARIO_NDEV         GPUs per process (initall, multigpu; default 4 and 2)
  *   SCENARIO_FAR          far_apart: collectives issued past the stuck one (default 3000)
+ *   SCENARIO_LATE         oom_kill: ranks (comma-separated) that compute SCENARIO_LATE_MS more
+ *                         than the others in every step from SCENARIO_LATE_FROM on (default 1):
+ *                         ranks that are always late, or (from the last step) stuck
  * Every collective waits for its result with tp_sync(), as a training loop does (a no-op
  * unless LOCKSTEP_EMU_ASYNC=1). */
 #define _GNU_SOURCE
@@ -167,6 +170,21 @@ static void mode_watchdog(void)
 }
 
 /* The OOM killer takes the victim in the middle of a step's compute. */
+/* True when `r` is in the comma-separated list `list`. */
+static int listed(const char *list, int r)
+{
+    for (const char *s = list; *s;) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s)
+            return 0;
+        if (v == r)
+            return 1;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 void forward_pass(int step)
 {
     if (rank == victim && step == steps) {
@@ -174,6 +192,8 @@ void forward_pass(int step)
         raise(SIGKILL);
     }
     compute_ms(step_ms);
+    if (step >= env_int("SCENARIO_LATE_FROM", 1) && listed(env_str("SCENARIO_LATE", ""), rank))
+        compute_ms(env_int("SCENARIO_LATE_MS", 0));
 }
 
 static void mode_oom_kill(void)

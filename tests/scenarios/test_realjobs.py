@@ -707,6 +707,52 @@ def case_zombie(tmp):
         stop_job(job, d)
 
 
+def case_oom_late(tmp):
+    """Ranks 0 and 2 always reach the all-reduce 2 s after rank 1 (a slower data path); rank 3
+    is OOM-killed before #2. While 0 and 2 are still on their way, rank 1 waits for them and
+    for rank 3, but rank 3's death is the whole story: the all-reduce could never complete."""
+    env = {"SCENARIO_STEPS": "2", "SCENARIO_LATE": "0,2", "SCENARIO_LATE_MS": "2500"}
+    job, d = start_job(tmp, "oom_kill", env=env)
+    try:
+        r = wait_for(d, lambda r: r["findings"] and r["findings"][0]["kind"] == "rank_crashed" and
+                     any(f["kind"] == "missing_ranks" and f["waiting"] == [1]
+                         for f in r["findings"]), "rank 1 waiting, rank 3 dead", timeout=30)
+        f = one_root(r, "rank_crashed")
+        expect(f["dead"] == [3], f"{f}")
+        m = follows(r, "missing_ranks", seq=2, missing=[0, 2, 3])[0]
+        expect(m["en_route"], f"ranks 0, 2 not on their way: {m}")
+        text = subprocess.run([LOCKSTEP, "analyze", d], capture_output=True, text=True,
+                              env=clean_env()).stdout
+        one_line(text, r"ranks 0,2 are running and the first waiter has waited only .* they are "
+                       r"on the way; rank 3, gone, is why it cannot complete",
+                 "that ranks 0 and 2 are late, not stuck")
+        r = wait_for(d, lambda r: any(f["kind"] == "missing_ranks" and f["waiting"] == [0, 1, 2]
+                                      for f in r["findings"]), "ranks 0-2 waiting", timeout=30)
+        one_root(r, "rank_crashed")
+        m = follows(r, "missing_ranks", seq=2, missing=[3])[0]
+        expect(not m["en_route"], f"nobody is on the way: {m}")
+    finally:
+        stop_job(job, d)
+
+
+def case_oom_stuck(tmp):
+    """Rank 3 is OOM-killed before the all-reduce #3; ranks 0 and 2, usually on time, are stuck
+    in their own work from that step on. Rank 1 waits for them far longer than ranks of this
+    job ever take to gather: two faults, two root causes (the death first)."""
+    env = {"SCENARIO_LATE": "0,2", "SCENARIO_LATE_MS": "60000", "SCENARIO_LATE_FROM": "3"}
+    job, d = start_job(tmp, "oom_kill", env=env)
+    try:
+        r = wait_for(d, lambda r: len(roots(r)) == 2, "two root causes", timeout=30)
+        expect(root(r, "rank_crashed")["dead"] == [3], f"{kinds(r)}")
+        m = roots(r)[1]
+        expect(m["kind"] == "missing_ranks" and m["seq"] == 3 and m["waiting"] == [1] and
+               m["missing"] == [0, 2, 3] and not m["en_route"], f"second root: {m}")
+        expect(rank(r, 0)["state"] == "idle" and rank(r, 2)["state"] == "idle",
+               f"ranks 0, 2: {rank(r, 0)} {rank(r, 2)}")
+    finally:
+        stop_job(job, d)
+
+
 def case_sigstop(tmp):
     """Rank 3 is stopped (SIGSTOP: a debugger, Ctrl-Z) before the barrier: stopped, not dead;
     `lockstep run` says the same live."""
