@@ -189,6 +189,13 @@ void ls_callsite_count_flush(struct ls_trace *t, struct chain *e)
     e->uncounted = 0;
 }
 
+struct site_cache *ls_callsite_fast_cache(const struct ls_trace *t)
+{
+    struct site_cache *sc = ls_t.site_cache;
+    uint32_t depth = t->hdr->stack_depth;
+    return depth && sc && !t->pysites && sc->pid == ls_g.pid && sc->depth == depth ? sc : NULL;
+}
+
 static void cache_free(void *p)
 {
     struct site_cache *sc = p;
@@ -197,6 +204,8 @@ static void cache_free(void *p)
             ls_callsite_count_flush(&ls_g.trace, &sc->e[i]);
     if (ls_t.site_cache == p)
         ls_t.site_cache = NULL;
+    if (ls_t.fast_sites == p)
+        ls_t.fast_sites = NULL;
     free(p);
 }
 
@@ -213,6 +222,7 @@ static struct site_cache *thread_cache(uint32_t depth)
         return sc;
     if (sc) { /* a fork's child (ids of the parent's table) or another depth: start over */
         ls_t.site_cache = NULL;
+        ls_t.fast_sites = NULL;
         pthread_setspecific(cache_key, NULL);
         free(sc);
     }

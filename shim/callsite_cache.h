@@ -37,6 +37,10 @@ struct site_cache {
  * contention, as the format says: no atomic add. */
 void ls_callsite_count_flush(struct ls_trace *t, struct chain *e);
 
+/* The calling thread's cache when the fast path may use it for trace t: made for this process
+ * and t's depth, and t records no Python frames. NULL otherwise (callsite.c). */
+struct site_cache *ls_callsite_fast_cache(const struct ls_trace *t);
+
 static inline struct chain *way_of(struct site_cache *sc, uintptr_t pc0, uintptr_t slot0)
 {
     uint64_t h = (uint64_t)(pc0 ^ (slot0 << 17) ^ (slot0 >> 7)) * 0x9e3779b97f4a7c15ull;
@@ -44,25 +48,37 @@ static inline struct chain *way_of(struct site_cache *sc, uintptr_t pc0, uintptr
 }
 
 /* The site id of the calling thread's stack when the thread remembers it (ls_callsite_capture's
- * cache hit, for a trace without Python frames), 0 when not: the caller then calls
- * ls_callsite_capture(). `caller_pc`/`caller_cfa` as in struct ls_call_args. */
+ * cache hit), 0 when not: the caller then calls ls_callsite_capture(). For the fast path
+ * (fast_call.h): `sc` is the thread's cache, which the general path found valid for this
+ * trace (its process and depth, no Python frames: ls_thread.fast_sites). Makes no call: when
+ * the hit completes a batch of uncounted hits, the chain is left in ls_thread.fast_flush for
+ * ls_fast_exit() to add to the site's count after the forwarded call. `caller_pc`/`caller_cfa`
+ * as in struct ls_call_args. */
 static inline __attribute__((always_inline)) uint32_t
-ls_callsite_hit(struct ls_trace *t, const void *caller_pc, const void *caller_cfa)
+ls_callsite_hit(struct site_cache *sc, const void *caller_pc, const void *caller_cfa)
 {
-    struct site_cache *sc = ls_t.site_cache;
     uintptr_t pc0 = (uintptr_t)caller_pc;
     uintptr_t slot0 = (uintptr_t)caller_cfa - sizeof(uintptr_t);
-    if (LS_UNLIKELY(!sc || t->pysites || sc->pid != ls_g.pid || sc->depth != ls_t.stack_depth ||
-                    slot0 < sc->stack_lo || slot0 >= sc->stack_hi))
+    if (LS_UNLIKELY(slot0 < sc->stack_lo || slot0 >= sc->stack_hi))
         return 0;
     struct chain *e = way_of(sc, pc0, slot0);
-    if (LS_UNLIKELY(!e->site || e->pc0 != pc0 || e->slot0 != slot0 || e->py))
+    if (LS_UNLIKELY(e->pc0 != pc0 || e->slot0 != slot0))
         return 0;
-    for (uint32_t k = 1; k < e->n; k++)
-        if (LS_UNLIKELY(*(const volatile uintptr_t *)e->slot[k] != e->pc[k]))
-            return 0;
-    if (LS_UNLIKELY(++e->uncounted >= LS_SITE_COUNT_BATCH))
-        ls_callsite_count_flush(t, e);
+    /* Every remembered slot still holds its return address; two frames a turn. */
+    const uintptr_t *slot = e->slot + 1, *end = e->slot + e->n;
+    ptrdiff_t to_pc = e->pc - e->slot;
+    uintptr_t differ = 0;
+    for (; slot + 1 < end; slot += 2)
+        differ |= (*(const volatile uintptr_t *)slot[0] ^ slot[to_pc]) |
+                  (*(const volatile uintptr_t *)slot[1] ^ slot[to_pc + 1]);
+    if (slot < end)
+        differ |= *(const volatile uintptr_t *)slot[0] ^ slot[to_pc];
+    if (LS_UNLIKELY(differ))
+        return 0;
+    if (LS_UNLIKELY(++e->uncounted >= LS_SITE_COUNT_BATCH)) {
+        ls_t.fast_flush = e;
+        ls_t.fast_limit = 0;
+    }
     return e->site;
 }
 

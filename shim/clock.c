@@ -86,5 +86,5 @@ void ls_clock_thread_refresh(uint32_t gen)
     ls_t.clock_base_tsc = base_tsc;
     ls_t.clock_base_ns = base_ns;
     ls_t.clock_mult = mult;
-    ls_t.clock_gen = gen;
+    ls_t.clock_gen = mult ? gen : ~0u; /* no conversion yet: the fast path's check fails */
 }

@@ -9,21 +9,14 @@
 #include "callsite_cache.h"
 #include "shim.h"
 
-/* What the fast path keeps between entering and leaving a call. */
-struct ls_fast {
-    struct ls_record *rec;
-    uint64_t ticket;
-    uint64_t enter_ns;
-    uint64_t enter_tsc, mult; /* ls_now_tsc()'s: the exit time is counted from the entry's */
-    struct ls_comm *comm;
-};
-
 /* Reserves a new block of tickets for the calling thread, which has a slot (record.c). */
 void ls_block_reserve(struct ls_trace *t);
 
-/* Leaves a call the fast path entered whose result needs the general path (a refused call
- * gives back its sequence number): ls_call_exit() on an ls_call made from `f`. */
-void ls_fast_exit_general(const struct ls_fast *f, unsigned op, int peer, int result);
+/* Leaves a call the fast path entered when ls_fast_exit() cannot do it all inline: a refused
+ * result (the general path gives its sequence number back), an entry timed by the kernel's
+ * clock (before the first TSC conversion), a call-site count to flush, or a block of tickets
+ * to reserve (ls_thread.fast_limit). Returns `result`. */
+int ls_fast_exit_rare(unsigned op, int peer, int result);
 
 /* Adds one to a counter only this thread writes, with stores a live reader can load
  * atomically. */
@@ -35,33 +28,52 @@ static inline __attribute__((always_inline)) uint64_t ls_fast_bump(uint64_t *fie
     return v;
 }
 
-/* Records the entry of a call of `op` (a constant: collective, Send or Recv) on `comm` when the
- * fast path applies: returns 1 with `f` filled (the caller then calls ls_fast_exit), 0 with
- * nothing changed but the call site's count (the caller takes the general path). It applies
- * when the thread is in no recorded call, the general path armed it for this communicator in
- * this generation (ls_thread.fast_generation), the thread has a ticket left in its block and
- * that ticket's ring slot holds no newer lap and no record being written. */
-static inline __attribute__((always_inline)) int
-ls_fast_enter(struct ls_fast *f, unsigned op, uintptr_t comm, uint64_t count, int dtype, int redop,
-              int peer, const void *sendbuff, const void *recvbuff, const void *stream,
-              const void *caller_pc, const void *caller_cfa)
+/* The time now from the thread's copy of the clock conversion, which the fast path only uses
+ * while it is the published one (ls_t.clock_gen) and has a rate. */
+static inline __attribute__((always_inline)) uint64_t ls_fast_clock(void)
 {
-    if (LS_UNLIKELY(ls_t.in_call) ||
-        LS_UNLIKELY(ls_t.fast_generation !=
-                    atomic_load_explicit(&ls_generation, memory_order_relaxed)) ||
-        LS_UNLIKELY(ls_t.fast_comm != comm))
-        return 0;
-    if (LS_UNLIKELY(ls_t.block_next >= ls_t.block_end))
-        ls_block_reserve(&ls_g.trace);
-    uint32_t site = 0;
-    if (ls_t.stack_depth) {
-        site = ls_callsite_hit(&ls_g.trace, caller_pc, caller_cfa);
-        if (LS_UNLIKELY(!site)) {
-            struct ls_call_args a;
-            a.caller_pc = caller_pc;
-            a.caller_cfa = caller_cfa;
-            site = ls_callsite_capture(&ls_g.trace, &a);
-        }
+    uint64_t d = ls_rdtsc() - ls_t.clock_base_tsc;
+    if (LS_UNLIKELY((int64_t)d < 0))
+        d = 0; /* another CPU's TSC a few ticks behind the sample: its time, to a few ns */
+    return ls_t.clock_base_ns + (uint64_t)(((unsigned __int128)d * ls_t.clock_mult) >> 32);
+}
+
+/* True when the fast path may record a call on `comm` but for the clock, its call site and
+ * its ring slot: the thread is in no recorded call, the general path armed it for this
+ * communicator in this generation (ls_thread.fast_generation) and the thread has a ticket
+ * left in its block. */
+static inline __attribute__((always_inline)) int ls_fast_armed(uintptr_t comm)
+{
+    return LS_LIKELY(!ls_t.in_call) &&
+           LS_LIKELY(ls_t.fast_generation ==
+                     atomic_load_explicit(&ls_generation, memory_order_relaxed)) &&
+           LS_LIKELY(ls_t.fast_comm == comm) && LS_LIKELY(ls_t.block_next < ls_t.block_end);
+}
+
+/* ls_fast_armed(), and the thread's copy of the clock conversion is the published one (never
+ * while there is none: ls_clock_thread_refresh()). */
+static inline __attribute__((always_inline)) int ls_fast_ready(uintptr_t comm)
+{
+    return ls_fast_armed(comm) &&
+           LS_LIKELY(ls_t.clock_gen ==
+                     atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire));
+}
+
+/* Records the entry of a call of `op` (a constant: collective, Send or Recv) from call site
+ * `site`, once ls_fast_ready() said the fast path applies (or ls_fast_armed(), with
+ * `any_clock`: the thread's copy of the clock conversion is then refreshed first, and while
+ * there is no conversion the kernel's clock is read and the return left to
+ * ls_fast_exit_rare()). Returns 1 (the caller then calls ls_fast_exit), 0 with nothing changed
+ * when the ticket's ring slot holds a newer lap or a record being written (the caller takes
+ * the general path). */
+static inline __attribute__((always_inline)) int
+ls_fast_enter(unsigned op, uint64_t count, int dtype, int redop, int peer, const void *sendbuff,
+              const void *recvbuff, const void *stream, uint32_t site, int any_clock)
+{
+    if (any_clock) {
+        uint32_t g = atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire);
+        if (g != ls_t.clock_gen || !ls_t.clock_mult)
+            ls_clock_thread_refresh(g);
     }
     uint64_t tk = ls_t.block_next;
     struct ls_record *r = &ls_t.ring[tk & ls_t.ring_mask];
@@ -101,8 +113,13 @@ ls_fast_enter(struct ls_fast *f, unsigned op, uintptr_t comm, uint64_t count, in
         struct ls_peer *p = ls_peer_get(&ls_g.trace, ls_t.fast_comm_idx, peer);
         seq = p ? ls_fast_bump(op == LS_OP_SEND ? &p->sends : &p->recvs) : 0;
     }
-    uint64_t tsc, mult;
-    uint64_t now = ls_now_thread(&tsc, &mult);
+    uint64_t now;
+    if (any_clock && !ls_t.clock_mult) {
+        now = ls_now();
+        ls_t.fast_limit = 0; /* the return reads the same clock: ls_fast_exit_rare() */
+    } else {
+        now = ls_fast_clock();
+    }
     atomic_store_explicit((_Atomic uint64_t *)&c->last_enter_ns, now, memory_order_relaxed);
     r->comm_id = c->comm_id;
     r->seq = seq;
@@ -114,38 +131,41 @@ ls_fast_enter(struct ls_fast *f, unsigned op, uintptr_t comm, uint64_t count, in
     struct ls_thread_slot *s = ls_t.slot;
     atomic_store_explicit((_Atomic uint64_t *)&s->last_enter_ns, now, memory_order_relaxed);
     atomic_store_explicit((_Atomic uint64_t *)&s->in_call_since, now, memory_order_relaxed);
-    f->rec = r;
-    f->ticket = tk;
-    f->enter_ns = now;
-    f->enter_tsc = tsc;
-    f->mult = mult;
-    f->comm = c;
+    ls_t.fast_rec = r;
+    ls_t.fast_ticket1 = tk + 1;
+    ls_t.fast_enter_ns = now;
     return 1;
 }
 
-/* Records the return of a call ls_fast_enter() recorded. Its exit time and result go into the
- * record only while the ring slot still holds it (a call that blocked while the ring wrapped
- * leaves the newer record alone). */
-static inline __attribute__((always_inline)) void ls_fast_exit(struct ls_fast *f, unsigned op,
-                                                               int peer, int result)
+/* The return of a call ls_fast_enter() recorded, at `now` (never before its entry): its exit
+ * time and result go into the record only while the ring slot still holds it (a call that
+ * blocked while the ring wrapped leaves the newer record alone). */
+static inline __attribute__((always_inline)) void ls_fast_exit_store(unsigned op, uint64_t now,
+                                                                     int result)
 {
-    if (LS_UNLIKELY(ls_result_refused(result))) {
-        ls_fast_exit_general(f, op, peer, result);
-        return;
-    }
-    uint64_t now = ls_now_since(f->enter_ns, f->enter_tsc, f->mult);
-    struct ls_record *r = f->rec;
+    uint64_t enter = ls_t.fast_enter_ns;
+    now = now < enter ? enter : now;
+    struct ls_record *r = ls_t.fast_rec;
     if (LS_LIKELY(atomic_load_explicit((_Atomic uint64_t *)&r->ticket, memory_order_relaxed) ==
-                  f->ticket + 1)) {
+                  ls_t.fast_ticket1)) {
         atomic_store_explicit((_Atomic uint64_t *)&r->exit_ns, now, memory_order_relaxed);
         atomic_store_explicit((_Atomic int32_t *)&r->result, result, memory_order_release);
     }
     if (ls_op_is_collective(op))
-        ls_fast_bump(&f->comm->coll_done);
+        ls_fast_bump(&ls_t.fast_comm_entry->coll_done);
     struct ls_thread_slot *s = ls_t.slot;
     atomic_store_explicit((_Atomic uint64_t *)&s->last_exit_ns, now, memory_order_relaxed);
     atomic_store_explicit((_Atomic uint64_t *)&s->in_call_since, 0, memory_order_release);
     ls_t.in_call = 0;
+}
+
+/* Records the return of a call ls_fast_enter() recorded and returns `result`. */
+static inline __attribute__((always_inline)) int ls_fast_exit(unsigned op, int peer, int result)
+{
+    if (LS_UNLIKELY(ls_result_refused(result)) || LS_UNLIKELY(ls_t.block_next >= ls_t.fast_limit))
+        return ls_fast_exit_rare(op, peer, result);
+    ls_fast_exit_store(op, ls_fast_clock(), result);
+    return result;
 }
 
 /* The contents of a parenthesized list. */
@@ -153,18 +173,41 @@ static inline __attribute__((always_inline)) void ls_fast_exit(struct ls_fast *f
 #define LS_UNPAREN_(...) __VA_ARGS__
 
 /* Defines the wrapper `name` of a collective or point-to-point call `op` (a constant) with the
- * fast path inline and the general path (LS_WRAP's) behind it. */
+ * fast path inline and the general path (LS_WRAP's) behind it. The wrapper itself makes one
+ * call, the forwarded one: the general path takes the same arguments (its caller's return
+ * address and frame come through ls_thread), so the wrapper reaches it with a jump, and
+ * nothing the fast path needs after the forwarded call is kept in registers. A call the fast
+ * path declined only for its call site (not remembered, or Python frames to record) has it
+ * captured there and is still recorded by the fast path. */
 #define LS_WRAP_FAST(name, params, args, op, comm_, count_, dtype_, redop_, peer_, send_, recv_,   \
                      stream_)                                                                      \
     LS_FORWARD_DECL(name, ncclResult_t, params);                                                   \
-    /* The general path, out of line: the fast path keeps few registers alive. */                  \
-    static __attribute__((noinline)) ncclResult_t ls_general_##name(                               \
-        ls_fn_##name##_t real, const void *caller_pc, const void *caller_cfa, LS_UNPAREN(params))  \
+    static __attribute__((noinline)) ncclResult_t ls_general_##name params                         \
     {                                                                                              \
+        const void *caller_pc = ls_t.general_pc, *caller_cfa = ls_t.general_cfa;                   \
+        ls_fn_##name##_t real = LS_REAL(name);                                                     \
+        if (LS_UNLIKELY(!real))                                                                    \
+            return ncclSystemError;                                                                \
+        uint32_t site = 0;                                                                         \
+        int has_site = 0;                                                                          \
+        if (ls_fast_armed((uintptr_t)(comm_))) {                                                   \
+            if (ls_t.stack_depth) {                                                                \
+                struct ls_call_args at; /* what ls_callsite_capture() reads */                     \
+                at.caller_pc = caller_pc;                                                          \
+                at.caller_cfa = caller_cfa;                                                        \
+                site = ls_callsite_capture(&ls_g.trace, &at);                                      \
+                has_site = 1;                                                                      \
+            }                                                                                      \
+            if (ls_fast_enter(op, (count_), (int)(dtype_), (int)(redop_), (peer_), (send_),        \
+                              (recv_), (const void *)(stream_), site, 1))                          \
+                return (ncclResult_t)ls_fast_exit(op, (peer_), real args);                         \
+        }                                                                                          \
         struct ls_call_args a =                                                                    \
             LS_CALL_ARGS(op, comm_, count_, dtype_, redop_, peer_, send_, recv_, stream_);         \
         a.caller_pc = caller_pc;                                                                   \
         a.caller_cfa = caller_cfa;                                                                 \
+        a.has_site = has_site;                                                                     \
+        a.site = site;                                                                             \
         struct ls_call c;                                                                          \
         if (!ls_call_enter(&c, &a))                                                                \
             return real args;                                                                      \
@@ -174,20 +217,32 @@ static inline __attribute__((always_inline)) void ls_fast_exit(struct ls_fast *f
     }                                                                                              \
     ncclResult_t name params                                                                       \
     {                                                                                              \
-        ls_fn_##name##_t real = LS_REAL(name);                                                     \
-        if (LS_UNLIKELY(!real))                                                                    \
-            return ncclSystemError;                                                                \
-        struct ls_fast f;                                                                          \
-        if (LS_LIKELY(ls_fast_enter(&f, op, (uintptr_t)(comm_), (count_), (int)(dtype_),           \
-                                    (int)(redop_), (peer_), (send_), (recv_),                      \
-                                    (const void *)(stream_), __builtin_return_address(0),          \
-                                    __builtin_dwarf_cfa()))) {                                     \
-            ncclResult_t res = real args;                                                          \
-            ls_fast_exit(&f, op, (peer_), res);                                                    \
-            return res;                                                                            \
+        ls_fn_##name##_t real = atomic_load_explicit((_Atomic(ls_fn_##name##_t) *)&ls_real_##name, \
+                                                     memory_order_acquire);                        \
+        if (LS_LIKELY(real != NULL) && LS_LIKELY(ls_fast_ready((uintptr_t)(comm_)))) {             \
+            uint32_t site = 0;                                                                     \
+            if (ls_t.stack_depth) { /* a stack the thread remembers, or the general path */        \
+                struct site_cache *sc = ls_t.fast_sites;                                           \
+                if (LS_LIKELY(sc)) {                                                               \
+                    site =                                                                         \
+                        ls_callsite_hit(sc, __builtin_return_address(0), __builtin_dwarf_cfa());   \
+                    if (LS_UNLIKELY(!site))                                                        \
+                        goto general;                                                              \
+                } else { /* Python frames to record: no cache of native stacks suffices */         \
+                    struct ls_call_args at;                                                        \
+                    at.caller_pc = __builtin_return_address(0);                                    \
+                    at.caller_cfa = __builtin_dwarf_cfa();                                         \
+                    site = ls_callsite_capture(&ls_g.trace, &at);                                  \
+                }                                                                                  \
+            }                                                                                      \
+            if (LS_LIKELY(ls_fast_enter(op, (count_), (int)(dtype_), (int)(redop_), (peer_),       \
+                                        (send_), (recv_), (const void *)(stream_), site, 0)))      \
+                return (ncclResult_t)ls_fast_exit(op, (peer_), real args);                         \
         }                                                                                          \
-        return ls_general_##name(real, __builtin_return_address(0), __builtin_dwarf_cfa(),         \
-                                 LS_UNPAREN(args));                                                \
+    general:                                                                                       \
+        ls_t.general_pc = __builtin_return_address(0);                                             \
+        ls_t.general_cfa = __builtin_dwarf_cfa();                                                  \
+        return ls_general_##name args;                                                             \
     }
 
 #endif

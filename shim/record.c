@@ -101,6 +101,7 @@ void ls_block_reserve(struct ls_trace *t)
                           memory_order_relaxed);
     ls_t.block_next = tk;
     ls_t.block_end = tk + n;
+    ls_t.fast_limit = tk + n;
 }
 
 /* The calling thread's next ticket: from its block when it has a slot in this trace, else one
@@ -227,6 +228,15 @@ static void fast_path_update(const struct ls_call_args *a, struct ls_comm *comm,
     int ok = ls_t.slot != NULL && ls_t.group_depth == 0 && comm &&
              !(comm->flags & LS_COMM_NONBLOCKING) && !ls_completion_active() &&
              ls_t.setup_generation == gen;
+    if (ok) { /* what the fast path needs and does not fetch itself: a block, the clock */
+        if (ls_t.block_next >= ls_t.block_end)
+            ls_block_reserve(&ls_g.trace);
+        uint32_t g = atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire);
+        if (g != ls_t.clock_gen || !ls_t.clock_mult)
+            ls_clock_thread_refresh(g);
+        ls_t.fast_limit = ls_t.fast_flush ? 0 : ls_t.block_end;
+        ls_t.fast_sites = ls_callsite_fast_cache(&ls_g.trace);
+    }
     ls_t.fast_generation = ok ? gen : 0;
     ls_t.fast_comm = ok ? a->comm : 0;
     ls_t.fast_comm_entry = comm;
@@ -255,7 +265,7 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
         idx = ls_t.cached_handle == a->comm ? ls_t.cached_idx : ls_comm_lookup(t, a->comm);
     struct ls_comm *comm = idx >= 0 ? &t->comms[idx] : NULL;
     uint64_t seq = comm ? next_seq(t, idx, comm, a) : 0;
-    uint32_t site = t->hdr->stack_depth ? ls_callsite_capture(t, a) : 0;
+    uint32_t site = a->has_site ? a->site : t->hdr->stack_depth ? ls_callsite_capture(t, a) : 0;
     uint64_t now = ls_now();
     if (comm)
         atomic_store_explicit((_Atomic uint64_t *)&comm->last_enter_ns, now, memory_order_relaxed);
@@ -439,17 +449,29 @@ void ls_record_finish(struct ls_record *r, uint64_t ticket, uint64_t exit_ns, in
     record_republish(&c, r);
 }
 
-void ls_fast_exit_general(const struct ls_fast *f, unsigned op, int peer, int result)
+int ls_fast_exit_rare(unsigned op, int peer, int result)
 {
-    struct ls_call c = {
-        .op = op,
-        .comm_rank = f->comm->rank,
-        .enter_ns = f->enter_ns,
-        .t = &ls_g.trace,
-        .rec = f->rec,
-        .ticket = f->ticket,
-        .comm_idx = ls_t.fast_comm_idx,
-        .peer = peer,
-    };
-    ls_call_exit(&c, result);
+    if (ls_result_refused(result)) {
+        struct ls_call c = {
+            .op = op,
+            .comm_rank = ls_t.fast_comm_entry->rank,
+            .enter_ns = ls_t.fast_enter_ns,
+            .t = &ls_g.trace,
+            .rec = ls_t.fast_rec,
+            .ticket = ls_t.fast_ticket1 - 1,
+            .comm_idx = ls_t.fast_comm_idx,
+            .peer = peer,
+        };
+        ls_call_exit(&c, result);
+    } else {
+        ls_fast_exit_store(op, ls_t.clock_mult ? ls_fast_clock() : ls_now(), result);
+    }
+    if (ls_t.fast_flush) {
+        ls_callsite_count_flush(&ls_g.trace, ls_t.fast_flush);
+        ls_t.fast_flush = NULL;
+    }
+    if (ls_t.slot && ls_t.block_next >= ls_t.block_end)
+        ls_block_reserve(&ls_g.trace);
+    ls_t.fast_limit = ls_t.block_end;
+    return result;
 }

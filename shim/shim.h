@@ -178,10 +178,28 @@ struct ls_thread {
     int fast_comm_idx;
     struct ls_record *ring; /* the trace's ring and ring mask */
     uint64_t ring_mask;
-    /* This thread's copy of the clock conversion `clock_gen` names (ls_now_thread()); written
-     * only by the thread itself outside signal handlers. clock_mult 0: from the kernel. */
+    /* This thread's copy of the clock conversion `clock_gen` names (ls_fast_clock()); written
+     * only by the thread itself, by the general path, outside signal handlers. clock_mult 0:
+     * none (the fast path is then not armed). */
     uint32_t clock_gen;
     uint64_t clock_base_tsc, clock_base_ns, clock_mult;
+    /* The call the fast path is in (fast_call.h): its record, ticket + 1 and entry time. Kept
+     * here rather than on the wrapper's stack, so that nothing lives across the forwarded
+     * call in registers the wrapper would have to save. */
+    struct ls_record *fast_rec;
+    uint64_t fast_ticket1, fast_enter_ns;
+    /* What the fast path leaves for after the forwarded call: ls_fast_exit() calls
+     * ls_fast_exit_rare() when block_next reaches fast_limit, which is block_end (a block to
+     * reserve) or 0 (fast_flush, a call-site chain whose hits are due to be counted, or an
+     * entry timed by the kernel's clock). */
+    uint64_t fast_limit;
+    void *fast_flush;
+    /* The thread's call-site cache when the fast path may use it (callsite_cache.h), else
+     * NULL: set with fast_generation. */
+    void *fast_sites;
+    /* The caller of a wrapper whose fast path did not apply, for its general path: passed here
+     * so that the wrapper reaches it with a jump, its own arguments untouched. */
+    const void *general_pc, *general_cfa;
 };
 
 extern LS_TLS struct ls_thread ls_t;
@@ -240,19 +258,15 @@ extern struct ls_clock_conv ls_clock_conv;
  * so ls_now() keeps asking the kernel. This function can't fail. */
 void ls_clock_calibrate(void);
 
-/* ls_now() that also returns the TSC it read and the rate it used (*mult 0: the time came
- * from the kernel), so that a later time on the same thread can be had with ls_now_since(). */
-static inline __attribute__((always_inline)) uint64_t ls_now_tsc(uint64_t *tsc_out,
-                                                                 uint64_t *mult_out)
+/* CLOCK_REALTIME in ns: from the TSC once calibrated (a few ns; within a few microseconds of
+ * the kernel's clock, recalibrated every second), else clock_gettime. */
+static inline uint64_t ls_now(void)
 {
     struct ls_clock_conv *c = &ls_clock_conv;
     for (;;) {
         uint32_t g = atomic_load_explicit(&c->gen, memory_order_acquire);
-        if (LS_UNLIKELY(g == 0)) {
-            *tsc_out = 0;
-            *mult_out = 0;
+        if (LS_UNLIKELY(g == 0))
             return ls_realtime_ns();
-        }
         const struct ls_clock_param *p = &c->p[g & 3];
         uint64_t tsc = ls_rdtsc();
         uint64_t base_tsc = atomic_load_explicit(&p->base_tsc, memory_order_relaxed);
@@ -263,61 +277,13 @@ static inline __attribute__((always_inline)) uint64_t ls_now_tsc(uint64_t *tsc_o
             continue; /* slept through three recalibrations: the entry may be rewritten */
         /* Another CPU's TSC may read a few ticks before the base: signed. */
         int64_t d = (int64_t)(tsc - base_tsc);
-        *tsc_out = tsc;
-        *mult_out = mult;
         return base_ns + (uint64_t)(((__int128)d * (__int128)mult) >> 32);
     }
 }
 
-/* CLOCK_REALTIME in ns: from the TSC once calibrated (a few ns; within a few microseconds of
- * the kernel's clock, recalibrated every second), else clock_gettime. */
-static inline uint64_t ls_now(void)
-{
-    uint64_t tsc, mult;
-    return ls_now_tsc(&tsc, &mult);
-}
-
-/* Copies conversion `gen` into the calling thread's ls_thread (clock.c). */
+/* Copies conversion `gen` into the calling thread's ls_thread (clock.c): the copy the fast
+ * path reads (fast_call.h, ls_fast_clock()). */
 void ls_clock_thread_refresh(uint32_t gen);
-
-/* ls_now_tsc() from the calling thread's copy of the conversion, refreshed when the heartbeat
- * published a new one: no index, no second look at the shared generation. For the wrappers'
- * fast path; never from a signal handler (it may refresh the copy). */
-static inline __attribute__((always_inline)) uint64_t ls_now_thread(uint64_t *tsc_out,
-                                                                    uint64_t *mult_out)
-{
-    uint32_t g = atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire);
-    if (LS_UNLIKELY(g != ls_t.clock_gen))
-        ls_clock_thread_refresh(g);
-    uint64_t mult = ls_t.clock_mult;
-    if (LS_UNLIKELY(mult == 0)) {
-        *tsc_out = 0;
-        *mult_out = 0;
-        return ls_realtime_ns();
-    }
-    uint64_t tsc = ls_rdtsc();
-    uint64_t d = tsc - ls_t.clock_base_tsc;
-    if (LS_UNLIKELY((int64_t)d < 0))
-        d = 0; /* another CPU's TSC a few ticks behind the sample: its time, to a few ns */
-    *tsc_out = tsc;
-    *mult_out = mult;
-    return ls_t.clock_base_ns + (uint64_t)(((unsigned __int128)d * mult) >> 32);
-}
-
-/* The time now on the thread that got `then_ns` from ls_now_tsc() with `tsc` and `mult`: the
- * ticks since, at the same rate (never before then_ns); from the kernel when mult is 0. */
-static inline __attribute__((always_inline)) uint64_t ls_now_since(uint64_t then_ns, uint64_t tsc,
-                                                                   uint64_t mult)
-{
-    if (LS_UNLIKELY(mult == 0)) {
-        uint64_t now = ls_realtime_ns();
-        return now < then_ns ? then_ns : now;
-    }
-    uint64_t d = ls_rdtsc() - tsc;
-    if (LS_UNLIKELY((int64_t)d < 0))
-        d = 0; /* another CPU's TSC a few ticks behind */
-    return then_ns + (uint64_t)(((unsigned __int128)d * mult) >> 32);
-}
 
 /* ---- lifecycle: heartbeat, signals, exit, fork (lifecycle.c) ---- */
 
@@ -534,6 +500,8 @@ struct ls_call_args {
     const void *stream;
     const void *caller_pc;  /* the NCCL wrapper's __builtin_return_address(0), or NULL */
     const void *caller_cfa; /* the NCCL wrapper's __builtin_dwarf_cfa() */
+    int has_site;           /* `site` was captured for this call already */
+    uint32_t site;
 };
 
 /* Fills the caller fields of `a`; used in the exported wrapper itself (not a helper). */

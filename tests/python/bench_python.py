@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STACK = 10  # Python frames above the call: descend() x 8, main, <module>
@@ -38,6 +39,9 @@ def child(n, reps):
             return descend(k - 1)
         if lib.pr_loop(max(n // 10, 1)) < 0:  # warm up: trace, caches, the site index
             raise SystemExit("pr_loop failed")
+        # The steady state: the heartbeat publishes the first TSC conversion 20 ms after the
+        # trace starts (under valgrind a thread that never sleeps may keep it from running).
+        time.sleep(0.1)
         out = []
         for _ in range(reps):
             ns = lib.pr_loop(n)

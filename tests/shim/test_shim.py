@@ -11,6 +11,7 @@ import signal
 import struct
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import expect, run  # noqa: E402
@@ -250,6 +251,47 @@ def case_threads(tmp):
            len(t["records"]) + t["nvoid"] + t["nreserved"] == t["next_ticket"],
            f"every reserved ticket published or given back: {len(t['records'])} records, "
            f"{t['nvoid']} void, {t['nreserved']} reserved, next ticket {t['next_ticket']}")
+
+
+def case_fast_path(tmp):
+    """The wrappers' fast path across what it leaves to the rest of the shim: 16 threads, call
+    sites on, 3,000 calls each with a pause halfway (the calls before it are timed by the
+    kernel's clock: the first TSC conversion comes 20 ms after the trace starts), ticket blocks
+    reserved after the call that used the last one, call-site hits counted in batches of 64.
+    Every record is whole, timed within the run, its return not before its entry and in order
+    per thread, on its call site; the site counts add up to the calls."""
+    d = os.path.join(tmp, "t")
+    t0 = time.time_ns()
+    p = run_ranks(1, [prog("threads"), "3000", "pause", "60"], d,
+                  env_extra={"LOCKSTEP_RING": "65536"})
+    t1 = time.time_ns()
+    expect(p.returncode == 0, f"threads failed: {p.stderr}")
+    (t,) = traces(d)
+    expect(t["nbusy"] == 0 and t["nunwritten"] == 0 and not t["wrapped"],
+           f"{t['nbusy']} busy, {t['nunwritten']} unwritten")
+    ar = [r for r in t["records"] if r["op"] == "AllReduce"]
+    expect(len(ar) == 16 * 3000, f"{len(ar)} AllReduce records, expected 48000")
+    slack = 50_000_000  # the TSC conversion is within microseconds of the kernel's clock
+    bad = [r for r in ar if not (t0 - slack <= r["enter_ns"] <= r["exit_ns"] <= t1 + slack)]
+    expect(not bad, f"{len(bad)} records timed outside the run or returning before entry: "
+                    f"{bad[:2]} (run {t0}..{t1})")
+    per_tid = {}
+    for r in ar:
+        per_tid.setdefault(r["tid"], []).append(r)
+    expect(len(per_tid) == 16, f"{len(per_tid)} threads seen")
+    sites = set()
+    for tid, rs in per_tid.items():
+        rs.sort(key=lambda r: r["seq"])
+        expect([r["seq"] for r in rs] == list(range(1, 3001)), f"tid {tid}: seqs")
+        expect(all(a["exit_ns"] <= b["enter_ns"] for a, b in zip(rs, rs[1:])),
+               f"tid {tid}: a call entered before the previous one returned")
+        gap = max(b["enter_ns"] - a["exit_ns"] for a, b in zip(rs, rs[1:]))
+        expect(gap >= 50_000_000, f"tid {tid}: the 60 ms pause is {gap} ns in the records")
+        expect(all(r["count"] == 4 and r["result"] == 0 and r["callsite"] for r in rs),
+               f"tid {tid}: fields or site")
+        sites.update(r["callsite"] for r in rs)
+    counted = sum(t["site_counts"][s - 1] for s in sites)
+    expect(counted == 16 * 3000, f"the call sites of the 48,000 calls count {counted}")
 
 
 def case_threads_slow(tmp):

@@ -89,6 +89,9 @@ static void print_trace(const struct tr_trace *t)
         print_string(c->name);
         printf("}");
     }
+    printf("],\"site_counts\":[");
+    for (uint32_t i = 0; i < t->nsites; i++)
+        printf("%s%" PRIu64, i ? "," : "", t->sites[i].count);
     printf("],\"records\":[");
     for (size_t i = 0; i < t->nrecords; i++) {
         const struct ls_record *r = &t->records[i];
