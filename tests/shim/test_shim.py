@@ -225,6 +225,14 @@ def case_api_tour(tmp):
             expect(groups == [[0, 1, 2]], f"ids of comm {key}: {ids}")
 
 
+def by_thread(records):
+    """The records of each thread id."""
+    out = {}
+    for r in records:
+        out.setdefault(r["tid"], []).append(r)
+    return out
+
+
 def case_threads(tmp):
     """16 threads calling at once: no record lost, none torn, seqs dense per thread."""
     d = os.path.join(tmp, "t")
@@ -234,9 +242,7 @@ def case_threads(tmp):
     expect(t["nbusy"] == 0 and not t["wrapped"], "no half-written records, no wrap")
     ar = [r for r in t["records"] if r["op"] == "AllReduce"]
     expect(len(ar) == 16 * 2000, f"{len(ar)} AllReduce records, expected 32000")
-    per_tid = {}
-    for r in ar:
-        per_tid.setdefault(r["tid"], []).append(r)
+    per_tid = by_thread(ar)
     expect(len(per_tid) == 16, f"{len(per_tid)} threads seen")
     comms = set()
     for tid, rs in per_tid.items():
@@ -275,9 +281,7 @@ def case_fast_path(tmp):
     bad = [r for r in ar if not (t0 - slack <= r["enter_ns"] <= r["exit_ns"] <= t1 + slack)]
     expect(not bad, f"{len(bad)} records timed outside the run or returning before entry: "
                     f"{bad[:2]} (run {t0}..{t1})")
-    per_tid = {}
-    for r in ar:
-        per_tid.setdefault(r["tid"], []).append(r)
+    per_tid = by_thread(ar)
     expect(len(per_tid) == 16, f"{len(per_tid)} threads seen")
     sites = set()
     for tid, rs in per_tid.items():
@@ -312,9 +316,7 @@ def case_threads_slow(tmp):
         proc.communicate(timeout=30)
     (t,) = traces(d)
     ar = [r for r in t["records"] if r["op"] == "AllReduce"]
-    per_tid = {}
-    for r in ar:
-        per_tid.setdefault(r["tid"], []).append(r)
+    per_tid = by_thread(ar)
     slow = [tid for tid, rs in per_tid.items() if len(rs) == 2]
     expect(len(per_tid) == 16 and len(slow) == 1, f"threads and their calls: "
            f"{ {tid: len(rs) for tid, rs in per_tid.items()} }")
