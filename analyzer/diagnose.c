@@ -175,6 +175,29 @@ static long stall_cause(const struct findings *fs, size_t first, size_t self, ui
     return -1;
 }
 
+/* The earliest death finding among the ranks of `ranks` that did not die waiting in the very
+ * collective of finding `self` (a process holding several of its ranks: that explains
+ * nothing), or -1; *all says whether every rank has such a death. */
+static long earliest_death(const struct findings *fs, size_t first, size_t self,
+                           const struct intvec *ranks, int *all)
+{
+    long death = -1;
+    *all = ranks->n > 0;
+    for (size_t k = 0; k < ranks->n; k++) {
+        long dk = death_of(fs, first, ranks->v[k]);
+        if (dk >= 0 && fs->v[dk].died_in && fs->v[dk].comm == fs->v[self].comm &&
+            fs->v[dk].seq == fs->v[self].seq)
+            dk = -1;
+        if (dk < 0) {
+            *all = 0;
+            continue;
+        }
+        if (death < 0 || fs->v[dk].time_ns < fs->v[death].time_ns)
+            death = dk;
+    }
+    return death;
+}
+
 /* The finding every rank of `ranks` is explained by (the same one for all), or -1. */
 static long common_cause(const struct findings *fs, size_t first, size_t self,
                          const struct intvec *ranks)
@@ -189,22 +212,10 @@ static long common_cause(const struct findings *fs, size_t first, size_t self,
                   {F_COMM_INIT_MISMATCH, 0}};
     if (ranks->n == 0)
         return -1;
-    /* Their deaths: one finding for all, else the earliest of theirs. A death while waiting in
-     * this very collective (a process holding several of its ranks) explains nothing. */
-    long death = -1;
-    for (size_t k = 0; k < ranks->n; k++) {
-        long dk = death_of(fs, first, ranks->v[k]);
-        if (dk >= 0 && fs->v[dk].died_in && fs->v[dk].comm == fs->v[self].comm &&
-            fs->v[dk].seq == fs->v[self].seq)
-            dk = -1;
-        if (dk < 0) {
-            death = -1;
-            break;
-        }
-        if (death < 0 || fs->v[dk].time_ns < fs->v[death].time_ns)
-            death = dk;
-    }
-    if (death >= 0)
+    /* Their deaths: one finding for all, else the earliest of theirs. */
+    int all_dead;
+    long death = earliest_death(fs, first, self, ranks, &all_dead);
+    if (all_dead && death >= 0)
         return death;
     for (size_t c = 0; c < sizeof(causes) / sizeof(causes[0]); c++) {
         long cause = finding_with(fs, first, self, causes[c].kind, ranks->v[0], causes[c].which);
@@ -258,23 +269,6 @@ static long cause_of_error(const struct findings *fs, size_t first, size_t i, lo
     return -1;
 }
 
-/* The earliest death among the missing ranks of finding i that did not die waiting in its very
- * collective, or -1. A collective a dead member never reached cannot complete: while its other
- * missing ranks are only on their way (en_route), that death is why its waiters wait. */
-static long first_dead_missing(const struct findings *fs, size_t first, size_t i)
-{
-    const struct finding *f = &fs->v[i];
-    long death = -1;
-    for (size_t k = 0; k < f->missing.n; k++) {
-        long dk = death_of(fs, first, f->missing.v[k]);
-        if (dk < 0 || (fs->v[dk].died_in && fs->v[dk].comm == f->comm && fs->v[dk].seq == f->seq))
-            continue;
-        if (death < 0 || fs->v[dk].time_ns < fs->v[death].time_ns)
-            death = dk;
-    }
-    return death;
-}
-
 static long cause_of_missing(const struct findings *fs, size_t first, size_t i)
 {
     const struct finding *f = &fs->v[i];
@@ -289,8 +283,11 @@ static long cause_of_missing(const struct findings *fs, size_t first, size_t i)
         else if (g->kind == F_DUPLICATE_RANK && all_in(&f->missing, &g->ranks))
             cause = (long)k;
     }
+    /* A collective a dead member never reached cannot complete: while its other missing ranks
+     * are only on their way (en_route), that death is why its waiters wait. */
+    int all_dead;
     if (cause < 0 && f->en_route)
-        cause = first_dead_missing(fs, first, i);
+        cause = earliest_death(fs, first, i, &f->missing, &all_dead);
     return cause >= 0 ? cause : common_cause(fs, first, i, &f->missing);
 }
 

@@ -69,8 +69,11 @@ void ls_clock_calibrate(void)
     }
 }
 
-void ls_clock_thread_refresh(uint32_t gen)
+void ls_clock_thread_current(void)
 {
+    uint32_t gen = atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire);
+    if (gen == ls_t.clock_gen && ls_t.clock_mult)
+        return;
     uint64_t base_tsc = 0, base_ns = 0, mult = 0;
     for (uint32_t g = gen; g != 0;) {
         const struct ls_clock_param *p = &ls_clock_conv.p[g & 3];

@@ -51,12 +51,22 @@ static inline __attribute__((always_inline)) int ls_fast_armed(uintptr_t comm)
 }
 
 /* ls_fast_armed(), and the thread's copy of the clock conversion is the published one (never
- * while there is none: ls_clock_thread_refresh()). */
+ * while there is none: ls_clock_thread_current()). */
 static inline __attribute__((always_inline)) int ls_fast_ready(uintptr_t comm)
 {
     return ls_fast_armed(comm) &&
            LS_LIKELY(ls_t.clock_gen ==
                      atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire));
+}
+
+/* The call site of the wrapper's caller (return address `caller_pc`, frame `caller_cfa`),
+ * captured: ls_callsite_capture() without a whole struct ls_call_args to fill. */
+static inline uint32_t ls_fast_capture(const void *caller_pc, const void *caller_cfa)
+{
+    struct ls_call_args at; /* the only fields ls_callsite_capture() reads */
+    at.caller_pc = caller_pc;
+    at.caller_cfa = caller_cfa;
+    return ls_callsite_capture(&ls_g.trace, &at);
 }
 
 /* Records the entry of a call of `op` (a constant: collective, Send or Recv) from call site
@@ -71,9 +81,7 @@ ls_fast_enter(unsigned op, uint64_t count, int dtype, int redop, int peer, const
               const void *recvbuff, const void *stream, uint32_t site, int any_clock)
 {
     if (any_clock) {
-        uint32_t g = atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire);
-        if (g != ls_t.clock_gen || !ls_t.clock_mult)
-            ls_clock_thread_refresh(g);
+        ls_clock_thread_current();
     }
     uint64_t tk = ls_t.block_next;
     struct ls_record *r = &ls_t.ring[tk & ls_t.ring_mask];
@@ -192,10 +200,7 @@ static inline __attribute__((always_inline)) int ls_fast_exit(unsigned op, int p
         int has_site = 0;                                                                          \
         if (ls_fast_armed((uintptr_t)(comm_))) {                                                   \
             if (ls_t.stack_depth) {                                                                \
-                struct ls_call_args at; /* what ls_callsite_capture() reads */                     \
-                at.caller_pc = caller_pc;                                                          \
-                at.caller_cfa = caller_cfa;                                                        \
-                site = ls_callsite_capture(&ls_g.trace, &at);                                      \
+                site = ls_fast_capture(caller_pc, caller_cfa);                                     \
                 has_site = 1;                                                                      \
             }                                                                                      \
             if (ls_fast_enter(op, (count_), (int)(dtype_), (int)(redop_), (peer_), (send_),        \
@@ -208,12 +213,7 @@ static inline __attribute__((always_inline)) int ls_fast_exit(unsigned op, int p
         a.caller_cfa = caller_cfa;                                                                 \
         a.has_site = has_site;                                                                     \
         a.site = site;                                                                             \
-        struct ls_call c;                                                                          \
-        if (!ls_call_enter(&c, &a))                                                                \
-            return real args;                                                                      \
-        ncclResult_t res = real args;                                                              \
-        ls_call_exit(&c, res);                                                                     \
-        return res;                                                                                \
+        LS_RECORD_FORWARD(real, args, a);                                                          \
     }                                                                                              \
     ncclResult_t name params                                                                       \
     {                                                                                              \
@@ -229,10 +229,7 @@ static inline __attribute__((always_inline)) int ls_fast_exit(unsigned op, int p
                     if (LS_UNLIKELY(!site))                                                        \
                         goto general;                                                              \
                 } else { /* Python frames to record: no cache of native stacks suffices */         \
-                    struct ls_call_args at;                                                        \
-                    at.caller_pc = __builtin_return_address(0);                                    \
-                    at.caller_cfa = __builtin_dwarf_cfa();                                         \
-                    site = ls_callsite_capture(&ls_g.trace, &at);                                  \
+                    site = ls_fast_capture(__builtin_return_address(0), __builtin_dwarf_cfa());    \
                 }                                                                                  \
             }                                                                                      \
             if (LS_LIKELY(ls_fast_enter(op, (count_), (int)(dtype_), (int)(redop_), (peer_),       \

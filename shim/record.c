@@ -231,9 +231,7 @@ static void fast_path_update(const struct ls_call_args *a, struct ls_comm *comm,
     if (ok) { /* what the fast path needs and does not fetch itself: a block, the clock */
         if (ls_t.block_next >= ls_t.block_end)
             ls_block_reserve(&ls_g.trace);
-        uint32_t g = atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire);
-        if (g != ls_t.clock_gen || !ls_t.clock_mult)
-            ls_clock_thread_refresh(g);
+        ls_clock_thread_current();
         ls_t.fast_limit = ls_t.fast_flush ? 0 : ls_t.block_end;
         ls_t.fast_sites = ls_callsite_fast_cache(&ls_g.trace);
     }

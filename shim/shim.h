@@ -281,9 +281,9 @@ static inline uint64_t ls_now(void)
     }
 }
 
-/* Copies conversion `gen` into the calling thread's ls_thread (clock.c): the copy the fast
- * path reads (fast_call.h, ls_fast_clock()). */
-void ls_clock_thread_refresh(uint32_t gen);
+/* Copies the published conversion into the calling thread's ls_thread unless it holds it
+ * already (clock.c): the copy the fast path reads (fast_call.h, ls_fast_clock()). */
+void ls_clock_thread_current(void);
 
 /* ---- lifecycle: heartbeat, signals, exit, fork (lifecycle.c) ---- */
 
@@ -534,6 +534,19 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a);
  * for a GroupEnd each stream of the group). */
 void ls_call_issued(struct ls_call *c, const void *stream);
 
+/* The end of a wrapper: records the call `a` describes around forwarding `args` to `real`
+ * (forwards alone when it is not recorded: NCCL calling itself, recording off), and returns
+ * the result. */
+#define LS_RECORD_FORWARD(real, args, a)                                                           \
+    do {                                                                                           \
+        struct ls_call c;                                                                          \
+        if (!ls_call_enter(&c, &(a)))                                                              \
+            return real args;                                                                      \
+        ncclResult_t res = real args;                                                              \
+        ls_call_exit(&c, res);                                                                     \
+        return res;                                                                                \
+    } while (0)
+
 /* Defines the wrapper `name`: resolve the real function, record the call described by
  * `args_init` (a struct ls_call_args initializer), forward, record the return. */
 #define LS_WRAP(name, params, args, args_init)                                                     \
@@ -545,12 +558,7 @@ void ls_call_issued(struct ls_call *c, const void *stream);
             return ncclSystemError;                                                                \
         struct ls_call_args a = args_init;                                                         \
         LS_CALLER(a);                                                                              \
-        struct ls_call c;                                                                          \
-        if (!ls_call_enter(&c, &a))                                                                \
-            return real args;                                                                      \
-        ncclResult_t res = real args;                                                              \
-        ls_call_exit(&c, res);                                                                     \
-        return res;                                                                                \
+        LS_RECORD_FORWARD(real, args, a);                                                          \
     }
 
 /* A struct ls_call_args initializer for a call with these fields. */
