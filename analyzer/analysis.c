@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "analysis.h"
+#include "idmap.h"
 #include "summary_reader.h"
 #include "window.h"
 
@@ -218,6 +219,50 @@ static int cmp_unreadable(const void *x, const void *y)
  * (window_records()). Large jobs are read by two threads (paths split by index, results kept
  * in path order: the same outcome as one thread). A summary lying beside the traces it was
  * made of adds no second copy of a process. Returns -1 on OOM. */
+/* A process on `host` by its pid, for drop_launchers(). */
+static uint64_t host_pid_key(const char *host, int32_t pid)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = host; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    h = (h ^ (uint32_t)pid) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* Drops the traces of launchers: a process with no rank, no job id, no communicator and no
+ * call, whose pid is the parent of another traced process on its host (and boot) that started
+ * after it (by the processes' start times: a trace is made when first needed, later).
+ * Such a process imported the framework (torchrun's agent loads libtorch_cuda, so libnccl and
+ * the CUDA driver) and started the ranks; it is not a rank that reached NCCL unseen, nor a job
+ * of its own. Returns 0, -1 when out of memory. */
+static int drop_launchers(struct tr_trace **v, size_t *n)
+{
+    struct idmap parents = {0};
+    for (size_t i = 0; i < *n; i++)
+        if (v[i]->hdr.ppid > 0 && idmap_put(&parents, host_pid_key(v[i]->hdr.host, v[i]->hdr.ppid),
+                                            i) < 0) {
+            idmap_free(&parents);
+            return -1;
+        }
+    size_t kept = 0;
+    for (size_t i = 0; i < *n; i++) {
+        const struct tr_trace *t = v[i];
+        size_t child;
+        if (t->hdr.rank < 0 && !t->hdr.job[0] && t->ncomms == 0 && t->hdr.next_ticket == 0 &&
+            idmap_get(&parents, host_pid_key(t->hdr.host, t->hdr.pid), &child) &&
+            strcmp(v[child]->hdr.host, t->hdr.host) == 0 &&
+            v[child]->hdr.boot_id == t->hdr.boot_id &&
+            v[child]->hdr.proc_start_ticks >= t->hdr.proc_start_ticks) {
+            trace_free(v[i]);
+            continue;
+        }
+        v[kept++] = v[i];
+    }
+    *n = kept;
+    idmap_free(&parents);
+    return 0;
+}
+
 static int load_all(struct analysis *a)
 {
     uint64_t window = a->whole_rings ? 0 : window_records(count_traces(&a->paths));
@@ -255,7 +300,8 @@ static int load_all(struct analysis *a)
         }
     }
     free(out);
-    if (rc < 0 || summary_drop_copies(a->traces, &a->ntraces) < 0)
+    if (rc < 0 || summary_drop_copies(a->traces, &a->ntraces) < 0 ||
+        drop_launchers(a->traces, &a->ntraces) < 0)
         return -1;
     qsort(a->unreadable, a->nunreadable, sizeof(*a->unreadable), cmp_unreadable);
     return 0;

@@ -2,6 +2,7 @@
  * environment, fail-fast teardown, restarts, a timeout; then reports and cleans up. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,6 +38,8 @@ struct options {
     int nrank_vars;
     char *envs[MAX_ENVS];
     int nenvs;
+    const char *dlopens[MAX_ENVS];
+    int ndlopens;
     int fail_fast;
     int ff_sig;                   /* what the launcher sends the others after a failure */
     int ff_delay_lo, ff_delay_hi; /* ms between noticing the failure and signalling */
@@ -63,7 +66,8 @@ static void usage(void)
         "                    [--fail-fast] [--fail-fast-signal SIG] [--fail-fast-delay MS[-MS]]\n"
         "                    [--fail-fast-grace SECONDS] [--monitor-interval MS]\n"
         "                    [--max-restarts N] [--ranks R,R,...] [--seed S]\n"
-        "                    [--rank-offset K --world-size W] -- PROGRAM [ARGS...]\n"
+        "                    [--rank-offset K --world-size W] [--dlopen LIB]...\n"
+        "                    -- PROGRAM [ARGS...]\n"
         "  --stop-when-stuck S   stop the job as at its timeout once no rank made progress\n"
         "                        in the emulator for S seconds while one waits in it\n"
         "  --fail-fast           when a rank fails, stop the others, as torchrun does; exit\n"
@@ -78,7 +82,9 @@ static void usage(void)
         "                        up to N times (TORCHELASTIC_RESTART_COUNT, same run id)\n"
         "  --ranks R,R,...       the RANK of each process (a misconfigured launch); sets --np\n"
         "  --rank-offset K       this launcher runs global ranks K..K+N-1 of a job of\n"
-        "  --world-size W        W ranks (one launcher per simulated node)\n");
+        "  --world-size W        W ranks (one launcher per simulated node)\n"
+        "  --dlopen LIB          load LIB into the launcher first and call nothing in it, as\n"
+        "                        torchrun's agent loads libtorch_cuda (libnccl, the CUDA driver)\n");
     exit(2);
 }
 
@@ -279,6 +285,10 @@ static void parse_args(struct options *o, int argc, char **argv, int *prog_at)
             if (o->nrank_vars == MAX_RANK_VARS)
                 usage();
             o->rank_vars[o->nrank_vars++] = v;
+        } else if (strcmp(a, "--dlopen") == 0) {
+            if (o->ndlopens == MAX_ENVS)
+                usage();
+            o->dlopens[o->ndlopens++] = v;
         } else if (strcmp(a, "--env") == 0) {
             if (o->nenvs == MAX_ENVS || !strchr(v, '='))
                 usage();
@@ -513,6 +523,13 @@ int main(int argc, char **argv)
     int prog_at;
     o.seed = (unsigned)getpid() ^ (unsigned)time(NULL);
     parse_args(&o, argc, argv, &prog_at);
+    for (int i = 0; i < o.ndlopens; i++)
+        if (!dlopen(o.dlopens[i], RTLD_NOW | RTLD_GLOBAL)) {
+            fprintf(stderr, "launch-ranks: --dlopen %s: %s\n", o.dlopens[i], dlerror());
+            return 2;
+        }
+    if (o.ndlopens) /* as the CUDA runtime finds the driver's entry points */
+        (void)dlsym(RTLD_DEFAULT, "cuInit");
     char **prog = &argv[prog_at];
     srand(o.seed);
 

@@ -258,6 +258,40 @@ def case_blind_unseen(tmp):
         expect("libnccl" in f["summary"] and "LD_PRELOAD" in " ".join(f["details"]), f)
 
 
+def case_launcher_not_blind(tmp):
+    """A launcher that imported the framework (libnccl and the CUDA driver loaded, as torchrun's
+    agent has libtorch_cuda) and calls no NCCL function, above ranks that hang: its trace is
+    flagged blind, yet it is the ranks' parent, not a rank LD_PRELOAD missed. The diagnosis is
+    the ranks' alone: no blind finding, no job of the launcher's own (on a real GPU, torchrun's
+    agent came first as 'pid N loaded libnccl and the CUDA driver, but none of its NCCL calls
+    reached lockstep')."""
+    d = os.path.join(tmp, "t")
+    cmd = [LAUNCH, "--np", "4", "--timeout", "4", "--dlopen", LIBNCCL, "--dlopen", LIBCUDA,
+           "--", CLIENT, LIBNCCL, "hang"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=90,
+                       env=base_env({"LOCKSTEP_BLIND_SECONDS": "1"}, SHIM, d))
+    expect(p.returncode == 124, f"launcher exited {p.returncode}, want 124 (hung): {p.stderr}")
+    q = subprocess.run([QUERY, d], capture_output=True, text=True, timeout=60)
+    ts = json.loads(q.stdout)
+    launcher = [t for t in ts if t["rank"] < 0]
+    expect(len(launcher) == 1 and launcher[0]["header_flags"] & HFLAG_NCCL_UNSEEN and
+           not launcher[0]["records"],
+           f"the launcher's trace: {[(t['rank'], t['pid'], t['header_flags']) for t in ts]}")
+    expect(all(t["ppid"] == launcher[0]["pid"] for t in ts if t["rank"] >= 0),
+           "the ranks are not the launcher's children")
+    r = analyze(d)
+    kinds = [(f["kind"], f.get("reason"), f["summary"]) for f in r["findings"]]
+    expect(r["findings"][0]["kind"] == "op_mismatch" and
+           not [k for k in kinds if k[1] in ("nccl_unseen", "nccl_static")],
+           f"findings {kinds}")
+    expect(len(r["jobs"]) == 1 and r["jobs"][0]["traces"] == 4,
+           f"jobs {[(j['job'], j['traces']) for j in r['jobs']]}")
+    expect(sorted(x["rank"] for x in r["ranks"]) == [0, 1, 2, 3],
+           f"ranks {[x['rank'] for x in r['ranks']]}")
+    text = analyze(d, text=True)
+    expect("CUDA driver" not in text, f"text report: {text}")
+
+
 def case_not_blind(tmp):
     """A single-GPU program (the CUDA driver, no NCCL) leaves no trace and says nothing; a
     program whose NCCL calls are seen, with the CUDA driver (async emulator), records no

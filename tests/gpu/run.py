@@ -1,0 +1,496 @@
+#!/usr/bin/env python3
+"""run.py -- lockstep on a real GPU with real NCCL, PyTorch and Lightning (scripts/test-gpu).
+
+Runs the stories of stories.py and lightning_stories.py with 4 ranks under `lockstep run`,
+checks each diagnosis (the rank, the call, the Python line), checks the shim against NCCL's own
+log of the calls it received, GPU completion, the profiler plugin, CuPy and ctypes, and
+measures the shim's overhead. Raw outputs go to --out. Ends with `N passed, N failed`.
+
+Usage: run.py --build DIR [--out DIR] [--only NAME,...] [--skip-overhead]
+DIR is a meson build folder (analyzer/lockstep, shim/liblockstep.so,
+shim/libnccl-profiler-lockstep.so, tests/shim/trace_query)."""
+import argparse
+import collections
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = sys.executable
+RESULTS = []
+
+
+class Failure(Exception):
+    pass
+
+
+def expect(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def marks(name):
+    out = {}
+    with open(os.path.join(HERE, name)) as f:
+        for n, line in enumerate(f, 1):
+            for m in re.findall(r"#.*?@(\w+)", line):
+                out[m] = n
+    return out
+
+
+class Env:
+    def __init__(self, a):
+        b = os.path.abspath(a.build)
+        self.lockstep = os.path.join(b, "analyzer", "lockstep")
+        self.shim = os.path.join(b, "shim", "liblockstep.so")
+        self.plugin = os.path.join(b, "shim", "libnccl-profiler-lockstep.so")
+        self.trace_query = os.path.join(b, "tests", "shim", "trace_query")
+        for p in (self.lockstep, self.shim, self.plugin, self.trace_query):
+            if not os.path.exists(p):
+                sys.exit(f"run.py: {p} is missing: build lockstep first (scripts/test-gpu does)")
+        self.out = os.path.abspath(a.out)
+        os.makedirs(self.out, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(prefix="lockstep-gpu-")
+        self.stderr = {}
+
+    def base_env(self, **extra):
+        e = dict(os.environ)
+        e.pop("LD_PRELOAD", None)
+        e.update(LOCKSTEP_SHIM=self.shim, PYTHONUNBUFFERED="1", NCCL_SOCKET_IFNAME="lo",
+                 NCCL_IB_DISABLE="1", STORY_BUSY_S="600")
+        e.update({k: str(v) for k, v in extra.items()})
+        return e
+
+
+def torchrun(script, story, nproc=4):
+    return [PY, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+            os.path.join(HERE, script), story]
+
+
+def save(env, name, text):
+    with open(os.path.join(env.out, name), "w") as f:
+        f.write(text)
+
+
+def lockstep_run(env, name, argv, stall, extra=None, timeout=300):
+    """`lockstep run` of argv; returns (rc, text, report, trace dir). A run past `timeout`
+    has the ranks' stacks taken (NAME.stacks.txt), is killed and fails the case."""
+    d = os.path.join(env.tmp, name)
+    out = os.path.join(env.out, name + ".json")
+    cmd = [env.lockstep, "run", "--stall", str(stall), "--grace", "10", "--dir", d, "--json",
+           out, "--"] + argv
+    t = time.monotonic()
+    p = subprocess.Popen(cmd, env=env.base_env(**(extra or {})), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = p.communicate(timeout=timeout)
+        late = False
+    except subprocess.TimeoutExpired:
+        s = subprocess.run([env.lockstep, "stacks", d], capture_output=True, text=True,
+                           timeout=120)
+        save(env, name + ".stacks.txt", s.stdout + s.stderr)
+        os.killpg(p.pid, signal.SIGKILL)
+        stdout, stderr = p.communicate()
+        late = True
+    took = time.monotonic() - t
+    text = f"$ {' '.join(cmd)}\n# exit {p.returncode} after {took:.1f} s\n{stdout}\n" \
+           f"--- stderr (last 300 lines)\n" + "\n".join(stderr.splitlines()[-300:])
+    save(env, name + ".txt", text)
+    env.stderr[name] = stdout + stderr  # NCCL_DEBUG prints to stdout
+    expect(not late, f"still running after {timeout} s: stacks in {name}.stacks.txt")
+    rep = json.load(open(out)) if os.path.exists(out) else None
+    return p.returncode, stdout, rep, d
+
+
+def analyze(env, d, name):
+    p = subprocess.run([env.lockstep, "analyze", d], capture_output=True, text=True,
+                       timeout=120)
+    q = subprocess.run([env.lockstep, "analyze", "--json", d], capture_output=True, text=True,
+                       timeout=120)
+    save(env, name + ".analyze.txt", p.stdout + p.stderr)
+    save(env, name + ".analyze.json", q.stdout)
+    expect(q.stdout.strip(), f"analyze --json printed nothing: {q.stderr[:300]}")
+    return json.loads(q.stdout)
+
+
+def records(env, d):
+    p = subprocess.run([env.trace_query] + sorted(glob.glob(os.path.join(d, "*.trace"))),
+                       capture_output=True, text=True, timeout=120)
+    expect(p.returncode == 0, f"trace_query: {p.stderr[:300]}")
+    return json.loads(p.stdout)
+
+
+def rank_of(rep, r):
+    for x in rep["ranks"]:
+        if x.get("rank") == r:
+            return x
+    raise Failure(f"rank {r} not in the report")
+
+
+def first_root(rep):
+    expect(rep and rep.get("findings"), f"no findings: {json.dumps(rep)[:300]}")
+    return rep["findings"][0]
+
+
+def py_line(obj):
+    """`file.py:LINE` of a class/call's callsite, or ''."""
+    return (obj.get("callsite") or "").split(" ")[0]
+
+
+def class_of(f, ranks):
+    for c in f.get("classes") or []:
+        if sorted(c["ranks"]) == sorted(ranks):
+            return c
+    raise Failure(f"no class of ranks {ranks} in {f['kind']}: "
+                  f"{[(c['ranks'], c.get('callsite')) for c in f.get('classes') or []]}")
+
+
+# ---- the stories ------------------------------------------------------------------------
+
+
+def check_prepare_data(rep, script, rc, text):
+    m = marks(script)
+    expect(rc == 3, f"lockstep run exited {rc}, want 3 (a stall diagnosed)")
+    f = first_root(rep)
+    expect(f["kind"] == "missing_ranks" and f.get("missing") == [0],
+           f"first finding {f['kind']} missing={f.get('missing')}: {f['summary']}")
+    expect(sorted(f.get("waiting") or []) == [1, 2, 3], f"waiting {f.get('waiting')}")
+    expect("prepare_data" in f["summary"], f"summary does not name prepare_data: {f['summary']}")
+    live = rank_of(rep, 0).get("live") or {}
+    py = live.get("python") or ""
+    top = py.split(" <- ")[0]
+    base = os.path.basename(script)
+    loop = range(m["prep_loop"], m["prep_body"] + 1)
+    expect(top.startswith(base + ":") and "prepare_data" in top and
+           int(top.split(":")[1].split(" ")[0]) in loop,
+           f"rank 0's live Python frames {py!r}, want {base}:{loop.start}..{loop.stop - 1} first")
+    for r in (1, 2, 3):
+        x = rank_of(rep, r)
+        expect(x["state"] == "in_call", f"rank {r} is {x['state']}, want in_call")
+    return f"{f['summary']}"
+
+
+def story_prepare_data(env):
+    rc, text, rep, d = lockstep_run(env, "prepare_data", torchrun("stories.py", "prepare_data"),
+                                    stall=15)
+    return check_prepare_data(rep, "stories.py", rc, text)
+
+
+def story_lightning_prepare_data(env):
+    rc, text, rep, d = lockstep_run(env, "lightning_prepare_data",
+                                    torchrun("lightning_stories.py", "prepare_data"), stall=15,
+                                    extra={"STORY_BUSY_S": 150}, timeout=400)
+    return check_prepare_data(rep, "lightning_stories.py", rc, text)
+
+
+def check_mismatch(rep, rc, kinds, lone, lone_line, others_line):
+    expect(rc == 3, f"lockstep run exited {rc}, want 3")
+    f = first_root(rep)
+    expect(f["kind"] in kinds, f"first finding {f['kind']}, want one of {kinds}: {f['summary']}")
+    rest = [r for r in range(4) if r != lone]
+    c1, c2 = class_of(f, [lone]), class_of(f, rest)
+    if lone_line:
+        expect(py_line(c1) == lone_line, f"rank {lone}'s class from {c1.get('callsite')!r}, "
+               f"want {lone_line}")
+    expect(py_line(c2) == others_line, f"ranks {rest} from {c2.get('callsite')!r}, want "
+           f"{others_line}")
+    return f["summary"]
+
+
+def story_uneven_val(env):
+    m = marks("stories.py")
+    rc, text, rep, d = lockstep_run(env, "uneven_val", torchrun("stories.py", "uneven_val"),
+                                    stall=15)
+    return check_mismatch(rep, rc, ("count_mismatch",), 3, f"stories.py:{m['val_end']}",
+                          f"stories.py:{m['val_batch']}")
+
+
+def story_lightning_uneven_val(env):
+    rc, text, rep, d = lockstep_run(env, "lightning_uneven_val",
+                                    torchrun("lightning_stories.py", "uneven_val"), stall=15,
+                                    timeout=400)
+    expect(rc == 3, f"lockstep run exited {rc}, want 3")
+    f = first_root(rep)
+    m = marks("lightning_stories.py")
+    expect(f["kind"].endswith("_mismatch") and 3 in f["ranks"],
+           f"first finding {f['kind']}: {f['summary']}")
+    c = class_of(f, [0, 1, 2])
+    expect(py_line(c) == f"lightning_stories.py:{m['val_log']}",
+           f"ranks 0-2 from {c.get('callsite')!r}, want lightning_stories.py:{m['val_log']}")
+    return f["summary"]
+
+
+def story_init_paths(env):
+    m = marks("stories.py")
+    rc, text, rep, d = lockstep_run(env, "init_paths", torchrun("stories.py", "init_paths"),
+                                    stall=15)
+    f = first_root(rep)
+    s = check_mismatch(rep, rc, ("op_mismatch",), 2, f"stories.py:{m['ddp_init']}",
+                       f"stories.py:{m['resume_bcast']}")
+    expect(class_of(f, [0, 1, 3])["op"] == "Broadcast", "ranks 0,1,3 do not broadcast")
+    return s
+
+
+def story_resume(env):
+    m = marks("stories.py")
+    rc, text, rep, d = lockstep_run(env, "resume", torchrun("stories.py", "resume"), stall=15)
+    return check_mismatch(rep, rc, ("count_mismatch",), 1, None, f"stories.py:{m['epoch_end']}")
+
+
+def story_sigkill(env):
+    rc, text, rep, d = lockstep_run(env, "sigkill", torchrun("stories.py", "sigkill"), stall=60)
+    expect(rc not in (0, 3), f"lockstep run exited {rc}: the job should have failed by itself")
+    for r in (rep, analyze(env, d, "sigkill")):
+        f = first_root(r)
+        expect(f["kind"] == "rank_crashed" and f.get("rank") == 2 and f.get("vanished"),
+               f"first finding {f['kind']} rank {f.get('rank')}: {f['summary']}")
+        for x in (0, 1, 3):
+            expect(rank_of(r, x).get("stopped_with_job"), f"rank {x} not stopped_with_job")
+    return f["summary"]
+
+
+def story_watchdog(env):
+    extra = {"STORY_TIMEOUT_S": 20, "TORCH_CPP_LOG_LEVEL": "INFO", "NCCL_DEBUG": "WARN"}
+    try:
+        rc, text, rep, d = lockstep_run(env, "watchdog", torchrun("stories.py", "watchdog"),
+                                        stall=900, extra=extra, timeout=100)
+    except Failure as e:
+        # The same job without lockstep: does PyTorch's watchdog end it there?
+        p = subprocess.Popen(torchrun("stories.py", "watchdog"), env=env.base_env(**extra),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+        t = time.monotonic()
+        try:
+            out = p.communicate(timeout=90)[0]
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out = p.communicate()[0]
+        save(env, "watchdog.noshim.txt", f"# exit {p.returncode} after "
+             f"{time.monotonic() - t:.1f} s\n" + "\n".join(out.splitlines()[-300:]))
+        raise Failure(f"{e}; without lockstep the job exited {p.returncode} after "
+                      f"{time.monotonic() - t:.0f} s (watchdog.noshim.txt)")
+    expect(rc not in (0, 3), f"lockstep run exited {rc}: the watchdog should have ended the job")
+    r = analyze(env, d, "watchdog")
+    f = first_root(r)
+    expect(f["kind"] == "missing_ranks" and f.get("missing") == [0],
+           f"first finding {f['kind']} missing={f.get('missing')}: {f['summary']}")
+    expect("prepare_data" in f["summary"], f"summary does not name prepare_data: {f['summary']}")
+    roots = [x for x in r["findings"] if x.get("consequence_of") is None]
+    expect(len(roots) == 1, f"{len(roots)} root causes: {[x['summary'] for x in roots]}")
+    return f["summary"]
+
+
+# ---- the shim against real NCCL -----------------------------------------------------------
+
+NCCL_COLL = re.compile(r"NCCL INFO (AllReduce|Broadcast|Reduce|AllGather|ReduceScatter"
+                       r"|AlltoAll|Gather|Scatter): opCount \w+ sendbuff \w+ recvbuff \w+ "
+                       r"count (\d+)")
+
+
+def story_recorded_once(env):
+    """Every collective NCCL logs (NCCL_DEBUG_SUBSYS=COLL) is recorded once, with its op and
+    count; the one send and receive of the script (NCCL logs no p2p there) once each; every
+    call completed on the GPU."""
+    rc, text, rep, d = lockstep_run(env, "clean", torchrun("stories.py", "clean"), stall=60,
+                                    extra={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "COLL"})
+    expect(rc == 0, f"lockstep run exited {rc}")
+    save(env, "clean.nccl.txt", env.stderr["clean"])
+    traces = [t for t in records(env, d) if t["rank"] >= 0]
+    expect(len(traces) == 4, f"{len(traces)} traces, want 4")
+    # NCCL's lines carry the pid: "host:PID:TID [dev] NCCL INFO ..."
+    nccl = collections.defaultdict(collections.Counter)
+    for line in env.stderr["clean"].splitlines():
+        mm = NCCL_COLL.search(line)
+        if mm:
+            pid = int(line.split(":")[1])
+            nccl[pid][(mm.group(1), int(mm.group(2)))] += 1
+    expect(nccl, "NCCL logged no collective (NCCL_DEBUG_SUBSYS=COLL)")
+    lines = []
+    for t in traces:
+        ours = collections.Counter()
+        incomplete = 0
+        for rec in t["records"]:
+            if rec["op"] in ("AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather",
+                             "ReduceScatter", "Send", "Recv", "AlltoAll", "Gather", "Scatter"):
+                op = "Broadcast" if rec["op"] == "Bcast" else rec["op"]
+                ours[(op, rec["count"])] += 1
+                if t.get("completion") and not rec["complete_ns"]:
+                    incomplete += 1
+        theirs = collections.Counter(nccl.get(t["pid"]) or {})
+        expect(theirs, f"NCCL logged nothing for pid {t['pid']}")
+        p2p = {0: {("Send", 4): 1}, 1: {("Recv", 4): 1}}.get(t["rank"], {})
+        theirs.update(p2p)
+        expect(ours == theirs, f"rank {t['rank']}: recorded {dict(ours)}, NCCL logged "
+               f"{dict(theirs)}")
+        expect(t.get("completion"), f"rank {t['rank']}: GPU completion not tracked")
+        expect(incomplete == 0, f"rank {t['rank']}: {incomplete} calls never completed on the GPU")
+        lines.append(f"rank {t['rank']}: {sum(ours.values())} calls, "
+                     + ", ".join(f"{k[0]}x{v}" for k, v in sorted(ours.items())))
+    return "; ".join(lines)
+
+
+def story_plugin(env):
+    """The profiler plugin alone (no LD_PRELOAD) on real NCCL: the trace has the job's calls."""
+    d = os.path.join(env.tmp, "plugin")
+    os.makedirs(d)
+    e = env.base_env(NCCL_PROFILER_PLUGIN=env.plugin, LOCKSTEP_DIR=d, NCCL_DEBUG="INFO",
+                     NCCL_DEBUG_SUBSYS="INIT,ENV")
+    p = subprocess.run(torchrun("stories.py", "clean"), env=e, capture_output=True, text=True,
+                       timeout=300)
+    save(env, "plugin.txt", p.stdout + "\n--- stderr\n" + p.stderr[-20000:])
+    expect(p.returncode == 0, f"the job exited {p.returncode}")
+    traces = [t for t in records(env, d) if t["rank"] >= 0]
+    expect(len(traces) == 4, f"{len(traces)} traces from the plugin, want 4")
+    n = [sum(1 for r in t["records"] if r["op"] == "AllReduce") for t in traces]
+    expect(all(x > 0 for x in n), f"AllReduce records per trace: {n}")
+    return f"AllReduce records per rank: {n}"
+
+
+def story_reach(env, mode):
+    d = os.path.join(env.tmp, "reach-" + mode)
+    os.makedirs(d)
+    e = env.base_env(LD_PRELOAD=env.shim, LOCKSTEP_DIR=d)
+    p = subprocess.run([PY, os.path.join(HERE, "reach_gpu.py"), mode, "7", "1024"], env=e,
+                       capture_output=True, text=True, timeout=300)
+    save(env, f"reach_{mode}.txt", p.stdout + "\n--- stderr\n" + p.stderr[-20000:])
+    expect(p.returncode == 0, f"reach_gpu.py {mode} exited {p.returncode}: {p.stderr[-400:]}")
+    traces = records(env, d)
+    ar = [r for t in traces for r in t["records"] if r["op"] == "AllReduce"]
+    expect(len(ar) == 7 and all(r["count"] == 1024 for r in ar),
+           f"{len(ar)} AllReduce records (want 7 of count 1024)")
+    return p.stdout.strip()
+
+
+def story_links(env):
+    import torch
+    tl = os.path.join(os.path.dirname(torch.__file__), "lib")
+    out = []
+    for lib in sorted(glob.glob(os.path.join(tl, "*.so*"))):
+        p = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True)
+        need = re.findall(r"\[(libnccl[^\]]*)\]", p.stdout)
+        rpath = re.findall(r"R(?:UN)?PATH\).*\[(.*)\]", p.stdout)
+        if need:
+            out.append(f"{os.path.basename(lib)} NEEDED {need} RPATH {rpath}")
+    for pat in ("jax_plugins/*/*.so", "jaxlib/*.so", "cupy_backends/cuda/libs/*nccl*.so",
+                "cupy/cuda/*nccl*.so"):
+        for lib in glob.glob(os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), pat)):
+            p = subprocess.run(["readelf", "-dW", lib], capture_output=True, text=True)
+            s = subprocess.run(["sh", "-c", f"strings -a {lib} | grep -m3 -i 'libnccl'"],
+                               capture_output=True, text=True)
+            need = re.findall(r"\[(libnccl[^\]]*)\]", p.stdout)
+            out.append(f"{lib.split('site-packages/')[-1]} NEEDED {need or 'none'} "
+                       f"strings {s.stdout.split()[:3]}")
+    save(env, "links.txt", "\n".join(out) + "\n")
+    expect(any("libtorch_cuda" in x for x in out), "libtorch_cuda.so does not name libnccl")
+    return f"{len(out)} libraries looked at (links.txt)"
+
+
+def story_overhead(env):
+    rows = {}
+    for mode, argv in (("small", [PY, os.path.join(HERE, "overhead.py"), "small"]),
+                       ("large", [PY, os.path.join(HERE, "overhead.py"), "large"]),
+                       ("step", [PY, "-m", "torch.distributed.run", "--standalone",
+                                 "--nproc_per_node=2", os.path.join(HERE, "overhead.py"),
+                                 "step"])):
+        got = {"off": [], "on": []}
+        reps = int(os.environ.get("LOCKSTEP_GPU_OVERHEAD_REPS", "3"))
+        for rep in range(reps):
+            for which in ("off", "on"):
+                d = os.path.join(env.tmp, f"ovh-{mode}-{which}-{rep}")
+                os.makedirs(d)
+                e = env.base_env(LOCKSTEP_DIR=d)
+                if which == "on":
+                    e["LD_PRELOAD"] = env.shim
+                p = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=300)
+                expect(p.returncode == 0, f"overhead {mode} {which}: {p.stderr[-400:]}")
+                j = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+                got[which].append(j[0]["per_call_us"])
+                shutil.rmtree(d)
+        off = sorted(got["off"])[(reps - 1) // 2]  # the median (the lower one of two)
+        on = sorted(got["on"])[(reps - 1) // 2]
+        rows[mode] = {"off_us": got["off"], "on_us": got["on"], "median_off_us": off,
+                      "median_on_us": on, "ratio": round(on / off, 4)}
+    save(env, "overhead.json", json.dumps(rows, indent=1) + "\n")
+    return "; ".join(f"{k}: {v['median_off_us']} -> {v['median_on_us']} us ({v['ratio']}x)"
+                     for k, v in rows.items())
+
+
+CASES = [
+    ("links", story_links),
+    ("recorded_once", story_recorded_once),
+    ("plugin", story_plugin),
+    ("prepare_data", story_prepare_data),
+    ("uneven_val", story_uneven_val),
+    ("init_paths", story_init_paths),
+    ("resume", story_resume),
+    ("sigkill", story_sigkill),
+    ("lightning_uneven_val", story_lightning_uneven_val),
+    ("lightning_prepare_data", story_lightning_prepare_data),
+    ("watchdog", story_watchdog),
+    ("reach_cupy", lambda e: story_reach(e, "cupy")),
+    ("reach_ctypes", lambda e: story_reach(e, "ctypes")),
+    ("overhead", story_overhead),
+]
+
+
+def versions():
+    import torch
+    out = [f"python {sys.version.split()[0]}", f"torch {torch.__version__} (CUDA "
+           f"{torch.version.cuda}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))})"]
+    try:
+        import lightning
+        out.append(f"lightning {lightning.__version__}")
+    except ImportError:
+        out.append("lightning: not installed")
+    p = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                        "--format=csv,noheader"], capture_output=True, text=True)
+    out.append("gpu " + p.stdout.strip())
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", default="gpu-results")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--skip-overhead", action="store_true")
+    a = ap.parse_args()
+    env = Env(a)
+    v = versions()
+    print("\n".join(v), flush=True)
+    save(env, "versions.txt", "\n".join(v) + "\n")
+    only = set(filter(None, a.only.split(",")))
+    passed = failed = 0
+    summary = []
+    for name, fn in CASES:
+        if (only and name not in only) or (a.skip_overhead and name == "overhead"):
+            continue
+        t = time.monotonic()
+        try:
+            what = fn(env)
+            ok, msg = True, what
+        except Failure as e:
+            ok, msg = False, str(e)
+        except Exception as e:  # a broken case is a failed case, with its reason
+            ok, msg = False, f"{type(e).__name__}: {e}"
+        took = time.monotonic() - t
+        passed, failed = passed + ok, failed + (not ok)
+        line = f"{'PASS' if ok else 'FAIL'} gpu-{name} ({took:.0f} s): {msg}"
+        print(line, flush=True)
+        summary.append(line)
+    save(env, "summary.txt", "\n".join(v + summary) + f"\n{passed} passed, {failed} failed\n")
+    shutil.rmtree(env.tmp, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    sys.exit(main())
