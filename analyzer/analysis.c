@@ -239,8 +239,8 @@ static int drop_launchers(struct tr_trace **v, size_t *n)
 {
     struct idmap parents = {0};
     for (size_t i = 0; i < *n; i++)
-        if (v[i]->hdr.ppid > 0 && idmap_put(&parents, host_pid_key(v[i]->hdr.host, v[i]->hdr.ppid),
-                                            i) < 0) {
+        if (v[i]->hdr.ppid > 0 &&
+            idmap_put(&parents, host_pid_key(v[i]->hdr.host, v[i]->hdr.ppid), i) < 0) {
             idmap_free(&parents);
             return -1;
         }

@@ -1,8 +1,12 @@
-/* names.c -- tables of NCCL result names and signal names. */
+/* names.c -- tables of NCCL result names and signal names; C++ function names made readable. */
 #include "names.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "lockstep/trace_format.h"
 
@@ -41,4 +45,93 @@ const char *names_signal(int sig)
             return table[i].name;
     snprintf(other, sizeof(other), "SIG%d", sig);
     return other;
+}
+
+/* ---- C++ names ------------------------------------------------------------------------- */
+
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+static demangle_fn demangle;
+static pthread_once_t demangle_once = PTHREAD_ONCE_INIT;
+
+static void find_demangler(void)
+{
+    void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+    if (h)
+        *(void **)&demangle = dlsym(h, "__cxa_demangle");
+}
+
+/* The end of the balanced group opening at s[0] ('<' or '('), or NULL when unbalanced. */
+static const char *group_end(const char *s)
+{
+    int depth = 0;
+    for (; *s; s++) {
+        if (*s == '<' || *s == '(')
+            depth++;
+        else if ((*s == '>' || *s == ')') && --depth == 0)
+            return s + 1;
+    }
+    return NULL;
+}
+
+/* Copies the qualified name of demangled `d`: template arguments, parameter lists, trailing
+ * qualifiers and "[clone ...]" left out; "operator()" and the like kept whole; a lambda's
+ * "{lambda(...)#1}" as "{lambda#1}". */
+static void shorten(const char *d, char *out, size_t len)
+{
+    size_t n = 0;
+    for (const char *s = d; *s && n + 1 < len;) {
+        if (strncmp(s, "operator", 8) == 0 && (s == d || s[-1] == ':')) {
+            /* the operator's own characters: "operator()", "operator<<", "operator new" */
+            const char *e = s + 8;
+            if (e[0] == '(' && e[1] == ')')
+                e += 2;
+            else
+                while (*e && *e != '(')
+                    e++;
+            for (; s < e && n + 1 < len; s++)
+                out[n++] = *s;
+            continue;
+        }
+        if (*s == '<' || *s == '(') {
+            const char *e = group_end(s);
+            if (!e)
+                break;
+            s = e;
+            continue;
+        }
+        if (*s == ' ' && (strncmp(s, " const", 6) == 0 || strncmp(s, " [clone", 7) == 0 ||
+                          strncmp(s, " volatile", 9) == 0 || s[1] == '&'))
+            break; /* qualifiers after the parameters */
+        out[n++] = *s++;
+    }
+    out[n] = 0;
+    /* A template function's return type comes first ("c10::intrusive_ptr c10d::..."): the
+     * name is what follows the last space that does not end "operator". */
+    size_t cut = 0;
+    for (size_t i = 0; i < n; i++)
+        if (out[i] == ' ' && !(i >= 8 && strncmp(out + i - 8, "operator", 8) == 0))
+            cut = i + 1;
+    if (cut)
+        memmove(out, out + cut, n - cut + 1);
+}
+
+char *names_function(const char *raw, char *out, size_t len)
+{
+    if (!len)
+        return out;
+    snprintf(out, len, "%s", raw ? raw : "");
+    if (!raw || strncmp(raw, "_Z", 2) != 0)
+        return out;
+    pthread_once(&demangle_once, find_demangler);
+    if (!demangle)
+        return out;
+    int status = -1;
+    char *d = demangle(raw, NULL, NULL, &status);
+    if (d && status == 0) {
+        shorten(d, out, len);
+        if (!out[0]) /* nothing left: keep the mangled name */
+            snprintf(out, len, "%s", raw);
+    }
+    free(d);
+    return out;
 }

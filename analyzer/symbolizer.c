@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "names.h"
+
 #define SYM_BUCKETS 4096
 
 /* One module opened once for the life of the symbolizer: its own Dwfl, the ELF placed at its
@@ -229,6 +231,9 @@ const char *symbolizer_frame(struct symbolizer *s, const struct tr_frame *f)
     int found = s->use_debuginfo && f->module[0]
                     ? lookup(s, f->module, off, func, sizeof(func), fileline, sizeof(fileline))
                     : -1;
+    char readable[512];
+    if (found > 0)
+        snprintf(func, sizeof(func), "%s", names_function(func, readable, sizeof(readable)));
     if (found == 2) {
         if (func[0])
             snprintf(buf, sizeof(buf), "%s (%s)", fileline, func);
@@ -237,8 +242,9 @@ const char *symbolizer_frame(struct symbolizer *s, const struct tr_frame *f)
     } else if (found == 1) {
         snprintf(buf, sizeof(buf), "%s (%s)", func, mod[0] ? mod : "?");
     } else if (f->symbol[0]) {
-        snprintf(buf, sizeof(buf), "%s+0x%llx (%s)", f->symbol, (unsigned long long)f->symbol_off,
-                 mod[0] ? mod : "?");
+        snprintf(buf, sizeof(buf), "%s+0x%llx (%s)",
+                 names_function(f->symbol, readable, sizeof(readable)),
+                 (unsigned long long)f->symbol_off, mod[0] ? mod : "?");
     } else if (mod[0]) {
         snprintf(buf, sizeof(buf), "%s+0x%llx", mod, (unsigned long long)f->module_off);
     } else {

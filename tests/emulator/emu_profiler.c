@@ -26,7 +26,10 @@ static struct {
     int stall_rank, stall_ch, stall_step, stall_peer;
     uint64_t stall_coll;
 } prof;
-static pthread_once_t prof_once = PTHREAD_ONCE_INIT;
+/* Like libnccl, the plugin is loaded for the first communicator and closed (dlclose) when the
+ * last one using it is finalized; a later communicator loads it again. */
+static pthread_mutex_t prof_lock = PTHREAD_MUTEX_INITIALIZER;
+static int prof_loaded, prof_users;
 
 /* Per-op state of its events. */
 struct emu_prof_op {
@@ -139,7 +142,12 @@ static npr_result (*fn_state(void))(void *, int, void *)
 
 void emu_prof_comm_init(struct ncclComm *c)
 {
-    pthread_once(&prof_once, prof_load);
+    pthread_mutex_lock(&prof_lock);
+    if (!prof_loaded) {
+        prof_loaded = 1;
+        prof_load();
+    }
+    pthread_mutex_unlock(&prof_lock);
     if (!prof.version || c->prof_ctx || c->prof_failed)
         return;
     int mask = 0;
@@ -160,6 +168,9 @@ void emu_prof_comm_init(struct ncclComm *c)
     }
     c->prof_ctx = ctx ? ctx : (void *)c;
     c->prof_mask = mask;
+    pthread_mutex_lock(&prof_lock);
+    prof_users++;
+    pthread_mutex_unlock(&prof_lock);
 }
 
 void emu_prof_comm_fini(struct ncclComm *c)
@@ -174,6 +185,18 @@ void emu_prof_comm_fini(struct ncclComm *c)
         prof.v4->finalize(ctx);
     else
         prof.v1->finalize(ctx);
+    pthread_mutex_lock(&prof_lock);
+    if (--prof_users == 0) {
+        emu_debug("closing the profiler plugin");
+        dlclose(prof.lib);
+        prof.lib = NULL;
+        prof.v1 = NULL;
+        prof.v4 = NULL;
+        prof.v5 = NULL;
+        prof.version = 0;
+        prof_loaded = 0;
+    }
+    pthread_mutex_unlock(&prof_lock);
 }
 
 static void *ctx_of(struct ncclComm *c)

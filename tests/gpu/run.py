@@ -87,18 +87,23 @@ def lockstep_run(env, name, argv, stall, extra=None, timeout=300):
     cmd = [env.lockstep, "run", "--stall", str(stall), "--grace", "10", "--dir", d, "--json",
            out, "--"] + argv
     t = time.monotonic()
-    p = subprocess.Popen(cmd, env=env.base_env(**(extra or {})), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        stdout, stderr = p.communicate(timeout=timeout)
-        late = False
-    except subprocess.TimeoutExpired:
-        s = subprocess.run([env.lockstep, "stacks", d], capture_output=True, text=True,
-                           timeout=120)
-        save(env, name + ".stacks.txt", s.stdout + s.stderr)
-        os.killpg(p.pid, signal.SIGKILL)
-        stdout, stderr = p.communicate()
-        late = True
+    # Files, not pipes: processes a killed run leaves behind cannot hold the harness up.
+    with open(os.path.join(env.tmp, name + ".out"), "w+") as fo, \
+            open(os.path.join(env.tmp, name + ".err"), "w+") as fe:
+        p = subprocess.Popen(cmd, env=env.base_env(**(extra or {})), stdout=fo, stderr=fe,
+                             text=True, start_new_session=True)
+        try:
+            p.wait(timeout=timeout)
+            late = False
+        except subprocess.TimeoutExpired:
+            s = subprocess.run([env.lockstep, "stacks", d], capture_output=True, text=True,
+                               timeout=120)
+            save(env, name + ".stacks.txt", s.stdout + s.stderr)
+            kill_job(p)
+            late = True
+        fo.seek(0)
+        fe.seek(0)
+        stdout, stderr = fo.read(), fe.read()
     took = time.monotonic() - t
     text = f"$ {' '.join(cmd)}\n# exit {p.returncode} after {took:.1f} s\n{stdout}\n" \
            f"--- stderr (last 300 lines)\n" + "\n".join(stderr.splitlines()[-300:])
@@ -107,6 +112,16 @@ def lockstep_run(env, name, argv, stall, extra=None, timeout=300):
     expect(not late, f"still running after {timeout} s: stacks in {name}.stacks.txt")
     rep = json.load(open(out)) if os.path.exists(out) else None
     return p.returncode, stdout, rep, d
+
+
+def kill_job(p):
+    """Kills `p`'s process group and every process of the stories left behind."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    subprocess.run(["pkill", "-KILL", "-f", HERE + "/"], capture_output=True)
+    p.wait()
 
 
 def analyze(env, d, name):
@@ -263,15 +278,17 @@ def story_watchdog(env):
                                         stall=900, extra=extra, timeout=100)
     except Failure as e:
         # The same job without lockstep: does PyTorch's watchdog end it there?
-        p = subprocess.Popen(torchrun("stories.py", "watchdog"), env=env.base_env(**extra),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)
         t = time.monotonic()
-        try:
-            out = p.communicate(timeout=90)[0]
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            out = p.communicate()[0]
+        with open(os.path.join(env.tmp, "noshim.out"), "w+") as fo:
+            p = subprocess.Popen(torchrun("stories.py", "watchdog"), env=env.base_env(**extra),
+                                 stdout=fo, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True)
+            try:
+                p.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                kill_job(p)
+            fo.seek(0)
+            out = fo.read()
         save(env, "watchdog.noshim.txt", f"# exit {p.returncode} after "
              f"{time.monotonic() - t:.1f} s\n" + "\n".join(out.splitlines()[-300:]))
         raise Failure(f"{e}; without lockstep the job exited {p.returncode} after "
@@ -399,27 +416,31 @@ def story_overhead(env):
                        ("step", [PY, "-m", "torch.distributed.run", "--standalone",
                                  "--nproc_per_node=2", os.path.join(HERE, "overhead.py"),
                                  "step"])):
-        got = {"off": [], "on": []}
+        # off: no shim; on: the shim as users run it; and where its cost goes: without GPU
+        # completion tracking, and without call sites (native and Python).
+        variants = {"off": {}, "on": {}, "on_no_completion": {"LOCKSTEP_COMPLETION": "0"},
+                    "on_no_sites": {"LOCKSTEP_STACK_DEPTH": "0", "LOCKSTEP_PYTHON_DEPTH": "0"}}
+        got = {k: [] for k in variants}
         reps = int(os.environ.get("LOCKSTEP_GPU_OVERHEAD_REPS", "3"))
         for rep in range(reps):
-            for which in ("off", "on"):
+            for which, knobs in variants.items():
                 d = os.path.join(env.tmp, f"ovh-{mode}-{which}-{rep}")
                 os.makedirs(d)
-                e = env.base_env(LOCKSTEP_DIR=d)
-                if which == "on":
+                e = env.base_env(LOCKSTEP_DIR=d, **knobs)
+                if which != "off":
                     e["LD_PRELOAD"] = env.shim
                 p = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=300)
                 expect(p.returncode == 0, f"overhead {mode} {which}: {p.stderr[-400:]}")
                 j = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
                 got[which].append(j[0]["per_call_us"])
                 shutil.rmtree(d)
-        off = sorted(got["off"])[(reps - 1) // 2]  # the median (the lower one of two)
-        on = sorted(got["on"])[(reps - 1) // 2]
-        rows[mode] = {"off_us": got["off"], "on_us": got["on"], "median_off_us": off,
-                      "median_on_us": on, "ratio": round(on / off, 4)}
+        med = {k: sorted(v)[(reps - 1) // 2] for k, v in got.items()}  # lower median of two
+        rows[mode] = {"runs_us": got, "median_us": med,
+                      "ratio": {k: round(v / med["off"], 4) for k, v in med.items() if k != "off"}}
     save(env, "overhead.json", json.dumps(rows, indent=1) + "\n")
-    return "; ".join(f"{k}: {v['median_off_us']} -> {v['median_on_us']} us ({v['ratio']}x)"
-                     for k, v in rows.items())
+    return "; ".join(f"{k}: {v['median_us']['off']} -> {v['median_us']['on']} us "
+                     f"({v['ratio']['on']}x; no completion {v['ratio']['on_no_completion']}x, "
+                     f"no call sites {v['ratio']['on_no_sites']}x)" for k, v in rows.items())
 
 
 CASES = [

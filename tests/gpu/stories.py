@@ -16,7 +16,11 @@ the `# @marker` lines below. Stories:
   sigkill         rank 2 is SIGKILLed in the middle of training (the OOM killer's way); the
                   launcher stops the rest
   watchdog        as prepare_data, with PyTorch's NCCL watchdog timeout shortened
-                  (STORY_TIMEOUT_S): the waiting ranks abort, then the launcher stops rank 0
+                  (STORY_TIMEOUT_S): the waiting ranks abort, then the launcher stops rank 0.
+                  The steps also all_reduce one value, so that the barrier's all_reduce finds
+                  NCCL's small-message connections made and waits on the GPU, where the
+                  watchdog sees it (a call still connecting inside NCCL is not yet work the
+                  watchdog times: on a real GPU the job then never timed out)
   clean           a few steps, then exit (every wrapped call the job makes, recorded once)
 
 Several ranks share one GPU when the machine has fewer GPUs than ranks. NCCL 2.30+ allows that
@@ -89,6 +93,8 @@ def story_prepare_data(dev):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for step in range(3):
         train_step(model, opt, dev, step)
+        if STORY == "watchdog":  # log the loss: NCCL connects its small-message path now
+            dist.all_reduce(torch.zeros(1, device=dev))
     torch.cuda.synchronize()
     if RANK == 0:
         prepare_data()  # @call_prepare

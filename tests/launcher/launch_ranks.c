@@ -84,7 +84,8 @@ static void usage(void)
         "  --rank-offset K       this launcher runs global ranks K..K+N-1 of a job of\n"
         "  --world-size W        W ranks (one launcher per simulated node)\n"
         "  --dlopen LIB          load LIB into the launcher first and call nothing in it, as\n"
-        "                        torchrun's agent loads libtorch_cuda (libnccl, the CUDA driver)\n");
+        "                        torchrun's agent loads libtorch_cuda (libnccl, the CUDA "
+        "driver)\n");
     exit(2);
 }
 

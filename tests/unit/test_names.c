@@ -1,0 +1,59 @@
+/* test_names.c -- C++ function names as people read them in stacks (names_function), with the
+ * symbols PyTorch's libraries showed on a real GPU (docs/gpu-validation.md). */
+#include <check.h>
+#include <string.h>
+
+#include "names.h"
+
+static void expect(const char *raw, const char *want)
+{
+    char out[512];
+    ck_assert_str_eq(names_function(raw, out, sizeof out), want);
+}
+
+START_TEST(cxx_names_shortened)
+{
+    /* ProcessGroupNCCL's collective template, the call site of DDP's gradient all-reduce. */
+    expect("_ZN4c10d16ProcessGroupNCCL10collectiveIZNS0_14allreduce_implERN2at6TensorEPKcRKNS_"
+           "16AllreduceOptionsEEUlS4_S4_P8ncclCommRN3c104cuda10CUDAStreamEE_ZNS0_10collectiveISG_"
+           "EENSC_13intrusive_ptrINS_4WorkENSC_6detail34intrusive_target_default_null_typeISJ_"
+           "EEEES4_S4_T_NS_6OpTypeEbS6_bEUlSF_RNSI_INS0_8WorkNCCLENSL_ISQ_EEEEE_ZNSH_ISG_EESN_S4_"
+           "S4_SO_SP_bS6_bEUlSF_ST_E0_EESN_RSt6vectorIS3_SaIS3_EESZ_SO_T0_T1_SP_bS6_b.constprop.0",
+           "c10d::ProcessGroupNCCL::collective");
+    expect("_ZN4c10d16ProcessGroupNCCL8Watchdog7runLoopEv",
+           "c10d::ProcessGroupNCCL::Watchdog::runLoop");
+    expect("_ZNK3foo3barEv", "foo::bar");     /* const member */
+    expect("_ZN3fooclEv", "foo::operator()"); /* operator() kept whole */
+    expect("_ZN3foolsEi", "foo::operator<<"); /* operator<< not a template */
+    expect("_ZZ4mainENKUlvE_clEv", "main::{lambda#1}::operator()");
+    expect("_ZN3fooC2Ev", "foo::foo");  /* a constructor */
+    expect("_Z3maxIiET_S0_S0_", "max"); /* return type of a template dropped */
+}
+END_TEST
+
+START_TEST(other_names_as_they_are)
+{
+    expect("ncclAllReduce", "ncclAllReduce");
+    expect("_PyEval_EvalFrameDefault", "_PyEval_EvalFrameDefault");
+    expect("_Zgarbage", "_Zgarbage"); /* not a valid mangled name: unchanged */
+    expect("", "");
+    char small[8];
+    ck_assert_str_eq(
+        names_function("_ZN4c10d16ProcessGroupNCCL8Watchdog7runLoopEv", small, sizeof small),
+        "c10d::P");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("names");
+    TCase *tc = tcase_create("names");
+    tcase_add_test(tc, cxx_names_shortened);
+    tcase_add_test(tc, other_names_as_they_are);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
