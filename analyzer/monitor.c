@@ -119,6 +119,29 @@ int monitor_poll(struct monitor *m)
     return moved;
 }
 
+/* Whether the GPU work trace `t` issued is known done without its own streams saying so: it
+ * made no send or receive, and each collective it issued last on a communicator was completed
+ * by some member's GPU (what the analysis concludes too, docs/gpu.md). A stream's own
+ * completion can lag or be missed; then only the members' counters say the work is done. */
+static int gpu_done_elsewhere(const struct monitor *m, const struct mon_trace *t)
+{
+    for (uint32_t ci = 0; ci < t->ncomms; ci++) {
+        const struct ls_comm *c = &t->comms[ci];
+        if (c->p2p_sends || c->p2p_recvs)
+            return 0;
+        if (!c->comm_id || c->coll_completed >= c->coll_issued)
+            continue;
+        int done = 0;
+        for (size_t j = 0; j < m->n && !done; j++)
+            for (uint32_t cj = 0; cj < m->t[j].ncomms && !done; cj++)
+                done = m->t[j].comms[cj].comm_id == c->comm_id &&
+                       m->t[j].comms[cj].coll_completed >= c->coll_issued;
+        if (!done)
+            return 0;
+    }
+    return 1;
+}
+
 int monitor_outstanding(const struct monitor *m, char *why, size_t len)
 {
     for (size_t i = 0; i < m->n; i++) {
@@ -132,7 +155,7 @@ int monitor_outstanding(const struct monitor *m, char *why, size_t len)
      * the ranks wait in the stream, not in NCCL. */
     for (size_t i = 0; i < m->n; i++) {
         const struct mon_trace *t = &m->t[i];
-        if (!t->running_here || t->h.completion != LS_COMPLETION_EVENTS)
+        if (!t->running_here || t->h.completion != LS_COMPLETION_EVENTS || gpu_done_elsewhere(m, t))
             continue;
         for (uint32_t s = 0; s < t->h.stream_count && s < LS_MAX_STREAMS; s++) {
             const struct ls_stream *st = &t->h.streams[s];

@@ -34,7 +34,9 @@ int monitor_init(struct monitor *m, const char *dir);
 int monitor_poll(struct monitor *m);
 
 /* Describes what is outstanding, or returns 0 when nothing is: a running rank inside a call,
- * or live members of one communicator disagreeing on how many collectives they issued. */
+ * GPU work a running rank issued that is not known complete (its stream's event, or for its
+ * newest collectives any member's GPU), or live members of one communicator disagreeing on how
+ * many collectives they issued. */
 int monitor_outstanding(const struct monitor *m, char *why, size_t len);
 
 /* Number of traces whose process still runs on this host. */
