@@ -205,10 +205,57 @@ def story_prepare_data(env):
 
 
 def story_lightning_prepare_data(env):
-    rc, text, rep, d = lockstep_run(env, "lightning_prepare_data",
-                                    torchrun("lightning_stories.py", "prepare_data"), stall=15,
-                                    extra={"STORY_BUSY_S": 150}, timeout=400)
-    return check_prepare_data(rep, "lightning_stories.py", rc, text)
+    """Lightning 2.x waits after prepare_data in a Gloo barrier (_InfiniteBarrier), so no rank
+    is in NCCL: a wait, not an NCCL stall. `lockstep run --stall 15` must leave the job alone
+    through 45 s of prepare_data (it then trains and ends by itself), and `lockstep stacks`,
+    while it waits, names rank 0's line in prepare_data and the other ranks' barrier. (On the
+    first GPU run, a GPU stream that missed its last completion made `run` stop it with "no
+    problems found"; docs/gpu-validation.md.)"""
+    m = marks("lightning_stories.py")
+    name, busy = "lightning_prepare_data", 45
+    d = os.path.join(env.tmp, name)
+    out = os.path.join(env.out, name + ".json")
+    cmd = [env.lockstep, "run", "--stall", "15", "--grace", "10", "--dir", d, "--json", out,
+           "--"] + torchrun("lightning_stories.py", "prepare_data")
+    t0 = time.monotonic()
+    seen = None
+    with open(os.path.join(env.tmp, name + ".out"), "w+") as fo, \
+            open(os.path.join(env.tmp, name + ".err"), "w+") as fe:
+        p = subprocess.Popen(cmd, env=env.base_env(STORY_BUSY_S=busy), stdout=fo, stderr=fe,
+                             text=True, start_new_session=True)
+        while p.poll() is None and time.monotonic() - t0 < 300:
+            time.sleep(2)
+            if seen or time.monotonic() - t0 < 25:
+                continue
+            r = subprocess.run([env.lockstep, "stacks", "--json", d], capture_output=True,
+                               text=True, timeout=120)
+            try:
+                ranks = {x.get("rank"): x for x in json.loads(r.stdout)["ranks"]}
+            except (ValueError, KeyError):
+                continue
+            py = {k: " | ".join(t["python"] or "" for t in v.get("threads", []))
+                  for k, v in ranks.items()}
+            if sorted(py) == [0, 1, 2, 3] and "prepare_data" in py[0]:
+                seen = py
+                save(env, name + ".stacks.json", r.stdout)
+        if p.poll() is None:
+            kill_job(p)
+        fo.seek(0)
+        fe.seek(0)
+        save(env, name + ".txt", f"# exit {p.returncode} after {time.monotonic() - t0:.1f} s\n"
+             + fo.read() + "\n--- stderr\n" + "\n".join(fe.read().splitlines()[-300:]))
+    expect(seen, "lockstep stacks never showed rank 0 in prepare_data")
+    loop = range(m["prep_loop"], m["prep_body"] + 1)
+    top = seen[0].split(" <- ")[0]
+    expect(top.startswith("lightning_stories.py:") and
+           int(top.split(":")[1].split(" ")[0]) in loop,
+           f"rank 0's Python frames {seen[0]!r}, want lightning_stories.py:{loop.start}.."
+           f"{loop.stop - 1} first")
+    expect(all("_InfiniteBarrier" in seen[r] or "barrier" in seen[r] for r in (1, 2, 3)),
+           f"ranks 1-3 not in Lightning's barrier: {[seen[r][:200] for r in (1, 2, 3)]}")
+    expect(p.returncode == 0, f"lockstep run exited {p.returncode}: want 0, the job left to "
+           "finish (a wait in a Gloo barrier is not an NCCL stall)")
+    return f"rank 0: {top}; ranks 1-3: {seen[1].split(' <- ')[0]}; the job ended by itself"
 
 
 def check_mismatch(rep, rc, kinds, lone, lone_line, others_line):
