@@ -92,6 +92,11 @@ static void shorten(const char *d, char *out, size_t len)
                 out[n++] = *s;
             continue;
         }
+        if (strncmp(s, "(anonymous namespace)", 21) == 0) {
+            for (const char *e = s + 21; s < e && n + 1 < len; s++)
+                out[n++] = *s;
+            continue;
+        }
         if (*s == '<' || *s == '(') {
             const char *e = group_end(s);
             if (!e)
@@ -106,10 +111,11 @@ static void shorten(const char *d, char *out, size_t len)
     }
     out[n] = 0;
     /* A template function's return type comes first ("c10::intrusive_ptr c10d::..."): the
-     * name is what follows the last space that does not end "operator". */
+     * name is what follows the last space that does not end "operator" or "(anonymous". */
     size_t cut = 0;
     for (size_t i = 0; i < n; i++)
-        if (out[i] == ' ' && !(i >= 8 && strncmp(out + i - 8, "operator", 8) == 0))
+        if (out[i] == ' ' && !(i >= 8 && strncmp(out + i - 8, "operator", 8) == 0) &&
+            !(i >= 10 && strncmp(out + i - 10, "(anonymous", 10) == 0))
             cut = i + 1;
     if (cut)
         memmove(out, out + cut, n - cut + 1);
@@ -120,7 +126,9 @@ char *names_function(const char *raw, char *out, size_t len)
     if (!len)
         return out;
     snprintf(out, len, "%s", raw ? raw : "");
-    if (!raw || strncmp(raw, "_Z", 2) != 0)
+    /* Names come from trace files too: a very long one (real ones are far shorter) is not
+     * handed to the demangler, whose recursion a hostile name could exhaust. */
+    if (!raw || strncmp(raw, "_Z", 2) != 0 || strlen(raw) > 4096)
         return out;
     pthread_once(&demangle_once, find_demangler);
     if (!demangle)

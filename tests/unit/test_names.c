@@ -26,7 +26,8 @@ START_TEST(cxx_names_shortened)
     expect("_ZN3fooclEv", "foo::operator()"); /* operator() kept whole */
     expect("_ZN3foolsEi", "foo::operator<<"); /* operator<< not a template */
     expect("_ZZ4mainENKUlvE_clEv", "main::{lambda#1}::operator()");
-    expect("_ZN3fooC2Ev", "foo::foo");  /* a constructor */
+    expect("_ZN3fooC2Ev", "foo::foo"); /* a constructor */
+    expect("_ZN12_GLOBAL__N_13fooEv", "(anonymous namespace)::foo");
     expect("_Z3maxIiET_S0_S0_", "max"); /* return type of a template dropped */
 }
 END_TEST
