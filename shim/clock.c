@@ -1,6 +1,7 @@
 /* clock.c -- the shim's timestamps: CLOCK_REALTIME ns, read from the TSC when the kernel itself
  * trusts it, with a conversion the heartbeat thread recalibrates against CLOCK_REALTIME. */
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,13 +32,24 @@ static int tsc_trusted(void)
     return ok;
 }
 
-/* Reads CLOCK_REALTIME between two TSC reads; returns the TSC at the middle. */
+/* Reads CLOCK_REALTIME between two TSC reads; returns the TSC at the middle. The narrowest of
+ * three tries: a thread preempted between its reads would put the conversion off by half the
+ * time it was away. */
 static uint64_t sample(uint64_t *ns)
 {
-    uint64_t a = ls_rdtsc();
-    *ns = ls_realtime_ns();
-    uint64_t b = ls_rdtsc();
-    return a + (b - a) / 2;
+    uint64_t best_tsc = 0, best_width = UINT64_MAX;
+    *ns = 0;
+    for (int i = 0; i < 3; i++) {
+        uint64_t a = ls_rdtsc();
+        uint64_t t = ls_realtime_ns();
+        uint64_t b = ls_rdtsc();
+        if (b - a < best_width) {
+            best_width = b - a;
+            best_tsc = a + (b - a) / 2;
+            *ns = t;
+        }
+    }
+    return best_tsc;
 }
 
 void ls_clock_calibrate(void)

@@ -128,6 +128,8 @@ ls_fast_enter(unsigned op, uint64_t count, int dtype, int redop, int peer, const
     } else {
         now = ls_fast_clock();
     }
+    uint64_t floor = ls_t.time_floor; /* not before this thread's previous return */
+    now = now < floor ? floor : now;
     atomic_store_explicit((_Atomic uint64_t *)&c->last_enter_ns, now, memory_order_relaxed);
     r->comm_id = c->comm_id;
     r->seq = seq;
@@ -153,6 +155,7 @@ static inline __attribute__((always_inline)) void ls_fast_exit_store(unsigned op
 {
     uint64_t enter = ls_t.fast_enter_ns;
     now = now < enter ? enter : now;
+    ls_t.time_floor = now;
     struct ls_record *r = ls_t.fast_rec;
     if (LS_LIKELY(atomic_load_explicit((_Atomic uint64_t *)&r->ticket, memory_order_relaxed) ==
                   ls_t.fast_ticket1)) {

@@ -265,6 +265,8 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     uint64_t seq = comm ? next_seq(t, idx, comm, a) : 0;
     uint32_t site = a->has_site ? a->site : t->hdr->stack_depth ? ls_callsite_capture(t, a) : 0;
     uint64_t now = ls_now();
+    if (LS_UNLIKELY(now < ls_t.time_floor))
+        now = ls_t.time_floor; /* not before this thread's previous return */
     if (comm)
         atomic_store_explicit((_Atomic uint64_t *)&comm->last_enter_ns, now, memory_order_relaxed);
 
@@ -381,6 +383,7 @@ void ls_call_exit(struct ls_call *c, int result)
     uint64_t now = ls_now();
     if (LS_UNLIKELY(now < c->enter_ns))
         now = c->enter_ns; /* the clock was recalibrated (or the thread moved) in between */
+    ls_t.time_floor = now;
     int issues_work = ls_op_issues_work(c->op);
     int refused = LS_UNLIKELY(ls_result_refused(result)) && issues_work && c->comm_idx >= 0;
     if (LS_UNLIKELY(refused))

@@ -188,6 +188,10 @@ struct ls_thread {
      * call in registers the wrapper would have to save. */
     struct ls_record *fast_rec;
     uint64_t fast_ticket1, fast_enter_ns;
+    /* The newest time this thread recorded (a return): its next entry is never earlier. A
+     * recalibrated clock, or the kernel's clock before the first TSC conversion, can read a
+     * little behind the conversion a previous call used. */
+    uint64_t time_floor;
     /* What the fast path leaves for after the forwarded call: ls_fast_exit() calls
      * ls_fast_exit_rare() when block_next reaches fast_limit, which is block_end (a block to
      * reserve) or 0 (fast_flush, a call-site chain whose hits are due to be counted, or an
