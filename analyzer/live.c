@@ -14,6 +14,7 @@
 #include "live_stack.h"
 #include "live_threads.h"
 #include "liveness.h"
+#include "names.h"
 #include "timefmt.h"
 
 #define SIDECAR_MAGIC "lockstep-live 1"
@@ -386,8 +387,9 @@ static void finish_thread(struct symbolizer *sym, struct raw_thread *r)
         const char *text;
         char buf[192];
         int lib = system_frame(r->module[i]) || !r->module[i][0];
-        char fn[96];
-        snprintf(fn, sizeof fn, "%.*s", (int)strcspn(r->sym[i], "+"), r->sym[i]);
+        char raw_fn[96], fn[96];
+        snprintf(raw_fn, sizeof raw_fn, "%.*s", (int)strcspn(r->sym[i], "+"), r->sym[i]);
+        names_function(raw_fn, fn, sizeof fn); /* C++ names demangled, shortened */
         text = NULL;
         /* The symbolizer only where the module has line tables: the others are named as well by
          * the symbol the probe read, without opening them. */
