@@ -214,19 +214,10 @@ static int cmp_unreadable(const void *x, const void *y)
     return c ? c : strcmp(a, b);
 }
 
-/* Loads every path (trace files, and node summaries: each many traces); unreadable ones are
- * remembered with their error. The window comes from the number of processes the paths hold
- * (window_records()). Large jobs are read by two threads (paths split by index, results kept
- * in path order: the same outcome as one thread). A summary lying beside the traces it was
- * made of adds no second copy of a process. Returns -1 on OOM. */
 /* A process on `host` by its pid, for drop_launchers(). */
 static uint64_t host_pid_key(const char *host, int32_t pid)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (const char *c = host; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    h = (h ^ (uint32_t)pid) * 1099511628211ull;
-    return h ? h : 1;
+    return idmap_key_done(idmap_key_u64(idmap_key_str(IDMAP_KEY_START, host), (uint32_t)pid));
 }
 
 /* Drops the traces of launchers: a process with no rank, no job id, no communicator and no
@@ -263,6 +254,11 @@ static int drop_launchers(struct tr_trace **v, size_t *n)
     return 0;
 }
 
+/* Loads every path (trace files, and node summaries: each many traces); unreadable ones are
+ * remembered with their error. The window comes from the number of processes the paths hold
+ * (window_records()). Large jobs are read by two threads (paths split by index, results kept
+ * in path order: the same outcome as one thread). A summary lying beside the traces it was
+ * made of adds no second copy of a process. Returns -1 on OOM. */
 static int load_all(struct analysis *a)
 {
     uint64_t window = a->whole_rings ? 0 : window_records(count_traces(&a->paths));

@@ -278,10 +278,7 @@ static void mark_stall(struct gather *g, const struct monitor *m)
 
 static uint64_t name_key(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h ? h : 1;
+    return idmap_key_done(idmap_key_str(IDMAP_KEY_START, s));
 }
 
 /* Room for one more taken node. Returns 0, or -1 when out of memory. */

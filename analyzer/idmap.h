@@ -20,4 +20,22 @@ int idmap_get(const struct idmap *m, uint64_t key, size_t *val);
 /* Frees the storage; the map is empty and usable again. */
 void idmap_free(struct idmap *m);
 
+/* Keys made of strings and numbers (FNV-1a): start from IDMAP_KEY_START, add each part, then
+ * idmap_key_done() (never 0, which a map refuses). */
+#define IDMAP_KEY_START 1469598103934665603ull
+static inline uint64_t idmap_key_str(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+static inline uint64_t idmap_key_u64(uint64_t h, uint64_t v)
+{
+    return (h ^ v) * 1099511628211ull;
+}
+static inline uint64_t idmap_key_done(uint64_t h)
+{
+    return h ? h : 1;
+}
+
 #endif

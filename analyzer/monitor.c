@@ -155,11 +155,12 @@ int monitor_outstanding(const struct monitor *m, char *why, size_t len)
      * the ranks wait in the stream, not in NCCL. */
     for (size_t i = 0; i < m->n; i++) {
         const struct mon_trace *t = &m->t[i];
-        if (!t->running_here || t->h.completion != LS_COMPLETION_EVENTS || gpu_done_elsewhere(m, t))
+        if (!t->running_here || t->h.completion != LS_COMPLETION_EVENTS)
             continue;
         for (uint32_t s = 0; s < t->h.stream_count && s < LS_MAX_STREAMS; s++) {
             const struct ls_stream *st = &t->h.streams[s];
-            if (!(st->flags & LS_STREAM_FAILED) && st->issued_ticket > st->completed_ticket) {
+            if (!(st->flags & LS_STREAM_FAILED) && st->issued_ticket > st->completed_ticket &&
+                !gpu_done_elsewhere(m, t)) { /* the members' counters only when a stream lags */
                 snprintf(why, len,
                          "rank %d (pid %d) has NCCL work on its GPU stream not yet completed",
                          t->h.rank, t->h.pid);

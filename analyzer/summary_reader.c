@@ -597,12 +597,9 @@ void summary_trace_free(struct tr_trace *t)
 /* A process's identity: host, pid and start time. */
 static uint64_t process_key(const struct tr_trace *t)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (const char *c = t->hdr.host; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    h = (h ^ (uint32_t)t->hdr.pid) * 1099511628211ull;
-    h = (h ^ t->hdr.start_ns) * 1099511628211ull;
-    return h ? h : 1;
+    uint64_t h = idmap_key_str(IDMAP_KEY_START, t->hdr.host);
+    h = idmap_key_u64(h, (uint32_t)t->hdr.pid);
+    return idmap_key_done(idmap_key_u64(h, t->hdr.start_ns));
 }
 
 static int same_process(const struct tr_trace *a, const struct tr_trace *b)

@@ -79,9 +79,10 @@ def save(env, name, text):
         f.write(text)
 
 
-def lockstep_run(env, name, argv, stall, extra=None, timeout=300):
-    """`lockstep run` of argv; returns (rc, text, report, trace dir). A run past `timeout`
-    has the ranks' stacks taken (NAME.stacks.txt), is killed and fails the case."""
+def lockstep_run(env, name, argv, stall, extra=None, timeout=300, while_running=None):
+    """`lockstep run` of argv; returns (rc, text, report, trace dir). `while_running(d,
+    seconds)` is called about every 2 s while the job runs. A run past `timeout` has the
+    ranks' stacks taken (NAME.stacks.txt), is killed and fails the case."""
     d = os.path.join(env.tmp, name)
     out = os.path.join(env.out, name + ".json")
     cmd = [env.lockstep, "run", "--stall", str(stall), "--grace", "10", "--dir", d, "--json",
@@ -92,15 +93,22 @@ def lockstep_run(env, name, argv, stall, extra=None, timeout=300):
             open(os.path.join(env.tmp, name + ".err"), "w+") as fe:
         p = subprocess.Popen(cmd, env=env.base_env(**(extra or {})), stdout=fo, stderr=fe,
                              text=True, start_new_session=True)
-        try:
-            p.wait(timeout=timeout)
-            late = False
-        except subprocess.TimeoutExpired:
+        late = False
+        while True:
+            left = t + timeout - time.monotonic()
+            try:
+                p.wait(timeout=max(0, min(left, 2) if while_running else left))
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() - t < timeout:
+                    while_running(d, time.monotonic() - t)
+                    continue
             s = subprocess.run([env.lockstep, "stacks", d], capture_output=True, text=True,
                                timeout=120)
             save(env, name + ".stacks.txt", s.stdout + s.stderr)
             kill_job(p)
             late = True
+            break
         fo.seek(0)
         fe.seek(0)
         stdout, stderr = fo.read(), fe.read()
@@ -176,32 +184,33 @@ def class_of(f, ranks):
 # ---- the stories ------------------------------------------------------------------------
 
 
-def check_prepare_data(rep, script, rc, text):
+def expect_in_prepare_loop(py, script):
+    """The innermost of Python frames `py` ("file.py:LINE (func) <- ...") is in prepare_data's
+    busy loop of `script`; returns that frame."""
     m = marks(script)
+    top = py.split(" <- ")[0]
+    base = os.path.basename(script)
+    loop = range(m["prep_loop"], m["prep_body"] + 1)
+    expect(top.startswith(base + ":") and "prepare_data" in top and
+           int(top.split(":")[1].split(" ")[0]) in loop,
+           f"rank 0's Python frames {py!r}, want {base}:{loop.start}..{loop.stop - 1} first")
+    return top
+
+
+def story_prepare_data(env):
+    rc, text, rep, d = lockstep_run(env, "prepare_data", torchrun("stories.py", "prepare_data"),
+                                    stall=15)
     expect(rc == 3, f"lockstep run exited {rc}, want 3 (a stall diagnosed)")
     f = first_root(rep)
     expect(f["kind"] == "missing_ranks" and f.get("missing") == [0],
            f"first finding {f['kind']} missing={f.get('missing')}: {f['summary']}")
     expect(sorted(f.get("waiting") or []) == [1, 2, 3], f"waiting {f.get('waiting')}")
     expect("prepare_data" in f["summary"], f"summary does not name prepare_data: {f['summary']}")
-    live = rank_of(rep, 0).get("live") or {}
-    py = live.get("python") or ""
-    top = py.split(" <- ")[0]
-    base = os.path.basename(script)
-    loop = range(m["prep_loop"], m["prep_body"] + 1)
-    expect(top.startswith(base + ":") and "prepare_data" in top and
-           int(top.split(":")[1].split(" ")[0]) in loop,
-           f"rank 0's live Python frames {py!r}, want {base}:{loop.start}..{loop.stop - 1} first")
+    expect_in_prepare_loop((rank_of(rep, 0).get("live") or {}).get("python") or "", "stories.py")
     for r in (1, 2, 3):
         x = rank_of(rep, r)
         expect(x["state"] == "in_call", f"rank {r} is {x['state']}, want in_call")
-    return f"{f['summary']}"
-
-
-def story_prepare_data(env):
-    rc, text, rep, d = lockstep_run(env, "prepare_data", torchrun("stories.py", "prepare_data"),
-                                    stall=15)
-    return check_prepare_data(rep, "stories.py", rc, text)
+    return f["summary"]
 
 
 def story_lightning_prepare_data(env):
@@ -211,50 +220,32 @@ def story_lightning_prepare_data(env):
     while it waits, names rank 0's line in prepare_data and the other ranks' barrier. (On the
     first GPU run, a GPU stream that missed its last completion made `run` stop it with "no
     problems found"; docs/gpu-validation.md.)"""
-    m = marks("lightning_stories.py")
-    name, busy = "lightning_prepare_data", 45
-    d = os.path.join(env.tmp, name)
-    out = os.path.join(env.out, name + ".json")
-    cmd = [env.lockstep, "run", "--stall", "15", "--grace", "10", "--dir", d, "--json", out,
-           "--"] + torchrun("lightning_stories.py", "prepare_data")
-    t0 = time.monotonic()
-    seen = None
-    with open(os.path.join(env.tmp, name + ".out"), "w+") as fo, \
-            open(os.path.join(env.tmp, name + ".err"), "w+") as fe:
-        p = subprocess.Popen(cmd, env=env.base_env(STORY_BUSY_S=busy), stdout=fo, stderr=fe,
-                             text=True, start_new_session=True)
-        while p.poll() is None and time.monotonic() - t0 < 300:
-            time.sleep(2)
-            if seen or time.monotonic() - t0 < 25:
-                continue
-            r = subprocess.run([env.lockstep, "stacks", "--json", d], capture_output=True,
-                               text=True, timeout=120)
-            try:
-                ranks = {x.get("rank"): x for x in json.loads(r.stdout)["ranks"]}
-            except (ValueError, KeyError):
-                continue
-            py = {k: " | ".join(t["python"] or "" for t in v.get("threads", []))
-                  for k, v in ranks.items()}
-            if sorted(py) == [0, 1, 2, 3] and "prepare_data" in py[0]:
-                seen = py
-                save(env, name + ".stacks.json", r.stdout)
-        if p.poll() is None:
-            kill_job(p)
-        fo.seek(0)
-        fe.seek(0)
-        save(env, name + ".txt", f"# exit {p.returncode} after {time.monotonic() - t0:.1f} s\n"
-             + fo.read() + "\n--- stderr\n" + "\n".join(fe.read().splitlines()[-300:]))
+    name, seen = "lightning_prepare_data", {}
+
+    def look(d, seconds):  # the ranks' Python frames once rank 0 is in prepare_data
+        if seen or seconds < 25:
+            return
+        r = subprocess.run([env.lockstep, "stacks", "--json", d], capture_output=True,
+                           text=True, timeout=120)
+        try:
+            ranks = {x.get("rank"): x for x in json.loads(r.stdout)["ranks"]}
+        except (ValueError, KeyError):
+            return
+        py = {k: " | ".join(t["python"] or "" for t in v.get("threads", []))
+              for k, v in ranks.items()}
+        if sorted(py) == [0, 1, 2, 3] and "prepare_data" in py[0]:
+            seen.update(py)
+            save(env, name + ".stacks.json", r.stdout)
+
+    rc, text, rep, d = lockstep_run(env, name, torchrun("lightning_stories.py", "prepare_data"),
+                                    stall=15, extra={"STORY_BUSY_S": 45}, timeout=300,
+                                    while_running=look)
     expect(seen, "lockstep stacks never showed rank 0 in prepare_data")
-    loop = range(m["prep_loop"], m["prep_body"] + 1)
-    top = seen[0].split(" <- ")[0]
-    expect(top.startswith("lightning_stories.py:") and
-           int(top.split(":")[1].split(" ")[0]) in loop,
-           f"rank 0's Python frames {seen[0]!r}, want lightning_stories.py:{loop.start}.."
-           f"{loop.stop - 1} first")
+    top = expect_in_prepare_loop(seen[0], "lightning_stories.py")
     expect(all("_InfiniteBarrier" in seen[r] or "barrier" in seen[r] for r in (1, 2, 3)),
            f"ranks 1-3 not in Lightning's barrier: {[seen[r][:200] for r in (1, 2, 3)]}")
-    expect(p.returncode == 0, f"lockstep run exited {p.returncode}: want 0, the job left to "
-           "finish (a wait in a Gloo barrier is not an NCCL stall)")
+    expect(rc == 0, f"lockstep run exited {rc}: want 0, the job left to finish (a wait in a "
+           "Gloo barrier is not an NCCL stall)")
     return f"rank 0: {top}; ranks 1-3: {seen[1].split(' <- ')[0]}; the job ended by itself"
 
 
