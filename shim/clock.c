@@ -73,6 +73,7 @@ void ls_clock_calibrate(void)
             atomic_store_explicit(&p->base_ns, ns, memory_order_relaxed);
             atomic_store_explicit(&p->mult, (uint64_t)m, memory_order_relaxed);
             atomic_store_explicit(&ls_clock_conv.gen, g, memory_order_release);
+            ls_fast_epoch_bump(); /* threads take the new one at their next general call */
         }
     }
     if (!prev_tsc || ns - prev_ns >= 10000000ull || ns < prev_ns) {

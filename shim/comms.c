@@ -275,7 +275,7 @@ void ls_comm_end(struct ls_trace *t, uintptr_t h, uint32_t flag)
         handle_set(h, -1);
         pthread_mutex_unlock(&reg_lock);
         /* Other threads' caches may still name it; the generation bump clears them. */
-        atomic_fetch_add(&ls_generation, 1);
+        ls_generation_bump();
     } else if (flag & LS_COMM_FINALIZED) {
         atomic_store_explicit((_Atomic uint64_t *)&c->ended_ns, ls_now(), memory_order_relaxed);
     }

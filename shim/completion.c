@@ -54,7 +54,7 @@ void ls_completion_start(struct ls_trace *t)
         atomic_store_explicit((_Atomic uint32_t *)&t->hdr->completion, LS_COMPLETION_EVENTS,
                               memory_order_release);
         atomic_store(&active, 1);
-        atomic_fetch_add(&ls_generation, 1); /* every thread leaves the fast path (record.c) */
+        ls_generation_bump(); /* every thread leaves the fast path (record.c) */
     }
     pthread_mutex_unlock(&table_lock);
 }

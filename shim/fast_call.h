@@ -16,7 +16,14 @@ void ls_block_reserve(struct ls_trace *t);
  * result (the general path gives its sequence number back), an entry timed by the kernel's
  * clock (before the first TSC conversion), a call-site count to flush, or a block of tickets
  * to reserve (ls_thread.fast_limit). Returns `result`. */
-int ls_fast_exit_rare(unsigned op, int peer, int result);
+__attribute__((visibility("hidden"))) int ls_fast_exit_rare(unsigned op, int peer, int result);
+
+/* The call site of the wrapper's caller (return address `caller_pc`, frame `caller_cfa`) for
+ * the fast path with LS_ARM_SITES: a stack the thread remembers (ls_callsite_hit()), or with
+ * Python frames to record the stack captured; 0 when neither (the general path then takes the
+ * call). Called by fast_wrap.S too, hence not inline. */
+__attribute__((visibility("hidden"))) uint32_t ls_fast_site(const void *caller_pc,
+                                                            const void *caller_cfa);
 
 /* Adds one to a counter only this thread writes, with stores a live reader can load
  * atomically. */
@@ -29,7 +36,7 @@ static inline __attribute__((always_inline)) uint64_t ls_fast_bump(uint64_t *fie
 }
 
 /* The time now from the thread's copy of the clock conversion, which the fast path only uses
- * while it is the published one (ls_t.clock_gen) and has a rate. */
+ * while it is current (ls_fast_ready()). */
 static inline __attribute__((always_inline)) uint64_t ls_fast_clock(void)
 {
     uint64_t d = ls_rdtsc() - ls_t.clock_base_tsc;
@@ -38,25 +45,30 @@ static inline __attribute__((always_inline)) uint64_t ls_fast_clock(void)
     return ls_t.clock_base_ns + (uint64_t)(((unsigned __int128)d * ls_t.clock_mult) >> 32);
 }
 
-/* True when the fast path may record a call on `comm` but for the clock, its call site and
- * its ring slot: the thread is in no recorded call, the general path armed it for this
- * communicator in this generation (ls_thread.fast_generation) and the thread has a ticket
- * left in its block. */
-static inline __attribute__((always_inline)) int ls_fast_armed(uintptr_t comm)
+/* The thread's fast_arm and in_call as one word, in_call above (fast_abi.h: one 64-bit load
+ * in fast_wrap.S). */
+static inline __attribute__((always_inline)) uint64_t ls_fast_word(void)
 {
-    return LS_LIKELY(!ls_t.in_call) &&
-           LS_LIKELY(ls_t.fast_generation ==
-                     atomic_load_explicit(&ls_generation, memory_order_relaxed)) &&
-           LS_LIKELY(ls_t.fast_comm == comm) && LS_LIKELY(ls_t.block_next < ls_t.block_end);
+    return (uint64_t)(uint32_t)ls_t.in_call << 32 | ls_t.fast_arm;
 }
 
-/* ls_fast_armed(), and the thread's copy of the clock conversion is the published one (never
- * while there is none: ls_clock_thread_current()). */
+/* True when the thread is armed for `comm` (ls_thread.fast_arm) and in no recorded call, with
+ * whichever flags: the general path's own fast branch may then record the call (with the
+ * kernel's clock while there is no conversion). A ticket is left in the thread's block. */
+static inline __attribute__((always_inline)) int ls_fast_armed(uintptr_t comm)
+{
+    uint64_t e = atomic_load_explicit(&ls_fast_epoch, memory_order_relaxed);
+    return LS_LIKELY(((ls_fast_word() ^ e) & ~(uint64_t)(LS_ARM_SITES | LS_ARM_NO_CLOCK)) == 0) &&
+           LS_LIKELY(ls_t.fast_comm == comm);
+}
+
+/* ls_fast_armed(), with the thread's copy of the clock conversion current: the wrapper's fast
+ * path applies (after the call site's lookup with LS_ARM_SITES). */
 static inline __attribute__((always_inline)) int ls_fast_ready(uintptr_t comm)
 {
-    return ls_fast_armed(comm) &&
-           LS_LIKELY(ls_t.clock_gen ==
-                     atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire));
+    uint64_t e = atomic_load_explicit(&ls_fast_epoch, memory_order_relaxed);
+    return LS_LIKELY(((ls_fast_word() ^ e) & ~(uint64_t)LS_ARM_SITES) == 0) &&
+           LS_LIKELY(ls_t.fast_comm == comm);
 }
 
 /* The call site of the wrapper's caller (return address `caller_pc`, frame `caller_cfa`),
@@ -104,13 +116,15 @@ ls_fast_enter(unsigned op, uint64_t count, int dtype, int redop, int peer, const
     r->aux = 0;
     r->complete_ns = 0;
     r->callsite = site;
+    r->tid = ls_t.fast_tmpl.tid;
+    r->comm_rank = ls_t.fast_tmpl.comm_rank;
     r->peer = peer;
     r->redop = redop;
     r->op = (uint16_t)op;
     r->dtype = dtype < 0 ? LS_DTYPE_NONE : (uint8_t)dtype;
     r->group_depth = 0;
     r->result = LS_RESULT_PENDING;
-    r->flags = sendbuff && sendbuff == recvbuff ? LS_REC_INPLACE : 0;
+    r->flags = 0;
 
     struct ls_comm *c = ls_t.fast_comm_entry;
     uint64_t seq;
@@ -128,14 +142,12 @@ ls_fast_enter(unsigned op, uint64_t count, int dtype, int redop, int peer, const
     } else {
         now = ls_fast_clock();
     }
-    uint64_t floor = ls_t.time_floor; /* not before this thread's previous return */
+    uint64_t floor = ls_t.time_floor; /* not before this thread's previous time */
     now = now < floor ? floor : now;
-    atomic_store_explicit((_Atomic uint64_t *)&c->last_enter_ns, now, memory_order_relaxed);
+    ls_t.time_floor = now; /* the return is not before it */
     r->comm_id = c->comm_id;
     r->seq = seq;
     r->enter_ns = now;
-    r->tid = ls_t.tid;
-    r->comm_rank = c->rank;
     atomic_store_explicit(ticket, tk + 1, memory_order_release);
 
     struct ls_thread_slot *s = ls_t.slot;
@@ -143,7 +155,6 @@ ls_fast_enter(unsigned op, uint64_t count, int dtype, int redop, int peer, const
     atomic_store_explicit((_Atomic uint64_t *)&s->in_call_since, now, memory_order_relaxed);
     ls_t.fast_rec = r;
     ls_t.fast_ticket1 = tk + 1;
-    ls_t.fast_enter_ns = now;
     return 1;
 }
 
@@ -153,7 +164,7 @@ ls_fast_enter(unsigned op, uint64_t count, int dtype, int redop, int peer, const
 static inline __attribute__((always_inline)) void ls_fast_exit_store(unsigned op, uint64_t now,
                                                                      int result)
 {
-    uint64_t enter = ls_t.fast_enter_ns;
+    uint64_t enter = ls_t.time_floor; /* the entry's time */
     now = now < enter ? enter : now;
     ls_t.time_floor = now;
     struct ls_record *r = ls_t.fast_rec;
@@ -183,17 +194,15 @@ static inline __attribute__((always_inline)) int ls_fast_exit(unsigned op, int p
 #define LS_UNPAREN(list) LS_UNPAREN_ list
 #define LS_UNPAREN_(...) __VA_ARGS__
 
-/* Defines the wrapper `name` of a collective or point-to-point call `op` (a constant) with the
- * fast path inline and the general path (LS_WRAP's) behind it. The wrapper itself makes one
- * call, the forwarded one: the general path takes the same arguments (its caller's return
- * address and frame come through ls_thread), so the wrapper reaches it with a jump, and
- * nothing the fast path needs after the forwarded call is kept in registers. A call the fast
- * path declined only for its call site (not remembered, or Python frames to record) has it
- * captured there and is still recorded by the fast path. */
-#define LS_WRAP_FAST(name, params, args, op, comm_, count_, dtype_, redop_, peer_, send_, recv_,   \
-                     stream_)                                                                      \
-    LS_FORWARD_DECL(name, ncclResult_t, params);                                                   \
-    static __attribute__((noinline)) ncclResult_t ls_general_##name params                         \
+/* Defines ls_general_`name`, the general path of the wrapper `name` of a collective or
+ * point-to-point call `op` (a constant), with `linkage` (static, or hidden for fast_wrap.S). It
+ * takes the wrapper's own arguments (its caller's return address and frame come through
+ * ls_thread), so that the wrapper reaches it with a jump. A call the fast path declined only for
+ * its call site (not remembered, or Python frames to record) has it captured here and is still
+ * recorded by the fast path. */
+#define LS_WRAP_GENERAL(linkage, name, params, args, op, comm_, count_, dtype_, redop_, peer_,     \
+                        send_, recv_, stream_)                                                     \
+    linkage __attribute__((noinline)) ncclResult_t ls_general_##name params                        \
     {                                                                                              \
         const void *caller_pc = ls_t.general_pc, *caller_cfa = ls_t.general_cfa;                   \
         ls_fn_##name##_t real = LS_REAL(name);                                                     \
@@ -217,7 +226,16 @@ static inline __attribute__((always_inline)) int ls_fast_exit(unsigned op, int p
         a.has_site = has_site;                                                                     \
         a.site = site;                                                                             \
         LS_RECORD_FORWARD(real, args, a);                                                          \
-    }                                                                                              \
+    }
+
+/* Defines the wrapper `name` in C, with the fast path inline and the general path behind it.
+ * The wrapper itself makes one call, the forwarded one, and keeps nothing the fast path needs
+ * after it in registers. */
+#define LS_WRAP_FAST(name, params, args, op, comm_, count_, dtype_, redop_, peer_, send_, recv_,   \
+                     stream_)                                                                      \
+    LS_FORWARD_DECL(name, ncclResult_t, params);                                                   \
+    LS_WRAP_GENERAL(static, name, params, args, op, comm_, count_, dtype_, redop_, peer_, send_,   \
+                    recv_, stream_)                                                                \
     ncclResult_t name params                                                                       \
     {                                                                                              \
         ls_fn_##name##_t real = atomic_load_explicit((_Atomic(ls_fn_##name##_t) *)&ls_real_##name, \
@@ -225,15 +243,9 @@ static inline __attribute__((always_inline)) int ls_fast_exit(unsigned op, int p
         if (LS_LIKELY(real != NULL) && LS_LIKELY(ls_fast_ready((uintptr_t)(comm_)))) {             \
             uint32_t site = 0;                                                                     \
             if (ls_t.stack_depth) { /* a stack the thread remembers, or the general path */        \
-                struct site_cache *sc = ls_t.fast_sites;                                           \
-                if (LS_LIKELY(sc)) {                                                               \
-                    site =                                                                         \
-                        ls_callsite_hit(sc, __builtin_return_address(0), __builtin_dwarf_cfa());   \
-                    if (LS_UNLIKELY(!site))                                                        \
-                        goto general;                                                              \
-                } else { /* Python frames to record: no cache of native stacks suffices */         \
-                    site = ls_fast_capture(__builtin_return_address(0), __builtin_dwarf_cfa());    \
-                }                                                                                  \
+                site = ls_fast_site(__builtin_return_address(0), __builtin_dwarf_cfa());           \
+                if (LS_UNLIKELY(!site))                                                            \
+                    goto general;                                                                  \
             }                                                                                      \
             if (LS_LIKELY(ls_fast_enter(op, (count_), (int)(dtype_), (int)(redop_), (peer_),       \
                                         (send_), (recv_), (const void *)(stream_), site, 0)))      \
@@ -244,5 +256,23 @@ static inline __attribute__((always_inline)) int ls_fast_exit(unsigned op, int p
         ls_t.general_cfa = __builtin_dwarf_cfa();                                                  \
         return ls_general_##name args;                                                             \
     }
+
+/* Declares what fast_wrap.S's wrapper `name` uses: the real function and the general path,
+ * both hidden. */
+#define LS_WRAP_ASM(name, params, args, op, comm_, count_, dtype_, redop_, peer_, send_, recv_,    \
+                    stream_)                                                                       \
+    typedef ncclResult_t(*ls_fn_##name##_t) params;                                                \
+    __attribute__((visibility("hidden"))) ls_fn_##name##_t ls_real_##name;                         \
+    LS_WRAP_GENERAL(__attribute__((visibility("hidden"))), name, params, args, op, comm_, count_,  \
+                    dtype_, redop_, peer_, send_, recv_, stream_)
+
+/* The collectives' wrappers are fast_wrap.S's on x86-64 (LS_FAST_C forces the C ones). */
+#if defined(__x86_64__) && !defined(LS_FAST_C)
+#define LS_FAST_ASM  1
+#define LS_WRAP_COLL LS_WRAP_ASM
+#else
+#define LS_FAST_ASM  0
+#define LS_WRAP_COLL LS_WRAP_FAST
+#endif
 
 #endif

@@ -105,7 +105,7 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *uctx)
         mark_end(LS_END_SIGNALED, 0, sig);
         /* A program that survives the signal calls NCCL again through the general path,
          * which records that it runs again (record.c). */
-        atomic_fetch_add_explicit(&ls_generation, 1, memory_order_relaxed);
+        ls_generation_bump();
         recorded = 1;
         /* Where it was when the signal came: for SIGTERM from a launcher, what a rank that
          * never reached a collective was busy with. The end is recorded first, so a fault

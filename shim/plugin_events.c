@@ -437,7 +437,6 @@ static struct pl_event *task_start(struct pl_comm *pc, int version, const void *
             struct ls_peer *p = ls_peer_get(t, pc->idx, peer);
             ev->seq = p ? bump(f.op == LS_OP_SEND ? &p->sends : &p->recvs) : 0;
         }
-        store64(&c->last_enter_ns, now);
         store64(&t->hdr->last_enter_ns, now);
         struct ls_record r = {.comm_id = pc->comm_id,
                               .seq = ev->seq,

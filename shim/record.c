@@ -2,8 +2,76 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "fast_abi.h"
 #include "fast_call.h"
 #include "shim.h"
+
+/* fast_abi.h's numbers are these structures' layout. */
+#define LS_ABI(type, field, off) _Static_assert(offsetof(type, field) == (off), #field)
+LS_ABI(struct ls_thread, fast_arm, LS_T_ARM);
+LS_ABI(struct ls_thread, in_call, LS_T_IN_CALL);
+LS_ABI(struct ls_thread, block_next, LS_T_BLOCK_NEXT);
+LS_ABI(struct ls_thread, fast_limit, LS_T_FAST_LIMIT);
+LS_ABI(struct ls_thread, fast_comm, LS_T_FAST_COMM);
+LS_ABI(struct ls_thread, fast_comm_entry, LS_T_COMM_ENTRY);
+LS_ABI(struct ls_thread, ring, LS_T_RING);
+LS_ABI(struct ls_thread, ring_mask, LS_T_RING_MASK);
+LS_ABI(struct ls_thread, slot, LS_T_SLOT);
+LS_ABI(struct ls_thread, fast_rec, LS_T_FAST_REC);
+LS_ABI(struct ls_thread, fast_ticket1, LS_T_TICKET1);
+LS_ABI(struct ls_thread, time_floor, LS_T_TIME_FLOOR);
+LS_ABI(struct ls_thread, clock_base_tsc, LS_T_CLOCK_TSC);
+LS_ABI(struct ls_thread, clock_base_ns, LS_T_CLOCK_NS);
+LS_ABI(struct ls_thread, clock_mult, LS_T_CLOCK_MULT);
+LS_ABI(struct ls_thread, fast_tmpl, LS_T_TMPL);
+LS_ABI(struct ls_thread, general_pc, LS_T_GENERAL_PC);
+LS_ABI(struct ls_thread, general_cfa, LS_T_GENERAL_CFA);
+LS_ABI(struct ls_thread, fast_sites, LS_T_FAST_SITES);
+LS_ABI(struct ls_thread, fast_flush, LS_T_FAST_FLUSH);
+LS_ABI(struct site_cache, stack_lo, LS_SC_STACK_LO);
+LS_ABI(struct site_cache, stack_hi, LS_SC_STACK_HI);
+LS_ABI(struct site_cache, e, LS_SC_CHAINS);
+_Static_assert(sizeof(struct chain) == 1 << LS_CH_SHIFT, "chain size");
+LS_ABI(struct chain, pc0, LS_CH_PC0);
+LS_ABI(struct chain, slot0, LS_CH_SLOT0);
+LS_ABI(struct chain, site, LS_CH_SITE);
+LS_ABI(struct chain, n, LS_CH_N);
+LS_ABI(struct chain, uncounted, LS_CH_UNCOUNTED);
+LS_ABI(struct chain, slot, LS_CH_SLOT);
+LS_ABI(struct chain, pc, LS_CH_PC);
+_Static_assert(LS_SITE_BATCH == LS_SITE_COUNT_BATCH, "site count batch");
+_Static_assert(CACHE_WAYS == 16, "way_of() takes the hash's top 4 bits");
+_Static_assert(LS_OP_ALLREDUCE == 1 && LS_OP_BROADCAST == 2 && LS_OP_BCAST == 3 &&
+                   LS_OP_REDUCE == 4 && LS_OP_ALLGATHER == 5 && LS_OP_REDUCESCATTER == 6 &&
+                   LS_OP_ALLTOALL == 7 && LS_OP_GATHER == 8 && LS_OP_SCATTER == 9,
+               "fast_wrap.S's op numbers");
+LS_ABI(struct ls_record, ticket, LS_R_TICKET);
+LS_ABI(struct ls_record, comm_id, LS_R_COMM_ID);
+LS_ABI(struct ls_record, seq, LS_R_SEQ);
+LS_ABI(struct ls_record, count, LS_R_COUNT);
+LS_ABI(struct ls_record, sendbuff, LS_R_SENDBUFF);
+LS_ABI(struct ls_record, recvbuff, LS_R_RECVBUFF);
+LS_ABI(struct ls_record, stream, LS_R_STREAM);
+LS_ABI(struct ls_record, enter_ns, LS_R_ENTER);
+LS_ABI(struct ls_record, exit_ns, LS_R_EXIT);
+LS_ABI(struct ls_record, complete_ns, LS_R_EXIT + 24);
+LS_ABI(struct ls_record, callsite, LS_R_CALLSITE);
+LS_ABI(struct ls_record, tid, LS_R_CALLSITE + 4);
+LS_ABI(struct ls_record, comm_rank, LS_R_CALLSITE + 8);
+LS_ABI(struct ls_record, peer, LS_R_PEER);
+LS_ABI(struct ls_record, redop, LS_R_REDOP);
+LS_ABI(struct ls_record, op, LS_R_REDOP + 4);
+LS_ABI(struct ls_record, dtype, LS_R_DTYPE);
+LS_ABI(struct ls_record, group_depth, LS_R_DTYPE + 1);
+LS_ABI(struct ls_record, result, LS_R_RESULT);
+LS_ABI(struct ls_record, flags, LS_R_RESULT + 4);
+_Static_assert(sizeof(struct ls_record) == 1 << LS_R_SHIFT, "record size");
+LS_ABI(struct ls_comm, comm_id, LS_C_COMM_ID);
+LS_ABI(struct ls_comm, coll_issued, LS_C_COLL_ISSUED);
+LS_ABI(struct ls_comm, coll_done, LS_C_COLL_DONE);
+LS_ABI(struct ls_thread_slot, in_call_since, LS_S_IN_CALL_SINCE);
+LS_ABI(struct ls_thread_slot, last_enter_ns, LS_S_LAST_ENTER);
+LS_ABI(struct ls_thread_slot, last_exit_ns, LS_S_LAST_EXIT);
 
 _Atomic int ls_nccl_call_seen;
 
@@ -38,6 +106,7 @@ static void block_give_back(struct ls_trace *t)
         atomic_store_explicit(slot, tk + 1, memory_order_release);
     }
     ls_t.block_next = ls_t.block_end;
+    ls_t.fast_arm = 0; /* no ticket left for the fast path */
 }
 
 /* Thread exit: gives back the thread's unused tickets (void records) and frees its header slot
@@ -55,7 +124,7 @@ static void slot_release(void *arg)
         atomic_store_explicit((_Atomic uint32_t *)&s->tid, 0, memory_order_release);
     }
     ls_t.slot = NULL;
-    ls_t.fast_generation = 0;
+    ls_t.fast_arm = 0;
     ls_t.block_next = ls_t.block_end = 0;
 }
 
@@ -77,6 +146,7 @@ static __attribute__((noinline)) void thread_setup(struct ls_trace *t, uint32_t 
         return;       /* same process, same trace: the slot and its block are still ours */
     ls_t.slot = NULL; /* a parent's slot after fork: that mapping is gone, and its block */
     ls_t.block_next = ls_t.block_end = 0;
+    ls_t.fast_arm = 0;
     pthread_once(&slot_key_once, slot_key_create);
     for (unsigned i = 0; i < LS_THREAD_SLOTS; i++) {
         uint32_t expected = 0;
@@ -101,7 +171,7 @@ void ls_block_reserve(struct ls_trace *t)
                           memory_order_relaxed);
     ls_t.block_next = tk;
     ls_t.block_end = tk + n;
-    ls_t.fast_limit = tk + n;
+    ls_t.fast_limit = ls_t.fast_flush ? 0 : tk + n;
 }
 
 /* The calling thread's next ticket: from its block when it has a slot in this trace, else one
@@ -113,7 +183,11 @@ static inline uint64_t ticket_take(struct ls_trace *t)
                                          memory_order_relaxed);
     if (ls_t.block_next >= ls_t.block_end)
         ls_block_reserve(t);
-    return ls_t.block_next++;
+    uint64_t tk = ls_t.block_next++;
+    if (ls_t.block_next >= ls_t.block_end)
+        ls_t.fast_arm = 0; /* the fast path needs a ticket in the block: the general path
+                            * reserves the next block before arming again */
+    return tk;
 }
 
 /* Takes the next ticket and claims its slot for this writer (marked busy until published).
@@ -221,24 +295,49 @@ static inline uint64_t next_seq(struct ls_trace *t, int idx, struct ls_comm *com
 }
 
 /* Decides whether this thread's next calls on `a->comm` may take the fast path
- * (fast_call.h): only where it would do exactly what this general path does. */
+ * (fast_call.h, fast_wrap.S): only where it would do exactly what this general path does.
+ * `epoch` is ls_fast_epoch as it was before anything here was looked at. */
 static void fast_path_update(const struct ls_call_args *a, struct ls_comm *comm, int idx,
-                             uint32_t gen)
+                             uint32_t gen, uint64_t epoch)
 {
     int ok = ls_t.slot != NULL && ls_t.group_depth == 0 && comm &&
              !(comm->flags & LS_COMM_NONBLOCKING) && !ls_completion_active() &&
              ls_t.setup_generation == gen;
+    uint32_t arm = 0;
     if (ok) { /* what the fast path needs and does not fetch itself: a block, the clock */
         if (ls_t.block_next >= ls_t.block_end)
             ls_block_reserve(&ls_g.trace);
         ls_clock_thread_current();
         ls_t.fast_limit = ls_t.fast_flush ? 0 : ls_t.block_end;
         ls_t.fast_sites = ls_callsite_fast_cache(&ls_g.trace);
+        ls_t.fast_tmpl.callsite = 0;
+        ls_t.fast_tmpl.tid = ls_t.tid;
+        ls_t.fast_tmpl.comm_rank = comm->rank;
+        ls_t.fast_tmpl.peer = -1;
+        arm = (uint32_t)epoch | (ls_t.stack_depth ? LS_ARM_SITES : 0) |
+              (ls_t.clock_mult ? 0 : LS_ARM_NO_CLOCK);
     }
-    ls_t.fast_generation = ok ? gen : 0;
     ls_t.fast_comm = ok ? a->comm : 0;
     ls_t.fast_comm_entry = comm;
     ls_t.fast_comm_idx = idx;
+    ls_t.fast_arm = arm;
+}
+
+/* ls_fast_site() without a cache to look in: Python frames to record. Apart, so that the
+ * lookup saves no register. */
+static __attribute__((noinline)) uint32_t fast_site_capture(const void *caller_pc,
+                                                            const void *caller_cfa)
+{
+    return ls_fast_capture(caller_pc, caller_cfa);
+}
+
+/* The call site for the fast path (fast_call.h). */
+uint32_t ls_fast_site(const void *caller_pc, const void *caller_cfa)
+{
+    struct site_cache *sc = ls_t.fast_sites;
+    if (LS_UNLIKELY(!sc))
+        return fast_site_capture(caller_pc, caller_cfa);
+    return ls_callsite_hit(sc, caller_pc, caller_cfa);
 }
 
 int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
@@ -252,6 +351,7 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     if (!t)
         return 0;
     ls_t.in_call = 1;
+    uint64_t epoch = atomic_load_explicit(&ls_fast_epoch, memory_order_acquire);
     if (LS_UNLIKELY(!atomic_load_explicit(&ls_nccl_call_seen, memory_order_relaxed)))
         atomic_store_explicit(&ls_nccl_call_seen, 1, memory_order_relaxed);
     uint32_t gen = atomic_load_explicit(&ls_generation, memory_order_relaxed);
@@ -266,9 +366,8 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     uint32_t site = a->has_site ? a->site : t->hdr->stack_depth ? ls_callsite_capture(t, a) : 0;
     uint64_t now = ls_now();
     if (LS_UNLIKELY(now < ls_t.time_floor))
-        now = ls_t.time_floor; /* not before this thread's previous return */
-    if (comm)
-        atomic_store_explicit((_Atomic uint64_t *)&comm->last_enter_ns, now, memory_order_relaxed);
+        now = ls_t.time_floor; /* not before this thread's previous time */
+    ls_t.time_floor = now;
 
     uint32_t flags = 0;
     int issues_work = ls_op_issues_work(a->op);
@@ -280,8 +379,6 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     }
     if (comm && (comm->flags & LS_COMM_NONBLOCKING))
         flags |= LS_REC_NONBLOCKING;
-    if (a->sendbuff && a->sendbuff == a->recvbuff)
-        flags |= LS_REC_INPLACE;
 
     /* A process that calls NCCL after a "fatal" signal survived it (its own handler jumped
      * out with siglongjmp): it is running again. */
@@ -330,7 +427,7 @@ claimed:
         atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->calls_in_flight, 1,
                                   memory_order_relaxed);
     }
-    fast_path_update(a, comm, idx, gen);
+    fast_path_update(a, comm, idx, gen, epoch);
     c->op = a->op;
     c->enter_ns = now;
     c->stream = a->stream;
@@ -456,7 +553,7 @@ int ls_fast_exit_rare(unsigned op, int peer, int result)
         struct ls_call c = {
             .op = op,
             .comm_rank = ls_t.fast_comm_entry->rank,
-            .enter_ns = ls_t.fast_enter_ns,
+            .enter_ns = ls_t.time_floor, /* the entry's time (fast_call.h) */
             .t = &ls_g.trace,
             .rec = ls_t.fast_rec,
             .ticket = ls_t.fast_ticket1 - 1,

@@ -150,8 +150,63 @@ struct ls_global {
 extern struct ls_global ls_g;
 
 /* Per-thread state. `generation` invalidates caches after fork. */
+/* ls_thread.fast_arm's flags: the call site is to be looked up first (stack_depth > 0); no
+ * clock conversion (only the general path's fast branch, with the kernel's clock, applies). */
+#define LS_ARM_SITES    1u
+#define LS_ARM_NO_CLOCK (1u << 31)
+
 struct ls_thread {
-    int in_call;          /* inside a recorded wrapper: nested NCCL calls are forwarded */
+    /* ---- what the fast path reads and writes (fast_call.h, fast_wrap.S): offsets fixed by
+     * fast_abi.h, checked in record.c ---- */
+    /* The fast path may record a call on communicator `fast_comm` while fast_arm is
+     * ls_fast_epoch with its flags (LS_ARM_*) and in_call is 0 (the two read as one 64-bit
+     * word). Set by the general path when the thread has a slot and a block of tickets, is
+     * outside groups, the communicator is blocking and completion tracking is off, with the
+     * thread's copy of the clock conversion current; anything that changes one of these clears
+     * it or bumps ls_fast_epoch. 0: never. */
+    uint32_t fast_arm;
+    int in_call; /* inside a recorded wrapper: nested NCCL calls are forwarded */
+    /* Tickets this thread reserved and has not used: [block_next, block_end) (record.c). While
+     * the thread is armed, block_next < block_end. */
+    uint64_t block_next;
+    /* What the fast path leaves for after the forwarded call: its return takes
+     * ls_fast_exit_rare() when block_next reaches fast_limit, which is block_end (a block to
+     * reserve) or 0 (fast_flush, a call-site chain whose hits are due to be counted, or an
+     * entry timed by the kernel's clock). */
+    uint64_t fast_limit;
+    uintptr_t fast_comm;
+    struct ls_comm *fast_comm_entry;
+    struct ls_record *ring; /* the trace's ring and ring mask */
+    uint64_t ring_mask;
+    struct ls_thread_slot *slot; /* this thread's slot in the header, NULL if none */
+    /* The call the fast path is in: its record and ticket + 1. Kept here rather than on the
+     * wrapper's stack, so that nothing lives across the forwarded call in registers the
+     * wrapper would have to save. */
+    struct ls_record *fast_rec;
+    uint64_t fast_ticket1;
+    /* The newest time this thread recorded (an entry or a return): its next time is never
+     * earlier. A recalibrated clock, or the kernel's clock before the first TSC conversion,
+     * can read a little behind the conversion a previous call used. */
+    uint64_t time_floor;
+    /* This thread's copy of the clock conversion `clock_gen` names (ls_fast_clock()); written
+     * only by the thread itself, by the general path, outside signal handlers. clock_mult 0:
+     * none (the fast path is then not armed). */
+    uint64_t clock_base_tsc, clock_base_ns, clock_mult;
+    /* Record bytes 96-111 of a call on fast_comm, as the fast path writes them: no call site,
+     * the thread id, the rank in fast_comm, no peer. */
+    struct {
+        uint32_t callsite, tid;
+        int32_t comm_rank, peer;
+    } fast_tmpl;
+    /* The caller of a wrapper whose fast path did not apply, for its general path: passed here
+     * so that the wrapper reaches it with a jump, its own arguments untouched. */
+    const void *general_pc, *general_cfa;
+    /* The thread's call-site cache when the fast path may use it (callsite_cache.h), else
+     * NULL: set with fast_arm. */
+    void *fast_sites;
+    void *fast_flush; /* a chain whose hits are due to be counted, NULL none */
+    /* ---- the rest ---- */
+    uint32_t clock_gen;
     int group_depth;      /* ncclGroupStart nesting */
     uint64_t group_id;    /* id of the outermost open group, 0 outside groups */
     uint64_t group_calls; /* calls recorded inside the open group */
@@ -161,53 +216,25 @@ struct ls_thread {
     int cached_idx;
     const void *group_streams[8]; /* streams the open group issued on */
     int ngroup_streams;
-    uint32_t setup_generation;   /* ls_generation when record.c last set the thread up */
-    int slot_pid;                /* process whose trace `slot` lies in */
-    struct ls_thread_slot *slot; /* this thread's slot in the header, NULL if none */
-    void *site_cache;            /* callsite.c's recently seen stacks of this thread */
-    /* Tickets this thread reserved and has not used: [block_next, block_end) (record.c). */
-    uint64_t block_next, block_end;
-    /* The fast path (fast_call.h) may record a call on communicator `fast_comm` while
-     * ls_generation equals fast_generation (0: never): set by the general path when the thread
-     * has a slot, is outside groups, the communicator is blocking and completion tracking is
-     * off; anything that changes one of these clears it or bumps ls_generation. */
-    uint32_t fast_generation;
+    uint32_t setup_generation; /* ls_generation when record.c last set the thread up */
+    int slot_pid;              /* process whose trace `slot` lies in */
+    void *site_cache;          /* callsite.c's recently seen stacks of this thread */
+    uint64_t block_end;
     uint32_t stack_depth; /* the trace's stack_depth */
-    uintptr_t fast_comm;
-    struct ls_comm *fast_comm_entry;
     int fast_comm_idx;
-    struct ls_record *ring; /* the trace's ring and ring mask */
-    uint64_t ring_mask;
-    /* This thread's copy of the clock conversion `clock_gen` names (ls_fast_clock()); written
-     * only by the thread itself, by the general path, outside signal handlers. clock_mult 0:
-     * none (the fast path is then not armed). */
-    uint32_t clock_gen;
-    uint64_t clock_base_tsc, clock_base_ns, clock_mult;
-    /* The call the fast path is in (fast_call.h): its record, ticket + 1 and entry time. Kept
-     * here rather than on the wrapper's stack, so that nothing lives across the forwarded
-     * call in registers the wrapper would have to save. */
-    struct ls_record *fast_rec;
-    uint64_t fast_ticket1, fast_enter_ns;
-    /* The newest time this thread recorded (a return): its next entry is never earlier. A
-     * recalibrated clock, or the kernel's clock before the first TSC conversion, can read a
-     * little behind the conversion a previous call used. */
-    uint64_t time_floor;
-    /* What the fast path leaves for after the forwarded call: ls_fast_exit() calls
-     * ls_fast_exit_rare() when block_next reaches fast_limit, which is block_end (a block to
-     * reserve) or 0 (fast_flush, a call-site chain whose hits are due to be counted, or an
-     * entry timed by the kernel's clock). */
-    uint64_t fast_limit;
-    void *fast_flush;
-    /* The thread's call-site cache when the fast path may use it (callsite_cache.h), else
-     * NULL: set with fast_generation. */
-    void *fast_sites;
-    /* The caller of a wrapper whose fast path did not apply, for its general path: passed here
-     * so that the wrapper reaches it with a jump, its own arguments untouched. */
-    const void *general_pc, *general_cfa;
 };
 
 extern LS_TLS struct ls_thread ls_t;
 extern _Atomic uint32_t ls_generation;
+/* What a thread's fast_arm must equal, but for its flags, for the fast path to apply: even,
+ * never 0, below 2^31 (compared as 64 bits with in_call above it). Bumped with ls_generation
+ * and when a new clock conversion is published. */
+extern _Atomic uint64_t ls_fast_epoch __attribute__((visibility("hidden")));
+
+/* Bumps ls_generation (every thread sets itself up again and leaves the fast path). */
+void ls_generation_bump(void);
+/* Bumps ls_fast_epoch (every thread leaves the fast path until its next general call). */
+void ls_fast_epoch_bump(void);
 
 /* Returns the trace to record into, starting it on first use (file, heartbeat, signal and exit
  * hooks), or NULL when recording is off (disabled, or the trace could not be created: then

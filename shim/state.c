@@ -8,6 +8,22 @@
 struct ls_global ls_g;
 LS_TLS struct ls_thread ls_t;
 _Atomic uint32_t ls_generation = 1;
+_Atomic uint64_t ls_fast_epoch = 2;
+
+void ls_fast_epoch_bump(void)
+{
+    uint64_t e = atomic_load_explicit(&ls_fast_epoch, memory_order_relaxed), next;
+    do
+        next = e + 2 < LS_ARM_NO_CLOCK ? e + 2 : 2; /* even, never 0, below 2^31 (shim.h) */
+    while (!atomic_compare_exchange_weak_explicit(&ls_fast_epoch, &e, next, memory_order_acq_rel,
+                                                  memory_order_relaxed));
+}
+
+void ls_generation_bump(void)
+{
+    atomic_fetch_add(&ls_generation, 1);
+    ls_fast_epoch_bump();
+}
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -33,7 +49,7 @@ static void after_fork_child(void)
     ls_lifecycle_after_fork_child();
     ls_knobs_reset();
     atomic_store(&ls_g.state, LS_STATE_OFF);
-    atomic_fetch_add(&ls_generation, 1);
+    ls_generation_bump();
     ls_t.group_depth = 0;
     ls_t.group_id = 0;
 }

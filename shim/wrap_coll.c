@@ -4,55 +4,57 @@
 #include "fast_call.h"
 #include "shim.h"
 
-LS_WRAP_FAST(ncclAllReduce,
+/* The collectives: fast_wrap.S has their wrappers on x86-64 (LS_WRAP_COLL), C elsewhere. */
+
+LS_WRAP_COLL(ncclAllReduce,
              (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
              (sendbuff, recvbuff, count, datatype, op, comm, stream), LS_OP_ALLREDUCE, comm, count,
              datatype, op, -1, sendbuff, recvbuff, stream)
 
-LS_WRAP_FAST(ncclBroadcast,
+LS_WRAP_COLL(ncclBroadcast,
              (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
               ncclComm_t comm, cudaStream_t stream),
              (sendbuff, recvbuff, count, datatype, root, comm, stream), LS_OP_BROADCAST, comm,
              count, datatype, -1, root, sendbuff, recvbuff, stream)
 
-LS_WRAP_FAST(ncclBcast,
+LS_WRAP_COLL(ncclBcast,
              (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
               cudaStream_t stream),
              (buff, count, datatype, root, comm, stream), LS_OP_BCAST, comm, count, datatype, -1,
              root, buff, buff, stream)
 
-LS_WRAP_FAST(ncclReduce,
+LS_WRAP_COLL(ncclReduce,
              (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream),
              (sendbuff, recvbuff, count, datatype, op, root, comm, stream), LS_OP_REDUCE, comm,
              count, datatype, op, root, sendbuff, recvbuff, stream)
 
-LS_WRAP_FAST(ncclAllGather,
+LS_WRAP_COLL(ncclAllGather,
              (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
               ncclComm_t comm, cudaStream_t stream),
              (sendbuff, recvbuff, sendcount, datatype, comm, stream), LS_OP_ALLGATHER, comm,
              sendcount, datatype, -1, -1, sendbuff, recvbuff, stream)
 
-LS_WRAP_FAST(ncclReduceScatter,
+LS_WRAP_COLL(ncclReduceScatter,
              (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
              (sendbuff, recvbuff, recvcount, datatype, op, comm, stream), LS_OP_REDUCESCATTER, comm,
              recvcount, datatype, op, -1, sendbuff, recvbuff, stream)
 
-LS_WRAP_FAST(ncclAlltoAll,
+LS_WRAP_COLL(ncclAlltoAll,
              (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
               ncclComm_t comm, cudaStream_t stream),
              (sendbuff, recvbuff, count, datatype, comm, stream), LS_OP_ALLTOALL, comm, count,
              datatype, -1, -1, sendbuff, recvbuff, stream)
 
-LS_WRAP_FAST(ncclGather,
+LS_WRAP_COLL(ncclGather,
              (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
               ncclComm_t comm, cudaStream_t stream),
              (sendbuff, recvbuff, count, datatype, root, comm, stream), LS_OP_GATHER, comm, count,
              datatype, -1, root, sendbuff, recvbuff, stream)
 
-LS_WRAP_FAST(ncclScatter,
+LS_WRAP_COLL(ncclScatter,
              (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
               ncclComm_t comm, cudaStream_t stream),
              (sendbuff, recvbuff, count, datatype, root, comm, stream), LS_OP_SCATTER, comm, count,
@@ -93,7 +95,7 @@ ncclResult_t ncclGroupStart(void)
     if (!ls_call_enter(&c, &a))
         return real();
     ls_t.group_depth++;
-    ls_t.fast_generation = 0; /* calls inside a group take the general path */
+    ls_t.fast_arm = 0; /* calls inside a group take the general path */
     ncclResult_t res = real();
     ls_call_exit(&c, res);
     return res;

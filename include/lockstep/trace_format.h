@@ -273,26 +273,26 @@ struct ls_gpu_progress {
  * the parent's split counter and the color (Split, Shrink). An entry is valid once comm_id != 0;
  * the writer fills every other field first and stores comm_id last (release). */
 struct ls_comm {
-    uint64_t comm_id;       /*   0: 0 = slot unused */
-    uint64_t parent_id;     /*   8: 0 = none */
-    uint64_t handle;        /*  16: the ncclComm_t value in this process */
-    int32_t nranks;         /*  24: -1 unknown */
-    int32_t rank;           /*  28: this process's rank in the communicator, -1 unknown */
-    int32_t color;          /*  32: split color (Split), excluded count (Shrink), else -1 */
-    int32_t key;            /*  36: split key, else -1 */
-    uint32_t create_op;     /*  40: enum ls_op that created it */
-    uint32_t flags;         /*  44: LS_COMM_* (live) */
-    int32_t init_result;    /*  48: ncclResult_t of the creating call (live) */
-    uint32_t split_count;   /*  52: children split/shrunk from this communicator so far (live) */
-    uint64_t created_ns;    /*  56 */
-    uint64_t ended_ns;      /*  64: when finalized/destroyed/aborted, 0 otherwise (live) */
-    uint64_t coll_issued;   /*  72: collectives entered; the latest has seq == coll_issued (live) */
-    uint64_t coll_done;     /*  80: collectives returned (live) */
-    uint64_t p2p_sends;     /*  88: sends entered (live) */
-    uint64_t p2p_recvs;     /*  96: receives entered (live) */
-    uint64_t last_enter_ns; /* 104: last call on this communicator entered (live) */
-    uint32_t create_site;   /* 112: call site of the creating call, 0 none */
-    int32_t cuda_dev;       /* 116: device, -1 unknown */
+    uint64_t comm_id;     /*   0: 0 = slot unused */
+    uint64_t parent_id;   /*   8: 0 = none */
+    uint64_t handle;      /*  16: the ncclComm_t value in this process */
+    int32_t nranks;       /*  24: -1 unknown */
+    int32_t rank;         /*  28: this process's rank in the communicator, -1 unknown */
+    int32_t color;        /*  32: split color (Split), excluded count (Shrink), else -1 */
+    int32_t key;          /*  36: split key, else -1 */
+    uint32_t create_op;   /*  40: enum ls_op that created it */
+    uint32_t flags;       /*  44: LS_COMM_* (live) */
+    int32_t init_result;  /*  48: ncclResult_t of the creating call (live) */
+    uint32_t split_count; /*  52: children split/shrunk from this communicator so far (live) */
+    uint64_t created_ns;  /*  56 */
+    uint64_t ended_ns;    /*  64: when finalized/destroyed/aborted, 0 otherwise (live) */
+    uint64_t coll_issued; /*  72: collectives entered; the latest has seq == coll_issued (live) */
+    uint64_t coll_done;   /*  80: collectives returned (live) */
+    uint64_t p2p_sends;   /*  88: sends entered (live) */
+    uint64_t p2p_recvs;   /*  96: receives entered (live) */
+    uint64_t reserved0;   /* 104: 0 (was the last entry on it: nothing read it) */
+    uint32_t create_site; /* 112: call site of the creating call, 0 none */
+    int32_t cuda_dev;     /* 116: device, -1 unknown */
     char name[LS_COMM_NAME_LEN]; /* 120: config.commName, truncated, "" if none */
     uint64_t coll_completed;     /* 152: highest collective seq known complete on the GPU (live;
                                   *      meaningful when the header's completion is EVENTS) */
@@ -426,7 +426,7 @@ _Static_assert(0 LS_OPS(LS_OP_ONE) == LS_OP_COUNT, "LS_OPS must list every op on
 /* Record flags (ls_record.flags). */
 #define LS_REC_IN_GROUP    (1u << 0) /* issued between ncclGroupStart and ncclGroupEnd */
 #define LS_REC_NONBLOCKING (1u << 1) /* on a nonblocking communicator */
-#define LS_REC_INPLACE     (1u << 2) /* sendbuff == recvbuff (or NCCL's in-place offset) */
+#define LS_REC_INPLACE     (1u << 2) /* no longer written: in place is sendbuff == recvbuff */
 #define LS_REC_GRAPH_CAPTURED                                                                      \
     (1u << 3) /* issued into a stream being captured into a graph:                                 \
                * it runs when the graph is launched, not tracked */

@@ -181,8 +181,6 @@ static uint64_t record(struct rank_state *rs, int op, int comm, uint64_t seq, ui
         r.group_depth = 1;
         r.flags |= LS_REC_IN_GROUP;
     }
-    if (comm >= 0 && rs->comm[comm])
-        rs->comm[comm]->last_enter_ns = rs->clock;
     return tw_begin(rs->f, &r);
 }
 
