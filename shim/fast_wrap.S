@@ -122,17 +122,26 @@
     movq LS_CH_SLOT(%r10), %r11
     movq LS_CH_PC(%r10), %rdx
     subq %r11, %rdx /* from a slot's entry to its return address's */
-    leaq (%r11,%rax,8), %r10 /* the end */
+    leaq -8(%r11,%rax,8), %r10 /* the last slot: pairs start below it */
     addq $8, %r11
     cmpq %r10, %r11
-    jae 13f
-14: movq (%r11), %rax
+    jae 19f
+14: movq (%r11), %rax /* two slots a turn */
     movq (%rax), %rax
     cmpq (%r11,%rdx), %rax
     jne 15f
-    addq $8, %r11
+    movq 8(%r11), %rax
+    movq (%rax), %rax
+    cmpq 8(%r11,%rdx), %rax
+    jne 15f
+    addq $16, %r11
     cmpq %r10, %r11
     jb 14b
+19: ja 13f /* past the last slot: none left */
+    movq (%r11), %rax /* the last one */
+    movq (%rax), %rax
+    cmpq (%r11,%rdx), %rax
+    jne 15f
 13: movq %xmm1, %rdx
     movq %xmm3, %r10
     movq ls_t@gottpoff(%rip), %r11
@@ -243,6 +252,9 @@
     movq %rax, LS_R_TICKET(%r10) /* published: ticket + 1 */
     movq %rax, %fs:LS_T_TICKET1(%r11)
     movq %r10, %fs:LS_T_FAST_REC(%r11)
+#ifdef LS_TEST_KNOBS
+    lock incq ls_test_fast_calls(%rip) /* the test build only (record.c) */
+#endif
     .if \rdx_count
     movq LS_R_COUNT(%r10), %rdx
     .else

@@ -323,6 +323,18 @@ static void fast_path_update(const struct ls_call_args *a, struct ls_comm *comm,
     ls_t.fast_arm = arm;
 }
 
+#ifdef LS_TEST_KNOBS
+/* The test build counts the calls fast_wrap.S recorded itself and says how many at exit with
+ * LOCKSTEP_TEST_FAST_COUNT=1, so that a test knows the fast path is what it checked. */
+__attribute__((visibility("hidden"))) uint64_t ls_test_fast_calls;
+static __attribute__((destructor)) void test_fast_count(void)
+{
+    if (ls_knob_int(LS_KNOB_TEST_FAST_COUNT))
+        ls_warn("test: %llu calls took the assembly fast path",
+                (unsigned long long)atomic_load((_Atomic uint64_t *)&ls_test_fast_calls));
+}
+#endif
+
 /* ls_fast_site() without a cache to look in: Python frames to record. Apart, so that the
  * lookup saves no register. */
 static __attribute__((noinline)) uint32_t fast_site_capture(const void *caller_pc,

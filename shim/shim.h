@@ -56,7 +56,9 @@ struct ls_config {
 /* Knobs for tests only, in the test build of the shim alone (-DLS_TEST_KNOBS,
  * liblockstep-test.so): never in the shipped library. */
 #ifdef LS_TEST_KNOBS
-#define LS_KNOBS_TEST(X) X(TEST_PY_SKEW, "LOCKSTEP_TEST_PY_SKEW", KNOB_STRING, 0, 0, 64, "unset")
+#define LS_KNOBS_TEST(X)                                                                           \
+    X(TEST_PY_SKEW, "LOCKSTEP_TEST_PY_SKEW", KNOB_STRING, 0, 0, 64, "unset")                       \
+    X(TEST_FAST_COUNT, "LOCKSTEP_TEST_FAST_COUNT", KNOB_BOOL, 0, 0, 1, NULL)
 #else
 #define LS_KNOBS_TEST(X)
 #endif

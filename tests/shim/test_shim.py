@@ -298,6 +298,77 @@ def case_fast_path(tmp):
     expect(counted == 16 * 3000, f"the call sites of the 48,000 calls count {counted}")
 
 
+def case_fast_tour(tmp):
+    """Every collective's wrapper on its fast path (fast_wrap.S on x86-64) writes the record its
+    general path writes: 2 ranks call the nine collectives from one call site each, 12 rounds
+    with distinct counts, types, reductions, roots and streams; the program checks each result
+    (arguments forwarded wrongly fail there), the test checks each record's fields, numbers,
+    times and call site, with call sites off and on. The test build of the shim says how many
+    calls its assembly path recorded, so the check is known to cover it."""
+    rounds = 12
+    # (op, base count, dtype, redop, root); the stream is 0x5000 + 0x100 * its index
+    tour = [("AllReduce", 4, INT32, SUM, -1), ("Broadcast", 8, FLOAT32, -1, 1),
+            ("Bcast", 12, INT8, -1, 0), ("Reduce", 16, FLOAT64, MAX, 1),
+            ("AllGather", 20, UINT8, -1, -1), ("ReduceScatter", 24, INT64, PROD, -1),
+            ("AlltoAll", 28, FLOAT32, -1, -1), ("Gather", 32, 3, -1, 0),
+            ("Scatter", 36, INT32, -1, 1)]
+    for depth in ("0", "16"):
+        d = os.path.join(tmp, "t" + depth)
+        env = dict(os.environ, LD_LIBRARY_PATH=EMU_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""),
+                   LOCKSTEP_DIR=d, LOCKSTEP_STACK_DEPTH=depth, LOCKSTEP_TEST_FAST_COUNT="1")
+        env.pop("LD_PRELOAD", None)
+        p = subprocess.run([LAUNCH, "--np", "2", "--", "env", "LD_PRELOAD=" + TEST_SHIM,
+                            prog("fast_tour"), str(rounds)], env=env, capture_output=True,
+                           text=True, timeout=90)
+        expect(p.returncode == 0, f"fast_tour (depth {depth}) failed: {p.stdout} {p.stderr}")
+        fast = [int(line.split()[2]) for line in p.stderr.splitlines()
+                if "calls took the assembly fast path" in line]
+        if os.uname().machine == "x86_64":
+            least = 60 if depth == "0" else 5
+            expect(len(fast) == 2 and min(fast) >= least,
+                   f"depth {depth}: calls on the assembly fast path per rank {fast}, expected "
+                   f"at least {least} of {9 * rounds}")
+        bufs = {int(w[1]): (int(w[2], 16), int(w[3], 16))
+                for w in (line.split() for line in p.stdout.splitlines())
+                if len(w) == 4 and w[0] == "bufs"}
+        expect(sorted(bufs) == [0, 1], f"buffer addresses printed: {p.stdout}")
+        ranks = by_rank(traces(d))
+        expect(sorted(ranks) == [0, 1], f"traces for ranks {sorted(ranks)}")
+        for rank, t in ranks.items():
+            send, recv = bufs[rank]
+            coll = [r for r in t["records"] if r["seq"] > 0]
+            coll.sort(key=lambda r: r["seq"])
+            expect(len(coll) == 9 * rounds and len({r["comm"] for r in coll}) == 1 and
+                   [r["seq"] for r in coll] == list(range(1, 9 * rounds + 1)),
+                   f"depth {depth} rank {rank}: {len(coll)} collectives, seqs "
+                   f"{[r['seq'] for r in coll][:20]}")
+            sites = {}
+            for i, r in enumerate(coll):
+                rnd, k = divmod(i, 9)
+                op, base, dtype, redop, root = tour[k]
+                want = {"op": op, "count": base + rnd % 8, "dtype": dtype, "redop": redop,
+                        "peer": root, "sendbuff": send,
+                        "recvbuff": send if op == "Bcast" else recv,
+                        "stream": 0x5000 + 0x100 * k, "comm_rank": rank, "result": 0,
+                        "in_flight": False, "flags": 0, "group": 0, "depth": 0,
+                        "tid": coll[0]["tid"]}
+                got = {key: r[key] for key in want}
+                expect(got == want, f"depth {depth} rank {rank} round {rnd}: record {got}, "
+                                    f"expected {want}")
+                expect(0 < r["enter_ns"] <= r["exit_ns"], f"rank {rank} round {rnd} {op}: times")
+                if i:
+                    expect(coll[i - 1]["exit_ns"] <= r["enter_ns"],
+                           f"rank {rank} round {rnd} {op}: entered before the previous return")
+                if depth == "0":
+                    expect(r["callsite"] == 0, f"rank {rank} {op}: a call site with depth 0")
+                else:
+                    expect(r["callsite"] != 0 and sites.setdefault(op, r["callsite"]) ==
+                           r["callsite"], f"rank {rank} round {rnd} {op}: call site "
+                           f"{r['callsite']}, earlier {sites.get(op)}")
+            if depth != "0":
+                expect(len(set(sites.values())) == 9, f"rank {rank}: call sites {sites}")
+
+
 def case_threads_slow(tmp):
     """Ticket blocks: a thread that calls once, waits while 15 others make 3,000 calls, and calls
     again keeps writing its old block. Its newest call must still be in the analysis window (the

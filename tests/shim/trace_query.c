@@ -100,12 +100,13 @@ static void print_trace(const struct tr_trace *t)
                ",\"dtype\":%d,\"redop\":%d,\"peer\":%d,\"comm_rank\":%d,\"group\":%" PRIu64
                ",\"depth\":%u,\"flags\":%u,\"result\":%d,\"in_flight\":%s,\"tid\":%u"
                ",\"enter_ns\":%" PRIu64 ",\"exit_ns\":%" PRIu64 ",\"complete_ns\":%" PRIu64
+               ",\"sendbuff\":%" PRIu64 ",\"recvbuff\":%" PRIu64 ",\"stream\":%" PRIu64
                ",\"site\":",
                i ? "," : "", r->ticket - 1, ls_op_name(r->op), r->comm_id, r->seq, r->count, r->aux,
                r->dtype == LS_DTYPE_NONE ? -1 : r->dtype, r->redop, r->peer, r->comm_rank,
                r->group_id, r->group_depth, r->flags, r->result,
                r->exit_ns == 0 && r->result == LS_RESULT_PENDING ? "true" : "false", r->tid,
-               r->enter_ns, r->exit_ns, r->complete_ns);
+               r->enter_ns, r->exit_ns, r->complete_ns, r->sendbuff, r->recvbuff, r->stream);
         print_site(t, r->callsite);
         printf(",\"callsite\":%u,\"python\":", r->callsite);
         print_python(t, r->callsite);
