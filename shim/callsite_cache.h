@@ -43,7 +43,8 @@ struct site_cache *ls_callsite_fast_cache(const struct ls_trace *t);
 
 static inline struct chain *way_of(struct site_cache *sc, uintptr_t pc0, uintptr_t slot0)
 {
-    uint64_t h = (uint64_t)(pc0 ^ (slot0 << 17) ^ (slot0 >> 7)) * 0x9e3779b97f4a7c15ull;
+    /* slot0's low 4 bits are the same for every call (16-byte aligned frames): shifted out */
+    uint64_t h = (uint64_t)(pc0 ^ (slot0 >> 4)) * 0x9e3779b97f4a7c15ull;
     return &sc->e[h >> 60];
 }
 

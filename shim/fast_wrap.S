@@ -91,19 +91,14 @@
  * a hit goes to the general path (label 9); without a cache (Python frames to record), to
  * SITE_COLD's call of ls_fast_site(). Clobbers rax, r10, xmm1, xmm3; r11 is ls_t's offset again
  * after it. */
-.macro SITE_HIT
+.macro SITE_HIT name
     movq %fs:LS_T_FAST_SITES(%r11), %r10
     testq %r10, %r10
     jz 10f
-    cmpq LS_SC_STACK_LO(%r10), %rsp
-    jb 9f
-    cmpq LS_SC_STACK_HI(%r10), %rsp
-    jae 9f
-    movq %rsp, %rax /* way_of(): (pc0 ^ slot0 << 17 ^ slot0 >> 7) * K, top 4 bits */
-    movq %rsp, %r11
-    shlq $17, %rax
-    shrq $7, %r11
-    xorq %r11, %rax
+    /* No bounds check: a way whose key matches was stored by this thread with slot0 inside
+     * its stack, and so were its other slots (callsite.c). */
+    movq %rsp, %rax /* way_of(): (pc0 ^ slot0 >> 4) * K, top 4 bits */
+    shrq $4, %rax
     xorq (%rsp), %rax
     movabsq $LS_SITE_HASH, %r11
     imulq %r11, %rax
@@ -112,53 +107,72 @@
     leaq LS_SC_CHAINS(%r10,%rax), %r10 /* the chain */
     movq (%rsp), %rax
     cmpq %rax, LS_CH_PC0(%r10)
-    jne 11f
+    jne 9f
     cmpq %rsp, LS_CH_SLOT0(%r10)
-    jne 11f
-    /* Every remembered slot after the first still holds its return address. */
+    jne 9f
+    /* Every remembered slot after the first still holds its return address: slots 1 to n-1,
+     * through a table of entry points into 16 checks (more: SITE_COLD's loop). */
     movq %rdx, %xmm1
     movq %r10, %xmm3
     movl LS_CH_N(%r10), %eax
     movq LS_CH_SLOT(%r10), %r11
     movq LS_CH_PC(%r10), %rdx
     subq %r11, %rdx /* from a slot's entry to its return address's */
-    leaq -8(%r11,%rax,8), %r10 /* the last slot: pairs start below it */
-    addq $8, %r11
-    cmpq %r10, %r11
-    jae 19f
-14: movq (%r11), %rax /* two slots a turn */
+    cmpl $17, %eax
+    ja 20f
+    leaq (%r11,%rax,8), %r11 /* the end */
+    leaq .L\name\()_checks(%rip), %r10
+    movslq (%r10,%rax,4), %rax
+    addq %r10, %rax
+    jmp *%rax
+    .irp j, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1
+.L\name\()_check\j:
+    movq -8*\j(%r11), %rax
     movq (%rax), %rax
-    cmpq (%r11,%rdx), %rax
+    cmpq -8*\j(%r11,%rdx), %rax
     jne 15f
-    movq 8(%r11), %rax
-    movq (%rax), %rax
-    cmpq 8(%r11,%rdx), %rax
-    jne 15f
-    addq $16, %r11
-    cmpq %r10, %r11
-    jb 14b
-19: ja 13f /* past the last slot: none left */
-    movq (%r11), %rax /* the last one */
-    movq (%rax), %rax
-    cmpq (%r11,%rdx), %rax
-    jne 15f
+    .endr
+.L\name\()_checked:
 13: movq %xmm1, %rdx
     movq %xmm3, %r10
     movq ls_t@gottpoff(%rip), %r11
-    movl LS_CH_UNCOUNTED(%r10), %eax
-    incl %eax
-    movl %eax, LS_CH_UNCOUNTED(%r10)
-    cmpl $LS_SITE_BATCH, %eax
+    incl LS_CH_UNCOUNTED(%r10)
+    cmpl $LS_SITE_BATCH, LS_CH_UNCOUNTED(%r10)
     jae 16f
 17: movd LS_CH_SITE(%r10), %xmm2
 18:
 .endm
 
 /* SITE_HIT's rare cases, after the function's return. */
-.macro SITE_COLD
+.macro SITE_COLD name
 15: movq %xmm1, %rdx /* a slot holds another return address: a different stack */
     jmp 9f
-11: jmp 9f /* another stack in this way */
+20: leaq -8(%r11,%rax,8), %r10 /* more than 16 slots: the last one; pairs start below it */
+    addq $8, %r11
+14: movq (%r11), %rax /* two slots a turn */
+    movq (%rax), %rax
+    cmpq (%r11,%rdx), %rax
+    jne 15b
+    movq 8(%r11), %rax
+    movq (%rax), %rax
+    cmpq 8(%r11,%rdx), %rax
+    jne 15b
+    addq $16, %r11
+    cmpq %r10, %r11
+    jb 14b
+    ja 13b /* past the last slot: none left */
+    movq (%r11), %rax /* the last one */
+    movq (%rax), %rax
+    cmpq (%r11,%rdx), %rax
+    jne 15b
+    jmp 13b
+    .p2align 2
+.L\name\()_checks: /* by n: where the checks of slots 1 to n-1 start */
+    .long .L\name\()_checked - .L\name\()_checks
+    .long .L\name\()_checked - .L\name\()_checks
+    .irp j, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16
+    .long .L\name\()_check\j - .L\name\()_checks
+    .endr
 16: movq %r10, %fs:LS_T_FAST_FLUSH(%r11) /* ls_fast_exit_rare() adds the hits to the count */
     movq $0, %fs:LS_T_FAST_LIMIT(%r11)
     jmp 17b
@@ -352,9 +366,9 @@ ls_tail_\name:
     xorq ls_fast_epoch(%rip), %rax
     cmpq $LS_ARM_SITES, %rax
     jne 9f
-    SITE_HIT
+    SITE_HIT \name
     BODY \name, \op, 1, \comm, \count, \dtype8, \redop, \peer, \send, \recv, \stream, \nstack, \rdx_count
-    SITE_COLD
+    SITE_COLD \name
 
 9:  /* The general path, with the caller's return address and frame in ls_t. */
     movq ls_t@gottpoff(%rip), %r11

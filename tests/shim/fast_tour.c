@@ -2,9 +2,9 @@
  * distinct parameters per collective and per round: the first rounds take the general path (a
  * new call site), the later ones the fast path. Each result is checked against what NCCL must
  * compute, so arguments the wrappers forwarded wrongly fail here; the test checks the records.
- * Run as 2 ranks: fast_tour ROUNDS, with a pause of 100 ms before the third round (the shim's
- * first clock conversion comes 20 ms after it starts). Prints "bufs A B" (the buffers'
- * addresses: "bufs RANK A B") first. */
+ * Run as 2 ranks: fast_tour ROUNDS [FRAMES] (the calls made FRAMES frames deeper), with a pause of
+ * 100 ms before the third round (the shim's first clock conversion comes 20 ms after it starts).
+ * Prints "bufs A B" (the buffers' addresses: "bufs RANK A B") first. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,16 +38,8 @@ static void fill(size_t count, ncclDataType_t dt, int rank, int salt)
         tp_set(send_buf, i, dt, pat(rank, i, salt));
 }
 
-int main(int argc, char **argv)
+static void tour(int rounds, int rank, ncclComm_t w)
 {
-    int rounds = argc > 1 ? atoi(argv[1]) : 6;
-    int rank = tp_rank();
-    ncclComm_t w;
-    tp_init_world(&w);
-    if (tp_world_size() != N)
-        tp_die("fast_tour runs as %d ranks", N);
-    printf("bufs %d %p %p\n", rank, (void *)send_buf, (void *)recv_buf);
-    fflush(stdout);
     for (int r = 0; r < rounds; r++) {
         size_t c;
         int salt = r, k = r % 8; /* counts grow by one a round, eight rounds apart */
@@ -116,6 +108,61 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < c; i++)
             check(tp_get(recv_buf, i, ncclInt32) == pat(1, rank * c + i, salt), "Scatter", r, i);
     }
+}
+
+/* One AllReduce of `count` elements from one call instruction, reached through via_a() or
+ * via_b(): the same return address in the same stack slot, callers that differ one frame up. */
+/* Not static: named in call sites (the program exports its symbols). */
+void leaf(ncclComm_t w, size_t count);
+void via_a(ncclComm_t w);
+void via_b(ncclComm_t w);
+
+__attribute__((noinline)) void leaf(ncclComm_t w, size_t count)
+{
+    TP_CHECK(ncclAllReduce(send_buf, recv_buf, count, ncclInt32, ncclSum, w, NULL));
+    __asm__ volatile("" ::: "memory"); /* not a tail call */
+}
+
+__attribute__((noinline)) void via_a(ncclComm_t w)
+{
+    leaf(w, 3);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void via_b(ncclComm_t w)
+{
+    leaf(w, 2);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* Runs the tour `frames` frames below this one (none a tail call), then via_a() and via_b() in
+ * turn. */
+static __attribute__((noinline)) int nest(int frames, int rounds, int rank, ncclComm_t w)
+{
+    if (frames > 0) {
+        volatile int keep = nest(frames - 1, rounds, rank, w);
+        return keep + 1;
+    }
+    tour(rounds, rank, w);
+    for (int r = 0; r < rounds; r++) {
+        via_a(w);
+        via_b(w);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = argc > 1 ? atoi(argv[1]) : 6;
+    int frames = argc > 2 ? atoi(argv[2]) : 0;
+    int rank = tp_rank();
+    ncclComm_t w;
+    tp_init_world(&w);
+    if (tp_world_size() != N)
+        tp_die("fast_tour runs as %d ranks", N);
+    printf("bufs %d %p %p\n", rank, (void *)send_buf, (void *)recv_buf);
+    fflush(stdout);
+    nest(frames, rounds, rank, w);
     TP_CHECK(ncclCommDestroy(w));
     return 0;
 }

@@ -312,13 +312,14 @@ def case_fast_tour(tmp):
             ("AllGather", 20, UINT8, -1, -1), ("ReduceScatter", 24, INT64, PROD, -1),
             ("AlltoAll", 28, FLOAT32, -1, -1), ("Gather", 32, 3, -1, 0),
             ("Scatter", 36, INT32, -1, 1)]
-    for depth in ("0", "16"):
-        d = os.path.join(tmp, "t" + depth)
+    # call sites off; on (the frames checked through fast_wrap.S's table of 16); deeper (its loop)
+    for depth, frames in (("0", "0"), ("16", "0"), ("16", "20"), ("32", "24")):
+        d = os.path.join(tmp, f"t{depth}-{frames}")
         env = dict(os.environ, LD_LIBRARY_PATH=EMU_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""),
                    LOCKSTEP_DIR=d, LOCKSTEP_STACK_DEPTH=depth, LOCKSTEP_TEST_FAST_COUNT="1")
         env.pop("LD_PRELOAD", None)
         p = subprocess.run([LAUNCH, "--np", "2", "--", "env", "LD_PRELOAD=" + TEST_SHIM,
-                            prog("fast_tour"), str(rounds)], env=env, capture_output=True,
+                            prog("fast_tour"), str(rounds), frames], env=env, capture_output=True,
                            text=True, timeout=90)
         expect(p.returncode == 0, f"fast_tour (depth {depth}) failed: {p.stdout} {p.stderr}")
         fast = [int(line.split()[2]) for line in p.stderr.splitlines()
@@ -338,6 +339,17 @@ def case_fast_tour(tmp):
             send, recv = bufs[rank]
             coll = [r for r in t["records"] if r["seq"] > 0]
             coll.sort(key=lambda r: r["seq"])
+            # Last, via_a and via_b in turn: one call instruction, one stack slot, two callers.
+            vias, coll = coll[9 * rounds:], coll[:9 * rounds]
+            expect([r["count"] for r in vias] == [3, 2] * rounds,
+                   f"depth {depth} rank {rank}: via_a/via_b counts {[r['count'] for r in vias]}")
+            if depth != "0":
+                for count, via, other in ((3, "via_a", "via_b"), (2, "via_b", "via_a")):
+                    got = {tuple(r["site"]) for r in vias if r["count"] == count}
+                    expect(len(got) == 1 and via in next(iter(got)) and
+                           other not in next(iter(got)),
+                           f"depth {depth} rank {rank}: the calls through {via} have call sites "
+                           f"{got}")
             expect(len(coll) == 9 * rounds and len({r["comm"] for r in coll}) == 1 and
                    [r["seq"] for r in coll] == list(range(1, 9 * rounds + 1)),
                    f"depth {depth} rank {rank}: {len(coll)} collectives, seqs "
