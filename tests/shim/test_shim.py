@@ -312,11 +312,15 @@ def case_fast_tour(tmp):
             ("AllGather", 20, UINT8, -1, -1), ("ReduceScatter", 24, INT64, PROD, -1),
             ("AlltoAll", 28, FLOAT32, -1, -1), ("Gather", 32, 3, -1, 0),
             ("Scatter", 36, INT32, -1, 1)]
-    # call sites off; on (the frames checked through fast_wrap.S's table of 16); deeper (its loop)
-    for depth, frames in (("0", "0"), ("16", "0"), ("16", "20"), ("32", "24")):
-        d = os.path.join(tmp, f"t{depth}-{frames}")
+    # call sites off; on (the frames checked through fast_wrap.S's table of 16); deeper (its
+    # loop); no TSC conversion (the kernel's clock: the assembly path never applies, the general
+    # path's own fast branch records)
+    for depth, frames, clock in (("0", "0", "tsc"), ("16", "0", "tsc"), ("16", "20", "tsc"),
+                                 ("32", "24", "tsc"), ("16", "0", "realtime")):
+        d = os.path.join(tmp, f"t{depth}-{frames}-{clock}")
         env = dict(os.environ, LD_LIBRARY_PATH=EMU_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""),
-                   LOCKSTEP_DIR=d, LOCKSTEP_STACK_DEPTH=depth, LOCKSTEP_TEST_FAST_COUNT="1")
+                   LOCKSTEP_DIR=d, LOCKSTEP_STACK_DEPTH=depth, LOCKSTEP_TEST_FAST_COUNT="1",
+                   LOCKSTEP_CLOCK=clock)
         env.pop("LD_PRELOAD", None)
         p = subprocess.run([LAUNCH, "--np", "2", "--", "env", "LD_PRELOAD=" + TEST_SHIM,
                             prog("fast_tour"), str(rounds), frames], env=env, capture_output=True,
@@ -324,7 +328,9 @@ def case_fast_tour(tmp):
         expect(p.returncode == 0, f"fast_tour (depth {depth}) failed: {p.stdout} {p.stderr}")
         fast = [int(line.split()[2]) for line in p.stderr.splitlines()
                 if "calls took the assembly fast path" in line]
-        if os.uname().machine == "x86_64":
+        if clock == "realtime":
+            expect(fast == [0, 0], f"the assembly fast path ran without a TSC conversion: {fast}")
+        elif os.uname().machine == "x86_64":
             least = 60 if depth == "0" else 5
             expect(len(fast) == 2 and min(fast) >= least,
                    f"depth {depth}: calls on the assembly fast path per rank {fast}, expected "
