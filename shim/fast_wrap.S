@@ -2,20 +2,21 @@
  * written out by hand, so that it needs no register the caller expects kept (a C wrapper saves
  * and restores all six) and writes the record straight from the argument registers.
  *
- * What a wrapper does, in order (docs/shim.md, "The fast path"):
- *   1. Checks, with no side effect, that the fast path applies: the thread is armed for this
- *      communicator in this epoch and in no recorded call (one 64-bit compare), the real
- *      function is known, the data type fits the record's byte. With LS_ARM_SITES the call
- *      site is looked up first (ls_fast_site, C), the arguments kept on the stack meanwhile.
- *      Anything else: the general path ls_general_<name> (C), reached with a jump and the
- *      arguments untouched.
+ * What a wrapper does, in order (docs/shim.md, "The per-call cost"):
+ *   1. Checks, with no side effect, that the fast path applies: the call's communicator is the
+ *      one the thread is armed for, the real function is known, the data type fits the
+ *      record's byte, the thread is armed in this epoch and in no recorded call (one 64-bit
+ *      compare). With LS_ARM_SITES the call site is looked up first, inline (SITE_HIT); with
+ *      Python frames to record, by ls_fast_site (C), the arguments kept on the stack
+ *      meanwhile. Anything else: the general path ls_general_<name> (C), reached with a jump
+ *      and the arguments untouched.
  *   2. Claims the thread's next ticket's ring slot (busy mark), writes the record from the
  *      registers and ls_t's template, numbers the call, reads the clock and publishes.
  *   3. Calls the real function with the stack arguments pushed again (the caller's return
  *      address stays where the unwind information says), then records the return; a result
  *      other than ncclSuccess, a block of tickets used up or a call-site count to flush take
  *      ls_fast_exit_rare (C) as a tail call.
- * Registers: r11 holds ls_t's offset from %fs, r10 the record; rax, rdx, xmm0-xmm2 are
+ * Registers: r11 holds ls_t's offset from %fs, r10 the record; rax, rdx, xmm0-xmm3 are
  * scratch (rdx is restored before the call); nothing else is written before the call. */
 
 #include "fast_abi.h"
