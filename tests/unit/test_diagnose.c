@@ -11,6 +11,7 @@
 #include "diagnose.h"
 #include "scenario.h"
 #include "trace_writer.h"
+#include "unit_run.h"
 
 struct fixture {
     char dir[64];
@@ -417,9 +418,5 @@ int main(void)
     tcase_add_test(tc, p2p_seq_is_not_a_collective_seq);
     tcase_set_timeout(tc, 20);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }

@@ -10,6 +10,7 @@
 
 #include "diagnose.h"
 #include "trace_writer.h"
+#include "unit_run.h"
 
 #define WORLD 0x600dc0ffee000001ull
 #define T0    1700000000000000000ull
@@ -173,9 +174,5 @@ int main(void)
     tcase_add_test(tc, stuck_at_first_collective_no_gpu_completed);
     tcase_add_test(tc, missing_rank_told_apart_from_waiting_ones);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }

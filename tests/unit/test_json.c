@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "json_writer.h"
+#include "unit_run.h"
 
 static char *escaped(const char *s)
 {
@@ -69,9 +70,5 @@ int main(void)
     tcase_add_test(tc, escapes);
     tcase_add_test(tc, document);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "monitor.h"
+#include "unit_run.h"
 
 #define COMM 0x1234u
 
@@ -103,9 +104,5 @@ int main(void)
     tcase_add_test(tc, sends_are_not_known_done_elsewhere);
     tcase_add_test(tc, nothing_behind);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }

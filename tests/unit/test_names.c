@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "names.h"
+#include "unit_run.h"
 
 static void expect(const char *raw, const char *want)
 {
@@ -52,9 +53,5 @@ int main(void)
     tcase_add_test(tc, cxx_names_shortened);
     tcase_add_test(tc, other_names_as_they_are);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "rankset.h"
+#include "unit_run.h"
 
 static void expect(const int *ranks, size_t n, const char *want)
 {
@@ -54,9 +55,5 @@ int main(void)
     tcase_add_test(tc, large_sets_stay_short);
     tcase_add_test(tc, normalize_sorts_and_dedups);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }

@@ -8,6 +8,7 @@
 
 #include "trace_reader.h"
 #include "trace_writer.h"
+#include "unit_run.h"
 
 static char dir[64];
 static unsigned char *good;
@@ -704,9 +705,5 @@ int main(void)
     tcase_add_test(tc, header_reader_checks_what_the_loader_checks);
     tcase_set_timeout(tc, 20);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }

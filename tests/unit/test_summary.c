@@ -14,6 +14,7 @@
 #include "summary_writer.h"
 #include "trace_reader.h"
 #include "trace_writer.h"
+#include "unit_run.h"
 
 START_TEST(varint_round_trips)
 {
@@ -443,9 +444,5 @@ int main(void)
     tcase_add_test(tf, summary_keeps_ticket_blocks);
     tcase_add_test(tf, damaged_summaries_are_refused);
     suite_add_tcase(s, tf);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }

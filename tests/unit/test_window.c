@@ -5,6 +5,7 @@
 
 #include "trace_reader.h"
 #include "window.h"
+#include "unit_run.h"
 
 START_TEST(small_jobs_read_the_default)
 {
@@ -89,9 +90,5 @@ int main(void)
     tcase_add_test(tc, the_variable_overrides_any_size);
     tcase_add_test(tc, open_gpu_work_extends_the_window);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }
