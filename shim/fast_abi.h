@@ -4,6 +4,11 @@
 #ifndef LOCKSTEP_FAST_ABI_H
 #define LOCKSTEP_FAST_ABI_H
 
+/* ls_thread.fast_arm's flags: the call site is to be looked up first (stack_depth > 0); no
+ * clock conversion (only the general path's fast branch, with the kernel's clock, applies). */
+#define LS_ARM_SITES    1
+#define LS_ARM_NO_CLOCK 0x80000000
+
 /* struct ls_thread */
 #define LS_T_ARM         0 /* uint32_t fast_arm; in_call (int) at 4: one 64-bit word */
 #define LS_T_IN_CALL     4

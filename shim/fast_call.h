@@ -52,23 +52,26 @@ static inline __attribute__((always_inline)) uint64_t ls_fast_word(void)
     return (uint64_t)(uint32_t)ls_t.in_call << 32 | ls_t.fast_arm;
 }
 
-/* True when the thread is armed for `comm` (ls_thread.fast_arm) and in no recorded call, with
- * whichever flags: the general path's own fast branch may then record the call (with the
- * kernel's clock while there is no conversion). A ticket is left in the thread's block. */
-static inline __attribute__((always_inline)) int ls_fast_armed(uintptr_t comm)
+/* True when the thread is armed for `comm` (ls_thread.fast_arm) and in no recorded call, the
+ * arm word's flags in `ignore` aside. A ticket is left in the thread's block. */
+static inline __attribute__((always_inline)) int ls_fast_arm_is(uintptr_t comm, uint64_t ignore)
 {
     uint64_t e = atomic_load_explicit(&ls_fast_epoch, memory_order_relaxed);
-    return LS_LIKELY(((ls_fast_word() ^ e) & ~(uint64_t)(LS_ARM_SITES | LS_ARM_NO_CLOCK)) == 0) &&
-           LS_LIKELY(ls_t.fast_comm == comm);
+    return LS_LIKELY(((ls_fast_word() ^ e) & ~ignore) == 0) && LS_LIKELY(ls_t.fast_comm == comm);
 }
 
-/* ls_fast_armed(), with the thread's copy of the clock conversion current: the wrapper's fast
- * path applies (after the call site's lookup with LS_ARM_SITES). */
+/* Armed with whichever flags: the general path's own fast branch may record the call (with the
+ * kernel's clock while there is no conversion). */
+static inline __attribute__((always_inline)) int ls_fast_armed(uintptr_t comm)
+{
+    return ls_fast_arm_is(comm, LS_ARM_SITES | LS_ARM_NO_CLOCK);
+}
+
+/* Armed with the thread's copy of the clock conversion current: the wrapper's fast path applies
+ * (after the call site's lookup with LS_ARM_SITES). */
 static inline __attribute__((always_inline)) int ls_fast_ready(uintptr_t comm)
 {
-    uint64_t e = atomic_load_explicit(&ls_fast_epoch, memory_order_relaxed);
-    return LS_LIKELY(((ls_fast_word() ^ e) & ~(uint64_t)LS_ARM_SITES) == 0) &&
-           LS_LIKELY(ls_t.fast_comm == comm);
+    return ls_fast_arm_is(comm, LS_ARM_SITES);
 }
 
 /* The call site of the wrapper's caller (return address `caller_pc`, frame `caller_cfa`),

@@ -29,8 +29,6 @@
 #define LANDING
 #endif
 
-#define LS_ARM_SITES 1
-
 /* Stores operand `src` (a register, or "stk<N>": the stack argument at N(%rsp) on entry) to
  * memory `dst`, through rax for the stack. */
 .macro STORE64 src, dst

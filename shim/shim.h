@@ -152,10 +152,7 @@ struct ls_global {
 extern struct ls_global ls_g;
 
 /* Per-thread state. `generation` invalidates caches after fork. */
-/* ls_thread.fast_arm's flags: the call site is to be looked up first (stack_depth > 0); no
- * clock conversion (only the general path's fast branch, with the kernel's clock, applies). */
-#define LS_ARM_SITES    1u
-#define LS_ARM_NO_CLOCK (1u << 31)
+#include "fast_abi.h" /* LS_ARM_* and the offsets below */
 
 struct ls_thread {
     /* ---- what the fast path reads and writes (fast_call.h, fast_wrap.S): offsets fixed by
