@@ -95,6 +95,9 @@ void analysis_free(struct analysis *a)
 {
     findings_free(&a->fs);
     findings_free(&a->earlier);
+    for (size_t j = 0; a->graphs && a->m && j < a->m->njobs; j++)
+        waitgraph_free(a->graphs[j]);
+    free(a->graphs);
     model_free(a->m);
     live_set_free(&a->live);
     for (size_t i = 0; i < a->ntraces; i++)
@@ -364,9 +367,14 @@ oom:
 int analysis_diagnose(struct analysis *a)
 {
     struct diag_options opt = diag_default_options();
-    for (size_t j = 0; j < a->njobs; j++)
-        if (diagnose_job(a->m, a->jobs[j], a->sym, &opt, &a->fs) < 0)
+    if (!a->graphs && !(a->graphs = calloc(a->m->njobs + 1, sizeof(*a->graphs))))
+        return -1;
+    for (size_t j = 0; j < a->njobs; j++) {
+        waitgraph_free(a->graphs[a->jobs[j]]);
+        if (diagnose_job_graph(a->m, a->jobs[j], a->sym, &opt, &a->fs,
+                               &a->graphs[a->jobs[j]]) < 0)
             return -1;
+    }
     /* Earlier attempts of those jobs (the jobs just before each, model.h): diagnosed apart, so
      * that no finding mixes processes of two attempts and the newest attempt's findings stand
      * on their own. */
@@ -383,9 +391,9 @@ int analysis_diagnose(struct analysis *a)
 
 struct report_input analysis_report_input(const struct analysis *a)
 {
-    struct report_input in = {a->m,           &a->fs,     a->sym,
-                              a->jobs,        a->njobs,   (const char *const *)a->unreadable,
-                              a->nunreadable, &a->earlier};
+    struct report_input in = {a->m,           &a->fs,      a->sym,
+                              a->jobs,        a->njobs,    (const char *const *)a->unreadable,
+                              a->nunreadable, &a->earlier, a->graphs};
     return in;
 }
 

@@ -8,6 +8,7 @@
 #include "finding.h"
 #include "model.h"
 #include "symbolizer.h"
+#include "waitgraph.h"
 
 struct diag_options {
     double straggler_min_s;  /* a late arrival shorter than this is not a straggler */
@@ -26,6 +27,7 @@ struct diag {
     struct symbolizer *sym;
     const struct diag_options *opt;
     struct findings *out;
+    struct waitgraph *graph; /* the job's wait-for graph, built before the passes */
 };
 
 /* Diagnoses job `job` of the model and appends its findings to `out`, root cause first,
@@ -33,6 +35,12 @@ struct diag {
  * memory (findings added so far stay in `out`). */
 int diagnose_job(const struct model *m, size_t job, struct symbolizer *sym,
                  const struct diag_options *opt, struct findings *out);
+
+/* diagnose_job() that also hands back the job's wait-for graph in *graph (the caller frees it
+ * with waitgraph_free()); *graph is NULL when -1 is returned. */
+int diagnose_job_graph(const struct model *m, size_t job, struct symbolizer *sym,
+                       const struct diag_options *opt, struct findings *out,
+                       struct waitgraph **graph);
 
 /* Appends a trace_incomplete finding for a file that could not be read (job unknown). Returns
  * 0, or -1 when out of memory. */
@@ -51,8 +59,15 @@ int diagnose_inflight(struct diag *d);   /* stuck_in_flight (GPU completion know
 int diagnose_comm_init(struct diag *d);  /* comm_init_mismatch */
 int diagnose_incomplete(struct diag *d); /* trace_incomplete (runs last: looks at the others) */
 
-/* Marks consequences and sorts d->out[first..] root cause first. */
-void diagnose_order(struct findings *fs, size_t first);
+/* Sets consequence_of of every finding in d->out[first..] from the wait-for graph: a finding
+ * that owns a sink of the graph is a root cause, every other one follows from the owner of the
+ * sink its waits end in and gets a "why:" line with the way there (diagnose_cause.c). Returns
+ * 0, or -1 when out of memory. */
+int diagnose_causes(struct diag *d, size_t first);
+
+/* Sorts fs->v[first..] root cause first (consequences after what they follow from), keeping
+ * consequence_of (and the graph's roots, when g is not NULL) pointing at the same findings. */
+void diagnose_order(struct findings *fs, size_t first, struct waitgraph *g);
 
 /* ---- helpers shared by the passes (diagnose_describe.c) ---------------------------------- */
 
@@ -73,10 +88,6 @@ struct f_class describe_class(struct diag *d, const struct m_proc *p, const stru
 
 /* Seconds from t to the job's reference time (>= 0). */
 double diag_seconds_ago(const struct diag *d, uint64_t t);
-
-/* Process p's newest ncclCommAbort or ncclCommRevoke of communicator `comm` among the records
- * read, NULL none. */
-const struct ls_record *diag_comm_abort(const struct m_proc *p, uint64_t comm);
 
 /* Global rank of comm rank `cr` of c, -1 when no trace joined as it. */
 int diag_member_rank(const struct m_comm *c, int cr);

@@ -89,7 +89,7 @@ static int check_member(struct diag *d, const struct m_comm *c, int idx)
     for (int i = 0; c->multi_rank && i < idx; i++)
         if (c->members[i].proc == mb->proc)
             return 0; /* one process holding several ranks: its abort is checked once */
-    const struct ls_record *r = diag_comm_abort(mb->proc, c->id);
+    const struct ls_record *r = model_comm_abort(mb->proc, c->id);
     struct intvec waiting = {0};
     uint64_t k = waiters(c, mb, &waiting);
     int rc = 0;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "diagnose.h"
+#include "rankset.h"
 
 static const struct ls_comm *entry_of(const struct m_proc *p, uint64_t id)
 {
@@ -92,7 +93,62 @@ static int report_size(struct diag *d, const struct m_comm *c)
     return 0;
 }
 
-static int report_absent(struct diag *d, const struct m_comm *c, struct intvec *absent)
+/* The creation of c some members wait in (the graph's node of it), or (size_t)-1 when nobody
+ * waits in it. */
+static size_t waited_creation(const struct diag *d, const struct m_comm *c)
+{
+    size_t x = waitgraph_call_node(d->graph, WG_CALL_INIT, c->id, 0);
+    return x != (size_t)-1 && d->graph->nodes[x].state == WG_WAITS ? x : (size_t)-1;
+}
+
+/* Adds to f the members of creation node x that never joined: global ranks to missing, and
+ * members no trace holds to missing_cr (their comm ranks) too. Returns how many have no trace,
+ * or -1 when out of memory. */
+static int add_unjoined(struct diag *d, struct finding *f, size_t x)
+{
+    const struct waitgraph *g = d->graph;
+    const struct wg_node *v = &g->nodes[x];
+    int untraced = 0;
+    for (size_t e = v->edge0; e < v->edge0 + v->nedges; e++) {
+        const struct wg_node *t = &g->nodes[g->edges[e].to];
+        untraced += t->kind == WG_ABSENT;
+        if ((t->rank >= 0 && intvec_push(&f->missing, t->rank) < 0) ||
+            intvec_push(&f->missing_cr, g->edges[e].comm_rank) < 0)
+            return -1;
+    }
+    return untraced;
+}
+
+/* The members waiting in creation node x: what they wait in, into `call`. */
+static int add_waiting(struct diag *d, struct finding *f, const struct m_comm *c, size_t x,
+                       char *call, size_t len)
+{
+    const struct waitgraph *g = d->graph;
+    const struct ls_record *example = NULL;
+    const struct m_proc *holder = NULL;
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct wg_edge *e = waitgraph_edge(g, i, x);
+        if (!e)
+            continue;
+        if (intvec_push(&f->waiting, g->nodes[i].rank) < 0)
+            return -1;
+        if (!example || (e->call && e->call->enter_ns < example->enter_ns)) {
+            example = e->call;
+            holder = g->nodes[i].proc;
+        }
+    }
+    if (example) {
+        f->time_ns = example->enter_ns;
+        snprintf(call, len, "%s of comm %08llx (%d ranks, from %s)", ls_op_name(example->op),
+                 (unsigned long long)(c->id >> 32), c->nranks,
+                 symbolizer_site(d->sym, holder->t, example->callsite));
+    }
+    return 0;
+}
+
+/* Members that never joined c's creation while others wait in it, or (x unknown) ranks with
+ * traces that never joined a communicator of the world's size. */
+static int report_absent(struct diag *d, const struct m_comm *c, struct intvec *absent, size_t x)
 {
     struct finding *f = finding_add(d->out, F_COMM_INIT_MISMATCH, d->job);
     if (!f)
@@ -100,31 +156,52 @@ static int report_absent(struct diag *d, const struct m_comm *c, struct intvec *
     f->comm = c->id;
     f->has_comm = 1;
     f->missing = *absent;
-    for (int i = 0; i < c->nmembers; i++) {
+    *absent = (struct intvec){0};
+    char call[600] = "";
+    int untraced = 0;
+    if (x != (size_t)-1 && ((untraced = add_unjoined(d, f, x)) < 0 ||
+                            add_waiting(d, f, c, x, call, sizeof call) < 0))
+        return -1;
+    for (int i = 0; !call[0] && i < c->nmembers; i++) {
         const struct m_member *mb = &c->members[i];
         if (!mb->proc)
             continue;
-        if (intvec_push(&f->ranks, mb->proc->rank) < 0 ||
-            intvec_push(&f->waiting, mb->proc->rank) < 0)
+        if (intvec_push(&f->waiting, mb->proc->rank) < 0)
             return -1;
         if (f->time_ns == 0 || mb->entry->created_ns < f->time_ns)
             f->time_ns = mb->entry->created_ns;
     }
-    for (size_t i = 0; i < absent->n; i++)
-        if (intvec_push(&f->ranks, absent->v[i]) < 0)
+    f->missing.n = rankset_normalize(f->missing.v, f->missing.n);
+    for (size_t i = 0; i < f->waiting.n; i++)
+        if (intvec_push(&f->ranks, f->waiting.v[i]) < 0)
             return -1;
-    char joined[256], missing[256], where[1024] = "";
+    for (size_t i = 0; i < f->missing.n; i++)
+        if (intvec_push(&f->ranks, f->missing.v[i]) < 0)
+            return -1;
+    char joined[256], missing[256] = "", where[1024] = "";
     describe_ranks(f->waiting.v, f->waiting.n, joined, sizeof(joined));
-    describe_ranks(absent->v, absent->n, missing, sizeof(missing));
-    if (absent->n == 1 && absent->v[0] >= 0 && absent->v[0] < d->j->world_size &&
-        d->j->by_rank[absent->v[0]]) {
+    if (f->missing.n)
+        describe_ranks(f->missing.v, f->missing.n, missing, sizeof(missing));
+    else
+        snprintf(missing, sizeof missing, "%zu member(s)", f->missing_cr.n);
+    if (f->missing.n == 1 && f->missing.v[0] < d->j->world_size &&
+        d->j->by_rank[f->missing.v[0]]) {
         char w[1024];
-        describe_whereabouts(d, d->j->by_rank[absent->v[0]], w, sizeof(w));
+        describe_whereabouts(d, d->j->by_rank[f->missing.v[0]], w, sizeof(w));
         snprintf(where, sizeof(where), " \xe2\x80\x94 %.900s", w);
+    } else if (untraced) {
+        snprintf(where, sizeof(where),
+                 " (no trace: %s never reached NCCL \xe2\x80\x94 not started, busy before %s first "
+                 "NCCL call, or gone before it)",
+                 f->missing_cr.n == 1 ? "it" : "they", f->missing_cr.n == 1 ? "its" : "their");
     }
-    finding_summary(f, "%s joined comm %08llx (%d ranks, by %s); %s never joined%s", joined,
-                    (unsigned long long)(c->id >> 32), c->nranks, ls_op_name(c->create_op), missing,
-                    where);
+    if (call[0])
+        finding_summary(f, "%s %s in %s for %s%s", joined, f->waiting.n == 1 ? "waits" : "wait",
+                        call, missing, where);
+    else
+        finding_summary(f, "%s joined comm %08llx (%d ranks, by %s); %s never joined%s", joined,
+                        (unsigned long long)(c->id >> 32), c->nranks, ls_op_name(c->create_op),
+                        missing, where);
     return 0;
 }
 
@@ -139,19 +216,15 @@ int diagnose_comm_init(struct diag *d)
         }
         if (c->nranks <= 0 || c->njoined >= c->nranks)
             continue;
+        size_t x = waited_creation(d, c);
         struct intvec absent = {0};
-        unsigned char *in = members_of(d, c);
-        int rc = in ? never_joined(d, c, in, &absent) : -1;
+        unsigned char *in = x == (size_t)-1 ? members_of(d, c) : NULL;
+        int rc = x != (size_t)-1 ? 0 : in ? never_joined(d, c, in, &absent) : -1;
         free(in);
-        if (rc < 0) {
-            intvec_free(&absent);
-            return -1;
-        }
-        if (absent.n == 0) {
-            intvec_free(&absent);
-            continue;
-        }
-        if (report_absent(d, c, &absent) < 0)
+        if (rc == 0 && (absent.n || x != (size_t)-1))
+            rc = report_absent(d, c, &absent, x);
+        intvec_free(&absent);
+        if (rc < 0)
             return -1;
     }
     return 0;

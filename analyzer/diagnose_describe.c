@@ -16,16 +16,6 @@ double diag_seconds_ago(const struct diag *d, uint64_t t)
     return (double)(d->j->now_ns - t) / 1e9;
 }
 
-const struct ls_record *diag_comm_abort(const struct m_proc *p, uint64_t comm)
-{
-    for (size_t i = p->t->nrecords; i-- > 0;) {
-        const struct ls_record *r = &p->t->records[i];
-        if ((r->op == LS_OP_COMM_ABORT || r->op == LS_OP_COMM_REVOKE) && r->comm_id == comm)
-            return r;
-    }
-    return NULL;
-}
-
 int diag_member_rank(const struct m_comm *c, int cr)
 {
     if (cr < 0 || cr >= c->nmembers || !c->members[cr].proc)

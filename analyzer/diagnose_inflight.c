@@ -8,45 +8,6 @@
 #include "rankset.h"
 #include "timefmt.h"
 
-/* The same collective as far as NCCL is concerned (the fields diagnose_mismatch compares). */
-static int same_call(const struct ls_record *a, const struct ls_record *b)
-{
-    unsigned oa = a->op == LS_OP_BCAST ? LS_OP_BROADCAST : a->op;
-    unsigned ob = b->op == LS_OP_BCAST ? LS_OP_BROADCAST : b->op;
-    return oa == ob && a->count == b->count && a->dtype == b->dtype &&
-           (!ls_op_has_redop(oa) || a->redop == b->redop) &&
-           (!ls_op_is_rooted(oa) || a->peer == b->peer);
-}
-
-/* True when every member with a trace tracks completion, issued #k with the same call, and
- * none of their GPUs completed it. */
-static int stuck_at(const struct m_comm *c, uint64_t k, const struct ls_record **first)
-{
-    *first = NULL;
-    int n = 0;
-    for (int i = 0; i < c->nmembers; i++) {
-        const struct m_member *mb = &c->members[i];
-        if (!mb->proc)
-            continue;
-        const struct ls_record *r = model_member_coll(mb, k);
-        if (mb->issued < k || !mb->entry || c->gpu_completed >= k ||
-            mb->proc->t->hdr.completion != LS_COMPLETION_EVENTS)
-            return 0;
-        if (!r) { /* issued, its record overwritten: trace_incomplete says so */
-            n++;
-            continue;
-        }
-        if (!model_gpu_tracked(mb->proc, r) || !model_op_launched(mb->proc, r))
-            return 0;
-        if (*first && !same_call(r, *first))
-            return 0; /* a mismatch: diagnose_mismatch says why */
-        if (!*first || r->enter_ns > (*first)->enter_ns)
-            *first = r; /* the last rank to issue it */
-        n++;
-    }
-    return n == c->nranks && n > 0;
-}
-
 /* Channel numbers of a mask, compressed as rank sets are ("0-3,6"), into buf. */
 static void channel_list(uint64_t mask, char *buf, size_t len)
 {
@@ -190,7 +151,7 @@ int diagnose_inflight(struct diag *d)
         if (k > c->max_issued)
             continue;
         const struct ls_record *last;
-        if (stuck_at(c, k, &last) && report(d, c, k, last) < 0)
+        if (model_gpu_stuck(c, k, &last) && report(d, c, k, last) < 0)
             return -1;
     }
     return 0;

@@ -20,15 +20,6 @@ enum stand {
     MISSING, /* never issued it */
 };
 
-/* True when the member has handed collective #seq to NCCL. */
-static int entered(const struct m_member *mb, uint64_t seq)
-{
-    if (mb->issued < seq)
-        return 0;
-    const struct ls_record *r = model_member_coll(mb, seq);
-    return !r || model_op_launched(mb->proc, r); /* overwritten records were entered */
-}
-
 /* True when op r completed without an error: returned (with its group), done on its GPU where
  * that is tracked, and neither the call nor its group failed. A call that failed (a watchdog
  * aborted it) did not complete: the rank entered it and waited. */
@@ -46,11 +37,11 @@ static int done(const struct m_proc *p, const struct ls_record *r)
 
 static enum stand stand_of(const struct m_comm *c, const struct m_member *mb, uint64_t seq)
 {
-    if (entered(mb, seq))
+    if (model_member_entered(mb, seq))
         return ENTERED;
     if (mb->issued >= seq)
         return QUEUED;
-    if (diag_comm_abort(mb->proc, c->id) ||
+    if (model_comm_abort(mb->proc, c->id) ||
         (mb->entry && (mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED))))
         return ABORTED;
     return MISSING;
@@ -87,7 +78,7 @@ static uint64_t stall_seq(const struct m_comm *c)
     uint64_t first_open = c->gpu_completed + 1;
     if (gpu_tracked(c) && first_open <= c->max_issued && (k == 0 || first_open < k)) {
         for (int i = 0; i < c->nmembers; i++)
-            if (c->members[i].proc && entered(&c->members[i], first_open))
+            if (c->members[i].proc && model_member_entered(&c->members[i], first_open))
                 return first_open;
     }
     return k;
@@ -168,7 +159,7 @@ static int own_ranks(const struct m_comm *c, const struct m_proc *p, uint64_t se
 {
     struct intvec crs = {0};
     for (int i = 0; i < c->nmembers; i++)
-        if (c->members[i].proc == p && entered(&c->members[i], seq))
+        if (c->members[i].proc == p && model_member_entered(&c->members[i], seq))
             intvec_push(&crs, i);
     if (crs.n == 0) {
         intvec_free(&crs);
@@ -182,38 +173,6 @@ static int own_ranks(const struct m_comm *c, const struct m_proc *p, uint64_t se
     intvec_free(&crs);
     return 1;
 }
-
-/* The widest arrival spread (last enter minus first) of the newest collectives before #seq that
- * every traced member still holds, in ns. */
-static uint64_t arrival_spread(const struct m_comm *c, uint64_t seq)
-{
-    uint64_t widest = 0;
-    int looked = 0;
-    for (uint64_t k = seq; k-- > 1 && looked < 32;) {
-        uint64_t lo = UINT64_MAX, hi = 0;
-        int all = 1;
-        for (int i = 0; i < c->nmembers && all; i++) {
-            if (!c->members[i].proc)
-                continue;
-            const struct ls_record *r = model_member_coll(&c->members[i], k);
-            if (!r)
-                all = 0;
-            else {
-                lo = r->enter_ns < lo ? r->enter_ns : lo;
-                hi = r->enter_ns > hi ? r->enter_ns : hi;
-            }
-        }
-        if (!all || hi < lo)
-            break; /* older records are gone, or the ring never held them */
-        widest = hi - lo > widest ? hi - lo : widest;
-        looked++;
-    }
-    return widest;
-}
-
-/* Lateness within which ranks that are running towards #seq count as on their way: four times
- * the comm's usual arrival spread, and at least a second. */
-#define EN_ROUTE_FLOOR_NS 1000000000ull
 
 struct absent {
     int cr;
@@ -338,7 +297,7 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
         ab[nab++] = (struct absent){i, s, mb};
         const struct m_proc *p = mb->proc;
         const struct ls_record *r = s == QUEUED    ? model_member_coll(mb, seq)
-                                    : s == ABORTED ? diag_comm_abort(mb->proc, c->id)
+                                    : s == ABORTED ? model_comm_abort(mb->proc, c->id)
                                     : p->state == RANK_IN_CALL && p->current ? p->current
                                                                              : p->last_call;
         if (intvec_push(&f->missing, rank) < 0 || intvec_push(&f->missing_cr, i) < 0 ||
@@ -350,23 +309,10 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
                              r) < 0)
             goto oom;
     }
-    /* Late, not stuck: every missing member still alive is running towards it, and the first
-     * waiter has not waited longer than this comm's ranks usually take to gather. Then a dead
-     * missing member is the whole story (cause_of_missing in diagnose.c). */
-    size_t running = 0;
-    f->en_route = nab > 0 && untraced.n == 0;
-    for (size_t i = 0; i < nab && f->en_route; i++) {
-        const struct m_proc *p = ab[i].mb->proc;
-        int on_way = ab[i].stand == MISSING && p->state == RANK_IDLE && !p->stopped;
-        running += on_way;
-        f->en_route = !model_alive(p) || on_way;
-    }
-    f->en_route &= running > 0;
-    if (f->en_route && f->time_ns) {
-        uint64_t spread = arrival_spread(c, seq), allow = 4 * spread;
-        allow = allow < EN_ROUTE_FLOOR_NS ? EN_ROUTE_FLOOR_NS : allow;
-        f->en_route = d->j->now_ns <= f->time_ns || d->j->now_ns - f->time_ns <= allow;
-    }
+    /* Late, not stuck: the graph says whether the missing ones still alive are only on their
+     * way (then a dead missing member is the whole story). */
+    size_t node = waitgraph_call_node(d->graph, WG_CALL_COLL, c->id, seq);
+    f->en_route = node != (size_t)-1 && d->graph->nodes[node].en_route;
     /* Every traced member entered it: the ones without a trace are the missing ones. */
     int only_untraced = nab == 0 && untraced.n > 0;
     for (size_t i = 0; only_untraced && i < untraced.n; i++) {
@@ -421,7 +367,7 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
         char w[1024];
         describe_whereabouts(d, p, w, sizeof(w));
         if (ab[0].stand == ABORTED) {
-            const struct ls_record *r = diag_comm_abort(ab[0].mb->proc, c->id);
+            const struct ls_record *r = model_comm_abort(ab[0].mb->proc, c->id);
             char t[32] = "";
             if (r)
                 timefmt_duration(t, sizeof(t), (uint64_t)(diag_seconds_ago(d, r->enter_ns) * 1e9));
@@ -503,7 +449,7 @@ int diagnose_missing(struct diag *d)
             continue;
         int absent = 0;
         for (int k = 0; k < c->nmembers && !absent; k++)
-            absent = c->members[k].proc ? !entered(&c->members[k], seq) : k < c->nranks;
+            absent = c->members[k].proc ? !model_member_entered(&c->members[k], seq) : k < c->nranks;
         if (absent && report(d, c, seq) < 0)
             return -1;
     }

@@ -5,36 +5,6 @@
 
 #include "diagnose.h"
 
-/* The record of the peer's half of r (send #k s->d pairs with recv #k on d from s), or NULL. */
-static const struct ls_record *counterpart(const struct m_member *peer, int my_comm_rank,
-                                           const struct ls_record *r)
-{
-    int want = r->op == LS_OP_SEND ? LS_OP_RECV : LS_OP_SEND;
-    for (size_t i = peer->np2p; i-- > 0;) {
-        const struct ls_record *q = peer->p2p[i];
-        if (q->op == want && q->peer == my_comm_rank && q->seq == r->seq)
-            return q;
-    }
-    return NULL;
-}
-
-/* How many of the peer's halves towards me it issued (its peer table survives wraps). */
-static uint64_t peer_issued(const struct m_member *peer, uint64_t comm_id, int my_comm_rank,
-                            int want_op)
-{
-    uint64_t n = 0;
-    const struct tr_trace *t = peer->proc->t;
-    for (uint32_t i = 0; i < t->npeers; i++)
-        if (t->peers[i].comm_id == comm_id && t->peers[i].peer == my_comm_rank)
-            n = want_op == LS_OP_SEND ? t->peers[i].sends : t->peers[i].recvs;
-    for (size_t i = 0; i < peer->np2p; i++) {
-        const struct ls_record *q = peer->p2p[i];
-        if (q->op == want_op && q->peer == my_comm_rank && q->seq > n)
-            n = q->seq;
-    }
-    return n;
-}
-
 static int already(const struct diag *d, size_t first, int src, int dst, uint64_t comm,
                    uint64_t seq)
 {
@@ -102,7 +72,7 @@ static int check_member(struct diag *d, const struct m_comm *c, int cr, size_t f
             continue; /* the peer has no trace: trace_incomplete says so */
         const struct m_member *peer = &c->members[r->peer];
         int want = r->op == LS_OP_SEND ? LS_OP_RECV : LS_OP_SEND;
-        const struct ls_record *other = counterpart(peer, cr, r);
+        const struct ls_record *other = model_p2p_half(peer, cr, r);
         if (other) {
             if (other->count != r->count || other->dtype != r->dtype) {
                 if (report(d, c, me, cr, r, peer, other, first) < 0)
@@ -110,7 +80,7 @@ static int check_member(struct diag *d, const struct m_comm *c, int cr, size_t f
             }
             continue;
         }
-        if (peer_issued(peer, c->id, cr, want) >= r->seq)
+        if (model_p2p_issued(peer, c->id, cr, want) >= r->seq)
             continue; /* issued but overwritten in the peer's ring */
         if (report(d, c, me, cr, r, peer, NULL, first) < 0)
             return -1;

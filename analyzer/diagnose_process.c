@@ -127,17 +127,20 @@ struct death_key {
     int signal, status;
     const struct ls_record *call; /* died_in, else the failed call it exited after, else NULL */
     int after_failure;
+    int node_failure; /* died with every rank of its host (model.h): one finding, whatever call */
 };
 
 static struct death_key key_of(const struct m_proc *p)
 {
     const struct ls_header *h = &p->t->hdr;
-    struct death_key k = {p->state, -1, -1, NULL, 0};
+    struct death_key k = {p->state, -1, -1, NULL, 0, p->node_failure};
     if (p->state == RANK_CRASHED)
         k.signal = h->end_signal;
     if (p->state == RANK_EXITED)
         k.status = h->end_status;
-    if (p->died_in) {
+    if (p->node_failure) {
+        /* the call it was in says nothing: the node went */
+    } else if (p->died_in) {
         k.call = p->died_in;
     } else if (p->failed && p->state != RANK_VANISHED) {
         k.call = p->failed;
@@ -157,8 +160,8 @@ static int same_call(const struct ls_record *a, const struct ls_record *b)
 static int same_key(const struct death_key *a, const struct death_key *b)
 {
     return a->state == b->state && a->signal == b->signal && a->status == b->status &&
-           a->after_failure == b->after_failure && same_call(a->call, b->call) &&
-           (a->call != NULL) == (b->call != NULL);
+           a->after_failure == b->after_failure && a->node_failure == b->node_failure &&
+           same_call(a->call, b->call) && (a->call != NULL) == (b->call != NULL);
 }
 
 struct death_group {
@@ -195,7 +198,7 @@ static int add_death(struct diag *d, struct running *run, const struct m_proc *p
         if (p->state == RANK_EXITED)
             f->status = p->t->hdr.end_status;
         f->vanished = p->state == RANK_VANISHED;
-        if (p->died_in) {
+        if (p->died_in && !p->node_failure) {
             f->died_in = 1;
             f->comm = p->died_in->comm_id;
             f->has_comm = p->died_in->comm_id != 0;
@@ -218,6 +221,38 @@ static int add_death(struct diag *d, struct running *run, const struct m_proc *p
         finding_detail(f, "(more ranks ended the same way: see ranks)");
     }
     return 0;
+}
+
+/* "ranks 4-7 on host nodeB ended together at 12:03:07.412 (how), 3.5 s before the rest: the
+ * node failed (power, kernel, network?)". */
+static void summarize_node_failure(struct diag *d, struct finding *f, const char *how)
+{
+    char hosts[256] = "", who[256], at[64], gap[32] = "";
+    size_t used = 0;
+    uint64_t rest = UINT64_MAX;
+    int alive = 0;
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct m_proc *p = d->j->procs[i];
+        if (intvec_has(&f->dead, p->rank)) {
+            if (!strstr(hosts, p->t->hdr.host) && used < sizeof hosts)
+                used += (size_t)snprintf(hosts + used, sizeof hosts - used, "%s%s",
+                                         used ? ", " : "", p->t->hdr.host);
+            continue;
+        }
+        alive |= model_alive(p);
+        if (!model_alive(p) && p->death_lo < rest)
+            rest = p->death_lo;
+    }
+    describe_ranks(f->dead.v, f->dead.n, who, sizeof who);
+    timefmt_wall(at, sizeof at, f->time_ns);
+    if (!alive && rest != UINT64_MAX && rest > f->time_ns)
+        timefmt_duration(gap, sizeof gap, rest - f->time_ns);
+    finding_summary(f,
+                    "%s on host%s %s ended together at %s (%s)%s%s%s: the node failed (power, "
+                    "kernel, hardware or network?)",
+                    who, strchr(hosts, ',') ? "s" : "", hosts, at, how,
+                    alive ? " while the other ranks live on" : gap[0] ? ", " : "", gap,
+                    gap[0] ? " before the rest" : "");
 }
 
 /* Writes the summary of a death finding once all its ranks are in. */
@@ -261,7 +296,12 @@ static void summarize_death(struct diag *d, struct finding *f, const struct deat
     const char *hint = "";
     if (p->died_in && p->state == RANK_CRASHED && h->end_signal == 6)
         hint = " (a watchdog's abort? PyTorch aborts ranks that wait past its timeout)";
-    if (g->key.after_failure)
+    if (g->key.node_failure)
+        summarize_node_failure(d, f,
+                               p->state == RANK_VANISHED ? "no exit records: SIGKILL, or the node "
+                                                           "itself"
+                                                         : names_signal(h->end_signal));
+    else if (g->key.after_failure)
         finding_summary(f, "%s %s after %s failed (%s)%s%s%s", who, how, call,
                         names_result(g->key.call->result), waiting[0] ? "; " : "", waiting, tail);
     else if (p->died_in)
@@ -307,7 +347,7 @@ static int add_deaths(struct diag *d)
  * r returned is the abort's doing (a watchdog thread gives up on the call). */
 static const struct ls_record *own_abort(const struct m_proc *p, const struct ls_record *r)
 {
-    const struct ls_record *a = diag_comm_abort(p, r->comm_id);
+    const struct ls_record *a = model_comm_abort(p, r->comm_id);
     return a && a->enter_ns >= r->enter_ns && (r->exit_ns == 0 || a->enter_ns <= r->exit_ns) ? a
                                                                                              : NULL;
 }

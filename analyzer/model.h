@@ -11,6 +11,9 @@
 
 /* Seconds without a heartbeat after which a process on another host counts as gone. */
 #define MODEL_HEARTBEAT_STALE_NS (10ull * 1000000000ull)
+/* ... or how long it was silent before another process of the job recorded its end (twenty
+ * heartbeat periods at least): a process beats until it dies, so it was gone by then. */
+#define MODEL_SILENT_AT_END_NS (2ull * 1000000000ull)
 
 enum rank_state {
     RANK_IN_CALL,  /* alive, waiting on NCCL: inside a call (or a group's GroupEnd), or with
@@ -88,6 +91,9 @@ struct m_proc {
     const struct ls_record *failed;     /* its first call that failed in NCCL (an error other
                                          * than refused arguments), NULL none */
     int fork_child;                     /* forked from another traced process of its rank */
+    int node_failure; /* ended with every other rank of its host(s) in one wave that ranks on
+                       * other hosts outlived: a node failure, a death of its own even when it
+                       * was waiting in a call (model_state.c) */
     int blind; /* the shim saw NCCL in the process but none of its calls (LS_HFLAG_NCCL_UNSEEN,
                 * nothing recorded): it holds its rank only where no other process does */
     const struct ls_record **group_ends; /* GroupEnd records, ascending group id */
@@ -137,6 +143,7 @@ struct m_job {
     int world_size;          /* from the launcher, else the largest communicator */
     struct m_proc **by_rank; /* world_size slots; NULL where no trace */
     uint64_t now_ns;         /* reference time: newest heartbeat, end or call of the job */
+    uint64_t ended_ns;       /* newest end a process of the job recorded, 0 none */
 };
 
 struct model {
@@ -191,6 +198,41 @@ int model_gpu_tracked(const struct m_proc *p, const struct ls_record *r);
 /* True when record r has been handed to NCCL: issued outside a group, or the process has
  * entered its group's GroupEnd. */
 int model_op_launched(const struct m_proc *p, const struct ls_record *r);
+
+/* True when the member has handed collective #seq to NCCL: issued it (its counter says so
+ * even when the record was overwritten) outside a group, or in a group it has ended. */
+int model_member_entered(const struct m_member *mb, uint64_t seq);
+
+/* The peer's half of p2p record r issued by comm rank my_cr (send #k from a to b pairs with
+ * receive #k on b from a), NULL when the records read do not hold it. */
+const struct ls_record *model_p2p_half(const struct m_member *peer, int my_cr,
+                                       const struct ls_record *r);
+
+/* How many halves towards comm rank my_cr of kind `want_op` (LS_OP_SEND or LS_OP_RECV) the
+ * peer issued on comm `comm_id`: its peer table (which survives wraps) or its records. */
+uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_cr, int want_op);
+
+/* True when two records under one sequence number are the same collective as far as NCCL
+ * matches them (Bcast is Broadcast; count, datatype, reduction op, root). */
+int model_calls_agree(const struct ls_record *a, const struct ls_record *b);
+
+/* Process p's newest ncclCommAbort or ncclCommRevoke of communicator `comm` among the records
+ * read, NULL none. */
+const struct ls_record *model_comm_abort(const struct m_proc *p, uint64_t comm);
+
+/* The oldest sequence number of comm c where the records read of two members disagree
+ * (model_calls_agree()) into *seq, 0 none: where the members' paths diverged. Returns 0, or -1
+ * when out of memory. */
+int model_first_divergence(const struct m_comm *c, uint64_t *seq);
+
+/* True when every member of c tracks completion on its GPU, issued collective #k as the same
+ * call, and no GPU completed it: the collective itself is stuck. *last gets the record of the
+ * member that issued it last (NULL when every record of it was overwritten). */
+int model_gpu_stuck(const struct m_comm *c, uint64_t k, const struct ls_record **last);
+
+/* The widest arrival spread (last enter minus first) of the newest collectives before #seq
+ * (at most 32) that every traced member still holds, in ns. This function can't fail. */
+uint64_t model_arrival_spread(const struct m_comm *c, uint64_t seq);
 
 /* Fills `out` (up to max) with the collective/p2p/init records process p is blocked on: its
  * in-flight call, or every op of the group whose GroupEnd it is in. Returns how many. */

@@ -237,7 +237,8 @@ static int in_snapshot(struct folder_memo *c, const char *path)
 
 /* Alive or not: the probe's snapshot, else this host's /proc (never for gathered copies),
  * else the heartbeat's age. */
-static enum liveness decide_liveness(struct m_proc *p, uint64_t job_now, struct folder_memo *snap)
+static enum liveness decide_liveness(struct m_proc *p, const struct m_job *job,
+                                     struct folder_memo *snap)
 {
     const struct ls_header *h = &p->t->hdr;
     enum liveness v = LIVENESS_UNKNOWN;
@@ -251,7 +252,11 @@ static enum liveness decide_liveness(struct m_proc *p, uint64_t job_now, struct 
         v = liveness_trace_local(p->t, &why);
     if (v == LIVENESS_UNKNOWN) {
         uint64_t stale = max_u64(MODEL_HEARTBEAT_STALE_NS, 10 * heartbeat_ns(h));
-        int fresh = job_now <= p->last_seen_ns || job_now - p->last_seen_ns <= stale;
+        uint64_t silent = max_u64(MODEL_SILENT_AT_END_NS, 20 * heartbeat_ns(h));
+        int fresh = job->now_ns <= p->last_seen_ns || job->now_ns - p->last_seen_ns <= stale;
+        /* Silent long before another process recorded its end: it was gone by then (a node
+         * that died while the rest ran on), however recent that end is. */
+        fresh &= job->ended_ns <= p->last_seen_ns + silent;
         v = fresh ? LIVENESS_RUNNING : LIVENESS_DEAD;
         why = fresh ? "its heartbeat is recent" : "its heartbeat stopped";
     }
@@ -298,7 +303,7 @@ static const struct ls_record *first_failure(const struct tr_trace *t)
     return NULL;
 }
 
-static void settle_state(struct m_proc *p, uint64_t job_now, struct folder_memo *snap)
+static void settle_state(struct m_proc *p, const struct m_job *job, struct folder_memo *snap)
 {
     const struct tr_trace *t = p->t;
     const struct ls_header *h = &t->hdr;
@@ -307,6 +312,7 @@ static void settle_state(struct m_proc *p, uint64_t job_now, struct folder_memo 
     p->stopped = 0;
     p->died_in = NULL;
     p->stopped_with_job = 0;
+    p->node_failure = 0;
     p->stopped_after = NULL;
     p->liveness_why = "";
     p->death_lo = p->death_hi = 0;
@@ -337,7 +343,7 @@ static void settle_state(struct m_proc *p, uint64_t job_now, struct folder_memo 
     default:
         break;
     }
-    enum liveness v = decide_liveness(p, job_now, snap);
+    enum liveness v = decide_liveness(p, job, snap);
     if (v == LIVENESS_DEAD) {
         p->state = RANK_VANISHED;
         p->since_ns = p->last_seen_ns;
@@ -423,20 +429,72 @@ static const struct m_proc *died_before_time(const struct death_index *x, uint64
     return a ? x->first_upto[a - 1] : NULL;
 }
 
+/* Others lived on this long after a wave of outside kills: it was no stop of the whole job but
+ * deaths of their own (a stop signals every rank at once). When the wave took every rank of its
+ * hosts and ranks on other hosts outlived it, a shorter gap is enough: a node failed. */
+#define OUTLIVED_NS      1000000000ull
+#define OUTLIVED_HOST_NS 250000000ull
+
+/* Hosts a wave can span and still be named a node failure. */
+#define WAVE_HOSTS 16
+
+/* True when host h is among hosts[0..n). */
+static int host_in(char (*hosts)[LS_HOST_LEN], size_t n, const char *h)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(hosts[i], h, LS_HOST_LEN) == 0)
+            return 1;
+    return 0;
+}
+
+/* True when wave w[0..n) (ending at wave_hi) took every traced rank of its hosts and a rank on
+ * another host outlived it by OUTLIVED_HOST_NS: the hosts themselves failed. */
+static int took_whole_hosts(const struct m_job *job, struct m_proc **w, size_t n, uint64_t wave_hi)
+{
+    char hosts[WAVE_HOSTS][LS_HOST_LEN];
+    size_t nh = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (host_in(hosts, nh, w[k]->t->hdr.host))
+            continue;
+        if (nh == WAVE_HOSTS)
+            return 0;
+        snprintf(hosts[nh++], LS_HOST_LEN, "%s", w[k]->t->hdr.host);
+    }
+    int elsewhere = 0;
+    for (size_t i = 0; i < job->nprocs; i++) {
+        const struct m_proc *q = job->procs[i];
+        int here = host_in(hosts, nh, q->t->hdr.host);
+        int after = model_alive(q) || q->death_lo > wave_hi + OUTLIVED_HOST_NS;
+        if (here && (model_alive(q) || q->death_lo > wave_hi || !model_killed_from_outside(q)))
+            return 0; /* a rank of these hosts outside the wave */
+        elsewhere |= !here && after;
+    }
+    return elsewhere;
+}
+
 /* Marks wave w[0..n) (one kind, sorted by time): stopped with the job after the earliest death
  * before it, or, when none came first, as killed together when it holds two or more ranks and
- * nothing of the attempt outlived it. A death without an end record whose window reaches a wave
- * of recorded signals came before it: a launcher signals only the living, and the shim records
- * the signal of the living. */
-static void mark_wave(struct m_proc **w, size_t n, const struct death_index *x, size_t alive)
+ * nothing of the attempt outlived it. A first wave that took every rank of its hosts while
+ * ranks elsewhere lived on is a node failure: deaths of their own. A death without an end
+ * record whose window reaches a wave of recorded signals came before it: a launcher signals only
+ * the living, and the shim records the signal of the living. */
+static void mark_wave(const struct m_job *job, struct m_proc **w, size_t n,
+                      const struct death_index *x, size_t alive, uint64_t last_death)
 {
-    uint64_t lo = w[0]->death_lo;
+    uint64_t lo = w[0]->death_lo, hi = 0;
+    for (size_t k = 0; k < n; k++)
+        hi = w[k]->death_hi > hi ? w[k]->death_hi : hi;
     const struct m_proc *first = died_before_time(x, lo);
     const struct m_proc *v = x->first_vanished;
     if (w[0]->state == RANK_CRASHED && v && v->death_lo <= lo &&
         (!first || v->death_lo < first->death_lo))
         first = v;
-    if (!first && (n < 2 || alive))
+    if (!first && n >= 2 && took_whole_hosts(job, w, n, hi)) {
+        for (size_t k = 0; k < n; k++)
+            w[k]->node_failure = 1;
+        return;
+    }
+    if (!first && (n < 2 || alive || last_death > hi + OUTLIVED_NS))
         return; /* a death of its own */
     for (size_t k = 0; k < n; k++) {
         w[k]->stopped_with_job = 1;
@@ -452,6 +510,7 @@ static void mark_wave(struct m_proc **w, size_t n, const struct death_index *x, 
 static int order_deaths(struct m_job *job)
 {
     size_t alive = 0, ndead = 0, nkill = 0;
+    uint64_t last_death = 0;
     struct m_proc **kills = calloc(job->nprocs + 1, sizeof(*kills));
     struct death_index x = {calloc(job->nprocs + 1, sizeof(*x.by_hi)),
                             calloc(job->nprocs + 1, sizeof(*x.first_upto)), 0, NULL};
@@ -465,6 +524,7 @@ static int order_deaths(struct m_job *job)
             continue;
         }
         d->died_in = blocked_at_death(d);
+        last_death = d->death_lo > last_death ? d->death_lo : last_death;
         if (d->state == RANK_VANISHED && d->died_in)
             d->death_hi += BLOCKED_DEATH_MARGIN_NS;
         x.by_hi[ndead++] = d;
@@ -489,7 +549,7 @@ static int order_deaths(struct m_job *job)
                 hi = kills[i + n]->death_hi;
             n++;
         }
-        mark_wave(kills + i, n, &x, alive);
+        mark_wave(job, kills + i, n, &x, alive, last_death);
         i += n;
     }
     rc = 0;
@@ -503,7 +563,7 @@ out:
 int model_state_build(struct model *m)
 {
     for (size_t j = 0; j < m->njobs; j++)
-        m->jobs[j].now_ns = 0;
+        m->jobs[j].now_ns = m->jobs[j].ended_ns = 0;
     for (size_t i = 0; i < m->nprocs; i++) {
         struct m_proc *p = &m->procs[i];
         p->last_seen_ns = model_last_seen(p->t);
@@ -514,12 +574,14 @@ int model_state_build(struct model *m)
             return -1;
         struct m_job *job = &m->jobs[p->job];
         job->now_ns = max_u64(job->now_ns, p->last_seen_ns);
+        if (p->t->hdr.end_kind != LS_END_RUNNING)
+            job->ended_ns = max_u64(job->ended_ns, p->t->hdr.end_ns);
     }
     struct folder_memo *snap = calloc(1, sizeof(*snap));
     if (!snap)
         return -1;
     for (size_t i = 0; i < m->nprocs; i++)
-        settle_state(&m->procs[i], m->jobs[m->procs[i].job].now_ns, snap);
+        settle_state(&m->procs[i], &m->jobs[m->procs[i].job], snap);
     free(snap);
     for (size_t j = 0; j < m->njobs; j++)
         if (order_deaths(&m->jobs[j]) < 0)

@@ -10,6 +10,7 @@
 #include "intvec.h"
 #include "model.h"
 #include "symbolizer.h"
+#include "waitgraph.h"
 
 #define REPORT_FORMAT_VERSION 1
 
@@ -24,6 +25,8 @@ struct report_input {
     size_t nunreadable;
     const struct findings *earlier; /* findings of the earlier attempts of the jobs shown, NULL
                                      * none (each job shown is the newest attempt of its id) */
+    struct waitgraph *const *graphs; /* per job of the model: its wait-for graph, NULL where
+                                      * none (the array itself may be NULL) */
 };
 
 /* True when job `job` of the model is among those the report covers. */
@@ -57,6 +60,39 @@ ssize_t report_state_groups(const struct report_input *in, const struct m_job *j
 
 /* Frees what report_state_groups() returned. NULL is fine. */
 void report_state_groups_free(struct report_state_group *g, size_t n);
+
+/* The wait-for graph of job `job`, NULL none. */
+const struct waitgraph *report_graph(const struct report_input *in, size_t job);
+
+/* A class of the wait-for graph's nodes that wait the same way (STAT-style): a rank that waits
+ * (the same calls, the same peers), or a rank some wait ends at (the same state, the same root
+ * cause). */
+struct report_wait_class {
+    const struct waitgraph *g;
+    size_t node;         /* its first node */
+    struct intvec ranks; /* the global ranks of its nodes (-1: a member without one) */
+    size_t count;        /* nodes in it */
+    long root;           /* the root finding its waits end in (an index into the findings), -1 */
+    size_t depth;        /* hops from its nodes to where their waits end (0: it is there) */
+};
+
+/* The classes of job `job`'s wait-for graph, by root, then nearest the root first. Returns how
+ * many with the array in *out (free with report_wait_classes_free()), 0 without a graph, or -1
+ * when out of memory. */
+ssize_t report_wait_classes(const struct report_input *in, size_t job,
+                            struct report_wait_class **out);
+
+/* Frees what report_wait_classes() returned. NULL is fine. */
+void report_wait_classes_free(struct report_wait_class *v, size_t n);
+
+/* What a class does, for people: "waits in AllReduce #4 on comm 7f3a91c2 for rank 3", "waits in
+ * Send #2 on comm ... for rank 5", "alive, not waiting in NCCL", "ended", "no trace". */
+void report_wait_words(const struct report_wait_class *c, char *buf, size_t len);
+
+/* "AllReduce #4 on comm 7f3a91c2" for call node `call` (r: a waiting rank's record, or NULL),
+ * "CommInitRank of comm ..." for a creation. */
+void report_call_words(const struct waitgraph *g, size_t call, const struct ls_record *r,
+                       char *buf, size_t len);
 
 /* Writes the JSON report (schema "lockstep_report": 1). Errors are the stream's. */
 void report_json(FILE *out, const struct report_input *in);

@@ -393,6 +393,73 @@ static void write_earlier(struct json_writer *w, const struct report_input *in, 
     json_end_array(w);
 }
 
+/* One edge of a class's wait: what it waits in and for whom. */
+static void write_wait(struct json_writer *w, const struct waitgraph *g, const struct wg_edge *e)
+{
+    const struct wg_node *t = &g->nodes[e->to];
+    const struct ls_record *r = e->call ? e->call : t->kind == WG_CALL ? t->call : NULL;
+    json_begin_object(w, NULL);
+    json_string(w, "kind", waitgraph_edge_name(e->kind));
+    if (r) {
+        json_string(w, "op", ls_op_name(r->op));
+        json_hex64(w, "comm", r->comm_id);
+        if (r->seq)
+            json_uint(w, "seq", r->seq);
+    }
+    struct intvec who = {0};
+    size_t untraced = 0;
+    if (t->kind == WG_CALL) {
+        json_string(w, "call_state", waitgraph_state_name(t->state));
+        for (size_t k = t->edge0; k < t->edge0 + t->nedges; k++) {
+            int rank = g->nodes[g->edges[k].to].rank;
+            if (rank < 0 || intvec_push(&who, rank) < 0)
+                untraced++;
+        }
+    } else if (t->rank < 0 || intvec_push(&who, t->rank) < 0) {
+        untraced++;
+    }
+    json_int_array(w, "for", who.v, who.n);
+    if (untraced)
+        json_uint(w, "for_without_rank", untraced);
+    intvec_free(&who);
+    json_end_object(w);
+}
+
+/* "waits_for": the wait-for graph of each job shown, as classes of ranks that wait the same way
+ * (docs/report-format.md). */
+static void write_waits_for(struct json_writer *w, const struct report_input *in)
+{
+    json_begin_array(w, "waits_for");
+    for (size_t j = 0; j < in->m->njobs; j++) {
+        struct report_wait_class *cl;
+        ssize_t n = report_job_shown(in, j) ? report_wait_classes(in, j, &cl) : 0;
+        for (ssize_t k = 0; k < n; k++) {
+            const struct waitgraph *g = cl[k].g;
+            const struct wg_node *v = &g->nodes[cl[k].node];
+            char words[1024];
+            report_wait_words(&cl[k], words, sizeof words);
+            json_begin_object(w, NULL);
+            json_string(w, "job", in->m->jobs[j].name);
+            json_int_array(w, "ranks", cl[k].ranks.v, cl[k].ranks.n);
+            json_string(w, "state", waitgraph_state_name(v->state));
+            json_begin_array(w, "waits");
+            for (size_t e = v->edge0; v->state == WG_WAITS && e < v->edge0 + v->nedges; e++)
+                write_wait(w, g, &g->edges[e]);
+            json_end_array(w);
+            json_uint(w, "hops", cl[k].depth);
+            if (cl[k].root >= 0)
+                json_int(w, "root", cl[k].root);
+            else
+                json_null(w, "root");
+            json_string(w, "words", words);
+            json_end_object(w);
+        }
+        if (n > 0)
+            report_wait_classes_free(cl, (size_t)n);
+    }
+    json_end_array(w);
+}
+
 void report_json(FILE *out, const struct report_input *in)
 {
     struct json_writer w;
@@ -419,6 +486,7 @@ void report_json(FILE *out, const struct report_input *in)
     for (size_t i = 0; i < in->fs->n; i++)
         write_finding(&w, in, &in->fs->v[i]);
     json_end_array(&w);
+    write_waits_for(&w, in);
     json_begin_array(&w, "ranks");
     for (size_t j = 0; j < in->m->njobs; j++)
         for (size_t i = 0; report_job_shown(in, j) && i < in->m->jobs[j].nprocs; i++)

@@ -209,13 +209,17 @@ ncclResult_t emu_async_launch(struct emu_queue *q)
     q->head = q->tail = NULL;
     q->error = ncclSuccess;
     n = 0;
-    /* LOCKSTEP_EMU_HANG_COLL=K: the K-th collective of each communicator never completes on
-     * the device, as with a dead link (calls still return at once, as on a GPU). */
+    /* LOCKSTEP_EMU_HANG_COLL=K[:N]: the K-th collective of each communicator (of N ranks only,
+     * with N) never completes on the device, as with a dead link (calls still return at once,
+     * as on a GPU). */
     const char *hang = getenv("LOCKSTEP_EMU_HANG_COLL");
-    uint64_t hang_at = hang ? strtoull(hang, NULL, 10) : 0;
+    char *size_at = NULL;
+    uint64_t hang_at = hang ? strtoull(hang, &size_at, 10) : 0;
+    int hang_size = size_at && *size_at == ':' ? atoi(size_at + 1) : 0;
     for (struct emu_op *op = w->q.head; op; op = op->next) {
         streams[n++] = op->stream;
-        if (op->kind == EMU_OP_COLL && hang_at && ++op->comm->async_colls == hang_at)
+        if (op->kind == EMU_OP_COLL && hang_at &&
+            (!hang_size || op->comm->nranks == hang_size) && ++op->comm->async_colls == hang_at)
             w->hang = 1;
     }
     int rc = -1;

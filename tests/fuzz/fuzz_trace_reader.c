@@ -99,14 +99,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct symbolizer *sym = symbolizer_new(0);
     if (m && sym) {
         struct diag_options opt = diag_default_options();
-        for (size_t j = 0; j < m->njobs; j++)
-            diagnose_job(m, j, sym, &opt, &fs);
+        struct waitgraph **graphs = calloc(m->njobs + 1, sizeof(*graphs));
+        for (size_t j = 0; graphs && j < m->njobs; j++)
+            diagnose_job_graph(m, j, sym, &opt, &fs, &graphs[j]);
         for (size_t k = 0; k < nunreadable; k++)
             diagnose_unreadable(&fs, unreadable[k]);
         struct report_input in = {m,           &fs, sym, NULL, 0, (const char *const *)unreadable,
-                                  nunreadable, NULL};
+                                  nunreadable, NULL, graphs};
         report_json(sink, &in);
         report_text(sink, &in, 1);
+        for (size_t j = 0; graphs && j < m->njobs; j++)
+            waitgraph_free(graphs[j]);
+        free(graphs);
     }
     findings_free(&fs);
     symbolizer_free(sym);

@@ -69,11 +69,15 @@ static void try_variant(const unsigned char *buf, size_t len, const char *what, 
     int incomplete = 0;
     if (m && sym) {
         struct diag_options opt = diag_default_options();
-        for (size_t j = 0; j < m->njobs; j++)
-            diagnose_job(m, j, sym, &opt, &fs);
-        struct report_input in = {m, &fs, sym, NULL, 0, NULL, 0, NULL};
+        struct waitgraph **graphs = calloc(m->njobs + 1, sizeof(*graphs));
+        for (size_t j = 0; graphs && j < m->njobs; j++)
+            diagnose_job_graph(m, j, sym, &opt, &fs, &graphs[j]);
+        struct report_input in = {m, &fs, sym, NULL, 0, NULL, 0, NULL, graphs};
         report_json(sink, &in);
         report_text(sink, &in, 0);
+        for (size_t j = 0; graphs && j < m->njobs; j++)
+            waitgraph_free(graphs[j]);
+        free(graphs);
         for (size_t i = 0; i < fs.n; i++)
             incomplete |= fs.v[i].kind == F_TRACE_INCOMPLETE;
     } else {

@@ -1,0 +1,512 @@
+/* diagnose_cause.c -- root causes and consequences from the wait-for graph: every sink of the
+ * graph has an owner, the finding that says what happened there; a finding that owns a sink is a
+ * root cause, every other one follows from the owner of the sink its waits end in, and says the
+ * way there (docs/analyzer.md, "What makes a root cause"). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose.h"
+#include "names.h"
+#include "rankset.h"
+
+/* Per global rank, the findings that can own its node when it is a sink. */
+struct rank_findings {
+    long own;   /* its own end, failure or abort (the earliest) */
+    long blame; /* the finding that says others wait for it (the best) */
+};
+
+struct cause {
+    struct diag *d;
+    struct findings *fs;
+    size_t first;
+    const struct waitgraph *g;
+    long *owner;    /* per component: the finding that owns it, -1 none */
+    size_t *reach;  /* per component: the sink its waits end in */
+    char *waited;   /* per node: some wait that is not soft ends at it */
+    struct rank_findings *by_rank; /* world_size slots */
+    int nranks;
+};
+
+static struct finding *F(const struct cause *x, long i)
+{
+    return &x->fs->v[i];
+}
+
+static int is_mismatch(const struct finding *f)
+{
+    return finding_kind_has(f->kind, F_T_MISMATCH);
+}
+
+/* ---- what each rank's findings are --------------------------------------------------------- */
+
+/* True when p made no successful call that issues work after time t: a failure at t is where its
+ * NCCL work ended. */
+static int nothing_after(const struct m_proc *p, uint64_t t)
+{
+    for (size_t i = 0; i < p->t->nrecords; i++) {
+        const struct ls_record *r = &p->t->records[i];
+        if (r->enter_ns > t && r->result == 0 && ls_op_issues_work(r->op))
+            return 0;
+    }
+    return 1;
+}
+
+/* True when the call node x explains its waits by itself: every member it waits for waits for
+ * nothing else (a leaf of the graph), so no other call stands between. */
+static int leaf_call(const struct waitgraph *g, size_t x)
+{
+    const struct wg_node *v = &g->nodes[x];
+    for (size_t e = v->edge0; e < v->edge0 + v->nedges; e++)
+        if (!g->edges[e].soft && g->nodes[g->edges[e].to].state == WG_WAITS)
+            return 0;
+    return 1;
+}
+
+/* How well finding i says why others wait for a rank it names: a collective it never called,
+ * where that call waits for nothing that waits itself, says it best (the culprit's own group
+ * and sequence number); then a creation it never joined; then a send or receive it never
+ * posted; last a collective that also waits for ranks blocked elsewhere. */
+static int blame_score(const struct cause *x, long i)
+{
+    const struct finding *f = F(x, i);
+    if (f->kind == F_COMM_INIT_MISMATCH)
+        return 3;
+    if (f->kind != F_MISSING_RANKS)
+        return 2;
+    size_t c = waitgraph_call_node(x->g, WG_CALL_COLL, f->comm, f->seq);
+    return c == (size_t)-1 || leaf_call(x->g, c) ? 4 : 1;
+}
+
+static void keep_earliest(const struct cause *x, long *slot, long i)
+{
+    if (*slot < 0 || F(x, i)->time_ns < F(x, *slot)->time_ns)
+        *slot = i;
+}
+
+static void keep_blame(const struct cause *x, long *slot, long i)
+{
+    if (*slot < 0) {
+        *slot = i;
+        return;
+    }
+    int a = blame_score(x, i), b = blame_score(x, *slot);
+    if (a > b || (a == b && F(x, i)->time_ns < F(x, *slot)->time_ns))
+        *slot = i;
+}
+
+static void note_rank(struct cause *x, int r, long i, int blame)
+{
+    if (r < 0 || r >= x->nranks)
+        return;
+    if (blame)
+        keep_blame(x, &x->by_rank[r].blame, i);
+    else
+        keep_earliest(x, &x->by_rank[r].own, i);
+}
+
+/* Fills by_rank from every finding: who ended, failed or aborted, and who others wait for. */
+static void index_ranks(struct cause *x)
+{
+    const struct m_job *j = x->d->j;
+    for (size_t i = x->first; i < x->fs->n; i++) {
+        const struct finding *f = F(x, (long)i);
+        const struct intvec *v = NULL;
+        switch (f->kind) {
+        case F_RANK_CRASHED:
+        case F_RANK_EXITED:
+            for (size_t k = 0; k < f->dead.n; k++)
+                note_rank(x, f->dead.v[k], (long)i, 0);
+            break;
+        case F_NCCL_ERROR:
+            for (size_t k = 0; k < f->ranks.n; k++) {
+                int r = f->ranks.v[k];
+                if (r >= 0 && r < j->world_size && j->by_rank[r] &&
+                    nothing_after(j->by_rank[r], f->time_ns))
+                    note_rank(x, r, (long)i, 0);
+            }
+            break;
+        case F_COMM_ABORTED:
+            note_rank(x, f->rank, (long)i, 0);
+            break;
+        case F_MISSING_RANKS:
+        case F_P2P_UNMATCHED:
+        case F_COMM_INIT_MISMATCH:
+            v = &f->missing;
+            break;
+        default:
+            break;
+        }
+        for (size_t k = 0; v && k < v->n; k++)
+            note_rank(x, v->v[k], (long)i, 1);
+    }
+}
+
+/* ---- owners of the sinks ------------------------------------------------------------------- */
+
+/* The first finding of `kind` (any mismatch kind for F_OP_MISMATCH with `mismatch`) on comm at
+ * `seq` (at or before it for a mismatch), -1 none. */
+static long finding_at(const struct cause *x, enum finding_kind kind, uint64_t comm, uint64_t seq,
+                       int mismatch)
+{
+    for (size_t i = x->first; i < x->fs->n; i++) {
+        const struct finding *f = F(x, (long)i);
+        if (!f->has_comm || f->comm != comm)
+            continue;
+        if (mismatch ? is_mismatch(f) && f->seq <= seq : f->kind == kind && f->seq == seq)
+            return (long)i;
+    }
+    return -1;
+}
+
+static long owner_of_call(const struct cause *x, const struct wg_node *v)
+{
+    if (v->state == WG_GPU_STUCK)
+        return finding_at(x, F_STUCK_IN_FLIGHT, v->comm, v->seq, 0);
+    if (v->state != WG_MISMATCH)
+        return -1;
+    if (v->call_kind == WG_CALL_P2P)
+        return finding_at(x, F_P2P_SIZE_MISMATCH, v->comm, v->seq, 0);
+    return finding_at(x, F_OP_MISMATCH, v->comm, v->seq, 1);
+}
+
+/* A rank no trace holds: the launch that left it unclaimed, else the finding that says others
+ * wait for it, else the one that says its trace is missing. */
+static long owner_of_absent(const struct cause *x, const struct wg_node *v)
+{
+    long best = -1;
+    for (size_t i = x->first; i < x->fs->n; i++) {
+        const struct finding *f = F(x, (long)i);
+        int named = v->rank >= 0 ? intvec_has(&f->missing, v->rank)
+                                 : f->comm == v->comm && intvec_has(&f->missing_cr, v->comm_rank);
+        if (f->kind == F_DUPLICATE_RANK && named)
+            return (long)i;
+        if ((f->kind == F_MISSING_RANKS || f->kind == F_COMM_INIT_MISMATCH) && named)
+            keep_earliest(x, &best, (long)i);
+    }
+    if (best >= 0 || v->rank < 0)
+        return best;
+    for (size_t i = x->first; i < x->fs->n; i++) {
+        const struct finding *f = F(x, (long)i);
+        if (f->kind == F_TRACE_INCOMPLETE && f->reason && strcmp(f->reason, "no_trace") == 0 &&
+            intvec_has(&f->ranks, v->rank))
+            return (long)i;
+    }
+    return -1;
+}
+
+/* The deadlock_cycle finding of a cycle, or for one rank waiting for itself (a process holding
+ * several ranks of a collective) the missing_ranks of that collective. */
+static long owner_of_cycle(const struct cause *x, const struct wg_scc *s)
+{
+    const struct waitgraph *g = x->g;
+    for (size_t k = 0; k < s->nnodes; k++) {
+        const struct wg_node *v = &g->nodes[g->members[s->node0 + k]];
+        if (s->nranks == 1 && v->kind == WG_CALL)
+            return finding_at(x, F_MISSING_RANKS, v->comm, v->seq, 0);
+        for (size_t i = x->first; s->nranks > 1 && v->kind == WG_RANK && i < x->fs->n; i++)
+            if (F(x, (long)i)->kind == F_DEADLOCK_CYCLE && intvec_has(&F(x, (long)i)->ranks, v->rank))
+                return (long)i;
+    }
+    return -1;
+}
+
+static long owner_of(const struct cause *x, size_t c)
+{
+    const struct wg_scc *s = &x->g->sccs[c];
+    if (s->cycle)
+        return owner_of_cycle(x, s);
+    size_t node = x->g->members[s->node0];
+    const struct wg_node *v = &x->g->nodes[node];
+    if (v->kind == WG_CALL)
+        return owner_of_call(x, v);
+    if (v->kind == WG_ABSENT)
+        return x->waited[node] ? owner_of_absent(x, v) : -1;
+    if (v->rank < 0 || v->rank >= x->nranks)
+        return -1;
+    if (x->by_rank[v->rank].own >= 0)
+        return x->by_rank[v->rank].own;
+    return x->waited[node] ? x->by_rank[v->rank].blame : -1;
+}
+
+/* Sink a explains a wait better than sink b: one with an owner first, then the earlier owner,
+ * then the owner of the more urgent kind. */
+static int better_sink(size_t a, size_t b, void *ctx)
+{
+    const struct cause *x = ctx;
+    long oa = x->owner[a], ob = x->owner[b];
+    if ((oa >= 0) != (ob >= 0))
+        return oa >= 0;
+    if (oa < 0 || oa == ob)
+        return 0;
+    const struct finding *fa = F(x, oa), *fb = F(x, ob);
+    if (fa->time_ns != fb->time_ns && fa->time_ns && fb->time_ns)
+        return fa->time_ns < fb->time_ns;
+    return finding_kind_priority(fa->kind) < finding_kind_priority(fb->kind);
+}
+
+/* ---- what each finding is about ------------------------------------------------------------- */
+
+/* The nodes finding f is about (where its waits start), up to max. */
+static size_t anchors(const struct cause *x, const struct finding *f, size_t *out, size_t max)
+{
+    const struct waitgraph *g = x->g;
+    size_t n = 0, c;
+    const struct intvec *ranks = NULL;
+    switch (f->kind) {
+    case F_MISSING_RANKS:
+    case F_STUCK_IN_FLIGHT:
+        c = waitgraph_call_node(g, WG_CALL_COLL, f->comm, f->seq);
+        if (c != (size_t)-1)
+            out[n++] = c;
+        ranks = n ? NULL : &f->missing;
+        break;
+    case F_RANK_CRASHED:
+    case F_RANK_EXITED:
+        ranks = &f->dead;
+        break;
+    case F_NCCL_ERROR:
+        ranks = &f->ranks;
+        break;
+    case F_P2P_UNMATCHED:
+    case F_COMM_INIT_MISMATCH:
+        ranks = &f->missing;
+        break;
+    case F_DEADLOCK_CYCLE:
+        ranks = &f->cycle;
+        break;
+    case F_COMM_ABORTED:
+        c = waitgraph_node_of_rank(g, f->rank);
+        if (c != (size_t)-1)
+            out[n++] = c;
+        break;
+    case F_TRACE_INCOMPLETE:
+        if (f->reason && strcmp(f->reason, "no_trace") == 0)
+            ranks = &f->ranks;
+        break;
+    default:
+        break;
+    }
+    for (size_t k = 0; ranks && k < ranks->n && n < max; k++) {
+        c = waitgraph_node_of_rank(g, ranks->v[k]);
+        if (c != (size_t)-1)
+            out[n++] = c;
+    }
+    return n;
+}
+
+/* ---- the way from a finding to its cause, in words ----------------------------------------- */
+
+/* "AllReduce #4 on comm 7f3a91c2", from a record (of the waiting rank or of the call node). */
+static void call_words(const struct ls_record *r, const struct wg_node *v, char *buf, size_t len)
+{
+    unsigned op = r ? r->op : LS_OP_NONE;
+    uint64_t comm = r ? r->comm_id : v->comm, seq = r ? r->seq : v->seq;
+    if (v && v->kind == WG_CALL && v->call_kind == WG_CALL_INIT)
+        snprintf(buf, len, "the creation of comm %08llx",
+                 (unsigned long long)((r && r->op != LS_OP_COMM_SPLIT ? r->aux : v->comm) >> 32));
+    else if (seq)
+        snprintf(buf, len, "%s #%llu on comm %08llx", r ? ls_op_name(op) : "collective",
+                 (unsigned long long)seq, (unsigned long long)(comm >> 32));
+    else
+        snprintf(buf, len, "%s on comm %08llx", ls_op_name(op), (unsigned long long)(comm >> 32));
+}
+
+/* "rank 5", or "comm rank 3 of comm 7f3a91c2 (no trace)" for a member without a global rank. */
+static void node_name(const struct wg_node *v, char *buf, size_t len)
+{
+    if (v->rank >= 0)
+        snprintf(buf, len, "rank %d%s", v->rank, v->kind == WG_ABSENT ? " (no trace)" : "");
+    else if (v->kind == WG_ABSENT)
+        snprintf(buf, len, "comm rank %d of comm %08llx (no trace)", v->comm_rank,
+                 (unsigned long long)(v->comm >> 32));
+    else
+        snprintf(buf, len, "a rank");
+}
+
+/* What a node where waits end is, after "which": its terminal state in a few words. */
+static void sink_words(const struct wg_node *v, char *buf, size_t len)
+{
+    const struct m_proc *p = v->proc;
+    switch ((enum wg_state)v->state) {
+    case WG_RUNNING:
+        if (p && p->state == RANK_IN_CALL)
+            snprintf(buf, len, "is in a call every peer reached");
+        else if (p && p->stopped_with_job)
+            snprintf(buf, len, "was outside NCCL when the job was stopped");
+        else
+            snprintf(buf, len, "is alive outside NCCL");
+        return;
+    case WG_STOPPED:
+        snprintf(buf, len, "is stopped (SIGSTOP)");
+        return;
+    case WG_DEAD:
+        if (p && p->state == RANK_CRASHED)
+            snprintf(buf, len, "crashed with %s", names_signal(p->t->hdr.end_signal));
+        else if (p && p->state == RANK_EXITED)
+            snprintf(buf, len, "exited with status %d", p->t->hdr.end_status);
+        else
+            snprintf(buf, len, "died without an exit record");
+        return;
+    case WG_NO_TRACE:
+        snprintf(buf, len, "never reached NCCL (no trace)");
+        return;
+    case WG_MISMATCH:
+        snprintf(buf, len, "can never complete: its ranks called different things");
+        return;
+    case WG_GPU_STUCK:
+        snprintf(buf, len, "is stuck on the GPU: every rank issued it, no GPU completed it");
+        return;
+    default:
+        snprintf(buf, len, "waits");
+        return;
+    }
+}
+
+/* The words of edge e out of a rank: " waits in AllReduce #4 on comm X", " waits in Send #2 on
+ * comm X for rank 5", " failed in ... after rank 5 ended". */
+static void rank_edge_words(const struct waitgraph *g, const struct wg_edge *e, char *buf,
+                            size_t len)
+{
+    const struct wg_node *t = &g->nodes[e->to];
+    char call[160], name[96];
+    node_name(t, name, sizeof name);
+    if (t->kind == WG_CALL)
+        call_words(e->call, t, call, sizeof call);
+    else
+        call_words(e->call, NULL, call, sizeof call);
+    if (e->kind == WG_E_REMOTE)
+        snprintf(buf, len, " failed in %s after %s ended", call, name);
+    else if (t->kind != WG_CALL)
+        snprintf(buf, len, " waits in %s for %s", call, name);
+    else
+        snprintf(buf, len, " waits %s %s", e->kind == WG_E_GPU ? "on its GPU for" : "in", call);
+}
+
+/* Writes the way path[0..n) in words: "rank 2 waits in AllReduce #4 on comm X for rank 0, which
+ * waits in AllReduce #1 on comm Y for rank 1, which is alive outside NCCL". */
+static void path_words(const struct waitgraph *g, const size_t *path, size_t n, char *buf,
+                       size_t len)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n && used < len; i++) {
+        const struct wg_node *v = &g->nodes[path[i]];
+        const struct wg_edge *e = i + 1 < n ? waitgraph_edge(g, path[i], path[i + 1]) : NULL;
+        char part[400], name[96], what[160];
+        part[0] = 0;
+        if (v->kind == WG_CALL) {
+            if (i == 0)
+                call_words(v->call, v, part, sizeof part);
+            size_t k = strlen(part);
+            if (e) {
+                node_name(&g->nodes[e->to], name, sizeof name);
+                snprintf(part + k, sizeof part - k, "%s for %s%s", i == 0 ? " waits" : "", name,
+                         e->kind == WG_E_QUEUED    ? " (queued it in a group never ended)"
+                         : e->kind == WG_E_ABORTED ? " (aborted the communicator)"
+                         : e->kind == WG_E_DIED_IN ? " (died inside it)"
+                                                   : "");
+            } else {
+                sink_words(v, what, sizeof what);
+                snprintf(part + k, sizeof part - k, "%s%s", i == 0 ? " " : ", which ", what);
+            }
+        } else {
+            if (i == 0)
+                node_name(v, part, sizeof part);
+            else
+                snprintf(part, sizeof part, ", which");
+            size_t k = strlen(part);
+            if (e) {
+                rank_edge_words(g, e, part + k, sizeof part - k);
+                if (g->nodes[e->to].kind != WG_CALL && i + 2 < n)
+                    k = strlen(part); /* the next rank is named: its words follow */
+            } else {
+                sink_words(v, what, sizeof what);
+                snprintf(part + k, sizeof part - k, " %s", what);
+            }
+        }
+        used += (size_t)snprintf(buf + used, len - used, "%s", part);
+    }
+}
+
+/* Adds "why: ..." to finding f: the way from node `from` to the sink it ends in. */
+static void explain(struct cause *x, struct finding *f, size_t from)
+{
+    size_t path[12];
+    size_t n = waitgraph_path(x->g, x->reach, from, path, sizeof path / sizeof path[0]);
+    if (n < 2)
+        return;
+    char words[1200];
+    path_words(x->g, path, n, words, sizeof words);
+    finding_detail(f, "why: %s", words);
+}
+
+/* ---- the pass ---------------------------------------------------------------------------- */
+
+static void cause_free(struct cause *x)
+{
+    free(x->owner);
+    free(x->reach);
+    free(x->waited);
+    free(x->by_rank);
+}
+
+/* Sets consequence_of of every finding in d->out[first..] from the wait-for graph. */
+int diagnose_causes(struct diag *d, size_t first)
+{
+    const struct waitgraph *g = d->graph;
+    struct cause x = {d, d->out, first, g, NULL, NULL, NULL, NULL, d->j->world_size};
+    size_t nf = d->out->n - first;
+    char *owns = calloc(nf + 1, 1);
+    x.owner = malloc((g->nsccs + 1) * sizeof(*x.owner));
+    x.waited = calloc(g->nnodes + 1, 1);
+    x.by_rank = malloc(((size_t)x.nranks + 1) * sizeof(*x.by_rank));
+    if (!owns || !x.owner || !x.waited || !x.by_rank) {
+        free(owns);
+        cause_free(&x);
+        return -1;
+    }
+    for (int r = 0; r < x.nranks; r++)
+        x.by_rank[r] = (struct rank_findings){-1, -1};
+    for (size_t e = 0; e < g->nedges; e++)
+        x.waited[g->edges[e].to] |= !g->edges[e].soft;
+    index_ranks(&x);
+    for (size_t c = 0; c < g->nsccs; c++) {
+        x.owner[c] = g->sccs[c].sink ? owner_of(&x, c) : -1;
+        if (x.owner[c] >= 0)
+            owns[x.owner[c] - (long)first] = 1;
+    }
+    x.reach = waitgraph_reach(g, better_sink, &x);
+    if (!x.reach) {
+        free(owns);
+        cause_free(&x);
+        return -1;
+    }
+    free(d->graph->roots);
+    d->graph->roots = malloc((g->nsccs + 1) * sizeof(*d->graph->roots));
+    for (size_t c = 0; d->graph->roots && c < g->nsccs; c++)
+        d->graph->roots[c] = x.owner[x.reach[c]];
+    for (size_t i = first; i < d->out->n; i++) {
+        struct finding *f = &d->out->v[i];
+        f->consequence_of = -1;
+        size_t at[64], best = (size_t)-1, from = 0;
+        size_t n = owns[i - first] ? 0 : anchors(&x, f, at, 64);
+        for (size_t k = 0; k < n; k++) {
+            size_t s = x.reach[g->nodes[at[k]].scc];
+            long o = x.owner[s];
+            if (o < 0 || o == (long)i)
+                continue;
+            if (best == (size_t)-1 || better_sink(s, best, &x)) {
+                best = s;
+                from = at[k];
+            }
+        }
+        if (best != (size_t)-1) {
+            f->consequence_of = (int)x.owner[best];
+            explain(&x, f, from);
+        }
+    }
+    free(owns);
+    cause_free(&x);
+    return 0;
+}

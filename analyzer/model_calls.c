@@ -1,0 +1,164 @@
+/* model_calls.c -- what the calls of a communicator's members say about each other: who entered
+ * collective #k, a send's matching receive, calls that agree, the first sequence number where
+ * members diverge, a collective stuck on every GPU, how far apart members usually arrive. */
+#include <stdlib.h>
+
+#include "model.h"
+
+int model_member_entered(const struct m_member *mb, uint64_t seq)
+{
+    if (mb->issued < seq)
+        return 0;
+    const struct ls_record *r = model_member_coll(mb, seq);
+    return !r || model_op_launched(mb->proc, r); /* overwritten records were entered */
+}
+
+const struct ls_record *model_p2p_half(const struct m_member *peer, int my_cr,
+                                       const struct ls_record *r)
+{
+    int want = r->op == LS_OP_SEND ? LS_OP_RECV : LS_OP_SEND;
+    for (size_t i = peer->np2p; i-- > 0;) {
+        const struct ls_record *q = peer->p2p[i];
+        if (q->op == want && q->peer == my_cr && q->seq == r->seq)
+            return q;
+    }
+    return NULL;
+}
+
+uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_cr, int want_op)
+{
+    uint64_t n = 0;
+    const struct tr_trace *t = peer->proc->t;
+    for (uint32_t i = 0; i < t->npeers; i++)
+        if (t->peers[i].comm_id == comm_id && t->peers[i].peer == my_cr)
+            n = want_op == LS_OP_SEND ? t->peers[i].sends : t->peers[i].recvs;
+    for (size_t i = 0; i < peer->np2p; i++) {
+        const struct ls_record *q = peer->p2p[i];
+        if (q->op == want_op && q->peer == my_cr && q->seq > n)
+            n = q->seq;
+    }
+    return n;
+}
+
+int model_calls_agree(const struct ls_record *a, const struct ls_record *b)
+{
+    unsigned oa = a->op == LS_OP_BCAST ? LS_OP_BROADCAST : a->op;
+    unsigned ob = b->op == LS_OP_BCAST ? LS_OP_BROADCAST : b->op;
+    return oa == ob && a->count == b->count && a->dtype == b->dtype &&
+           (!ls_op_has_redop(oa) || a->redop == b->redop) &&
+           (!ls_op_is_rooted(oa) || a->peer == b->peer);
+}
+
+const struct ls_record *model_comm_abort(const struct m_proc *p, uint64_t comm)
+{
+    for (size_t i = p->t->nrecords; i-- > 0;) {
+        const struct ls_record *r = &p->t->records[i];
+        if ((r->op == LS_OP_COMM_ABORT || r->op == LS_OP_COMM_REVOKE) && r->comm_id == comm)
+            return r;
+    }
+    return NULL;
+}
+
+/* One sequence number some member holds: the first member's record of it (comm rank order),
+ * and whether a later member's differs. */
+struct seq_slot {
+    uint64_t seq;
+    const struct ls_record *first;
+    int differs;
+};
+
+/* Member by member (each one's records in a row, a hash from seq to its slot), not seq by seq
+ * across thousands of members: the same comparisons with far fewer cache misses. */
+int model_first_divergence(const struct m_comm *c, uint64_t *seq)
+{
+    struct idmap index = {0};
+    struct seq_slot *slots = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    *seq = 0;
+    for (int i = 0; i < c->nmembers && rc == 0; i++) {
+        const struct m_member *mb = &c->members[i];
+        for (size_t k = 0; k < mb->ncolls; k++) {
+            const struct ls_record *r = mb->colls[k];
+            if (r->seq > c->max_issued || r->seq == UINT64_MAX ||
+                (k > 0 && mb->colls[k - 1]->seq == r->seq))
+                continue; /* one record per seq and member: its first */
+            size_t at;
+            if (idmap_get(&index, r->seq, &at)) {
+                slots[at].differs |= !model_calls_agree(slots[at].first, r);
+                continue;
+            }
+            if (n == cap) {
+                cap = cap ? cap * 2 : 256;
+                struct seq_slot *v = realloc(slots, cap * sizeof(*v));
+                if (!v) {
+                    rc = -1;
+                    break;
+                }
+                slots = v;
+            }
+            slots[n] = (struct seq_slot){r->seq, r, 0};
+            if (idmap_put(&index, r->seq, n++) < 0)
+                rc = -1;
+        }
+    }
+    for (size_t k = 0; rc == 0 && k < n; k++)
+        if (slots[k].differs && (*seq == 0 || slots[k].seq < *seq))
+            *seq = slots[k].seq;
+    free(slots);
+    idmap_free(&index);
+    return rc;
+}
+
+int model_gpu_stuck(const struct m_comm *c, uint64_t k, const struct ls_record **last)
+{
+    *last = NULL;
+    int n = 0;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc)
+            continue;
+        const struct ls_record *r = model_member_coll(mb, k);
+        if (mb->issued < k || !mb->entry || c->gpu_completed >= k ||
+            mb->proc->t->hdr.completion != LS_COMPLETION_EVENTS)
+            return 0;
+        if (!r) { /* issued, its record overwritten: trace_incomplete says so */
+            n++;
+            continue;
+        }
+        if (!model_gpu_tracked(mb->proc, r) || !model_op_launched(mb->proc, r))
+            return 0;
+        if (*last && !model_calls_agree(r, *last))
+            return 0; /* a mismatch: not the GPU's doing */
+        if (!*last || r->enter_ns > (*last)->enter_ns)
+            *last = r; /* the last rank to issue it */
+        n++;
+    }
+    return n == c->nranks && n > 0;
+}
+
+uint64_t model_arrival_spread(const struct m_comm *c, uint64_t seq)
+{
+    uint64_t widest = 0;
+    int looked = 0;
+    for (uint64_t k = seq; k-- > 1 && looked < 32;) {
+        uint64_t lo = UINT64_MAX, hi = 0;
+        int all = 1;
+        for (int i = 0; i < c->nmembers && all; i++) {
+            if (!c->members[i].proc)
+                continue;
+            const struct ls_record *r = model_member_coll(&c->members[i], k);
+            if (!r)
+                all = 0;
+            else {
+                lo = r->enter_ns < lo ? r->enter_ns : lo;
+                hi = r->enter_ns > hi ? r->enter_ns : hi;
+            }
+        }
+        if (!all || hi < lo)
+            break; /* older records are gone, or the ring never held them */
+        widest = hi - lo > widest ? hi - lo : widest;
+        looked++;
+    }
+    return widest;
+}

@@ -1,0 +1,563 @@
+/* waitgraph.c -- builds the wait-for graph of a job from the model: a node per rank, per rank no
+ * trace holds and per call ranks wait in; each blocked rank's edges to the calls it waits in and
+ * each call's edges to the members that never reached it; terminal nodes with their reason.
+ * Components and sinks are in waitgraph_scc.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "names.h"
+#include "waitgraph.h"
+
+/* Lateness within which ranks that are running towards a collective count as on their way:
+ * four times the comm's usual arrival spread, and at least a second. */
+#define EN_ROUTE_FLOOR_NS 1000000000ull
+
+/* Calls one rank is blocked on, at most (a group of sends and receives is one wait). */
+#define MAX_WAITS 64
+
+struct builder {
+    struct waitgraph *g;
+    const struct m_job *j;
+    size_t ncap, ecap;
+    size_t *job_index;     /* model proc index -> job proc index */
+    struct idmap diverged; /* comm id -> first divergent seq + 1 (1: none), once asked */
+};
+
+/* ---- nodes and edges ------------------------------------------------------------------------ */
+
+static size_t add_node(struct builder *b, enum wg_node_kind kind)
+{
+    struct waitgraph *g = b->g;
+    if (g->nnodes == b->ncap) {
+        size_t cap = b->ncap ? b->ncap * 2 : 64;
+        struct wg_node *v = realloc(g->nodes, cap * sizeof(*v));
+        if (!v)
+            return (size_t)-1;
+        g->nodes = v;
+        b->ncap = cap;
+    }
+    struct wg_node *n = &g->nodes[g->nnodes];
+    memset(n, 0, sizeof(*n));
+    n->kind = (uint8_t)kind;
+    n->rank = n->comm_rank = n->peer_rank = -1;
+    return g->nnodes++;
+}
+
+static int add_edge(struct builder *b, size_t from, size_t to, enum wg_edge_kind kind, int cr,
+                    const struct ls_record *call)
+{
+    struct waitgraph *g = b->g;
+    if (g->nedges == b->ecap) {
+        size_t cap = b->ecap ? b->ecap * 2 : 256;
+        struct wg_edge *v = realloc(g->edges, cap * sizeof(*v));
+        if (!v)
+            return -1;
+        g->edges = v;
+        b->ecap = cap;
+    }
+    g->edges[g->nedges++] = (struct wg_edge){from, to, (uint8_t)kind, 0, cr, call};
+    return 0;
+}
+
+static uint64_t absent_key(uint64_t comm, int cr, int rank)
+{
+    uint64_t h = idmap_key_str(IDMAP_KEY_START, "absent");
+    if (rank >= 0)
+        return idmap_key_done(idmap_key_u64(h, (uint64_t)rank));
+    return idmap_key_done(idmap_key_u64(idmap_key_u64(h, comm), (uint64_t)cr));
+}
+
+static uint64_t call_key(enum wg_call_kind kind, uint64_t comm, uint64_t seq, int src, int dst)
+{
+    uint64_t h = idmap_key_u64(IDMAP_KEY_START, (uint64_t)kind);
+    h = idmap_key_u64(idmap_key_u64(h, comm), seq);
+    return idmap_key_done(idmap_key_u64(idmap_key_u64(h, (uint64_t)src), (uint64_t)dst));
+}
+
+/* True when every traced member's global rank is its rank in c and c has the world's size: a
+ * member no trace holds is then that global rank. */
+static int world_like(const struct builder *b, const struct m_comm *c)
+{
+    if (c->nranks != b->j->world_size)
+        return 0;
+    for (int i = 0; i < c->nmembers; i++)
+        if (c->members[i].proc && c->members[i].proc->rank != i)
+            return 0;
+    return 1;
+}
+
+/* The node standing for comm rank cr of c, which no trace holds as a member: the process of
+ * that global rank when c is the world's and one holds it (it never joined c), else an absent
+ * node. (size_t)-1 when out of memory. */
+static size_t member_node(struct builder *b, const struct m_comm *c, int cr)
+{
+    int rank = world_like(b, c) ? cr : -1;
+    if (rank >= 0 && rank < b->j->world_size && b->j->by_rank[rank])
+        return waitgraph_rank_node(b->g, b->j->by_rank[rank]);
+    uint64_t key = absent_key(c->id, cr, rank);
+    size_t n;
+    if (idmap_get(&b->g->index, key, &n))
+        return n;
+    n = add_node(b, WG_ABSENT);
+    if (n == (size_t)-1 || idmap_put(&b->g->index, key, n) < 0)
+        return (size_t)-1;
+    struct wg_node *a = &b->g->nodes[n];
+    a->state = WG_NO_TRACE;
+    a->rank = rank;
+    a->comm = c->id;
+    a->comm_rank = cr;
+    return n;
+}
+
+/* ---- calls ------------------------------------------------------------------------------- */
+
+/* The first sequence number of c where its members' calls diverged, UINT64_MAX none. */
+static uint64_t divergence(struct builder *b, const struct m_comm *c)
+{
+    size_t v;
+    if (idmap_get(&b->diverged, c->id, &v))
+        return v ? (uint64_t)v - 1 : UINT64_MAX;
+    uint64_t seq = 0;
+    if (model_first_divergence(c, &seq) < 0 || idmap_put(&b->diverged, c->id, (size_t)seq + 1) < 0)
+        return UINT64_MAX; /* out of memory: no divergence known */
+    return seq ? seq : UINT64_MAX;
+}
+
+/* How a member that has not entered collective #k stands towards it. */
+static enum wg_edge_kind absence(const struct m_comm *c, const struct m_member *mb, uint64_t k)
+{
+    if (mb->issued >= k)
+        return WG_E_QUEUED;
+    if (model_comm_abort(mb->proc, c->id) ||
+        (mb->entry && (mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED))))
+        return WG_E_ABORTED;
+    return WG_E_MEMBER;
+}
+
+/* Marks the collective en route when its absent members are all either gone or running towards
+ * it (in no call, not stopped), some run, and its first waiter has waited no longer than four
+ * times the comm's usual arrival spread (at least a second): then the running ones are late,
+ * not stuck, and the edges to them are soft. */
+static void settle_en_route(struct builder *b, size_t node, const struct m_comm *c, size_t e0)
+{
+    struct waitgraph *g = b->g;
+    struct wg_node *x = &g->nodes[node];
+    size_t running = 0;
+    for (size_t e = e0; e < g->nedges; e++) {
+        const struct wg_node *t = &g->nodes[g->edges[e].to];
+        if (t->kind != WG_RANK)
+            return; /* a member without a trace: nothing known */
+        int on_way = g->edges[e].kind == WG_E_MEMBER && t->proc->state == RANK_IDLE &&
+                     !t->proc->stopped;
+        if (model_alive(t->proc) && !on_way)
+            return;
+        running += on_way;
+    }
+    if (!running || !x->since_ns)
+        return;
+    uint64_t allow = 4 * model_arrival_spread(c, x->seq), now = b->j->now_ns;
+    allow = allow < EN_ROUTE_FLOOR_NS ? EN_ROUTE_FLOOR_NS : allow;
+    if (now > x->since_ns && now - x->since_ns > allow)
+        return;
+    x->en_route = 1;
+    for (size_t e = e0; e < g->nedges; e++)
+        g->edges[e].soft = model_alive(g->nodes[g->edges[e].to].proc);
+}
+
+/* Fills collective node `node` (#k of c): edges to the members that never reached it, else its
+ * terminal state: a mismatch, stuck on the GPU, or completing; members that reached it and died
+ * inside it are what it waits for. */
+static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uint64_t k)
+{
+    size_t e0 = b->g->nedges, absent = 0;
+    const struct ls_record *first = NULL;
+    int agree = 1;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc) {
+            if (i >= c->nranks)
+                continue;
+            size_t t = member_node(b, c, i);
+            if (t == (size_t)-1 || add_edge(b, node, t, WG_E_MEMBER, i, NULL) < 0)
+                return -1;
+            absent++;
+            continue;
+        }
+        if (!model_member_entered(mb, k)) {
+            if (add_edge(b, node, waitgraph_rank_node(b->g, mb->proc), absence(c, mb, k), i,
+                         NULL) < 0)
+                return -1;
+            absent++;
+            continue;
+        }
+        const struct ls_record *r = model_member_coll(mb, k);
+        if (r && first && !model_calls_agree(first, r))
+            agree = 0;
+        if (r && (!first || r->enter_ns < first->enter_ns))
+            first = r;
+    }
+    struct wg_node *x = &b->g->nodes[node];
+    x->call = first;
+    x->since_ns = first ? first->enter_ns : 0;
+    const struct ls_record *last;
+    if (!agree || divergence(b, c) <= k) {
+        b->g->nedges = e0; /* it can never complete, whoever else comes */
+        x->state = WG_MISMATCH;
+    } else if (absent) {
+        x->state = WG_WAITS;
+        x->nedges = absent; /* until index_edges(): how many members never reached it */
+        settle_en_route(b, node, c, e0);
+    } else if (model_gpu_stuck(c, k, &last)) {
+        x->state = WG_GPU_STUCK;
+    } else {
+        for (int i = 0; i < c->nmembers; i++) {
+            const struct m_proc *p = c->members[i].proc;
+            if (p && !model_was_running(p) &&
+                add_edge(b, node, waitgraph_rank_node(b->g, p), WG_E_DIED_IN, i, NULL) < 0)
+                return -1;
+        }
+        x->state = b->g->nedges > e0 ? WG_WAITS : WG_COMPLETING;
+    }
+    return 0;
+}
+
+/* The members of the parent P of a split that have not reached the split whose counter the
+ * waiting member's entry `pe` shows, and the members of an init's comm c no trace holds. */
+static int fill_init(struct builder *b, size_t node, const struct m_comm *c,
+                     const struct ls_comm *pe)
+{
+    size_t e0 = b->g->nedges;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        int missing = pe ? mb->proc && mb->entry && mb->entry->split_count < pe->split_count
+                         : !mb->proc && i < c->nranks;
+        if (!missing)
+            continue;
+        size_t t = mb->proc ? waitgraph_rank_node(b->g, mb->proc) : member_node(b, c, i);
+        if (t == (size_t)-1 || add_edge(b, node, t, WG_E_UNJOINED, i, NULL) < 0)
+            return -1;
+    }
+    b->g->nodes[node].state = b->g->nedges > e0 ? WG_WAITS : WG_COMPLETING;
+    return 0;
+}
+
+/* The node of a call, made and filled the first time a rank waits in it: collective #seq of c,
+ * the creation of c (seq 0) or its split (`split`: the waiting member's entry of the parent c,
+ * seq its split counter), a p2p pair src -> dst whose halves differ. (size_t)-1 when out of
+ * memory. */
+static size_t call_node(struct builder *b, enum wg_call_kind kind, const struct m_comm *c,
+                        uint64_t seq, int src, int dst, const struct ls_record *r,
+                        const struct ls_comm *split)
+{
+    uint64_t key = call_key(kind, c->id, seq, src, dst);
+    size_t n;
+    if (idmap_get(&b->g->index, key, &n))
+        return n;
+    n = add_node(b, WG_CALL);
+    if (n == (size_t)-1 || idmap_put(&b->g->index, key, n) < 0)
+        return (size_t)-1;
+    struct wg_node *x = &b->g->nodes[n];
+    x->call_kind = (uint8_t)kind;
+    x->comm = c->id;
+    x->seq = seq;
+    x->call = r;
+    x->since_ns = r ? r->enter_ns : 0;
+    x->comm_rank = src;
+    x->peer_rank = dst;
+    int rc = 0;
+    if (kind == WG_CALL_COLL)
+        rc = fill_coll(b, n, c, seq);
+    else if (kind == WG_CALL_INIT)
+        rc = fill_init(b, n, c, split);
+    else
+        x->state = WG_MISMATCH; /* a p2p pair whose halves do not fit */
+    return rc < 0 ? (size_t)-1 : n;
+}
+
+/* ---- ranks ------------------------------------------------------------------------------- */
+
+/* True when r failed in NCCL (not a refusal of its arguments) and no call of p returned
+ * success after it: the failure is where p's NCCL work ended, a wait that was given up on. */
+static int ended_in_failure(const struct m_proc *p, const struct ls_record *r)
+{
+    for (size_t i = 0; i < p->t->nrecords; i++) {
+        const struct ls_record *q = &p->t->records[i];
+        if (q->enter_ns > r->enter_ns && q->result == 0 && ls_op_issues_work(q->op))
+            return 0;
+    }
+    return 1;
+}
+
+/* The calls p waits in: those it is blocked on (model_blocked_ops(); of the work its GPU has not
+ * completed only the oldest per communicator, which the rest queue behind), else the call that
+ * failed where its NCCL work ended. A rank that died in a node failure waits for nothing. */
+static size_t rank_waits(const struct m_proc *p, const struct ls_record **out)
+{
+    const struct ls_record *ops[MAX_WAITS];
+    if (p->node_failure)
+        return 0;
+    size_t n = model_blocked_ops(p, ops, MAX_WAITS), k = 0;
+    for (size_t i = 0; i < n; i++) {
+        int later = 0;
+        if (!ls_op_issues_work(ops[i]->op) && !ls_op_is_init(ops[i]->op) &&
+            ops[i]->op != LS_OP_COMM_SPLIT)
+            continue; /* an abort or a destroy waits for nobody else */
+        if (!ls_record_pending(ops[i]) && ls_op_is_collective(ops[i]->op))
+            for (size_t j = 0; j < k && !later; j++)
+                later = out[j]->comm_id == ops[i]->comm_id && !ls_record_pending(out[j]) &&
+                        ls_op_is_collective(out[j]->op);
+        if (!later)
+            out[k++] = ops[i];
+    }
+    if (k == 0 && p->failed && ended_in_failure(p, p->failed))
+        out[k++] = p->failed;
+    return k;
+}
+
+/* Edges to the members of the failed call r's communicator that ended before it returned: a
+ * call that fails after a peer died failed because of it (a remote error). */
+static int add_remote(struct builder *b, size_t from, const struct m_comm *c,
+                      const struct ls_record *r)
+{
+    uint64_t at = r->exit_ns ? r->exit_ns : r->enter_ns;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_proc *q = c->members[i].proc;
+        if (!q || q == b->g->nodes[from].proc || model_was_running(q) || q->death_lo > at)
+            continue;
+        if (add_edge(b, from, waitgraph_rank_node(b->g, q), WG_E_REMOTE, i, r) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A collective r of p's: the edge to its node, unless every member reached it (nothing to wait
+ * for: completing, or p itself died inside it), or a failed call's remote causes. */
+static int wait_coll(struct builder *b, size_t from, const struct m_comm *c,
+                     const struct ls_record *r)
+{
+    const struct m_proc *p = b->g->nodes[from].proc;
+    size_t x = call_node(b, WG_CALL_COLL, c, r->seq, -1, -1, r, NULL);
+    if (x == (size_t)-1)
+        return -1;
+    const struct wg_node *call = &b->g->nodes[x];
+    int absent = call->nedges > 0; /* some member never reached it (fill_coll counted them) */
+    int failed = names_result_is_error(r->result);
+    if (call->state == WG_COMPLETING || (call->state == WG_WAITS && !absent)) {
+        if (failed)
+            return add_remote(b, from, c, r);
+        if (!model_was_running(p) || call->state == WG_COMPLETING)
+            return 0;
+    }
+    enum wg_edge_kind kind = !ls_record_pending(r) && !failed ? WG_E_GPU : WG_E_COLL;
+    return add_edge(b, from, x, kind, r->comm_rank, r);
+}
+
+/* A send or receive r of p's on c: the edge to the peer that never posted its half, or to the
+ * pair's node when the halves do not fit; none while the pair is under way. */
+static int wait_p2p(struct builder *b, size_t from, const struct m_comm *c,
+                    const struct ls_record *r)
+{
+    int send = r->op == LS_OP_SEND, cr = r->comm_rank;
+    enum wg_edge_kind kind = send ? WG_E_SEND : WG_E_RECV;
+    if (r->peer < 0 || r->peer >= c->nmembers)
+        return 0;
+    const struct m_member *peer = &c->members[r->peer];
+    if (!peer->proc) {
+        size_t t = member_node(b, c, r->peer);
+        return t == (size_t)-1 ? -1 : add_edge(b, from, t, kind, r->peer, r);
+    }
+    const struct ls_record *half = model_p2p_half(peer, cr, r);
+    if (half && (half->count != r->count || half->dtype != r->dtype)) {
+        size_t x = call_node(b, WG_CALL_P2P, c, r->seq, send ? cr : r->peer, send ? r->peer : cr,
+                             r, NULL);
+        return x == (size_t)-1 ? -1 : add_edge(b, from, x, WG_E_P2P, r->peer, r);
+    }
+    int posted = half ? model_op_launched(peer->proc, half)
+                      : model_p2p_issued(peer, c->id, cr, send ? LS_OP_RECV : LS_OP_SEND) >= r->seq;
+    if (posted) {
+        if (names_result_is_error(r->result) && !model_was_running(peer->proc))
+            return add_edge(b, from, waitgraph_rank_node(b->g, peer->proc), WG_E_REMOTE, r->peer,
+                            r);
+        return 0;
+    }
+    return add_edge(b, from, waitgraph_rank_node(b->g, peer->proc), kind, r->peer, r);
+}
+
+/* The creation (or split) r of p's: the edge to its node. */
+static int wait_init(struct builder *b, size_t from, const struct ls_record *r)
+{
+    const struct m_proc *p = b->g->nodes[from].proc;
+    int split = r->op == LS_OP_COMM_SPLIT;
+    const struct m_comm *c = model_comm(b->g->m, b->g->job, split ? r->comm_id : r->aux);
+    const struct ls_comm *pe = split ? trace_comm(p->t, r->comm_id) : NULL;
+    if (!c || (split && !pe))
+        return 0;
+    size_t x = call_node(b, WG_CALL_INIT, c, split ? pe->split_count : 0, -1, -1, r, pe);
+    if (x == (size_t)-1)
+        return -1;
+    if (b->g->nodes[x].state == WG_COMPLETING)
+        return 0;
+    return add_edge(b, from, x, WG_E_INIT, r->comm_rank, r);
+}
+
+static int fill_rank(struct builder *b, size_t i)
+{
+    const struct m_proc *p = b->j->procs[i];
+    struct wg_node *n = &b->g->nodes[i];
+    const struct ls_record *ops[MAX_WAITS + 1];
+    size_t nops = rank_waits(p, ops), e0 = b->g->nedges;
+    for (size_t k = 0; k < nops; k++) {
+        const struct ls_record *r = ops[k];
+        const struct m_comm *c = model_comm(b->g->m, b->g->job, r->comm_id);
+        int rc = 0;
+        if (ls_op_is_init(r->op) || r->op == LS_OP_COMM_SPLIT)
+            rc = wait_init(b, i, r);
+        else if (!c)
+            continue;
+        else if (ls_op_is_collective(r->op))
+            rc = wait_coll(b, i, c, r);
+        else if (ls_op_is_p2p(r->op))
+            rc = wait_p2p(b, i, c, r);
+        if (rc < 0)
+            return -1;
+        n = &b->g->nodes[i]; /* the array may have moved */
+        if (b->g->nedges > e0 && (!n->since_ns || r->enter_ns < n->since_ns))
+            n->since_ns = r->enter_ns;
+    }
+    if (b->g->nedges > e0)
+        n->state = WG_WAITS;
+    else if (!model_was_running(p))
+        n->state = WG_DEAD, n->since_ns = p->death_lo;
+    else
+        n->state = p->stopped ? WG_STOPPED : WG_RUNNING, n->since_ns = p->since_ns;
+    return 0;
+}
+
+/* ---- the graph ---------------------------------------------------------------------------- */
+
+static int cmp_edge(const void *a, const void *b)
+{
+    const struct wg_edge *x = a, *y = b;
+    if (x->from != y->from)
+        return x->from < y->from ? -1 : 1;
+    if (x->to != y->to)
+        return x->to < y->to ? -1 : 1;
+    return (x->kind > y->kind) - (x->kind < y->kind);
+}
+
+/* Sorts the edges by their source, drops repeats (a process holding several ranks of one
+ * collective) and points each node at its own. */
+static void index_edges(struct waitgraph *g)
+{
+    qsort(g->edges, g->nedges, sizeof(*g->edges), cmp_edge);
+    size_t n = 0;
+    for (size_t e = 0; e < g->nedges; e++)
+        if (n == 0 || g->edges[n - 1].from != g->edges[e].from ||
+            g->edges[n - 1].to != g->edges[e].to || g->edges[n - 1].kind != g->edges[e].kind)
+            g->edges[n++] = g->edges[e];
+    g->nedges = n;
+    for (size_t v = 0; v < g->nnodes; v++)
+        g->nodes[v].nedges = 0;
+    for (size_t e = g->nedges; e-- > 0;) {
+        struct wg_node *v = &g->nodes[g->edges[e].from];
+        v->edge0 = e;
+        v->nedges++;
+    }
+}
+
+int waitgraph_components(struct waitgraph *g); /* waitgraph_scc.c */
+
+struct waitgraph *waitgraph_build(const struct model *m, size_t job)
+{
+    struct waitgraph *g = calloc(1, sizeof(*g));
+    if (!g)
+        return NULL;
+    g->m = m;
+    g->job = job;
+    struct builder b = {g, &m->jobs[job], 0, 0, NULL, {0}};
+    int rc = 0;
+    for (size_t i = 0; i < b.j->nprocs && rc == 0; i++) {
+        rc = add_node(&b, WG_RANK) == (size_t)-1 ? -1 : 0;
+        if (rc == 0) { /* known before any call node asks about it */
+            g->nodes[i].proc = b.j->procs[i];
+            g->nodes[i].rank = b.j->procs[i]->rank;
+        }
+    }
+    for (size_t i = 0; i < b.j->nprocs && rc == 0; i++)
+        rc = fill_rank(&b, i);
+    idmap_free(&b.diverged);
+    if (rc == 0) {
+        index_edges(g);
+        rc = waitgraph_components(g);
+    }
+    if (rc < 0) {
+        waitgraph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void waitgraph_free(struct waitgraph *g)
+{
+    if (!g)
+        return;
+    free(g->nodes);
+    free(g->edges);
+    free(g->sccs);
+    free(g->members);
+    free(g->roots);
+    idmap_free(&g->index);
+    free(g);
+}
+
+size_t waitgraph_rank_node(const struct waitgraph *g, const struct m_proc *p)
+{
+    const struct m_job *j = &g->m->jobs[g->job];
+    /* Processes of a job are sorted by rank: a binary search, then the neighbours. */
+    size_t lo = 0, hi = j->nprocs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (j->procs[mid]->rank < p->rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    while (lo + 1 < j->nprocs && j->procs[lo] != p)
+        lo++;
+    return lo;
+}
+
+size_t waitgraph_call_node(const struct waitgraph *g, enum wg_call_kind kind, uint64_t comm,
+                           uint64_t seq)
+{
+    size_t n;
+    return idmap_get(&g->index, call_key(kind, comm, seq, -1, -1), &n) ? n : (size_t)-1;
+}
+
+size_t waitgraph_absent_node(const struct waitgraph *g, int rank)
+{
+    size_t n;
+    return rank >= 0 && idmap_get(&g->index, absent_key(0, -1, rank), &n) ? n : (size_t)-1;
+}
+
+size_t waitgraph_node_of_rank(const struct waitgraph *g, int rank)
+{
+    const struct m_job *j = &g->m->jobs[g->job];
+    if (rank >= 0 && rank < j->world_size && j->by_rank[rank])
+        return waitgraph_rank_node(g, j->by_rank[rank]);
+    return waitgraph_absent_node(g, rank);
+}
+
+int waitgraph_waits(const struct waitgraph *g, size_t node)
+{
+    return g->nodes[node].kind == WG_RANK && g->nodes[node].state == WG_WAITS;
+}
+
+const struct wg_edge *waitgraph_edge(const struct waitgraph *g, size_t from, size_t to)
+{
+    const struct wg_node *v = &g->nodes[from];
+    for (size_t e = v->edge0; e < v->edge0 + v->nedges; e++)
+        if (g->edges[e].to == to)
+            return &g->edges[e];
+    return NULL;
+}

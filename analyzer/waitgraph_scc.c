@@ -1,0 +1,222 @@
+/* waitgraph_scc.c -- the strongly connected components of a wait-for graph (Tarjan's, without
+ * recursion), its sinks, the sink each wait ends in, and the way there. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "waitgraph.h"
+
+/* The next edge of node v to follow, from *e on: soft edges are skipped. */
+static size_t next_edge(const struct waitgraph *g, size_t v, size_t e)
+{
+    size_t end = g->nodes[v].edge0 + g->nodes[v].nedges;
+    while (e < end && g->edges[e].soft)
+        e++;
+    return e;
+}
+
+struct tarjan {
+    size_t *index, *low, *stack, *call, *edge;
+    char *on;
+};
+
+static void tarjan_free(struct tarjan *t)
+{
+    free(t->index);
+    free(t->low);
+    free(t->stack);
+    free(t->call);
+    free(t->edge);
+    free(t->on);
+}
+
+/* Numbers the components in the order Tarjan's algorithm closes them (each after every one it
+ * reaches) into nodes[].scc; returns how many, or (size_t)-1 when out of memory. */
+static size_t number_components(struct waitgraph *g)
+{
+    size_t n = g->nnodes, idx = 1, ncomp = 0, sp = 0, cs = 0;
+    struct tarjan t = {calloc(n + 1, sizeof(size_t)), calloc(n + 1, sizeof(size_t)),
+                       calloc(n + 1, sizeof(size_t)), calloc(n + 1, sizeof(size_t)),
+                       calloc(n + 1, sizeof(size_t)), calloc(n + 1, 1)};
+    if (!t.index || !t.low || !t.stack || !t.call || !t.edge || !t.on) {
+        tarjan_free(&t);
+        return (size_t)-1;
+    }
+    for (size_t s = 0; s < n; s++) {
+        if (t.index[s])
+            continue;
+        t.call[cs++] = s;
+        t.index[s] = t.low[s] = idx++;
+        t.stack[sp++] = s;
+        t.on[s] = 1;
+        t.edge[s] = g->nodes[s].edge0;
+        while (cs) {
+            size_t v = t.call[cs - 1];
+            size_t e = next_edge(g, v, t.edge[v]);
+            if (e < g->nodes[v].edge0 + g->nodes[v].nedges) {
+                t.edge[v] = e + 1;
+                size_t w = g->edges[e].to;
+                if (!t.index[w]) {
+                    t.index[w] = t.low[w] = idx++;
+                    t.stack[sp++] = w;
+                    t.on[w] = 1;
+                    t.edge[w] = g->nodes[w].edge0;
+                    t.call[cs++] = w;
+                } else if (t.on[w] && t.index[w] < t.low[v]) {
+                    t.low[v] = t.index[w];
+                }
+                continue;
+            }
+            if (t.low[v] == t.index[v]) {
+                size_t w;
+                do {
+                    w = t.stack[--sp];
+                    t.on[w] = 0;
+                    g->nodes[w].scc = ncomp;
+                } while (w != v);
+                ncomp++;
+            }
+            cs--;
+            if (cs && t.low[v] < t.low[t.call[cs - 1]])
+                t.low[t.call[cs - 1]] = t.low[v];
+        }
+    }
+    tarjan_free(&t);
+    return ncomp;
+}
+
+int waitgraph_components(struct waitgraph *g)
+{
+    size_t ncomp = number_components(g);
+    if (ncomp == (size_t)-1)
+        return -1;
+    g->sccs = calloc(ncomp + 1, sizeof(*g->sccs));
+    g->members = calloc(g->nnodes + 1, sizeof(*g->members));
+    if (!g->sccs || !g->members)
+        return -1;
+    g->nsccs = ncomp;
+    for (size_t v = 0; v < g->nnodes; v++) {
+        struct wg_scc *c = &g->sccs[g->nodes[v].scc];
+        c->nnodes++;
+        c->nranks += g->nodes[v].kind == WG_RANK;
+    }
+    size_t at = 0;
+    for (size_t c = 0; c < ncomp; c++) {
+        g->sccs[c].node0 = at;
+        at += g->sccs[c].nnodes;
+        g->sccs[c].nnodes = 0;
+        g->sccs[c].sink = 1;
+    }
+    for (size_t v = 0; v < g->nnodes; v++) {
+        struct wg_scc *c = &g->sccs[g->nodes[v].scc];
+        g->members[c->node0 + c->nnodes++] = v;
+    }
+    for (size_t e = 0; e < g->nedges; e++) {
+        const struct wg_edge *ed = &g->edges[e];
+        size_t a = g->nodes[ed->from].scc, b = g->nodes[ed->to].scc;
+        if (ed->soft)
+            continue;
+        if (a != b)
+            g->sccs[a].sink = 0;
+        else if (g->nodes[ed->from].kind == WG_RANK || g->sccs[a].nnodes > 1)
+            g->sccs[a].cycle = g->sccs[a].nranks >= 1; /* a way back to where it started */
+    }
+    return 0;
+}
+
+size_t *waitgraph_reach(const struct waitgraph *g, int (*better)(size_t a, size_t b, void *ctx),
+                        void *ctx)
+{
+    size_t *reach = malloc((g->nsccs + 1) * sizeof(*reach));
+    if (!reach)
+        return NULL;
+    /* Components come after every one they reach: one pass in numbering order. */
+    for (size_t c = 0; c < g->nsccs; c++) {
+        const struct wg_scc *s = &g->sccs[c];
+        reach[c] = s->sink ? c : (size_t)-1;
+        for (size_t i = 0; !s->sink && i < s->nnodes; i++) {
+            const struct wg_node *v = &g->nodes[g->members[s->node0 + i]];
+            for (size_t e = v->edge0; e < v->edge0 + v->nedges; e++) {
+                size_t d = g->nodes[g->edges[e].to].scc;
+                if (g->edges[e].soft || d == c || reach[d] == (size_t)-1)
+                    continue;
+                if (reach[c] == (size_t)-1 || better(reach[d], reach[c], ctx))
+                    reach[c] = reach[d];
+            }
+        }
+        if (reach[c] == (size_t)-1)
+            reach[c] = c; /* only soft ways out: it is where its waits end */
+    }
+    return reach;
+}
+
+size_t waitgraph_path(const struct waitgraph *g, const size_t *reach, size_t from, size_t *path,
+                      size_t max)
+{
+    size_t sink = reach[g->nodes[from].scc];
+    if (max == 0)
+        return 0;
+    path[0] = from;
+    if (g->nodes[from].scc == sink)
+        return 1;
+    /* Breadth first over the nodes whose waits end in the same sink. */
+    size_t *prev = malloc(g->nnodes * sizeof(*prev)), *queue = malloc(g->nnodes * sizeof(*queue));
+    size_t head = 0, tail = 0, found = (size_t)-1, len = 0;
+    if (!prev || !queue)
+        goto out;
+    for (size_t v = 0; v < g->nnodes; v++)
+        prev[v] = (size_t)-1;
+    prev[from] = from;
+    queue[tail++] = from;
+    while (head < tail && found == (size_t)-1) {
+        size_t v = queue[head++];
+        for (size_t e = g->nodes[v].edge0; e < g->nodes[v].edge0 + g->nodes[v].nedges; e++) {
+            size_t w = g->edges[e].to;
+            if (g->edges[e].soft || prev[w] != (size_t)-1 || reach[g->nodes[w].scc] != sink)
+                continue;
+            prev[w] = v;
+            queue[tail++] = w;
+            if (g->nodes[w].scc == sink) {
+                found = w;
+                break;
+            }
+        }
+    }
+    if (found == (size_t)-1)
+        goto out;
+    size_t n = 0; /* the way back, reversed into queue[] (no longer needed as a queue) */
+    for (size_t v = found;; v = prev[v]) {
+        queue[n++] = v;
+        if (v == from)
+            break;
+    }
+    /* Longer than max: the first max - 1 steps, then the sink. */
+    len = n <= max ? n : max;
+    for (size_t i = 0; i + 1 < len; i++)
+        path[i] = queue[n - 1 - i];
+    path[len - 1] = found;
+out:
+    free(prev);
+    free(queue);
+    return len;
+}
+
+const char *waitgraph_state_name(enum wg_state s)
+{
+    static const char *const names[WG_STATE_COUNT] = {
+        [WG_WAITS] = "waits",          [WG_RUNNING] = "running",   [WG_STOPPED] = "stopped",
+        [WG_DEAD] = "dead",            [WG_NO_TRACE] = "no_trace", [WG_MISMATCH] = "mismatch",
+        [WG_GPU_STUCK] = "gpu_stuck", [WG_COMPLETING] = "completing",
+    };
+    return (unsigned)s < WG_STATE_COUNT ? names[s] : "?";
+}
+
+const char *waitgraph_edge_name(enum wg_edge_kind k)
+{
+    static const char *const names[WG_EDGE_COUNT] = {
+        [WG_E_COLL] = "collective", [WG_E_GPU] = "gpu",           [WG_E_INIT] = "init",
+        [WG_E_SEND] = "send",       [WG_E_RECV] = "recv",         [WG_E_P2P] = "p2p",
+        [WG_E_MEMBER] = "member",   [WG_E_QUEUED] = "queued",     [WG_E_ABORTED] = "aborted",
+        [WG_E_UNJOINED] = "unjoined", [WG_E_DIED_IN] = "died_in", [WG_E_REMOTE] = "remote",
+    };
+    return (unsigned)k < WG_EDGE_COUNT ? names[k] : "?";
+}

@@ -1,0 +1,409 @@
+/* chains.c -- NCCL programs whose hangs chain causes across communicators, point-to-point,
+ * GPU streams, creation and deaths: a rank missing from one communicator because it waits in
+ * another one's collective that can never complete, pipeline-parallel chains, a node failing,
+ * a rank that never reached NCCL, a refused call ending a program, cycles others wait behind.
+ *
+ * Usage: chains MODE   (run as N ranks by a launcher; RANK/WORLD_SIZE in the environment)
+ * Knobs (all optional):
+ *   SCENARIO_VICTIM     the rank that misbehaves (default per mode)
+ *   SCENARIO_STEPS      training steps before the failure (default 2)
+ *   SCENARIO_STEP_MS    compute per step, ms (default 5)
+ *   SCENARIO_DELAY_MS   how long a late rank stays busy (default 60000)
+ *   SCENARIO_DIFF       cross_mismatch: what the odd rank changes: "op" (default) or "count"
+ *   SCENARIO_TP, SCENARIO_PP   pp_chain: tensor- and pipeline-parallel sizes (default 4, 4;
+ *                       the data-parallel size is what is left of the world)
+ *   SCENARIO_WHERE      pp_chain: where the victim stops: "forward" (before its forward
+ *                       tensor-parallel AllReduce, default) or "backward"
+ *   SCENARIO_NODE_SIZE  node_failure: ranks per node (default 4); the last node dies
+ *   SCENARIO_INIT       late_init: what the victim does before its first NCCL call: "busy"
+ *                       (default) or "exit" (exits 1)
+ * Every collective waits for its result with tp_sync(), as a training loop does (a no-op
+ * unless LOCKSTEP_EMU_ASYNC=1). */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nccl.h>
+
+#include "common.h"
+
+static int rank, world, victim, steps, step_ms, delay_ms;
+static float grad[1024], act[256];
+static ncclComm_t world_comm;
+
+static int env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+static const char *env_str(const char *name, const char *dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : dflt;
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Computes for `ms` milliseconds: work of the rank's own, not in NCCL. */
+void compute_ms(int ms)
+{
+    uint64_t end = mono_ms() + (uint64_t)ms;
+    volatile double x = 1.0;
+    while (mono_ms() < end)
+        for (int i = 0; i < 20000; i++)
+            x = x * 1.0000001 + 1e-9;
+}
+
+/* The late rank's own work: a slow shard, a download, a checkpoint. */
+void load_batch(void)
+{
+    compute_ms(delay_ms);
+}
+
+/* A child communicator of the world: the ranks of `color` (NCCL_SPLIT_NOCOLOR: none). */
+static ncclComm_t split(int color, int key)
+{
+    ncclComm_t c = NULL;
+    TP_CHECK(ncclCommSplit(world_comm, color, key, &c, NULL));
+    return c;
+}
+
+void allreduce(ncclComm_t c, int count)
+{
+    TP_CHECK(ncclAllReduce(grad, grad, (size_t)count, ncclFloat32, ncclSum, c, NULL));
+    tp_sync();
+}
+
+void train_step(ncclComm_t c)
+{
+    compute_ms(step_ms);
+    allreduce(c, 1024);
+}
+
+/* ---- a rank missing from the world because its child communicator can never complete ------ */
+
+/* Ranks 0 and 1 form a stage; the victim (rank 1) calls something else than rank 0 there. */
+void stage_sync(ncclComm_t stage)
+{
+    int odd = rank == victim;
+    if (odd && strcmp(env_str("SCENARIO_DIFF", "op"), "count") == 0)
+        TP_CHECK(ncclAllReduce(grad, grad, 32, ncclFloat32, ncclSum, stage, NULL));
+    else if (odd)
+        TP_CHECK(ncclAllGather(grad, grad, 8, ncclFloat32, stage, NULL));
+    else
+        TP_CHECK(ncclAllReduce(grad, grad, 16, ncclFloat32, ncclSum, stage, NULL));
+    tp_sync();
+}
+
+static void mode_cross_mismatch(void)
+{
+    ncclComm_t stage = split(rank < 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank);
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    if (rank < 2)
+        stage_sync(stage);
+    train_step(world_comm);
+}
+
+/* The same, the stage's collective stuck on the GPU (LOCKSTEP_EMU_HANG_COLL=1:2, async mode). */
+static void mode_cross_gpu_stuck(void)
+{
+    ncclComm_t stage = split(rank < 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank);
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    if (rank < 2)
+        allreduce(stage, 64);
+    train_step(world_comm);
+}
+
+/* ---- pipeline parallel: tensor x pipeline x data parallel groups ---------------------------- */
+
+struct grid {
+    int tp, pp, dp;          /* sizes */
+    int t, p, d;             /* this rank's coordinates */
+    ncclComm_t tpc, ppc, dpc; /* its groups */
+};
+
+static void grid_init(struct grid *g)
+{
+    g->tp = env_int("SCENARIO_TP", 4);
+    g->pp = env_int("SCENARIO_PP", 4);
+    if (g->tp < 1 || g->pp < 2 || world % (g->tp * g->pp) != 0)
+        tp_die("pp_chain: world %d is not a multiple of TP %d x PP %d (PP >= 2)", world, g->tp,
+               g->pp);
+    g->dp = world / (g->tp * g->pp);
+    g->t = rank % g->tp;
+    g->p = rank / g->tp % g->pp;
+    g->d = rank / (g->tp * g->pp);
+    g->tpc = split(g->d * g->pp + g->p, g->t);
+    g->ppc = split(g->d * g->tp + g->t, g->p);
+    g->dpc = split(g->p * g->tp + g->t, g->d);
+}
+
+void pp_recv(struct grid *g, int from)
+{
+    TP_CHECK(ncclRecv(act, 256, ncclFloat32, from, g->ppc, NULL));
+    tp_sync();
+}
+
+void pp_send(struct grid *g, int to)
+{
+    TP_CHECK(ncclSend(act, 256, ncclFloat32, to, g->ppc, NULL));
+    tp_sync();
+}
+
+void tp_allreduce(struct grid *g)
+{
+    allreduce(g->tpc, 256);
+}
+
+void forward(struct grid *g, int stuck)
+{
+    if (g->p > 0)
+        pp_recv(g, g->p - 1);
+    compute_ms(step_ms);
+    if (stuck)
+        load_batch();
+    tp_allreduce(g);
+    if (g->p < g->pp - 1)
+        pp_send(g, g->p + 1);
+}
+
+void backward(struct grid *g, int stuck)
+{
+    if (g->p < g->pp - 1)
+        pp_recv(g, g->p + 1);
+    compute_ms(step_ms);
+    if (stuck)
+        load_batch();
+    tp_allreduce(g);
+    if (g->p > 0)
+        pp_send(g, g->p - 1);
+}
+
+void dp_allreduce(struct grid *g)
+{
+    allreduce(g->dpc, 1024);
+}
+
+static void mode_pp_chain(void)
+{
+    struct grid g;
+    grid_init(&g);
+    int bwd = strcmp(env_str("SCENARIO_WHERE", "forward"), "backward") == 0;
+    for (int i = 0; i <= steps; i++) {
+        int last = i == steps && rank == victim;
+        forward(&g, last && !bwd);
+        backward(&g, last && bwd);
+        dp_allreduce(&g);
+    }
+}
+
+/* ---- a node fails: its ranks die together, the others wait on ----------------------------- */
+
+/* The last node's ranks are killed together after the step's AllReduce, as when the node
+ * loses power or its kernel panics. */
+void node_lost(void)
+{
+    compute_ms(step_ms);
+    raise(SIGKILL);
+}
+
+static void mode_node_failure(void)
+{
+    int node_size = env_int("SCENARIO_NODE_SIZE", 4);
+    int doomed = rank >= world - node_size;
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    if (doomed)
+        node_lost();
+    train_step(world_comm);
+}
+
+/* ---- a rank that never reaches NCCL ---------------------------------------------------------- */
+
+/* What the victim does before its first NCCL call: a dataset download, an import that fails. */
+void prepare_dataset(void)
+{
+    if (strcmp(env_str("SCENARIO_INIT", "busy"), "exit") == 0) {
+        fprintf(stderr, "rank %d: dataset not found; exiting\n", rank);
+        exit(1);
+    }
+    load_batch();
+}
+
+static void mode_late_init(void)
+{
+    if (rank == victim)
+        prepare_dataset();
+    tp_init_world(&world_comm);
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+}
+
+/* ---- a call NCCL refused, then the program gives up ---------------------------------------- */
+
+void broadcast_config(void)
+{
+    int root = rank == victim ? world : 0; /* an off-by-one: a root out of range */
+    TP_CHECK(ncclBroadcast(grad, grad, 8, ncclFloat32, root, world_comm, NULL));
+    tp_sync();
+}
+
+static void mode_refused_exit(void)
+{
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    broadcast_config(); /* TP_CHECK: the victim's refused call ends it with status 1 */
+    train_step(world_comm);
+}
+
+/* ---- a death in a child communicator, others behind it ------------------------------------- */
+
+/* Pairs (0,1), (2,3)... exchange in their pair, then the world reduces. The victim is
+ * OOM-killed in its compute; its partner waits in the pair; the others wait in the world. */
+void pair_step(ncclComm_t pair)
+{
+    compute_ms(step_ms);
+    allreduce(pair, 64);
+}
+
+static void mode_death_in_child(void)
+{
+    ncclComm_t pair = split(rank / 2, rank);
+    for (int i = 0; i < steps; i++) {
+        pair_step(pair);
+        train_step(world_comm);
+    }
+    if (rank == victim) {
+        compute_ms(step_ms / 2);
+        raise(SIGKILL);
+    }
+    pair_step(pair);
+    train_step(world_comm);
+}
+
+/* ---- a cycle others wait behind ------------------------------------------------------------- */
+
+/* Ranks 0 and 1 both receive from each other first: each waits for the other's send. The
+ * others wait in the world's next AllReduce for them. */
+void exchange_halo(void)
+{
+    int peer = 1 - rank;
+    TP_CHECK(ncclRecv(act, 64, ncclFloat32, peer, world_comm, NULL));
+    tp_sync();
+    TP_CHECK(ncclSend(act, 64, ncclFloat32, peer, world_comm, NULL));
+    tp_sync();
+}
+
+static void mode_cycle_behind(void)
+{
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    if (rank < 2)
+        exchange_halo();
+    train_step(world_comm);
+}
+
+/* ---- an abort in a child communicator ----------------------------------------------------- */
+
+void handle_bad_batch(ncclComm_t pair)
+{
+    TP_CHECK(ncclCommAbort(pair));
+    load_batch();
+}
+
+/* Pairs as in death_in_child; the victim aborts its pair's communicator after a bad batch and
+ * goes on with its error handling; its partner waits in the pair, the rest in the world. */
+static void mode_abort_in_child(void)
+{
+    ncclComm_t pair = split(rank / 2, rank);
+    for (int i = 0; i < steps; i++) {
+        pair_step(pair);
+        train_step(world_comm);
+    }
+    if (rank == victim) {
+        handle_bad_batch(pair);
+        return;
+    }
+    pair_step(pair);
+    train_step(world_comm);
+}
+
+/* ---- two independent causes ----------------------------------------------------------------- */
+
+/* Pairs again: in one pair a rank is late (SCENARIO_VICTIM), in another (SCENARIO_VICTIM2) a
+ * rank calls a different count; the world waits for both. */
+void pair_mismatch(ncclComm_t pair)
+{
+    compute_ms(step_ms);
+    allreduce(pair, rank == env_int("SCENARIO_VICTIM2", 2) ? 32 : 64);
+}
+
+static void mode_two_causes(void)
+{
+    ncclComm_t pair = split(rank / 2, rank);
+    for (int i = 0; i < steps; i++) {
+        pair_step(pair);
+        train_step(world_comm);
+    }
+    if (rank == victim)
+        load_batch();
+    pair_mismatch(pair);
+    train_step(world_comm);
+}
+
+struct mode {
+    const char *name;
+    void (*run)(void);
+    int makes_world; /* 0: the mode creates its communicators itself */
+    int victim;      /* the default victim, -1: the last rank */
+};
+
+static const struct mode modes[] = {
+    {"cross_mismatch", mode_cross_mismatch, 1, 1},
+    {"cross_gpu_stuck", mode_cross_gpu_stuck, 1, 1},
+    {"pp_chain", mode_pp_chain, 1, -1},
+    {"node_failure", mode_node_failure, 1, -1},
+    {"late_init", mode_late_init, 0, -1},
+    {"refused_exit", mode_refused_exit, 1, -1},
+    {"death_in_child", mode_death_in_child, 1, -1},
+    {"cycle_behind", mode_cycle_behind, 1, -1},
+    {"abort_in_child", mode_abort_in_child, 1, -1},
+    {"two_causes", mode_two_causes, 1, 1},
+};
+
+int main(int argc, char **argv)
+{
+    const struct mode *m = NULL;
+    for (size_t i = 0; argc > 1 && i < sizeof modes / sizeof modes[0]; i++)
+        if (strcmp(argv[1], modes[i].name) == 0)
+            m = &modes[i];
+    if (!m) {
+        fprintf(stderr, "usage: chains MODE; modes:");
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+            fprintf(stderr, " %s", modes[i].name);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+    rank = tp_rank();
+    world = tp_world_size();
+    victim = env_int("SCENARIO_VICTIM", m->victim >= 0 ? m->victim : world - 1);
+    steps = env_int("SCENARIO_STEPS", 2);
+    step_ms = env_int("SCENARIO_STEP_MS", 5);
+    delay_ms = env_int("SCENARIO_DELAY_MS", 60000);
+    if (m->makes_world)
+        tp_init_world(&world_comm);
+    m->run();
+    return 0;
+}
