@@ -358,7 +358,7 @@ static void sink_words(const struct wg_node *v, char *buf, size_t len)
         snprintf(buf, len, "is stuck on the GPU: every rank issued it, no GPU completed it");
         return;
     default:
-        snprintf(buf, len, "waits");
+        snprintf(buf, len, "waits in a cycle of ranks that wait on each other (a deadlock)");
         return;
     }
 }

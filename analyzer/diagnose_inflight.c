@@ -151,6 +151,10 @@ int diagnose_inflight(struct diag *d)
         if (k > c->max_issued)
             continue;
         const struct ls_record *last;
+        /* Queued on some member's stream behind older work that is stuck itself: not this one. */
+        size_t x = waitgraph_call_node(d->graph, WG_CALL_COLL, c->id, k);
+        if (x != (size_t)-1 && d->graph->nodes[x].state != WG_GPU_STUCK)
+            continue;
         if (model_gpu_stuck(c, k, &last) && report(d, c, k, last) < 0)
             return -1;
     }

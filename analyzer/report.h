@@ -85,8 +85,9 @@ ssize_t report_wait_classes(const struct report_input *in, size_t job,
 /* Frees what report_wait_classes() returned. NULL is fine. */
 void report_wait_classes_free(struct report_wait_class *v, size_t n);
 
-/* What a class does, for people: "waits in AllReduce #4 on comm 7f3a91c2 for rank 3", "waits in
- * Send #2 on comm ... for rank 5", "alive, not waiting in NCCL", "ended", "no trace". */
+/* What a class does, for people, its verbs agreeing with its number of ranks: "waits in
+ * AllReduce #4 on comm 7f3a91c2 for rank 3", "wait in Send #2 on comm ... for rank 5", "alive,
+ * not waiting in NCCL", "ended", "no trace". */
 void report_wait_words(const struct report_wait_class *c, char *buf, size_t len);
 
 /* "AllReduce #4 on comm 7f3a91c2" for call node `call` (r: a waiting rank's record, or NULL),

@@ -82,6 +82,46 @@ static void print_stacks_refused(FILE *out, const struct report_input *in, size_
                 st->yellow, n, n == 1 ? "" : "s", why, st->off);
 }
 
+/* Lines of the wait-for graph under a root cause, at most. */
+#define WAIT_LINES 12
+
+/* Under root finding `index`: the ranks whose waits end in it, nearest first, as classes
+ * ("<- ranks 0-2: waits in AllReduce #4 on comm ... for rank 3"), indented by their distance. */
+static void print_waits(FILE *out, const struct report_wait_class *cl, size_t n, size_t index,
+                        const struct style *st)
+{
+    size_t waiting = 0, classes = 0, shown = 0, hidden = 0;
+    for (size_t k = 0; k < n; k++)
+        if (cl[k].root == (long)index && cl[k].depth > 0) {
+            waiting += cl[k].count;
+            classes++;
+        }
+    if (classes == 0)
+        return;
+    fprintf(out, "     %swho waits for it (%zu rank%s):%s\n", st->dim, waiting,
+            waiting == 1 ? "" : "s", st->off);
+    for (size_t k = 0; k < n; k++) {
+        if (cl[k].root != (long)index)
+            continue;
+        if (shown == WAIT_LINES) {
+            hidden += cl[k].depth > 0;
+            continue;
+        }
+        char *ranks = rankset_format(cl[k].ranks.v, cl[k].ranks.n), words[1024];
+        report_wait_words(&cl[k], words, sizeof words);
+        size_t indent = cl[k].depth < 6 ? cl[k].depth : 6;
+        fprintf(out, "       %*s%s%s %s%s %s\n", (int)(2 * indent), "",
+                cl[k].depth ? "<- " : "", cl[k].ranks.n == 1 ? "rank" : "ranks",
+                ranks ? ranks : "?", cl[k].depth ? "" : ":", words);
+        free(ranks);
+        shown++;
+    }
+    if (hidden)
+        fprintf(out, "       ... and %zu more class%s of waiting ranks (the JSON report's "
+                     "waits_for has them all)\n",
+                hidden, hidden == 1 ? "" : "es");
+}
+
 static void print_finding(FILE *out, const struct finding *f, size_t index, const struct style *st)
 {
     int root = f->consequence_of < 0;
@@ -141,9 +181,17 @@ void report_text(FILE *out, const struct report_input *in, int color)
             fprintf(out, "%zu finding%s, %zu independent\n", n, n == 1 ? "" : "s", roots);
         print_earlier(out, in, j, &st);
         print_stacks_refused(out, in, j, &st);
-        for (size_t i = 0; i < in->fs->n; i++)
-            if (in->fs->v[i].job == j)
-                print_finding(out, &in->fs->v[i], i, &st);
+        struct report_wait_class *cl = NULL;
+        ssize_t ncl = report_wait_classes(in, j, &cl);
+        for (size_t i = 0; i < in->fs->n; i++) {
+            if (in->fs->v[i].job != j)
+                continue;
+            print_finding(out, &in->fs->v[i], i, &st);
+            if (ncl > 0 && in->fs->v[i].consequence_of < 0)
+                print_waits(out, cl, (size_t)ncl, i, &st);
+        }
+        if (ncl > 0)
+            report_wait_classes_free(cl, (size_t)ncl);
         print_states(out, in, job, &st);
         fputc('\n', out);
     }

@@ -214,6 +214,7 @@ void report_call_words(const struct waitgraph *g, size_t call, const struct ls_r
 
 void report_wait_words(const struct report_wait_class *cl, char *buf, size_t len)
 {
+    int many = cl->count > 1;
     const struct waitgraph *g = cl->g;
     const struct wg_node *n = &g->nodes[cl->node];
     size_t used = 0;
@@ -236,7 +237,9 @@ void report_wait_words(const struct report_wait_class *cl, char *buf, size_t len
                 call_targets(g, ed->to, who, sizeof who);
             used += (size_t)snprintf(
                 buf + used, len - used, "%s%s %s%s%s", used ? "; " : "",
-                ed->kind == WG_E_GPU ? "waits on its GPU for" : "waits in", call,
+                ed->kind == WG_E_GPU ? (many ? "wait on their GPUs for" : "waits on its GPU for")
+                                     : (many ? "wait in" : "waits in"),
+                call,
                 t->state == WG_WAITS ? " for " : "",
                 t->state == WG_WAITS ? who
                 : t->state == WG_MISMATCH
@@ -247,13 +250,13 @@ void report_wait_words(const struct report_wait_class *cl, char *buf, size_t len
         }
         node_words(g, ed->to, who, sizeof who);
         if (ed->kind == WG_E_REMOTE)
-            snprintf(call, sizeof call, "failed after %s ended", who);
+            snprintf(call, sizeof call, "failed after %s ended", who); /* either number */
         else if (ed->call)
-            snprintf(call, sizeof call, "waits in %s #%llu on comm %08llx for %s",
-                     ls_op_name(ed->call->op), (unsigned long long)ed->call->seq,
+            snprintf(call, sizeof call, "%s in %s #%llu on comm %08llx for %s",
+                     many ? "wait" : "waits", ls_op_name(ed->call->op), (unsigned long long)ed->call->seq,
                      (unsigned long long)(ed->call->comm_id >> 32), who);
         else
-            snprintf(call, sizeof call, "waits for %s", who);
+            snprintf(call, sizeof call, "%s for %s", many ? "wait" : "waits", who);
         used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "; " : "", call);
     }
 }

@@ -164,6 +164,37 @@ static void settle_en_route(struct builder *b, size_t node, const struct m_comm 
         g->edges[e].soft = model_alive(g->nodes[g->edges[e].to].proc);
 }
 
+/* True when the member's record r of a collective waits on its GPU behind older work of the
+ * member's on the same stream that its GPU has not completed either: a collective that cannot
+ * start there, whatever its peers do. */
+static int queued_on_stream(const struct m_proc *p, const struct ls_record *r)
+{
+    const struct ls_record *ops[MAX_WAITS];
+    if (!r || ls_record_pending(r) || !model_gpu_tracked(p, r))
+        return 0;
+    size_t n = model_blocked_ops(p, ops, MAX_WAITS);
+    for (size_t i = 0; i < n; i++)
+        if (!ls_record_pending(ops[i]) && ops[i]->stream == r->stream)
+            return ops[i] != r && ops[i]->enter_ns <= r->enter_ns;
+    return 0;
+}
+
+/* Edges to the members of c whose record of #k queues behind older work on their stream;
+ * returns how many, -1 when out of memory. */
+static int add_stream_waits(struct builder *b, size_t node, const struct m_comm *c, uint64_t k)
+{
+    int n = 0;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc || !queued_on_stream(mb->proc, model_member_coll(mb, k)))
+            continue;
+        if (add_edge(b, node, waitgraph_rank_node(b->g, mb->proc), WG_E_STREAM, i, NULL) < 0)
+            return -1;
+        n++;
+    }
+    return n;
+}
+
 /* Fills collective node `node` (#k of c): edges to the members that never reached it, else its
  * terminal state: a mismatch, stuck on the GPU, or completing; members that reached it and died
  * inside it are what it waits for. */
@@ -208,7 +239,11 @@ static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uin
         x->nedges = absent; /* until index_edges(): how many members never reached it */
         settle_en_route(b, node, c, e0);
     } else if (model_gpu_stuck(c, k, &last)) {
-        x->state = WG_GPU_STUCK;
+        int queued = add_stream_waits(b, node, c, k);
+        if (queued < 0)
+            return -1;
+        b->g->nodes[node].state = queued ? WG_WAITS : WG_GPU_STUCK;
+        b->g->nodes[node].nedges = (size_t)queued;
     } else {
         for (int i = 0; i < c->nmembers; i++) {
             const struct m_proc *p = c->members[i].proc;
@@ -289,7 +324,7 @@ static int ended_in_failure(const struct m_proc *p, const struct ls_record *r)
 }
 
 /* The calls p waits in: those it is blocked on (model_blocked_ops(); of the work its GPU has not
- * completed only the oldest per communicator, which the rest queue behind), else the call that
+ * completed only the oldest per stream, which the rest queue behind), else the call that
  * failed where its NCCL work ended. A rank that died in a node failure waits for nothing. */
 static size_t rank_waits(const struct m_proc *p, const struct ls_record **out)
 {
@@ -302,10 +337,9 @@ static size_t rank_waits(const struct m_proc *p, const struct ls_record **out)
         if (!ls_op_issues_work(ops[i]->op) && !ls_op_is_init(ops[i]->op) &&
             ops[i]->op != LS_OP_COMM_SPLIT)
             continue; /* an abort or a destroy waits for nobody else */
-        if (!ls_record_pending(ops[i]) && ls_op_is_collective(ops[i]->op))
+        if (!ls_record_pending(ops[i])) /* work its GPU has not done: in order per stream */
             for (size_t j = 0; j < k && !later; j++)
-                later = out[j]->comm_id == ops[i]->comm_id && !ls_record_pending(out[j]) &&
-                        ls_op_is_collective(out[j]->op);
+                later = !ls_record_pending(out[j]) && out[j]->stream == ops[i]->stream;
         if (!later)
             out[k++] = ops[i];
     }

@@ -50,6 +50,8 @@ enum wg_edge_kind {
     WG_E_UNJOINED, /* call -> rank: a member that never joined the communicator's creation */
     WG_E_DIED_IN,  /* call -> rank: a member that reached it and died inside it */
     WG_E_REMOTE,   /* rank -> rank: its call failed after that peer ended */
+    WG_E_STREAM,   /* call -> rank: a member whose GPU stream holds older work not completed,
+                    * which the collective queues behind */
     WG_EDGE_COUNT
 };
 

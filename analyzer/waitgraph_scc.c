@@ -217,6 +217,7 @@ const char *waitgraph_edge_name(enum wg_edge_kind k)
         [WG_E_SEND] = "send",       [WG_E_RECV] = "recv",         [WG_E_P2P] = "p2p",
         [WG_E_MEMBER] = "member",   [WG_E_QUEUED] = "queued",     [WG_E_ABORTED] = "aborted",
         [WG_E_UNJOINED] = "unjoined", [WG_E_DIED_IN] = "died_in", [WG_E_REMOTE] = "remote",
+        [WG_E_STREAM] = "stream",
     };
     return (unsigned)k < WG_EDGE_COUNT ? names[k] : "?";
 }

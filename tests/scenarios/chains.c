@@ -15,6 +15,8 @@
  *   SCENARIO_WHERE      pp_chain: where the victim stops: "forward" (before its forward
  *                       tensor-parallel AllReduce, default) or "backward"
  *   SCENARIO_NODE_SIZE  node_failure: ranks per node (default 4); the last node dies
+ *   SCENARIO_NOSYNC     cross_gpu_stuck: 1: the stage ranks go on without waiting for the stuck
+ *                       collective (their next one queues behind it on the stream)
  *   SCENARIO_INIT       late_init: what the victim does before its first NCCL call: "busy"
  *                       (default) or "exit" (exits 1)
  * Every collective waits for its result with tp_sync(), as a training loop does (a no-op
@@ -115,13 +117,17 @@ static void mode_cross_mismatch(void)
     train_step(world_comm);
 }
 
-/* The same, the stage's collective stuck on the GPU (LOCKSTEP_EMU_HANG_COLL=1:2, async mode). */
+/* The same, the stage's collective stuck on the GPU (LOCKSTEP_EMU_HANG_COLL=1:2, async mode).
+ * With SCENARIO_NOSYNC=1 the stage ranks do not wait for it: the host goes on to the world's
+ * AllReduce, which their streams queue behind the stuck one. */
 static void mode_cross_gpu_stuck(void)
 {
     ncclComm_t stage = split(rank < 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank);
     for (int i = 0; i < steps; i++)
         train_step(world_comm);
-    if (rank < 2)
+    if (rank < 2 && env_int("SCENARIO_NOSYNC", 0))
+        TP_CHECK(ncclAllReduce(grad, grad, 64, ncclFloat32, ncclSum, stage, NULL));
+    else if (rank < 2)
         allreduce(stage, 64);
     train_step(world_comm);
 }
