@@ -9,11 +9,12 @@
 #include "idmap.h"
 #include "trace_reader.h"
 
-/* Seconds without a heartbeat after which a process on another host counts as gone. */
+/* Seconds without a heartbeat, behind the job's newest sign of life, after which a process
+ * whose liveness no /proc or probe tells counts as gone: in a snapshot gathered while the job
+ * ran (copies of nodes taken seconds apart), and in traces no run copied (a process beats until
+ * it dies: silent twenty heartbeats, at least this long, while another still beat). */
 #define MODEL_HEARTBEAT_STALE_NS (10ull * 1000000000ull)
-/* ... or how long it was silent before another process of the job recorded its end (twenty
- * heartbeat periods at least): a process beats until it dies, so it was gone by then. */
-#define MODEL_SILENT_AT_END_NS (2ull * 1000000000ull)
+#define MODEL_SILENT_NS          (2ull * 1000000000ull)
 
 enum rank_state {
     RANK_IN_CALL,  /* alive, waiting on NCCL: inside a call (or a group's GroupEnd), or with
@@ -143,7 +144,6 @@ struct m_job {
     int world_size;          /* from the launcher, else the largest communicator */
     struct m_proc **by_rank; /* world_size slots; NULL where no trace */
     uint64_t now_ns;         /* reference time: newest heartbeat, end or call of the job */
-    uint64_t ended_ns;       /* newest end a process of the job recorded, 0 none */
 };
 
 struct model {

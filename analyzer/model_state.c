@@ -251,12 +251,13 @@ static enum liveness decide_liveness(struct m_proc *p, const struct m_job *job,
     if (v == LIVENESS_UNKNOWN && !snapshot)
         v = liveness_trace_local(p->t, &why);
     if (v == LIVENESS_UNKNOWN) {
-        uint64_t stale = max_u64(MODEL_HEARTBEAT_STALE_NS, 10 * heartbeat_ns(h));
-        uint64_t silent = max_u64(MODEL_SILENT_AT_END_NS, 20 * heartbeat_ns(h));
+        /* A copy taken while the job ran (a snapshot) may be seconds older than another
+         * node's; traces no run copied stopped where their processes did: a process silent for
+         * twenty heartbeats while another of its job still beat or ended was gone by then (a
+         * node that died while the rest ran on). */
+        uint64_t stale = snapshot ? max_u64(MODEL_HEARTBEAT_STALE_NS, 10 * heartbeat_ns(h))
+                                  : max_u64(MODEL_SILENT_NS, 20 * heartbeat_ns(h));
         int fresh = job->now_ns <= p->last_seen_ns || job->now_ns - p->last_seen_ns <= stale;
-        /* Silent long before another process recorded its end: it was gone by then (a node
-         * that died while the rest ran on), however recent that end is. */
-        fresh &= job->ended_ns <= p->last_seen_ns + silent;
         v = fresh ? LIVENESS_RUNNING : LIVENESS_DEAD;
         why = fresh ? "its heartbeat is recent" : "its heartbeat stopped";
     }
@@ -563,7 +564,7 @@ out:
 int model_state_build(struct model *m)
 {
     for (size_t j = 0; j < m->njobs; j++)
-        m->jobs[j].now_ns = m->jobs[j].ended_ns = 0;
+        m->jobs[j].now_ns = 0;
     for (size_t i = 0; i < m->nprocs; i++) {
         struct m_proc *p = &m->procs[i];
         p->last_seen_ns = model_last_seen(p->t);
@@ -574,8 +575,6 @@ int model_state_build(struct model *m)
             return -1;
         struct m_job *job = &m->jobs[p->job];
         job->now_ns = max_u64(job->now_ns, p->last_seen_ns);
-        if (p->t->hdr.end_kind != LS_END_RUNNING)
-            job->ended_ns = max_u64(job->ended_ns, p->t->hdr.end_ns);
     }
     struct folder_memo *snap = calloc(1, sizeof(*snap));
     if (!snap)

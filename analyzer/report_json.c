@@ -282,6 +282,8 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         break;
     case F_COMM_INIT_MISMATCH:
         json_int_array(w, "missing", f->missing.v, f->missing.n);
+        json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+        json_int_array(w, "missing_comm_ranks", f->missing_cr.v, f->missing_cr.n);
         break;
     case F_P2P_UNMATCHED:
     case F_P2P_SIZE_MISMATCH:

@@ -164,17 +164,27 @@ static void settle_en_route(struct builder *b, size_t node, const struct m_comm 
         g->edges[e].soft = model_alive(g->nodes[g->edges[e].to].proc);
 }
 
+/* True when p waits for r on the host: r has not returned, or its group's GroupEnd has not. */
+static int host_waits(const struct m_proc *p, const struct ls_record *r)
+{
+    if (ls_record_pending(r))
+        return 1;
+    const struct ls_record *ge =
+        (r->flags & LS_REC_IN_GROUP) && r->group_id ? model_group_end(p, r->group_id) : NULL;
+    return ge && ls_record_pending(ge);
+}
+
 /* True when the member's record r of a collective waits on its GPU behind older work of the
  * member's on the same stream that its GPU has not completed either: a collective that cannot
  * start there, whatever its peers do. */
 static int queued_on_stream(const struct m_proc *p, const struct ls_record *r)
 {
     const struct ls_record *ops[MAX_WAITS];
-    if (!r || ls_record_pending(r) || !model_gpu_tracked(p, r))
+    if (!r || host_waits(p, r) || !model_gpu_tracked(p, r))
         return 0;
     size_t n = model_blocked_ops(p, ops, MAX_WAITS);
     for (size_t i = 0; i < n; i++)
-        if (!ls_record_pending(ops[i]) && ops[i]->stream == r->stream)
+        if (!host_waits(p, ops[i]) && ops[i]->stream == r->stream)
             return ops[i] != r && ops[i]->enter_ns <= r->enter_ns;
     return 0;
 }
@@ -337,9 +347,9 @@ static size_t rank_waits(const struct m_proc *p, const struct ls_record **out)
         if (!ls_op_issues_work(ops[i]->op) && !ls_op_is_init(ops[i]->op) &&
             ops[i]->op != LS_OP_COMM_SPLIT)
             continue; /* an abort or a destroy waits for nobody else */
-        if (!ls_record_pending(ops[i])) /* work its GPU has not done: in order per stream */
+        if (!host_waits(p, ops[i])) /* work its GPU has not done: in order per stream */
             for (size_t j = 0; j < k && !later; j++)
-                later = !ls_record_pending(out[j]) && out[j]->stream == ops[i]->stream;
+                later = !host_waits(p, out[j]) && out[j]->stream == ops[i]->stream;
         if (!later)
             out[k++] = ops[i];
     }
@@ -382,7 +392,7 @@ static int wait_coll(struct builder *b, size_t from, const struct m_comm *c,
         if (!model_was_running(p) || call->state == WG_COMPLETING)
             return 0;
     }
-    enum wg_edge_kind kind = !ls_record_pending(r) && !failed ? WG_E_GPU : WG_E_COLL;
+    enum wg_edge_kind kind = !host_waits(p, r) && !failed ? WG_E_GPU : WG_E_COLL;
     return add_edge(b, from, x, kind, r->comm_rank, r);
 }
 

@@ -113,7 +113,12 @@ def scenario(tmp, mode, np=4, env=None, launcher=(), want_rc=HUNG, name="traces"
 
 def analyze(d, want_rc=1):
     """`lockstep analyze --json` and the text report of the same folder."""
-    p = subprocess.run([LOCKSTEP, "analyze", "--json", d], capture_output=True, text=True,
+    return analyze_paths([d], want_rc)
+
+
+def analyze_paths(paths, want_rc=1):
+    """`lockstep analyze --json` and the text report of the same folders (several nodes')."""
+    p = subprocess.run([LOCKSTEP, "analyze", "--json", *paths], capture_output=True, text=True,
                        timeout=60, env=clean_env())
     expect(p.returncode == want_rc,
            f"analyze --json exited {p.returncode}, want {want_rc}: {p.stderr}{p.stdout[:2000]}")
@@ -122,9 +127,9 @@ def analyze(d, want_rc=1):
     except ValueError as e:
         raise Failure(f"analyze --json printed no JSON ({e}): {p.stdout[:400]!r}")
     # The same traces summarized per host, as nodes would, must be diagnosed alike.
-    problem = summary_equiv.check(LOCKSTEP, [d], p.returncode, p.stdout, env=clean_env())
+    problem = summary_equiv.check(LOCKSTEP, paths, p.returncode, p.stdout, env=clean_env())
     expect(problem is None, f"{problem}")
-    t = subprocess.run([LOCKSTEP, "analyze", d], capture_output=True, text=True, timeout=60,
+    t = subprocess.run([LOCKSTEP, "analyze", *paths], capture_output=True, text=True, timeout=60,
                        env=clean_env())
     expect(t.returncode == want_rc, f"analyze exited {t.returncode}: {t.stderr}")
     return r, t.stdout
