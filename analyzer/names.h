@@ -11,6 +11,11 @@ const char *names_result(int result);
 /* True when a result counts as an error: not success, in progress or pending. */
 int names_result_is_error(int result);
 
+/* The names of communicator entry flags (LS_COMM_*) set in `flags`, joined by ',' ("aborted,
+ * async-error"), "-" for none; unknown bits as their hex value. Writes at most len bytes to out
+ * and returns out. */
+char *names_comm_flags(unsigned flags, char *out, size_t len);
+
 /* "SIGSEGV" and the like; "SIG<n>" in a static buffer for others. Never NULL. */
 const char *names_signal(int sig);
 
