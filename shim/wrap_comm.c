@@ -343,9 +343,7 @@ static int async_failed(ncclResult_t err)
  * at a->enter_ns), the first time only for that communicator. Nothing when recording is off. */
 static __attribute__((noinline)) void record_async_error(struct ls_call_args *a, int err)
 {
-    struct ls_trace *t = atomic_load_explicit(&ls_g.state, memory_order_acquire) == LS_STATE_ON
-                             ? &ls_g.trace
-                             : ls_active();
+    struct ls_trace *t = ls_active();
     int idx = t ? ls_comm_lookup(t, a->comm) : -1;
     if (idx < 0)
         return;
