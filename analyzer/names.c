@@ -1,4 +1,5 @@
-/* names.c -- tables of NCCL result names and signal names; C++ function names made readable. */
+/* names.c -- names of NCCL results, signals and communicator flags; C++ function names made
+ * readable. */
 #include "names.h"
 
 #include <dlfcn.h>

@@ -1,4 +1,4 @@
-/* names.h -- names of NCCL results and signals as people know them. */
+/* names.h -- names of NCCL results, signals and communicator flags as people know them. */
 #ifndef LOCKSTEP_NAMES_H
 #define LOCKSTEP_NAMES_H
 
