@@ -86,10 +86,12 @@ static void dump_comms(const struct tr_trace *t)
     printf("\ncommunicators (%u):\n", t->ncomms);
     for (uint32_t i = 0; i < t->ncomms; i++) {
         const struct ls_comm *c = &t->comms[i];
+        char flags[160];
         printf("  %016" PRIx64 " rank %d of %d  parent %016" PRIx64
-               "  created by %s (color %d key %d)  flags 0x%x  init %s\n",
+               "  created by %s (color %d key %d)  flags 0x%x (%s)  init %s\n",
                c->comm_id, c->rank, c->nranks, c->parent_id, ls_op_name(c->create_op), c->color,
-               c->key, c->flags, names_result(c->init_result));
+               c->key, c->flags, names_comm_flags(c->flags, flags, sizeof(flags)),
+               names_result(c->init_result));
         printf(
             "      collectives issued %llu done %llu  sends %llu recvs %llu  site %u  dev %d%s%s\n",
             (unsigned long long)c->coll_issued, (unsigned long long)c->coll_done,

@@ -357,6 +357,39 @@ static int refused(const struct ls_record *r)
     return (r->flags & LS_REC_NOT_ENQUEUED) != 0;
 }
 
+/* Writes the summary of nccl_error finding f about p's failed call `err` (before the ranks
+ * are prefixed): the call, its result, and why when the record tells. */
+static void summarize_error(struct diag *d, const struct m_proc *p, const struct ls_record *err,
+                            struct finding *f)
+{
+    char call[512], why[640] = "";
+    const char *site = symbolizer_site(d->sym, p->t, err->callsite);
+    const struct ls_record *ab = f->refused ? NULL : own_abort(p, err);
+    describe_call(d, p, err, call, sizeof(call));
+    if (err->op == LS_OP_ASYNC_ERROR) /* a poll, not a call that failed: say where it came */
+        snprintf(call, sizeof(call), "AsyncError on comm %08llx",
+                 (unsigned long long)(err->comm_id >> 32));
+    if (f->refused)
+        snprintf(why, sizeof(why),
+                 ": NCCL refused its arguments, so nothing was enqueued and it took no sequence "
+                 "number");
+    else if (err->op == LS_OP_ASYNC_ERROR)
+        snprintf(why, sizeof(why),
+                 ": NCCL reported it asynchronously (a peer, the network or the system failed), "
+                 "polled from %s with ncclCommGetAsyncError",
+                 site);
+    else if (ls_op_is_init(err->op) && ls_result_refused(err->result))
+        snprintf(why, sizeof(why),
+                 ": NCCL refused these arguments (nranks %llu), so no communicator was created",
+                 (unsigned long long)err->count);
+    else if (ab)
+        snprintf(why, sizeof(why),
+                 " after its own rank's %s from another thread (%s): a watchdog gave up on it",
+                 ab->op == LS_OP_COMM_ABORT ? "ncclCommAbort" : "ncclCommRevoke",
+                 symbolizer_site(d->sym, p->t, ab->callsite));
+    finding_summary(f, "%s returned %s (%d)%s", call, names_result(err->result), err->result, why);
+}
+
 /* One finding per distinct (comm, seq, op, result) of the calls that failed. */
 static int add_errors(struct diag *d)
 {
@@ -380,8 +413,6 @@ static int add_errors(struct diag *d)
                 f = finding_add(d->out, F_NCCL_ERROR, d->job);
                 if (!f)
                     return -1;
-                char call[512], why[640] = "";
-                describe_call(d, p, err, call, sizeof(call));
                 f->comm = err->comm_id;
                 f->has_comm = err->comm_id != 0;
                 f->seq = err->seq;
@@ -389,19 +420,7 @@ static int add_errors(struct diag *d)
                 f->result = err->result;
                 f->time_ns = err->enter_ns;
                 f->refused = refused(err);
-                const struct ls_record *ab = f->refused ? NULL : own_abort(p, err);
-                if (f->refused)
-                    snprintf(why, sizeof(why),
-                             ": NCCL refused its arguments, so nothing was enqueued and it took no "
-                             "sequence number");
-                else if (ab)
-                    snprintf(why, sizeof(why),
-                             " after its own rank's %s from another thread (%s): a watchdog gave "
-                             "up on it",
-                             ab->op == LS_OP_COMM_ABORT ? "ncclCommAbort" : "ncclCommRevoke",
-                             symbolizer_site(d->sym, p->t, ab->callsite));
-                finding_summary(f, "%s returned %s (%d)%s", call, names_result(err->result),
-                                err->result, why);
+                summarize_error(d, p, err, f);
             }
             struct f_class key = describe_class(d, p, err, "failed");
             if (finding_class_add(f, &key, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0)

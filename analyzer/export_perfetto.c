@@ -151,7 +151,7 @@ static const char *category(unsigned op)
         return "p2p";
     if (ls_op_is_onesided(op))
         return "one-sided";
-    if (ls_op_is_comm(op))
+    if (ls_op_is_comm(op) || op == LS_OP_ASYNC_ERROR)
         return "communicator";
     return "group";
 }

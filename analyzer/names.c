@@ -1,4 +1,5 @@
-/* names.c -- tables of NCCL result names and signal names; C++ function names made readable. */
+/* names.c -- names of NCCL results, signals and communicator flags; C++ function names made
+ * readable. */
 #include "names.h"
 
 #include <dlfcn.h>
@@ -26,6 +27,39 @@ int names_result_is_error(int result)
 {
     return result != LS_NCCL_SUCCESS && result != LS_NCCL_IN_PROGRESS &&
            result != LS_RESULT_PENDING;
+}
+
+/* Appends `name` to the list of n bytes in out (len bytes), after a ',' unless it is the first:
+ * n counts what would have been written, so a full buffer stays terminated and unchanged. */
+static void list_append(char *out, size_t len, size_t *n, const char *name)
+{
+    if (*n < len)
+        snprintf(out + *n, len - *n, "%s%s", *n ? "," : "", name);
+    *n += strlen(name) + (*n ? 1 : 0);
+}
+
+char *names_comm_flags(unsigned flags, char *out, size_t len)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } table[] = {{LS_COMM_NONBLOCKING, "nonblocking"}, {LS_COMM_RANK_PENDING, "rank-pending"},
+                 {LS_COMM_FINALIZED, "finalized"},     {LS_COMM_DESTROYED, "destroyed"},
+                 {LS_COMM_ABORTED, "aborted"},         {LS_COMM_REVOKED, "revoked"},
+                 {LS_COMM_INIT_FAILED, "init-failed"}, {LS_COMM_ASYNC_ERROR, "async-error"}};
+    size_t n = 0;
+    snprintf(out, len, "-");
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (flags & table[i].bit) {
+            list_append(out, len, &n, table[i].name);
+            flags &= ~table[i].bit;
+        }
+    if (flags) {
+        char unknown[16];
+        snprintf(unknown, sizeof(unknown), "0x%x", flags);
+        list_append(out, len, &n, unknown);
+    }
+    return out;
 }
 
 const char *names_signal(int sig)

@@ -1,4 +1,4 @@
-/* names.h -- names of NCCL results and signals as people know them. */
+/* names.h -- names of NCCL results, signals and communicator flags as people know them. */
 #ifndef LOCKSTEP_NAMES_H
 #define LOCKSTEP_NAMES_H
 
@@ -10,6 +10,11 @@ const char *names_result(int result);
 
 /* True when a result counts as an error: not success, in progress or pending. */
 int names_result_is_error(int result);
+
+/* The names of communicator entry flags (LS_COMM_*) set in `flags`, joined by ',' ("aborted,
+ * async-error"), "-" for none; unknown bits as their hex value. Writes at most len bytes to out
+ * and returns out. */
+char *names_comm_flags(unsigned flags, char *out, size_t len);
 
 /* "SIGSEGV" and the like; "SIG<n>" in a static buffer for others. Never NULL. */
 const char *names_signal(int sig);

@@ -393,9 +393,8 @@ static int load_trace(struct sreader *r, const struct ls_summary_entry *e, struc
         return fail(r, "%s: corrupt communicator count", t->path);
     for (uint64_t i = 0; i < v; i++) {
         struct ls_comm *c = &t->comms[t->ncomms++];
-        if (get_elided(&p, end, c, sizeof(*c)) < 0 || c->comm_id == 0 || c->nranks < -1 ||
-            c->nranks > TR_MAX_RANKS || c->rank < -1 || c->rank >= TR_MAX_RANKS ||
-            (c->nranks >= 0 && c->rank >= c->nranks))
+        if (get_elided(&p, end, c, sizeof(*c)) < 0 || c->comm_id == 0 ||
+            trace_comm_entry_check(c) < 0)
             return fail(r, "%s: corrupt communicator entry %llu", t->path, (unsigned long long)i);
         c->name[LS_COMM_NAME_LEN - 1] = 0;
     }

@@ -141,6 +141,32 @@ static int check_tables_present(struct loader *ld)
     return 0;
 }
 
+/* True for a rank of a communicator, -1 unknown, within what a reader accepts. */
+static int rank_in_bounds(int32_t rank)
+{
+    return rank >= -1 && rank < TR_MAX_RANKS;
+}
+
+static int size_in_bounds(int32_t nranks)
+{
+    return nranks >= -1 && nranks <= TR_MAX_RANKS;
+}
+
+int trace_comm_entry_check(struct ls_comm *c)
+{
+    int created = !(c->flags & LS_COMM_INIT_FAILED) &&
+                  (c->init_result == LS_NCCL_SUCCESS || c->init_result == LS_NCCL_IN_PROGRESS);
+    if (created) {
+        int past_size = c->nranks >= 0 && c->rank >= c->nranks;
+        return rank_in_bounds(c->rank) && size_in_bounds(c->nranks) && !past_size ? 0 : -1;
+    }
+    if (!rank_in_bounds(c->rank))
+        c->rank = -1;
+    if (!size_in_bounds(c->nranks))
+        c->nranks = -1;
+    return 0;
+}
+
 static int load_comms(struct loader *ld)
 {
     const struct ls_header *h = &ld->t->hdr;
@@ -160,8 +186,7 @@ static int load_comms(struct loader *ld)
         struct ls_comm c = all[i];
         if (c.comm_id == 0)
             continue; /* reserved, not yet published */
-        if (c.nranks < -1 || c.nranks > TR_MAX_RANKS || c.rank < -1 || c.rank >= TR_MAX_RANKS ||
-            (c.nranks >= 0 && c.rank >= c.nranks)) {
+        if (trace_comm_entry_check(&c) < 0) {
             free(all);
             return fail(ld, "corrupt communicator entry %u (rank %d of %d)", i, c.rank, c.nranks);
         }

@@ -145,6 +145,15 @@ int trace_header_read_buffer(const char *name, const void *buf, size_t len, stru
  * same runs through it. */
 int trace_ring_ranges(const struct ls_header *h, uint64_t from, uint64_t *lo, uint64_t *hi);
 
+/* Checks the rank and size of communicator entry *c as read and makes them safe to index by.
+ * An entry whose creation succeeded (init_result success or in progress, no
+ * LS_COMM_INIT_FAILED) holds what NCCL accepted: -1 (unknown) or a rank below its size below
+ * TR_MAX_RANKS. Any other (failed, not returned, adopted) holds the caller's arguments as given,
+ * which NCCL may refuse: a rank at or past the size ("rank 4 of 4") is data, and a value beyond
+ * those bounds becomes -1 (unknown) in *c. Returns 0, or -1 when the entry cannot be (the
+ * caller names it corrupt). Both trace files and node summaries check entries with it. */
+int trace_comm_entry_check(struct ls_comm *c);
+
 /* Frees a trace and everything it owns. NULL is fine. */
 void trace_free(struct tr_trace *t);
 

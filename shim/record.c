@@ -376,7 +376,7 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     struct ls_comm *comm = idx >= 0 ? &t->comms[idx] : NULL;
     uint64_t seq = comm ? next_seq(t, idx, comm, a) : 0;
     uint32_t site = a->has_site ? a->site : t->hdr->stack_depth ? ls_callsite_capture(t, a) : 0;
-    uint64_t now = ls_now();
+    uint64_t now = LS_LIKELY(a->enter_ns == 0) ? ls_now() : a->enter_ns;
     if (LS_UNLIKELY(now < ls_t.time_floor))
         now = ls_t.time_floor; /* not before this thread's previous time */
     ls_t.time_floor = now;

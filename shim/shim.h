@@ -532,6 +532,7 @@ struct ls_call_args {
     const void *caller_cfa; /* the NCCL wrapper's __builtin_dwarf_cfa() */
     int has_site;           /* `site` was captured for this call already */
     uint32_t site;
+    uint64_t enter_ns; /* when the call was entered, for one recorded after it returned; 0: now */
 };
 
 /* Fills the caller fields of `a`; used in the exported wrapper itself (not a helper). */

@@ -330,3 +330,51 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
     ls_call_exit(&c, res);
     return res;
 }
+
+/* ---- asynchronous errors ---- */
+
+/* True for an asynchronous error NCCL reports: not success, not an operation in progress. */
+static int async_failed(ncclResult_t err)
+{
+    return err != ncclSuccess && err != ncclInProgress;
+}
+
+/* Records the asynchronous error `err` that a->comm reported to the call `a` describes (entered
+ * at a->enter_ns), the first time only for that communicator. Nothing when recording is off. */
+static __attribute__((noinline)) void record_async_error(struct ls_call_args *a, int err)
+{
+    struct ls_trace *t = ls_active();
+    int idx = t ? ls_comm_lookup(t, a->comm) : -1;
+    if (idx < 0)
+        return;
+    uint32_t had = atomic_fetch_or_explicit((_Atomic uint32_t *)&t->comms[idx].flags,
+                                            LS_COMM_ASYNC_ERROR, memory_order_relaxed);
+    struct ls_call c;
+    if ((had & LS_COMM_ASYNC_ERROR) || !ls_call_enter(&c, a))
+        return;
+    ls_call_exit(&c, err);
+}
+
+/* Polled often: by PyTorch's watchdog every 100 ms per communicator, and by NCCL itself inside
+ * every collective (ncclCommEnsureReady), where it only forwards. Without an error it reads the
+ * clock and forwards; the first error a communicator reports becomes one record. */
+LS_FORWARD_DECL(ncclCommGetAsyncError, ncclResult_t, (ncclComm_t, ncclResult_t *));
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    ls_fn_ncclCommGetAsyncError_t real = LS_REAL(ncclCommGetAsyncError);
+    if (LS_UNLIKELY(!real))
+        return ncclSystemError;
+    if (ls_t.in_call)
+        return real(comm, asyncError); /* NCCL polling inside the user's call: part of it */
+    uint64_t enter_ns = ls_now();
+    ncclResult_t res = real(comm, asyncError);
+    if (LS_LIKELY(res != ncclSuccess || !asyncError || !async_failed(*asyncError)))
+        return res;
+    struct ls_call_args a = comm_args;
+    a.op = LS_OP_ASYNC_ERROR;
+    a.comm = (uintptr_t)comm;
+    a.enter_ns = enter_ns;
+    LS_CALLER(a);
+    record_async_error(&a, *asyncError);
+    return res;
+}

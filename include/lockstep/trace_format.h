@@ -244,7 +244,11 @@ struct ls_header {
 #define LS_COMM_DESTROYED    (1u << 3)
 #define LS_COMM_ABORTED      (1u << 4)
 #define LS_COMM_REVOKED      (1u << 5)
-#define LS_COMM_INIT_FAILED  (1u << 6)
+/* The creating call failed (init_result says how): rank and nranks are the arguments as the
+ * caller gave them, which NCCL may have refused (rank 4 of 4). */
+#define LS_COMM_INIT_FAILED (1u << 6)
+/* ncclCommGetAsyncError reported an error on it: its first report is an AsyncError record. */
+#define LS_COMM_ASYNC_ERROR (1u << 7)
 
 /* Where a communicator's oldest unfinished collective is on the GPU, as lockstep's NCCL profiler
  * plugin (libnccl-profiler-lockstep.so) saw it in NCCL's kernel-channel and proxy events. A
@@ -410,13 +414,16 @@ enum ls_op_class {
     X(COMM_GROW, 30, "CommGrow", LS_OPC_COMM)                                                      \
     /* ncclCommSuspend (2.30+): count = flags; ncclCommResume (2.30+) */                           \
     X(COMM_SUSPEND, 31, "CommSuspend", LS_OPC_COMM)                                                \
-    X(COMM_RESUME, 32, "CommResume", LS_OPC_COMM)
+    X(COMM_RESUME, 32, "CommResume", LS_OPC_COMM)                                                  \
+    /* ncclCommGetAsyncError that reported an error (a remote peer, the network, the system):      \
+     * result = the asynchronous error; recorded once per communicator, where it was polled */     \
+    X(ASYNC_ERROR, 33, "AsyncError", 0)
 
 enum ls_op {
 #define LS_OP_ENUM(id, num, name, classes) LS_OP_##id = (num),
     LS_OPS(LS_OP_ENUM)
 #undef LS_OP_ENUM
-        LS_OP_COUNT = 33
+        LS_OP_COUNT = 34
 };
 /* Every number below LS_OP_COUNT is listed once, in order (the tables below index by it). */
 #define LS_OP_ONE(id, num, name, classes) +1

@@ -73,7 +73,8 @@ struct emu_redop {
 
 struct ncclComm {
     uint32_t magic;
-    uint64_t async_colls; /* collectives launched in async mode (LOCKSTEP_EMU_HANG_COLL) */
+    uint64_t async_colls;        /* collectives launched in async mode (LOCKSTEP_EMU_HANG_COLL) */
+    _Atomic uint64_t colls_done; /* collectives completed (LOCKSTEP_EMU_ASYNC_ERROR) */
     int nranks, rank, cudev;
     uint64_t arena;     /* collective arena bytes per rank */
     uint64_t p2p_arena; /* mailbox bytes per ordered pair */
@@ -217,6 +218,8 @@ void emu_comm_wait_idle(struct ncclComm *comm);
 
 /* emu_comm.c */
 int emu_split_progress(struct emu_op *op);
+/* The asynchronous error LOCKSTEP_EMU_ASYNC_ERROR injects into comm now, ncclSuccess none. */
+ncclResult_t emu_injected_async_error(const struct ncclComm *comm);
 
 /* emu_profiler.c: NCCL_PROFILER_PLUGIN, loaded and fed as libnccl does. */
 void emu_prof_comm_init(struct ncclComm *c); /* the communicator is ready: the plugin's init */

@@ -190,6 +190,20 @@ EMU_ALIAS(ncclCommInitAll);
 
 /* ---- split and shrink ---- */
 
+/* Like NCCL's ncclCommEnsureReady before a split or shrink: asks the public
+ * ncclCommGetAsyncError (through the PLT, so an interposer sees NCCL polling inside the user's
+ * call) and fails the call with the communicator's asynchronous error. Collectives do not
+ * (NCCL's do), so that the shim's per-call cost is measured without it. */
+static ncclResult_t ensure_ready(struct ncclComm *comm)
+{
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess || async == ncclSuccess ||
+        async == ncclInProgress)
+        return ncclSuccess;
+    emu_set_error("emulator: communicator has an asynchronous error (%d)", (int)async);
+    return async;
+}
+
 /* Progress of an ncclCommSplit op: one exchange round of (color, key) on the
  * parent, then a join of the child named by hash(parent key, counter, color).
  * Sets *newcomm when the child is ready. Returns 1 if it moved. */
@@ -250,6 +264,8 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
                             ncclConfig_t *config)
 {
     ncclResult_t res = emu_comm_check(comm);
+    if (res == ncclSuccess)
+        res = ensure_ready(comm);
     if (res != ncclSuccess)
         return res;
     if (!newcomm || (color < 0 && color != NCCL_SPLIT_NOCOLOR)) {
@@ -289,6 +305,8 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int exclude
 {
     (void)shrinkFlags;
     ncclResult_t res = emu_comm_check(comm);
+    if (res == ncclSuccess)
+        res = ensure_ready(comm);
     if (res != ncclSuccess)
         return res;
     if (!newcomm || excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList)) {
@@ -405,18 +423,50 @@ EMU_ALIAS(ncclCommRevoke);
 
 /* ---- queries ---- */
 
+/* LOCKSTEP_EMU_ASYNC_ERROR=RANK:SEQ[:RESULT], read once: on the process whose $RANK is RANK,
+ * a communicator whose collective #SEQ completed reports RESULT (default ncclSystemError) as
+ * its asynchronous error from then on, as if a peer or the network had failed. */
+static struct {
+    int result;
+    uint64_t seq; /* 0: no knob */
+} async_knob;
+static pthread_once_t async_knob_once = PTHREAD_ONCE_INIT;
+
+static void async_knob_read(void)
+{
+    const char *v = getenv("LOCKSTEP_EMU_ASYNC_ERROR"), *r = getenv("RANK");
+    int rank = -1, result = ncclSystemError;
+    unsigned long long seq = 0;
+    if (!v || sscanf(v, "%d:%llu:%d", &rank, &seq, &result) < 2 || seq == 0 ||
+        result <= ncclSuccess || result == ncclInProgress || rank != (r ? atoi(r) : 0))
+        return;
+    async_knob.result = result;
+    async_knob.seq = seq;
+}
+
+ncclResult_t emu_injected_async_error(const struct ncclComm *comm)
+{
+    pthread_once(&async_knob_once, async_knob_read);
+    if (!async_knob.seq || atomic_load(&comm->colls_done) < async_knob.seq)
+        return ncclSuccess;
+    return (ncclResult_t)async_knob.result;
+}
+
 /* ncclInProgress while a nonblocking init or split of comm runs, else its
- * result (ncclSuccess normally). */
+ * result (ncclSuccess normally), or the error LOCKSTEP_EMU_ASYNC_ERROR injects. */
 ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
     if (!comm || comm->magic != EMU_COMM_MAGIC || !asyncError) {
         emu_set_error("emulator: ncclCommGetAsyncError: invalid arguments");
         return ncclInvalidArgument;
     }
+    ncclResult_t injected = emu_injected_async_error(comm);
     if (atomic_load(&comm->revoked))
         *asyncError = ncclRemoteError;
     else if (atomic_load(&comm->pending) > 0)
         *asyncError = ncclInProgress;
+    else if (injected != ncclSuccess)
+        *asyncError = injected;
     else
         *asyncError = (ncclResult_t)atomic_load(&comm->async_result);
     return ncclSuccess;

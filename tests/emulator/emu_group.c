@@ -228,8 +228,11 @@ static int step(struct emu_op *op, uint64_t pass, int *pending)
             break;
         }
     }
-    if (op->state == EMU_ST_DONE)
+    if (op->state == EMU_ST_DONE) {
         emu_prof_op_done(op);
+        if (op->kind == EMU_OP_COLL)
+            atomic_fetch_add(&c->colls_done, 1);
+    }
     if (op->state == EMU_ST_RUN || op->state == EMU_ST_STUCK) {
         *pending = 1;
         if (mark)

@@ -46,7 +46,9 @@ struct options {
     double ff_grace;              /* s before SIGKILL follows */
     int monitor_ms;               /* how often the launcher looks at its children */
     int rank_offset, world_size;
-    int *rank_list; /* RANK of each process, when given (--ranks) */
+    int *rank_list;  /* RANK of each process, when given (--ranks) */
+    int *world_list; /* WORLD_SIZE of each process, when given (--world-sizes) */
+    int nworld_list;
     int max_restarts;
     unsigned seed;
 };
@@ -66,7 +68,8 @@ static void usage(void)
         "                    [--fail-fast] [--fail-fast-signal SIG] [--fail-fast-delay MS[-MS]]\n"
         "                    [--fail-fast-grace SECONDS] [--monitor-interval MS]\n"
         "                    [--max-restarts N] [--ranks R,R,...] [--seed S]\n"
-        "                    [--rank-offset K --world-size W] [--dlopen LIB]...\n"
+        "                    [--rank-offset K --world-size W] [--world-sizes W,W,...]\n"
+        "                    [--dlopen LIB]...\n"
         "                    -- PROGRAM [ARGS...]\n"
         "  --stop-when-stuck S   stop the job as at its timeout once no rank made progress\n"
         "                        in the emulator for S seconds while one waits in it\n"
@@ -83,6 +86,8 @@ static void usage(void)
         "  --ranks R,R,...       the RANK of each process (a misconfigured launch); sets --np\n"
         "  --rank-offset K       this launcher runs global ranks K..K+N-1 of a job of\n"
         "  --world-size W        W ranks (one launcher per simulated node)\n"
+        "  --world-sizes W,W,... the WORLD_SIZE of each process (a launch that gives some\n"
+        "                        nodes the wrong one); as many as processes\n"
         "  --dlopen LIB          load LIB into the launcher first and call nothing in it, as\n"
         "                        torchrun's agent loads libtorch_cuda (libnccl, the CUDA "
         "driver)\n");
@@ -203,21 +208,40 @@ static void signal_running(const struct options *o, int sig)
             kill(ranks[r].pid, sig);
 }
 
-static int parse_ranks(struct options *o, const char *list)
+/* Parses the comma-separated integers of `list` into a new array *out; returns how many, or -1
+ * when there are none or memory ran out. */
+static int parse_int_list(const char *list, int **out)
 {
     int n = 1;
     for (const char *p = list; *p; p++)
         n += *p == ',';
-    o->rank_list = calloc((size_t)n, sizeof(int));
-    if (!o->rank_list)
-        return -1;
+    *out = calloc((size_t)n, sizeof(int));
     char *copy = strdup(list), *save = NULL;
+    if (!*out || !copy) {
+        free(copy);
+        return -1;
+    }
     int i = 0;
     for (char *t = strtok_r(copy, ",", &save); t && i < n; t = strtok_r(NULL, ",", &save))
-        o->rank_list[i++] = atoi(t);
+        (*out)[i++] = atoi(t);
     free(copy);
-    o->nranks = i;
-    return i > 0 ? 0 : -1;
+    return i > 0 ? i : -1;
+}
+
+static int parse_ranks(struct options *o, const char *list)
+{
+    o->nranks = parse_int_list(list, &o->rank_list);
+    return o->nranks > 0 ? 0 : -1;
+}
+
+/* --world-sizes: every size at least 1. */
+static int parse_world_sizes(struct options *o, const char *list)
+{
+    o->nworld_list = parse_int_list(list, &o->world_list);
+    for (int i = 0; i < o->nworld_list; i++)
+        if (o->world_list[i] < 1)
+            return -1;
+    return o->nworld_list > 0 ? 0 : -1;
 }
 
 static void parse_args(struct options *o, int argc, char **argv, int *prog_at)
@@ -269,6 +293,9 @@ static void parse_args(struct options *o, int argc, char **argv, int *prog_at)
                 usage();
         } else if (strcmp(a, "--ranks") == 0) {
             if (parse_ranks(o, v) < 0)
+                usage();
+        } else if (strcmp(a, "--world-sizes") == 0) {
+            if (parse_world_sizes(o, v) < 0)
                 usage();
         } else if (strcmp(a, "--seed") == 0) {
             o->seed = (unsigned)strtoul(v, NULL, 10);
@@ -374,6 +401,8 @@ static int spawn(const struct options *o, char **prog)
             signal(SIGHUP, SIG_DFL);
             setenv_int("RANK", rank_of(o, r));
             setenv_int("LOCAL_RANK", r);
+            if (o->world_list)
+                setenv_int("WORLD_SIZE", o->world_list[r]);
             for (int v = 0; v < o->nrank_vars; v++)
                 setenv_int(o->rank_vars[v], rank_of(o, r));
             execvp(prog[0], prog);
@@ -553,7 +582,8 @@ int main(int argc, char **argv)
         putenv(o.envs[e]);
     if (o.world_size == 0)
         o.world_size = o.rank_list ? o.nranks : o.rank_offset + o.nranks;
-    if (!o.rank_list && o.rank_offset + o.nranks > o.world_size)
+    if ((!o.rank_list && o.rank_offset + o.nranks > o.world_size) ||
+        (o.world_list && o.nworld_list != o.nranks))
         usage();
     setenv_int("WORLD_SIZE", o.world_size);
     setenv_int("LOCAL_WORLD_SIZE", o.nranks);
@@ -596,5 +626,6 @@ int main(int argc, char **argv)
         remove_tmpdir(tmpdir);
     free(ranks);
     free(o.rank_list);
+    free(o.world_list);
     return end == A_TIMEDOUT ? 124 : status;
 }

@@ -8,7 +8,9 @@
  *           AllReduce: the job hangs
  *   dlvsym  as clean, with ncclAllReduce from dlvsym(handle, name, "NCCL_TEST")
  *   pnccl   as hang, through the pncclX names (which the shim does not wrap), with the CUDA
- *           driver ($REACH_LIBCUDA) loaded: NCCL in use, and the shim sees none of it */
+ *           driver ($REACH_LIBCUDA) loaded: NCCL in use, and the shim sees none of it
+ *   async   as clean, polling ncclCommGetAsyncError after every step as a watchdog does; on an
+ *           error it prints "async error N" and exits 1 */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -26,6 +28,7 @@ typedef ncclResult_t (*all_reduce_fn)(const void *, void *, size_t, ncclDataType
 typedef ncclResult_t (*broadcast_fn)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
                                      cudaStream_t);
 typedef ncclResult_t (*destroy_fn)(ncclComm_t);
+typedef ncclResult_t (*async_error_fn)(ncclComm_t, ncclResult_t *);
 
 static struct {
     get_id_fn get_id;
@@ -33,6 +36,7 @@ static struct {
     all_reduce_fn all_reduce;
     broadcast_fn broadcast;
     destroy_fn destroy;
+    async_error_fn async_error; /* mode async only */
 } nccl;
 
 static int env_int(const char *name, int dflt)
@@ -107,10 +111,21 @@ __attribute__((noinline)) static void eval_broadcast(ncclComm_t comm, float *x, 
     check(nccl.broadcast(x, y, 16, ncclFloat32, 0, comm, NULL), "Broadcast");
 }
 
+/* Mode async: what a watchdog thread does between steps. */
+__attribute__((noinline)) static void watchdog_poll(ncclComm_t comm)
+{
+    ncclResult_t err = ncclSuccess;
+    check(nccl.async_error(comm, &err), "ncclCommGetAsyncError");
+    if (err != ncclSuccess && err != ncclInProgress) {
+        printf("async error %d\n", (int)err);
+        exit(1);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: dlsym_client LIBNCCL clean|hang|dlvsym|pnccl\n");
+        fprintf(stderr, "usage: dlsym_client LIBNCCL clean|hang|dlvsym|pnccl|async\n");
         return 2;
     }
     const char *mode = argv[2];
@@ -128,6 +143,9 @@ int main(int argc, char **argv)
         lookup(h, prefix, "ncclAllReduce", strcmp(mode, "dlvsym") == 0 ? "NCCL_TEST" : NULL);
     *(void **)&nccl.broadcast = lookup(h, prefix, "ncclBroadcast", NULL);
     *(void **)&nccl.destroy = lookup(h, prefix, "ncclCommDestroy", NULL);
+    int poll = strcmp(mode, "async") == 0;
+    if (poll)
+        *(void **)&nccl.async_error = lookup(h, prefix, "ncclCommGetAsyncError", NULL);
 
     int rank = env_int("RANK", 0), size = env_int("WORLD_SIZE", 1);
     ncclUniqueId id = exchange_id();
@@ -143,6 +161,8 @@ int main(int argc, char **argv)
             eval_broadcast(comm, x, y);
         else
             train_step(comm, x, y);
+        if (poll)
+            watchdog_poll(comm);
     }
     check(nccl.destroy(comm), "ncclCommDestroy");
     printf("sum %.1f\n", y[0]);

@@ -138,6 +138,19 @@ def case_dlsym_records(tmp):
         expect([r["seq"] for r in allreduces(t)] == [1, 2, 3, 4, 5], f"rank {k}: seqs")
 
 
+def case_dlsym_async_error(tmp):
+    """ncclCommGetAsyncError looked up by handle gets the wrapper too: the asynchronous error
+    the library reports after step 3 is recorded where the program polled it."""
+    d = os.path.join(tmp, "t")
+    p = run_ranks(1, [CLIENT, LIBNCCL, "async"], d, env={"LOCKSTEP_EMU_ASYNC_ERROR": "0:3"})
+    expect(p.returncode == 1 and p.stdout.split() == ["async", "error", "2"],
+           f"dlsym_client async: exit {p.returncode}: {p.stdout} {p.stderr}")
+    (t,) = traces(d).values()
+    got = [(r["op"], r["seq"], r["result"]) for r in t["records"]]
+    expect(got == [("CommInitRank", 0, 0)] + [("AllReduce", k, 0) for k in (1, 2, 3)]
+           + [("AsyncError", 0, 2)], f"records {got}")
+
+
 def case_dlsym_hang(tmp):
     """The same program hung (rank 1 broadcasts where the others all-reduce): `lockstep run`
     stops it and names rank 1's Broadcast against the others' AllReduce #3."""

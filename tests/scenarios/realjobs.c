@@ -1,7 +1,8 @@
 /* realjobs.c -- NCCL programs that die the way real training jobs die: a watchdog aborting the
  * ranks that wait, a rank killed by the OOM killer, restarts, failed calls, misconfigured
  * launches, one process driving several GPUs, an exception inside a group, child
- * communicators, GPU-like queues running far ahead, an aborted communicator, a stopped rank.
+ * communicators, GPU-like queues running far ahead, an aborted communicator, a stopped rank, an
+ * asynchronous NCCL error, nodes given the wrong world size.
  *
  * Usage: realjobs MODE   (run as N ranks by a launcher; RANK/WORLD_SIZE in the environment)
  * Knobs (all optional):
@@ -21,6 +22,10 @@
  *   SCENARIO_LATE         oom_kill: ranks (comma-separated) that compute SCENARIO_LATE_MS more
  *                         than the others in every step from SCENARIO_LATE_FROM on (default 1):
  *                         ranks that are always late, or (from the last step) stuck
+ * async_error needs the victim's NCCL to report an asynchronous error after step
+ * SCENARIO_STEPS: on the emulator LOCKSTEP_EMU_ASYNC_ERROR=VICTIM:STEPS (tests/emulator).
+ * wrong_world needs a launcher that gives some ranks a WORLD_SIZE too small for their RANK
+ * (launch-ranks --world-sizes).
  * Every collective waits for its result with tp_sync(), as a training loop does (a no-op
  * unless LOCKSTEP_EMU_ASYNC=1). */
 #define _GNU_SOURCE
@@ -118,6 +123,48 @@ static void start_watchdog(void)
     if (pthread_create(&th, NULL, watchdog_main, &timeout) != 0)
         tp_die("cannot start the watchdog");
     pthread_detach(th);
+}
+
+/* PyTorch's watchdog also polls every communicator for an asynchronous NCCL error (a peer or
+ * the network failed); on one it aborts the communicator and the rank dies (the exception it
+ * raises ends the process). Each poll is its own call site. */
+static pthread_t async_poller;
+static _Atomic int async_polling;
+
+void poll_async_error(void)
+{
+    ncclResult_t err = ncclSuccess;
+    if (ncclCommGetAsyncError(world_comm, &err) != ncclSuccess || err == ncclSuccess ||
+        err == ncclInProgress)
+        return;
+    fprintf(stderr, "rank %d: watchdog: NCCL reported an asynchronous error (%s); aborting\n", rank,
+            ncclGetErrorString(err));
+    ncclCommAbort(world_comm);
+    exit(1);
+}
+
+static void *async_poller_main(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&async_polling)) {
+        poll_async_error();
+        tp_sleep_ms(20);
+    }
+    return NULL;
+}
+
+static void start_async_poller(void)
+{
+    atomic_store(&async_polling, 1);
+    if (pthread_create(&async_poller, NULL, async_poller_main, NULL) != 0)
+        tp_die("cannot start the asynchronous error poller");
+}
+
+/* Stops the poller before the communicator goes (a rank that ends cleanly). */
+static void stop_async_poller(void)
+{
+    if (atomic_exchange(&async_polling, 0))
+        pthread_join(async_poller, NULL);
 }
 
 /* ---- training-loop pieces, each its own function so call sites name them ---------------- */
@@ -432,6 +479,26 @@ static void mode_sigstop(void)
     barrier(world_comm);
 }
 
+/* The victim's NCCL reports an asynchronous error after step SCENARIO_STEPS while the victim
+ * computes the next step's batch; its watchdog aborts the communicator and the rank exits 1.
+ * The others wait for it in the next AllReduce. */
+static void mode_async_error(void)
+{
+    start_async_poller();
+    run_steps(world_comm, steps);
+    if (rank == victim)
+        load_batch();
+    train_step(world_comm);
+    stop_async_poller();
+}
+
+/* Ranks whose launcher gave them a world size too small for their rank: NCCL refuses their
+ * ncclCommInitRank (done by main; the program exits 1), and the others wait in theirs. */
+static void mode_wrong_world(void)
+{
+    run_steps(world_comm, steps);
+}
+
 struct mode {
     const char *name;
     void (*run)(void);
@@ -439,12 +506,13 @@ struct mode {
 };
 
 static const struct mode modes[] = {
-    {"watchdog", mode_watchdog, 1},     {"oom_kill", mode_oom_kill, 1},
-    {"restart", mode_restart, 1},       {"bad_args", mode_bad_args, 1},
-    {"dup_rank", mode_dup_rank, 1},     {"initall", mode_initall, 0},
-    {"multigpu", mode_multigpu, 0},     {"open_group", mode_open_group, 1},
-    {"child_comm", mode_child_comm, 1}, {"far_apart", mode_far_apart, 1},
-    {"comm_abort", mode_comm_abort, 1}, {"sigstop", mode_sigstop, 1},
+    {"watchdog", mode_watchdog, 1},       {"oom_kill", mode_oom_kill, 1},
+    {"restart", mode_restart, 1},         {"bad_args", mode_bad_args, 1},
+    {"dup_rank", mode_dup_rank, 1},       {"initall", mode_initall, 0},
+    {"multigpu", mode_multigpu, 0},       {"open_group", mode_open_group, 1},
+    {"child_comm", mode_child_comm, 1},   {"far_apart", mode_far_apart, 1},
+    {"comm_abort", mode_comm_abort, 1},   {"sigstop", mode_sigstop, 1},
+    {"async_error", mode_async_error, 1}, {"wrong_world", mode_wrong_world, 1},
 };
 
 int main(int argc, char **argv)

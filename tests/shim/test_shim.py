@@ -225,6 +225,44 @@ def case_api_tour(tmp):
             expect(groups == [[0, 1, 2]], f"ids of comm {key}: {ids}")
 
 
+REMOTE_ERROR, COMM_INIT_FAILED, COMM_ASYNC_ERROR = 6, 64, 128
+
+
+def case_async_error(tmp):
+    """ncclCommGetAsyncError polled 100 times a round, on two communicators: nothing is recorded
+    while NCCL reports no error; the first error a communicator reports is one AsyncError record
+    (its result, communicator and the poll's call site), however often it is polled again; NCCL
+    polling inside a call (a split) is part of that call, not a record."""
+    d = os.path.join(tmp, "t")
+    p = run_ranks(1, [prog("async_poll"), str(REMOTE_ERROR)], d,
+                  env_extra={"LOCKSTEP_EMU_ASYNC_ERROR": "0:1:%d" % REMOTE_ERROR})
+    expect(p.returncode == 0, f"async_poll failed: {p.stdout} {p.stderr}")
+    (t,) = traces(d)
+    recs = t["records"]
+    world = recs[0]["comm"]
+    sub = "%016x" % recs[1]["count"]
+    got = [(r["op"], r["comm"], r["result"]) for r in recs]
+    want = [("CommInitRank", world, 0), ("CommSplit", world, 0), ("AllReduce", world, 0),
+            ("CommSplit", world, REMOTE_ERROR), ("AsyncError", world, REMOTE_ERROR),
+            ("AllReduce", sub, 0), ("AsyncError", sub, REMOTE_ERROR), ("CommAbort", sub, 0),
+            ("CommAbort", world, 0)]
+    expect(got == want, f"records {got},\nwant {want}")
+    split, on_world, on_sub = recs[3], recs[4], recs[6]
+    for r, poll in ((on_world, "poll_world"), (on_sub, "poll_sub")):
+        expect(r["site"][:2] == [poll, "main"], f"{r['op']} on {r['comm']}: site {r['site']}")
+        expect(r["seq"] == 0 and r["comm_rank"] == 0 and r["flags"] == 0 and not r["in_flight"]
+               and 0 < r["enter_ns"] <= r["exit_ns"], f"fields {r}")
+    # The poll that saw the error first is the one recorded: after the split that failed on it.
+    expect(on_world["enter_ns"] >= split["exit_ns"], f"recorded inside the split: {on_world}")
+    comms = {c["id"]: c for c in t["comms"]}
+    for c in (world, sub):
+        expect(comms[c]["flags"] & COMM_ASYNC_ERROR, f"comm {c} not marked: {comms[c]}")
+    failed = [c for c in t["comms"] if c["flags"] & COMM_INIT_FAILED]
+    expect(len(failed) == 1 and not failed[0]["flags"] & COMM_ASYNC_ERROR
+           and failed[0]["init_result"] == REMOTE_ERROR, f"the failed split's entry {failed}")
+    expect(t["nunwritten"] == 0 and t["nbusy"] == 0, "every reserved ticket published")
+
+
 def by_thread(records):
     """The records of each thread id."""
     out = {}

@@ -1,8 +1,10 @@
 /* test_names.c -- C++ function names as people read them in stacks (names_function), with the
- * symbols PyTorch's libraries showed on a real GPU (docs/gpu-validation.md). */
+ * symbols PyTorch's libraries showed on a real GPU (docs/gpu-validation.md); communicator flags
+ * as `lockstep dump` prints them (names_comm_flags). */
 #include <check.h>
 #include <string.h>
 
+#include "lockstep/trace_format.h"
 #include "names.h"
 #include "unit_run.h"
 
@@ -11,6 +13,24 @@ static void expect(const char *raw, const char *want)
     char out[512];
     ck_assert_str_eq(names_function(raw, out, sizeof out), want);
 }
+
+/* Every flag by its name, none as "-", a bit no version knows as its value: never a bare
+ * number a person must look up, never a flag left out. */
+START_TEST(comm_flags_by_name)
+{
+    char out[160];
+    ck_assert_str_eq(names_comm_flags(0, out, sizeof out), "-");
+    ck_assert_str_eq(names_comm_flags(LS_COMM_ABORTED | LS_COMM_ASYNC_ERROR, out, sizeof out),
+                     "aborted,async-error");
+    ck_assert_str_eq(names_comm_flags(LS_COMM_INIT_FAILED | (1u << 12), out, sizeof out),
+                     "init-failed,0x1000");
+    ck_assert_str_eq(names_comm_flags(0xffu, out, sizeof out),
+                     "nonblocking,rank-pending,finalized,destroyed,aborted,revoked,init-failed,"
+                     "async-error");
+    char small[8];
+    ck_assert_str_eq(names_comm_flags(0xffu, small, sizeof small), "nonbloc");
+}
+END_TEST
 
 START_TEST(cxx_names_shortened)
 {
@@ -51,6 +71,7 @@ int main(void)
     Suite *s = suite_create("names");
     TCase *tc = tcase_create("names");
     tcase_add_test(tc, cxx_names_shortened);
+    tcase_add_test(tc, comm_flags_by_name);
     tcase_add_test(tc, other_names_as_they_are);
     suite_add_tcase(s, tc);
     return unit_run(s);

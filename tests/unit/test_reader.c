@@ -543,6 +543,71 @@ START_TEST(bounds_on_ranks)
 }
 END_TEST
 
+/* The good file with its first communicator entry changed to rank `rank` of `nranks`, with
+ * `flags` and `init_result`; loaded (NULL with err filled when refused). */
+static struct tr_trace *load_with_comm(int rank, int nranks, uint32_t flags, int init_result,
+                                       char *err, size_t errlen)
+{
+    unsigned char *copy = malloc(good_len);
+    memcpy(copy, good, good_len);
+    struct ls_comm *c = (struct ls_comm *)(copy + hdr_of(copy)->comm_off);
+    c->rank = rank;
+    c->nranks = nranks;
+    c->flags = flags;
+    c->init_result = init_result;
+    struct tr_trace *t = load_copy(copy, good_len, err, errlen);
+    free(copy);
+    return t;
+}
+
+/* A launcher gave the process a world size too small for its rank: NCCL refused its
+ * ncclCommInitRank, and the entry holds the refused arguments, "rank 4 of 4". That is data
+ * about the job, not a damaged file; so is the same entry while the call has not returned. */
+START_TEST(refused_init_entry_is_data)
+{
+    char err[256] = "";
+    struct tr_trace *t =
+        load_with_comm(4, 4, LS_COMM_INIT_FAILED, LS_NCCL_INVALID_ARGUMENT, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_int_eq(t->comms[0].rank, 4);
+    ck_assert_int_eq(t->comms[0].nranks, 4);
+    ck_assert_uint_eq(t->comms[0].flags, LS_COMM_INIT_FAILED);
+    ck_assert_uint_eq(t->nrecords, 10);
+    trace_free(t);
+    t = load_with_comm(7, 4, 0, LS_RESULT_PENDING, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_int_eq(t->comms[0].rank, 7);
+    trace_free(t);
+    /* Arguments no reader could index by (a rank of -9, a size of 2^31-1) become unknown. */
+    t = load_with_comm(-9, 0x7fffffff, LS_COMM_INIT_FAILED, LS_NCCL_INVALID_ARGUMENT, err,
+                       sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_int_eq(t->comms[0].rank, -1);
+    ck_assert_int_eq(t->comms[0].nranks, -1);
+    trace_free(t);
+}
+END_TEST
+
+/* An entry whose creation succeeded holds what NCCL accepted: a rank past its size, or out of
+ * every bound, is a damaged file. */
+START_TEST(created_entry_past_its_size_is_corrupt)
+{
+    static const struct {
+        int rank, nranks, init_result;
+    } bad[] = {{4, 4, LS_NCCL_SUCCESS},
+               {5, 4, LS_NCCL_IN_PROGRESS},
+               {-7, 4, LS_NCCL_SUCCESS},
+               {0, 0x7fffffff, LS_NCCL_SUCCESS}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char err[256] = "";
+        struct tr_trace *t =
+            load_with_comm(bad[i].rank, bad[i].nranks, 0, bad[i].init_result, err, sizeof(err));
+        ck_assert_msg(t == NULL, "rank %d of %d loaded", bad[i].rank, bad[i].nranks);
+        ck_assert_msg(strstr(err, "corrupt communicator entry 0"), "error '%s'", err);
+    }
+}
+END_TEST
+
 START_TEST(not_a_file_is_named)
 {
     char path[160], err[256] = "";
@@ -701,6 +766,8 @@ int main(void)
     tcase_add_test(tc, peer_count_past_capacity_is_clamped);
     tcase_add_test(tc, huge_ring_claim_costs_what_the_file_holds);
     tcase_add_test(tc, bounds_on_ranks);
+    tcase_add_test(tc, refused_init_entry_is_data);
+    tcase_add_test(tc, created_entry_past_its_size_is_corrupt);
     tcase_add_test(tc, not_a_file_is_named);
     tcase_add_test(tc, header_reader_checks_what_the_loader_checks);
     tcase_set_timeout(tc, 20);
