@@ -449,6 +449,18 @@ static uint64_t newest_sign(const struct fixture *fx)
     return newest;
 }
 
+/* A fixture holding the traces of `first`, then of `second` (not loaded yet); a second
+ * without a clock of its own (t0_ns 0) starts gap_ns after the first's last sign of life. */
+static struct fixture *two_starts(struct scenario *first, struct scenario *second, uint64_t gap_ns)
+{
+    struct fixture *fx = fixture_new();
+    generate(fx, first);
+    if (!second->t0_ns)
+        second->t0_ns = newest_sign(fx) + gap_ns + 1000 * MS; /* it starts 1 s before t0 */
+    generate(fx, second);
+    return fx;
+}
+
 /* The attempt (1-based) of the process with `pid`; *of gets how many its job id has. */
 static int attempt_of_pid(const struct fixture *fx, int pid, int *of)
 {
@@ -521,15 +533,13 @@ START_TEST(attempts_overlapping_lifetimes_are_one)
     expect_attempt(fx, 100, 8, 1, 1);
     fixture_free(fx);
 
-    fx = fixture_new();
     struct scenario first = start_of(4, 1, 100, T_FIRST, 1), second = start_of(4, 2, 200, 0, 1);
     first.world_size = second.world_size = 8;
     second.rank_offset = 4;
     second.t0_ns = T_FIRST + 20 * MS;
     for (int r = 0; r < 4; r++)
         stop(&first, r, 2, STOP_EXIT, 0);
-    generate(fx, &first);
-    generate(fx, &second);
+    fx = two_starts(&first, &second, 0);
     load(fx);
     expect_attempt(fx, 100, 4, 1, 1);
     expect_attempt(fx, 200, 4, 1, 1);
@@ -545,13 +555,10 @@ START_TEST(attempts_split_by_a_gap)
 {
     static const uint64_t gaps[] = {5000 * MS, 20 * MS};
     for (size_t g = 0; g < sizeof(gaps) / sizeof(gaps[0]); g++) {
-        struct fixture *fx = fixture_new();
         struct scenario first = start_of(4, 1, 100, T_FIRST, 1), second = start_of(4, 2, 200, 0, 1);
         crashes(&first, 0.5);
         stop(&second, 3, 2, STOP_IDLE, 0);
-        generate(fx, &first);
-        second.t0_ns = newest_sign(fx) + gaps[g] + 1000 * MS; /* starts 1 s before t0 */
-        generate(fx, &second);
+        struct fixture *fx = two_starts(&first, &second, gaps[g]);
         load(fx);
         expect_attempt(fx, 100, 4, 1, 2);
         expect_attempt(fx, 200, 4, 2, 2);
@@ -586,12 +593,10 @@ END_TEST
  * two attempts, though their lifetimes overlap. */
 START_TEST(attempts_split_by_world_size)
 {
-    struct fixture *fx = fixture_new();
     struct scenario four = start_of(4, 1, 100, T_FIRST, 1), three = start_of(3, 2, 200, 0, 1);
     crashes(&four, 2);
     three.t0_ns = T_FIRST + 500 * MS;
-    generate(fx, &four);
-    generate(fx, &three);
+    struct fixture *fx = two_starts(&four, &three, 0);
     load(fx);
     expect_attempt(fx, 100, 4, 1, 2);
     expect_attempt(fx, 200, 3, 2, 2);
@@ -610,16 +615,13 @@ START_TEST(attempts_clock_skew_does_not_split)
         int attempts;
     } cases[] = {{5 * MS, 1}, {1000 * MS, 2}};
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-        struct fixture *fx = fixture_new();
         struct scenario host0 = start_of(4, 1, 100, T_FIRST, 0), host1 = start_of(4, 2, 200, 0, 0);
         host0.world_size = host1.world_size = 8;
         host0.ranks_per_host = host1.ranks_per_host = 4;
         host1.rank_offset = 4;
         for (int r = 0; r < 4; r++)
             stop(&host0, r, 3, STOP_EXIT, 0);
-        generate(fx, &host0);
-        host1.t0_ns = newest_sign(fx) + cases[c].gap_ns + 1000 * MS; /* starts 1 s before t0 */
-        generate(fx, &host1);
+        struct fixture *fx = two_starts(&host0, &host1, cases[c].gap_ns);
         load(fx);
         expect_attempt(fx, 100, 4, 1, cases[c].attempts);
         expect_attempt(fx, 200, 4, cases[c].attempts, cases[c].attempts);
@@ -632,12 +634,9 @@ END_TEST
  * outlived them, bridge nothing: two attempts, all of them with the first. */
 START_TEST(attempts_followers_bridge_nothing)
 {
-    struct fixture *fx = fixture_new();
     struct scenario first = start_of(4, 1, 100, T_FIRST, 0), second = start_of(4, 2, 200, 0, 0);
     crashes(&first, 0.5);
-    second.t0_ns = T_FIRST + 5000 * MS;
-    generate(fx, &first);
-    generate(fx, &second);
+    struct fixture *fx = two_starts(&first, &second, 4000 * MS);
     uint64_t end = newest_sign(fx);
     write_lone(fx, 50, 1, -1, T_FIRST - 2000 * MS, end, 0);
     for (int r = 0; r < 4; r++)
