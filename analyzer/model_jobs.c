@@ -1,6 +1,6 @@
 /* model_jobs.c -- which job, and which attempt of it, each process belongs to: job ids, or
- * shared communicators for traces without one; a launcher's restart count, or communicators
- * and start times, for attempts. */
+ * shared communicators for traces without one; for attempts, shared communicators, lifetimes,
+ * ranks started anew and world sizes, the launcher's restart count one piece of evidence. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,18 +64,20 @@ static int has_job_id(const struct tr_trace *t)
  *     where one side never joined a communicator and their ranks differ (a rank that died
  *     before its peers made their first NCCL call is still theirs).
  * Times on other hosts get MODEL_CLOCK_SKEW_NS of slack. Processes that say nothing of an
- * attempt follow it: a process forked from a rank of its own host goes with its parent; one
- * with neither a rank nor a communicator (a launcher, a helper) and a process that never got
- * to call NCCL (blind) join the attempt that had started last when they started. */
+ * attempt follow one instead of bridging two: a process forked from a rank of its own host goes
+ * with its parent; one with neither a rank nor a communicator (a launcher, a helper) and a process
+ * that never got to call NCCL (blind) join the attempt that had started last when they started.
+ * Cost: a union-find over communicator ids, a sort of the units and one of the followers, hash
+ * maps of pids and of (attempt, rank): O(n log n) in the processes. */
 
-#define NO_ATTEMPT ((size_t)-1)
+#define NONE ((size_t)-1) /* no unit, parent or attempt */
 
 /* One process of the job id, as the numbering sees it. */
 struct attempt_proc {
     const struct m_proc *p;
     uint64_t start, end; /* trace created, last sign of life */
-    size_t unit;         /* NO_ATTEMPT for a follower */
-    size_t parent;       /* a follower forked from another process of the id, else NO_ATTEMPT */
+    size_t unit;         /* NONE for a follower */
+    size_t parent;       /* a follower forked from another process of the id, else NONE */
     size_t attempt;
 };
 
@@ -149,7 +151,7 @@ static int find_parents(struct numbering *nb)
     for (size_t k = 0; k < nb->n; k++) {
         const struct ls_header *h = hdr_of(nb, k);
         size_t q;
-        nb->procs[k].parent = NO_ATTEMPT;
+        nb->procs[k].parent = NONE;
         if (h->ppid <= 0 || !idmap_get(&pids, host_pid_key(h, h->ppid), &q) || q == k)
             continue;
         const struct attempt_proc *pa = &nb->procs[q], *ch = &nb->procs[k];
@@ -165,7 +167,7 @@ static int find_parents(struct numbering *nb)
 static int is_follower(const struct numbering *nb, size_t k)
 {
     const struct attempt_proc *ap = &nb->procs[k];
-    return ap->parent != NO_ATTEMPT || ap->p->blind || (ap->p->rank < 0 && ap->p->t->ncomms == 0);
+    return ap->parent != NONE || ap->p->blind || (ap->p->rank < 0 && ap->p->t->ncomms == 0);
 }
 
 /* Folds process k into its unit. */
@@ -224,7 +226,7 @@ static int build_units(struct numbering *nb)
         nb->units[u].first = at;
         at += nb->units[u].n;
         nb->units[u].n = 0;
-        nb->units[u].attempt = NO_ATTEMPT;
+        nb->units[u].attempt = NONE;
     }
     for (size_t i = 0; i < na; i++) {
         struct attempt_unit *u = &nb->units[nb->procs[anchor[i]].unit];
@@ -255,12 +257,12 @@ static int same_kind(const struct attempt *a, const struct attempt_unit *u)
            (a->world == u->world || !a->world || !u->world);
 }
 
-/* The attempt unit u may continue: the newest of its kind, NO_ATTEMPT when none. */
+/* The attempt unit u may continue: the newest of its kind, NONE when none. */
 static size_t candidate(const struct numbering *nb, const struct attempt_unit *u)
 {
-    size_t a = NO_ATTEMPT, last = nb->nattempts - 1;
+    size_t a = NONE, last = nb->nattempts - 1;
     idmap_get(&nb->newest, kind_key(u->count, u->world), &a);
-    if (nb->nattempts && same_kind(&nb->attempts[last], u) && (a == NO_ATTEMPT || last > a))
+    if (nb->nattempts && same_kind(&nb->attempts[last], u) && (a == NONE || last > a))
         a = last;
     return a;
 }
@@ -362,7 +364,7 @@ static int sweep_units(struct numbering *nb)
     for (size_t i = 0; i < nb->nunits && rc == 0; i++) {
         struct attempt_unit *u = by_start[i];
         size_t a = candidate(nb, u);
-        if (a == NO_ATTEMPT || restarts_a_rank(nb, a, u) || !continues(&nb->attempts[a], u))
+        if (a == NONE || restarts_a_rank(nb, a, u) || !continues(&nb->attempts[a], u))
             a = nb->nattempts;
         rc = join(nb, a, u);
     }
@@ -410,16 +412,16 @@ static int attach_processes(struct numbering *nb)
         return -1;
     for (size_t k = 0; k < nb->n; k++) {
         struct attempt_proc *ap = &nb->procs[k];
-        ap->attempt = ap->unit != NO_ATTEMPT ? nb->units[ap->unit].attempt : NO_ATTEMPT;
-        if (ap->attempt == NO_ATTEMPT)
+        ap->attempt = ap->unit != NONE ? nb->units[ap->unit].attempt : NONE;
+        if (ap->attempt == NONE)
             followers[nf++] = (struct follower){ap->start, k};
     }
     qsort(followers, nf, sizeof(*followers), cmp_follower);
     for (size_t i = 0; i < nf; i++) {
         struct attempt_proc *ap = &nb->procs[followers[i].proc];
-        if (ap->parent != NO_ATTEMPT)
+        if (ap->parent != NONE)
             ap->attempt = nb->procs[ap->parent].attempt;
-        if (ap->attempt == NO_ATTEMPT)
+        if (ap->attempt == NONE)
             ap->attempt = attempt_at(nb, ap->start);
     }
     free(followers);
@@ -464,7 +466,7 @@ static size_t number_attempts(struct model *m, const size_t *members, size_t n, 
         ap->p = &m->procs[members[k]];
         ap->start = ap->p->t->hdr.start_ns;
         ap->end = u64_max(model_last_seen(ap->p->t), ap->start);
-        ap->unit = NO_ATTEMPT;
+        ap->unit = NONE;
     }
     if (find_parents(&nb) < 0 || build_units(&nb) < 0 || sweep_units(&nb) < 0 ||
         attach_processes(&nb) < 0)
