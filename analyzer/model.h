@@ -16,6 +16,10 @@
 #define MODEL_HEARTBEAT_STALE_NS (10ull * 1000000000ull)
 #define MODEL_SILENT_NS          (2ull * 1000000000ull)
 
+/* How far apart the clocks of two hosts of one job may be: times taken on different hosts
+ * closer than this are not ordered (telling attempts apart, model_jobs.c). */
+#define MODEL_CLOCK_SKEW_NS (50ull * 1000000ull)
+
 enum rank_state {
     RANK_IN_CALL,  /* alive, waiting on NCCL: inside a call (or a group's GroupEnd), or with
                     * work it issued that its GPU has not completed (see waiting_gpu) */
@@ -129,13 +133,16 @@ struct m_comm {
 };
 
 /* One attempt of a job: the processes of one start of every rank. A launcher that restarts
- * a job (torchrun --max-restarts, elastic, a requeue) starts new processes under the same job
- * id; each start is an attempt of its own (model.c says how they are told apart). */
+ * a job (torchrun --max-restarts, elastic, a requeue), or a user starting it again under a fixed
+ * id, starts new processes under the same job id; each start is an attempt of its own
+ * (model_jobs.c says how they are told apart: communicators, lifetimes, ranks started anew,
+ * world sizes, the launcher's restart count). */
 struct m_job {
     char name[LS_JOB_LEN + 16]; /* job id, or "anon-N" for jobs without one */
     int attempt;                /* 1-based, in start order */
     int nattempts;              /* attempts of this job id found */
-    int attempt_source;         /* 1: from the launcher's restart count, 0: from start times */
+    int attempt_source;         /* 1: the launcher's restart count alone told the attempts
+                                 * apart (each has one, growing), 0: lifetimes did too */
     uint64_t started_ns;        /* first trace of the attempt created */
     struct m_proc **procs;      /* ascending global rank */
     size_t nprocs;

@@ -14,6 +14,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import struct
@@ -355,18 +356,22 @@ def case_oom_mpirun(tmp):
 # ---------------------------------------------------------------- 3. restarts and steps
 
 
-def check_attempts(r, attempts):
+def check_attempts(r, attempts, nranks=4, first_death="SIGSEGV"):
+    """One job of `attempts` attempts: the newest (nranks traces) in ranks, attempt 1 summarized
+    as ending in rank 3's death by `first_death` (words of its summary)."""
     expect(len(r["jobs"]) == 1, f"jobs {r['jobs']}")
     j = r["jobs"][0]
     expect(j["attempt"] == attempts and j["attempts"] == attempts, f"job {j}")
-    expect(all(x["attempt"] == attempts for x in r["ranks"]) and len(r["ranks"]) == 4,
+    expect(all(x["attempt"] == attempts for x in r["ranks"]) and len(r["ranks"]) == nranks,
            f"ranks of earlier attempts in ranks: {[(x['rank'], x['attempt']) for x in r['ranks']]}")
+    expect(j["traces"] == nranks and j["world_size"] == nranks, f"job {j}")
     e = j["earlier_attempts"]
     expect(len(e) == attempts - 1, f"earlier attempts {e}")
     first = e[0]
-    expect(first["attempt"] == 1 and first["root_causes"]
+    expect(first["attempt"] == 1 and first["traces"] == 4 and first["root_causes"]
            and first["root_causes"][0]["kind"] == "rank_crashed"
-           and "SIGSEGV" in first["root_causes"][0]["summary"], f"attempt 1: {first}")
+           and first["root_causes"][0]["summary"].startswith("rank 3 ")
+           and first_death in first["root_causes"][0]["summary"], f"attempt 1: {first}")
     return j
 
 
@@ -428,6 +433,85 @@ def case_restart_torchrun(tmp):
     expect(r["findings"] == [], f"findings {kinds(r)}")
     j = check_attempts(r, 2)
     expect(j["attempts_from"] == "launcher", f"attempts told apart by {j['attempts_from']}")
+
+
+def rerun_env(run_id, count, plan):
+    """A start of `restart` under a fixed run id and the launcher's restart count `count`
+    (torchrun's variables, set the way its agent sets them for each rank); `plan` is what this
+    start does (SCENARIO_PLAN is indexed by the count)."""
+    return {"TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": str(count),
+            "SCENARIO_PLAN": ",".join(["clean"] * count + [plan]),
+            "SCENARIO_STEPS": str(rng.randrange(1, 5)),
+            "SCENARIO_STEP_MS": str(rng.randrange(5, 30))}
+
+
+def start_twice(tmp, first_plan, second_np, count=0):
+    """Two starts of one job in one folder, the second once the first has ended: 4 ranks whose
+    rank 3 dies by `first_plan` (the launcher tearing the others down), then `second_np` ranks
+    whose last rank is late for the barrier until the launcher's timeout. Both under one run id
+    and one restart count, as a user resubmitting with a fixed id, or torchrun's elastic
+    re-rendezvous, starts them. Returns the folder."""
+    run_id = "rerun-%d" % rng.randrange(1 << 20)
+    note(f"run id {run_id}, restart count {count}, first start: rank 3 {first_plan}, second "
+         f"start: {second_np} ranks")
+    d = scenario(tmp, "restart", env=rerun_env(run_id, count, first_plan),
+                 launcher=("--fail-fast",), want_rc=128 + (11 if first_plan == "segv" else 9))
+    time.sleep(rng.uniform(0, 0.3))
+    scenario(tmp, "restart", np=second_np, env=rerun_env(run_id, count, "hang"),
+             launcher=("--timeout", str(rng.uniform(3, 5))))
+    return d
+
+
+def case_restart_same_run_id(tmp):
+    """A user starts the job again under the same run id (restart count 0 both times): the first
+    start's rank 3 crashed, the second hangs (rank 3 late for the barrier). Two attempts told
+    apart by their processes' lifetimes: the hang is diagnosed alone, the crash summarized."""
+    d = start_twice(tmp, "segv", 4)
+    r, text = analyze(d)
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [3] and f["waiting"] == [0, 1, 2], f"{f['summary']}")
+    expect("SIGSEGV" not in json.dumps(r["findings"]), "attempt 1's crash among the findings")
+    j = check_attempts(r, 2)
+    expect(j["attempts_from"] == "start_times", f"attempts told apart by {j['attempts_from']}")
+    one_line(text, r"attempt 1 of 2 \(4 traces\) ended: rank 3 crashed with SIGSEGV",
+             "how attempt 1 ended")
+
+
+def case_elastic_resize(tmp):
+    """torchrun elastic: rank 3 of 4 dies, the job goes on with 3 ranks (WORLD_SIZE 3) under the
+    same run id and the same restart count (a membership change is not a failure restart). The
+    3-rank attempt is diagnosed alone: rank 2 late for the barrier."""
+    death = rng.choice(["segv", "oom"])
+    d = start_twice(tmp, death, 3, count=rng.randrange(0, 3))
+    r, text = analyze(d)
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [2] and f["waiting"] == [0, 1], f"{f['summary']}")
+    check_attempts(r, 2, nranks=3,
+                   first_death="SIGSEGV" if death == "segv" else "died without an exit record")
+    one_line(text, r"attempt 2 of 2\), world size 3, 3 traces", "that attempt 2 has 3 ranks")
+
+
+def case_restart_same_run_id_live(tmp):
+    """`lockstep run` over a script that starts the job twice under one run id (restart count 0
+    both times): the second start's hang is diagnosed live, the first start's crash summarized."""
+    run_id = "rerun-%d" % rng.randrange(1 << 20)
+    starts = []
+    for plan, launcher in (("segv", ("--fail-fast",)), ("hang", ())):
+        env = rerun_env(run_id, 0, plan)
+        starts.append(shlex.join(["env", *("%s=%s" % kv for kv in env.items()),
+                                  *launch_cmd("restart", 4, launcher)]))
+    d, js = os.path.join(tmp, "run"), os.path.join(tmp, "run.json")
+    p = subprocess.run([LOCKSTEP, "run", "--dir", d, "--stall", "2", "--json", js, "--", "sh",
+                        "-c", "%s; %s" % tuple(starts)], env=clean_env(), capture_output=True,
+                       text=True, timeout=180)
+    print(p.stderr, end="")
+    expect(p.returncode == 3, f"lockstep run exited {p.returncode}, want 3:\n{p.stdout}\n"
+                              f"{p.stderr}")
+    r = json.load(open(js))
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [3] and f["waiting"] == [0, 1, 2], f"{f['summary']}")
+    check_attempts(r, 2)
+    one_line(p.stdout, r"rank 3 never called it \u2014 it is alive", "that rank 3 lives")
 
 
 def case_slurm_steps(tmp):

@@ -56,8 +56,13 @@ struct scenario {
     int terminated;      /* at the end every live rank gets SIGTERM (a launcher timeout) */
     int no_trace[MAX_NO_TRACE];
     int n_no_trace;
-    int summary;   /* write node summaries (one per host), not trace files */
-    uint64_t keep; /* --summary: ring slots kept in memory per rank (the window read) */
+    /* Starts of one job (attempts, tests/unit/test_diagnose.c): */
+    uint64_t t0_ns;   /* the ranks' clocks start here (0: from the seed) */
+    uint32_t attempt; /* the launcher's restart count + 1 in every header (0: none) */
+    int rank_offset;  /* global rank of rank 0 (its host too): a launcher per node */
+    int world_size;   /* the launcher's world size in the headers (0: nranks) */
+    int summary;      /* write node summaries (one per host), not trace files */
+    uint64_t keep;    /* --summary: ring slots kept in memory per rank (the window read) */
 };
 
 /* Runs the scenario and writes one trace per rank into sc->out_dir. Returns 0, or -1 after

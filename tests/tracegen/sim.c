@@ -361,7 +361,8 @@ int skip_trace(const struct scenario *sc, int rank)
 
 void host_of(const struct scenario *sc, int rank, char *buf, size_t len)
 {
-    snprintf(buf, len, "tg-node%d", rank / (sc->ranks_per_host > 0 ? sc->ranks_per_host : 8));
+    int global = rank + sc->rank_offset;
+    snprintf(buf, len, "tg-node%d", global / (sc->ranks_per_host > 0 ? sc->ranks_per_host : 8));
 }
 
 static void add_sites(const struct scenario *sc, struct rank_state *rs)
@@ -422,9 +423,10 @@ static int open_rank(const struct scenario *sc, struct rank_state *rs, int rank)
     h->pid = pid;
     h->ppid = sc->pid_base - 1;
     h->uid = 1000;
-    h->rank = sc->env_rank ? rank : -1;
-    h->local_rank = sc->env_rank ? rank % rph : -1;
-    h->world_size = sc->env_rank ? sc->nranks : -1;
+    h->rank = sc->env_rank ? rank + sc->rank_offset : -1;
+    h->local_rank = sc->env_rank ? (rank + sc->rank_offset) % rph : -1;
+    h->world_size = !sc->env_rank ? -1 : sc->world_size ? sc->world_size : sc->nranks;
+    h->attempt = sc->attempt;
     h->local_world_size = sc->env_rank ? rph : -1;
     h->rank_source = sc->env_rank ? LS_RANK_FROM_ENV : LS_RANK_UNKNOWN;
     h->start_ns = rs->clock - NS;
@@ -485,7 +487,8 @@ int sim_run(const struct scenario *sc)
     for (int r = 0; r < n && rc == 0; r++) {
         struct rank_state *rs = &s.r[r];
         rs->rank = r;
-        rs->clock = T0_NS + sc->seed * 1000 * NS + (uint64_t)(r % 7) * 50000;
+        rs->clock =
+            (sc->t0_ns ? sc->t0_ns : T0_NS + sc->seed * 1000 * NS) + (uint64_t)(r % 7) * 50000;
         if (skip_trace(sc, r)) {
             /* The rank still runs; its file goes to a scratch path that is removed. */
             char path[4096];

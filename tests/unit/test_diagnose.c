@@ -1,5 +1,5 @@
-/* test_diagnose.c -- the job model (alignment by seq, ranks, jobs, groups) and the diagnosis
- * (classes, root cause order) on jobs simulated by the trace generator. */
+/* test_diagnose.c -- the job model (alignment by seq, ranks, jobs and their attempts, groups)
+ * and the diagnosis (classes, root cause order) on jobs simulated by the trace generator. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <dirent.h>
@@ -402,6 +402,254 @@ START_TEST(p2p_seq_is_not_a_collective_seq)
 }
 END_TEST
 
+/* ---- attempts: several starts of job "t" in one folder ---------------------------------- */
+
+#define MS      1000000ull
+#define T_FIRST 1800000000000000000ull /* the first start's clock */
+
+/* One start of job "t": n ranks, its clock from t0, `attempt` in the headers (the launcher's
+ * restart count + 1, 0 none), pids from pid_base, its own communicators (seed). */
+static struct scenario start_of(int n, uint64_t seed, int pid_base, uint64_t t0, uint32_t attempt)
+{
+    struct scenario sc = base(n, 4);
+    sc.seed = seed;
+    sc.pid_base = pid_base;
+    sc.t0_ns = t0;
+    sc.attempt = attempt;
+    return sc;
+}
+
+/* The start fails: its last rank crashes before collective #3, the launcher stops the others
+ * (SIGTERM) after_s later. */
+static void crashes(struct scenario *sc, double after_s)
+{
+    stop(sc, sc->nranks - 1, 3, STOP_CRASH, 11);
+    sc->terminated = 1;
+    sc->stall_s = after_s;
+}
+
+/* The newest sign of life of the traces in fx->dir so far. */
+static uint64_t newest_sign(const struct fixture *fx)
+{
+    DIR *d = opendir(fx->dir);
+    struct dirent *e;
+    uint64_t newest = 0;
+    char err[256], path[512];
+    while ((e = readdir(d))) {
+        if (!strstr(e->d_name, ".trace"))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", fx->dir, e->d_name);
+        struct tr_trace *t = trace_load(path, err, sizeof(err));
+        ck_assert_msg(t != NULL, "%s", err);
+        if (model_last_seen(t) > newest)
+            newest = model_last_seen(t);
+        trace_free(t);
+    }
+    closedir(d);
+    return newest;
+}
+
+/* A fixture holding the traces of `first`, then of `second` (not loaded yet); a second
+ * without a clock of its own (t0_ns 0) starts gap_ns after the first's last sign of life. */
+static struct fixture *two_starts(struct scenario *first, struct scenario *second, uint64_t gap_ns)
+{
+    struct fixture *fx = fixture_new();
+    generate(fx, first);
+    if (!second->t0_ns)
+        second->t0_ns = newest_sign(fx) + gap_ns + 1000 * MS; /* it starts 1 s before t0 */
+    generate(fx, second);
+    return fx;
+}
+
+/* The attempt (1-based) of the process with `pid`; *of gets how many its job id has. */
+static int attempt_of_pid(const struct fixture *fx, int pid, int *of)
+{
+    for (size_t i = 0; i < fx->m->nprocs; i++)
+        if (fx->m->procs[i].t->hdr.pid == pid) {
+            const struct m_job *j = &fx->m->jobs[fx->m->procs[i].job];
+            ck_assert_str_eq(j->name, "t");
+            *of = j->nattempts;
+            return j->attempt;
+        }
+    ck_abort_msg("no process %d", pid);
+    return 0;
+}
+
+/* Processes pid_lo..pid_lo+n-1 are attempt `want` of `of`. */
+static void expect_attempt(const struct fixture *fx, int pid_lo, int n, int want, int of)
+{
+    for (int pid = pid_lo; pid < pid_lo + n; pid++) {
+        int got_of, got = attempt_of_pid(fx, pid, &got_of);
+        ck_assert_msg(got == want && got_of == of, "pid %d: attempt %d of %d, want %d of %d", pid,
+                      got, got_of, want, of);
+    }
+}
+
+/* A process of job "t" without a communicator that lived over [start, end] and then died of
+ * `signal` (0: alive): a launcher (rank -1), a process forked from a rank (ppid its pid, the
+ * same rank), a rank that died before its first communicator. */
+static void write_lone(const struct fixture *fx, int pid, int ppid, int rank, uint64_t start,
+                       uint64_t end, int signal)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/lockstep-tg-node0-%d.trace", fx->dir, pid);
+    struct tw_caps caps = {.ring = 64, .comms = 4, .peers = 4, .sites = 4, .strings = 1024};
+    struct tw_file *f = tw_create(path, &caps);
+    ck_assert_ptr_nonnull(f);
+    struct ls_header *h = tw_header(f);
+    h->pid = pid;
+    h->ppid = ppid;
+    h->rank = rank;
+    h->world_size = rank < 0 ? -1 : 4;
+    h->rank_source = rank < 0 ? LS_RANK_UNKNOWN : LS_RANK_FROM_ENV;
+    h->start_ns = start;
+    h->heartbeat_ns = end;
+    if (signal) {
+        h->end_kind = LS_END_SIGNALED;
+        h->end_signal = signal;
+        h->end_ns = end;
+    }
+    strcpy(h->host, "tg-node0");
+    strcpy(h->job, "t");
+    ck_assert_int_eq(tw_close(f), 0);
+}
+
+/* Ranks of one start that share a communicator are one attempt though their restart counts
+ * differ (a node that joined an elastic job late: its agent counted no failure); starts
+ * sharing no communicator whose lifetimes overlap are one attempt though one ended early. */
+START_TEST(attempts_overlapping_lifetimes_are_one)
+{
+    struct fixture *fx = fixture_new();
+    struct scenario early = start_of(8, 1, 100, 0, 2), late = early;
+    early.ranks_per_host = late.ranks_per_host = 4;
+    for (int r = 0; r < 4; r++) {
+        early.no_trace[early.n_no_trace++] = r + 4;
+        late.no_trace[late.n_no_trace++] = r;
+    }
+    late.attempt = 1;
+    generate(fx, &early);
+    generate(fx, &late);
+    load(fx);
+    expect_attempt(fx, 100, 8, 1, 1);
+    fixture_free(fx);
+
+    struct scenario first = start_of(4, 1, 100, T_FIRST, 1), second = start_of(4, 2, 200, 0, 1);
+    first.world_size = second.world_size = 8;
+    second.rank_offset = 4;
+    second.t0_ns = T_FIRST + 20 * MS;
+    for (int r = 0; r < 4; r++)
+        stop(&first, r, 2, STOP_EXIT, 0);
+    fx = two_starts(&first, &second, 0);
+    load(fx);
+    expect_attempt(fx, 100, 4, 1, 1);
+    expect_attempt(fx, 200, 4, 1, 1);
+    fixture_free(fx);
+}
+END_TEST
+
+/* The job started again under the same id and restart count after the first start ended (a
+ * user resubmitting), 5 s later or, on the same hosts (no skew between their clocks), 20 ms
+ * later: two attempts; the second is diagnosed on its own (its missing rank, not the first
+ * start's crash). */
+START_TEST(attempts_split_by_a_gap)
+{
+    static const uint64_t gaps[] = {5000 * MS, 20 * MS};
+    for (size_t g = 0; g < sizeof(gaps) / sizeof(gaps[0]); g++) {
+        struct scenario first = start_of(4, 1, 100, T_FIRST, 1), second = start_of(4, 2, 200, 0, 1);
+        crashes(&first, 0.5);
+        stop(&second, 3, 2, STOP_IDLE, 0);
+        struct fixture *fx = two_starts(&first, &second, gaps[g]);
+        load(fx);
+        expect_attempt(fx, 100, 4, 1, 2);
+        expect_attempt(fx, 200, 4, 2, 2);
+        size_t newest = fx->m->njobs - 1;
+        ck_assert_int_eq(fx->m->jobs[newest].attempt, 2);
+        ck_assert_int_eq(fx->m->jobs[newest].attempt_source, 0);
+        for (size_t i = 0; i < fx->fs.n; i++)
+            if (fx->fs.v[i].job == newest)
+                ck_assert_msg(fx->fs.v[i].kind == F_MISSING_RANKS, "attempt 2: %s",
+                              fx->fs.v[i].summary);
+        fixture_free(fx);
+    }
+}
+END_TEST
+
+/* A rank that died before its peers' first NCCL call (no communicator, its lifetime over before
+ * theirs began) is still one of them: one attempt. */
+START_TEST(attempts_rank_dead_before_init_is_one)
+{
+    struct fixture *fx = fixture_new();
+    struct scenario peers = start_of(4, 1, 100, T_FIRST, 0);
+    peers.no_trace[peers.n_no_trace++] = 3;
+    generate(fx, &peers);
+    write_lone(fx, 103, 99, 3, T_FIRST - 1500 * MS, T_FIRST - 1200 * MS, 11);
+    load(fx);
+    expect_attempt(fx, 100, 4, 1, 1);
+    fixture_free(fx);
+}
+END_TEST
+
+/* A start of 3 ranks beside one of 4 under the same id and restart count (an elastic resize):
+ * two attempts, though their lifetimes overlap. */
+START_TEST(attempts_split_by_world_size)
+{
+    struct scenario four = start_of(4, 1, 100, T_FIRST, 1), three = start_of(3, 2, 200, 0, 1);
+    crashes(&four, 2);
+    three.t0_ns = T_FIRST + 500 * MS;
+    struct fixture *fx = two_starts(&four, &three, 0);
+    load(fx);
+    expect_attempt(fx, 100, 4, 1, 2);
+    expect_attempt(fx, 200, 3, 2, 2);
+    ck_assert_int_eq(fx->m->jobs[fx->m->procs[0].job].world_size, 4);
+    fixture_free(fx);
+}
+END_TEST
+
+/* Two hosts of one start, each with its own communicator, no restart count: host 0's ranks all
+ * exited; host 1's clock runs 5 ms ahead, so its ranks seem to start 5 ms after: one attempt.
+ * The same a second later is a second attempt. */
+START_TEST(attempts_clock_skew_does_not_split)
+{
+    static const struct {
+        uint64_t gap_ns;
+        int attempts;
+    } cases[] = {{5 * MS, 1}, {1000 * MS, 2}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        struct scenario host0 = start_of(4, 1, 100, T_FIRST, 0), host1 = start_of(4, 2, 200, 0, 0);
+        host0.world_size = host1.world_size = 8;
+        host0.ranks_per_host = host1.ranks_per_host = 4;
+        host1.rank_offset = 4;
+        for (int r = 0; r < 4; r++)
+            stop(&host0, r, 3, STOP_EXIT, 0);
+        struct fixture *fx = two_starts(&host0, &host1, cases[c].gap_ns);
+        load(fx);
+        expect_attempt(fx, 100, 4, 1, cases[c].attempts);
+        expect_attempt(fx, 200, 4, cases[c].attempts, cases[c].attempts);
+        fixture_free(fx);
+    }
+}
+END_TEST
+
+/* A launcher that outlived both starts, and processes forked from the ranks of the first that
+ * outlived them, bridge nothing: two attempts, all of them with the first. */
+START_TEST(attempts_followers_bridge_nothing)
+{
+    struct scenario first = start_of(4, 1, 100, T_FIRST, 0), second = start_of(4, 2, 200, 0, 0);
+    crashes(&first, 0.5);
+    struct fixture *fx = two_starts(&first, &second, 4000 * MS);
+    uint64_t end = newest_sign(fx);
+    write_lone(fx, 50, 1, -1, T_FIRST - 2000 * MS, end, 0);
+    for (int r = 0; r < 4; r++)
+        write_lone(fx, 150 + r, 100 + r, r, T_FIRST - 500 * MS, end, 0);
+    load(fx);
+    expect_attempt(fx, 100, 4, 1, 2);
+    expect_attempt(fx, 200, 4, 2, 2);
+    expect_attempt(fx, 50, 1, 1, 2);
+    expect_attempt(fx, 150, 4, 1, 2);
+    fixture_free(fx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("diagnose");
@@ -416,6 +664,12 @@ int main(void)
     tcase_add_test(tc, deadlock_across_comms);
     tcase_add_test(tc, straggler_found);
     tcase_add_test(tc, p2p_seq_is_not_a_collective_seq);
+    tcase_add_test(tc, attempts_overlapping_lifetimes_are_one);
+    tcase_add_test(tc, attempts_split_by_a_gap);
+    tcase_add_test(tc, attempts_rank_dead_before_init_is_one);
+    tcase_add_test(tc, attempts_split_by_world_size);
+    tcase_add_test(tc, attempts_clock_skew_does_not_split);
+    tcase_add_test(tc, attempts_followers_bridge_nothing);
     tcase_set_timeout(tc, 20);
     suite_add_tcase(s, tc);
     return unit_run(s);
