@@ -140,6 +140,9 @@ static int grow_members(struct m_comm *c, int n)
 
 static int add_membership(struct model *m, struct m_proc *p, const struct ls_comm *e)
 {
+    if (e->flags & LS_COMM_INIT_FAILED)
+        return 0; /* NCCL refused to create it here: this process never joined it (its failed
+                   * call is an nccl_error; the members that did join wait for it) */
     struct m_comm *c = get_comm(m, p->job, e);
     if (!c)
         return -1;

@@ -1003,8 +1003,7 @@ def case_async_error_recorded(tmp):
 
 def case_async_error(tmp):
     """The diagnosis the trace allows: rank 3's asynchronous error is the root cause; its
-    watchdog's abort, its exit and the others waiting for it follow from it. (Not in the meson
-    list: the diagnosis that makes it pass is being written.)"""
+    watchdog's abort, its exit and the others waiting for it follow from it."""
     d, steps = async_error_job(tmp)
     r, text = analyze(d)
     f = one_root(r, "nccl_error")
@@ -1055,7 +1054,7 @@ def case_wrong_world_loads(tmp):
 def case_wrong_world(tmp):
     """The diagnosis the traces allow: the refused init of ranks 4-7 is the root cause; their
     exits, and ranks 0-3 waiting in ncclCommInitRank for members that never join, follow from
-    it. (Not in the meson list: the diagnosis that makes it pass is being written.)"""
+    it."""
     d = wrong_world_job(tmp)
     r, text = analyze(d)
     expect(r["unreadable"] == [], f"unreadable traces: {r['unreadable']}")
