@@ -21,9 +21,9 @@ struct cause {
     struct findings *fs;
     size_t first;
     const struct waitgraph *g;
-    long *owner;    /* per component: the finding that owns it, -1 none */
-    size_t *reach;  /* per component: the sink its waits end in */
-    char *waited;   /* per node: some wait that is not soft ends at it */
+    long *owner;                   /* per component: the finding that owns it, -1 none */
+    size_t *reach;                 /* per component: the sink its waits end in */
+    char *waited;                  /* per node: some wait that is not soft ends at it */
     struct rank_findings *by_rank; /* world_size slots */
     int nranks;
 };
@@ -205,7 +205,8 @@ static long owner_of_cycle(const struct cause *x, const struct wg_scc *s)
         if (s->nranks == 1 && v->kind == WG_CALL)
             return finding_at(x, F_MISSING_RANKS, v->comm, v->seq, 0);
         for (size_t i = x->first; s->nranks > 1 && v->kind == WG_RANK && i < x->fs->n; i++)
-            if (F(x, (long)i)->kind == F_DEADLOCK_CYCLE && intvec_has(&F(x, (long)i)->ranks, v->rank))
+            if (F(x, (long)i)->kind == F_DEADLOCK_CYCLE &&
+                intvec_has(&F(x, (long)i)->ranks, v->rank))
                 return (long)i;
     }
     return -1;

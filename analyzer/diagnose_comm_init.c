@@ -159,8 +159,8 @@ static int report_absent(struct diag *d, const struct m_comm *c, struct intvec *
     *absent = (struct intvec){0};
     char call[600] = "";
     int untraced = 0;
-    if (x != (size_t)-1 && ((untraced = add_unjoined(d, f, x)) < 0 ||
-                            add_waiting(d, f, c, x, call, sizeof call) < 0))
+    if (x != (size_t)-1 &&
+        ((untraced = add_unjoined(d, f, x)) < 0 || add_waiting(d, f, c, x, call, sizeof call) < 0))
         return -1;
     for (int i = 0; !call[0] && i < c->nmembers; i++) {
         const struct m_member *mb = &c->members[i];
@@ -184,8 +184,7 @@ static int report_absent(struct diag *d, const struct m_comm *c, struct intvec *
         describe_ranks(f->missing.v, f->missing.n, missing, sizeof(missing));
     else
         snprintf(missing, sizeof missing, "%zu member(s)", f->missing_cr.n);
-    if (f->missing.n == 1 && f->missing.v[0] < d->j->world_size &&
-        d->j->by_rank[f->missing.v[0]]) {
+    if (f->missing.n == 1 && f->missing.v[0] < d->j->world_size && d->j->by_rank[f->missing.v[0]]) {
         char w[1024];
         describe_whereabouts(d, d->j->by_rank[f->missing.v[0]], w, sizeof(w));
         snprintf(where, sizeof(where), " \xe2\x80\x94 %.900s", w);

@@ -101,8 +101,8 @@ static int report(struct diag *d, const struct wg_scc *s)
         if (f->time_ns == 0 && e && e->call)
             f->time_ns = e->call->enter_ns;
         if (used < sizeof(line) && f->cycle.n <= 4)
-            used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s", used ? "; " : "",
-                                     words);
+            used +=
+                (size_t)snprintf(line + used, sizeof(line) - used, "%s%s", used ? "; " : "", words);
     }
     char ranks[256];
     describe_ranks(f->ranks.v, f->ranks.n, ranks, sizeof(ranks));

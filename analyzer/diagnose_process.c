@@ -251,8 +251,10 @@ static void summarize_node_failure(struct diag *d, struct finding *f, const char
                     "%s on host%s %s ended together at %s (%s)%s%s%s: the node failed (power, "
                     "kernel, hardware or network?)",
                     who, strchr(hosts, ',') ? "s" : "", hosts, at, how,
-                    alive ? " while the other ranks live on" : gap[0] ? ", " : "", gap,
-                    gap[0] ? " before the rest" : "");
+                    alive    ? " while the other ranks live on"
+                    : gap[0] ? ", "
+                             : "",
+                    gap, gap[0] ? " before the rest" : "");
 }
 
 /* Writes the summary of a death finding once all its ranks are in. */

@@ -110,15 +110,16 @@ static void print_waits(FILE *out, const struct report_wait_class *cl, size_t n,
         char *ranks = rankset_format(cl[k].ranks.v, cl[k].ranks.n), words[1024];
         report_wait_words(&cl[k], words, sizeof words);
         size_t indent = cl[k].depth < 6 ? cl[k].depth : 6;
-        fprintf(out, "       %*s%s%s %s%s %s\n", (int)(2 * indent), "",
-                cl[k].depth ? "<- " : "", cl[k].ranks.n == 1 ? "rank" : "ranks",
-                ranks ? ranks : "?", cl[k].depth ? "" : ":", words);
+        fprintf(out, "       %*s%s%s %s%s %s\n", (int)(2 * indent), "", cl[k].depth ? "<- " : "",
+                cl[k].ranks.n == 1 ? "rank" : "ranks", ranks ? ranks : "?", cl[k].depth ? "" : ":",
+                words);
         free(ranks);
         shown++;
     }
     if (hidden)
-        fprintf(out, "       ... and %zu more class%s of waiting ranks (the JSON report's "
-                     "waits_for has them all)\n",
+        fprintf(out,
+                "       ... and %zu more class%s of waiting ranks (the JSON report's "
+                "waits_for has them all)\n",
                 hidden, hidden == 1 ? "" : "es");
 }
 

@@ -195,8 +195,8 @@ static void call_targets(const struct waitgraph *g, size_t call, char *buf, size
     intvec_free(&r);
 }
 
-void report_call_words(const struct waitgraph *g, size_t call, const struct ls_record *r,
-                       char *buf, size_t len)
+void report_call_words(const struct waitgraph *g, size_t call, const struct ls_record *r, char *buf,
+                       size_t len)
 {
     const struct wg_node *c = &g->nodes[call];
     if (c->call_kind == WG_CALL_INIT) {
@@ -221,8 +221,10 @@ void report_wait_words(const struct report_wait_class *cl, char *buf, size_t len
     buf[0] = 0;
     if (n->state != WG_WAITS) {
         static const char *const what[WG_STATE_COUNT] = {
-            [WG_RUNNING] = "alive, not waiting in NCCL", [WG_STOPPED] = "stopped",
-            [WG_DEAD] = "ended",                          [WG_NO_TRACE] = "no trace",
+            [WG_RUNNING] = "alive, not waiting in NCCL",
+            [WG_STOPPED] = "stopped",
+            [WG_DEAD] = "ended",
+            [WG_NO_TRACE] = "no trace",
         };
         snprintf(buf, len, "%s", what[n->state] ? what[n->state] : waitgraph_state_name(n->state));
         return;
@@ -239,8 +241,7 @@ void report_wait_words(const struct report_wait_class *cl, char *buf, size_t len
                 buf + used, len - used, "%s%s %s%s%s", used ? "; " : "",
                 ed->kind == WG_E_GPU ? (many ? "wait on their GPUs for" : "waits on its GPU for")
                                      : (many ? "wait in" : "waits in"),
-                call,
-                t->state == WG_WAITS ? " for " : "",
+                call, t->state == WG_WAITS ? " for " : "",
                 t->state == WG_WAITS ? who
                 : t->state == WG_MISMATCH
                     ? " (it can never complete: its ranks called different things)"
@@ -253,7 +254,8 @@ void report_wait_words(const struct report_wait_class *cl, char *buf, size_t len
             snprintf(call, sizeof call, "failed after %s ended", who); /* either number */
         else if (ed->call)
             snprintf(call, sizeof call, "%s in %s #%llu on comm %08llx for %s",
-                     many ? "wait" : "waits", ls_op_name(ed->call->op), (unsigned long long)ed->call->seq,
+                     many ? "wait" : "waits", ls_op_name(ed->call->op),
+                     (unsigned long long)ed->call->seq,
                      (unsigned long long)(ed->call->comm_id >> 32), who);
         else
             snprintf(call, sizeof call, "%s for %s", many ? "wait" : "waits", who);

@@ -147,8 +147,8 @@ static void settle_en_route(struct builder *b, size_t node, const struct m_comm 
         const struct wg_node *t = &g->nodes[g->edges[e].to];
         if (t->kind != WG_RANK)
             return; /* a member without a trace: nothing known */
-        int on_way = g->edges[e].kind == WG_E_MEMBER && t->proc->state == RANK_IDLE &&
-                     !t->proc->stopped;
+        int on_way =
+            g->edges[e].kind == WG_E_MEMBER && t->proc->state == RANK_IDLE && !t->proc->stopped;
         if (model_alive(t->proc) && !on_way)
             return;
         running += on_way;
@@ -225,8 +225,8 @@ static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uin
             continue;
         }
         if (!model_member_entered(mb, k)) {
-            if (add_edge(b, node, waitgraph_rank_node(b->g, mb->proc), absence(c, mb, k), i,
-                         NULL) < 0)
+            if (add_edge(b, node, waitgraph_rank_node(b->g, mb->proc), absence(c, mb, k), i, NULL) <
+                0)
                 return -1;
             absent++;
             continue;
@@ -346,7 +346,7 @@ static size_t rank_waits(const struct m_proc *p, const struct ls_record **out)
         int later = 0;
         if (!ls_op_issues_work(ops[i]->op) && !ls_op_is_init(ops[i]->op) &&
             ops[i]->op != LS_OP_COMM_SPLIT)
-            continue; /* an abort or a destroy waits for nobody else */
+            continue;               /* an abort or a destroy waits for nobody else */
         if (!host_waits(p, ops[i])) /* work its GPU has not done: in order per stream */
             for (size_t j = 0; j < k && !later; j++)
                 later = !host_waits(p, out[j]) && out[j]->stream == ops[i]->stream;
@@ -412,8 +412,8 @@ static int wait_p2p(struct builder *b, size_t from, const struct m_comm *c,
     }
     const struct ls_record *half = model_p2p_half(peer, cr, r);
     if (half && (half->count != r->count || half->dtype != r->dtype)) {
-        size_t x = call_node(b, WG_CALL_P2P, c, r->seq, send ? cr : r->peer, send ? r->peer : cr,
-                             r, NULL);
+        size_t x =
+            call_node(b, WG_CALL_P2P, c, r->seq, send ? cr : r->peer, send ? r->peer : cr, r, NULL);
         return x == (size_t)-1 ? -1 : add_edge(b, from, x, WG_E_P2P, r->peer, r);
     }
     int posted = half ? model_op_launched(peer->proc, half)

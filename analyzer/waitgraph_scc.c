@@ -203,8 +203,8 @@ out:
 const char *waitgraph_state_name(enum wg_state s)
 {
     static const char *const names[WG_STATE_COUNT] = {
-        [WG_WAITS] = "waits",          [WG_RUNNING] = "running",   [WG_STOPPED] = "stopped",
-        [WG_DEAD] = "dead",            [WG_NO_TRACE] = "no_trace", [WG_MISMATCH] = "mismatch",
+        [WG_WAITS] = "waits",         [WG_RUNNING] = "running",       [WG_STOPPED] = "stopped",
+        [WG_DEAD] = "dead",           [WG_NO_TRACE] = "no_trace",     [WG_MISMATCH] = "mismatch",
         [WG_GPU_STUCK] = "gpu_stuck", [WG_COMPLETING] = "completing",
     };
     return (unsigned)s < WG_STATE_COUNT ? names[s] : "?";
@@ -213,9 +213,9 @@ const char *waitgraph_state_name(enum wg_state s)
 const char *waitgraph_edge_name(enum wg_edge_kind k)
 {
     static const char *const names[WG_EDGE_COUNT] = {
-        [WG_E_COLL] = "collective", [WG_E_GPU] = "gpu",           [WG_E_INIT] = "init",
-        [WG_E_SEND] = "send",       [WG_E_RECV] = "recv",         [WG_E_P2P] = "p2p",
-        [WG_E_MEMBER] = "member",   [WG_E_QUEUED] = "queued",     [WG_E_ABORTED] = "aborted",
+        [WG_E_COLL] = "collective",   [WG_E_GPU] = "gpu",         [WG_E_INIT] = "init",
+        [WG_E_SEND] = "send",         [WG_E_RECV] = "recv",       [WG_E_P2P] = "p2p",
+        [WG_E_MEMBER] = "member",     [WG_E_QUEUED] = "queued",   [WG_E_ABORTED] = "aborted",
         [WG_E_UNJOINED] = "unjoined", [WG_E_DIED_IN] = "died_in", [WG_E_REMOTE] = "remote",
         [WG_E_STREAM] = "stream",
     };

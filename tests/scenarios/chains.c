@@ -135,8 +135,8 @@ static void mode_cross_gpu_stuck(void)
 /* ---- pipeline parallel: tensor x pipeline x data parallel groups ---------------------------- */
 
 struct grid {
-    int tp, pp, dp;          /* sizes */
-    int t, p, d;             /* this rank's coordinates */
+    int tp, pp, dp;           /* sizes */
+    int t, p, d;              /* this rank's coordinates */
     ncclComm_t tpc, ppc, dpc; /* its groups */
 };
 

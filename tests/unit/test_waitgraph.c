@@ -1,0 +1,519 @@
+/* test_waitgraph.c -- the wait-for graph (analyzer/waitgraph.c) on jobs built by hand in memory:
+ * AND waits with several absent members, cycles through point-to-point and collectives, waits
+ * across communicators, each kind of terminal node, waits only on their way (en route), a process
+ * waiting for itself, failures after a peer's death, work queued on a stream, and the choice of
+ * the sink a wait ends in. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "unit_run.h"
+#include "waitgraph.h"
+
+#define NOW    2000000000000000000ull /* the job's newest heartbeat */
+#define MS     1000000ull
+#define W      0x1000000000000001ull /* the world */
+#define CHILD  0x2000000000000002ull
+#define STREAM 7u
+
+/* ---- a job by hand -------------------------------------------------------------------------- */
+
+struct job {
+    struct tr_trace *t[16];
+    size_t n;
+    struct model *m;
+    struct waitgraph *g;
+};
+
+static struct tr_trace *proc(struct job *j, int rank, int world)
+{
+    struct tr_trace *t = calloc(1, sizeof(*t));
+    ck_assert_ptr_nonnull(t);
+    t->path = strdup("/nonexistent/unit.trace"); /* no SNAPSHOT mark, no sidecar */
+    t->hdr.rank = rank;
+    t->hdr.world_size = world;
+    t->hdr.pid = 100 + rank;
+    t->hdr.heartbeat_ms = 10;
+    t->hdr.heartbeat_ns = NOW;
+    t->hdr.start_ns = NOW - 60000 * MS;
+    snprintf(t->hdr.host, sizeof t->hdr.host, "unit-host"); /* not this host: no /proc */
+    snprintf(t->hdr.job, sizeof t->hdr.job, "unit");
+    j->t[j->n++] = t;
+    return t;
+}
+
+static struct ls_comm *comm(struct tr_trace *t, uint64_t id, int nranks, int rank)
+{
+    t->comms = realloc(t->comms, (t->ncomms + 1) * sizeof(*t->comms));
+    struct ls_comm *c = &t->comms[t->ncomms++];
+    memset(c, 0, sizeof(*c));
+    c->comm_id = id;
+    c->nranks = nranks;
+    c->rank = rank;
+    c->create_op = LS_OP_COMM_INIT_RANK;
+    c->created_ns = NOW - 59000 * MS;
+    return c;
+}
+
+/* Appends a record of `op` on comm `id` as comm rank `cr`; pending: still in the call. */
+static struct ls_record *rec(struct tr_trace *t, unsigned op, uint64_t id, int cr, uint64_t seq,
+                             int peer, int pending)
+{
+    t->records = realloc(t->records, (t->nrecords + 1) * sizeof(*t->records));
+    struct ls_record *r = &t->records[t->nrecords];
+    memset(r, 0, sizeof(*r));
+    r->ticket = ++t->nrecords;
+    r->op = (uint16_t)op;
+    r->comm_id = id;
+    r->comm_rank = cr;
+    r->seq = seq;
+    r->count = 1024;
+    r->dtype = 7;
+    r->redop = ls_op_has_redop(op) ? 0 : -1;
+    r->peer = peer;
+    r->stream = STREAM;
+    r->enter_ns = NOW - 10000 * MS + t->nrecords * MS;
+    r->exit_ns = pending ? 0 : r->enter_ns + 1000;
+    r->result = pending ? LS_RESULT_PENDING : 0;
+    for (uint32_t i = 0; i < t->ncomms; i++)
+        if (t->comms[i].comm_id == id && t->comms[i].rank == cr && ls_op_is_collective(op) &&
+            seq > t->comms[i].coll_issued)
+            t->comms[i].coll_issued = seq;
+    t->hdr.next_ticket = t->nrecords;
+    return r;
+}
+
+/* `steps` completed AllReduces #1..#steps on comm id, then an optional pending #steps+1. */
+static void steps(struct tr_trace *t, uint64_t id, int cr, int n, int then_wait)
+{
+    for (int k = 1; k <= n; k++)
+        rec(t, LS_OP_ALLREDUCE, id, cr, (uint64_t)k, -1, 0);
+    if (then_wait)
+        rec(t, LS_OP_ALLREDUCE, id, cr, (uint64_t)n + 1, -1, 1);
+}
+
+static void crashed(struct tr_trace *t, int sig, uint64_t at)
+{
+    t->hdr.end_kind = LS_END_SIGNALED;
+    t->hdr.end_signal = sig;
+    t->hdr.end_ns = at;
+    t->hdr.heartbeat_ns = at;
+}
+
+static void build(struct job *j)
+{
+    j->m = model_build(j->t, j->n);
+    ck_assert_ptr_nonnull(j->m);
+    ck_assert_int_eq(j->m->njobs, 1);
+    j->g = waitgraph_build(j->m, 0);
+    ck_assert_ptr_nonnull(j->g);
+}
+
+static void done(struct job *j)
+{
+    waitgraph_free(j->g);
+    model_free(j->m);
+    for (size_t i = 0; i < j->n; i++)
+        trace_free(j->t[i]);
+}
+
+/* ---- what the tests ask of the graph -------------------------------------------------------- */
+
+static const struct wg_node *rank_node(const struct job *j, int rank)
+{
+    size_t v = waitgraph_node_of_rank(j->g, rank);
+    ck_assert_msg(v != (size_t)-1, "no node for rank %d", rank);
+    return &j->g->nodes[v];
+}
+
+static const struct wg_node *coll(const struct job *j, uint64_t id, uint64_t seq)
+{
+    size_t v = waitgraph_call_node(j->g, WG_CALL_COLL, id, seq);
+    ck_assert_msg(v != (size_t)-1, "no node for collective #%llu", (unsigned long long)seq);
+    return &j->g->nodes[v];
+}
+
+/* The ranks call node x waits for, as a bit mask (rank < 32). */
+static unsigned waits_for(const struct job *j, const struct wg_node *x)
+{
+    unsigned mask = 0;
+    for (size_t e = x->edge0; e < x->edge0 + x->nedges; e++)
+        if (!j->g->edges[e].soft && j->g->nodes[j->g->edges[e].to].rank >= 0)
+            mask |= 1u << j->g->nodes[j->g->edges[e].to].rank;
+    return mask;
+}
+
+static const struct wg_scc *scc_of(const struct job *j, const struct wg_node *v)
+{
+    return &j->g->sccs[v->scc];
+}
+
+/* Prefers the sink holding the lower rank (a stand-in for the diagnosis's choice). */
+static int lower_rank(size_t a, size_t b, void *ctx)
+{
+    const struct waitgraph *g = ctx;
+    int ra = g->nodes[g->members[g->sccs[a].node0]].rank;
+    int rb = g->nodes[g->members[g->sccs[b].node0]].rank;
+    return ra >= 0 && (rb < 0 || ra < rb);
+}
+
+/* The rank of the sink the waits of `rank` end in (its first node's), -2 for a call node. */
+static int ends_in(const struct job *j, int rank)
+{
+    size_t *reach = waitgraph_reach(j->g, lower_rank, j->g);
+    ck_assert_ptr_nonnull(reach);
+    const struct wg_scc *s = &j->g->sccs[reach[rank_node(j, rank)->scc]];
+    const struct wg_node *v = &j->g->nodes[j->g->members[s->node0]];
+    free(reach);
+    return v->kind == WG_CALL ? -2 : v->rank;
+}
+
+/* A world of n ranks that did `k` AllReduces; ranks in `waiting` (a bit mask) are in #k+1. */
+static void world(struct job *j, int n, int k, unsigned waiting)
+{
+    for (int r = 0; r < n; r++) {
+        struct tr_trace *t = proc(j, r, n);
+        comm(t, W, n, r);
+        steps(t, W, r, k, (waiting >> r) & 1);
+    }
+}
+
+/* ---- tests ----------------------------------------------------------------------------------- */
+
+START_TEST(and_wait_on_several_absent)
+{
+    struct job j = {0};
+    world(&j, 5, 3, 0x7); /* ranks 0-2 in #4; 3 and 4 compute */
+    build(&j);
+    const struct wg_node *x = coll(&j, W, 4);
+    ck_assert_int_eq(x->state, WG_WAITS);
+    ck_assert_uint_eq(waits_for(&j, x), 0x18); /* all of them: 3 and 4 */
+    for (int r = 0; r < 3; r++) {
+        ck_assert_int_eq(rank_node(&j, r)->state, WG_WAITS);
+        ck_assert(!scc_of(&j, rank_node(&j, r))->sink);
+    }
+    for (int r = 3; r < 5; r++) {
+        ck_assert_int_eq(rank_node(&j, r)->state, WG_RUNNING);
+        ck_assert(scc_of(&j, rank_node(&j, r))->sink);
+    }
+    ck_assert_int_eq(ends_in(&j, 0), 3); /* the better of two sinks, by the caller's rule */
+    done(&j);
+}
+END_TEST
+
+START_TEST(cycle_through_p2p_and_collective)
+{
+    /* Rank 0 waits to receive from rank 1; rank 1 waits in the pair's AllReduce #2, which rank 0
+     * never reached. */
+    struct job j = {0};
+    for (int r = 0; r < 2; r++) {
+        struct tr_trace *t = proc(&j, r, 2);
+        comm(t, W, 2, r);
+        comm(t, CHILD, 2, r);
+        steps(t, CHILD, r, 1, r == 1);
+    }
+    rec(j.t[0], LS_OP_RECV, W, 0, 1, 1, 1);
+    build(&j);
+    const struct wg_scc *s = scc_of(&j, rank_node(&j, 0));
+    ck_assert_ptr_eq(s, scc_of(&j, rank_node(&j, 1)));
+    ck_assert(s->cycle && s->sink);
+    ck_assert_uint_eq(s->nranks, 2);
+    ck_assert_uint_eq(s->nnodes, 3); /* and the pair's collective */
+    const struct wg_edge *e =
+        waitgraph_edge(j.g, waitgraph_node_of_rank(j.g, 0), waitgraph_node_of_rank(j.g, 1));
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(e->kind, WG_E_RECV);
+    done(&j);
+}
+END_TEST
+
+START_TEST(wait_crosses_communicators)
+{
+    /* Ranks 0 and 1 form a child; 1 computes, 0 waits in the child's #1; 2 and 3 wait in the
+     * world's #3 for 0 and 1. Everything ends at rank 1, by way of rank 0's wait. */
+    struct job j = {0};
+    world(&j, 4, 2, 0xc);
+    for (int r = 0; r < 2; r++) {
+        comm(j.t[r], CHILD, 2, r);
+        if (r == 0)
+            rec(j.t[r], LS_OP_ALLREDUCE, CHILD, 0, 1, -1, 1);
+    }
+    build(&j);
+    ck_assert_uint_eq(waits_for(&j, coll(&j, W, 3)), 0x3);
+    ck_assert_uint_eq(waits_for(&j, coll(&j, CHILD, 1)), 0x2);
+    ck_assert_int_eq(rank_node(&j, 0)->state, WG_WAITS);
+    ck_assert_int_eq(ends_in(&j, 3), 1);
+    ck_assert_int_eq(ends_in(&j, 0), 1);
+    size_t path[8];
+    size_t *reach = waitgraph_reach(j.g, lower_rank, j.g);
+    size_t n = waitgraph_path(j.g, reach, waitgraph_node_of_rank(j.g, 3), path, 8);
+    free(reach);
+    /* rank 3 -> world #3 -> rank 0 -> child #1 -> rank 1, or the direct way to rank 1 */
+    ck_assert(n == 3 || n == 5);
+    ck_assert_int_eq(j.g->nodes[path[n - 1]].rank, 1);
+    done(&j);
+}
+END_TEST
+
+START_TEST(sink_dead)
+{
+    struct job j = {0};
+    world(&j, 3, 2, 0x3);
+    crashed(j.t[2], 9, NOW - 5000 * MS);
+    build(&j);
+    ck_assert_int_eq(rank_node(&j, 2)->state, WG_DEAD);
+    ck_assert(scc_of(&j, rank_node(&j, 2))->sink);
+    ck_assert_int_eq(ends_in(&j, 0), 2);
+    done(&j);
+}
+END_TEST
+
+START_TEST(sink_stopped)
+{
+    struct job j = {0};
+    world(&j, 3, 2, 0x3);
+    build(&j);
+    static struct m_live lv = {.activity = "stopped", .probed_ns = NOW};
+    struct m_proc *p = (struct m_proc *)rank_node(&j, 2)->proc;
+    p->live = &lv;
+    ck_assert_int_eq(model_state_build(j.m), 0);
+    waitgraph_free(j.g);
+    j.g = waitgraph_build(j.m, 0);
+    ck_assert_int_eq(rank_node(&j, 2)->state, WG_STOPPED);
+    ck_assert_int_eq(ends_in(&j, 1), 2);
+    p->live = NULL;
+    done(&j);
+}
+END_TEST
+
+START_TEST(sink_no_trace)
+{
+    /* A world of 4 without a trace of rank 3: the others wait in #3 for it, and in the creation of
+     * a communicator for it too. */
+    struct job j = {0};
+    for (int r = 0; r < 3; r++) {
+        struct tr_trace *t = proc(&j, r, 4);
+        comm(t, W, 4, r);
+        steps(t, W, r, 2, 1);
+    }
+    build(&j);
+    const struct wg_node *a = rank_node(&j, 3);
+    ck_assert_int_eq(a->kind, WG_ABSENT);
+    ck_assert_int_eq(a->state, WG_NO_TRACE);
+    ck_assert(scc_of(&j, a)->sink);
+    ck_assert_uint_eq(waits_for(&j, coll(&j, W, 3)), 0x8);
+    done(&j);
+
+    struct job k = {0};
+    for (int r = 0; r < 3; r++) {
+        struct tr_trace *t = proc(&k, r, 4);
+        comm(t, W, 4, r);
+        struct ls_record *init = rec(t, LS_OP_COMM_INIT_RANK, W, r, 0, -1, 1);
+        init->aux = W;
+    }
+    build(&k);
+    size_t x = waitgraph_call_node(k.g, WG_CALL_INIT, W, 0);
+    ck_assert(x != (size_t)-1);
+    ck_assert_int_eq(k.g->nodes[x].state, WG_WAITS);
+    ck_assert_uint_eq(waits_for(&k, &k.g->nodes[x]), 0x8);
+    ck_assert_int_eq(k.g->edges[k.g->nodes[x].edge0].kind, WG_E_UNJOINED);
+    ck_assert_int_eq(ends_in(&k, 0), 3);
+    done(&k);
+}
+END_TEST
+
+START_TEST(sink_mismatch_and_completing)
+{
+    struct job j = {0};
+    world(&j, 3, 2, 0x7);
+    j.t[2]->records[j.t[2]->nrecords - 1].op = LS_OP_ALLGATHER; /* rank 2 calls something else */
+    build(&j);
+    const struct wg_node *x = coll(&j, W, 3);
+    ck_assert_int_eq(x->state, WG_MISMATCH);
+    ck_assert_uint_eq(x->nedges, 0);
+    ck_assert(scc_of(&j, x)->sink);
+    ck_assert_int_eq(ends_in(&j, 0), -2);
+    done(&j);
+
+    struct job k = {0};
+    world(&k, 3, 2, 0x7); /* every rank in #3, as called: under way */
+    build(&k);
+    ck_assert_int_eq(coll(&k, W, 3)->state, WG_COMPLETING);
+    for (int r = 0; r < 3; r++)
+        ck_assert_int_eq(rank_node(&k, r)->state, WG_RUNNING);
+    done(&k);
+}
+END_TEST
+
+/* Ranks 0-1 issued #k on their GPUs (the calls returned) and no GPU completed it. */
+static void gpu_job(struct job *j, int nosync)
+{
+    for (int r = 0; r < 2; r++) {
+        struct tr_trace *t = proc(j, r, 2);
+        t->hdr.completion = LS_COMPLETION_EVENTS;
+        t->hdr.stream_count = 1;
+        t->hdr.streams[0].stream = STREAM;
+        t->hdr.streams[0].flags = LS_STREAM_VALID;
+        comm(t, W, 2, r);
+        comm(t, CHILD, 2, r);
+        for (int k = 1; k <= 2; k++)
+            rec(t, LS_OP_ALLREDUCE, W, r, (uint64_t)k, -1, 0)->complete_ns = NOW - 9000 * MS;
+        t->comms[0].coll_completed = 2;
+        rec(t, LS_OP_ALLREDUCE, CHILD, r, 1, -1, 0); /* stuck on the GPU */
+        if (nosync)
+            rec(t, LS_OP_ALLREDUCE, W, r, 3, -1, 0); /* queued behind it on the stream */
+    }
+}
+
+START_TEST(sink_gpu_stuck)
+{
+    struct job j = {0};
+    gpu_job(&j, 0);
+    build(&j);
+    const struct wg_node *x = coll(&j, CHILD, 1);
+    ck_assert_int_eq(x->state, WG_GPU_STUCK);
+    const struct wg_node *r0 = rank_node(&j, 0);
+    ck_assert_int_eq(r0->state, WG_WAITS);
+    ck_assert_int_eq(j.g->edges[r0->edge0].kind, WG_E_GPU);
+    ck_assert_int_eq(ends_in(&j, 1), -2);
+    done(&j);
+}
+END_TEST
+
+START_TEST(queued_behind_the_stream)
+{
+    /* The world's #3 queues behind the stuck child collective on both ranks' streams: not stuck
+     * of its own, and no cycle. */
+    struct job j = {0};
+    gpu_job(&j, 1);
+    build(&j);
+    ck_assert_int_eq(coll(&j, CHILD, 1)->state, WG_GPU_STUCK);
+    size_t x = waitgraph_call_node(j.g, WG_CALL_COLL, W, 3);
+    ck_assert(x == (size_t)-1 || j.g->nodes[x].state != WG_GPU_STUCK);
+    const struct wg_node *r0 = rank_node(&j, 0);
+    ck_assert_uint_eq(r0->nedges, 1); /* its oldest work on the stream only */
+    ck_assert(!scc_of(&j, r0)->cycle);
+    done(&j);
+}
+END_TEST
+
+START_TEST(en_route_is_soft)
+{
+    /* Rank 3 died; rank 2 computes; ranks 0-1 have waited 100 ms in #3 (their arrivals were
+     * 50 ms apart before): rank 2 is on its way, rank 3 is why #3 cannot complete. */
+    struct job j = {0};
+    world(&j, 4, 2, 0x3);
+    for (int r = 0; r < 4; r++) /* the steps 50 ms apart at most; #3 entered 100 ms ago */
+        for (size_t i = 0; i < j.t[r]->nrecords; i++)
+            j.t[r]->records[i].enter_ns = NOW - (3000 - 1000 * i) * MS + (uint64_t)r * 10 * MS,
+            j.t[r]->records[i].exit_ns =
+                j.t[r]->records[i].result ? 0 : j.t[r]->records[i].enter_ns + 1000;
+    for (int r = 0; r < 2; r++)
+        j.t[r]->records[2].enter_ns = NOW - 100 * MS;
+    crashed(j.t[3], 9, NOW - 150 * MS);
+    build(&j);
+    const struct wg_node *x = coll(&j, W, 3);
+    ck_assert(x->en_route);
+    ck_assert_uint_eq(waits_for(&j, x), 0x8); /* rank 2's edge is soft */
+    ck_assert_int_eq(ends_in(&j, 0), 3);
+    done(&j);
+
+    struct job k = {0}; /* the same, waited 30 s: rank 2 is stuck, not on its way */
+    world(&k, 4, 2, 0x3);
+    crashed(k.t[3], 9, NOW - 150 * MS);
+    build(&k);
+    ck_assert(!coll(&k, W, 3)->en_route);
+    ck_assert_uint_eq(waits_for(&k, coll(&k, W, 3)), 0xc);
+    done(&k);
+}
+END_TEST
+
+START_TEST(process_waiting_for_itself)
+{
+    /* One process holds comm ranks 0 and 1 of a communicator and issued #3 only for comm rank 0,
+     * in a group it is ending: it waits for itself. */
+    struct job j = {0};
+    struct tr_trace *t = proc(&j, 0, 1);
+    comm(t, CHILD, 2, 0);
+    comm(t, CHILD, 2, 1);
+    for (int k = 1; k <= 2; k++)
+        for (int cr = 0; cr < 2; cr++)
+            rec(t, LS_OP_ALLREDUCE, CHILD, cr, (uint64_t)k, -1, 0);
+    rec(t, LS_OP_GROUP_START, 0, -1, 0, -1, 0)->group_id = 9;
+    struct ls_record *r = rec(t, LS_OP_ALLREDUCE, CHILD, 0, 3, -1, 0);
+    r->flags = LS_REC_IN_GROUP;
+    r->group_id = 9;
+    r->group_depth = 1;
+    rec(t, LS_OP_GROUP_END, 0, -1, 0, -1, 1)->group_id = 9;
+    build(&j);
+    const struct wg_scc *s = scc_of(&j, rank_node(&j, 0));
+    ck_assert(s->cycle && s->sink);
+    ck_assert_uint_eq(s->nranks, 1);
+    done(&j);
+}
+END_TEST
+
+START_TEST(failure_after_a_death)
+{
+    /* Every rank reached #3; rank 2 died inside it; rank 0's #3 returned RemoteError after. */
+    struct job j = {0};
+    world(&j, 3, 2, 0x7);
+    crashed(j.t[2], 9, NOW - 3000 * MS);
+    struct ls_record *r = &j.t[0]->records[2];
+    r->result = LS_NCCL_REMOTE_ERROR;
+    r->exit_ns = NOW - 2000 * MS;
+    build(&j);
+    const struct wg_node *r0 = rank_node(&j, 0);
+    ck_assert_int_eq(r0->state, WG_WAITS);
+    const struct wg_edge *e =
+        waitgraph_edge(j.g, waitgraph_node_of_rank(j.g, 0), waitgraph_node_of_rank(j.g, 2));
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(e->kind, WG_E_REMOTE);
+    ck_assert_int_eq(rank_node(&j, 2)->state, WG_DEAD);    /* it died inside: a wait of nobody's */
+    ck_assert_uint_eq(waits_for(&j, coll(&j, W, 3)), 0x4); /* rank 1 waits for the dead one */
+    done(&j);
+}
+END_TEST
+
+START_TEST(healthy_job_has_no_waits)
+{
+    struct job j = {0};
+    world(&j, 4, 5, 0);
+    build(&j);
+    for (size_t v = 0; v < j.g->nnodes; v++) {
+        ck_assert_int_eq(j.g->nodes[v].kind, WG_RANK);
+        ck_assert_int_eq(j.g->nodes[v].state, WG_RUNNING);
+    }
+    ck_assert_uint_eq(j.g->nedges, 0);
+    done(&j);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("waitgraph");
+    TCase *tc = tcase_create("graph");
+    tcase_add_test(tc, and_wait_on_several_absent);
+    tcase_add_test(tc, cycle_through_p2p_and_collective);
+    tcase_add_test(tc, wait_crosses_communicators);
+    tcase_add_test(tc, sink_dead);
+    tcase_add_test(tc, sink_stopped);
+    tcase_add_test(tc, sink_no_trace);
+    tcase_add_test(tc, sink_mismatch_and_completing);
+    tcase_add_test(tc, sink_gpu_stuck);
+    tcase_add_test(tc, queued_behind_the_stream);
+    tcase_add_test(tc, en_route_is_soft);
+    tcase_add_test(tc, process_waiting_for_itself);
+    tcase_add_test(tc, failure_after_a_death);
+    tcase_add_test(tc, healthy_job_has_no_waits);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return unit_run(suite());
+}
