@@ -5,6 +5,7 @@
 
 #include "html.h"
 #include "html_timeline.h"
+#include "html_waits.h"
 #include "names.h"
 #include "timefmt.h"
 
@@ -55,6 +56,16 @@ static const char style_sheet[] =
     ".legend span{display:inline-block;margin-right:14px}"
     ".legend i{display:inline-block;width:22px;height:12px;border:1px solid #8a94a6;"
     "vertical-align:-1px;margin-right:4px;border-radius:2px}\n"
+    "svg.waits{display:block;background:#fff;border:1px solid #d8dde3;border-radius:6px;"
+    "max-width:100%;height:auto}\n"
+    "svg.waits text{font:12px system-ui,'DejaVu Sans',sans-serif;fill:#1d232b}"
+    "svg.waits .whead{fill:#5b6572;font-weight:600}\n"
+    "svg.waits .wclass rect{fill:#f1f3f6;stroke:#8a94a6;stroke-width:1}"
+    "svg.waits .wclass.sink rect{fill:#fde3e1;stroke:#c62828;stroke-width:2.5}\n"
+    "svg.waits .w1{font-weight:600}svg.waits .w2{fill:#4a5360;font-size:11px}"
+    "svg.waits .sink .w1{fill:#a61b1b}\n"
+    "svg.waits .wait{stroke:#5b6572;stroke-width:1.4;fill:none;marker-end:url(#arrow)}"
+    "svg.waits .wait.back{stroke-dasharray:4 3}svg.waits marker path{fill:#5b6572}\n"
     "footer{margin-top:24px;color:#8a94a6;font-size:12px}\n";
 
 /* Runs once the page is parsed: hovering a cell outlines its whole column. It tries that once
@@ -221,7 +232,10 @@ static int write_job(FILE *f, const struct report_input *in, size_t job)
     for (size_t i = 0; i < in->fs->n; i++)
         if (in->fs->v[i].job == job)
             write_finding(f, &in->fs->v[i], i);
-    fputs("</div>\n<h2>Last collectives, by class of ranks</h2>\n", f);
+    fputs("</div>\n", f);
+    if (html_waits(f, in, job) < 0)
+        return -1;
+    fputs("<h2>Last collectives, by class of ranks</h2>\n", f);
     write_legend(f);
     if (html_timeline(f, in, job) < 0)
         return -1;

@@ -434,7 +434,7 @@ static void write_waits_for(struct json_writer *w, const struct report_input *in
     json_begin_array(w, "waits_for");
     for (size_t j = 0; j < in->m->njobs; j++) {
         struct report_wait_class *cl;
-        ssize_t n = report_job_shown(in, j) ? report_wait_classes(in, j, &cl) : 0;
+        ssize_t n = report_job_shown(in, j) ? report_wait_classes(in, j, &cl, NULL) : 0;
         for (ssize_t k = 0; k < n; k++) {
             const struct waitgraph *g = cl[k].g;
             const struct wg_node *v = &g->nodes[cl[k].node];

@@ -183,7 +183,7 @@ void report_text(FILE *out, const struct report_input *in, int color)
         print_earlier(out, in, j, &st);
         print_stacks_refused(out, in, j, &st);
         struct report_wait_class *cl = NULL;
-        ssize_t ncl = report_wait_classes(in, j, &cl);
+        ssize_t ncl = report_wait_classes(in, j, &cl, NULL);
         for (size_t i = 0; i < in->fs->n; i++) {
             if (in->fs->v[i].job != j)
                 continue;

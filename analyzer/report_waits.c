@@ -53,15 +53,17 @@ static int same_class(const struct waitgraph *g, size_t a, size_t b)
     return 1;
 }
 
-/* Hops from every node to a node of the component its waits end in (reverse breadth first
- * from the sinks), SIZE_MAX where none. */
+/* How far every node is from where its waits end, in ranks: 0 at a sink, one more for each rank
+ * on the way (a call in between adds none: a rank waiting in a collective for rank 3 is as far
+ * from it as one waiting in a receive from it); SIZE_MAX where no way leads. A breadth first
+ * search back from the sinks, calls first (a deque: 0-1 weights). */
 static size_t *distances(const struct waitgraph *g)
 {
     size_t n = g->nnodes;
     size_t *dist = malloc((n + 1) * sizeof(*dist)), *first = calloc(n + 2, sizeof(*first));
-    size_t *rev = malloc((g->nedges + 1) * sizeof(*rev)), *queue = malloc((n + 1) * sizeof(*queue));
-    size_t head = 0, tail = 0;
-    if (!dist || !first || !rev || !queue) {
+    size_t *rev = malloc((g->nedges + 1) * sizeof(*rev));
+    size_t *deque = malloc((2 * n + 2) * sizeof(*deque)), head = n + 1, tail = n + 1;
+    if (!dist || !first || !rev || !deque) {
         free(dist);
         dist = NULL;
         goto out;
@@ -71,26 +73,30 @@ static size_t *distances(const struct waitgraph *g)
     for (size_t v = 0; v < n; v++)
         first[v + 2] += first[v + 1];
     for (size_t e = 0; e < g->nedges; e++)
-        rev[first[g->edges[e].to + 1]++] = g->edges[e].from;
+        rev[first[g->edges[e].to + 1]++] = e;
     for (size_t v = 0; v < n; v++) {
         dist[v] = g->sccs[g->nodes[v].scc].sink ? 0 : SIZE_MAX;
         if (dist[v] == 0)
-            queue[tail++] = v;
+            deque[tail++] = v;
     }
     while (head < tail) {
-        size_t v = queue[head++];
+        size_t v = deque[head++];
         for (size_t k = first[v]; k < first[v + 1]; k++) {
-            size_t u = rev[k];
-            if (dist[u] == SIZE_MAX && !waitgraph_edge(g, u, v)->soft) {
-                dist[u] = dist[v] + 1;
-                queue[tail++] = u;
-            }
+            const struct wg_edge *e = &g->edges[rev[k]];
+            size_t u = e->from, w = g->nodes[u].kind == WG_CALL ? 0 : 1;
+            if (e->soft || dist[v] + w >= dist[u])
+                continue;
+            dist[u] = dist[v] + w;
+            if (w == 0)
+                deque[--head] = u; /* as near: looked at next */
+            else
+                deque[tail++] = u;
         }
     }
 out:
     free(first);
     free(rev);
-    free(queue);
+    free(deque);
     return dist;
 }
 
@@ -105,12 +111,19 @@ static int cmp_class(const void *a, const void *b)
 }
 
 ssize_t report_wait_classes(const struct report_input *in, size_t job,
-                            struct report_wait_class **out)
+                            struct report_wait_class **out, size_t **node_class)
 {
     const struct waitgraph *g = report_graph(in, job);
     *out = NULL;
+    if (node_class)
+        *node_class = NULL;
     if (!g)
         return 0;
+    size_t *of = node_class ? malloc((g->nnodes + 1) * sizeof(*of)) : NULL;
+    if (node_class && !of)
+        return -1;
+    for (size_t node = 0; of && node < g->nnodes; node++)
+        of[node] = (size_t)-1;
     char *waited = calloc(g->nnodes + 1, 1);
     size_t *dist = distances(g);
     struct report_wait_class *v = calloc(g->nnodes + 1, sizeof(*v));
@@ -135,6 +148,8 @@ ssize_t report_wait_classes(const struct report_input *in, size_t job,
             }
         }
         v[at].count++;
+        if (of)
+            of[node] = at;
         if (dist[node] < v[at].depth)
             v[at].depth = dist[node];
         if (rc == 0 && intvec_push(&v[at].ranks, g->nodes[node].rank) < 0)
@@ -145,9 +160,26 @@ ssize_t report_wait_classes(const struct report_input *in, size_t job,
     idmap_free(&index);
     if (rc < 0) {
         report_wait_classes_free(v, n);
+        free(of);
+        return -1;
+    }
+    /* Sorted: the nodes' class numbers follow their classes (each class's first node still
+     * holds its number from before). */
+    size_t *renumber = of ? malloc((n + 1) * sizeof(*renumber)) : NULL;
+    if (of && !renumber) {
+        report_wait_classes_free(v, n);
+        free(of);
         return -1;
     }
     qsort(v, n, sizeof(*v), cmp_class);
+    for (size_t k = 0; of && k < n; k++)
+        renumber[of[v[k].node]] = k;
+    for (size_t node = 0; of && node < g->nnodes; node++)
+        if (of[node] != (size_t)-1)
+            of[node] = renumber[of[node]];
+    free(renumber);
+    if (node_class)
+        *node_class = of;
     *out = v;
     return (ssize_t)n;
 }

@@ -460,6 +460,36 @@ def case_html_mismatch(tmp):
     expect(count_colour(png, SUSPECT_BG) > 3000, "the odd rank does not stand out")
 
 
+def case_html_waits(tmp):
+    """The wait-for graph drawn: the call where the waits end on the left, in red; each class of
+    waiting ranks one box with an arrow to what it waits for; every rank in the boxes' titles;
+    the same classes as the JSON's waits_for."""
+    d = tracegen(tmp, "p2p", "--ranks", "8", "--colls", "20", "--p2p", "--p2p-size", "5")
+    html, report = html_report(tmp, d, "waits")
+    png = os.path.join(OUT, "waits.png")
+    dom, _ = render(tmp, html, png)
+    svg = re.search(r'<svg class="waits".*?</svg>', dom, re.S)
+    expect(svg, "no picture of the waits")
+    svg = svg.group(0)
+    boxes = re.findall(r'<g class="wclass([^"]*)"><title>(.*?)</title>', svg)
+    sinks = [t for c, t in boxes if "sink" in c]
+    expect(len(sinks) == 1 and re.match(r"(Send|Recv) #20 on comm [0-9a-f]{8}: can never "
+                                        r"complete", sinks[0]), f"where the waits end: {sinks}")
+    waiting = sorted(t for c, t in boxes if "sink" not in c)
+    expect(len(waiting) == 2 and waiting[0].startswith("ranks 0-4,7: wait in Broadcast #20")
+           and waiting[1].startswith("ranks 5-6: wait in "), f"classes: {waiting}")
+    expect(len(waiting) == len(report["waits_for"]), f"{waiting} against {report['waits_for']}")
+    arrows = svg.count('<line class="wait"')
+    expect(arrows == 2, f"{arrows} arrows, want 2: ranks 5-6 to the call, ranks 0-4,7 to 5-6")
+    expect(dom.index('class="waits"') < dom.index('class="tl"'), "the graph is below the timeline")
+    expect(count_colour(png, SUSPECT_BG) > 2000, "where the waits end does not stand out")
+    # A healthy job draws no graph.
+    clean = tracegen(tmp, "clean", "--ranks", "4", "--colls", "10")
+    page = os.path.join(tmp, "clean.html")
+    lockstep("analyze", "--html", page, clean)
+    expect('class="waits"' not in open(page).read(), "a graph of waits in a healthy job")
+
+
 def case_html_1024_ranks(tmp):
     d = tracegen(tmp, "tg1024", "--ranks", "1024", "--colls", "40", "--split", "4",
                  "--missing", "31")
