@@ -125,6 +125,8 @@ struct m_comm {
     uint32_t create_op;
     int njoined;              /* members with a trace */
     int multi_rank;           /* one process holds more than one rank of it */
+    int diverged_known;       /* diverged_at is worked out (model_first_divergence()) */
+    uint64_t diverged_at;     /* the oldest seq where members' calls differ, 0 none */
     uint64_t max_issued;      /* highest collective seq any member issued */
     uint64_t gpu_completed;   /* highest collective seq any member's GPU completed (tracked) */
     struct m_member *members; /* nmembers slots, by comm rank */
@@ -221,14 +223,22 @@ uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_
 
 /* True when two records under one sequence number are the same collective as far as NCCL
  * matches them (Bcast is Broadcast; count, datatype, reduction op, root). */
-int model_calls_agree(const struct ls_record *a, const struct ls_record *b);
+static inline int model_calls_agree(const struct ls_record *a, const struct ls_record *b)
+{
+    unsigned oa = a->op == LS_OP_BCAST ? LS_OP_BROADCAST : a->op;
+    unsigned ob = b->op == LS_OP_BCAST ? LS_OP_BROADCAST : b->op;
+    return oa == ob && a->count == b->count && a->dtype == b->dtype &&
+           (!ls_op_has_redop(oa) || a->redop == b->redop) &&
+           (!ls_op_is_rooted(oa) || a->peer == b->peer);
+}
 
 /* Process p's newest ncclCommAbort or ncclCommRevoke of communicator `comm` among the records
  * read, NULL none. */
 const struct ls_record *model_comm_abort(const struct m_proc *p, uint64_t comm);
 
 /* The oldest sequence number of comm c where the records read of two members disagree
- * (model_calls_agree()) into *seq, 0 none: where the members' paths diverged. Returns 0, or -1
+ * (model_calls_agree()) into *seq, 0 none: where the members' paths diverged. Worked out once
+ * per communicator and kept in it (the graph and the mismatch pass both ask). Returns 0, or -1
  * when out of memory. */
 int model_first_divergence(const struct m_comm *c, uint64_t *seq);
 

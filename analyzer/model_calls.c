@@ -40,15 +40,6 @@ uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_
     return n;
 }
 
-int model_calls_agree(const struct ls_record *a, const struct ls_record *b)
-{
-    unsigned oa = a->op == LS_OP_BCAST ? LS_OP_BROADCAST : a->op;
-    unsigned ob = b->op == LS_OP_BCAST ? LS_OP_BROADCAST : b->op;
-    return oa == ob && a->count == b->count && a->dtype == b->dtype &&
-           (!ls_op_has_redop(oa) || a->redop == b->redop) &&
-           (!ls_op_is_rooted(oa) || a->peer == b->peer);
-}
-
 const struct ls_record *model_comm_abort(const struct m_proc *p, uint64_t comm)
 {
     for (size_t i = p->t->nrecords; i-- > 0;) {
@@ -71,6 +62,10 @@ struct seq_slot {
  * across thousands of members: the same comparisons with far fewer cache misses. */
 int model_first_divergence(const struct m_comm *c, uint64_t *seq)
 {
+    if (c->diverged_known) {
+        *seq = c->diverged_at;
+        return 0;
+    }
     struct idmap index = {0};
     struct seq_slot *slots = NULL;
     size_t n = 0, cap = 0;
@@ -107,6 +102,11 @@ int model_first_divergence(const struct m_comm *c, uint64_t *seq)
             *seq = slots[k].seq;
     free(slots);
     idmap_free(&index);
+    if (rc == 0) { /* a cache of the model's own: the answer cannot change */
+        struct m_comm *mc = (struct m_comm *)c;
+        mc->diverged_at = *seq;
+        mc->diverged_known = 1;
+    }
     return rc;
 }
 

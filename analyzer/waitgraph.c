@@ -19,8 +19,6 @@ struct builder {
     struct waitgraph *g;
     const struct m_job *j;
     size_t ncap, ecap;
-    size_t *job_index;     /* model proc index -> job proc index */
-    struct idmap diverged; /* comm id -> first divergent seq + 1 (1: none), once asked */
 };
 
 /* ---- nodes and edges ------------------------------------------------------------------------ */
@@ -112,13 +110,10 @@ static size_t member_node(struct builder *b, const struct m_comm *c, int cr)
 /* ---- calls ------------------------------------------------------------------------------- */
 
 /* The first sequence number of c where its members' calls diverged, UINT64_MAX none. */
-static uint64_t divergence(struct builder *b, const struct m_comm *c)
+static uint64_t divergence(const struct m_comm *c)
 {
-    size_t v;
-    if (idmap_get(&b->diverged, c->id, &v))
-        return v ? (uint64_t)v - 1 : UINT64_MAX;
     uint64_t seq = 0;
-    if (model_first_divergence(c, &seq) < 0 || idmap_put(&b->diverged, c->id, (size_t)seq + 1) < 0)
+    if (model_first_divergence(c, &seq) < 0)
         return UINT64_MAX; /* out of memory: no divergence known */
     return seq ? seq : UINT64_MAX;
 }
@@ -241,7 +236,7 @@ static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uin
     x->call = first;
     x->since_ns = first ? first->enter_ns : 0;
     const struct ls_record *last;
-    if (!agree || divergence(b, c) <= k) {
+    if (!agree || divergence(c) <= k) {
         b->g->nedges = e0; /* it can never complete, whoever else comes */
         x->state = WG_MISMATCH;
     } else if (absent) {
@@ -518,7 +513,7 @@ struct waitgraph *waitgraph_build(const struct model *m, size_t job)
         return NULL;
     g->m = m;
     g->job = job;
-    struct builder b = {g, &m->jobs[job], 0, 0, NULL, {0}};
+    struct builder b = {g, &m->jobs[job], 0, 0};
     int rc = 0;
     for (size_t i = 0; i < b.j->nprocs && rc == 0; i++) {
         rc = add_node(&b, WG_RANK) == (size_t)-1 ? -1 : 0;
@@ -529,7 +524,6 @@ struct waitgraph *waitgraph_build(const struct model *m, size_t job)
     }
     for (size_t i = 0; i < b.j->nprocs && rc == 0; i++)
         rc = fill_rank(&b, i);
-    idmap_free(&b.diverged);
     if (rc == 0) {
         index_edges(g);
         rc = waitgraph_components(g);
