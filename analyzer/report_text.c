@@ -90,14 +90,15 @@ static void print_stacks_refused(FILE *out, const struct report_input *in, size_
 static void print_waits(FILE *out, const struct report_wait_class *cl, size_t n, size_t index,
                         const struct style *st)
 {
-    size_t waiting = 0, classes = 0, shown = 0, hidden = 0;
+    size_t waiting = 0, classes = 0, shown = 0, hidden = 0, deepest = 0;
     for (size_t k = 0; k < n; k++)
         if (cl[k].root == (long)index && cl[k].depth > 0) {
             waiting += cl[k].count;
             classes++;
+            deepest = cl[k].depth > deepest ? cl[k].depth : deepest;
         }
-    if (classes == 0)
-        return;
+    if (classes == 0 || (classes == 1 && deepest == 1))
+        return; /* one class waiting for it directly: the finding says just that */
     fprintf(out, "     %swho waits for it (%zu rank%s):%s\n", st->dim, waiting,
             waiting == 1 ? "" : "s", st->off);
     for (size_t k = 0; k < n; k++) {
