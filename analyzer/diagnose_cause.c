@@ -40,18 +40,6 @@ static int is_mismatch(const struct finding *f)
 
 /* ---- what each rank's findings are --------------------------------------------------------- */
 
-/* True when p made no successful call that issues work after time t: a failure at t is where its
- * NCCL work ended. */
-static int nothing_after(const struct m_proc *p, uint64_t t)
-{
-    for (size_t i = 0; i < p->t->nrecords; i++) {
-        const struct ls_record *r = &p->t->records[i];
-        if (r->enter_ns > t && r->result == 0 && ls_op_issues_work(r->op))
-            return 0;
-    }
-    return 1;
-}
-
 /* True when the call node x explains its waits by itself: every member it waits for waits for
  * nothing else (a leaf of the graph), so no other call stands between. */
 static int leaf_call(const struct waitgraph *g, size_t x)
@@ -122,7 +110,7 @@ static void index_ranks(struct cause *x)
             for (size_t k = 0; k < f->ranks.n; k++) {
                 int r = f->ranks.v[k];
                 if (r >= 0 && r < j->world_size && j->by_rank[r] &&
-                    nothing_after(j->by_rank[r], f->time_ns))
+                    model_nothing_after(j->by_rank[r], f->time_ns))
                     note_rank(x, r, (long)i, 0);
             }
             break;

@@ -232,6 +232,10 @@ static inline int model_calls_agree(const struct ls_record *a, const struct ls_r
            (!ls_op_is_rooted(oa) || a->peer == b->peer);
 }
 
+/* True when p made no call that issues work and succeeded after time t: a failure at t is where
+ * its NCCL work ended (a wait given up on, or what ended the program). */
+int model_nothing_after(const struct m_proc *p, uint64_t t);
+
 /* Process p's newest ncclCommAbort or ncclCommRevoke of communicator `comm` among the records
  * read, NULL none. */
 const struct ls_record *model_comm_abort(const struct m_proc *p, uint64_t comm);

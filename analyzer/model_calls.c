@@ -40,6 +40,16 @@ uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_
     return n;
 }
 
+int model_nothing_after(const struct m_proc *p, uint64_t t)
+{
+    for (size_t i = 0; i < p->t->nrecords; i++) {
+        const struct ls_record *r = &p->t->records[i];
+        if (r->enter_ns > t && r->result == 0 && ls_op_issues_work(r->op))
+            return 0;
+    }
+    return 1;
+}
+
 const struct ls_record *model_comm_abort(const struct m_proc *p, uint64_t comm)
 {
     for (size_t i = p->t->nrecords; i-- > 0;) {

@@ -316,18 +316,6 @@ static size_t call_node(struct builder *b, enum wg_call_kind kind, const struct 
 
 /* ---- ranks ------------------------------------------------------------------------------- */
 
-/* True when r failed in NCCL (not a refusal of its arguments) and no call of p returned
- * success after it: the failure is where p's NCCL work ended, a wait that was given up on. */
-static int ended_in_failure(const struct m_proc *p, const struct ls_record *r)
-{
-    for (size_t i = 0; i < p->t->nrecords; i++) {
-        const struct ls_record *q = &p->t->records[i];
-        if (q->enter_ns > r->enter_ns && q->result == 0 && ls_op_issues_work(q->op))
-            return 0;
-    }
-    return 1;
-}
-
 /* The calls p waits in: those it is blocked on (model_blocked_ops(); of the work its GPU has not
  * completed only the oldest per stream, which the rest queue behind), else the call that
  * failed where its NCCL work ended. A rank that died in a node failure waits for nothing. */
@@ -348,7 +336,7 @@ static size_t rank_waits(const struct m_proc *p, const struct ls_record **out)
         if (!later)
             out[k++] = ops[i];
     }
-    if (k == 0 && p->failed && ended_in_failure(p, p->failed))
+    if (k == 0 && p->failed && model_nothing_after(p, p->failed->enter_ns))
         out[k++] = p->failed;
     return k;
 }
