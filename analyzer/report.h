@@ -77,9 +77,9 @@ struct report_wait_class {
 };
 
 /* The classes of job `job`'s wait-for graph, by root, then nearest the root first. Returns how
- * many with the array in *out (free with report_wait_classes_free()), 0 without a graph, or -1
- * when out of memory. With node_class, *node_class gets each node's class ((size_t)-1: none),
- * an array the caller frees. */
+ * many with the array in *out (free with report_wait_classes_free()); 0, *out NULL, when nobody
+ * waits or there is no graph; -1 when out of memory. With node_class, *node_class gets each
+ * node's class ((size_t)-1: none), an array the caller frees (NULL when 0 or -1 is returned). */
 ssize_t report_wait_classes(const struct report_input *in, size_t job,
                             struct report_wait_class **out, size_t **node_class);
 

@@ -158,10 +158,10 @@ ssize_t report_wait_classes(const struct report_input *in, size_t job,
     free(waited);
     free(dist);
     idmap_free(&index);
-    if (rc < 0) {
+    if (rc < 0 || n == 0) { /* nobody waits: nothing to hand back */
         report_wait_classes_free(v, n);
         free(of);
-        return -1;
+        return rc;
     }
     /* Sorted: the nodes' class numbers follow their classes (each class's first node still
      * holds its number from before). */

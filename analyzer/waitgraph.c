@@ -476,7 +476,8 @@ static int cmp_edge(const void *a, const void *b)
  * collective) and points each node at its own. */
 static void index_edges(struct waitgraph *g)
 {
-    qsort(g->edges, g->nedges, sizeof(*g->edges), cmp_edge);
+    if (g->nedges) /* a job where nobody waits has no edge array at all */
+        qsort(g->edges, g->nedges, sizeof(*g->edges), cmp_edge);
     size_t n = 0;
     for (size_t e = 0; e < g->nedges; e++)
         if (n == 0 || g->edges[n - 1].from != g->edges[e].from ||
