@@ -18,7 +18,7 @@ static void rank_trace(struct mon_trace *t, int rank, uint64_t issued, uint64_t 
                        int stream_behind)
 {
     memset(t, 0, sizeof(*t));
-    t->path = "t";
+    t->path = strdup("t");
     t->running_here = 1;
     t->h.rank = rank;
     t->h.pid = 100 + rank;
@@ -34,19 +34,19 @@ static void rank_trace(struct mon_trace *t, int rank, uint64_t issued, uint64_t 
     t->comms[0].coll_completed = completed;
 }
 
+/* Whether the monitor of traces `v` (n of them; the monitor frees them) counts something as
+ * outstanding, with what in `why`. */
 static int outstanding(struct mon_trace *v, size_t n, char *why)
 {
     struct monitor m;
-    memset(&m, 0, sizeof(m));
-    m.t = v;
-    m.n = n;
-    return monitor_outstanding(&m, why, 256);
-}
-
-static void free_traces(struct mon_trace *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(v[i].comms);
+    ck_assert_int_eq(monitor_init(&m, "."), 0);
+    m.t = calloc(n, sizeof(*v));
+    memcpy(m.t, v, n * sizeof(*v));
+    m.n = m.cap = n;
+    ck_assert_int_eq(monitor_reckon(&m), 0);
+    int rc = monitor_outstanding(&m, why, 256);
+    monitor_free(&m);
+    return rc;
 }
 
 START_TEST(stream_behind_but_done_on_a_member)
@@ -56,7 +56,6 @@ START_TEST(stream_behind_but_done_on_a_member)
     rank_trace(&v[0], 0, 2, 1, 1); /* its stream never saw Bcast #2 complete */
     rank_trace(&v[1], 1, 2, 2, 0); /* rank 1's GPU did */
     ck_assert_int_eq(outstanding(v, 2, why), 0);
-    free_traces(v, 2);
 }
 END_TEST
 
@@ -68,7 +67,6 @@ START_TEST(stream_behind_and_done_nowhere)
     rank_trace(&v[1], 1, 2, 1, 1);
     ck_assert_int_eq(outstanding(v, 2, why), 1);
     ck_assert_ptr_nonnull(strstr(why, "GPU stream not yet completed"));
-    free_traces(v, 2);
 }
 END_TEST
 
@@ -80,7 +78,6 @@ START_TEST(sends_are_not_known_done_elsewhere)
     rank_trace(&v[1], 1, 2, 2, 0);
     v[0].comms[0].p2p_sends = 1; /* a send pending on its GPU: no member's counter covers it */
     ck_assert_int_eq(outstanding(v, 2, why), 1);
-    free_traces(v, 2);
 }
 END_TEST
 
@@ -91,7 +88,6 @@ START_TEST(nothing_behind)
     rank_trace(&v[0], 0, 2, 2, 0);
     rank_trace(&v[1], 1, 2, 2, 0);
     ck_assert_int_eq(outstanding(v, 2, why), 0);
-    free_traces(v, 2);
 }
 END_TEST
 
