@@ -164,7 +164,7 @@ int monitor_reckon(struct monitor *m)
         rc |= mon_comms_index(&m->comms, &m->t[i], (uint32_t)i, now);
     mon_comms_tally(&m->comms, m->t, m->n);
     for (size_t i = 0; i < m->n; i++)
-        rc |= mon_waits_update(m, &m->t[i], real);
+        rc |= mon_waits_update(m, &m->t[i], now, real);
     rc |= mon_jobs_group(m);
     return rc ? -1 : 0;
 }
@@ -225,6 +225,7 @@ void monitor_free(struct monitor *m)
         free(m->t[i].comm_of);
         free(m->t[i].waits);
         free(m->t[i].calls);
+        free(m->t[i].streams);
     }
     free(m->t);
     free(m->dir);

@@ -16,12 +16,14 @@
 /* What a running member waits in on one of its communicators (mon_trace.waits). */
 enum mon_wait {
     MON_WAIT_NONE = 0,
-    MON_WAIT_COLL, /* inside a collective on it (issued > returned, a call in flight) */
-    MON_WAIT_GPU,  /* its GPU has not completed the newest collective on it, nor any member's */
-    MON_WAIT_CALL, /* a thread long inside a call on it (a send, a receive, a group's end) */
+    MON_WAIT_COLL,    /* inside a collective on it (issued > returned, a call in flight) */
+    MON_WAIT_GPU,     /* its GPU has not completed the newest collective on it, nor any member's */
+    MON_WAIT_CALL,    /* a thread long inside a call on it (a send, a receive, a group's end) */
+    MON_WAIT_GPU_P2P, /* a GPU stream long stuck in a send or receive on it */
 };
 
-struct mon_calls; /* monitor_calls.h: what its threads long inside a call are in */
+struct mon_calls;   /* monitor_calls.h: what its threads long inside a call are in */
+struct mon_streams; /* monitor_streams.h: what its GPU streams are stuck in */
 
 struct mon_trace {
     char *path;
@@ -32,6 +34,7 @@ struct mon_trace {
     uint32_t *comm_of;    /* per indexed entry: its communicator in monitor.comms */
     unsigned char *waits; /* per entry: enum mon_wait, the last poll's view (running only) */
     struct mon_calls *calls;
+    struct mon_streams *streams;
     uint64_t last_progress_ns; /* CLOCK_MONOTONIC: when it was found, or a progress field moved */
     size_t job;                /* its job in monitor.jobs, the last poll's view */
     int running_here;          /* its process runs on this host */
@@ -47,16 +50,17 @@ struct monitor {
     struct mon_jobs jobs;      /* the jobs, regrouped at each poll */
     uint64_t last_progress_ns; /* CLOCK_MONOTONIC: when something last moved */
     uint64_t last_poll_ns;
-    uint64_t read_calls_after_ns; /* a thread inside one call this long has its records read
-                                   * (monitor_set_stall()); 0: at once */
+    uint64_t read_calls_after_ns; /* a thread inside one call this long, or a GPU stream stuck
+                                   * this long, has its records read (monitor_set_stall());
+                                   * 0: at once */
 };
 
 /* Starts watching `dir` (which need not exist yet). Returns 0, -1 when out of memory. */
 int monitor_init(struct monitor *m, const char *dir);
 
-/* Tells the monitor the stall time: a thread's records are read only once it is inside a call
- * for half of it (a shorter wait cannot be what stalled a communicator: entering the call moved
- * its counters). This function can't fail. */
+/* Tells the monitor the stall time: a thread's (or a GPU stream's) records are read only once
+ * it is inside a call (stuck) for half of it (a shorter wait cannot be what stalled a
+ * communicator: issuing the call moved its counters). This function can't fail. */
 void monitor_set_stall(struct monitor *m, double stall_s);
 
 /* Rescans the folder and rereads every trace's header and comm table. A new trace, a call

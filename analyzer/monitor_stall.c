@@ -74,6 +74,9 @@ static void member_why(const struct monitor *m, const struct mon_member *mb, cha
     else if (w == MON_WAIT_GPU)
         snprintf(why, len, "rank %d (pid %d) waits for its GPU to complete collective #%llu on it",
                  rank, t->h.pid, (unsigned long long)c->coll_issued);
+    else if (w == MON_WAIT_GPU_P2P)
+        snprintf(why, len, "rank %d (pid %d) waits for its GPU to complete a send or receive on it",
+                 rank, t->h.pid);
     else
         snprintf(why, len,
                  "rank %d (pid %d) waits inside a call on it (a send, a receive or "
@@ -229,7 +232,7 @@ void mon_stall_describe(const struct mon_stall *s, char *buf, size_t len)
     if (s->nshown)
         part_words(&s->shown[0], is_comm, "another job", other, sizeof(other));
     if (s->nprogressed > 1)
-        snprintf(more, sizeof(more), " (and %zu other %s)", s->nprogressed - 1,
+        snprintf(more, sizeof(more), " and %zu other %s", s->nprogressed - 1,
                  is_comm ? (s->nprogressed > 2 ? "communicators" : "communicator")
                          : (s->nprogressed > 2 ? "jobs" : "job"));
     snprintf(buf, len, "%s made no progress for %.1f s%s%s%s%s", what, s->part.idle_s,

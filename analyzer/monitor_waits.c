@@ -5,6 +5,7 @@
 
 #include "monitor.h"
 #include "monitor_calls.h"
+#include "monitor_streams.h"
 #include "monitor_waits.h"
 
 static int entry_live(const struct ls_comm *e)
@@ -44,19 +45,30 @@ static int clear_waits(struct mon_trace *t)
     return 0;
 }
 
-/* Marks the entries of `t` on the communicators its threads are long inside a call on. */
-static void mark_long_calls(const struct monitor *m, struct mon_trace *t, uint64_t now_real_ns)
+/* Marks the entries of `t` on communicators `ids` (n) that wait in nothing else as `how`. */
+static void mark(struct mon_trace *t, const uint64_t *ids, size_t n, enum mon_wait how)
 {
-    uint64_t ids[LS_THREAD_SLOTS * MON_CALL_COMMS];
-    size_t n =
-        mon_calls_comms(t, now_real_ns, m->read_calls_after_ns, ids, sizeof(ids) / sizeof(ids[0]));
     for (size_t k = 0; k < n; k++)
         for (uint32_t e = 0; e < t->nindexed && e < t->ncomms; e++)
             if (t->comms[e].comm_id == ids[k] && t->waits[e] == MON_WAIT_NONE)
-                t->waits[e] = MON_WAIT_CALL;
+                t->waits[e] = (unsigned char)how;
 }
 
-int mon_waits_update(struct monitor *m, struct mon_trace *t, uint64_t now_real_ns)
+/* Marks the communicators only the records of `t` say it waits on: those its threads are long
+ * inside a call on, and the sends and receives its GPU streams are long stuck in. */
+static void mark_from_records(const struct monitor *m, struct mon_trace *t, int in_call,
+                              uint64_t now_ns, uint64_t now_real_ns)
+{
+    uint64_t ids[LS_THREAD_SLOTS * MON_CALL_COMMS];
+    size_t max = sizeof(ids) / sizeof(ids[0]);
+    if (in_call)
+        mark(t, ids, mon_calls_comms(t, now_real_ns, m->read_calls_after_ns, ids, max),
+             MON_WAIT_CALL);
+    mark(t, ids, mon_streams_p2p_comms(t, now_ns, m->read_calls_after_ns, ids, max),
+         MON_WAIT_GPU_P2P);
+}
+
+int mon_waits_update(struct monitor *m, struct mon_trace *t, uint64_t now_ns, uint64_t now_real_ns)
 {
     if (clear_waits(t) < 0)
         return -1;
@@ -70,8 +82,7 @@ int mon_waits_update(struct monitor *m, struct mon_trace *t, uint64_t now_real_n
         else if (behind && coll_open_everywhere(m, t, e))
             t->waits[e] = MON_WAIT_GPU;
     }
-    if (in_call)
-        mark_long_calls(m, t, now_real_ns);
+    mark_from_records(m, t, in_call, now_ns, now_real_ns);
     for (uint32_t e = 0; e < t->nindexed && e < t->ncomms; e++)
         m->comms.v[t->comm_of[e]].waiters += t->waits[e] != MON_WAIT_NONE;
     return 0;

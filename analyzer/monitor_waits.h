@@ -11,10 +11,11 @@ struct monitor;
 struct mon_trace;
 
 /* Sets t->waits (enum mon_wait per comm entry; all NONE unless its process runs here) and counts
- * each waiting entry in its communicator's `waiters`; call after mon_comms_tally().
- * `now_real_ns` is CLOCK_REALTIME (the clock of the trace's entry times). Returns 0, -1 when
- * out of memory. */
-int mon_waits_update(struct monitor *m, struct mon_trace *t, uint64_t now_real_ns);
+ * each waiting entry in its communicator's `waiters`; call after mon_comms_tally(), at every
+ * poll (how long a GPU stream stood still is counted here). `now_ns` is CLOCK_MONOTONIC,
+ * `now_real_ns` CLOCK_REALTIME (the clock of the trace's entry times). Returns 0, -1 when out
+ * of memory. */
+int mon_waits_update(struct monitor *m, struct mon_trace *t, uint64_t now_ns, uint64_t now_real_ns);
 
 /* Describes in `why` (len bytes) what is outstanding in trace `t` and returns which rule says
  * so, or returns 0 when nothing is: its process runs here and 1, is inside a call; or 2, has GPU

@@ -53,12 +53,17 @@ def expect_only_about(findings, ranks, label):
                f"[{f['kind']}] {f['summary']}")
 
 
-def case_replicas(tmp):
+# The emulator behaving like a GPU: calls return at once, ranks wait in their stream.
+GPU_LIKE = {"LOCKSTEP_EMU_ASYNC": "1"}
+
+
+def replicas(tmp, gpu):
     """Two data-parallel replicas of 4 ranks (ncclCommSplit by rank / 4); rank 5 stops calling
     while replica 0 trains on (its last rank late at every step: the snapshot catches ranks 0-2
     inside an AllReduce that rank 3 has not reached)."""
-    p, report = lockstep_run(tmp, "replicas", {"PARTIAL_STEP_MS": "0"})
+    p, report = lockstep_run(tmp, "replicas", {"PARTIAL_STEP_MS": "0", **(GPU_LIKE if gpu else {})})
     stall, findings = expect_stalled(p, report, "replicas")
+    expect(("GPU to complete collective" in stall["why"]) == gpu, f"replicas: why {stall['why']}")
     expect(stall["scope"] == "communicator" and stall["partial"] and
            stall["ranks"] == [4, 5, 6, 7] and stall["waiting"] == [4, 6, 7],
            f"replicas: stall {stall}")
@@ -78,13 +83,26 @@ def case_replicas(tmp):
     expect("partial: rank 5 stopped calling" in p.stderr, "replicas: the victim never stopped")
 
 
-def pipeline(tmp, grouped):
+def case_replicas(tmp):
+    replicas(tmp, False)
+
+
+def case_replicas_gpu(tmp):
+    """The same on a GPU-like emulator: replica 1's ranks wait in their streams for AllReduce
+    #21, not in NCCL."""
+    replicas(tmp, True)
+
+
+def pipeline(tmp, grouped, gpu=False):
     """Pipeline pairs (split by rank / 2), each sending activations from its even to its odd
     rank; receiver 5 stops while the other pairs go on (pair 1's receiver late at every step)."""
-    label = "pipeline" + (" (grouped)" if grouped else "")
+    label = "pipeline" + (" (grouped)" if grouped else "") + (" (GPU-like)" if gpu else "")
     p, report = lockstep_run(tmp, "pipeline",
-                             {"PARTIAL_STEP_MS": "0", "PARTIAL_GROUPED": "1" if grouped else "0"})
+                             {"PARTIAL_STEP_MS": "0", "PARTIAL_GROUPED": "1" if grouped else "0",
+                              **(GPU_LIKE if gpu else {})})
     stall, findings = expect_stalled(p, report, label)
+    expect(("GPU to complete a send or receive" in stall["why"]) == gpu,
+           f"{label}: why {stall['why']}")
     expect(stall["scope"] == "communicator" and stall["partial"] and
            stall["ranks"] == [4, 5] and stall["waiting"] == [4], f"{label}: stall {stall}")
     expect(stall["progressed_count"] >= 3, f"{label}: the other pairs progressed: {stall}")
@@ -101,6 +119,12 @@ def case_pipeline(tmp):
 
 def case_pipeline_grouped(tmp):
     pipeline(tmp, True)
+
+
+def case_pipeline_gpu(tmp):
+    """On a GPU-like emulator the Send returns at once: rank 4 waits in its stream, and only
+    the stream's oldest operation not completed says on which communicator."""
+    pipeline(tmp, False, gpu=True)
 
 
 def start_job(d, job, extra):

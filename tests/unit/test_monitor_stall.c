@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "monitor_stall.h"
+#include "monitor_streams.h"
 #include "timefmt.h"
 #include "trace_writer.h"
 #include "unit_run.h"
@@ -105,6 +106,9 @@ static void age(struct monitor *m, uint64_t ns)
         m->t[i].last_progress_ns -= ns;
     for (size_t c = 0; c < m->comms.n; c++)
         m->comms.v[c].last_progress_ns -= ns;
+    for (size_t i = 0; i < m->n; i++)
+        for (int k = 0; m->t[i].streams && k < LS_MAX_STREAMS; k++)
+            m->t[i].streams->slot[k].since_ns -= ns;
     ck_assert_int_eq(monitor_reckon(m), 0);
 }
 
@@ -268,19 +272,26 @@ static void pipeline(struct job *j, int grouped)
     h->threads[0].in_call_since = since;
 }
 
+/* Polls `j` (aged, B progressing) and expects communicator `comm` stalled, one rank (0) waiting
+ * in it as `why` says; then frees the job. */
+static void expect_stall_on(struct job *j, uint64_t comm, const char *why)
+{
+    poll_aged(j, b_progresses);
+    struct mon_stall s;
+    ck_assert_int_eq(find(j, &s), 1);
+    ck_assert_uint_eq(s.part.comm, comm);
+    ck_assert_uint_eq(s.waiting.n, 1);
+    ck_assert_int_eq(s.waiting.v[0], 0);
+    ck_assert_ptr_nonnull(strstr(s.why, why));
+    mon_stall_free(&s);
+    finish(j);
+}
+
 static void check_pipeline(int grouped)
 {
     struct job j;
     pipeline(&j, grouped);
-    poll_aged(&j, b_progresses);
-    struct mon_stall s;
-    ck_assert_int_eq(find(&j, &s), 1);
-    ck_assert_uint_eq(s.part.comm, PAIR);
-    ck_assert_uint_eq(s.waiting.n, 1);
-    ck_assert_int_eq(s.waiting.v[0], 0);
-    ck_assert_ptr_nonnull(strstr(s.why, "inside a call on it"));
-    mon_stall_free(&s);
-    finish(&j);
+    expect_stall_on(&j, PAIR, "inside a call on it");
 }
 
 START_TEST(send_found_in_the_records)
@@ -304,6 +315,73 @@ START_TEST(short_call_not_read)
     monitor_poll(&j.m);
     ck_assert_uint_eq(mon_comms_find(&j.m.comms, PAIR)->waiters, 0);
     ck_assert_ptr_null(trace_named(&j.m, "r0.trace")->calls);
+    finish(&j);
+}
+END_TEST
+
+/* A GPU job (completion tracked): ranks 0-1 of communicator `comm`, rank 0's stream behind on
+ * its newest operation (a Bcast #2 on WORLD, or a Send on PAIR), its call returned (the rank
+ * waits outside NCCL); `done_elsewhere`: rank 1's GPU completed Bcast #2. Ranks 2-3 train on
+ * in B. */
+static void gpu_behind(struct job *j, int send, int done_elsewhere)
+{
+    start(j);
+    for (int r = 0; r < 4; r++) {
+        struct ls_header *h = tw_header(add_trace(j, r, ""));
+        h->completion = LS_COMPLETION_EVENTS;
+        join(j, r, 0, r < 2 ? (send ? PAIR : WORLD) : COMM_B, r % 2, 2);
+        join(j, r, 1, 0xe000000000000005ull, r, 4); /* the job's world */
+    }
+    struct ls_header *h = tw_header(j->f[0]);
+    struct ls_record op = {.comm_id = send ? PAIR : WORLD,
+                           .op = send ? LS_OP_SEND : LS_OP_BCAST,
+                           .peer = send ? 1 : 0,
+                           .seq = 2,
+                           .tid = 100,
+                           .stream = 0x5000,
+                           .enter_ns = timefmt_now_ns() - 10 * S,
+                           .dtype = 7,
+                           .redop = -1};
+    h->stream_count = 1;
+    h->streams[0] = (struct ls_stream){.stream = 0x5000, .flags = LS_STREAM_VALID};
+    h->streams[0].completed_ticket = h->next_ticket; /* everything before it completed */
+    uint64_t tk = tw_begin(j->f[0], &op);
+    tw_end(j->f[0], tk, op.enter_ns + 1000, 0);
+    h->streams[0].issued_ticket = tk + 1;
+    for (int r = 0; r < 2; r++) {
+        struct ls_comm *c = j->c[r][0];
+        c->coll_issued = c->coll_done = send ? 0 : 2;
+        c->coll_completed = send ? 0 : r == 1 && done_elsewhere ? 2 : 1;
+        c->p2p_sends = send && r == 0;
+    }
+}
+
+START_TEST(gpu_send_stuck_found_in_the_records)
+{
+    struct job j;
+    gpu_behind(&j, 1, 0);
+    expect_stall_on(&j, PAIR, "GPU to complete a send or receive");
+}
+END_TEST
+
+START_TEST(gpu_collective_stuck)
+{
+    struct job j;
+    gpu_behind(&j, 0, 0);
+    expect_stall_on(&j, WORLD, "GPU to complete collective #2");
+}
+END_TEST
+
+/* A stream that missed the completion another member's GPU saw (a real GPU did: rank 0 then
+ * sat in a Gloo barrier, docs/gpu-validation.md): no communicator waits, no stall. */
+START_TEST(gpu_completion_missed_not_a_stall)
+{
+    struct job j;
+    gpu_behind(&j, 0, 1);
+    poll_aged(&j, b_progresses);
+    ck_assert_uint_eq(mon_comms_find(&j.m.comms, WORLD)->waiters, 0);
+    struct mon_stall s;
+    ck_assert_int_eq(find(&j, &s), 0);
     finish(&j);
 }
 END_TEST
@@ -362,6 +440,9 @@ int main(void)
     tcase_add_test(tc, send_found_in_the_records);
     tcase_add_test(tc, group_end_found_in_the_records);
     tcase_add_test(tc, short_call_not_read);
+    tcase_add_test(tc, gpu_send_stuck_found_in_the_records);
+    tcase_add_test(tc, gpu_collective_stuck);
+    tcase_add_test(tc, gpu_completion_missed_not_a_stall);
     tcase_add_test(tc, job_stalls_while_another_trains);
     tcase_add_test(tc, jobs_without_ids_by_communicators);
     suite_add_tcase(s, tc);
