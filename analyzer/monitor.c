@@ -74,12 +74,15 @@ static int header_moved(const struct ls_header *old, const struct ls_header *h)
            h->completions != old->completions;
 }
 
-/* Reads the comm table of the header just read into t (kept as it was when it cannot be read);
- * marks the communicators whose entries moved. */
+/* Reads the comm table of the header just read into t (kept as it was when it cannot be read,
+ * or holds fewer entries than were indexed: the writer only adds, a file that says otherwise is
+ * not believed); marks the communicators whose entries moved. */
 static void reread_comms(struct monitor *m, struct mon_trace *t, int fd, const struct ls_header *h,
                          uint64_t now)
 {
     uint32_t n = h->comm_count; /* at most comm_cap: the reader checked */
+    if (n < t->nindexed)
+        return;
     struct ls_comm *c = n ? malloc(n * sizeof(*c)) : NULL;
     if (!c || pread(fd, c, n * sizeof(*c), (off_t)h->comm_off) != (ssize_t)(n * sizeof(*c))) {
         free(c);
