@@ -100,17 +100,22 @@ static int entry_live(const struct ls_comm *e)
     return !(e->flags & (LS_COMM_DESTROYED | LS_COMM_ABORTED));
 }
 
-/* Adds one member's entry to its communicator's tally. */
-static void tally_entry(struct mon_comm *k, const struct ls_comm *e, int running)
+/* Adds member `mb` (its entry `e`) to its communicator's tally. */
+static void tally_entry(struct mon_comm *k, struct mon_member mb, const struct ls_comm *e,
+                        int running)
 {
     if (e->coll_completed > k->max_completed)
         k->max_completed = e->coll_completed;
     if (!entry_live(e))
         return;
-    if (!k->live_entries || e->coll_issued < k->min_issued)
+    if (!k->live_entries || e->coll_issued < k->min_issued) {
         k->min_issued = e->coll_issued;
-    if (!k->live_entries || e->coll_issued > k->max_issued)
+        k->min_at = mb;
+    }
+    if (!k->live_entries || e->coll_issued > k->max_issued) {
         k->max_issued = e->coll_issued;
+        k->max_at = mb;
+    }
     k->live_entries++;
     k->running_live += running != 0;
 }
@@ -124,7 +129,8 @@ void mon_comms_tally(struct mon_comms *c, const struct mon_trace *v, size_t n)
     }
     for (size_t i = 0; i < n; i++)
         for (uint32_t e = 0; e < v[i].nindexed && e < v[i].ncomms; e++)
-            tally_entry(&c->v[v[i].comm_of[e]], &v[i].comms[e], v[i].running_here);
+            tally_entry(&c->v[v[i].comm_of[e]], (struct mon_member){(uint32_t)i, e}, &v[i].comms[e],
+                        v[i].running_here);
 }
 
 const struct mon_comm *mon_comms_find(const struct mon_comms *c, uint64_t id)

@@ -23,11 +23,12 @@ struct mon_comm {
     struct mon_member *members;
     size_t nmembers, cap;
     /* The last tally (mon_comms_tally()): */
-    uint64_t max_completed;          /* the highest collective any member's GPU completed */
-    uint64_t min_issued, max_issued; /* collectives issued, over entries not destroyed/aborted */
-    size_t live_entries;             /* entries not destroyed or aborted */
-    size_t running_live;             /* ... of processes running here */
-    size_t waiters;                  /* running members that wait in it (enum mon_wait) */
+    uint64_t max_completed;           /* the highest collective any member's GPU completed */
+    uint64_t min_issued, max_issued;  /* collectives issued, over entries not destroyed/aborted */
+    struct mon_member min_at, max_at; /* a member that issued min_issued, one max_issued */
+    size_t live_entries;              /* entries not destroyed or aborted */
+    size_t running_live;              /* ... of processes running here */
+    size_t waiters;                   /* running members that wait in it (enum mon_wait) */
 };
 
 struct mon_comms {

@@ -107,7 +107,8 @@ static int gpu_done_elsewhere(const struct monitor *m, const struct mon_trace *t
 }
 
 /* A live entry of `t` on a communicator whose live members disagree on how many collectives
- * they issued: says which two ranks and returns 1. */
+ * they issued: says which two ranks (it and a member at the other end of the tally) and
+ * returns 1. O(entries of t). */
 static int disagreement(const struct monitor *m, const struct mon_trace *t, char *why, size_t len)
 {
     for (uint32_t e = 0; e < t->nindexed && e < t->ncomms; e++) {
@@ -115,18 +116,14 @@ static int disagreement(const struct monitor *m, const struct mon_trace *t, char
         const struct mon_comm *k = &m->comms.v[t->comm_of[e]];
         if (!entry_live(c) || k->min_issued == k->max_issued)
             continue;
-        for (size_t i = 0; i < k->nmembers; i++) {
-            const struct mon_trace *b = &m->t[k->members[i].trace];
-            const struct ls_comm *o = &b->comms[k->members[i].entry];
-            if (b == t || !entry_live(o) || o->coll_issued == c->coll_issued)
-                continue;
-            snprintf(why, len,
-                     "ranks %d and %d disagree on comm %016llx: %llu vs %llu "
-                     "collectives issued",
-                     t->h.rank, b->h.rank, (unsigned long long)c->comm_id,
-                     (unsigned long long)c->coll_issued, (unsigned long long)o->coll_issued);
-            return 1;
-        }
+        struct mon_member other = c->coll_issued != k->min_issued ? k->min_at : k->max_at;
+        const struct mon_trace *b = &m->t[other.trace];
+        snprintf(why, len,
+                 "ranks %d and %d disagree on comm %016llx: %llu vs %llu collectives issued",
+                 t->h.rank, b->h.rank, (unsigned long long)c->comm_id,
+                 (unsigned long long)c->coll_issued,
+                 (unsigned long long)b->comms[other.entry].coll_issued);
+        return 1;
     }
     return 0;
 }

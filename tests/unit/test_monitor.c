@@ -1,8 +1,9 @@
-/* test_monitor.c -- when `lockstep run` counts GPU work as outstanding (monitor_outstanding):
- * a stream whose last event was never seen complete does not make a stall by itself when every
- * member's counters say the collective is done. On a real GPU, Lightning's prepare_data (ranks
- * in a Gloo barrier, no NCCL call pending) was stopped as a stall with "no problems found"
- * because rank 0's stream still said issued > completed (docs/gpu-validation.md). */
+/* test_monitor.c -- what `lockstep run` counts as outstanding (monitor_outstanding): a stream
+ * whose last event was never seen complete does not make a stall by itself when every member's
+ * counters say the collective is done (on a real GPU, Lightning's prepare_data, ranks in a Gloo
+ * barrier and no NCCL call pending, was stopped as a stall with "no problems found" because rank
+ * 0's stream still said issued > completed: docs/gpu-validation.md); members that disagree on
+ * how many collectives they issued are. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,20 @@ START_TEST(nothing_behind)
 }
 END_TEST
 
+START_TEST(members_disagree_on_collectives_issued)
+{
+    struct mon_trace v[3];
+    char why[256];
+    for (int r = 0; r < 3; r++) {
+        rank_trace(&v[r], r, r == 1 ? 3 : 2, r == 1 ? 3 : 2, 0);
+        v[r].h.completion = LS_COMPLETION_OFF; /* no GPU: only the counts say it */
+    }
+    ck_assert_int_eq(outstanding(v, 3, why), 1);
+    ck_assert_ptr_nonnull(strstr(why, "ranks 0 and 1 disagree"));
+    ck_assert_ptr_nonnull(strstr(why, "2 vs 3 collectives issued"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("monitor");
@@ -99,6 +114,7 @@ int main(void)
     tcase_add_test(tc, stream_behind_and_done_nowhere);
     tcase_add_test(tc, sends_are_not_known_done_elsewhere);
     tcase_add_test(tc, nothing_behind);
+    tcase_add_test(tc, members_disagree_on_collectives_issued);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }
