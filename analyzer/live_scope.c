@@ -37,13 +37,14 @@ static int about_progress(const struct model *m, const struct finding *f, const 
     return ranks_progressed(m, f, s);
 }
 
-/* What finding i follows from among those kept (renumbered by `to`), -1 none. */
+/* What finding i follows from among those kept (renumbered by `to`), -1 none. Walks only
+ * through dropped findings, whose consequence_of is never renumbered; at most fs->n steps. */
 static int kept_cause(const struct findings *fs, const long *to, size_t i)
 {
     int c = fs->v[i].consequence_of;
-    while (c >= 0 && (size_t)c < fs->n && to[c] < 0)
+    for (size_t steps = 0; c >= 0 && (size_t)c < fs->n && to[c] < 0 && steps < fs->n; steps++)
         c = fs->v[c].consequence_of;
-    return c >= 0 && (size_t)c < fs->n ? (int)to[c] : -1;
+    return c >= 0 && (size_t)c < fs->n && to[c] >= 0 ? (int)to[c] : -1;
 }
 
 /* Keeps, of the shown jobs, those with a finding or a trace that did not progress. */

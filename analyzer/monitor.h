@@ -1,7 +1,8 @@
 /* monitor.h -- watches a trace folder for progress without loading whole traces: each poll
- * reads only headers and communicator tables (and, for a thread long inside one call, the block
- * of records it writes). Progress is kept per trace, per communicator (monitor_comms.h) and per
- * job (monitor_jobs.h), so that a part of a job that hangs while the rest trains on is seen. */
+ * reads only headers and communicator tables (and, once, a few records of a thread long inside
+ * one call or of a GPU stream long stuck). Progress is kept per trace, per communicator
+ * (monitor_comms.h) and per job (monitor_jobs.h), so that a part of a job that hangs while the
+ * rest trains on is seen (monitor_stall.h). */
 #ifndef LOCKSTEP_MONITOR_H
 #define LOCKSTEP_MONITOR_H
 
