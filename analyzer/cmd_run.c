@@ -41,9 +41,10 @@ const struct command_help run_help = {
     "[--dir DIR] [--stall SECONDS] [--json FILE] [--format text|github] [--grace SECONDS] "
     "[--signal-stacks] -- CMD [ARG...]",
     "run a job under the shim; on a stall diagnose it live, stop it and exit 3",
-    "  runs CMD with the lockstep shim preloaded; when for SECONDS (default 300) no rank\n"
-    "  entered or left an NCCL call while some rank waits, it diagnoses the live job,\n"
-    "  stops it and exits 3. Otherwise it exits with CMD's own status.\n"
+    "  runs CMD with the lockstep shim preloaded; when for SECONDS (default 300) the job,\n"
+    "  or one communicator of it, made no progress while one of its ranks waits in it\n"
+    "  (even while the rest of the job trains on), it diagnoses the live job, stops it\n"
+    "  and exits 3. Otherwise it exits with CMD's own status.\n"
     "  --dir DIR        trace folder (default: a fresh one under /dev/shm/lockstep-UID)\n"
     "  --stall SECONDS  how long without progress is a stall (default 300)\n"
     "  --json FILE      also write the JSON report there (checked before CMD starts; written\n"
@@ -398,6 +399,7 @@ int cmd_run(int argc, char **argv)
     struct monitor m;
     if (monitor_init(&m, dir) < 0)
         return 2;
+    monitor_set_stall(&m, o.stall_s);
     struct gather g;
     if (gather_init(&g, dir) < 0) {
         monitor_free(&m);
@@ -446,19 +448,17 @@ int cmd_run(int argc, char **argv)
                 announce_orphans(cmd[0], &c, &m);
             announced = 1;
         }
-        char why[256];
-        int outstanding = monitor_outstanding(&m, why, sizeof(why));
-        int stalled = outstanding && monitor_idle_s(&m) >= o.stall_s;
+        struct mon_stall stall;
+        int stalled = monitor_find_stall(&m, o.stall_s, timefmt_mono_ns(), &stall) > 0;
         if (stalled || gather_stall_elsewhere(&g, &m)) {
             if (stalled)
-                fprintf(stderr,
-                        "lockstep: no progress for %.1f s while %s: diagnosing the live job\n",
-                        monitor_idle_s(&m), why);
+                live_announce_stall(&stall);
             else
                 fprintf(stderr, "lockstep: another node saw the job stall: diagnosing\n");
             const char *where = gather_on_stall(&g, &m);
             if (where)
-                live_diagnose(where, &o, where == dir, 1);
+                live_diagnose(where, &o, where == dir, 1, stalled ? &stall : NULL);
+            mon_stall_free(&stall);
             gather_release(&g);
             struct stop_job sj = {.launcher = c.job_done ? 0 : c.job, .own_children = 1};
             live_stop(&m, &o, &sj, c.job_done ? cmd[0] : NULL);
@@ -480,7 +480,7 @@ int cmd_run(int argc, char **argv)
     if (where && (failed || o.json_path)) {
         if (failed)
             fprintf(stderr, "lockstep: the job ended with status %d: post-mortem diagnosis\n", rc);
-        live_diagnose(where, &o, 0, failed); /* a clean run only writes the JSON file */
+        live_diagnose(where, &o, 0, failed, NULL); /* a clean run only writes the JSON file */
     }
     gather_release(&g);
     monitor_free(&m);

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "live_cmd.h"
+#include "timefmt.h"
 
 #define WATCH_STALL_EXIT 3
 
@@ -21,9 +22,9 @@ const struct command_help watch_help = {
     "watch a job traced into DIR; on a stall diagnose it live and exit 3",
     "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
     "  and LOCKSTEP_DIR=DIR (DIR must exist; the job may start later); when for SECONDS\n"
-    "  no rank entered or left an NCCL call while some rank waits, it diagnoses the live\n"
-    "  job and exits 3. When every traced process has ended it prints the post-mortem\n"
-    "  diagnosis.\n"
+    "  a job, or one communicator of it, made no progress while one of its ranks waits in\n"
+    "  it (even while the rest trains on), it diagnoses the live job and exits 3. When\n"
+    "  every traced process has ended it prints the post-mortem diagnosis.\n"
     "  --stall SECONDS  how long without progress is a stall (default 300)\n"
     "  --json FILE      also write the JSON report there (checked before watching)\n"
     "  --format FORMAT  text (default), or github: also print ::error annotations at the\n"
@@ -79,6 +80,7 @@ int cmd_watch(int argc, char **argv)
     struct monitor m;
     if (monitor_init(&m, dir) < 0)
         return 2;
+    monitor_set_stall(&m, o.stall_s);
     fprintf(stderr, "lockstep: watching %s (stall after %g s without progress)\n", dir, o.stall_s);
     int rc;
     for (;;) {
@@ -87,15 +89,15 @@ int cmd_watch(int argc, char **argv)
          * launcher may still be starting ranks). */
         if (m.n > 0 && monitor_running(&m) == 0 && monitor_idle_s(&m) >= 1.0) {
             fprintf(stderr, "lockstep: every traced process has ended: post-mortem diagnosis\n");
-            int n = live_diagnose(dir, &o, 0, 1);
+            int n = live_diagnose(dir, &o, 0, 1, NULL);
             rc = n < 0 ? 2 : n > 0 ? 1 : 0;
             break;
         }
-        char why[256];
-        if (monitor_outstanding(&m, why, sizeof(why)) && monitor_idle_s(&m) >= o.stall_s) {
-            fprintf(stderr, "lockstep: no progress for %.1f s while %s: diagnosing the live job\n",
-                    monitor_idle_s(&m), why);
-            live_diagnose(dir, &o, 1, 1);
+        struct mon_stall stall;
+        if (monitor_find_stall(&m, o.stall_s, timefmt_mono_ns(), &stall) > 0) {
+            live_announce_stall(&stall);
+            live_diagnose(dir, &o, 1, 1, &stall);
+            mon_stall_free(&stall);
             if (kill_job) {
                 struct stop_job job = {0};
                 live_stop(&m, &o, &job, NULL);

@@ -146,29 +146,33 @@ int finding_class_add(struct finding *f, const struct f_class *key, int rank)
     return finding_class_add_member(f, key, rank, -1);
 }
 
+void finding_free(struct finding *f)
+{
+    free(f->summary);
+    for (size_t k = 0; k < f->ndetails; k++)
+        free(f->details[k]);
+    free(f->details);
+    for (size_t k = 0; k < f->nclasses; k++) {
+        intvec_free(&f->classes[k].ranks);
+        intvec_free(&f->classes[k].comm_ranks);
+    }
+    free(f->classes);
+    free(f->gpu);
+    intvec_free(&f->ranks);
+    intvec_free(&f->missing);
+    intvec_free(&f->waiting);
+    intvec_free(&f->cycle);
+    intvec_free(&f->dead);
+    intvec_free(&f->queued);
+    intvec_free(&f->missing_cr);
+    intvec_free(&f->waiting_cr);
+    memset(f, 0, sizeof(*f));
+}
+
 void findings_free(struct findings *fs)
 {
-    for (size_t i = 0; i < fs->n; i++) {
-        struct finding *f = &fs->v[i];
-        free(f->summary);
-        for (size_t k = 0; k < f->ndetails; k++)
-            free(f->details[k]);
-        free(f->details);
-        for (size_t k = 0; k < f->nclasses; k++) {
-            intvec_free(&f->classes[k].ranks);
-            intvec_free(&f->classes[k].comm_ranks);
-        }
-        free(f->classes);
-        free(f->gpu);
-        intvec_free(&f->ranks);
-        intvec_free(&f->missing);
-        intvec_free(&f->waiting);
-        intvec_free(&f->cycle);
-        intvec_free(&f->dead);
-        intvec_free(&f->queued);
-        intvec_free(&f->missing_cr);
-        intvec_free(&f->waiting_cr);
-    }
+    for (size_t i = 0; i < fs->n; i++)
+        finding_free(&fs->v[i]);
     free(fs->v);
     fs->v = NULL;
     fs->n = fs->cap = 0;

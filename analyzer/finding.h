@@ -126,6 +126,10 @@ int finding_class_add(struct finding *f, const struct f_class *key, int rank);
 /* finding_class_add() that also records the member's rank in the communicator. */
 int finding_class_add_member(struct finding *f, const struct f_class *key, int rank, int comm_rank);
 
+/* Frees what one finding owns (its text, classes and rank lists) and zeroes it; the finding
+ * itself is its list's. */
+void finding_free(struct finding *f);
+
 /* Frees every finding and empties the list. */
 void findings_free(struct findings *fs);
 

@@ -12,6 +12,8 @@
 
 #include "analysis.h"
 #include "live_cmd.h"
+#include "live_scope.h"
+#include "rankset.h"
 
 void live_sleep_ms(int ms)
 {
@@ -99,45 +101,10 @@ int live_check_json(const struct live_opts *o)
     return 0;
 }
 
-int live_diagnose(const char *dir, struct live_opts *o, int probe, int print)
-{
-    struct analysis a;
-    memset(&a, 0, sizeof(a));
-    int rc = -1;
-    if (analysis_add_path(&a, dir) < 0)
-        goto out;
-    if (a.paths.n == 0) { /* the job made no NCCL call: nothing to diagnose, a report anyway */
-        if (print)
-            fprintf(stderr, "lockstep: no traces in %s: the job made no NCCL call\n", dir);
-        struct model none = {0};
-        struct findings nothing = {0};
-        struct report_input in = {.m = &none, .fs = &nothing};
-        if (o->json_path) /* docs/report-format.md: a report with nothing in it */
-            write_json(o, &in);
-        rc = 0;
-        goto out;
-    }
-    if (probe)
-        live_probe(a.paths.v, a.paths.n, LIVE_SAMPLE_MS);
-    if (analysis_load(&a, NULL) < 0 || analysis_diagnose(&a) < 0)
-        goto out;
-    if (print) {
-        analysis_report(&a, stdout, output_find("text"), analysis_want_color());
-        if (o->annotations)
-            analysis_report(&a, stdout, o->annotations, 0);
-    }
-    if (o->json_path) {
-        struct report_input in = analysis_report_input(&a);
-        write_json(o, &in);
-    }
-    rc = (int)a.fs.n;
-out:
-    analysis_free(&a);
-    return rc;
-}
-
-/* Rewrites the JSON report at `path` with the member "stopped" added at its end. */
-static void add_stop_to_json(const char *path, const struct stop_report *r)
+/* Rewrites the JSON report at `path` with one more member at its end, written by `write`
+ * (given `arg`) into the report's object. */
+static void append_json_member(const char *path, void (*write)(struct json_writer *, const void *),
+                               const void *arg)
 {
     FILE *f = fopen(path, "r");
     char *text = NULL;
@@ -156,7 +123,7 @@ static void add_stop_to_json(const char *path, const struct stop_report *r)
     while (text && len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
         len--;
     if (!text || len < 2 || text[len - 1] != '}') {
-        fprintf(stderr, "lockstep: %s is not the report written before; the stop is not in it\n",
+        fprintf(stderr, "lockstep: %s is not the report written before; it is left as it is\n",
                 path);
         free(text);
         return;
@@ -177,13 +144,106 @@ static void add_stop_to_json(const char *path, const struct stop_report *r)
     json_init(&w, out);
     w.depth = 1;    /* inside the report's object, */
     w.count[1] = 1; /* after its other members */
-    stop_report_json(&w, r);
+    write(&w, arg);
     fputs("\n}\n", out);
     if (fclose(out) != 0 || rename(tmp, path) != 0) {
         fprintf(stderr, "lockstep: rewriting %s failed: %s\n", path, strerror(errno));
         unlink(tmp);
     }
     free(text);
+}
+
+static void stop_member(struct json_writer *w, const void *report)
+{
+    stop_report_json(w, report);
+}
+
+/* Says what stalled as the report's first lines: "lockstep: comm 7f3a91c2 (ranks 4-7) made no
+ * progress for 2.0 s while comm 1a2b3c4d (ranks 0-3) progressed", then who waits in it. */
+static void print_stall(FILE *out, const struct mon_stall *s)
+{
+    char what[512];
+    mon_stall_describe(s, what, sizeof(what));
+    char *waiting = rankset_format(s->waiting.v, s->waiting.n);
+    fprintf(out, "lockstep: %s\n", what);
+    if (s->scope == MON_STALL_COMM)
+        fprintf(out, "lockstep: rank%s %s wait%s in it: %s\n", s->waiting.n == 1 ? "" : "s",
+                waiting ? waiting : "?", s->waiting.n == 1 ? "s" : "", s->why);
+    else
+        fprintf(out, "lockstep: %s\n", s->why);
+    free(waiting);
+}
+
+void live_announce_stall(const struct mon_stall *s)
+{
+    if (s->scope == MON_STALL_JOB && s->nprogressed == 0) {
+        fprintf(stderr, "lockstep: no progress for %.1f s while %s: diagnosing the live job\n",
+                s->part.idle_s, s->why);
+        return;
+    }
+    char what[512];
+    mon_stall_describe(s, what, sizeof(what));
+    fprintf(stderr, "lockstep: %s; %s: diagnosing the live job\n", what, s->why);
+}
+
+static void stall_member(struct json_writer *w, const void *stall)
+{
+    mon_stall_json(w, stall);
+}
+
+/* Diagnoses the traces `a` holds (probed first when asked), narrowed to what stalled. */
+static int diagnose_live(struct analysis *a, const char *dir, int probe,
+                         const struct mon_stall *stall)
+{
+    if (probe)
+        live_probe(a->paths.v, a->paths.n, LIVE_SAMPLE_MS);
+    if (analysis_load(a, NULL) < 0 || analysis_diagnose(a) < 0)
+        return -1;
+    if (live_scope_narrow(a, stall) < 0) {
+        fprintf(stderr, "lockstep: out of memory narrowing the diagnosis of %s\n", dir);
+        return -1;
+    }
+    return 0;
+}
+
+int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
+                  const struct mon_stall *stall)
+{
+    struct analysis a;
+    memset(&a, 0, sizeof(a));
+    int rc = -1;
+    if (analysis_add_path(&a, dir) < 0)
+        goto out;
+    if (a.paths.n == 0) { /* the job made no NCCL call: nothing to diagnose, a report anyway */
+        if (print)
+            fprintf(stderr, "lockstep: no traces in %s: the job made no NCCL call\n", dir);
+        struct model none = {0};
+        struct findings nothing = {0};
+        struct report_input in = {.m = &none, .fs = &nothing};
+        if (o->json_path) /* docs/report-format.md: a report with nothing in it */
+            write_json(o, &in);
+        rc = 0;
+        goto out;
+    }
+    if (diagnose_live(&a, dir, probe, stall) < 0)
+        goto out;
+    if (print) {
+        if (stall)
+            print_stall(stdout, stall);
+        analysis_report(&a, stdout, output_find("text"), analysis_want_color());
+        if (o->annotations)
+            analysis_report(&a, stdout, o->annotations, 0);
+    }
+    if (o->json_path) {
+        struct report_input in = analysis_report_input(&a);
+        write_json(o, &in);
+        if (stall && o->json_written)
+            append_json_member(o->json_path, stall_member, stall);
+    }
+    rc = (int)a.fs.n;
+out:
+    analysis_free(&a);
+    return rc;
 }
 
 void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,
@@ -200,6 +260,6 @@ void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,
     stop_report_print(stdout, &r);
     fflush(stdout);
     if (o->json_path && o->json_written)
-        add_stop_to_json(o->json_path, &r);
+        append_json_member(o->json_path, stop_member, &r);
     stop_report_free(&r);
 }

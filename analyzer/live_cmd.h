@@ -9,6 +9,7 @@
 
 #include "job_stop.h"
 #include "monitor.h"
+#include "monitor_stall.h"
 #include "output.h"
 
 struct live_opts {
@@ -54,9 +55,18 @@ int live_check_json(const struct live_opts *o);
 
 /* Diagnoses the traces in `dir`: probes the ranks still running here when `probe` is set,
  * prints the report (text, github annotations) on stdout when `print` is set, and writes the
- * JSON file (o->json_written; an empty report when `dir` has no traces). Returns the number of
- * findings, or -1 when the traces could not be analyzed. */
-int live_diagnose(const char *dir, struct live_opts *o, int probe, int print);
+ * JSON file (o->json_written; an empty report when `dir` has no traces). With `stall` (what
+ * the monitor found stalled; NULL post-mortem) the report opens with what stalled and what
+ * progressed meanwhile, its JSON has the member "stall", and the diagnosis speaks of the stalled
+ * part only (live_scope.h). Returns the number of findings, or -1 when the traces could not be
+ * analyzed. */
+int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
+                  const struct mon_stall *stall);
+
+/* Says on stderr that `s` stalled and that the live job is diagnosed now: as "no progress for
+ * 2.0 s while rank 0 (pid 12) is inside an NCCL call" when a whole job stalled, else what
+ * stalled while what progressed (mon_stall_describe()). */
+void live_announce_stall(const struct mon_stall *s);
 
 /* Stops the job (job_stop(), with o->grace_s), prints what that took on stdout, and adds it
  * to the JSON report live_diagnose() wrote as the key "stopped". `launcher_cmd` names CMD when

@@ -1,4 +1,6 @@
-/* monitor.c -- progress of a traced job from its trace headers: entered, left, ended. */
+/* monitor.c -- progress of a traced job from its trace headers: entered, left, ended; per trace,
+ * then per communicator and per job. */
+#define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -7,8 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "idmap.h"
 #include "liveness.h"
 #include "monitor.h"
+#include "monitor_calls.h"
+#include "monitor_waits.h"
 #include "timefmt.h"
 #include "trace_reader.h"
 
@@ -20,13 +25,24 @@ int monitor_init(struct monitor *m, const char *dir)
     return m->dir ? 0 : -1;
 }
 
+void monitor_set_stall(struct monitor *m, double stall_s)
+{
+    m->read_calls_after_ns = stall_s > 0 ? (uint64_t)(stall_s * 0.5e9) : 0;
+}
+
+uint64_t monitor_name_key(const char *name)
+{
+    return idmap_key_done(idmap_key_str(IDMAP_KEY_START, name));
+}
+
+/* The trace of file `name` in the folder, added when new (its progress: now). NULL when out of
+ * memory. */
 static struct mon_trace *find_or_add(struct monitor *m, const char *name, int *added)
 {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/%s", m->dir, name);
-    for (size_t i = 0; i < m->n; i++)
-        if (strcmp(m->t[i].path, path) == 0)
-            return &m->t[i];
+    size_t at;
+    if (idmap_get(&m->by_name, monitor_name_key(name), &at) &&
+        strcmp(monitor_trace_name(&m->t[at]), name) == 0)
+        return &m->t[at];
     if (m->n == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 16;
         struct mon_trace *v = realloc(m->t, cap * sizeof(*v));
@@ -39,18 +55,53 @@ static struct mon_trace *find_or_add(struct monitor *m, const char *name, int *a
     memset(t, 0, sizeof(*t));
     t->h.rank = -1; /* no header read yet: no rank */
     t->h.world_size = -1;
-    t->path = strdup(path);
-    if (!t->path)
+    if (asprintf(&t->path, "%s/%s", m->dir, name) < 0 ||
+        idmap_put(&m->by_name, monitor_name_key(name), m->n) < 0) {
+        free(t->path);
         return NULL;
+    }
+    t->last_progress_ns = timefmt_mono_ns();
     m->n++;
     *added = 1;
     return t;
 }
 
-/* Rereads header and comm table; returns 1 when a progress field changed. A header the reader
- * refuses is said once (the trace is then left out: not running, no progress); one still being
- * made is waited for in silence. */
-static int reread(struct mon_trace *t)
+/* True when a progress field of the header moved between two reads. */
+static int header_moved(const struct ls_header *old, const struct ls_header *h)
+{
+    return h->next_ticket != old->next_ticket || ls_last_enter_ns(h) != ls_last_enter_ns(old) ||
+           ls_last_exit_ns(h) != ls_last_exit_ns(old) || h->end_kind != old->end_kind ||
+           h->completions != old->completions;
+}
+
+/* Reads the comm table of the header just read into t (kept as it was when it cannot be read,
+ * or holds fewer entries than were indexed: the writer only adds, a file that says otherwise is
+ * not believed); marks the communicators whose entries moved. */
+static void reread_comms(struct monitor *m, struct mon_trace *t, int fd, const struct ls_header *h,
+                         uint64_t now)
+{
+    uint32_t n = h->comm_count; /* at most comm_cap: the reader checked */
+    if (n < t->nindexed)
+        return;
+    struct ls_comm *c = n ? malloc(n * sizeof(*c)) : NULL;
+    if (!c || pread(fd, c, n * sizeof(*c), (off_t)h->comm_off) != (ssize_t)(n * sizeof(*c))) {
+        free(c);
+        return;
+    }
+    struct ls_comm *old = t->comms;
+    uint32_t nold = t->ncomms;
+    t->comms = c;
+    t->ncomms = n;
+    mon_comms_index(&m->comms, t, (uint32_t)(t - m->t), now);
+    mon_comms_moved(&m->comms, t, old, nold, now);
+    free(old);
+}
+
+/* Rereads header and comm table of trace t; returns 1 when a progress field changed (the
+ * communicators' progress is marked on the way). A header the reader refuses is said once (the
+ * trace is then left out: not running, no progress); one still being made is waited for in
+ * silence. */
+static int reread(struct monitor *m, struct mon_trace *t, uint64_t now)
 {
     struct ls_header h;
     char err[512];
@@ -68,22 +119,19 @@ static int reread(struct mon_trace *t)
         return 0;
     }
     t->refused = 0;
-    int moved = h.next_ticket != t->h.next_ticket ||
-                ls_last_enter_ns(&h) != ls_last_enter_ns(&t->h) ||
-                ls_last_exit_ns(&h) != ls_last_exit_ns(&t->h) || h.end_kind != t->h.end_kind ||
-                h.completions != t->h.completions;
-    uint32_t n = h.comm_count; /* at most comm_cap: the reader checked */
-    struct ls_comm *c = n ? malloc(n * sizeof(*c)) : NULL;
-    if (c && pread(fd, c, n * sizeof(*c), (off_t)h.comm_off) == (ssize_t)(n * sizeof(*c))) {
-        free(t->comms);
-        t->comms = c;
-        t->ncomms = n;
-    } else {
-        free(c);
-    }
+    int moved = header_moved(&t->h, &h);
+    if (h.comm_count)
+        reread_comms(m, t, fd, &h, now);
     t->h = h;
+    int was_running = t->running_here;
     t->running_here = h.end_kind == LS_END_RUNNING && liveness_alive(liveness_local(&h, NULL));
     close(fd);
+    if (was_running && !t->running_here) {
+        mon_comms_member_ended(&m->comms, t, now);
+        moved = 1;
+    }
+    if (moved)
+        t->last_progress_ns = now;
     return moved;
 }
 
@@ -93,9 +141,10 @@ static int is_trace_name(const char *name)
     return n > 6 && strcmp(name + n - 6, ".trace") == 0;
 }
 
-int monitor_poll(struct monitor *m)
+/* Adds the traces that appeared in the folder; returns 1 when there was one. */
+static int scan(struct monitor *m)
 {
-    int moved = 0;
+    int added_any = 0;
     DIR *d = opendir(m->dir);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
@@ -103,101 +152,53 @@ int monitor_poll(struct monitor *m)
             continue;
         int added = 0;
         struct mon_trace *t = find_or_add(m, e->d_name, &added);
-        if (t && added)
-            moved = 1;
+        added_any |= t && added;
     }
     if (d)
         closedir(d);
-    for (size_t i = 0; i < m->n; i++) {
-        int was_running = m->t[i].running_here;
-        moved |= reread(&m->t[i]);
-        moved |= was_running && !m->t[i].running_here;
-    }
-    m->last_poll_ns = timefmt_mono_ns();
-    if (moved)
-        m->last_progress_ns = m->last_poll_ns;
-    return moved;
+    return added_any;
 }
 
-/* Whether the GPU work trace `t` issued is known done without its own streams saying so: it
- * made no send or receive, and each collective it issued last on a communicator was completed
- * by some member's GPU (what the analysis concludes too, docs/gpu.md). A stream's own
- * completion can lag or be missed; then only the members' counters say the work is done. */
-static int gpu_done_elsewhere(const struct monitor *m, const struct mon_trace *t)
+int monitor_reckon(struct monitor *m)
 {
-    for (uint32_t ci = 0; ci < t->ncomms; ci++) {
-        const struct ls_comm *c = &t->comms[ci];
-        if (c->p2p_sends || c->p2p_recvs)
-            return 0;
-        if (!c->comm_id || c->coll_completed >= c->coll_issued)
-            continue;
-        int done = 0;
-        for (size_t j = 0; j < m->n && !done; j++)
-            for (uint32_t cj = 0; cj < m->t[j].ncomms && !done; cj++)
-                done = m->t[j].comms[cj].comm_id == c->comm_id &&
-                       m->t[j].comms[cj].coll_completed >= c->coll_issued;
-        if (!done)
-            return 0;
-    }
-    return 1;
+    uint64_t now = timefmt_mono_ns(), real = timefmt_now_ns();
+    int rc = 0;
+    for (size_t i = 0; i < m->n; i++)
+        rc |= mon_comms_index(&m->comms, &m->t[i], (uint32_t)i, now);
+    mon_comms_tally(&m->comms, m->t, m->n);
+    for (size_t i = 0; i < m->n; i++)
+        rc |= mon_waits_update(m, &m->t[i], now, real);
+    rc |= mon_jobs_group(m);
+    return rc ? -1 : 0;
+}
+
+int monitor_poll(struct monitor *m)
+{
+    int moved = scan(m);
+    uint64_t now = timefmt_mono_ns();
+    for (size_t i = 0; i < m->n; i++)
+        moved |= reread(m, &m->t[i], now);
+    monitor_reckon(m);
+    m->last_poll_ns = now;
+    if (moved)
+        m->last_progress_ns = now;
+    return moved;
 }
 
 int monitor_outstanding(const struct monitor *m, char *why, size_t len)
 {
-    for (size_t i = 0; i < m->n; i++) {
-        const struct mon_trace *t = &m->t[i];
-        if (t->running_here && ls_calls_in_flight(&t->h) > 0) {
-            snprintf(why, len, "rank %d (pid %d) is inside an NCCL call", t->h.rank, t->h.pid);
-            return 1;
-        }
-    }
-    /* Work issued on a GPU stream and not seen to complete: the calls returned at once and
-     * the ranks wait in the stream, not in NCCL. */
-    for (size_t i = 0; i < m->n; i++) {
-        const struct mon_trace *t = &m->t[i];
-        if (!t->running_here || t->h.completion != LS_COMPLETION_EVENTS)
-            continue;
-        for (uint32_t s = 0; s < t->h.stream_count && s < LS_MAX_STREAMS; s++) {
-            const struct ls_stream *st = &t->h.streams[s];
-            if (!(st->flags & LS_STREAM_FAILED) && st->issued_ticket > st->completed_ticket &&
-                !gpu_done_elsewhere(m, t)) { /* the members' counters only when a stream lags */
-                snprintf(why, len,
-                         "rank %d (pid %d) has NCCL work on its GPU stream not yet completed",
-                         t->h.rank, t->h.pid);
-                return 1;
-            }
-        }
-    }
-    /* Members of one communicator that issued different numbers of collectives. */
-    for (size_t i = 0; i < m->n; i++) {
-        const struct mon_trace *a = &m->t[i];
-        if (!a->running_here)
-            continue;
-        for (uint32_t ci = 0; ci < a->ncomms; ci++) {
-            const struct ls_comm *c = &a->comms[ci];
-            if (!c->comm_id || (c->flags & (LS_COMM_DESTROYED | LS_COMM_ABORTED)))
-                continue;
-            for (size_t j = 0; j < m->n; j++) {
-                const struct mon_trace *b = &m->t[j];
-                for (uint32_t cj = 0; j != i && cj < b->ncomms; cj++) {
-                    const struct ls_comm *o = &b->comms[cj];
-                    if (o->comm_id == c->comm_id && o->coll_issued != c->coll_issued &&
-                        !(o->flags & (LS_COMM_DESTROYED | LS_COMM_ABORTED))) {
-                        snprintf(why, len,
-                                 "ranks %d and %d disagree on comm %016llx: %llu vs %llu "
-                                 "collectives issued",
-                                 a->h.rank, b->h.rank, (unsigned long long)c->comm_id,
-                                 (unsigned long long)c->coll_issued,
-                                 (unsigned long long)o->coll_issued);
-                        return 1;
-                    }
-                }
-            }
-        }
-    }
+    int best = 0;
+    char one[256];
     if (len)
         why[0] = 0;
-    return 0;
+    for (size_t i = 0; i < m->n && best != 1; i++) {
+        int r = mon_trace_outstanding(m, &m->t[i], one, sizeof(one));
+        if (r && (!best || r < best)) {
+            best = r;
+            snprintf(why, len, "%s", one);
+        }
+    }
+    return best != 0;
 }
 
 size_t monitor_running(const struct monitor *m)
@@ -213,13 +214,26 @@ double monitor_idle_s(const struct monitor *m)
     return (double)(timefmt_mono_ns() - m->last_progress_ns) / 1e9;
 }
 
+const char *monitor_trace_name(const struct mon_trace *t)
+{
+    const char *slash = strrchr(t->path, '/');
+    return slash ? slash + 1 : t->path;
+}
+
 void monitor_free(struct monitor *m)
 {
     for (size_t i = 0; i < m->n; i++) {
         free(m->t[i].path);
         free(m->t[i].comms);
+        free(m->t[i].comm_of);
+        free(m->t[i].waits);
+        free(m->t[i].calls);
+        free(m->t[i].streams);
     }
     free(m->t);
     free(m->dir);
+    idmap_free(&m->by_name);
+    mon_comms_free(&m->comms);
+    mon_jobs_free(&m->jobs);
     memset(m, 0, sizeof(*m));
 }

@@ -714,6 +714,43 @@ int trace_header_read(const char *path, struct ls_header *h, char *err, size_t e
     return rc;
 }
 
+/* Most tickets trace_records_read_fd() reads at once: a thread's block is ls_ticket_block()
+ * (64 as the shim writes), a header claiming more is not trusted. */
+#define RECORDS_READ_MAX 4096u
+
+ssize_t trace_records_read_fd(int fd, const char *name, const struct ls_header *h, uint64_t lo,
+                              uint64_t hi, struct ls_record *out)
+{
+    uint64_t next = h->next_ticket, first = next > h->ring_cap ? next - h->ring_cap : 0;
+    lo = lo < first ? first : lo;
+    hi = hi > next ? next : hi;
+    if (lo >= hi)
+        return 0;
+    if (hi - lo > RECORDS_READ_MAX)
+        lo = hi - RECORDS_READ_MAX;
+    char err[256];
+    int64_t size = trace_file_size(fd, name, err, sizeof err);
+    if (size < 0 || (uint64_t)size <= h->ring_off)
+        return -1;
+    struct tr_trace t = {.hdr = *h};
+    struct loader ld = {{fd, NULL, (uint64_t)size}, name, &t, err, sizeof err};
+    uint64_t whole = ((uint64_t)size - h->ring_off) / sizeof(struct ls_record);
+    uint64_t readable = whole < h->ring_cap ? whole : h->ring_cap;
+    int64_t got = read_window(&ld, lo, hi, readable, out);
+    if (got < 0)
+        return -1;
+    /* The slots copied are those of [lo, hi) inside the file, in ticket order. */
+    size_t kept = 0, at = 0;
+    for (uint64_t tk = lo; tk < hi && at < (size_t)got; tk++) {
+        if (tk % h->ring_cap >= readable)
+            continue;
+        const struct ls_record *r = &out[at++];
+        if (r->ticket == tk + 1 && !(r->flags & LS_REC_VOID) && check_record(&ld, r) == 0)
+            out[kept++] = *r;
+    }
+    return (ssize_t)kept;
+}
+
 int trace_header_read_buffer(const char *name, const void *buf, size_t len, struct ls_header *h,
                              char *err, size_t errlen)
 {

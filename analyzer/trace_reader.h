@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "lockstep/trace_format.h"
 
@@ -136,6 +137,16 @@ int trace_header_read_fd(int fd, const char *name, struct ls_header *h, char *er
 /* trace_header_read() of `len` bytes in memory. */
 int trace_header_read_buffer(const char *name, const void *buf, size_t len, struct ls_header *h,
                              char *err, size_t errlen);
+
+/* Reads the published records of tickets [lo, hi) of the trace open as `fd` (its header `h` as
+ * trace_header_read_fd() gave it; `name` for nothing but the checks) into `out`, which has room
+ * for hi - lo records: each whole, checked as trace_load() checks records, in ticket order.
+ * Tickets the ring no longer holds, or not yet, unwritten, half-written, given back or
+ * rewritten while they were read are left out; at most the newest 4096 tickets of the range are
+ * read. Returns how many records it wrote, or -1 when the file could not be read. One read of
+ * the range, no tables: what a live reader costs when it asks what a thread is in now. */
+ssize_t trace_records_read_fd(int fd, const char *name, const struct ls_header *h, uint64_t lo,
+                              uint64_t hi, struct ls_record *out);
 
 /* The runs of tickets a window reads whose newest run starts at `from` (first_ticket <= from <=
  * next_ticket): the blocks older than `from` that thread slots still write (a thread that calls

@@ -15,7 +15,6 @@ import re
 import shutil
 import signal
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -299,18 +298,33 @@ LIVE = [("prepare_data", 4), ("uneven_shards", 4), ("code_path", 4), ("shape_mis
 
 
 def last_progress_ns(d, before_ns):
-    """Newest enter/exit (or end) time in the trace headers of `d` before `before_ns` (the
-    stall announcement: ends after it are the job being stopped)."""
-    best = 0
-    for f in glob.glob(os.path.join(d, "*.trace")):
-        with open(f, "rb") as fh:
-            h = fh.read(4096)
-        end_kind, = struct.unpack_from("<I", h, 868)
-        end_ns, last_enter, last_exit = struct.unpack_from("<QQQ", h, 888)
-        for v in (last_enter, last_exit, end_ns if end_kind else 0):
-            if v <= before_ns:
-                best = max(best, v)
-    return best
+    """Newest enter/exit (or end) time in the traces of `d` before `before_ns` (the stall
+    announcement: ends after it are the job being stopped): the header's and its thread slots'
+    times as the shim writes them, read by bench/last_progress through the analyzer's reader."""
+    p = subprocess.run([path("bench", "last_progress"), d, str(before_ns)], capture_output=True,
+                       text=True, timeout=60)
+    return int(p.stdout) if p.returncode == 0 and p.stdout.strip() else 0
+
+
+def stamp_lines(p, stamps, keys):
+    """Threads that timestamp (CLOCK_REALTIME ns) the first line of p's stdout ("report"), of its
+    stderr that says it saw a stall ("stall"), and of its stderr that holds each key of `keys`
+    (the line kept too). Returns the threads, started."""
+    def watch(stream, first_key):
+        for line in stream:
+            now = time.time_ns()
+            if first_key not in stamps and line.strip() and (
+                    first_key != "stall" or "no progress" in line):
+                stamps[first_key] = now
+            for k in keys:
+                if k in line and k not in stamps:
+                    stamps[k] = (now, line)
+
+    ts = [threading.Thread(target=watch, args=(p.stdout, "report")),
+          threading.Thread(target=watch, args=(p.stderr, "stall"))]
+    for t in ts:
+        t.start()
+    return ts
 
 
 def live_one(mode, np, stall, tmp):
@@ -321,16 +335,7 @@ def live_one(mode, np, stall, tmp):
     env = env_with()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stamps = {}
-
-    def watch(stream, key):
-        for line in stream:
-            if key not in stamps and line.strip() and (key != "stall" or "no progress" in line):
-                stamps[key] = time.time_ns()
-
-    ts = [threading.Thread(target=watch, args=(p.stdout, "report")),
-          threading.Thread(target=watch, args=(p.stderr, "stall"))]
-    for t in ts:
-        t.start()
+    ts = stamp_lines(p, stamps, ())
     p.wait(timeout=300)
     ended = time.time_ns()
     for t in ts:
@@ -340,6 +345,48 @@ def live_one(mode, np, stall, tmp):
         return None
     last = last_progress_ns(d, stall_seen)
     return ((rep - last) / 1e9, (ended - last) / 1e9) if last else None
+
+
+def partial_one(stall, tmp, k):
+    """`lockstep run --stall S` of tests/live/partial replicas (8 ranks: rank 5 stops calling,
+    replica 0 trains on). Returns (seconds from the moment rank 5 stopped calling to the first
+    line of the diagnosis, to the exit of `lockstep run`), or None when it did not exit 3."""
+    d = os.path.join(tmp, f"traces-partial-{k}")
+    cmd = [path("analyzer", "lockstep"), "run", "--dir", d, "--stall", str(stall), "--",
+           path("tests", "launcher", "launch-ranks"), "--np", "8", "--timeout", "120", "--",
+           path("tests", "live", "partial"), "replicas"]
+    p = subprocess.Popen(cmd, env=env_with({"PARTIAL_STEP_MS": "0"}), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    stamps = {}
+    ts = stamp_lines(p, stamps, ("stopped calling at",))
+    p.wait(timeout=300)
+    ended = time.time_ns()
+    for t in ts:
+        t.join()
+    stop = stamps.get("stopped calling at")
+    if p.returncode != 3 or "report" not in stamps or not stop:
+        return None
+    stopped = int(stop[1].split()[-1])
+    return (stamps["report"] - stopped) / 1e9, (ended - stopped) / 1e9
+
+
+def monitor_poll_cost(tmp):
+    """One poll of the live monitor (as `lockstep run` makes every 50 ms, with its search for a
+    stall) on 1,024 traces that it takes for ranks running here (bench/monitor_poll --adopt),
+    50 polls 3 times (--quick: once). Returns (median, 90th percentile) in ms: the medians over the
+    runs."""
+    d = os.path.join(tmp, "poll-1024")
+    subprocess.run([path("tests", "tracegen", "lockstep-tracegen"), "--out", d, "--ranks",
+                    "1024", "--colls", "64", "--ring", "128", "--missing", "512"], check=True,
+                   capture_output=True, timeout=600)
+    runs = []
+    for _ in range(1 if A.quick else 3):
+        p = subprocess.run([path("bench", "monitor_poll"), "--adopt", d, "50"],
+                           capture_output=True, text=True, timeout=600, check=True)
+        f = p.stdout.split()
+        runs.append((float(f[f.index("median_us") + 1]) / 1e3, float(f[f.index("p90_us") + 1]) / 1e3))
+    shutil.rmtree(d, ignore_errors=True)
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
 
 def stack_holds(tmp):
@@ -380,20 +427,26 @@ def live_latency():
             rows.append((mode, lat))
             say(f"live {mode}: " + (f"report {lat[0]:.2f} s, exit {lat[1]:.2f} s"
                                     if lat is not None else "no diagnosis"))
+        partial = [partial_one(stall, tmp, k) for k in range(1 if A.quick else 8)]
+        say("live partial hang: " + ", ".join("-" if x is None else f"{x[0]:.2f} s"
+                                              for x in partial))
+        poll = monitor_poll_cost(tmp)
+        say(f"monitor poll at 1,024 traces: median {poll[0]:.1f} ms, p90 {poll[1]:.1f} ms")
         holds = stack_holds(tmp)
-    return stall, rows, holds
+    return stall, rows, holds, partial, poll
 
 
 def pct(v, q):
     return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
 
 
-def live_section(stall, live, holds):
+def live_section(stall, live, holds, partial, poll):
     out("## Live detection latency")
     out()
     out(f"`lockstep run --stall {stall}` over the hang scenarios (`tests/scenarios`): the time from "
-        "the last progress recorded in any trace header (last enter/exit, or the end of a rank "
-        "that died, before the stall was announced) to the first line of the printed "
+        "the last progress recorded in any trace (the newest call entered or left, of the header "
+        "and its thread slots, or the end of a rank that died, before the stall was announced; "
+        "`bench/last_progress`) to the first line of the printed "
         "diagnosis (lines timestamped as they arrive), and to the exit of `lockstep run` (the "
         "job stopped).")
     out()
@@ -401,6 +454,23 @@ def live_section(stall, live, holds):
     out("|---|---:|---:|")
     for mode, lat in live:
         out(f"| {mode} | " + ("- | - |" if lat is None else f"{lat[0]:.2f} | {lat[1]:.2f} |"))
+    out()
+    got = sorted(x for x in partial if x is not None)
+    out(f"A partial hang, `lockstep run --stall {stall}` of `tests/live/partial replicas` (8 ranks "
+        "on the emulator, two replicas of 4; rank 5 stops calling while replica 0 trains on), "
+        f"{len(partial)} runs: from the moment rank 5 stopped calling (the time it prints) to the "
+        "first line of the diagnosis " + (f"{got[0][0]:.2f}–{got[-1][0]:.2f} s (median "
+                                           f"{statistics.median(x[0] for x in got):.2f} s), to "
+                                           f"the exit {min(x[1] for x in got):.2f}–"
+                                           f"{max(x[1] for x in got):.2f} s" if got else "-") +
+        (f"; {len(partial) - len(got)} runs did not exit 3" if len(got) < len(partial) else "") +
+        ".")
+    out()
+    out("One poll of the live monitor (`bench/monitor_poll --adopt`: the folder rescanned, each "
+        "trace's header and communicator table read, its process's liveness from /proc, the "
+        "communicator index, waits and jobs worked out, the search for a stall) on 1,024 traces "
+        f"of ranks it takes for running here: median {poll[0]:.1f} ms, 90th percentile "
+        f"{poll[1]:.1f} ms (the median over runs of 50 polls). `lockstep run` polls every 50 ms.")
     out()
     held, walls = holds
     out("Live stacks (docs/live.md): 4 ranks of `tests/live/sleepers` (the last in `nanosleep`, "
@@ -416,8 +486,9 @@ def live_section(stall, live, holds):
 
 def live_only():
     """--live-only: replaces the live section of an existing report."""
-    stall, live, holds = live_latency()
-    replace_section("## Live detection latency", lambda: live_section(stall, live, holds))
+    stall, live, holds, partial, poll = live_latency()
+    replace_section("## Live detection latency",
+                    lambda: live_section(stall, live, holds, partial, poll))
 
 
 # ---- the heartbeat ------------------------------------------------------------------------
@@ -899,7 +970,7 @@ def main():
     ir = shim_instructions()
     rss_base, rss_off, rss_shim, trace_bytes = memory()
     ana = analyzer_grid()
-    stall, live, holds = live_latency()
+    stall, live, holds, partial, poll = live_latency()
     py_lines = python_cost()
     hb_lines = heartbeat_cost()
 
@@ -920,7 +991,7 @@ def main():
         "touched included")
     out()
     analyzer_section(ana, started)
-    live_section(stall, live, holds)
+    live_section(stall, live, holds, partial, poll)
     python_section(py_lines)
     heartbeat_section(hb_lines)
     targets(ns, ir, rss_base, rss_shim, trace_bytes, ana, stall, live)

@@ -71,6 +71,20 @@ def expect_job_gone(d):
     expect(not left, f"processes of the job still alive after the run: {left}")
 
 
+def stop_launchers(jobs):
+    """Ends launchers (started in sessions of their own) that still run: SIGTERM, which
+    launch-ranks passes to its ranks, then SIGKILL to the session of one that does not end."""
+    for job in jobs:
+        if job.poll() is None:
+            job.send_signal(signal.SIGTERM)
+    for job in jobs:
+        try:
+            job.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+
+
 def first(report, label=""):
     expect(report is not None, f"{label}: no JSON report written")
     expect(report["findings"], f"{label}: no findings; ranks: " +
@@ -212,13 +226,7 @@ def case_watch(tmp):
         expect(first(json.load(open(js)))["kind"] == "op_mismatch", "watch's finding")
         expect_job_gone(d)
     finally:
-        if job.poll() is None:  # a failed case: the launcher ends its ranks on SIGTERM
-            job.send_signal(signal.SIGTERM)
-            try:
-                job.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, signal.SIGKILL)
-                job.wait()
+        stop_launchers([job])  # a failed case
 
 
 def case_watch_clean(tmp):

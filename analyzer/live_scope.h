@@ -1,0 +1,20 @@
+/* live_scope.h -- narrows the live diagnosis of a partial stall to the part that stalled. While
+ * the rest of a job trains on, the snapshot catches a healthy communicator's members a few
+ * microseconds apart; that is neither a missing rank nor a root cause. A step after the
+ * diagnosis, on its findings: the diagnosis itself is the one `analyze` runs. */
+#ifndef LOCKSTEP_LIVE_SCOPE_H
+#define LOCKSTEP_LIVE_SCOPE_H
+
+#include "analysis.h"
+#include "monitor_stall.h"
+
+/* Drops from a->fs the findings about a communicator that progressed within the stall window
+ * of `s`, and those whose every rank's trace progressed then; a finding that followed from a
+ * dropped one follows from what that one followed from (or is a root), and every
+ * consequence_of is renumbered. Jobs whose every trace progressed then, and that keep no
+ * finding, are no longer among the jobs the report shows (one is always kept). A whole stall
+ * (nothing progressed) drops nothing. Returns the number of findings dropped, -1 when out of
+ * memory (nothing changed). */
+int live_scope_narrow(struct analysis *a, const struct mon_stall *s);
+
+#endif

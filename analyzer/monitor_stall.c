@@ -1,0 +1,282 @@
+/* monitor_stall.c -- finds a stalled job or communicator among the parts of a watched folder. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "monitor_stall.h"
+#include "monitor_waits.h"
+#include "rankset.h"
+
+static double idle_s(uint64_t last_ns, uint64_t now_ns)
+{
+    return now_ns > last_ns ? (double)(now_ns - last_ns) / 1e9 : 0.0;
+}
+
+/* A member's global rank; its rank in the communicator when the launcher gave it none. */
+static int member_rank(const struct monitor *m, const struct mon_member *mb)
+{
+    const struct mon_trace *t = &m->t[mb->trace];
+    return t->h.rank >= 0 ? t->h.rank : t->comms[mb->entry].rank;
+}
+
+static int comm_ranks(const struct monitor *m, const struct mon_comm *k, struct intvec *out)
+{
+    for (size_t i = 0; i < k->nmembers; i++)
+        if (intvec_push(out, member_rank(m, &k->members[i])) < 0)
+            return -1;
+    out->n = rankset_normalize(out->v, out->n);
+    return 0;
+}
+
+static int job_ranks(const struct monitor *m, size_t job, struct intvec *out)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (m->t[i].job == job && intvec_push(out, m->t[i].h.rank) < 0)
+            return -1;
+    out->n = rankset_normalize(out->v, out->n);
+    return 0;
+}
+
+/* The job idle longest of those with something outstanding and idle `stall_ns`; -1 none. */
+static long stalled_job(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns)
+{
+    long best = -1;
+    for (size_t j = 0; j < m->jobs.n; j++) {
+        const struct mon_job *job = &m->jobs.v[j];
+        if (job->outstanding && now_ns >= job->last_progress_ns + stall_ns &&
+            (best < 0 || job->last_progress_ns < m->jobs.v[best].last_progress_ns))
+            best = (long)j;
+    }
+    return best;
+}
+
+/* The communicator idle longest of those a running member waits in, idle `stall_ns`; -1. */
+static long stalled_comm(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns)
+{
+    long best = -1;
+    for (size_t c = 0; c < m->comms.n; c++) {
+        const struct mon_comm *k = &m->comms.v[c];
+        if (k->waiters && now_ns >= k->last_progress_ns + stall_ns &&
+            (best < 0 || k->last_progress_ns < m->comms.v[best].last_progress_ns))
+            best = (long)c;
+    }
+    return best;
+}
+
+/* What member `mb` (which waits) waits in on its communicator, in words. */
+static void member_why(const struct monitor *m, const struct mon_member *mb, char *why, size_t len)
+{
+    const struct mon_trace *t = &m->t[mb->trace];
+    const struct ls_comm *c = &t->comms[mb->entry];
+    int rank = member_rank(m, mb), w = t->waits[mb->entry];
+    if (w == MON_WAIT_COLL)
+        snprintf(why, len, "rank %d (pid %d) waits inside collective #%llu on it", rank, t->h.pid,
+                 (unsigned long long)c->coll_issued);
+    else if (w == MON_WAIT_GPU)
+        snprintf(why, len, "rank %d (pid %d) waits for its GPU to complete collective #%llu on it",
+                 rank, t->h.pid, (unsigned long long)c->coll_issued);
+    else if (w == MON_WAIT_GPU_P2P)
+        snprintf(why, len, "rank %d (pid %d) waits for its GPU to complete a send or receive on it",
+                 rank, t->h.pid);
+    else
+        snprintf(why, len,
+                 "rank %d (pid %d) waits inside a call on it (a send, a receive or "
+                 "the end of a group)",
+                 rank, t->h.pid);
+}
+
+static int fill_comm(const struct monitor *m, const struct mon_comm *k, struct mon_stall *s)
+{
+    s->scope = MON_STALL_COMM;
+    s->part.comm = k->id;
+    for (size_t i = 0; i < k->nmembers; i++) {
+        const struct mon_member *mb = &k->members[i];
+        const struct mon_trace *t = &m->t[mb->trace];
+        if (!t->waits || t->waits[mb->entry] == MON_WAIT_NONE)
+            continue;
+        if (!s->why[0]) {
+            member_why(m, mb, s->why, sizeof(s->why));
+            memcpy(s->part.job, t->h.job, sizeof(s->part.job));
+        }
+        if (intvec_push(&s->waiting, member_rank(m, mb)) < 0)
+            return -1;
+    }
+    s->waiting.n = rankset_normalize(s->waiting.v, s->waiting.n);
+    return comm_ranks(m, k, &s->part.ranks);
+}
+
+static int fill_job(const struct monitor *m, size_t j, struct mon_stall *s)
+{
+    const struct mon_job *job = &m->jobs.v[j];
+    s->scope = MON_STALL_JOB;
+    memcpy(s->part.job, job->name, sizeof(s->part.job));
+    snprintf(s->why, sizeof(s->why), "%s", job->why);
+    char why[256];
+    for (size_t i = 0; i < m->n; i++)
+        if (m->t[i].job == j && mon_trace_outstanding(m, &m->t[i], why, sizeof(why)) &&
+            intvec_push(&s->waiting, m->t[i].h.rank) < 0)
+            return -1;
+    s->waiting.n = rankset_normalize(s->waiting.v, s->waiting.n);
+    return job_ranks(m, j, &s->part.ranks);
+}
+
+/* Keeps `p` among the shown parts when it is among the MON_STALL_SHOWN most recent. */
+static void show(struct mon_stall *s, const struct mon_part *p)
+{
+    size_t at = s->nshown;
+    while (at > 0 && s->shown[at - 1].idle_s > p->idle_s)
+        at--;
+    if (at >= MON_STALL_SHOWN)
+        return;
+    size_t last = s->nshown < MON_STALL_SHOWN ? s->nshown++ : MON_STALL_SHOWN - 1;
+    memmove(&s->shown[at + 1], &s->shown[at], (last - at) * sizeof(*p));
+    s->shown[at] = *p;
+}
+
+/* Notes every communicator and trace that progressed within the window, and the other
+ * communicators (or jobs) that did, as parts (filled afterwards: name_shown()). */
+static int note_progressed(const struct monitor *m, long stalled, uint64_t window_ns,
+                           uint64_t now_ns, struct mon_stall *s)
+{
+    for (size_t c = 0; c < m->comms.n; c++) {
+        const struct mon_comm *k = &m->comms.v[c];
+        if (now_ns >= k->last_progress_ns + window_ns)
+            continue;
+        if (idmap_put(&s->progressed_comms, k->id, c) < 0)
+            return -1;
+        if (s->scope == MON_STALL_COMM && (long)c != stalled) {
+            s->nprogressed++;
+            show(s, &(struct mon_part){.at = c, .idle_s = idle_s(k->last_progress_ns, now_ns)});
+        }
+    }
+    for (size_t j = 0; s->scope == MON_STALL_JOB && j < m->jobs.n; j++) {
+        const struct mon_job *job = &m->jobs.v[j];
+        if ((long)j == stalled || now_ns >= job->last_progress_ns + window_ns)
+            continue;
+        s->nprogressed++;
+        show(s, &(struct mon_part){.at = j, .idle_s = idle_s(job->last_progress_ns, now_ns)});
+    }
+    for (size_t i = 0; i < m->n; i++)
+        if (now_ns < m->t[i].last_progress_ns + window_ns &&
+            idmap_put(&s->progressed_traces, monitor_name_key(monitor_trace_name(&m->t[i])), i) < 0)
+            return -1;
+    return 0;
+}
+
+/* Fills the shown parts from the communicators or jobs they are. */
+static int name_shown(const struct monitor *m, struct mon_stall *s)
+{
+    for (size_t i = 0; i < s->nshown; i++) {
+        struct mon_part *p = &s->shown[i];
+        size_t at = p->at;
+        if (s->scope == MON_STALL_JOB) {
+            memcpy(p->job, m->jobs.v[at].name, sizeof(p->job));
+            if (job_ranks(m, at, &p->ranks) < 0)
+                return -1;
+            continue;
+        }
+        const struct mon_comm *k = &m->comms.v[at];
+        p->comm = k->id;
+        memcpy(p->job, m->t[k->members[0].trace].h.job, sizeof(p->job));
+        if (comm_ranks(m, k, &p->ranks) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int monitor_find_stall(const struct monitor *m, double stall_s, uint64_t now_ns,
+                       struct mon_stall *s)
+{
+    memset(s, 0, sizeof(*s));
+    uint64_t window = (uint64_t)(stall_s * 1e9);
+    long job = stalled_job(m, window, now_ns),
+         comm = job < 0 ? stalled_comm(m, window, now_ns) : -1;
+    if (job < 0 && comm < 0)
+        return 0;
+    s->window_s = stall_s;
+    int rc;
+    if (job >= 0) {
+        s->part.idle_s = idle_s(m->jobs.v[job].last_progress_ns, now_ns);
+        rc = fill_job(m, (size_t)job, s);
+    } else {
+        s->part.idle_s = idle_s(m->comms.v[comm].last_progress_ns, now_ns);
+        rc = fill_comm(m, &m->comms.v[comm], s);
+    }
+    if (rc < 0 || note_progressed(m, job >= 0 ? job : comm, window, now_ns, s) < 0 ||
+        name_shown(m, s) < 0) {
+        mon_stall_free(s);
+        return -1;
+    }
+    return 1;
+}
+
+/* "comm 7f3a91c2 (ranks 4-7)", "job train-b (ranks 0-3)", "the job (ranks 0-3)". */
+static void part_words(const struct mon_part *p, int is_comm, const char *anon, char *buf,
+                       size_t len)
+{
+    char *ranks = rankset_format(p->ranks.v, p->ranks.n);
+    const char *r = ranks ? ranks : "?";
+    if (is_comm)
+        snprintf(buf, len, "comm %08llx (ranks %s)", (unsigned long long)(p->comm >> 32), r);
+    else if (p->job[0])
+        snprintf(buf, len, "job %s (ranks %s)", p->job, r);
+    else
+        snprintf(buf, len, "%s (ranks %s)", anon, r);
+    free(ranks);
+}
+
+void mon_stall_describe(const struct mon_stall *s, char *buf, size_t len)
+{
+    int is_comm = s->scope == MON_STALL_COMM;
+    char what[192], other[192] = "", more[64] = "";
+    part_words(&s->part, is_comm, "the job", what, sizeof(what));
+    if (s->nshown)
+        part_words(&s->shown[0], is_comm, "another job", other, sizeof(other));
+    if (s->nprogressed > 1)
+        snprintf(more, sizeof(more), " and %zu other %s", s->nprogressed - 1,
+                 is_comm ? (s->nprogressed > 2 ? "communicators" : "communicator")
+                         : (s->nprogressed > 2 ? "jobs" : "job"));
+    snprintf(buf, len, "%s made no progress for %.1f s%s%s%s%s", what, s->part.idle_s,
+             s->nshown ? " while " : "", other, more, s->nshown ? " progressed" : "");
+}
+
+static void part_json(struct json_writer *w, const struct mon_part *p, const char *idle_key)
+{
+    if (p->comm)
+        json_hex64(w, "comm", p->comm);
+    else
+        json_null(w, "comm");
+    json_string(w, "job", p->job);
+    json_int_array(w, "ranks", p->ranks.v, p->ranks.n);
+    json_double(w, idle_key, p->idle_s);
+}
+
+void mon_stall_json(struct json_writer *w, const struct mon_stall *s)
+{
+    json_begin_object(w, "stall");
+    json_string(w, "scope", s->scope == MON_STALL_COMM ? "communicator" : "job");
+    part_json(w, &s->part, "no_progress_s");
+    json_int_array(w, "waiting", s->waiting.v, s->waiting.n);
+    json_string(w, "why", s->why);
+    json_double(w, "stall_s", s->window_s);
+    json_bool(w, "partial", s->nprogressed > 0);
+    json_uint(w, "progressed_count", s->nprogressed);
+    json_begin_array(w, "progressed");
+    for (size_t i = 0; i < s->nshown; i++) {
+        json_begin_object(w, NULL);
+        part_json(w, &s->shown[i], "last_progress_s_ago");
+        json_end_object(w);
+    }
+    json_end_array(w);
+    json_end_object(w);
+}
+
+void mon_stall_free(struct mon_stall *s)
+{
+    intvec_free(&s->part.ranks);
+    intvec_free(&s->waiting);
+    for (size_t i = 0; i < s->nshown; i++)
+        intvec_free(&s->shown[i].ranks);
+    idmap_free(&s->progressed_comms);
+    idmap_free(&s->progressed_traces);
+    memset(s, 0, sizeof(*s));
+}

@@ -1,0 +1,64 @@
+/* monitor_stall.h -- when a watched job, or one communicator of it, has stalled: a running rank
+ * waits in it and nothing of it moved for the stall time, even while the rest of the folder
+ * progresses; what stalled, what progressed meanwhile, in words and in JSON. */
+#ifndef LOCKSTEP_MONITOR_STALL_H
+#define LOCKSTEP_MONITOR_STALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "idmap.h"
+#include "intvec.h"
+#include "json_writer.h"
+#include "monitor.h"
+
+enum mon_stall_scope { MON_STALL_JOB, MON_STALL_COMM };
+
+/* A part of the folder: a communicator (comm != 0) or a job (comm 0). */
+struct mon_part {
+    uint64_t comm;
+    char job[LS_JOB_LEN]; /* its job id, "" none */
+    double idle_s;        /* seconds since it last progressed */
+    struct intvec ranks;  /* its global ranks (a member without one: its rank in the comm) */
+    size_t at;            /* its index in the monitor's communicators or jobs */
+};
+
+/* Parts that progressed shown by name at most (the rest are counted). */
+#define MON_STALL_SHOWN 8
+
+struct mon_stall {
+    enum mon_stall_scope scope;
+    struct mon_part part;  /* what stalled: no progress for part.idle_s */
+    struct intvec waiting; /* its ranks that wait in it */
+    char why[256];         /* what one of them waits in, in words */
+    double window_s;       /* the stall time */
+    size_t nprogressed;    /* other communicators (COMM) or jobs (JOB) that progressed within
+                            * the window: the stall is partial when there is one */
+    struct mon_part shown[MON_STALL_SHOWN]; /* the most recent of them first */
+    size_t nshown;
+    struct idmap progressed_comms;  /* ids of every communicator that progressed in the window */
+    struct idmap progressed_traces; /* monitor_name_key() of every trace that did */
+};
+
+/* Looks for a stall at `now_ns` (CLOCK_MONOTONIC) after monitor_poll(): a job with something
+ * outstanding (monitor_waits.h) none of whose traces progressed for `stall_s`; else a
+ * communicator a running member waits in (enum mon_wait) on which no member progressed for
+ * `stall_s`, whatever the rest of its job does. Of several, the one idle longest, a job first.
+ * Returns 1 with `s` filled (free with mon_stall_free()), 0 when nothing stalled (`s` zeroed),
+ * -1 when out of memory. */
+int monitor_find_stall(const struct monitor *m, double stall_s, uint64_t now_ns,
+                       struct mon_stall *s);
+
+/* Writes what stalled, for how long and what progressed meanwhile as one sentence: "comm
+ * 7f3a91c2 (ranks 4-7) made no progress for 2.0 s while comm 1a2b3c4d (ranks 0-3) progressed".
+ * This function can't fail (the text is cut to len). */
+void mon_stall_describe(const struct mon_stall *s, char *buf, size_t len);
+
+/* Writes the member "stall" (docs/report-format.md) into the object `w` is in. */
+void mon_stall_json(struct json_writer *w, const struct mon_stall *s);
+
+/* Frees what `s` holds; it is zeroed. */
+void mon_stall_free(struct mon_stall *s);
+
+#endif
