@@ -78,6 +78,12 @@ int live_scope_narrow(struct analysis *a, const struct mon_stall *s)
     for (size_t i = 0; i < fs->n; i++)
         if (to[i] >= 0)
             fs->v[i].consequence_of = kept_cause(fs, to, i);
+    /* The wait-for graphs name root findings by index too. A dropped root was a root (it
+     * followed from nothing): the waits that ended in it end in no finding now. */
+    for (size_t j = 0; a->graphs && j < a->m->njobs; j++)
+        for (size_t c = 0; a->graphs[j] && a->graphs[j]->roots && c < a->graphs[j]->nsccs; c++)
+            if (a->graphs[j]->roots[c] >= 0 && (size_t)a->graphs[j]->roots[c] < fs->n)
+                a->graphs[j]->roots[c] = to[a->graphs[j]->roots[c]];
     size_t dropped = fs->n - kept;
     for (size_t i = 0, k = 0; i < fs->n; i++) {
         if (to[i] < 0)

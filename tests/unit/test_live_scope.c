@@ -103,6 +103,31 @@ START_TEST(drops_what_progressed_and_renumbers)
 }
 END_TEST
 
+START_TEST(graph_roots_follow)
+{
+    /* The wait-for graph of job 0 names roots by finding index: component 0 ends in finding 2
+     * (kept, becomes 0), component 1 in finding 1 (dropped: no root now), component 2 in none. */
+    struct fixture x;
+    setup(&x);
+    static const char *const moved[] = {"r0.trace", "r1.trace"};
+    stall_with(&x, moved, 2);
+    static const int r01[] = {0, 1}, r23[] = {2, 3};
+    add(&x, F_MISSING_RANKS, 0, HEALTHY, r01, 2, -1); /* 0: dropped */
+    add(&x, F_STRAGGLER, 0, 0, r01, 2, -1);           /* 1: dropped */
+    add(&x, F_MISSING_RANKS, 0, STALLED, r23, 2, -1); /* 2: kept */
+    struct waitgraph g = {.nsccs = 3};
+    long roots[3] = {2, 1, -1};
+    g.roots = roots;
+    struct waitgraph *graphs[2] = {&g, NULL};
+    x.a.graphs = graphs;
+    ck_assert_int_eq(live_scope_narrow(&x.a, &x.s), 2);
+    ck_assert_int_eq(roots[0], 0);
+    ck_assert_int_eq(roots[1], -1);
+    ck_assert_int_eq(roots[2], -1);
+    teardown(&x);
+}
+END_TEST
+
 START_TEST(whole_stall_drops_nothing)
 {
     struct fixture x;
@@ -124,6 +149,7 @@ int main(void)
     Suite *s = suite_create("live_scope");
     TCase *tc = tcase_create("live_scope");
     tcase_add_test(tc, drops_what_progressed_and_renumbers);
+    tcase_add_test(tc, graph_roots_follow);
     tcase_add_test(tc, whole_stall_drops_nothing);
     suite_add_tcase(s, tc);
     return unit_run(s);
