@@ -54,7 +54,8 @@ static int leaf_call(const struct waitgraph *g, size_t x)
 /* How well finding i says why others wait for a rank it names: a collective it never called,
  * where that call waits for nothing that waits itself, says it best (the culprit's own group
  * and sequence number); then a creation it never joined; then a send or receive it never
- * posted; last a collective that also waits for ranks blocked elsewhere. */
+ * posted; last a collective that also waits for ranks blocked elsewhere. Among equals, the one
+ * on the communicator the rank was about to call (next_comm()), then the earliest. */
 static int blame_score(const struct cause *x, long i)
 {
     const struct finding *f = F(x, i);
@@ -72,14 +73,54 @@ static void keep_earliest(const struct cause *x, long *slot, long i)
         *slot = i;
 }
 
-static void keep_blame(const struct cause *x, long *slot, long i)
+/* The communicator rank p called next the last time it made the call it made last (the same
+ * call site, op and communicator, on the same thread): where a training loop goes from there;
+ * 0 unknown. Of two collectives a rank never called, the one on that communicator is the one it
+ * was about to call (a rank stuck before its tensor-parallel AllReduce is missing from it first,
+ * not from the data-parallel one at the end of the step). */
+static uint64_t next_comm(const struct m_proc *p)
+{
+    const struct ls_record *last = p ? p->last_call : NULL, *before = NULL;
+    const struct tr_trace *t = p ? p->t : NULL;
+    size_t at = 0;
+    for (size_t i = 0; last && i < t->nrecords; i++) {
+        const struct ls_record *q = &t->records[i];
+        if (q != last && q->tid == last->tid && q->enter_ns < last->enter_ns && q->op == last->op &&
+            q->comm_id == last->comm_id && q->callsite == last->callsite &&
+            (!before || q->enter_ns > before->enter_ns)) {
+            before = q;
+            at = i;
+        }
+    }
+    for (size_t i = at + 1; before && i < t->nrecords; i++) {
+        const struct ls_record *q = &t->records[i];
+        if (q->tid == before->tid && q->comm_id && ls_op_issues_work(q->op))
+            return q->comm_id;
+    }
+    return 0;
+}
+
+static void keep_blame(const struct cause *x, long *slot, long i, int r)
 {
     if (*slot < 0) {
         *slot = i;
         return;
     }
     int a = blame_score(x, i), b = blame_score(x, *slot);
-    if (a > b || (a == b && F(x, i)->time_ns < F(x, *slot)->time_ns))
+    if (a != b) {
+        if (a > b)
+            *slot = i;
+        return;
+    }
+    const struct m_job *j = x->d->j;
+    uint64_t next = next_comm(r >= 0 && r < j->world_size ? j->by_rank[r] : NULL);
+    int na = next && F(x, i)->comm == next, nb = next && F(x, *slot)->comm == next;
+    if (na != nb) {
+        if (na)
+            *slot = i;
+        return;
+    }
+    if (F(x, i)->time_ns < F(x, *slot)->time_ns)
         *slot = i;
 }
 
@@ -88,7 +129,7 @@ static void note_rank(struct cause *x, int r, long i, int blame)
     if (r < 0 || r >= x->nranks)
         return;
     if (blame)
-        keep_blame(x, &x->by_rank[r].blame, i);
+        keep_blame(x, &x->by_rank[r].blame, i, r);
     else
         keep_earliest(x, &x->by_rank[r].own, i);
 }

@@ -8,8 +8,8 @@
 #include "analysis.h"
 #include "monitor_stall.h"
 
-/* Drops from a->fs the findings about a communicator that progressed within the stall window
- * of `s`, and those whose every rank's trace progressed then; a finding that followed from a
+/* Drops from a->fs the findings about a communicator that kept progressing after the stalled part
+ * of `s` stopped, and those whose every rank's trace progressed then; a finding that followed from a
  * dropped one follows from what that one followed from (or is a root), and every
  * consequence_of is renumbered. Jobs whose every trace progressed then, and that keep no
  * finding, are no longer among the jobs the report shows (one is always kept). A whole stall

@@ -12,9 +12,9 @@
 /* Seconds without a heartbeat, behind the job's newest sign of life, after which a process
  * whose liveness no /proc or probe tells counts as gone: in a snapshot gathered while the job
  * ran (copies of nodes taken seconds apart), and in traces no run copied (a process beats until
- * it dies: silent twenty heartbeats, at least this long, while another still beat). */
+ * it dies: silent twenty heartbeats, and at least a second, while another still beat). */
 #define MODEL_HEARTBEAT_STALE_NS (10ull * 1000000000ull)
-#define MODEL_SILENT_NS          (2ull * 1000000000ull)
+#define MODEL_SILENT_NS          (1ull * 1000000000ull)
 
 /* How far apart the clocks of two hosts of one job may be: times taken on different hosts
  * closer than this are not ordered (telling attempts apart, model_jobs.c). */

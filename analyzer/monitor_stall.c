@@ -132,14 +132,17 @@ static void show(struct mon_stall *s, const struct mon_part *p)
     s->shown[at] = *p;
 }
 
-/* Notes every communicator and trace that progressed within the window, and the other
- * communicators (or jobs) that did, as parts (filled afterwards: name_shown()). */
-static int note_progressed(const struct monitor *m, long stalled, uint64_t window_ns,
-                           uint64_t now_ns, struct mon_stall *s)
+/* Notes every communicator and trace that kept progressing after the stalled part stopped (past
+ * `since`), and the other communicators (or jobs) that did, as parts (filled afterwards:
+ * name_shown()). A part that stopped a moment after the stalled one (ranks entering the world's
+ * collective just after their peers entered a child's) is part of the same stall, not training
+ * on. */
+static int note_progressed(const struct monitor *m, long stalled, uint64_t since, uint64_t now_ns,
+                           struct mon_stall *s)
 {
     for (size_t c = 0; c < m->comms.n; c++) {
         const struct mon_comm *k = &m->comms.v[c];
-        if (now_ns >= k->last_progress_ns + window_ns)
+        if (k->last_progress_ns <= since)
             continue;
         if (idmap_put(&s->progressed_comms, k->id, c) < 0)
             return -1;
@@ -150,13 +153,13 @@ static int note_progressed(const struct monitor *m, long stalled, uint64_t windo
     }
     for (size_t j = 0; s->scope == MON_STALL_JOB && j < m->jobs.n; j++) {
         const struct mon_job *job = &m->jobs.v[j];
-        if ((long)j == stalled || now_ns >= job->last_progress_ns + window_ns)
+        if ((long)j == stalled || job->last_progress_ns <= since)
             continue;
         s->nprogressed++;
         show(s, &(struct mon_part){.at = j, .idle_s = idle_s(job->last_progress_ns, now_ns)});
     }
     for (size_t i = 0; i < m->n; i++)
-        if (now_ns < m->t[i].last_progress_ns + window_ns &&
+        if (m->t[i].last_progress_ns > since &&
             idmap_put(&s->progressed_traces, monitor_name_key(monitor_trace_name(&m->t[i])), i) < 0)
             return -1;
     return 0;
@@ -194,14 +197,18 @@ int monitor_find_stall(const struct monitor *m, double stall_s, uint64_t now_ns,
         return 0;
     s->window_s = stall_s;
     int rc;
+    uint64_t stopped;
     if (job >= 0) {
-        s->part.idle_s = idle_s(m->jobs.v[job].last_progress_ns, now_ns);
+        stopped = m->jobs.v[job].last_progress_ns;
+        s->part.idle_s = idle_s(stopped, now_ns);
         rc = fill_job(m, (size_t)job, s);
     } else {
-        s->part.idle_s = idle_s(m->comms.v[comm].last_progress_ns, now_ns);
+        stopped = m->comms.v[comm].last_progress_ns;
+        s->part.idle_s = idle_s(stopped, now_ns);
         rc = fill_comm(m, &m->comms.v[comm], s);
     }
-    if (rc < 0 || note_progressed(m, job >= 0 ? job : comm, window, now_ns, s) < 0 ||
+    /* Training on: progress for at least half the window after the stalled part stopped. */
+    if (rc < 0 || note_progressed(m, job >= 0 ? job : comm, stopped + window / 2, now_ns, s) < 0 ||
         name_shown(m, s) < 0) {
         mon_stall_free(s);
         return -1;

@@ -33,11 +33,12 @@ struct mon_stall {
     struct intvec waiting; /* its ranks that wait in it */
     char why[256];         /* what one of them waits in, in words */
     double window_s;       /* the stall time */
-    size_t nprogressed;    /* other communicators (COMM) or jobs (JOB) that progressed within
-                            * the window: the stall is partial when there is one */
+    size_t nprogressed;    /* other communicators (COMM) or jobs (JOB) that kept progressing
+                            * for half the window after the stalled part stopped: the stall is
+                            * partial when there is one */
     struct mon_part shown[MON_STALL_SHOWN]; /* the most recent of them first */
     size_t nshown;
-    struct idmap progressed_comms;  /* ids of every communicator that progressed in the window */
+    struct idmap progressed_comms;  /* ids of every communicator that kept progressing so */
     struct idmap progressed_traces; /* monitor_name_key() of every trace that did */
 };
 

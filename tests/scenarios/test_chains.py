@@ -62,6 +62,14 @@ def lockstep_run(tmp, mode, np=4, env=None, stall=2, want_rc=3):
 
 
 def timeout(lo, hi):
+    """The launcher's stop: once no rank made progress in the emulator for lo..hi seconds while
+    one waits there (the hang has set in, however slow the machine is to get there), at the
+    latest after a minute and a half."""
+    return ("--stop-when-stuck", str(round(rng.uniform(lo, hi), 2)), "--timeout", "90")
+
+
+def deadline(lo, hi):
+    """A plain timeout, for jobs where a rank never reaches the emulator (nothing marks it)."""
     return ("--timeout", str(round(rng.uniform(lo, hi), 2)))
 
 
@@ -105,7 +113,7 @@ def case_cross_mismatch(tmp):
     np, diff, steps = rng.randrange(4, 7), rng.choice(["op", "count"]), rng.randrange(1, 4)
     note(f"{np} ranks, the stage differs in {diff}, {steps} steps")
     d = scenario(tmp, "cross_mismatch", np, {"SCENARIO_DIFF": diff, "SCENARIO_STEPS": str(steps)},
-                 timeout(1.5, 3))
+                 timeout(0.5, 1.2))
     check_cross_mismatch(*rj.analyze(d), np, diff)
 
 
@@ -123,7 +131,7 @@ def case_cross_gpu_stuck(tmp):
     np, nosync = rng.randrange(3, 7), rng.choice(["0", "1"])
     note(f"{np} ranks, stage ranks go on without waiting: {nosync}")
     env = {"LOCKSTEP_EMU_ASYNC": "1", "LOCKSTEP_EMU_HANG_COLL": "1:2", "SCENARIO_NOSYNC": nosync}
-    d = scenario(tmp, "cross_gpu_stuck", np, env, timeout(2, 3.5))
+    d = scenario(tmp, "cross_gpu_stuck", np, env, timeout(0.5, 1.2))
     r, text = rj.analyze(d)
     f = one_root(r, "stuck_in_flight")
     expect(f["seq"] == 1 and sorted(f["ranks"]) == [0, 1], f"{f}")
@@ -150,8 +158,8 @@ def check_pp(r, text, tp, pp, dp, victim):
     group = [d * tp * pp + p * tp + k for k in range(tp)]
     expect(f["missing"] == [victim] and sorted(f["waiting"] + f["missing"]) == group,
            f"the root is not the victim's tensor-parallel AllReduce ({group}): {f}")
-    all_follow(r)
-    expect(any(g["kind"] == "p2p_unmatched" for g in r["findings"]), f"{rj.kinds(r)}")
+    all_follow(r)  # the p2p_unmatched among them (a victim stuck in its backward pass on the
+    # first stage leaves none: its sends and receives of that pass were all done)
     one_line(text, r"rank %d never called it" % victim, "that the victim never called it")
     w = waits_for(r, victim)
     expect(w["state"] in ("running", "dead") and w["hops"] == 0 and w["root"] == 0, f"{w}")
@@ -169,7 +177,7 @@ def case_pp_chain(tmp):
     note(f"TP {tp} x PP {pp} x DP {dp}, victim {victim} stops in its {where} pass, {steps} steps")
     env = {"SCENARIO_TP": str(tp), "SCENARIO_PP": str(pp), "SCENARIO_VICTIM": str(victim),
            "SCENARIO_WHERE": where, "SCENARIO_STEPS": str(steps), "SCENARIO_STEP_MS": "2"}
-    d = scenario(tmp, "pp_chain", np, env, timeout(8, 10))
+    d = scenario(tmp, "pp_chain", np, env, timeout(0.8, 1.5))
     check_pp(*rj.analyze(d), tp, pp, dp, victim)
 
 
@@ -211,7 +219,7 @@ def case_node_failure(tmp):
     env = {"SCENARIO_NODE_SIZE": str(size), "SCENARIO_STEPS": str(steps)}
     idfile = os.path.join(tmp, "id")
     runs = [node(tmp, f"node{n}", n * size, size, world, idfile, env,
-                 ("--kill-signal", sig, *timeout(2.5, 4.5))) for n in range(nodes)]
+                 ("--kill-signal", sig, *timeout(2, 3))) for n in range(nodes)]
     for _, p in runs:
         print(p.communicate(timeout=120)[0][-2000:], end="")
     dirs = [d for d, _ in runs]
@@ -252,7 +260,7 @@ def case_late_init(tmp):
     victim, how = rng.randrange(1, np), rng.choice(["busy", "exit"])
     note(f"{np} ranks, rank {victim} {how} before its first NCCL call")
     d = scenario(tmp, "late_init", np, {"SCENARIO_VICTIM": str(victim), "SCENARIO_INIT": how},
-                 timeout(1.5, 3))
+                 deadline(3, 5))
     check_late_init(*rj.analyze(d), np, victim, False)
 
 
@@ -272,7 +280,7 @@ def case_refused_exit(tmp):
     exit follows from it."""
     np, steps = rng.randrange(3, 7), rng.randrange(1, 4)
     note(f"{np} ranks, {steps} steps")
-    d = scenario(tmp, "refused_exit", np, {"SCENARIO_STEPS": str(steps)}, timeout(1.5, 3))
+    d = scenario(tmp, "refused_exit", np, {"SCENARIO_STEPS": str(steps)}, timeout(0.5, 1.2))
     r, text = rj.analyze(d)
     f = one_root(r, "nccl_error")
     expect(f["refused"] and f["ranks"] == [np - 1], f"{f}")
@@ -306,7 +314,7 @@ def case_cycle_behind(tmp):
     AllReduce for them: one root, the cycle."""
     np = rng.randrange(3, 7)
     d = scenario(tmp, "cycle_behind", np, {"SCENARIO_STEPS": str(rng.randrange(1, 4))},
-                 timeout(1.5, 3))
+                 timeout(0.5, 1.2))
     r, text = rj.analyze(d)
     f = one_root(r, "deadlock_cycle")
     expect(f["cycle"] in ([0, 1], [1, 0]), f"{f}")
@@ -321,7 +329,7 @@ def case_two_causes(tmp):
     the world for both: two root causes, each with its own waits."""
     np = rng.choice([6, 8])
     env = {"SCENARIO_VICTIM": "1", "SCENARIO_VICTIM2": "2"}
-    d = scenario(tmp, "two_causes", np, env, timeout(1.5, 3))
+    d = scenario(tmp, "two_causes", np, env, timeout(0.5, 1.2))
     r, text = rj.analyze(d)
     got = sorted(f["kind"] for f in roots(r))
     expect(got == ["count_mismatch", "missing_ranks"], f"roots: {got}")
@@ -334,7 +342,7 @@ def case_abort_in_child(tmp):
     pair, the others in the world: one root, the abort."""
     np = rng.choice([4, 6])
     d = scenario(tmp, "abort_in_child", np, {"SCENARIO_STEPS": str(rng.randrange(1, 3))},
-                 timeout(1.5, 3))
+                 timeout(0.5, 1.2))
     r, text = rj.analyze(d)
     f = one_root(r, "comm_aborted")
     expect(f["rank"] == np - 1, f"{f}")
