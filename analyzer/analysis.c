@@ -371,8 +371,7 @@ int analysis_diagnose(struct analysis *a)
         return -1;
     for (size_t j = 0; j < a->njobs; j++) {
         waitgraph_free(a->graphs[a->jobs[j]]);
-        if (diagnose_job_graph(a->m, a->jobs[j], a->sym, &opt, &a->fs,
-                               &a->graphs[a->jobs[j]]) < 0)
+        if (diagnose_job_graph(a->m, a->jobs[j], a->sym, &opt, &a->fs, &a->graphs[a->jobs[j]]) < 0)
             return -1;
     }
     /* Earlier attempts of those jobs (the jobs just before each, model.h): diagnosed apart, so

@@ -31,9 +31,9 @@ struct analysis {
     size_t *jobs; /* the jobs selected */
     size_t njobs;
     struct waitgraph **graphs; /* per job of the model: its wait-for graph once diagnosed */
-    struct live_set live; /* what probes saw of running ranks (<trace>.live files) */
-    int whole_rings;      /* set before analysis_load(): read whole rings, not the window of
-                           * window_records() (for exports of every call) */
+    struct live_set live;      /* what probes saw of running ranks (<trace>.live files) */
+    int whole_rings;           /* set before analysis_load(): read whole rings, not the window of
+                                * window_records() (for exports of every call) */
 };
 
 /* Adds a trace file, or the *.trace files of a folder and of its direct subfolders. Returns

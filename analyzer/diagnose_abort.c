@@ -75,8 +75,8 @@ static int report(struct diag *d, const struct m_comm *c, const struct m_member 
                     "rank %d %s comm %08llx%s after %llu collectives on it, while %s still %s "
                     "on it%s: %s can never complete",
                     p->rank, revoke ? "revoked" : "aborted", (unsigned long long)(c->id >> 32),
-                    what, (unsigned long long)mb->issued, who,
-                    f->waiting.n == 1 ? "waits" : "wait", in, f->waiting.n == 1 ? "it" : "they");
+                    what, (unsigned long long)mb->issued, who, f->waiting.n == 1 ? "waits" : "wait",
+                    in, f->waiting.n == 1 ? "it" : "they");
     return f->summary ? 0 : -1;
 }
 

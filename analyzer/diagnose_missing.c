@@ -84,18 +84,6 @@ static uint64_t stall_seq(const struct m_comm *c)
     return k;
 }
 
-/* True when c looks like the world: its size, and every traced member's global rank equal to
- * its comm rank. Then a comm rank nobody traced is that global rank. */
-static int world_like(const struct diag *d, const struct m_comm *c)
-{
-    if (c->nranks != d->j->world_size)
-        return 0;
-    for (int i = 0; i < c->nmembers; i++)
-        if (c->members[i].proc && c->members[i].proc->rank != i)
-            return 0;
-    return 1;
-}
-
 /* Where a member that has not entered #seq is: the call it is in, else its last call. */
 static int add_absent_class(struct diag *d, struct finding *f, const struct m_member *mb, int cr,
                             const char *role, const struct ls_record *r)
@@ -263,7 +251,7 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
     if (!ab)
         return -1;
     size_t nab = 0;
-    int all_waiting_alive = 1, world = -1; /* world_like(c), once asked */
+    int all_waiting_alive = 1, world = -1; /* model_comm_world_like(), once asked */
     const struct m_member *example = NULL;
     for (int i = 0; i < c->nmembers; i++) {
         const struct m_member *mb = &c->members[i];
@@ -271,7 +259,7 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
             if (i < c->nranks) {
                 intvec_push(&untraced_cr, i);
                 if (world < 0)
-                    world = world_like(d, c);
+                    world = model_comm_world_like(d->m, c);
                 intvec_push(&untraced, world ? i : -1);
             }
             continue;
@@ -449,7 +437,8 @@ int diagnose_missing(struct diag *d)
             continue;
         int absent = 0;
         for (int k = 0; k < c->nmembers && !absent; k++)
-            absent = c->members[k].proc ? !model_member_entered(&c->members[k], seq) : k < c->nranks;
+            absent =
+                c->members[k].proc ? !model_member_entered(&c->members[k], seq) : k < c->nranks;
         if (absent && report(d, c, seq) < 0)
             return -1;
     }

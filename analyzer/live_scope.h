@@ -9,12 +9,11 @@
 #include "monitor_stall.h"
 
 /* Drops from a->fs the findings about a communicator that kept progressing after the stalled part
- * of `s` stopped, and those whose every rank's trace progressed then; a finding that followed from a
- * dropped one follows from what that one followed from (or is a root), and every
- * consequence_of is renumbered. Jobs whose every trace progressed then, and that keep no
- * finding, are no longer among the jobs the report shows (one is always kept). A whole stall
- * (nothing progressed) drops nothing. Returns the number of findings dropped, -1 when out of
- * memory (nothing changed). */
+ * of `s` stopped, and those whose every rank's trace progressed then; a finding that followed from
+ * a dropped one follows from what that one followed from (or is a root), and every consequence_of
+ * is renumbered. Jobs whose every trace progressed then, and that keep no finding, are no longer
+ * among the jobs the report shows (one is always kept). A whole stall (nothing progressed) drops
+ * nothing. Returns the number of findings dropped, -1 when out of memory (nothing changed). */
 int live_scope_narrow(struct analysis *a, const struct mon_stall *s);
 
 #endif

@@ -221,6 +221,10 @@ const struct ls_record *model_p2p_half(const struct m_member *peer, int my_cr,
  * peer issued on comm `comm_id`: its peer table (which survives wraps) or its records. */
 uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_cr, int want_op);
 
+/* True when c looks like its job's world: the world's size, and every traced member's global
+ * rank equal to its comm rank. Then a comm rank no trace holds is that global rank. */
+int model_comm_world_like(const struct model *m, const struct m_comm *c);
+
 /* True when two records under one sequence number are the same collective as far as NCCL
  * matches them (Bcast is Broadcast; count, datatype, reduction op, root). */
 static inline int model_calls_agree(const struct ls_record *a, const struct ls_record *b)

@@ -40,6 +40,16 @@ uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_
     return n;
 }
 
+int model_comm_world_like(const struct model *m, const struct m_comm *c)
+{
+    if (c->nranks != m->jobs[c->job].world_size)
+        return 0;
+    for (int i = 0; i < c->nmembers; i++)
+        if (c->members[i].proc && c->members[i].proc->rank != i)
+            return 0;
+    return 1;
+}
+
 int model_nothing_after(const struct m_proc *p, uint64_t t)
 {
     for (size_t i = 0; i < p->t->nrecords; i++) {

@@ -23,8 +23,8 @@ struct report_input {
     size_t njobs;
     const char *const *unreadable; /* "file: problem" of each trace that could not be loaded */
     size_t nunreadable;
-    const struct findings *earlier; /* findings of the earlier attempts of the jobs shown, NULL
-                                     * none (each job shown is the newest attempt of its id) */
+    const struct findings *earlier;  /* findings of the earlier attempts of the jobs shown, NULL
+                                      * none (each job shown is the newest attempt of its id) */
     struct waitgraph *const *graphs; /* per job of the model: its wait-for graph, NULL where
                                       * none (the array itself may be NULL) */
 };
@@ -93,8 +93,8 @@ void report_wait_words(const struct report_wait_class *c, char *buf, size_t len)
 
 /* "AllReduce #4 on comm 7f3a91c2" for call node `call` (r: a waiting rank's record, or NULL),
  * "CommInitRank of comm ..." for a creation. */
-void report_call_words(const struct waitgraph *g, size_t call, const struct ls_record *r,
-                       char *buf, size_t len);
+void report_call_words(const struct waitgraph *g, size_t call, const struct ls_record *r, char *buf,
+                       size_t len);
 
 /* Writes the JSON report (schema "lockstep_report": 1). Errors are the stream's. */
 void report_json(FILE *out, const struct report_input *in);

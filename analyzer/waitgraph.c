@@ -72,33 +72,35 @@ static uint64_t call_key(enum wg_call_kind kind, uint64_t comm, uint64_t seq, in
     return idmap_key_done(idmap_key_u64(idmap_key_u64(h, (uint64_t)src), (uint64_t)dst));
 }
 
-/* True when every traced member's global rank is its rank in c and c has the world's size: a
- * member no trace holds is then that global rank. */
-static int world_like(const struct builder *b, const struct m_comm *c)
+/* The node under `key` (an absent member, a call), made with `kind` when there is none yet
+ * (*made then set). (size_t)-1 when out of memory. */
+static size_t keyed_node(struct builder *b, uint64_t key, enum wg_node_kind kind, int *made)
 {
-    if (c->nranks != b->j->world_size)
-        return 0;
-    for (int i = 0; i < c->nmembers; i++)
-        if (c->members[i].proc && c->members[i].proc->rank != i)
-            return 0;
-    return 1;
+    size_t n;
+    *made = 0;
+    if (idmap_get(&b->g->index, key, &n))
+        return n;
+    n = add_node(b, kind);
+    if (n == (size_t)-1 || idmap_put(&b->g->index, key, n) < 0)
+        return (size_t)-1;
+    *made = 1;
+    return n;
 }
 
 /* The node standing for comm rank cr of c, which no trace holds as a member: the process of
  * that global rank when c is the world's and one holds it (it never joined c), else an absent
- * node. (size_t)-1 when out of memory. */
-static size_t member_node(struct builder *b, const struct m_comm *c, int cr)
+ * node. *world caches model_comm_world_like(c) for the caller's loop (-1: not asked yet).
+ * (size_t)-1 when out of memory. */
+static size_t member_node(struct builder *b, const struct m_comm *c, int cr, int *world)
 {
-    int rank = world_like(b, c) ? cr : -1;
+    if (*world < 0) /* asked once per call node: it reads every member */
+        *world = model_comm_world_like(b->g->m, c);
+    int rank = *world ? cr : -1, made;
     if (rank >= 0 && rank < b->j->world_size && b->j->by_rank[rank])
         return waitgraph_rank_node(b->g, b->j->by_rank[rank]);
-    uint64_t key = absent_key(c->id, cr, rank);
-    size_t n;
-    if (idmap_get(&b->g->index, key, &n))
+    size_t n = keyed_node(b, absent_key(c->id, cr, rank), WG_ABSENT, &made);
+    if (n == (size_t)-1 || !made)
         return n;
-    n = add_node(b, WG_ABSENT);
-    if (n == (size_t)-1 || idmap_put(&b->g->index, key, n) < 0)
-        return (size_t)-1;
     struct wg_node *a = &b->g->nodes[n];
     a->state = WG_NO_TRACE;
     a->rank = rank;
@@ -206,6 +208,7 @@ static int add_stream_waits(struct builder *b, size_t node, const struct m_comm 
 static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uint64_t k)
 {
     size_t e0 = b->g->nedges, absent = 0;
+    int world = -1;
     const struct ls_record *first = NULL;
     int agree = 1;
     for (int i = 0; i < c->nmembers; i++) {
@@ -213,7 +216,7 @@ static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uin
         if (!mb->proc) {
             if (i >= c->nranks)
                 continue;
-            size_t t = member_node(b, c, i);
+            size_t t = member_node(b, c, i, &world);
             if (t == (size_t)-1 || add_edge(b, node, t, WG_E_MEMBER, i, NULL) < 0)
                 return -1;
             absent++;
@@ -241,14 +244,14 @@ static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uin
         x->state = WG_MISMATCH;
     } else if (absent) {
         x->state = WG_WAITS;
-        x->nedges = absent; /* until index_edges(): how many members never reached it */
+        x->waits_on_members = 1;
         settle_en_route(b, node, c, e0);
     } else if (model_gpu_stuck(c, k, &last)) {
         int queued = add_stream_waits(b, node, c, k);
         if (queued < 0)
             return -1;
         b->g->nodes[node].state = queued ? WG_WAITS : WG_GPU_STUCK;
-        b->g->nodes[node].nedges = (size_t)queued;
+        b->g->nodes[node].waits_on_members = queued > 0;
     } else {
         for (int i = 0; i < c->nmembers; i++) {
             const struct m_proc *p = c->members[i].proc;
@@ -267,13 +270,14 @@ static int fill_init(struct builder *b, size_t node, const struct m_comm *c,
                      const struct ls_comm *pe)
 {
     size_t e0 = b->g->nedges;
+    int world = -1;
     for (int i = 0; i < c->nmembers; i++) {
         const struct m_member *mb = &c->members[i];
         int missing = pe ? mb->proc && mb->entry && mb->entry->split_count < pe->split_count
                          : !mb->proc && i < c->nranks;
         if (!missing)
             continue;
-        size_t t = mb->proc ? waitgraph_rank_node(b->g, mb->proc) : member_node(b, c, i);
+        size_t t = mb->proc ? waitgraph_rank_node(b->g, mb->proc) : member_node(b, c, i, &world);
         if (t == (size_t)-1 || add_edge(b, node, t, WG_E_UNJOINED, i, NULL) < 0)
             return -1;
     }
@@ -289,13 +293,10 @@ static size_t call_node(struct builder *b, enum wg_call_kind kind, const struct 
                         uint64_t seq, int src, int dst, const struct ls_record *r,
                         const struct ls_comm *split)
 {
-    uint64_t key = call_key(kind, c->id, seq, src, dst);
-    size_t n;
-    if (idmap_get(&b->g->index, key, &n))
+    int made;
+    size_t n = keyed_node(b, call_key(kind, c->id, seq, src, dst), WG_CALL, &made);
+    if (n == (size_t)-1 || !made)
         return n;
-    n = add_node(b, WG_CALL);
-    if (n == (size_t)-1 || idmap_put(&b->g->index, key, n) < 0)
-        return (size_t)-1;
     struct wg_node *x = &b->g->nodes[n];
     x->call_kind = (uint8_t)kind;
     x->comm = c->id;
@@ -367,7 +368,7 @@ static int wait_coll(struct builder *b, size_t from, const struct m_comm *c,
     if (x == (size_t)-1)
         return -1;
     const struct wg_node *call = &b->g->nodes[x];
-    int absent = call->nedges > 0; /* some member never reached it (fill_coll counted them) */
+    int absent = call->waits_on_members;
     int failed = names_result_is_error(r->result);
     if (call->state == WG_COMPLETING || (call->state == WG_WAITS && !absent)) {
         if (failed)
@@ -390,7 +391,8 @@ static int wait_p2p(struct builder *b, size_t from, const struct m_comm *c,
         return 0;
     const struct m_member *peer = &c->members[r->peer];
     if (!peer->proc) {
-        size_t t = member_node(b, c, r->peer);
+        int world = -1;
+        size_t t = member_node(b, c, r->peer, &world);
         return t == (size_t)-1 ? -1 : add_edge(b, from, t, kind, r->peer, r);
     }
     const struct ls_record *half = model_p2p_half(peer, cr, r);

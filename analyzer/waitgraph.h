@@ -67,6 +67,9 @@ struct wg_node {
     uint8_t kind;                 /* enum wg_node_kind */
     uint8_t state;                /* enum wg_state */
     uint8_t call_kind;            /* WG_CALL: enum wg_call_kind */
+    uint8_t waits_on_members;     /* WG_CALL collective: it waits for members that never reached
+                                   * it, or queued it behind stuck work on their stream (not only
+                                   * for members that died inside it) */
     uint8_t en_route;             /* WG_CALL collective: some absent members are running, every
                                    * other absent one is gone, and the first waiter has waited no
                                    * longer than the comm's ranks usually take to gather */
@@ -102,11 +105,11 @@ struct waitgraph {
     struct wg_scc *sccs; /* in reverse topological order: a component comes after every one it
                           * reaches, so sinks come first */
     size_t nsccs;
-    size_t *members; /* node indexes grouped by component */
+    size_t *members;    /* node indexes grouped by component */
     struct idmap index; /* absent and call nodes by key */
-    long *roots; /* per component: the root finding its waits end in (an index into the
-                  * diagnosis's findings), -1 none; set by the diagnosis (diagnose_causes()),
-                  * NULL before */
+    long *roots;        /* per component: the root finding its waits end in (an index into the
+                         * diagnosis's findings), -1 none; set by the diagnosis (diagnose_causes()),
+                         * NULL before */
 };
 
 /* Builds the wait-for graph of job `job` of the model. Returns it, or NULL when out of memory.

@@ -218,8 +218,8 @@ ncclResult_t emu_async_launch(struct emu_queue *q)
     int hang_size = size_at && *size_at == ':' ? atoi(size_at + 1) : 0;
     for (struct emu_op *op = w->q.head; op; op = op->next) {
         streams[n++] = op->stream;
-        if (op->kind == EMU_OP_COLL && hang_at &&
-            (!hang_size || op->comm->nranks == hang_size) && ++op->comm->async_colls == hang_at)
+        if (op->kind == EMU_OP_COLL && hang_at && (!hang_size || op->comm->nranks == hang_size) &&
+            ++op->comm->async_colls == hang_at)
             w->hang = 1;
     }
     int rc = -1;

@@ -45,6 +45,25 @@ int tp_local_rank(void)
     return first_int(names, tp_rank());
 }
 
+int tp_env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+const char *tp_env_str(const char *name, const char *dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : dflt;
+}
+
+uint64_t tp_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 void tp_die(const char *fmt, ...)
 {
     va_list ap;

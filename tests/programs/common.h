@@ -29,6 +29,15 @@ int tp_world_size(void);
 /* $LOCAL_RANK (else mpirun's or srun's), or tp_rank() when unset. */
 int tp_local_rank(void);
 
+/* The integer in environment variable `name`, `dflt` when it is unset or empty. */
+int tp_env_int(const char *name, int dflt);
+
+/* The environment variable `name`, `dflt` when it is unset or empty. */
+const char *tp_env_str(const char *name, const char *dflt);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+uint64_t tp_mono_ms(void);
+
 /* Print "rank R: <message>" on stderr and exit 1. */
 void tp_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 

@@ -37,37 +37,19 @@ static int rank, world, victim, steps, step_ms, delay_ms;
 static float grad[1024], act[256];
 static ncclComm_t world_comm;
 
-static int env_int(const char *name, int dflt)
+/* Computes for `ms` milliseconds: work of the rank's own, not in NCCL. A frame of its own in
+ * every stack the tests read, as its callers are. */
+__attribute__((noinline)) void compute_ms(int ms)
 {
-    const char *v = getenv(name);
-    return v && *v ? atoi(v) : dflt;
-}
-
-static const char *env_str(const char *name, const char *dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : dflt;
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* Computes for `ms` milliseconds: work of the rank's own, not in NCCL. */
-void compute_ms(int ms)
-{
-    uint64_t end = mono_ms() + (uint64_t)ms;
+    uint64_t end = tp_mono_ms() + (uint64_t)ms;
     volatile double x = 1.0;
-    while (mono_ms() < end)
+    while (tp_mono_ms() < end)
         for (int i = 0; i < 20000; i++)
             x = x * 1.0000001 + 1e-9;
 }
 
 /* The late rank's own work: a slow shard, a download, a checkpoint. */
-void load_batch(void)
+__attribute__((noinline)) void load_batch(void)
 {
     compute_ms(delay_ms);
 }
@@ -98,7 +80,7 @@ void train_step(ncclComm_t c)
 void stage_sync(ncclComm_t stage)
 {
     int odd = rank == victim;
-    if (odd && strcmp(env_str("SCENARIO_DIFF", "op"), "count") == 0)
+    if (odd && strcmp(tp_env_str("SCENARIO_DIFF", "op"), "count") == 0)
         TP_CHECK(ncclAllReduce(grad, grad, 32, ncclFloat32, ncclSum, stage, NULL));
     else if (odd)
         TP_CHECK(ncclAllGather(grad, grad, 8, ncclFloat32, stage, NULL));
@@ -125,7 +107,7 @@ static void mode_cross_gpu_stuck(void)
     ncclComm_t stage = split(rank < 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank);
     for (int i = 0; i < steps; i++)
         train_step(world_comm);
-    if (rank < 2 && env_int("SCENARIO_NOSYNC", 0))
+    if (rank < 2 && tp_env_int("SCENARIO_NOSYNC", 0))
         TP_CHECK(ncclAllReduce(grad, grad, 64, ncclFloat32, ncclSum, stage, NULL));
     else if (rank < 2)
         allreduce(stage, 64);
@@ -142,8 +124,8 @@ struct grid {
 
 static void grid_init(struct grid *g)
 {
-    g->tp = env_int("SCENARIO_TP", 4);
-    g->pp = env_int("SCENARIO_PP", 4);
+    g->tp = tp_env_int("SCENARIO_TP", 4);
+    g->pp = tp_env_int("SCENARIO_PP", 4);
     if (g->tp < 1 || g->pp < 2 || world % (g->tp * g->pp) != 0)
         tp_die("pp_chain: world %d is not a multiple of TP %d x PP %d (PP >= 2)", world, g->tp,
                g->pp);
@@ -206,7 +188,7 @@ static void mode_pp_chain(void)
 {
     struct grid g;
     grid_init(&g);
-    int bwd = strcmp(env_str("SCENARIO_WHERE", "forward"), "backward") == 0;
+    int bwd = strcmp(tp_env_str("SCENARIO_WHERE", "forward"), "backward") == 0;
     for (int i = 0; i <= steps; i++) {
         int last = i == steps && rank == victim;
         forward(&g, last && !bwd);
@@ -227,7 +209,7 @@ void node_lost(void)
 
 static void mode_node_failure(void)
 {
-    int node_size = env_int("SCENARIO_NODE_SIZE", 4);
+    int node_size = tp_env_int("SCENARIO_NODE_SIZE", 4);
     int doomed = rank >= world - node_size;
     for (int i = 0; i < steps; i++)
         train_step(world_comm);
@@ -241,7 +223,7 @@ static void mode_node_failure(void)
 /* What the victim does before its first NCCL call: a dataset download, an import that fails. */
 void prepare_dataset(void)
 {
-    if (strcmp(env_str("SCENARIO_INIT", "busy"), "exit") == 0) {
+    if (strcmp(tp_env_str("SCENARIO_INIT", "busy"), "exit") == 0) {
         fprintf(stderr, "rank %d: dataset not found; exiting\n", rank);
         exit(1);
     }
@@ -353,7 +335,7 @@ static void mode_abort_in_child(void)
 void pair_mismatch(ncclComm_t pair)
 {
     compute_ms(step_ms);
-    allreduce(pair, rank == env_int("SCENARIO_VICTIM2", 2) ? 32 : 64);
+    allreduce(pair, rank == tp_env_int("SCENARIO_VICTIM2", 2) ? 32 : 64);
 }
 
 static void mode_two_causes(void)
@@ -404,10 +386,10 @@ int main(int argc, char **argv)
     }
     rank = tp_rank();
     world = tp_world_size();
-    victim = env_int("SCENARIO_VICTIM", m->victim >= 0 ? m->victim : world - 1);
-    steps = env_int("SCENARIO_STEPS", 2);
-    step_ms = env_int("SCENARIO_STEP_MS", 5);
-    delay_ms = env_int("SCENARIO_DELAY_MS", 60000);
+    victim = tp_env_int("SCENARIO_VICTIM", m->victim >= 0 ? m->victim : world - 1);
+    steps = tp_env_int("SCENARIO_STEPS", 2);
+    step_ms = tp_env_int("SCENARIO_STEP_MS", 5);
+    delay_ms = tp_env_int("SCENARIO_DELAY_MS", 60000);
     if (m->makes_world)
         tp_init_world(&world_comm);
     m->run();

@@ -47,31 +47,13 @@ static int rank, world, victim, steps, step_ms, delay_ms;
 static float grad[1024];
 static ncclComm_t world_comm;
 
-static int env_int(const char *name, int dflt)
+/* Computes for `ms` milliseconds: work of the rank's own, not in NCCL. A frame of its own in
+ * every stack the tests read, as its callers are. */
+__attribute__((noinline)) void compute_ms(int ms)
 {
-    const char *v = getenv(name);
-    return v && *v ? atoi(v) : dflt;
-}
-
-static const char *env_str(const char *name, const char *dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : dflt;
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* Computes for `ms` milliseconds: work of the rank's own, not in NCCL. */
-void compute_ms(int ms)
-{
-    uint64_t end = mono_ms() + (uint64_t)ms;
+    uint64_t end = tp_mono_ms() + (uint64_t)ms;
     volatile double x = 1.0;
-    while (mono_ms() < end)
+    while (tp_mono_ms() < end)
         for (int i = 0; i < 20000; i++)
             x = x * 1.0000001 + 1e-9;
 }
@@ -84,7 +66,7 @@ static _Atomic int watchdog_fired;
 /* Marks a collective as in flight for the watchdog. */
 static void work_begin(void)
 {
-    atomic_store(&work_since_ms, mono_ms());
+    atomic_store(&work_since_ms, tp_mono_ms());
 }
 
 static void work_end(void)
@@ -95,11 +77,11 @@ static void work_end(void)
 static void *watchdog_main(void *arg)
 {
     int timeout = *(int *)arg;
-    const char *action = env_str("SCENARIO_WATCHDOG", "abort");
+    const char *action = tp_env_str("SCENARIO_WATCHDOG", "abort");
     for (;;) {
         tp_sleep_ms(20);
         uint64_t since = atomic_load(&work_since_ms);
-        if (!since || mono_ms() - since < (uint64_t)timeout)
+        if (!since || tp_mono_ms() - since < (uint64_t)timeout)
             continue;
         fprintf(stderr, "rank %d: watchdog: collective operation timed out after %d ms\n", rank,
                 timeout);
@@ -116,7 +98,7 @@ static void *watchdog_main(void *arg)
 static void start_watchdog(void)
 {
     static int timeout;
-    timeout = env_int("SCENARIO_WATCHDOG_MS", 0);
+    timeout = tp_env_int("SCENARIO_WATCHDOG_MS", 0);
     if (timeout <= 0)
         return;
     pthread_t th;
@@ -188,10 +170,11 @@ void barrier(ncclComm_t c)
     work_end();
 }
 
-/* The late rank's own work: reading a slow shard, downloading, preprocessing. */
-void load_batch(void)
+/* The late rank's own work: reading a slow shard, downloading, preprocessing. A frame of its own
+ * in every stack the tests read. */
+__attribute__((noinline)) void load_batch(void)
 {
-    if (strcmp(env_str("SCENARIO_BUSY", "compute"), "sleep") == 0)
+    if (strcmp(tp_env_str("SCENARIO_BUSY", "compute"), "sleep") == 0)
         tp_sleep_ms(delay_ms);
     else
         compute_ms(delay_ms);
@@ -239,8 +222,9 @@ void forward_pass(int step)
         raise(SIGKILL);
     }
     compute_ms(step_ms);
-    if (step >= env_int("SCENARIO_LATE_FROM", 1) && listed(env_str("SCENARIO_LATE", ""), rank))
-        compute_ms(env_int("SCENARIO_LATE_MS", 0));
+    if (step >= tp_env_int("SCENARIO_LATE_FROM", 1) &&
+        listed(tp_env_str("SCENARIO_LATE", ""), rank))
+        compute_ms(tp_env_int("SCENARIO_LATE_MS", 0));
 }
 
 static void mode_oom_kill(void)
@@ -263,9 +247,9 @@ void bad_pointer(void)
 /* One attempt of a job the launcher restarts: SCENARIO_PLAN names what attempt N does. */
 static void mode_restart(void)
 {
-    int attempt = env_int("TORCHELASTIC_RESTART_COUNT", 0);
+    int attempt = tp_env_int("TORCHELASTIC_RESTART_COUNT", 0);
     char plan[256], *save = NULL;
-    snprintf(plan, sizeof plan, "%s", env_str("SCENARIO_PLAN", "segv,clean"));
+    snprintf(plan, sizeof plan, "%s", tp_env_str("SCENARIO_PLAN", "segv,clean"));
     const char *what = strtok_r(plan, ",", &save);
     for (int i = 0; i < attempt && what; i++)
         what = strtok_r(NULL, ",", &save);
@@ -347,19 +331,19 @@ static void run_devices(ncclComm_t *comms, int ndev, int skip_dev)
 /* One process drives every GPU (ncclCommInitAll). */
 static void mode_initall(void)
 {
-    int ndev = env_int("SCENARIO_NDEV", 4);
+    int ndev = tp_env_int("SCENARIO_NDEV", 4);
     ncclComm_t comms[16];
     if (ndev < 2 || ndev > 16)
         tp_die("SCENARIO_NDEV must be 2..16");
     TP_CHECK(ncclCommInitAll(comms, ndev, NULL));
-    run_devices(comms, ndev, env_int("SCENARIO_SKIP_DEV", ndev - 1));
+    run_devices(comms, ndev, tp_env_int("SCENARIO_SKIP_DEV", ndev - 1));
 }
 
 /* nccl-tests -g N: each process drives N GPUs, communicator ranks rank*N+d, created with
  * ncclCommInitRank in a group. */
 static void mode_multigpu(void)
 {
-    int ndev = env_int("SCENARIO_NDEV", 2);
+    int ndev = tp_env_int("SCENARIO_NDEV", 2);
     ncclComm_t comms[16];
     if (ndev < 2 || ndev > 16)
         tp_die("SCENARIO_NDEV must be 2..16");
@@ -368,7 +352,7 @@ static void mode_multigpu(void)
     for (int d = 0; d < ndev; d++)
         TP_CHECK(ncclCommInitRank(&comms[d], world * ndev, id, rank * ndev + d));
     TP_CHECK(ncclGroupEnd());
-    run_devices(comms, ndev, rank == victim ? env_int("SCENARIO_SKIP_DEV", ndev - 1) : -1);
+    run_devices(comms, ndev, rank == victim ? tp_env_int("SCENARIO_SKIP_DEV", ndev - 1) : -1);
 }
 
 /* An exception thrown between ncclGroupStart and ncclGroupEnd: the group is never ended. */
@@ -415,8 +399,8 @@ void stage_exchange(ncclComm_t stage)
 
 static void mode_child_comm(void)
 {
-    int late = env_int("SCENARIO_VICTIM", 1);
-    int nocolor = strcmp(env_str("SCENARIO_CHILD", "nocolor"), "nocolor") == 0;
+    int late = tp_env_int("SCENARIO_VICTIM", 1);
+    int nocolor = strcmp(tp_env_str("SCENARIO_CHILD", "nocolor"), "nocolor") == 0;
     int color = rank < 2 ? 0 : (nocolor ? NCCL_SPLIT_NOCOLOR : 1);
     ncclComm_t stage = NULL;
     TP_CHECK(ncclCommSplit(world_comm, color, rank, &stage, NULL));
@@ -434,7 +418,7 @@ static void mode_child_comm(void)
  * synchronizes. */
 static void mode_far_apart(void)
 {
-    int far = env_int("SCENARIO_FAR", 3000);
+    int far = tp_env_int("SCENARIO_FAR", 3000);
     run_steps(world_comm, steps);
     if (rank == victim && !getenv("LOCKSTEP_EMU_HANG_COLL"))
         load_batch();
@@ -447,7 +431,7 @@ static void mode_far_apart(void)
  * restarted; the others are already waiting in the next collective. */
 void handle_bad_batch(void)
 {
-    if (strcmp(env_str("SCENARIO_ABORT", "abort"), "revoke") == 0)
+    if (strcmp(tp_env_str("SCENARIO_ABORT", "abort"), "revoke") == 0)
         TP_CHECK(ncclCommRevoke(world_comm, 0));
     else
         TP_CHECK(ncclCommAbort(world_comm));
@@ -530,10 +514,10 @@ int main(int argc, char **argv)
     }
     rank = tp_rank();
     world = tp_world_size();
-    victim = env_int("SCENARIO_VICTIM", world - 1);
-    steps = env_int("SCENARIO_STEPS", 3);
-    step_ms = env_int("SCENARIO_STEP_MS", 10);
-    delay_ms = env_int("SCENARIO_DELAY_MS", 60000);
+    victim = tp_env_int("SCENARIO_VICTIM", world - 1);
+    steps = tp_env_int("SCENARIO_STEPS", 3);
+    step_ms = tp_env_int("SCENARIO_STEP_MS", 10);
+    delay_ms = tp_env_int("SCENARIO_DELAY_MS", 60000);
     if (m->makes_world) {
         tp_init_world(&world_comm);
         start_watchdog();
