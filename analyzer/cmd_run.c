@@ -30,6 +30,9 @@
         * before it makes its trace */
 
 static volatile sig_atomic_t forwarded_signal;
+/* SIGPIPE as this process got it: what the job gets (run itself ignores it, so that a closed
+ * stdout never stops it from stopping the job, keeping its report files and exiting). */
+static struct sigaction caller_sigpipe;
 
 static void remember_signal(int sig)
 {
@@ -169,6 +172,7 @@ static pid_t start_job(char **cmd, const char *shim, const char *dir, int signal
     }
     if (pid == 0) {
         setpgid(0, 0);
+        sigaction(SIGPIPE, &caller_sigpipe, NULL);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         if (preload_shim)
@@ -216,13 +220,21 @@ static void reap_children(struct children *c)
         }
 }
 
-/* True while a process below this one lives (being the subreaper, every orphan of the job
- * is re-parented here). */
-static int have_children(void)
+/* True while a process of the job lives below this one (being the subreaper, every orphan of
+ * the job is re-parented here); what the calling shell gave this process is not the job's. */
+static int job_alive(void)
 {
-    siginfo_t info;
-    memset(&info, 0, sizeof(info));
-    return waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0;
+    struct proc_table t = {0};
+    unsigned char *marks = NULL;
+    int found = 0;
+    if (proctree_scan(&t) == 0 && (marks = calloc(t.n + 1, 1)) != NULL) {
+        proctree_mark_own(&t, marks);
+        for (size_t i = 0; i < t.n && !found; i++)
+            found = marks[i] && t.v[i].state != 'Z' && t.v[i].state != 'X';
+    }
+    free(marks);
+    proctree_free(&t);
+    return found;
 }
 
 /* True when a process below this one runs with this run's LOCKSTEP_DIR in its environment:
@@ -235,7 +247,7 @@ static int job_member_alive(const char *dir)
     char want[4200];
     int wlen = snprintf(want, sizeof(want), "LOCKSTEP_DIR=%s", dir);
     if (proctree_scan(&t) == 0 && (marks = calloc(t.n + 1, 1)) != NULL) {
-        proctree_mark_descendants(&t, getpid(), marks);
+        proctree_mark_own(&t, marks);
         for (size_t i = 0; i < t.n && !found; i++) {
             if (!marks[i] || t.v[i].state == 'Z')
                 continue;
@@ -290,7 +302,7 @@ static size_t list_descendants(FILE *out, const struct monitor *m, int traced)
     struct proc_table t = {0};
     unsigned char *marks = NULL;
     if (proctree_scan(&t) == 0 && (marks = calloc(t.n + 1, 1)) != NULL) {
-        proctree_mark_descendants(&t, getpid(), marks);
+        proctree_mark_own(&t, marks);
         for (size_t i = 0; i < t.n; i++)
             if (marks[i] && t.v[i].state != 'Z')
                 fprintf(out, "%s%d (%s)", n++ ? ", " : "", t.v[i].pid, t.v[i].comm);
@@ -412,6 +424,14 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    /* A reader of run's output that went away (`| head -1`, a closed terminal, a process
+     * substitution stopped) must not cost the result: writes fail with EPIPE instead. */
+    struct sigaction ign;
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, &caller_sigpipe);
+    /* Children it has already (a process substitution of the calling shell) are not the job. */
+    proctree_note_inherited();
 
     /* Orphans of the job (a launcher that backgrounds its ranks and exits, a double fork,
      * setsid) are re-parented here: run waits for them and can stop them. */
@@ -440,7 +460,7 @@ int cmd_run(int argc, char **argv)
              * started runs either. */
             if (!done_ms)
                 done_ms = (timefmt_mono_ns() / 1000000ull);
-            if (monitor_running(&m) == 0 && (m.n > 0 || !have_children()) &&
+            if (monitor_running(&m) == 0 && (m.n > 0 || !job_alive()) &&
                 ((timefmt_mono_ns() / 1000000ull) - done_ms > RUN_UNTRACED_WAIT_S * 1000 ||
                  !job_member_alive(dir)))
                 break;

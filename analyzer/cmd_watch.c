@@ -77,6 +77,9 @@ int cmd_watch(int argc, char **argv)
     }
     if (live_check_json(&o) < 0)
         return 2;
+    /* A reader of the report that went away (`| head -1`) must not cost the --json file or
+     * the exit status: writes fail with EPIPE instead of killing watch. */
+    signal(SIGPIPE, SIG_IGN);
     struct monitor m;
     if (monitor_init(&m, dir) < 0)
         return 2;

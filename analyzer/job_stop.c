@@ -189,7 +189,7 @@ static void rescan(struct stopper *s)
         mark_below(s, STOP_ROLE_LAUNCHER, below_launcher);
         mark_below(s, STOP_ROLE_RANK, below_rank);
         if (s->job->own_children)
-            proctree_mark_descendants(&s->tree, getpid(), below);
+            proctree_mark_own(&s->tree, below);
         for (size_t i = 0; i < s->tree.n; i++) {
             const struct proc_node *p = &s->tree.v[i];
             if (!(below[i] || below_launcher[i] || below_rank[i]) || p->state == 'Z' ||

@@ -117,6 +117,64 @@ size_t proctree_mark_descendants(const struct proc_table *t, pid_t root, unsigne
     return added;
 }
 
+/* The children this process had before it started anything (pid and start time name each). */
+static struct proc_node *inherited;
+static size_t ninherited;
+
+int proctree_note_inherited(void)
+{
+    struct proc_table t = {0};
+    if (proctree_scan(&t) < 0)
+        return -1;
+    free(inherited);
+    inherited = NULL;
+    ninherited = 0;
+    pid_t self = getpid();
+    for (size_t i = 0; i < t.n; i++)
+        if (t.v[i].ppid == self) {
+            struct proc_node *v = realloc(inherited, (ninherited + 1) * sizeof(*v));
+            if (!v)
+                break;
+            inherited = v;
+            inherited[ninherited++] = t.v[i];
+        }
+    proctree_free(&t);
+    return (int)ninherited;
+}
+
+int proctree_is_inherited(const struct proc_node *p)
+{
+    for (size_t i = 0; i < ninherited; i++)
+        if (inherited[i].pid == p->pid && inherited[i].start_ticks == p->start_ticks)
+            return 1;
+    return 0;
+}
+
+size_t proctree_mark_own(const struct proc_table *t, unsigned char *marks)
+{
+    size_t n = t->n ? t->n : 1;
+    unsigned char *below = calloc(n, 1), *foreign = calloc(n, 1);
+    size_t added = 0;
+    if (below && foreign) {
+        proctree_mark_descendants(t, getpid(), below);
+        for (size_t i = 0; i < ninherited; i++) {
+            const struct proc_node *p = proctree_find(t, inherited[i].pid);
+            if (p && proctree_is_inherited(p)) {
+                foreign[p - t->v] = 1;
+                proctree_mark_descendants(t, p->pid, foreign);
+            }
+        }
+        for (size_t i = 0; i < t->n; i++)
+            if (below[i] && !foreign[i]) {
+                added += !marks[i];
+                marks[i] = 1;
+            }
+    }
+    free(below);
+    free(foreign);
+    return added;
+}
+
 int proctree_become_subreaper(void)
 {
     return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ? 0 : -1;

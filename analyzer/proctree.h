@@ -35,6 +35,20 @@ const struct proc_node *proctree_find(const struct proc_table *t, pid_t pid);
  * Returns how many were newly marked. */
 size_t proctree_mark_descendants(const struct proc_table *t, pid_t root, unsigned char *marks);
 
+/* Notes the children this process has now, before it starts anything: processes it did not
+ * start (a calling shell's process substitution or coprocess, forked before the shell exec'd
+ * this program, is a child of it). They and what they start are never counted as this
+ * process's own (proctree_mark_own()). Returns how many; -1 when /proc cannot be read. */
+int proctree_note_inherited(void);
+
+/* Sets marks[i] for every process of `t` below this one that is its own: started by it, or by
+ * what it started (orphans re-parented here included), but not the children it inherited
+ * (proctree_note_inherited()) nor their descendants. Returns how many were newly marked. */
+size_t proctree_mark_own(const struct proc_table *t, unsigned char *marks);
+
+/* True when process `p` (this process's child) is one it inherited. */
+int proctree_is_inherited(const struct proc_node *p);
+
 /* Makes this process the reaper of its descendants' orphans (PR_SET_CHILD_SUBREAPER): a
  * process whose parent ends is re-parented here instead of to init, so that the job's
  * double-forked or setsid'ed processes stay below us and can be found and waited for.

@@ -178,6 +178,71 @@ def case_orphans_finish(tmp):
     expect_nothing_left(d, p)
 
 
+# ---------------------------------------------------------------- the calling shell's own
+
+
+def bash_line(tmp, name, line, env, timeout=60):
+    """Runs `line` in real bash (process substitution and pipes are bash's); returns the
+    process, with the failure said when run did not end by itself."""
+    try:
+        return subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        expect(False, f"{name}: lockstep run never exited ({timeout} s): {e.stderr}")
+
+
+def case_shell(tmp):
+    """What the calling shell gave `run` is not the job: a `tee` of bash's process
+    substitution (a child of run, forked before bash exec'd it) is neither waited for nor
+    stopped; a reader that goes away (`| head -1`) never costs the stop, the --json report or
+    the exit status 3."""
+    env = base_env(tmp)
+    run = f"{LOCKSTEP} run --stall 1"
+    # 1. The job fails before any NCCL call while the tee runs on: run exits with its status.
+    log = os.path.join(tmp, "early.log")
+    d = os.path.join(tmp, "traces-early")
+    FOLDERS.append(d)
+    p = bash_line(tmp, "early failure", f"{run} --dir {d} -- sh -c 'exit 7' "
+                  f"2> >(tee {log} >&2)", env)
+    expect(p.returncode == 7, f"early failure: exit {p.returncode}, want 7\n{p.stderr}")
+    expect("still runs" not in p.stderr and "tee" not in p.stderr,
+           f"run took the shell's tee for a process of the job:\n{p.stderr}")
+    # 2. A hang, with the tee beside it: exit 3, the whole report, the tee left alone.
+    log = os.path.join(tmp, "hang.log")
+    d = os.path.join(tmp, "traces-hang")
+    js = os.path.join(tmp, "hang.json")
+    FOLDERS.append(d)
+    p = bash_line(tmp, "hang", f"{run} --dir {d} --json {js} -- {LAUNCH} --np 2 -- "
+                  f"{SCENARIOS} uneven_shards 2> >(tee {log} >&2); echo run-exit=$?", env)
+    expect("run-exit=3" in p.stdout, f"hang: {p.stdout}\n{p.stderr}")
+    line = stop_line(p)
+    expect("tee" not in line and "left-over" not in line, f"run stopped the shell's tee: {line}")
+    expect("[op_mismatch]" in p.stdout, f"the report is incomplete:\n{p.stdout}")
+    report = json.load(open(js))
+    expect(ranks_of(stopped(report, p)) == [0, 1], f"stopped: {report.get('stopped')}")
+    time.sleep(0.5)  # the tee ends once run's stderr closes
+    expect("diagnosing the live job" in open(log).read(), f"the tee's copy: {open(log).read()}")
+    expect_nothing_left(d, p)
+    # 3. `| head -1`: head reads one line and exits; run stops the job all the same, writes its
+    # report file and exits 3 (pipefail's status), never 141 (SIGPIPE).
+    d = os.path.join(tmp, "traces-head")
+    js = os.path.join(tmp, "head.json")
+    FOLDERS.append(d)
+    p = bash_line(tmp, "head", f"set -o pipefail; {run} --dir {d} --json {js} -- {LAUNCH} "
+                  f"--np 2 -- {SCENARIOS} uneven_shards | head -1; echo run-exit=$?", env)
+    expect("run-exit=3" in p.stdout, f"| head -1: {p.stdout}\n{p.stderr}")
+    report = json.load(open(js))
+    expect(report["findings"][0]["kind"] == "op_mismatch" and
+           ranks_of(stopped(report, p)) == [0, 1], f"| head -1: the report file {report}")
+    expect_nothing_left(d, p)
+    # 4. A coprocess of the shell that exec'd run: not the job either.
+    d = os.path.join(tmp, "traces-coproc")
+    FOLDERS.append(d)
+    p = bash_line(tmp, "coproc", f"coproc sleep 5 2>/dev/null; exec {run} --dir {d} -- sh -c 'exit 5'", env)
+    expect(p.returncode == 5 and "still runs" not in p.stderr,
+           f"coprocess: exit {p.returncode}\n{p.stderr}")
+
+
 # ---------------------------------------------------------------- 5. stopping a job
 
 
