@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "analysis.h"
+#include "stop_mark.h"
 #include "idmap.h"
 #include "summary_reader.h"
 #include "window.h"
@@ -108,6 +109,7 @@ void analysis_free(struct analysis *a)
     free(a->unreadable);
     symbolizer_free(a->sym);
     free(a->jobs);
+    free(a->stops);
     free_paths(&a->paths);
     memset(a, 0, sizeof(*a));
 }
@@ -349,7 +351,11 @@ int analysis_load(struct analysis *a, const char *job)
     a->sym = symbolizer_new(1);
     if (!a->m || !a->sym || select_jobs(a, job) < 0 || live_attach(a->m, a->sym, &a->live) < 0)
         goto oom;
-    if (a->live.attached && model_state_build(a->m) < 0) /* the probes' snapshot counts */
+    long stopped = stop_mark_attach(a->m, &a->stops, &a->nstops);
+    if (stopped < 0)
+        goto oom;
+    /* The probes' snapshot counts, and ranks lockstep stopped are as they were then. */
+    if ((a->live.attached || stopped > 0) && model_state_build(a->m) < 0)
         goto oom;
     if (a->njobs == 0) {
         fprintf(stderr, "lockstep: no job '%s'; jobs here:", job);

@@ -32,6 +32,8 @@ struct analysis {
     size_t njobs;
     struct waitgraph **graphs; /* per job of the model: its wait-for graph once diagnosed */
     struct live_set live;      /* what probes saw of running ranks (<trace>.live files) */
+    struct stop_mark *stops;   /* the stop records of the traces' folders (stop_mark.h) */
+    size_t nstops;
     int whole_rings;           /* set before analysis_load(): read whole rings, not the window of
                                 * window_records() (for exports of every call) */
 };

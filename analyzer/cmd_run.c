@@ -478,10 +478,10 @@ int cmd_run(int argc, char **argv)
             const char *where = gather_on_stall(&g, &m);
             if (where)
                 live_diagnose(where, &o, where == dir, 1, stalled ? &stall : NULL);
-            mon_stall_free(&stall);
             gather_release(&g);
             struct stop_job sj = {.launcher = c.job_done ? 0 : c.job, .own_children = 1};
-            live_stop(&m, &o, &sj, c.job_done ? cmd[0] : NULL);
+            live_stop(&m, &o, &sj, c.job_done ? cmd[0] : NULL, "run", stalled ? &stall : NULL);
+            mon_stall_free(&stall);
             monitor_free(&m);
             gather_free(&g);
             run_dir_close(&d);

@@ -100,11 +100,11 @@ int cmd_watch(int argc, char **argv)
         if (monitor_find_stall(&m, o.stall_s, timefmt_mono_ns(), &stall) > 0) {
             live_announce_stall(&stall);
             live_diagnose(dir, &o, 1, 1, &stall);
-            mon_stall_free(&stall);
             if (kill_job) {
                 struct stop_job job = {0};
-                live_stop(&m, &o, &job, NULL);
+                live_stop(&m, &o, &job, NULL, "watch", &stall);
             }
+            mon_stall_free(&stall);
             rc = WATCH_STALL_EXIT;
             break;
         }

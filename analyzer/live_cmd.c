@@ -14,6 +14,7 @@
 #include "live_cmd.h"
 #include "live_scope.h"
 #include "rankset.h"
+#include "stop_mark.h"
 
 void live_sleep_ms(int ms)
 {
@@ -246,12 +247,35 @@ out:
     return rc;
 }
 
+/* Leaves the record of this stop in the trace folder (stop_mark.h), before the first signal:
+ * later reports of the folder say who stopped the job, and its ranks are what they were. */
+static void mark_stop(const struct monitor *m, const char *by, const struct mon_stall *stall)
+{
+    struct stop_mark s;
+    memset(&s, 0, sizeof(s));
+    snprintf(s.by, sizeof(s.by), "%s", by);
+    gethostname(s.host, sizeof(s.host) - 1);
+    s.pid = (int)getpid();
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    s.at_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    s.signal = SIGTERM;
+    if (stall) {
+        s.stall_s = stall->part.idle_s;
+        mon_stall_describe(stall, s.what, sizeof(s.what));
+    } else {
+        snprintf(s.what, sizeof(s.what), "another node saw the job stall");
+    }
+    stop_mark_write(m->dir, &s);
+}
+
 void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,
-               const char *launcher_cmd)
+               const char *launcher_cmd, const char *by, const struct mon_stall *stall)
 {
     struct stop_report r;
     memset(&r, 0, sizeof(r));
     job->grace_s = o->grace_s;
+    mark_stop(m, by, stall);
     if (launcher_cmd) {
         r.launcher_gone = 1;
         snprintf(r.launcher_cmd, sizeof(r.launcher_cmd), "%s", launcher_cmd);

@@ -70,9 +70,11 @@ void live_announce_stall(const struct mon_stall *s);
 
 /* Stops the job (job_stop(), with o->grace_s), prints what that took on stdout, and adds it
  * to the JSON report live_diagnose() wrote as the key "stopped". `launcher_cmd` names CMD when
- * it had exited before (else NULL). This function can't fail. */
+ * it had exited before (else NULL). First it records the stop in the trace folder
+ * (stop_mark.h): `by` the command ("run", "watch"), after `stall` (NULL: another node saw
+ * it). This function can't fail. */
 void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,
-               const char *launcher_cmd);
+               const char *launcher_cmd, const char *by, const struct mon_stall *stall);
 
 /* Sleeps `ms` milliseconds (signals may end it early). */
 void live_sleep_ms(int ms);

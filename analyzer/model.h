@@ -68,6 +68,8 @@ struct m_live {
     char stacks[200]; /* how stacks were read ("ptrace", "signal"), or why not ("refused: ...") */
 };
 
+struct stop_mark;
+
 /* One process: one trace file. */
 struct m_proc {
     struct tr_trace *t;
@@ -104,6 +106,9 @@ struct m_proc {
     const struct ls_record **group_ends; /* GroupEnd records, ascending group id */
     size_t ngroup_ends;
     const struct m_live *live; /* NULL post-mortem; owned by the live command */
+    /* lockstep run (or watch --kill) ended it when it stopped the job after a stall: its
+     * state is the one it had then (stop_mark.h); NULL otherwise. Owned by the analysis. */
+    const struct stop_mark *stopped_by;
 };
 
 /* One rank's part of a communicator. */

@@ -4,6 +4,7 @@
 #include "liveness.h"
 #include "model.h"
 #include "names.h"
+#include "stop_mark.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -329,6 +330,10 @@ static void settle_state(struct m_proc *p, const struct m_job *job, struct folde
         }
     p->last_call = newest_record(t);
     p->failed = first_failure(t);
+    if (p->stopped_by) { /* ended by lockstep's own stop: as it was then, alive */
+        p->liveness_why = "";
+        goto alive;
+    }
     switch (h->end_kind) {
     case LS_END_EXITED:
     case LS_END_UNDERSCORE_EXIT:
@@ -353,6 +358,7 @@ static void settle_state(struct m_proc *p, const struct m_job *job, struct folde
         return;
     }
     p->stopped = v == LIVENESS_STOPPED;
+alive:
     if (p->current) {
         p->state = RANK_IN_CALL;
         p->since_ns = p->current->enter_ns;
@@ -575,6 +581,13 @@ int model_state_build(struct model *m)
             return -1;
         struct m_job *job = &m->jobs[p->job];
         job->now_ns = max_u64(job->now_ns, p->last_seen_ns);
+    }
+    /* A job lockstep stopped is described as it was when the stop began. */
+    for (size_t i = 0; i < m->nprocs; i++) {
+        const struct stop_mark *s = m->procs[i].stopped_by;
+        struct m_job *job = &m->jobs[m->procs[i].job];
+        if (s && job->now_ns > s->at_ns)
+            job->now_ns = s->at_ns;
     }
     struct folder_memo *snap = calloc(1, sizeof(*snap));
     if (!snap)

@@ -4,7 +4,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rankset.h"
 #include "report.h"
+#include "stop_mark.h"
+
+const struct stop_mark *report_job_stop(const struct report_input *in, size_t job, char **ranks)
+{
+    const struct m_job *j = &in->m->jobs[job];
+    const struct stop_mark *s = NULL;
+    int *v = calloc(j->nprocs + 1, sizeof(*v));
+    size_t n = 0;
+    for (size_t i = 0; i < j->nprocs; i++)
+        if (j->procs[i]->stopped_by) {
+            s = s ? s : j->procs[i]->stopped_by;
+            if (v)
+                v[n++] = j->procs[i]->rank;
+        }
+    *ranks = s && v ? rankset_format(v, n) : NULL;
+    free(v);
+    return s;
+}
 
 int report_job_shown(const struct report_input *in, size_t job)
 {

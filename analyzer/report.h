@@ -32,6 +32,10 @@ struct report_input {
 /* True when job `job` of the model is among those the report covers. */
 int report_job_shown(const struct report_input *in, size_t job);
 
+/* The stop record of the lockstep run (or watch --kill) that ended ranks of job `job`, NULL
+ * when none did; `ranks` gets those ranks ("0-3,5"; malloc'ed, NULL when out of memory). */
+const struct stop_mark *report_job_stop(const struct report_input *in, size_t job, char **ranks);
+
 /* True when job `e` of the model is an earlier attempt of job `j`'s id. */
 int report_is_earlier(const struct report_input *in, size_t j, size_t e);
 

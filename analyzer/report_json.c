@@ -1,9 +1,12 @@
 /* report_json.c -- the machine-readable report; docs/report-format.md is its specification. */
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "json_writer.h"
 #include "names.h"
 #include "report.h"
+#include "stop_mark.h"
 
 static double ago_s(const struct m_job *j, uint64_t t)
 {
@@ -462,6 +465,30 @@ static void write_waits_for(struct json_writer *w, const struct report_input *in
     json_end_array(w);
 }
 
+/* "stopped_by": {by, host, pid, at_ns, signal, stall_s, what, ranks} when lockstep stopped the
+ * job (docs/report-format.md). */
+static void write_stopped_by(struct json_writer *w, const struct report_input *in, size_t j)
+{
+    char *ranks = NULL;
+    const struct stop_mark *s = report_job_stop(in, j, &ranks);
+    if (!s)
+        return;
+    json_begin_object(w, "stopped_by");
+    json_string(w, "by", s->by);
+    json_string(w, "host", s->host);
+    json_int(w, "pid", s->pid);
+    json_uint(w, "at_ns", s->at_ns);
+    json_string(w, "signal", s->signal == SIGKILL ? "SIGKILL" : "SIGTERM");
+    if (s->stall_s > 0)
+        json_double(w, "stall_s", s->stall_s);
+    else
+        json_null(w, "stall_s");
+    json_string(w, "what", s->what);
+    json_string(w, "ranks", ranks ? ranks : "");
+    json_end_object(w);
+    free(ranks);
+}
+
 void report_json(FILE *out, const struct report_input *in)
 {
     struct json_writer w;
@@ -481,6 +508,7 @@ void report_json(FILE *out, const struct report_input *in)
         json_int(&w, "attempts", job->nattempts);
         json_string(&w, "attempts_from", job->attempt_source ? "launcher" : "start_times");
         write_earlier(&w, in, j);
+        write_stopped_by(&w, in, j);
         json_end_object(&w);
     }
     json_end_array(&w);

@@ -1,11 +1,13 @@
 /* report_text.c -- the report for people: the likely root cause first, then the other
  * findings (marked when they follow from an earlier one), then what every rank is doing. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rankset.h"
 #include "report.h"
+#include "stop_mark.h"
 #include "timefmt.h"
 
 struct style {
@@ -61,6 +63,26 @@ static void print_earlier(FILE *out, const struct report_input *in, size_t j,
         fprintf(out, "%s   attempt %d of %d (%zu traces) ended: %s%s\n", st->dim, ej->attempt,
                 ej->nattempts, ej->nprocs, outcome, st->off);
     }
+}
+
+/* Says who stopped the job when lockstep did, and that the states shown are those of then. */
+static void print_stopped_by(FILE *out, const struct report_input *in, size_t j,
+                             const struct style *st)
+{
+    char *ranks = NULL;
+    const struct stop_mark *s = report_job_stop(in, j, &ranks);
+    if (!s)
+        return;
+    char when[64] = "", stall[64] = "";
+    timefmt_wall(when, sizeof(when), s->at_ns);
+    if (s->stall_s > 0)
+        snprintf(stall, sizeof(stall), " after a stall of %.1f s", s->stall_s);
+    fprintf(out,
+            "%s   stopped by lockstep %s%s at %s (%s to rank%s %s): %s; rank states are as they "
+            "were then%s\n",
+            st->dim, s->by, stall, when, s->signal == SIGKILL ? "SIGKILL" : "SIGTERM",
+            ranks && strpbrk(ranks, ",-") ? "s" : "", ranks ? ranks : "?", s->what, st->off);
+    free(ranks);
 }
 
 /* Says once why live stacks are missing, when reading them was refused for ranks of the job. */
@@ -182,6 +204,7 @@ void report_text(FILE *out, const struct report_input *in, int color)
         else
             fprintf(out, "%zu finding%s, %zu independent\n", n, n == 1 ? "" : "s", roots);
         print_earlier(out, in, j, &st);
+        print_stopped_by(out, in, j, &st);
         print_stacks_refused(out, in, j, &st);
         struct report_wait_class *cl = NULL;
         ssize_t ncl = report_wait_classes(in, j, &cl, NULL);

@@ -13,6 +13,7 @@
 
 #include "liveness.h"
 #include "lockstep/trace_format.h"
+#include "stop_mark.h"
 #include "run_dir.h"
 #include "timefmt.h"
 #include "trace_reader.h"
@@ -28,10 +29,12 @@ static double mib(uint64_t bytes)
 }
 
 /* True for the files the shim and the runner write in a trace folder: traces
- * ("lockstep-HOST-PID-rR.trace") and their side files ("....trace.live"). */
+ * ("lockstep-HOST-PID-rR.trace"), their side files ("....trace.live") and the record of a stop
+ * (stop_mark.h). */
 static int is_ours(const char *name)
 {
-    return strncmp(name, "lockstep-", 9) == 0 && strstr(name, ".trace") != NULL;
+    return strncmp(name, "lockstep-", 9) == 0 &&
+           (strstr(name, ".trace") != NULL || strcmp(name, STOP_MARK_NAME) == 0);
 }
 
 static int is_trace(const char *name)

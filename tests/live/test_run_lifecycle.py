@@ -243,6 +243,51 @@ def case_shell(tmp):
            f"coprocess: exit {p.returncode}\n{p.stderr}")
 
 
+def analyze_folder(d):
+    """`lockstep analyze` of a kept trace folder: (text, JSON report)."""
+    text = subprocess.run([LOCKSTEP, "analyze", d], capture_output=True, text=True, timeout=60)
+    js = subprocess.run([LOCKSTEP, "analyze", "--json", d], capture_output=True, text=True,
+                        timeout=60)
+    expect(js.returncode in (0, 1), f"analyze --json {d}: {js.returncode} {js.stderr}")
+    return text.stdout, json.loads(js.stdout)
+
+
+def case_stopped_folder(tmp):
+    """After run stopped a hung job, `lockstep analyze` of its folder says so ("stopped by
+    lockstep run after a stall of 1.0 s") and shows the ranks as they were (waiting), never
+    "crashed", with the findings run gave live; a rank that died before the stop (SIGKILL,
+    as the OOM killer does) stays dead, and is still the cause."""
+    p, live, d = lockstep_run(tmp, "stopped", [LAUNCH, "--np", "2", "--", SCENARIOS,
+                                               "uneven_shards"])
+    expect_stall(p, live, "op_mismatch")
+    text, report = analyze_folder(d)
+    expect("stopped by lockstep run after a stall of" in text and "crashed" not in text and
+           "stopped with the job" not in text, f"analyze after run's stop:\n{text}")
+    states = sorted((r["rank"], r["state"]) for r in report["ranks"])
+    expect(states == [(0, "in_call"), (1, "in_call")], f"rank states after the stop: {states}")
+    by = report["jobs"][0].get("stopped_by")
+    expect(by and by["by"] == "run" and by["signal"] == "SIGTERM" and by["ranks"] == "0-1" and
+           by["stall_s"] >= 1.0, f"stopped_by: {by}")
+    expect([f["kind"] for f in report["findings"]] == [f["kind"] for f in live["findings"]],
+           f"post-mortem {[f['summary'] for f in report['findings']]} != live "
+           f"{[f['summary'] for f in live['findings']]}")
+
+    # Rank 1 is SIGKILLed mid-job; ranks 0, 2, 3 wait for it until run stops them.
+    env = base_env(tmp, {"SCENARIO_VICTIM": "1"})
+    p, live, d = lockstep_run(tmp, "killed", [LAUNCH, "--np", "4", "--", SCENARIOS, "sigkill"],
+                              env=env)
+    expect(p.returncode == 3, f"run: exit {p.returncode}\n{p.stderr}")
+    text, report = analyze_folder(d)
+    states = dict((r["rank"], r["state"]) for r in report["ranks"])
+    expect(states[1] != "in_call" and all(states[r] == "in_call" for r in (0, 2, 3)),
+           f"states: {states}\n{text}")
+    by = report["jobs"][0].get("stopped_by")
+    expect(by and by["ranks"] == "0,2-3", f"stopped_by: {by}")
+    first = report["findings"][0]
+    expect(1 in first.get("ranks", [1]) and "1" in first["summary"],
+           f"the first finding is not rank 1's death: {first['summary']}")
+
+
 # ---------------------------------------------------------------- 5. stopping a job
 
 
