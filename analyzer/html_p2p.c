@@ -96,8 +96,7 @@ static struct half half_of(const struct m_comm *c, int owner, int peer, unsigned
             return h;
         }
     }
-    h.status =
-        model_p2p_issued(mb, c->id, peer, (int)op) >= seq ? HALF_LOST : HALF_NOT_POSTED;
+    h.status = model_p2p_issued(mb, c->id, peer, (int)op) >= seq ? HALF_LOST : HALF_NOT_POSTED;
     return h;
 }
 
@@ -310,8 +309,8 @@ static void write_half(struct p2p_pic *pic, struct half *h, uint64_t seq, int x,
         fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h1\">%s</text>", x + w / 2, y + 14,
                 h->status == HALF_LOST ? "overwritten" : "no trace");
     else
-        fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h1\">%s #%" PRIu64 "</text>", x + w / 2,
-                y + 14, what, seq);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h1\">%s #%" PRIu64 "</text>", x + w / 2, y + 14,
+                what, seq);
     fputs("</g>", f);
     if (h->cycle) {
         struct cycle_call *cc = &pic->cyc[h->cycle - 1];
@@ -322,8 +321,7 @@ static void write_half(struct p2p_pic *pic, struct half *h, uint64_t seq, int x,
 }
 
 /* The lane's state in a few words: its newest open pair, else how many pairs completed. */
-static void lane_state(char *buf, size_t len, const struct p2p_pic *pic,
-                       const struct p2p_lane *ln)
+static void lane_state(char *buf, size_t len, const struct p2p_pic *pic, const struct p2p_lane *ln)
 {
     char src[32], dst[32];
     who(src, sizeof(src), pic->c, ln->src);
@@ -355,8 +353,8 @@ static void write_lane(struct p2p_pic *pic, struct p2p_lane *ln, int y)
     who(dst, sizeof(dst), pic->c, ln->dst);
     lane_state(state, sizeof(state), pic, ln);
     fprintf(f,
-            "<g class=\"pair lane%s\" data-src=\"%d\" data-dst=\"%d\"><rect class=\"bg\" x=\"0\" "
-            "y=\"%d\" width=\"100%%\" height=\"%d\"/>",
+            "<g class=\"pair lane%s\" data-sender=\"%d\" data-receiver=\"%d\"><rect class=\"bg\" "
+            "x=\"0\" y=\"%d\" width=\"100%%\" height=\"%d\"/>",
             ln->cycle || ln->open ? " suspect" : "", global_rank(pic->c, ln->src),
             global_rank(pic->c, ln->dst), y - 4, ROW_H);
     if (ln->cycle || ln->open)
@@ -394,8 +392,8 @@ static void write_cycle_arrows(const struct p2p_pic *pic, int right)
                     "<path class=\"cyc\" data-from=\"%d\" data-to=\"%d\" "
                     "marker-end=\"url(#ls-p2p-arrow-%d)\" d=\"M%d %d C%d %d %d %d %d %d\">"
                     "<title>rank %d waits for rank %d</title></path>\n",
-                    a->rank, b->rank, pic->svg_id, a->x, a->y, a->x + bend, a->y, b->x + bend,
-                    b->y, b->x + 2, b->y, a->rank, b->rank);
+                    a->rank, b->rank, pic->svg_id, a->x, a->y, a->x + bend, a->y, b->x + bend, b->y,
+                    b->x + 2, b->y, a->rank, b->rank);
             break;
         }
     }

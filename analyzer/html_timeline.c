@@ -597,8 +597,7 @@ int html_timeline(FILE *f, const struct report_input *in, size_t job)
     size_t n = pick_comms(in, job, comms, TL_MAX_COMMS);
     struct timeline tl = {f, in, j, NULL, NULL, 0, 0, 0, NULL, 0, 0};
     if (n == 0) {
-        fputs("<p class=\"note\">No collectives, sends or receives recorded in this job.</p>\n",
-              f);
+        fputs("<p class=\"note\">No collectives, sends or receives recorded in this job.</p>\n", f);
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
