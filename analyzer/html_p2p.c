@@ -430,11 +430,14 @@ int html_p2p(FILE *f, const struct report_input *in, const struct m_comm *c, int
         write_lane(&pic, &pic.lanes[l], HEAD_H + (int)l * ROW_H + 4);
     write_cycle_arrows(&pic, width);
     fputs("</svg>\n", f);
+    size_t open = 0;
+    for (size_t l = shown; l < pic.nlanes; l++)
+        open += pic.lanes[l].open;
     if (pic.nlanes > shown)
         fprintf(f,
-                "<p class=\"note\">%zu more sender and receiver pair%s not drawn (nothing open); "
-                "see <code>lockstep export --perfetto</code>.</p>\n",
-                pic.nlanes - shown, pic.nlanes - shown == 1 ? "" : "s");
+                "<p class=\"note\">%zu more sender and receiver pair%s not drawn (%zu with a call "
+                "open); see <code>lockstep export --perfetto</code>.</p>\n",
+                pic.nlanes - shown, pic.nlanes - shown == 1 ? "" : "s", open);
     free(pic.lanes);
     return 0;
 }
