@@ -23,8 +23,10 @@ const struct command_help summarize_help = {
     "  -h, --help       this help\n"
     "The newest LOCKSTEP_ANALYZE_RECORDS records of each trace are kept (default 1024), and\n"
     "further back to its oldest GPU work not completed, as analyze reads them.\n"
-    "exit status: 0 written (traces that could not be read are in it, as messages), 2 bad input\n"
-    "or the summary could not be written\n"};
+    "Each trace or summary that cannot be read is named once on stderr, and kept in the summary\n"
+    "as a message the analysis repeats.\n"
+    "exit status: 0 written (at least one trace read), 2 bad input (no trace could be read:\n"
+    "nothing written) or the summary could not be written\n"};
 
 int cmd_summarize(int argc, char **argv)
 {
@@ -63,8 +65,12 @@ int cmd_summarize(int argc, char **argv)
         goto done;
     }
     struct node_summary_stats st;
-    if (node_summary_write(a.paths.v, a.paths.n, window_records(a.paths.n), out, per_host, &st) ==
-        0) {
+    int wrote =
+        node_summary_write(a.paths.v, a.paths.n, window_records(a.paths.n), out, per_host, 1, &st);
+    if (wrote == 1) {
+        fprintf(stderr, "lockstep: no trace could be read (%zu unreadable): no summary written\n",
+                st.unreadable);
+    } else if (wrote == 0) {
         fprintf(stderr, "lockstep: summarized %zu traces (%zu unreadable) into %zu summar%s\n",
                 st.traces, st.unreadable, st.files, st.files == 1 ? "y" : "ies");
         rc = 0;

@@ -162,17 +162,13 @@ static int make_empty_folder(const char *path)
 }
 
 /* Adds the header facts of a trace to the READY marker being built; a trace whose header the
- * reader refuses adds none, and is said (the summary names it again, as unreadable). */
+ * reader refuses adds none (node_summary_write() says so, once, and keeps it as unreadable). */
 static void note_trace(const char *path, struct gather_mark *mk, size_t *cap)
 {
     struct ls_header h;
     char err[512];
-    int rc = trace_header_read(path, &h, err, sizeof err);
-    if (rc != TR_HEADER_OK) {
-        if (rc == TR_HEADER_BAD)
-            fprintf(stderr, "lockstep: %s\n", err);
+    if (trace_header_read(path, &h, err, sizeof err) != TR_HEADER_OK)
         return;
-    }
     if (h.world_size > mk->world && h.world_size <= GATHER_MAX_RANK)
         mk->world = h.world_size;
     gather_mark_add_rank(mk, h.rank, cap);
@@ -223,7 +219,7 @@ static void copy_node(struct gather *g, const struct monitor *m, const char *sta
     snprintf(out, sizeof(out), "%s/%s%s", g->node, g->name, LS_SUMMARY_SUFFIX);
     struct node_summary_stats st = {0};
     struct stat sb;
-    if (n > 0 && node_summary_write(paths, n, window_records(n), out, NULL, &st) == 0 &&
+    if (n > 0 && node_summary_write(paths, n, window_records(n), out, NULL, 0, &st) == 0 &&
         stat(out, &sb) == 0)
         fprintf(stderr, "lockstep: summarized %zu traces into %s (%lld bytes)\n", st.traces, out,
                 (long long)sb.st_size);

@@ -1,10 +1,12 @@
 /* html_timeline.c -- the HTML report's picture: per communicator, the last collectives of each
- * class of ranks as SVG lanes, with the diverging call highlighted. */
+ * class of ranks as SVG lanes, with the diverging call highlighted; its sends and receives below
+ * (html_p2p.c). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "html.h"
+#include "html_p2p.h"
 #include "html_timeline.h"
 #include "names.h"
 #include "rankset.h"
@@ -94,18 +96,26 @@ static int same_call(const struct cell *a, const struct cell *b)
            (!ls_op_is_rooted(x->op) || x->peer == y->peer) && strcmp(a->site, b->site) == 0;
 }
 
-/* Same state, and when in a call, in the same kind of call on the same communicator. */
+/* The call process p is inside (or was when it ended), NULL none. */
+static const struct ls_record *open_call(const struct m_proc *p)
+{
+    if (p->current)
+        return p->current;
+    return p->last_call && ls_record_pending(p->last_call) ? p->last_call : NULL;
+}
+
+/* Same state, and inside the same kind of call on the same communicator, or both outside NCCL
+ * (ranks stopped with the job differ by the call they were in). */
 static int same_where(const struct m_proc *a, const struct m_proc *b)
 {
     if (!a || !b)
         return a == b;
     if (a->state != b->state)
         return 0;
-    if (a->state != RANK_IN_CALL)
-        return 1;
-    if (!a->current || !b->current)
-        return !a->current && !b->current;
-    return a->current->op == b->current->op && a->current->comm_id == b->current->comm_id;
+    const struct ls_record *x = open_call(a), *y = open_call(b);
+    if (!x || !y)
+        return !x && !y;
+    return x->op == y->op && x->comm_id == y->comm_id;
 }
 
 static struct cell member_cell(const struct timeline *tl, const struct m_member *mb, uint64_t seq)
@@ -270,9 +280,7 @@ static void lane_state(char *buf, size_t len, const struct timeline *tl, const s
     if (r && r->comm_id && r->comm_id != tl->c->id)
         snprintf(call + strlen(call), sizeof(call) - strlen(call), " on comm %08" PRIx64,
                  r->comm_id >> 32);
-    const struct ls_record *open = p->current;
-    if (!open && p->last_call && ls_record_pending(p->last_call))
-        open = p->last_call;
+    const struct ls_record *open = open_call(p);
     if (p->stopped_with_job) {
         const char *sig =
             p->state == RANK_VANISHED ? "vanished" : names_signal(p->t->hdr.end_signal);
@@ -502,28 +510,33 @@ static int write_comm(struct timeline *tl)
         hi = tl->focus + TL_AFTER;
     tl->lo = hi > TL_COLUMNS ? hi - TL_COLUMNS + 1 : 1;
     tl->ncols = hi >= tl->lo ? (size_t)(hi - tl->lo + 1) : 0;
-    fprintf(f,
-            "<section class=\"comm\"><h3>comm %08" PRIx64 " \xc2\xb7 %d ranks (%d traced) "
-            "\xc2\xb7 collectives #%" PRIu64 "\xe2\x80\x93#%" PRIu64 " of %" PRIu64,
-            c->id >> 32, c->nranks, c->njoined, tl->lo, hi, c->max_issued);
+    int colls = tl->ncols && c->max_issued, p2p = html_p2p_any(c);
+    fprintf(f, "<section class=\"comm\"><h3>comm %08" PRIx64 " \xc2\xb7 %d ranks (%d traced)",
+            c->id >> 32, c->nranks, c->njoined);
+    if (colls)
+        fprintf(f, " \xc2\xb7 collectives #%" PRIu64 "\xe2\x80\x93#%" PRIu64 " of %" PRIu64, tl->lo,
+                hi, c->max_issued);
+    if (p2p)
+        fputs(" \xc2\xb7 sends and receives", f);
     if (tl->focus_finding && tl->focus) {
         fprintf(f, " \xc2\xb7 <span class=\"focus\">#%" PRIu64 ": %s</span>", tl->focus,
                 finding_kind_name(tl->focus_finding->kind));
     }
     fputs("</h3>\n", f);
-    if (tl->ncols == 0 || c->max_issued == 0) {
-        fputs("<p class=\"note\">No collectives recorded on this communicator (point-to-point "
-              "calls are drawn by <code>lockstep export --perfetto</code>).</p></section>\n",
+    if (!colls && !p2p)
+        fputs("<p class=\"note\">No collectives, sends or receives recorded on this "
+              "communicator.</p>\n",
               f);
-        return 0;
-    }
-    if (build_lanes(tl) < 0) {
+    if (colls && build_lanes(tl) < 0) {
         free_lanes(tl);
         return -1;
     }
-    write_svg(tl);
-    fputs("</section>\n", f);
+    if (colls)
+        write_svg(tl);
     free_lanes(tl);
+    if (p2p && html_p2p(f, tl->in, c, tl->svg_id) < 0)
+        return -1;
+    fputs("</section>\n", f);
     tl->svg_id++;
     return 0;
 }
@@ -566,7 +579,8 @@ static size_t pick_comms(const struct report_input *in, size_t job, const struct
             size_t k = 0;
             while (k < n && out[k] != c)
                 k++;
-            if (k == n && c->max_issued && (!best || c->max_issued > best->max_issued))
+            if (k == n && (c->max_issued || html_p2p_any(c)) &&
+                (!best || c->max_issued > best->max_issued))
                 best = c;
         }
         if (!best)
@@ -583,7 +597,7 @@ int html_timeline(FILE *f, const struct report_input *in, size_t job)
     size_t n = pick_comms(in, job, comms, TL_MAX_COMMS);
     struct timeline tl = {f, in, j, NULL, NULL, 0, 0, 0, NULL, 0, 0};
     if (n == 0) {
-        fputs("<p class=\"note\">No collectives recorded in this job.</p>\n", f);
+        fputs("<p class=\"note\">No collectives, sends or receives recorded in this job.</p>\n", f);
         return 0;
     }
     for (size_t i = 0; i < n; i++) {

@@ -167,7 +167,7 @@ static void file_host(char *dst, size_t len, const char *host)
 }
 
 int node_summary_write(char **paths, size_t n, uint64_t window, const char *out,
-                       const char *per_host, struct node_summary_stats *st)
+                       const char *per_host, int need_readable, struct node_summary_stats *st)
 {
     memset(st, 0, sizeof(*st));
     struct hosts hs = {.window = window};
@@ -180,6 +180,8 @@ int node_summary_write(char **paths, size_t n, uint64_t window, const char *out,
         rc = take_path(&hs, paths[i], one_file, st);
     if (rc < 0)
         fprintf(stderr, "lockstep: out of memory\n");
+    else if (need_readable && st->traces == 0)
+        rc = 1;
     for (size_t i = 0; i < hs.n && rc == 0; i++) {
         char *path = NULL, err[1024], fh[LS_HOST_LEN + 8];
         file_host(fh, sizeof(fh), hs.v[i].host[0] ? hs.v[i].host : me);

@@ -53,6 +53,16 @@ static const char style_sheet[] =
     "svg.tl .cell.focus rect{stroke-width:2.5}"
     "svg.tl .cell.differs rect{stroke:#c62828;stroke-width:3.5}\n"
     "svg.tl .cell.hl rect{stroke:#1d232b;stroke-width:3}svg.tl .cell.hl rect.overlay{stroke:none}\n"
+    "svg.p2p{margin-top:8px}svg.p2p .half rect{stroke:#8a94a6;stroke-width:1;fill:#efeccb}"
+    "svg.p2p .half.recv rect{fill:#d9ecd9}\n"
+    "svg.p2p .half.waiting rect{stroke:#d97706;stroke-width:2}"
+    "svg.p2p .half.not-posted rect{fill:#fff;stroke:#c62828;stroke-width:2;"
+    "stroke-dasharray:5 3}\n"
+    "svg.p2p .half.lost rect,svg.p2p .half.no-trace rect{fill:#e4e4e4}"
+    "svg.p2p .half.cycle rect{fill:#f7c6c0;stroke:#c62828;stroke-width:3.5}\n"
+    "svg.p2p .h1{text-anchor:middle;font-size:10.5px}"
+    "svg.p2p .not-posted .h1{fill:#c62828;font-weight:600}\n"
+    "svg.p2p .cyc{stroke:#c62828;stroke-width:2;fill:none}svg.p2p marker path{fill:#c62828}\n"
     ".legend span{display:inline-block;margin-right:14px}"
     ".legend i{display:inline-block;width:22px;height:12px;border:1px solid #8a94a6;"
     "vertical-align:-1px;margin-right:4px;border-radius:2px}\n"
@@ -235,7 +245,7 @@ static int write_job(FILE *f, const struct report_input *in, size_t job)
     fputs("</div>\n", f);
     if (html_waits(f, in, job) < 0)
         return -1;
-    fputs("<h2>Last collectives, by class of ranks</h2>\n", f);
+    fputs("<h2>Last collectives, by class of ranks; sends and receives, by pair</h2>\n", f);
     write_legend(f);
     if (html_timeline(f, in, job) < 0)
         return -1;

@@ -25,8 +25,9 @@ class Lockstep(MesonPackage):
     depends_on("nccl", type="build")
     depends_on("cuda", type="build")
     # The shim unwinds call sites with libunwind; the command reads live stacks of other processes
-    # with libunwind's ptrace library (libunwind-ptrace, which libunwind builds by default).
-    depends_on("libunwind")
+    # with libunwind's ptrace library (pkg-config libunwind-ptrace), which Spack's libunwind builds
+    # only when its `components` variant names it.
+    depends_on("libunwind components=ptrace")
     # The command names call sites from the modules' debug info in-process with libdw.
     depends_on("elfutils")
     depends_on("pkgconfig", type="build")

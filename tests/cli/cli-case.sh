@@ -123,6 +123,31 @@ not-a-trace)
     run analyze "$D/short.trace"; expect_rc 2
     contains "$D/err" "truncated"
     ;;
+summarize-unreadable)
+    # each trace that cannot be read is named once, as "lockstep: FILE: problem"; when none could
+    # be read, one line says so, nothing is written and the exit status is 2
+    once() { # once FILE: the name of FILE is on exactly one line of stderr, with the prefix
+        [ "$(grep -cF -- "$1:" "$D/err")" = 1 ] || fail "$1 not named exactly once"
+        grep -qF -- "lockstep: $1: " "$D/err" || fail "$1 named without 'lockstep: '"
+    }
+    "$TRACEGEN" --out "$D/t" --ranks 2 --colls 2 >/dev/null
+    mkdir "$D/bad" "$D/mix"
+    printf 'hello\n' >"$D/bad/junk.trace"
+    head -c 100 "$(ls "$D"/t/*.trace | head -1)" >"$D/bad/cut.trace"
+    head -c 5000 "$(ls "$D"/t/*.trace | head -1)" >"$D/bad/tables.trace"
+    run summarize -o "$D/bad.summary" "$D/bad"; expect_rc 2
+    for f in junk cut tables; do once "$D/bad/$f.trace"; done
+    contains "$D/err" "lockstep: no trace could be read (3 unreadable): no summary written"
+    lines "$D/err" 4
+    empty "$D/out"
+    [ ! -e "$D/bad.summary" ] || fail "a summary written of no readable trace"
+    cp "$D"/t/*.trace "$D/bad/junk.trace" "$D/bad/cut.trace" "$D/mix/"
+    run summarize -o "$D/mix.summary" "$D/mix"; expect_rc 0
+    for f in junk cut; do once "$D/mix/$f.trace"; done
+    contains "$D/err" "lockstep: summarized 2 traces (2 unreadable) into 1 summary"
+    lines "$D/err" 3
+    [ -s "$D/mix.summary" ] || fail "no summary of the readable traces"
+    ;;
 watch-no-dir)
     set +e
     timeout 10 "$LOCKSTEP" watch --stall 1 "$D/nosuch" >"$D/out" 2>"$D/err"

@@ -8,6 +8,7 @@ Usage: test_install.py CASE   (paths from the environment meson sets, see meson.
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -208,17 +209,12 @@ class Recorder:
         return lambda *a, **kw: self.calls.append((name, a, kw))
 
 
-def case_spack(tmp):
-    recipe = os.path.join(SOURCE, "packaging", "spack", "package.py")
-    sh([sys.executable, "-m", "py_compile", recipe], "python3 -m py_compile package.py",
-       env=dict(os.environ, PYTHONPYCACHEPREFIX=tmp))
-    tree = ast.parse(open(recipe).read())
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
-    expect([c.name for c in classes] == ["Lockstep"], f"classes {[c.name for c in classes]}")
-    expect([ast.unparse(b) for b in classes[0].bases] == ["MesonPackage"],
-           f"Lockstep derives from {[ast.unparse(b) for b in classes[0].bases]}")
+RECIPE = os.path.join(SOURCE, "packaging", "spack", "package.py")
 
-    # Run the recipe against a stand-in for spack.package and look at what it declares.
+
+def load_recipe():
+    """Runs the recipe against a stand-in for spack.package: (its class, the directives it
+    declared as (name, args, kwargs))."""
     rec = Recorder()
     fake = types.ModuleType("spack.package")
     fake.MesonPackage = type("MesonPackage", (), {})
@@ -230,14 +226,26 @@ def case_spack(tmp):
     spack.package = fake
     sys.modules.update({"spack": spack, "spack.package": fake})
     ns = {"__name__": "lockstep_recipe"}
-    exec(compile(open(recipe).read(), recipe, "exec"), ns)
-    cls = ns["Lockstep"]
+    exec(compile(open(RECIPE).read(), RECIPE, "exec"), ns)
+    return ns["Lockstep"], rec.calls
+
+
+def case_spack(tmp):
+    sh([sys.executable, "-m", "py_compile", RECIPE], "python3 -m py_compile package.py",
+       env=dict(os.environ, PYTHONPYCACHEPREFIX=tmp))
+    tree = ast.parse(open(RECIPE).read())
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    expect([c.name for c in classes] == ["Lockstep"], f"classes {[c.name for c in classes]}")
+    expect([ast.unparse(b) for b in classes[0].bases] == ["MesonPackage"],
+           f"Lockstep derives from {[ast.unparse(b) for b in classes[0].bases]}")
+
+    cls, calls = load_recipe()
     for attr in ("homepage", "url", "git"):
         expect(isinstance(getattr(cls, attr, None), str), f"the recipe sets no {attr}")
     expect(cls.__doc__ and "NCCL" in cls.__doc__, "the recipe's class has no description")
-    versions = [a[0] for n, a, _ in rec.calls if n == "version"]
+    versions = [a[0] for n, a, _ in calls if n == "version"]
     expect(versions, "the recipe declares no version")
-    deps = {a[0].split()[0].split("@")[0]: kw for n, a, kw in rec.calls if n == "depends_on"}
+    deps = {a[0].split()[0].split("@")[0]: kw for n, a, kw in calls if n == "depends_on"}
     for dep in ("nccl", "libunwind", "cuda", "pkgconfig"):
         expect(dep in deps, f"the recipe does not depend on {dep}: {sorted(deps)}")
     expect(deps["nccl"].get("type") == "build",
@@ -254,6 +262,47 @@ def case_spack(tmp):
     args = pkg.meson_args()
     expect("-Dtests=false" in args and "-Dnccl_home=/spack/nccl" in args,
            f"meson_args {args}: expected -Dtests=false and -Dnccl_home=NCCL's prefix")
+
+
+# Spack's libunwind builds its base library (pkg-config libunwind, libunwind-generic) always, and
+# each other library only when its `components` variant names it.
+UNWIND_COMPONENTS = {"libunwind": None, "libunwind-generic": None, "libunwind-ptrace": "ptrace",
+                     "libunwind-coredump": "coredump", "libunwind-setjmp": "setjmp"}
+
+
+def meson_unwind_modules():
+    """The libunwind pkg-config modules the build asks for (the meson.build files outside tests/,
+    which the recipe does not build): {module: the meson.build naming it}."""
+    mods = {}
+    for top, dirs, files in os.walk(SOURCE):
+        dirs[:] = [d for d in dirs if d not in ("tests", "subprojects") and not d.startswith(".")
+                   and not os.path.exists(os.path.join(top, d, "meson-private"))]
+        if "meson.build" in files:
+            path = os.path.join(top, "meson.build")
+            for m in re.findall(r"dependency\(\s*'(libunwind[\w-]*)'", open(path).read()):
+                mods[m] = os.path.relpath(path, SOURCE)
+    return mods
+
+
+def case_spack_libunwind(tmp):
+    """The recipe asks Spack's libunwind for every library the build links: Spack builds the
+    ptrace one only on request, and the build then stops at pkg-config libunwind-ptrace."""
+    mods = meson_unwind_modules()
+    expect("libunwind-ptrace" in mods, f"read no libunwind-ptrace from the meson.build files: {mods}")
+    unknown = sorted(m for m in mods if m not in UNWIND_COMPONENTS)
+    expect(not unknown, f"the build asks for {unknown}: which libunwind component builds it?")
+    _, calls = load_recipe()
+    specs = [a[0] for n, a, _ in calls
+             if n == "depends_on" and re.match(r"libunwind(\W|$)", a[0])]
+    expect(len(specs) == 1, f"the recipe depends on libunwind {len(specs)} times: {specs}")
+    given = set()
+    for value in re.findall(r"\bcomponents=([\w,]+)", specs[0]):
+        given.update(value.split(","))
+    for mod, where in sorted(mods.items()):
+        comp = UNWIND_COMPONENTS[mod]
+        expect(comp is None or comp in given,
+               f"{where} asks for {mod}, but the recipe's depends_on(\"{specs[0]}\") does not "
+               f"ask Spack's libunwind for components={comp}")
 
 
 if __name__ == "__main__":

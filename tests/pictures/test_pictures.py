@@ -295,8 +295,9 @@ def case_export_bad_input(tmp):
 # ---------------------------------------------------------------- HTML checks
 
 
-def chromium(tmp, url, *mode):
-    """Runs headless Chromium on url; returns (stdout, console log, wall seconds)."""
+def chromium(tmp, url, *mode, height=1000):
+    """Runs headless Chromium on url in a window 1400 px wide, `height` high; returns (stdout,
+    console log, wall seconds)."""
     if not os.path.exists(CHROMIUM):
         raise Failure(f"{CHROMIUM} is missing: the HTML report tests need Debian's chromium "
                       "package (scripts/test installs it; or apt-get install chromium)")
@@ -304,7 +305,7 @@ def chromium(tmp, url, *mode):
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
            "--no-first-run", "--disable-background-networking", "--disable-component-update",
            "--disable-sync", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-           "--window-size=1400,1000", *mode, url]
+           f"--window-size=1400,{height}", *mode, url]
     env = dict(os.environ, HOME=profile)
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
@@ -313,14 +314,15 @@ def chromium(tmp, url, *mode):
     return p.stdout, p.stderr, wall
 
 
-def render(tmp, html, png=None):
+def render(tmp, html, png=None, height=1000):
     """Loads the report: the script must run to its end (it marks <html data-lockstep=ready>)
-    with no uncaught error; with png, the same load also takes the screenshot. Returns (DOM,
-    seconds to load and run it, the screenshot's included)."""
+    with no uncaught error; with png, the same load also takes the screenshot (`height` px of
+    the page). Returns (DOM, seconds to load and run it, the screenshot's included)."""
     url = "file://" + os.path.abspath(html)
     if png and os.path.exists(png):
         os.unlink(png)  # a picture of an earlier run proves nothing
-    dom, log, wall = chromium(tmp, url, "--dump-dom", *([f"--screenshot={png}"] if png else []))
+    dom, log, wall = chromium(tmp, url, "--dump-dom", *([f"--screenshot={png}"] if png else []),
+                              height=height)
     errors = [l for l in log.splitlines() if "Uncaught" in l or ":CONSOLE" in l and "rror" in l]
     expect(not errors, f"{html}: script errors: {errors}")
     expect('data-lockstep="ready"' in dom, f"{html}: the page's script did not finish")
@@ -488,6 +490,52 @@ def case_html_waits(tmp):
     page = os.path.join(tmp, "clean.html")
     lockstep("analyze", "--html", page, clean)
     expect('class="waits"' not in open(page).read(), "a graph of waits in a healthy job")
+
+
+CYCLE_FILL = (0xF7, 0xC6, 0xC0)  # fill of a send or receive a deadlock cycle's rank is blocked in
+
+
+def case_html_p2p_deadlock(tmp):
+    """A send/recv deadlock (ranks 0 and 1 both send first, ranks 2-3 idle): the sends and
+    receives drawn per sender and receiver, each blocked Send above the Recv its peer never
+    posted, the cycle's calls marked with an arrow from each to the other's; the collectives
+    above split the two ranks in Send from the two outside NCCL."""
+    d = run_scenario(tmp, "sendrecv_deadlock")
+    html, report = html_report(tmp, d, "sendrecv_deadlock")
+    png = os.path.join(OUT, "sendrecv_deadlock.png")
+    dom, _ = render(tmp, html, png, height=1600)  # below three findings and the waits
+    f = report["findings"][0]
+    expect(f["kind"] == "deadlock_cycle" and sorted(f["cycle"]) == [0, 1],
+           f"first finding {f['kind']} {f.get('cycle')}")
+    svg = re.search(r'<svg class="tl p2p".*?</svg>', dom, re.S)
+    expect(svg, "no picture of the sends and receives")
+    svg = svg.group(0)
+    pairs = {}
+    for m in re.finditer(r'<g class="pair lane( suspect)?" data-sender="(\d+)" data-receiver="(\d+)">'
+                         r'(.*?)</g>\n', svg, re.S):
+        pairs[(int(m.group(2)), int(m.group(3)))] = (bool(m.group(1)), m.group(4))
+    expect(sorted(pairs) == [(0, 1), (1, 0)], f"sender and receiver lanes {sorted(pairs)}")
+    for (src, dst), (suspect, body) in pairs.items():
+        label = re.sub(r"<title>.*?</title>", "", body, flags=re.S)
+        expect(suspect and f">rank {src} \u2192 rank {dst}<" in label, f"lane {src}->{dst}: {label}")
+        halves = re.findall(r'<g class="half (send|recv) ([a-z-]+)( cycle)?"><title>(.*?)</title>',
+                            body, re.S)
+        expect([(h[0], h[1], bool(h[2])) for h in halves] ==
+               [("send", "waiting", True), ("recv", "not-posted", False)],
+               f"lane {src}->{dst}: halves {halves}")
+        expect(halves[0][3].startswith(f"rank {src} \u00b7 Send #1 to rank {dst}: count 256 fp32")
+               and "scenarios.c:" in halves[0][3] and
+               f"deadlock cycle: rank {src} waits here for rank {dst}" in halves[0][3],
+               f"the blocked send's title: {halves[0][3]!r}")
+        expect(halves[1][3] == f"rank {dst} never posted Recv #1 from rank {src}",
+               f"the missing receive's title: {halves[1][3]!r}")
+    arrows = sorted((int(a), int(b)) for a, b in
+                    re.findall(r'<path class="cyc" data-from="(\d+)" data-to="(\d+)"', svg))
+    expect(arrows == [(0, 1), (1, 0)], f"cycle arrows {arrows}")
+    got = lanes(dom)
+    expect(got == [(True, "ranks 0-1 (2)"), (False, "ranks 2-3 (2)")], f"collective lanes {got}")
+    n = count_colour(png, CYCLE_FILL)
+    expect(n > 1000, f"the cycle's blocked sends do not stand out in the screenshot ({n} px)")
 
 
 def case_html_1024_ranks(tmp):
