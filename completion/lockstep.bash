@@ -2,14 +2,17 @@
 # and folders for PATH arguments. Installed as share/bash-completion/completions/lockstep.
 # The options are those of `lockstep help COMMAND` (tests/cli checks that they agree).
 
+# The formats of --format NAME[=FILE]: the table in analyzer/output.c (tests/cli checks).
+_lockstep_formats="text json html perfetto github gitlab"
+
 _lockstep_options() {
     case $1 in
-    run) echo "--dir --stall --json --format --grace --signal-stacks --help" ;;
-    watch) echo "--stall --json --format --kill --grace --signal-stacks --help" ;;
-    analyze) echo "--json --html --job --help" ;;
+    run) echo "--dir --stall --format --json --grace --signal-stacks --help" ;;
+    watch) echo "--stall --format --json --kill --grace --signal-stacks --help" ;;
+    analyze) echo "--format --json --html --job --help" ;;
     stacks) echo "--json --help" ;;
     dump) echo "--help" ;;
-    export) echo "--perfetto --job --help" ;;
+    export) echo "--perfetto --format --job --help" ;;
     summarize) echo "--output --per-host --help" ;;
     esac
 }
@@ -53,7 +56,7 @@ _lockstep() {
         return
         ;;
     --format)
-        COMPREPLY=($(compgen -W "text github" -- "$cur"))
+        COMPREPLY=($(compgen -W "$_lockstep_formats" -- "$cur"))
         return
         ;;
     --stall | --grace | --job)
