@@ -17,7 +17,7 @@ const struct command_help analyze_help = {
     "  --format NAME[=FILE]\n"
     "                   write the report as NAME to FILE (none or '-': stdout); repeatable,\n"
     "                   one format at most on stdout (none there: the text report)\n"
-    "                   formats: text, json, html, perfetto, github, gitlab\n"
+    "                   formats: " COMMAND_HELP_FORMATS "\n"
     "  --json           the same as --format json (docs/report-format.md)\n"
     "  --html OUT.html  the same as --format html=OUT.html: a self-contained page with a\n"
     "                   timeline ('-': the page on stdout, in place of the report)\n"

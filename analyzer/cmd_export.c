@@ -16,7 +16,7 @@ const struct command_help export_help = {
     "                       --format perfetto=OUT.json\n"
     "  --format NAME[=FILE] write NAME to FILE (none or '-': stdout) from every call kept\n"
     "                       (not only the analysis window); repeatable, one on stdout\n"
-    "                       formats: text, json, html, perfetto, github, gitlab\n"
+    "                       formats: " COMMAND_HELP_FORMATS "\n"
     "  --job ID             export only job ID\n"
     "  PATH                 trace files or folders, as for 'lockstep analyze'\n"
     "  -h, --help           this help\n"

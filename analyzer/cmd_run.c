@@ -52,7 +52,7 @@ const struct command_help run_help = {
     "                   written even when the job made no NCCL call); repeatable. No\n"
     "                   FILE: on stdout, text (the default) or github (::error\n"
     "                   annotations at the divergent call sites after the text)\n"
-    "                   formats: text, json, html, perfetto, github, gitlab\n"
+    "                   formats: " COMMAND_HELP_FORMATS "\n"
     "  --json FILE      the same as --format json=FILE\n"
     "  --grace SECONDS  stopping: how long the launcher gets to tear its job down after\n"
     "                   SIGTERM, then the ranks after theirs, before SIGKILL (default 5)\n"

@@ -31,7 +31,7 @@ const struct command_help watch_help = {
     "                   written even when the job made no NCCL call); repeatable. No\n"
     "                   FILE: on stdout, text (the default) or github (::error\n"
     "                   annotations at the divergent call sites after the text)\n"
-    "                   formats: text, json, html, perfetto, github, gitlab\n"
+    "                   formats: " COMMAND_HELP_FORMATS "\n"
     "  --json FILE      the same as --format json=FILE\n"
     "  --kill           on a stall also stop the traced processes\n"
     "  --grace SECONDS  with --kill: how long the ranks get after SIGTERM, and their\n"

@@ -216,6 +216,52 @@ static const char *dwarf_function(Dwfl_Module *mod, Dwarf_Addr addr)
     return name;
 }
 
+/* Drops the "." and "name/.." parts of an absolute path, in place ("/r/build/../src/a.c" ->
+ * "/r/src/a.c"); symbolic links are left as they are. */
+static void clean_path(char *path)
+{
+    char *out = path; /* the cleaned path so far ends here */
+    const char *p = path;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        const char *end = strchr(p, '/');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == 1 && p[0] == '.') {
+            /* nothing */
+        } else if (n == 2 && p[0] == '.' && p[1] == '.') {
+            while (out > path && *--out != '/')
+                ;
+        } else if (n > 0) {
+            *out++ = '/';
+            memmove(out, p, n);
+            out += n;
+        }
+        p += n;
+    }
+    if (out == path)
+        *out++ = '/';
+    *out = 0;
+}
+
+/* Writes the full path of `file`, a line table's file name at `addr`: joined to its
+ * compilation unit's folder (DW_AT_comp_dir, where the compiler ran) when relative, cleaned of
+ * "." and ".." (clean_path()) when absolute. */
+static void source_path(Dwfl_Module *mod, Dwarf_Addr addr, const char *file, char *out,
+                        size_t len)
+{
+    Dwarf_Addr bias;
+    Dwarf_Die *cu = file[0] != '/' ? dwfl_module_addrdie(mod, addr, &bias) : NULL;
+    Dwarf_Attribute at;
+    const char *dir = cu ? dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &at)) : NULL;
+    if (dir && dir[0] == '/')
+        snprintf(out, len, "%s/%s", dir, file);
+    else
+        snprintf(out, len, "%s", file);
+    if (out[0] == '/')
+        clean_path(out);
+}
+
 /* Looks one module offset up. Returns 2 with func and fileline filled (a line is known), 1
  * with func alone (a symbol, no line), or -1 when nothing is known. */
 static int lookup(struct symbolizer *s, const char *module, uint64_t off, char *func,
@@ -237,7 +283,7 @@ static int lookup(struct symbolizer *s, const char *module, uint64_t off, char *
     const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
     if (file && lineno > 0) {
         snprintf(fileline, fllen, "%.500s:%d", base_name(file), lineno);
-        snprintf(file_out, filelen, "%s", file);
+        source_path(m->mod, addr, file, file_out, filelen);
         return 2;
     }
     return func[0] ? 1 : -1;

@@ -2,8 +2,11 @@
 # and folders for PATH arguments. Installed as share/bash-completion/completions/lockstep.
 # The options are those of `lockstep help COMMAND` (tests/cli checks that they agree).
 
-# The formats of --format NAME[=FILE]: the table in analyzer/output.c (tests/cli checks).
-_lockstep_formats="text json html perfetto github gitlab"
+# The formats of --format NAME[=FILE], as the lockstep being completed lists them (its help
+# prints the table in analyzer/output.c).
+_lockstep_formats() {
+    "$1" help analyze 2>/dev/null | sed -n 's/^ *formats: //p' | tr -d ,
+}
 
 _lockstep_options() {
     case $1 in
@@ -56,7 +59,7 @@ _lockstep() {
         return
         ;;
     --format)
-        COMPREPLY=($(compgen -W "$_lockstep_formats" -- "$cur"))
+        COMPREPLY=($(compgen -W "$(_lockstep_formats "${COMP_WORDS[0]}")" -- "$cur"))
         return
         ;;
     --stall | --grace | --job)
