@@ -32,12 +32,10 @@ int cmd_analyze(int argc, char **argv)
     struct output_plan plan = {0};
     struct analysis a;
     memset(&a, 0, sizeof(a));
-    static const struct option options[] = {{"format", required_argument, NULL, 'f'},
-                                            {"json", no_argument, NULL, 'j'},
-                                            {"html", required_argument, NULL, 'H'},
-                                            {"job", required_argument, NULL, 'J'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {NULL, 0, NULL, 0}};
+    static const struct option options[] = {
+        {"format", required_argument, NULL, 'f'}, {"json", no_argument, NULL, 'j'},
+        {"html", required_argument, NULL, 'H'},   {"job", required_argument, NULL, 'J'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
         int r = 0;

@@ -59,9 +59,9 @@ int live_check_json(const struct live_opts *o);
  * prints the report (text, github annotations) on stdout when `print` is set, and writes the
  * report files of o->files (an empty report when `dir` has no traces). With `stall` (what
  * the monitor found stalled; NULL post-mortem) the report opens with what stalled and what
- * progressed meanwhile, its JSON files have the member "stall", and the diagnosis speaks of the stalled
- * part only (live_scope.h). Returns the number of findings, or -1 when the traces could not be
- * analyzed. */
+ * progressed meanwhile, its JSON files have the member "stall", and the diagnosis speaks of the
+ * stalled part only (live_scope.h). Returns the number of findings, or -1 when the traces could not
+ * be analyzed. */
 int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
                   const struct mon_stall *stall);
 
@@ -71,8 +71,8 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
 void live_announce_stall(const struct mon_stall *s);
 
 /* Stops the job (job_stop(), with o->grace_s), prints what that took on stdout, and adds it
- * to each JSON report file live_diagnose() wrote as the key "stopped". `launcher_cmd` names CMD when
- * it had exited before (else NULL). This function can't fail. */
+ * to each JSON report file live_diagnose() wrote as the key "stopped". `launcher_cmd` names CMD
+ * when it had exited before (else NULL). This function can't fail. */
 void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,
                const char *launcher_cmd);
 

@@ -74,8 +74,7 @@ int output_plan_add_to(struct output_plan *p, const char *name, const char *path
         return -1;
     }
     if (!path[0]) {
-        fprintf(stderr, "lockstep: %s %s=: the file name is empty ('-' is stdout)\n", option,
-                name);
+        fprintf(stderr, "lockstep: %s %s=: the file name is empty ('-' is stdout)\n", option, name);
         return -1;
     }
     for (size_t i = 0; i < p->n; i++) {

@@ -247,8 +247,7 @@ static void clean_path(char *path)
 /* Writes the full path of `file`, a line table's file name at `addr`: joined to its
  * compilation unit's folder (DW_AT_comp_dir, where the compiler ran) when relative, cleaned of
  * "." and ".." (clean_path()) when absolute. */
-static void source_path(Dwfl_Module *mod, Dwarf_Addr addr, const char *file, char *out,
-                        size_t len)
+static void source_path(Dwfl_Module *mod, Dwarf_Addr addr, const char *file, char *out, size_t len)
 {
     Dwarf_Addr bias;
     Dwarf_Die *cu = file[0] != '/' ? dwfl_module_addrdie(mod, addr, &bias) : NULL;
