@@ -1,4 +1,4 @@
-/* cmd_run.c -- `lockstep run [--dir DIR] [--stall S] [--json FILE] [--format text|github]
+/* cmd_run.c -- `lockstep run [--dir DIR] [--stall S] [--format NAME[=FILE]]... [--json FILE]
  * [--grace S] -- CMD...`: runs a job under the shim as the reaper of its processes, notices a
  * stall, diagnoses it live, stops the job and exits 3; otherwise waits until no traced process
  * of the job runs and exits with the job's own status. */
@@ -41,7 +41,7 @@ static void remember_signal(int sig)
 
 const struct command_help run_help = {
     "run",
-    "[--dir DIR] [--stall SECONDS] [--json FILE] [--format text|github] [--grace SECONDS] "
+    "[--dir DIR] [--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--grace SECONDS] "
     "[--signal-stacks] -- CMD [ARG...]",
     "run a job under the shim; on a stall diagnose it live, stop it and exit 3",
     "  runs CMD with the lockstep shim preloaded; when for SECONDS (default 300) the job,\n"
@@ -50,10 +50,13 @@ const struct command_help run_help = {
     "  and exits 3. Otherwise it exits with CMD's own status.\n"
     "  --dir DIR        trace folder (default: a fresh one under /dev/shm/lockstep-UID)\n"
     "  --stall SECONDS  how long without progress is a stall (default 300)\n"
-    "  --json FILE      also write the JSON report there (checked before CMD starts; written\n"
-    "                   even when the job made no NCCL call)\n"
-    "  --format FORMAT  text (default), or github: also print ::error annotations at the\n"
-    "                   divergent call sites\n"
+    "  --format NAME[=FILE]\n"
+    "                   also write the report as NAME to FILE (checked before CMD starts;\n"
+    "                   written even when the job made no NCCL call); repeatable. No\n"
+    "                   FILE: on stdout, text (the default) or github (::error\n"
+    "                   annotations at the divergent call sites after the text)\n"
+    "                   formats: " COMMAND_HELP_FORMATS "\n"
+    "  --json FILE      the same as --format json=FILE\n"
     "  --grace SECONDS  stopping: how long the launcher gets to tear its job down after\n"
     "                   SIGTERM, then the ranks after theirs, before SIGKILL (default 5)\n"
     "  --signal-stacks  where ptrace is refused, ask the shim for live stacks with a\n"
@@ -497,10 +500,10 @@ int cmd_run(int argc, char **argv)
     monitor_poll(&m);
     const char *where = gather_on_end(&g, &m);
     int failed = rc != 0 || traced_status(&m) != 0; /* a rank crashed, even if CMD was fine */
-    if (where && (failed || o.json_path)) {
+    if (where && (failed || o.files.n)) {
         if (failed)
             fprintf(stderr, "lockstep: the job ended with status %d: post-mortem diagnosis\n", rc);
-        live_diagnose(where, &o, 0, failed, NULL); /* a clean run only writes the JSON file */
+        live_diagnose(where, &o, 0, failed, NULL); /* a clean run only writes the report files */
     }
     gather_release(&g);
     monitor_free(&m);

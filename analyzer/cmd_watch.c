@@ -1,4 +1,4 @@
-/* cmd_watch.c -- `lockstep watch [--stall S] [--json FILE] [--format text|github] [--kill]
+/* cmd_watch.c -- `lockstep watch [--stall S] [--format NAME[=FILE]]... [--json FILE] [--kill]
  * DIR`: watches a job started elsewhere (LD_PRELOAD set by hand) through its trace folder;
  * on a stall it diagnoses the live job (and stops it with --kill) and exits 3; when every
  * traced process has ended it gives the post-mortem diagnosis. */
@@ -17,7 +17,7 @@
 
 const struct command_help watch_help = {
     "watch",
-    "[--stall SECONDS] [--json FILE] [--format text|github] [--kill] [--grace SECONDS] "
+    "[--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--kill] [--grace SECONDS] "
     "[--signal-stacks] DIR",
     "watch a job traced into DIR; on a stall diagnose it live and exit 3",
     "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
@@ -26,9 +26,13 @@ const struct command_help watch_help = {
     "  it (even while the rest trains on), it diagnoses the live job and exits 3. When\n"
     "  every traced process has ended it prints the post-mortem diagnosis.\n"
     "  --stall SECONDS  how long without progress is a stall (default 300)\n"
-    "  --json FILE      also write the JSON report there (checked before watching)\n"
-    "  --format FORMAT  text (default), or github: also print ::error annotations at the\n"
-    "                   divergent call sites\n"
+    "  --format NAME[=FILE]\n"
+    "                   also write the report as NAME to FILE (checked before watching;\n"
+    "                   written even when the job made no NCCL call); repeatable. No\n"
+    "                   FILE: on stdout, text (the default) or github (::error\n"
+    "                   annotations at the divergent call sites after the text)\n"
+    "                   formats: " COMMAND_HELP_FORMATS "\n"
+    "  --json FILE      the same as --format json=FILE\n"
     "  --kill           on a stall also stop the traced processes\n"
     "  --grace SECONDS  with --kill: how long the ranks get after SIGTERM, and their\n"
     "                   left-over processes after that, before SIGKILL (default 5,\n"

@@ -16,8 +16,12 @@ struct command_help {
     const char *name;    /* "run" */
     const char *usage;   /* the arguments, after "lockstep NAME " */
     const char *summary; /* one line for `lockstep --help` */
-    const char *details; /* the options and the exit status, lines starting with two spaces */
+    const char *details; /* the options and the exit status, lines starting with two spaces;
+                          * COMMAND_HELP_FORMATS in it stands for the formats' names */
 };
+
+/* In a command's details: printed as the names of output.c's formats ("text, json, ..."). */
+#define COMMAND_HELP_FORMATS "@FORMATS@"
 
 extern const struct command_help run_help, watch_help, analyze_help, stacks_help, dump_help,
     export_help, summarize_help;

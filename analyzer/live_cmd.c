@@ -29,6 +29,32 @@ void live_opts_init(struct live_opts *o)
     o->grace_s = job_stop_default_grace();
 }
 
+/* --format NAME[=FILE] and --json FILE: a file joins o->files; on stdout the text report
+ * stays, and github adds its annotations after it (o->annotations). */
+static int live_set_format(struct live_opts *o, int c, const char *val)
+{
+    struct output_plan *p = &o->files;
+    size_t before = p->n;
+    int r = c == LIVE_OPT_JSON ? output_plan_add_to(p, "json", val, "--json")
+                               : output_plan_add(p, val, "--format");
+    if (r < 0)
+        return -1;
+    const struct output_format *fmt = p->v[before].fmt;
+    if (strcmp(p->v[before].path, "-") != 0)
+        return 1;
+    p->n = before; /* stdout has the text report already */
+    if (strcmp(fmt->name, "github") == 0)
+        o->annotations = fmt;
+    else if (strcmp(fmt->name, "text") != 0) {
+        fprintf(stderr,
+                "lockstep: %s %s: run and watch write their text report on stdout (github adds "
+                "annotations to it); give %s a file: --format %s=FILE\n",
+                c == LIVE_OPT_JSON ? "--json" : "--format", val, fmt->name, fmt->name);
+        return -1;
+    }
+    return 1;
+}
+
 int live_set_option(struct live_opts *o, int c, const char *val)
 {
     char *end;
@@ -53,53 +79,24 @@ int live_set_option(struct live_opts *o, int c, const char *val)
         }
         return 1;
     case LIVE_OPT_JSON:
-        o->json_path = val;
-        return 1;
-    case LIVE_OPT_FORMAT: /* text always; github adds its annotations after it */
-        if (strcmp(val, "github") != 0 && strcmp(val, "text") != 0) {
-            fprintf(stderr, "lockstep: --format is text or github, not '%s'\n", val);
-            return -1;
-        }
-        o->annotations = strcmp(val, "github") == 0 ? output_find("github") : NULL;
-        return 1;
+    case LIVE_OPT_FORMAT:
+        return live_set_format(o, c, val);
     default:
         return 0;
     }
 }
 
-/* Writes the JSON report of `in` to o->json_path and sets o->json_written once it is whole;
- * a message on stderr when it cannot. */
-static void write_json(struct live_opts *o, const struct report_input *in)
+/* Writes every report file of o->files (--format NAME=FILE, --json FILE) from `in`; a message
+ * on stderr for each that cannot be written. */
+static void write_files(struct live_opts *o, const struct report_input *in)
 {
-    FILE *f = fopen(o->json_path, "w");
-    if (!f) {
-        fprintf(stderr, "lockstep: cannot write %s: %s\n", o->json_path, strerror(errno));
-        return;
-    }
     struct output_opts plain = {0};
-    int rc = output_find("json")->write(f, in, &plain);
-    int werr = ferror(f);
-    if (fclose(f) != 0 || werr || rc < 0)
-        fprintf(stderr, "lockstep: writing %s failed\n", o->json_path);
-    else
-        o->json_written = 1;
+    output_plan_write(&o->files, in, &plain);
 }
 
 int live_check_json(const struct live_opts *o)
 {
-    if (!o->json_path)
-        return 0;
-    int existed = access(o->json_path, F_OK) == 0;
-    int fd = open(o->json_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "lockstep: cannot write the --json file %s: %s\n", o->json_path,
-                strerror(errno));
-        return -1;
-    }
-    close(fd);
-    if (!existed)
-        unlink(o->json_path); /* made again when the report is written */
-    return 0;
+    return output_plan_check_files(&o->files);
 }
 
 /* Rewrites the JSON report at `path` with one more member at its end, written by `write`
@@ -152,6 +149,15 @@ static void append_json_member(const char *path, void (*write)(struct json_write
         unlink(tmp);
     }
     free(text);
+}
+
+/* Adds one member (written by `write` given `arg`) to each JSON report file written. */
+static void append_json_files(struct live_opts *o,
+                              void (*write)(struct json_writer *, const void *), const void *arg)
+{
+    for (size_t i = 0; i < o->files.n; i++)
+        if (o->files.v[i].written && o->files.v[i].fmt == output_find("json"))
+            append_json_member(o->files.v[i].path, write, arg);
 }
 
 static void stop_member(struct json_writer *w, const void *report)
@@ -221,8 +227,7 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
         struct model none = {0};
         struct findings nothing = {0};
         struct report_input in = {.m = &none, .fs = &nothing};
-        if (o->json_path) /* docs/report-format.md: a report with nothing in it */
-            write_json(o, &in);
+        write_files(o, &in); /* docs/report-format.md: a report with nothing in it */
         rc = 0;
         goto out;
     }
@@ -235,12 +240,10 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
         if (o->annotations)
             analysis_report(&a, stdout, o->annotations, 0);
     }
-    if (o->json_path) {
-        struct report_input in = analysis_report_input(&a);
-        write_json(o, &in);
-        if (stall && o->json_written)
-            append_json_member(o->json_path, stall_member, stall);
-    }
+    struct report_input in = analysis_report_input(&a);
+    write_files(o, &in);
+    if (stall)
+        append_json_files(o, stall_member, stall);
     rc = (int)a.fs.n;
 out:
     analysis_free(&a);
@@ -283,7 +286,6 @@ void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,
     job_stop(m, job, &r);
     stop_report_print(stdout, &r);
     fflush(stdout);
-    if (o->json_path && o->json_written)
-        append_json_member(o->json_path, stop_member, &r);
+    append_json_files(o, stop_member, &r);
     stop_report_free(&r);
 }

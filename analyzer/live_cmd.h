@@ -14,11 +14,11 @@
 
 struct live_opts {
     double stall_s;        /* no progress for this long while something is outstanding */
-    const char *json_path; /* also write the JSON report here, NULL: no */
+    struct output_plan files; /* the report files: --format NAME=FILE, --json FILE (each
+                               * `written` once live_diagnose() wrote it) */
     const struct output_format *annotations; /* printed after the text report (--format
                                               * github: ::error annotations), NULL none */
     double grace_s;    /* stopping: how long each step waits before the next, harsher one */
-    int json_written;  /* set by live_diagnose() once it wrote json_path */
     int signal_stacks; /* --signal-stacks: the shim's in-process sampler where ptrace is
                         * refused (docs/live.md: its signal can end a rank's sleeps) */
 };
@@ -45,21 +45,23 @@ enum {
 /* clang-format on */
 
 /* Sets the option getopt_long() returned as `c` (with its value `val`) in `o`. Returns 1 when
- * it was one of LIVE_OPT_*, 0 when not, -1 (after a message) when its value is wrong. */
+ * it was one of LIVE_OPT_*, 0 when not, -1 (after a message) when its value is wrong.
+ * --format NAME=FILE takes any format of output.c's table; on stdout (no FILE) only text or
+ * github: stdout has the text report, github's annotations go after it. */
 int live_set_option(struct live_opts *o, int c, const char *val);
 
-/* Checks, before a job starts, that the --json file (if any) can be written: opens it for
- * writing (it is made and removed again when it did not exist). Returns 0, or -1 after a
- * message naming the file. */
+/* Checks, before a job starts, that every report file (--format NAME=FILE, --json FILE) can be
+ * written: opens it for writing (it is made and removed again when it did not exist). Returns
+ * 0, or -1 after a message naming the file. */
 int live_check_json(const struct live_opts *o);
 
 /* Diagnoses the traces in `dir`: probes the ranks still running here when `probe` is set,
  * prints the report (text, github annotations) on stdout when `print` is set, and writes the
- * JSON file (o->json_written; an empty report when `dir` has no traces). With `stall` (what
+ * report files of o->files (an empty report when `dir` has no traces). With `stall` (what
  * the monitor found stalled; NULL post-mortem) the report opens with what stalled and what
- * progressed meanwhile, its JSON has the member "stall", and the diagnosis speaks of the stalled
- * part only (live_scope.h). Returns the number of findings, or -1 when the traces could not be
- * analyzed. */
+ * progressed meanwhile, its JSON files have the member "stall", and the diagnosis speaks of the
+ * stalled part only (live_scope.h). Returns the number of findings, or -1 when the traces could not
+ * be analyzed. */
 int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
                   const struct mon_stall *stall);
 
@@ -69,8 +71,8 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
 void live_announce_stall(const struct mon_stall *s);
 
 /* Stops the job (job_stop(), with o->grace_s), prints what that took on stdout, and adds it
- * to the JSON report live_diagnose() wrote as the key "stopped". `launcher_cmd` names CMD when
- * it had exited before (else NULL). First it records the stop in the trace folder
+ * to each JSON report file live_diagnose() wrote as the key "stopped". `launcher_cmd` names CMD
+ * when it had exited before (else NULL). First it records the stop in the trace folder
  * (stop_mark.h): `by` the command ("run", "watch"), after `stall` (NULL: another node saw
  * it). This function can't fail. */
 void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "output.h"
 #include "lockstep/trace_format.h"
 #include "report.h"
 
@@ -38,9 +39,25 @@ static const struct command *find_command(const char *name)
     return NULL;
 }
 
+/* Prints a command's details with each COMMAND_HELP_FORMATS replaced by the names of
+ * output.c's formats: help lists the table as it is. */
+static void print_details(FILE *f, const char *text)
+{
+    static const char mark[] = COMMAND_HELP_FORMATS;
+    const char *at;
+    char names[256];
+    output_names(names, sizeof(names), ", ");
+    while ((at = strstr(text, mark)) != NULL) {
+        fprintf(f, "%.*s%s", (int)(at - text), text, names);
+        text = at + sizeof(mark) - 1;
+    }
+    fputs(text, f);
+}
+
 int command_help(FILE *f, const struct command_help *h, int rc)
 {
-    fprintf(f, "usage: lockstep %s %s\n\n%s\n\n%s", h->name, h->usage, h->summary, h->details);
+    fprintf(f, "usage: lockstep %s %s\n\n%s\n\n", h->name, h->usage, h->summary);
+    print_details(f, h->details);
     return rc;
 }
 

@@ -1,5 +1,6 @@
 /* output.c -- the one table of report formats, and writing one of them to a file. */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,6 +34,7 @@ static int output_perfetto(FILE *out, const struct report_input *in, const struc
 
 /* Writers in files of their own (output_NAME.c). */
 output_write_fn output_github;
+output_write_fn output_gitlab;
 
 static const struct output_format formats[] = {
     {"text", ".txt", output_text},          /* report_text.c: for people */
@@ -40,14 +42,115 @@ static const struct output_format formats[] = {
     {"html", ".html", output_html},         /* report_html.c: one self-contained page */
     {"perfetto", ".json", output_perfetto}, /* export_perfetto.c: Chrome trace events */
     {"github", ".txt", output_github},      /* output_github.c: ::error annotations */
+    {"gitlab", ".json", output_gitlab},     /* output_gitlab.c: Code Quality report */
 };
+#define NFORMATS (sizeof(formats) / sizeof(formats[0]))
 
 const struct output_format *output_find(const char *name)
 {
-    for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
+    for (size_t i = 0; i < NFORMATS; i++)
         if (strcmp(formats[i].name, name) == 0)
             return &formats[i];
     return NULL;
+}
+
+void output_names(char *buf, size_t len, const char *sep)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < NFORMATS && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? sep : "", formats[i].name);
+}
+
+int output_plan_add_to(struct output_plan *p, const char *name, const char *path,
+                       const char *option)
+{
+    const struct output_format *fmt = output_find(name);
+    if (!fmt) {
+        char names[256];
+        output_names(names, sizeof(names), ", ");
+        fprintf(stderr, "lockstep: %s %s: no such format (the formats are %s)\n", option, name,
+                names);
+        return -1;
+    }
+    if (!path[0]) {
+        fprintf(stderr, "lockstep: %s %s=: the file name is empty ('-' is stdout)\n", option, name);
+        return -1;
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        if (strcmp(p->v[i].path, path) != 0)
+            continue;
+        if (strcmp(path, "-") == 0)
+            fprintf(stderr,
+                    "lockstep: %s %s: stdout already gets %s; at most one format goes to stdout, "
+                    "give the others a file (--format NAME=FILE)\n",
+                    option, name, p->v[i].fmt->name);
+        else
+            fprintf(stderr, "lockstep: %s %s=%s: %s already goes to %s; one format per file\n",
+                    option, name, path, p->v[i].fmt->name, path);
+        return -1;
+    }
+    if (p->n == OUTPUT_PLAN_MAX) {
+        fprintf(stderr, "lockstep: %s %s: at most %d formats at once\n", option, name,
+                OUTPUT_PLAN_MAX);
+        return -1;
+    }
+    p->v[p->n++] = (struct output_request){fmt, path, 0};
+    return 0;
+}
+
+int output_plan_add(struct output_plan *p, const char *spec, const char *option)
+{
+    const char *eq = strchr(spec, '=');
+    char name[64];
+    size_t nlen = eq ? (size_t)(eq - spec) : strlen(spec);
+    snprintf(name, sizeof(name), "%.*s", (int)(nlen < sizeof(name) ? nlen : sizeof(name) - 1),
+             spec);
+    return output_plan_add_to(p, name, eq ? eq + 1 : "-", option);
+}
+
+const struct output_request *output_plan_stdout(const struct output_plan *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (strcmp(p->v[i].path, "-") == 0)
+            return &p->v[i];
+    return NULL;
+}
+
+int output_plan_check_files(const struct output_plan *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        const char *path = p->v[i].path;
+        if (strcmp(path, "-") == 0)
+            continue;
+        int existed = access(path, F_OK) == 0;
+        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            fprintf(stderr, "lockstep: cannot write the %s report to %s: %s\n", p->v[i].fmt->name,
+                    path, strerror(errno));
+            return -1;
+        }
+        close(fd);
+        if (!existed)
+            unlink(path); /* made again when the report is written */
+    }
+    return 0;
+}
+
+int output_plan_write(struct output_plan *p, const struct report_input *in,
+                      const struct output_opts *opts)
+{
+    struct output_opts plain = {0};
+    int rc = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        struct output_request *r = &p->v[i];
+        int to_stdout = strcmp(r->path, "-") == 0;
+        if (output_to_file(r->fmt, in, r->path, to_stdout ? opts : &plain) < 0)
+            rc = -1;
+        else
+            r->written = 1;
+    }
+    return rc;
 }
 
 int output_to_file(const struct output_format *fmt, const struct report_input *in, const char *path,

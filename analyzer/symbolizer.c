@@ -31,13 +31,17 @@ struct sym_module {
 struct sym_entry {
     char *key;
     char *value;
+    char *file; /* the place's source file as its debug info or Python frame names it (full
+                 * path where they give one), NULL none */
     struct sym_entry *next;
+    struct sym_entry *next_by_value; /* the chain of its value's address in by_value */
 };
 
 struct symbolizer {
     int use_debuginfo;          /* look modules' symbols and lines up (libdw) */
     struct sym_module *modules; /* every module looked at, opened once */
     struct sym_entry *buckets[SYM_BUCKETS];
+    struct sym_entry *by_value[SYM_BUCKETS]; /* the same entries by their value's address */
 };
 
 struct symbolizer *symbolizer_new(int use_debuginfo)
@@ -60,6 +64,7 @@ void symbolizer_free(struct symbolizer *s)
             struct sym_entry *next = e->next;
             free(e->key);
             free(e->value);
+            free(e->file);
             free(e);
             e = next;
         }
@@ -91,11 +96,19 @@ static const char *cache_get(struct symbolizer *s, const char *key)
     return NULL;
 }
 
-/* Stores value (taking ownership) and returns it; on failure returns "?". */
-static const char *cache_put(struct symbolizer *s, const char *key, char *value)
+static unsigned hash_ptr(const void *p)
+{
+    return (unsigned)(((uintptr_t)p >> 4) % SYM_BUCKETS);
+}
+
+/* Stores value (taking ownership) with the source file of its place (copied; NULL none) and
+ * returns it; on failure returns "?". */
+static const char *cache_put(struct symbolizer *s, const char *key, char *value, const char *file)
 {
     struct sym_entry *e = calloc(1, sizeof(*e));
-    if (!e || !value || !(e->key = strdup(key))) {
+    if (!e || !value || !(e->key = strdup(key)) || (file && !(e->file = strdup(file)))) {
+        if (e)
+            free(e->key);
         free(e);
         free(value);
         return "?";
@@ -104,7 +117,18 @@ static const char *cache_put(struct symbolizer *s, const char *key, char *value)
     e->value = value;
     e->next = s->buckets[b];
     s->buckets[b] = e;
+    unsigned v = hash_ptr(value);
+    e->next_by_value = s->by_value[v];
+    s->by_value[v] = e;
     return value;
+}
+
+const char *symbolizer_site_file(const struct symbolizer *s, const char *site)
+{
+    for (const struct sym_entry *e = s->by_value[hash_ptr(site)]; e; e = e->next_by_value)
+        if (e->value == site)
+            return e->file;
+    return NULL;
 }
 
 static const char *base_name(const char *path)
@@ -192,10 +216,55 @@ static const char *dwarf_function(Dwfl_Module *mod, Dwarf_Addr addr)
     return name;
 }
 
+/* Drops the "." and "name/.." parts of an absolute path, in place ("/r/build/../src/a.c" ->
+ * "/r/src/a.c"); symbolic links are left as they are. */
+static void clean_path(char *path)
+{
+    char *out = path; /* the cleaned path so far ends here */
+    const char *p = path;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        const char *end = strchr(p, '/');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == 1 && p[0] == '.') {
+            /* nothing */
+        } else if (n == 2 && p[0] == '.' && p[1] == '.') {
+            while (out > path && *--out != '/')
+                ;
+        } else if (n > 0) {
+            *out++ = '/';
+            memmove(out, p, n);
+            out += n;
+        }
+        p += n;
+    }
+    if (out == path)
+        *out++ = '/';
+    *out = 0;
+}
+
+/* Writes the full path of `file`, a line table's file name at `addr`: joined to its
+ * compilation unit's folder (DW_AT_comp_dir, where the compiler ran) when relative, cleaned of
+ * "." and ".." (clean_path()) when absolute. */
+static void source_path(Dwfl_Module *mod, Dwarf_Addr addr, const char *file, char *out, size_t len)
+{
+    Dwarf_Addr bias;
+    Dwarf_Die *cu = file[0] != '/' ? dwfl_module_addrdie(mod, addr, &bias) : NULL;
+    Dwarf_Attribute at;
+    const char *dir = cu ? dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &at)) : NULL;
+    if (dir && dir[0] == '/')
+        snprintf(out, len, "%s/%s", dir, file);
+    else
+        snprintf(out, len, "%s", file);
+    if (out[0] == '/')
+        clean_path(out);
+}
+
 /* Looks one module offset up. Returns 2 with func and fileline filled (a line is known), 1
  * with func alone (a symbol, no line), or -1 when nothing is known. */
 static int lookup(struct symbolizer *s, const char *module, uint64_t off, char *func,
-                  size_t funclen, char *fileline, size_t fllen)
+                  size_t funclen, char *fileline, size_t fllen, char *file_out, size_t filelen)
 {
     struct sym_module *m = module_of(s, module);
     if (!m)
@@ -213,6 +282,7 @@ static int lookup(struct symbolizer *s, const char *module, uint64_t off, char *
     const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
     if (file && lineno > 0) {
         snprintf(fileline, fllen, "%.500s:%d", base_name(file), lineno);
+        source_path(m->mod, addr, file, file_out, filelen);
         return 2;
     }
     return func[0] ? 1 : -1;
@@ -225,11 +295,12 @@ const char *symbolizer_frame(struct symbolizer *s, const struct tr_frame *f)
     const char *hit = cache_get(s, key);
     if (hit)
         return hit;
-    char buf[1200], func[512], fileline[512];
+    char buf[1200], func[512], fileline[512], file[4096];
     const char *mod = base_name(f->module);
     uint64_t off = f->module_off > 0 ? f->module_off - 1 : 0; /* return address: the call */
     int found = s->use_debuginfo && f->module[0]
-                    ? lookup(s, f->module, off, func, sizeof(func), fileline, sizeof(fileline))
+                    ? lookup(s, f->module, off, func, sizeof(func), fileline, sizeof(fileline),
+                             file, sizeof(file))
                     : -1;
     char readable[512];
     if (found > 0)
@@ -250,7 +321,7 @@ const char *symbolizer_frame(struct symbolizer *s, const struct tr_frame *f)
     } else {
         snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)f->pc);
     }
-    return cache_put(s, key, strdup(buf));
+    return cache_put(s, key, strdup(buf), found == 2 ? file : NULL);
 }
 
 static int is_library_frame(const struct tr_frame *f)
@@ -277,7 +348,7 @@ const char *symbolizer_pyframe(struct symbolizer *s, const struct tr_pyframe *f)
     char buf[1200];
     snprintf(buf, sizeof(buf), "%.500s:%d (%.500s)", f->file[0] ? base_name(f->file) : "?", f->line,
              f->func[0] ? f->func : "?");
-    return cache_put(s, key, strdup(buf));
+    return cache_put(s, key, strdup(buf), f->file[0] && f->file[0] != '<' ? f->file : NULL);
 }
 
 void symbolizer_python_chain(struct symbolizer *s, const struct tr_pysite *py, uint32_t max,

@@ -27,6 +27,13 @@ void symbolizer_free(struct symbolizer *s);
  * pointer; the same text can come from different keys (compare places with strcmp). */
 const char *symbolizer_site(struct symbolizer *s, const struct tr_trace *t, uint32_t callsite);
 
+/* Returns the source file of `site`, a string this symbolizer returned (compared by address),
+ * as the debug info or the Python frame names it: a full path where they give one (DWARF's
+ * file joined to its compilation folder), else the name as recorded. NULL when the place has no
+ * file (no line information, not a string of this symbolizer). The string lives as `site`
+ * does. */
+const char *symbolizer_site_file(const struct symbolizer *s, const char *site);
+
 /* Returns one frame as a string like symbolizer_site() does (for dumps). Same ownership. */
 const char *symbolizer_frame(struct symbolizer *s, const struct tr_frame *f);
 

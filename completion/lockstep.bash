@@ -2,14 +2,20 @@
 # and folders for PATH arguments. Installed as share/bash-completion/completions/lockstep.
 # The options are those of `lockstep help COMMAND` (tests/cli checks that they agree).
 
+# The formats of --format NAME[=FILE], as the lockstep being completed lists them (its help
+# prints the table in analyzer/output.c).
+_lockstep_formats() {
+    "$1" help analyze 2>/dev/null | sed -n 's/^ *formats: //p' | tr -d ,
+}
+
 _lockstep_options() {
     case $1 in
-    run) echo "--dir --stall --json --format --grace --signal-stacks --help" ;;
-    watch) echo "--stall --json --format --kill --grace --signal-stacks --help" ;;
-    analyze) echo "--json --html --job --help" ;;
+    run) echo "--dir --stall --format --json --grace --signal-stacks --help" ;;
+    watch) echo "--stall --format --json --kill --grace --signal-stacks --help" ;;
+    analyze) echo "--format --json --html --job --help" ;;
     stacks) echo "--json --help" ;;
     dump) echo "--help" ;;
-    export) echo "--perfetto --job --help" ;;
+    export) echo "--perfetto --format --job --help" ;;
     summarize) echo "--output --per-host --help" ;;
     esac
 }
@@ -53,7 +59,7 @@ _lockstep() {
         return
         ;;
     --format)
-        COMPREPLY=($(compgen -W "text github" -- "$cur"))
+        COMPREPLY=($(compgen -W "$(_lockstep_formats "${COMP_WORDS[0]}")" -- "$cur"))
         return
         ;;
     --stall | --grace | --job)

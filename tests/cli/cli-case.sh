@@ -35,6 +35,50 @@ man_options() {
         awk '/^OPTIONS/ { on = 1; next } /^[A-Z]/ { on = 0 } on' | long_options
 }
 same() { diff <(echo "$2") <(echo "$3") >"$D/diff" || { cat "$D/diff" >&2; fail "$1"; }; }
+# The names of the format table (analyzer/output.c's formats[] rows), in its order, one a line.
+formats_of_table() {
+    sed -n '/^static const struct output_format formats\[\] = {/,/^};/p' "$SRC/analyzer/output.c" |
+        grep -oE '^ *\{"[a-z0-9_]+"' | grep -oE '[a-z0-9_]+'
+}
+# The commands that write reports, and so take --format.
+REPORT_COMMANDS="run watch analyze export"
+# A program of two files named train.c (src/a, src/b) in a git tree under $D/repo: rank 0
+# calls AllReduce from src/a/train.c:5, rank 1 Broadcast from src/b/train.c:9; traces in $1.
+two_train_c() {
+    mkdir -p "$D/repo/.git" "$D/repo/src/a" "$D/repo/src/b"
+    cat >"$D/repo/src/main.c" <<'C'
+#include "common.h"
+void a_step(ncclComm_t comm, float *buf);
+void b_step(ncclComm_t comm, float *buf);
+int main(void)
+{
+    static float buf[16];
+    ncclComm_t comm;
+    tp_init_world(&comm);
+    if (tp_rank() == 0)
+        a_step(comm, buf);
+    else
+        b_step(comm, buf);
+    return 0;
+}
+C
+    printf '%s\n' '#include <nccl.h>' '' 'void a_step(ncclComm_t comm, float *buf)' '{' \
+        '    ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, NULL);' '}' \
+        >"$D/repo/src/a/train.c"
+    printf '%s\n' '#include <nccl.h>' '' '/* the other train.c */' '' '' \
+        'void b_step(ncclComm_t comm, float *buf)' '{' '    /* a Broadcast, not an AllReduce */' \
+        '    ncclBroadcast(buf, buf, 16, ncclFloat32, 0, comm, NULL);' '}' >"$D/repo/src/b/train.c"
+    # built from a build folder, as meson does: the debug info names ../src/a/train.c
+    mkdir -p "$D/repo/build"
+    (cd "$D/repo/build" && "$CC" -g -O0 -I"$SRC/tests/programs" -I"$NCCL_INC" -I"$CUDA_INC" \
+        -o train ../src/main.c ../src/a/train.c ../src/b/train.c "$SRC/tests/programs/common.c" \
+        -L"$EMULATOR_DIR" -l:libnccl.so.2 -lm -ldl) || fail "cannot build the two-train.c program"
+    set +e
+    LD_LIBRARY_PATH="$EMULATOR_DIR" "$LOCKSTEP" run --stall 1 --dir "$1" -- \
+        "$LAUNCH_RANKS" --np 2 -- "$D/repo/build/train" >/dev/null 2>&1
+    set -e
+    ls "$1"/*.trace >/dev/null 2>&1 || fail "the two-train.c job left no traces"
+}
 
 case $CASE in
 version)
@@ -86,7 +130,7 @@ usage-errors)
     run export "$D"; expect_rc 2; contains "$D/err" "--perfetto OUT.json"
     run dump a b; expect_rc 2; contains "$D/err" "one trace file at a time"
     run run --stall abc -- true; expect_rc 2; contains "$D/err" "--stall wants"
-    run run --format xml -- true; expect_rc 2; contains "$D/err" "--format is text or github"
+    run run --format xml -- true; expect_rc 2; contains "$D/err" "--format xml: no such format"
     run frobnicate; expect_rc 2; contains "$D/err" "'frobnicate' is not a command"
     ;;
 run-no-dashdash)
@@ -282,7 +326,9 @@ completion)
         "$LOCKSTEP" help "$c" >"$D/h"
         same "options of $c" "$(long_options <"$D/h")" "$(comp lockstep "$c" -- | grep -v '^--$')"
     done
-    same "--format" "$(printf 'github\ntext')" "$(comp lockstep run --format "")"
+    # the formats come from the lockstep being completed (its help prints output.c's table)
+    PATH="$(dirname "$LOCKSTEP"):$PATH" comp lockstep run --format "" >"$D/fmts"
+    same "--format" "$(formats_of_table | sort)" "$(cat "$D/fmts")"
     mkdir -p "$D/cwd/somedir" && touch "$D/cwd/somefile.trace"
     cd "$D/cwd"
     same "analyze PATH" "$(printf 'somedir\nsomefile.trace')" "$(comp lockstep analyze so)"
@@ -315,6 +361,158 @@ man-options)
         same "options of $c: --help (<) against lockstep-$c(1) (>)" "$(long_options <"$D/h")" \
             "$(man_options "$SRC/docs/man/lockstep-$c.1")"
     done
+    ;;
+formats-listed)
+    # one table of formats (analyzer/output.c); the help of each command that writes reports,
+    # lockstep(1)'s FORMATS, docs/analyzer.md's table of formats and the completion list the
+    # same names (a format added to the table and missing from one of them fails here)
+    formats_of_table >"$D/table"
+    [ "$(wc -l <"$D/table")" -ge 5 ] || fail "read only $(wc -l <"$D/table") formats from output.c"
+    for c in $REPORT_COMMANDS; do
+        "$LOCKSTEP" help "$c" >"$D/h"
+        contains "$D/h" "--format NAME[=FILE]"
+        same "formats in 'help $c' (<) against output.c (>)" \
+            "$(sed -n 's/^ *formats: //p' "$D/h" | tr -d ' ' | tr ',' '\n')" "$(cat "$D/table")"
+    done
+    for c in stacks dump summarize; do
+        "$LOCKSTEP" help "$c" >"$D/h"
+        lacks "$D/h" "--format"
+    done
+    awk '/^\.SH FORMATS/ { on = 1; next } /^\.SH/ { on = 0 } on && prev == ".TP" { print $2 }
+         { prev = $0 }' "$SRC/docs/man/lockstep.1" >"$D/man"
+    same "lockstep(1) FORMATS (<) against output.c (>)" "$(cat "$D/man")" "$(cat "$D/table")"
+    awk '/^\| format \| file \|/ { t = 1; next } t && !/^\|/ { t = 0 } t' "$SRC/docs/analyzer.md" |
+        grep -oE '^\| `[a-z0-9_]+`' | grep -oE '[a-z0-9_]+' >"$D/doc"
+    same "docs/analyzer.md's table of formats (<) against output.c (>)" "$(cat "$D/doc")" \
+        "$(cat "$D/table")"
+    ;;
+format-unknown)
+    # an unknown name: exit 2, nothing started, and the message lists the table's names
+    names=$(formats_of_table | paste -sd, | sed 's/,/, /g')
+    "$TRACEGEN" --out "$D/t" --ranks 2 --colls 2 >/dev/null
+    for a in "analyze --format xml $D/t" "export --format xml $D/t" "run --format xml -- touch $D/started" \
+        "run --format xml=$D/r.xml -- touch $D/started" "watch --format xml $D/t"; do
+        run $a; expect_rc 2; empty "$D/out"
+        contains "$D/err" "lockstep: --format xml"
+        contains "$D/err" "no such format (the formats are $names)"
+    done
+    [ ! -e "$D/started" ] || fail "the job was started"
+    # two formats for stdout, or two for one file, are refused, saying which
+    run analyze --format json --format html "$D/t"; expect_rc 2; empty "$D/out"
+    contains "$D/err" "lockstep: --format html: stdout already gets json"
+    run analyze --json --html - "$D/t"; expect_rc 2
+    contains "$D/err" "stdout already gets json"
+    run analyze --format json="$D/x" --format html="$D/x" "$D/t"; expect_rc 2
+    contains "$D/err" "json already goes to $D/x"
+    run analyze --format json= "$D/t"; expect_rc 2; contains "$D/err" "the file name is empty"
+    # run/watch: stdout has the text report; another format there needs a file
+    run run --format json -- touch "$D/started"; expect_rc 2
+    contains "$D/err" "give json a file: --format json=FILE"
+    [ ! -e "$D/started" ] || fail "the job was started"
+    ;;
+format-repeat)
+    # --format NAME[=FILE] repeatable: text on stdout, JSON and HTML to files in one run, each
+    # byte for byte what the old spellings write
+    "$TRACEGEN" --out "$D/t" --ranks 4 --colls 3 --mismatch op:2 >/dev/null
+    "$LOCKSTEP" analyze "$D/t" >"$D/alias.txt" || true
+    "$LOCKSTEP" analyze --json "$D/t" >"$D/alias.json" || true
+    "$LOCKSTEP" analyze --html "$D/alias.html" "$D/t" >/dev/null || true
+    run analyze --format text --format json="$D/f.json" --format html="$D/f.html" "$D/t"
+    expect_rc 1
+    cmp "$D/out" "$D/alias.txt" || fail "text on stdout differs from 'analyze'"
+    cmp "$D/f.json" "$D/alias.json" || fail "json=FILE differs from 'analyze --json'"
+    cmp "$D/f.html" "$D/alias.html" || fail "html=FILE differs from 'analyze --html FILE'"
+    # no format for stdout: the text report still goes there; '-' is stdout
+    run analyze --format json="$D/g.json" "$D/t"
+    cmp "$D/out" "$D/alias.txt" || fail "text on stdout missing beside a file"
+    run analyze --format json=- "$D/t"
+    cmp "$D/out" "$D/alias.json" || fail "json=- differs from --json"
+    # export: --format perfetto=FILE is --perfetto FILE; two formats in one export
+    run export --perfetto "$D/a.perfetto" "$D/t"; expect_rc 0
+    run export --format perfetto="$D/b.perfetto" --format json="$D/b.json" "$D/t"; expect_rc 0
+    cmp "$D/a.perfetto" "$D/b.perfetto" || fail "export --format perfetto=FILE differs"
+    python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$D/b.json" || fail "export json"
+    ;;
+format-live-files)
+    # run/watch --format NAME=FILE: checked before the job starts, written even when the job
+    # made no NCCL call; --json FILE is the same as --format json=FILE
+    run run --format json="$D/nosuch/r.json" -- touch "$D/started"; expect_rc 2
+    contains "$D/err" "$D/nosuch/r.json"
+    [ ! -e "$D/started" ] || fail "the job was started"
+    mkdir "$D/w"
+    run watch --format html="$D/nosuch/r.html" "$D/w"; expect_rc 2
+    contains "$D/err" "$D/nosuch/r.html"
+    run run --dir "$D/r" --format json="$D/f.json" --format html="$D/f.html" \
+        --format gitlab="$D/f.gitlab" -- true; expect_rc 0
+    run run --dir "$D/r2" --json "$D/alias.json" -- true; expect_rc 0
+    [ -s "$D/f.json" ] || fail "no json=FILE written for a job without NCCL"
+    cmp "$D/f.json" "$D/alias.json" || fail "--format json=FILE differs from --json FILE"
+    contains "$D/f.html" "<!DOCTYPE html>"
+    python3 -c 'import json, sys; assert json.load(open(sys.argv[1])) == []' "$D/f.gitlab" ||
+        fail "the gitlab report of a job without findings is not []"
+    # a stalled job: the JSON file gets its "stall" and "stopped" members, the text on stdout
+    # is there alongside the github annotations
+    set +e
+    LD_LIBRARY_PATH="$EMULATOR_DIR" "$LOCKSTEP" run --stall 1 --dir "$D/s" \
+        --format json="$D/s.json" --format github -- "$LAUNCH_RANKS" --np 2 -- "$SCENARIOS" \
+        code_path >"$D/out" 2>"$D/err"
+    rc=$?
+    set -e
+    expect_rc 3
+    contains "$D/out" "lockstep: job"
+    contains "$D/out" "::error "
+    python3 - "$D/s.json" <<'PY' || fail "the stalled run's json=FILE lacks its members"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["findings"], r
+assert "stall" in r and "stopped" in r, sorted(r)
+PY
+    ;;
+format-github-paths)
+    export LOCKSTEP_ADDR2LINE=1 # call sites from debug info
+    # two files named train.c: each annotation names its own, relative to the repository
+    two_train_c "$D/t"
+    GITHUB_WORKSPACE="$D/repo" run analyze --format github "$D/t"; expect_rc 1
+    contains "$D/out" "::error file=src/a/train.c,line=5,"
+    contains "$D/out" "::error file=src/b/train.c,line=9,"
+    lacks "$D/out" "file=train.c"
+    cp "$D/out" "$D/ws.txt"
+    # without GITHUB_WORKSPACE: the folder holding .git at or above the current one
+    exe=$(readlink -f "$LOCKSTEP")
+    (cd "$D/repo/src/b" && env -u GITHUB_WORKSPACE "$exe" analyze --format github "$D/t") \
+        >"$D/out" 2>"$D/err" || true
+    cmp "$D/out" "$D/ws.txt" || fail "from inside the tree the annotations differ"
+    # a file outside the repository keeps its full path
+    GITHUB_WORKSPACE="$D/repo/src/a" run analyze --format github "$D/t"; expect_rc 1
+    contains "$D/out" "::error file=train.c,line=5,"
+    contains "$D/out" "::error file=$D/repo/src/b/train.c,line=9,"
+    ;;
+format-gitlab)
+    export LOCKSTEP_ADDR2LINE=1
+    # GitLab Code Quality: a JSON array of issues with the fields GitLab reads; fingerprints
+    # unique, and the same for a second run of the same job
+    two_train_c "$D/t1"
+    two_train_c "$D/t2"
+    for i in 1 2; do
+        GITHUB_WORKSPACE="$D/repo" run analyze --format gitlab="$D/cq$i.json" "$D/t$i"; expect_rc 1
+    done
+    python3 - "$D/cq1.json" "$D/cq2.json" <<'PY' || fail "Code Quality report"
+import json, sys
+runs = [json.load(open(p)) for p in sys.argv[1:]]
+for issues in runs:
+    assert isinstance(issues, list) and issues, issues
+    for i in issues:
+        assert isinstance(i["description"], str) and i["description"], i
+        assert isinstance(i["check_name"], str) and i["check_name"], i
+        assert i["severity"] in ("info", "minor", "major", "critical", "blocker"), i
+        assert isinstance(i["location"]["path"], str), i
+        assert isinstance(i["location"]["lines"]["begin"], int), i
+    fps = [i["fingerprint"] for i in issues]
+    assert len(set(fps)) == len(fps), fps
+paths = {(i["location"]["path"], i["location"]["lines"]["begin"]) for i in runs[0]}
+assert ("src/a/train.c", 5) in paths and ("src/b/train.c", 9) in paths, paths
+assert [i["fingerprint"] for i in runs[0]] == [i["fingerprint"] for i in runs[1]], runs
+PY
     ;;
 *)
     fail "no case '$CASE'"

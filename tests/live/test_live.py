@@ -201,8 +201,10 @@ def case_crash_status(tmp):
 
 
 def case_github(tmp):
-    """--format github points CI at the divergent source lines."""
-    p, report, d = lockstep_run(tmp, "code_path", run_args=("--format", "github"))
+    """--format github points CI at the divergent source lines, relative to the repository."""
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p, report, d = lockstep_run(tmp, "code_path", run_args=("--format", "github"),
+                                extra_env={"GITHUB_WORKSPACE": src})
     expect(p.returncode == 3, f"exit {p.returncode}")
     lines = [l for l in p.stdout.splitlines() if l.startswith("::error ")]
     expect(any("file=tests/scenarios/scenarios.c,line=" in l for l in lines),
