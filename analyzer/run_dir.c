@@ -489,10 +489,11 @@ static int check_room(const struct run_dir *d)
     uint64_t ring = shim_knob("LOCKSTEP_RING", LS_DEFAULT_RING, LS_MIN_RING, LS_MAX_RING), p;
     for (p = LS_MIN_RING; p < ring; p <<= 1)
         ;
-    uint32_t depth = (uint32_t)shim_knob("LOCKSTEP_STACK_DEPTH", LS_DEFAULT_STACK_DEPTH, 0,
-                                         LS_MAX_STACK_DEPTH);
+    uint32_t depth =
+        (uint32_t)shim_knob("LOCKSTEP_STACK_DEPTH", LS_DEFAULT_STACK_DEPTH, 0, LS_MAX_STACK_DEPTH);
     uint64_t full = ls_layout_default(depth, 0, p).file_size;
-    uint64_t least = ls_layout_default(depth, 0, p < LS_ROOM_MIN_RING ? p : LS_ROOM_MIN_RING).file_size;
+    uint64_t least =
+        ls_layout_default(depth, 0, p < LS_ROOM_MIN_RING ? p : LS_ROOM_MIN_RING).file_size;
     uint64_t free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
     uint64_t expect = shim_knob("LOCAL_WORLD_SIZE", LS_ROOM_DEFAULT_SHARERS, 1, 1u << 20);
     uint64_t fit = free_bytes / full;

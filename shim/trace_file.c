@@ -328,8 +328,9 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py
     uint64_t ring = ls_room_ring(dirfd, cfg->dir, cfg, py_depth, id.local_world_size);
     if (ring == 0) {
         trace_name(name, sizeof name, &id, host, rank, 0);
-        ls_room_mark_blind(dirfd, cfg->dir, name,
-                           ls_layout_default(cfg->stack_depth, py_depth, LS_ROOM_MIN_RING).file_size);
+        ls_room_mark_blind(
+            dirfd, cfg->dir, name,
+            ls_layout_default(cfg->stack_depth, py_depth, LS_ROOM_MIN_RING).file_size);
         close(dirfd);
         return -1;
     }

@@ -54,9 +54,9 @@ void ls_room_mark_blind(int dirfd, const char *dir, const char *trace_name, uint
     int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) {
         char line[128];
-        int n = snprintf(line, sizeof line, "need=%llu free=%llu size=%llu\n",
-                         (unsigned long long)need, (unsigned long long)free_bytes,
-                         (unsigned long long)size_bytes);
+        int n =
+            snprintf(line, sizeof line, "need=%llu free=%llu size=%llu\n", (unsigned long long)need,
+                     (unsigned long long)free_bytes, (unsigned long long)size_bytes);
         if (write(fd, line, (size_t)n) != n) /* a full folder keeps it empty: the name says it */
             (void)ftruncate(fd, 0);
         close(fd);

@@ -1,5 +1,5 @@
 /* room.h -- how much of its folder a trace may take: the rule the shim sizes its trace by and
- * `lockstep run` checks a folder with before the job starts (docs/shim.md, "Room in the folder"). */
+ * `lockstep run` checks a folder with before the job starts (docs/shim.md). */
 #ifndef LOCKSTEP_ROOM_H
 #define LOCKSTEP_ROOM_H
 
@@ -43,12 +43,13 @@ static inline struct ls_layout ls_layout_default(uint32_t stack_depth, uint32_t 
  * LS_ROOM_KEEP_PERCENT, divided among the sharers); else LS_ROOM_MIN_RING when that trace fits in
  * the free space less the part kept; else 0: nothing fits. */
 static inline uint64_t ls_room_ring_for(uint64_t free_bytes, uint32_t sharers, uint32_t stack_depth,
-                                    uint32_t py_depth, uint64_t want)
+                                        uint32_t py_depth, uint64_t want)
 {
     uint64_t usable = free_bytes / 100u * (100u - LS_ROOM_KEEP_PERCENT);
     uint64_t share = usable / (sharers ? sharers : 1u);
     uint64_t ring = want;
-    while (ring > LS_ROOM_MIN_RING && ls_layout_default(stack_depth, py_depth, ring).file_size > share)
+    while (ring > LS_ROOM_MIN_RING &&
+           ls_layout_default(stack_depth, py_depth, ring).file_size > share)
         ring >>= 1;
     if (ls_layout_default(stack_depth, py_depth, ring).file_size <= share)
         return ring;

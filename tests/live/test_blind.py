@@ -53,9 +53,9 @@ class Tmpfs:
         if os.getuid() != 0:
             raise Skip("mounting a tmpfs needs root (CI runs these cases as root)")
         os.makedirs(self.path, exist_ok=True)
-        p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size},mode=700{self.options}",
-                            "tmpfs",
-                            self.path], capture_output=True, text=True)
+        options = f"size={self.size},mode=700{self.options}"
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", self.path],
+                           capture_output=True, text=True)
         if p.returncode != 0:
             raise Skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
         return self.path
