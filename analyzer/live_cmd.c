@@ -15,6 +15,7 @@
 #include "live_scope.h"
 #include "rankset.h"
 #include "stop_mark.h"
+#include "untraced.h"
 
 void live_sleep_ms(int ms)
 {
@@ -221,21 +222,32 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
     int rc = -1;
     if (analysis_add_path(&a, dir) < 0)
         goto out;
-    if (a.paths.n == 0) { /* the job made no NCCL call: nothing to diagnose, a report anyway */
-        if (print)
+    struct untraced blind; /* ranks the folder had no room for */
+    if (untraced_read(dir, &blind) < 0)
+        goto out;
+    if (a.paths.n == 0) { /* no trace: no room for one, or no NCCL call; a report anyway */
+        if (print && blind.n)
+            untraced_print(stdout, &blind);
+        else if (print && !untraced_print_full(stdout, dir))
             fprintf(stderr, "lockstep: no traces in %s: the job made no NCCL call\n", dir);
         struct model none = {0};
         struct findings nothing = {0};
         struct report_input in = {.m = &none, .fs = &nothing};
         write_files(o, &in); /* docs/report-format.md: a report with nothing in it */
+        if (blind.n)
+            append_json_files(o, untraced_json, &blind);
+        untraced_free(&blind);
         rc = 0;
         goto out;
     }
-    if (diagnose_live(&a, dir, probe, stall) < 0)
+    if (diagnose_live(&a, dir, probe, stall) < 0) {
+        untraced_free(&blind);
         goto out;
+    }
     if (print) {
         if (stall)
             print_stall(stdout, stall);
+        untraced_print(stdout, &blind);
         analysis_report(&a, stdout, output_find("text"), analysis_want_color());
         if (o->annotations)
             analysis_report(&a, stdout, o->annotations, 0);
@@ -244,6 +256,9 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
     write_files(o, &in);
     if (stall)
         append_json_files(o, stall_member, stall);
+    if (blind.n)
+        append_json_files(o, untraced_json, &blind);
+    untraced_free(&blind);
     rc = (int)a.fs.n;
 out:
     analysis_free(&a);

@@ -8,10 +8,12 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "liveness.h"
+#include "lockstep/room.h"
 #include "lockstep/trace_format.h"
 #include "stop_mark.h"
 #include "run_dir.h"
@@ -459,16 +461,74 @@ static int move_earlier(struct run_dir *d)
     return 0;
 }
 
-int run_dir_open(struct run_dir *d, const char *given)
+/* A knob of the shim as it will read it, for the size of its traces: `def` when unset or out of
+ * [lo, hi] (the shim says so itself). */
+static uint64_t shim_knob(const char *name, uint64_t def, uint64_t lo, uint64_t hi)
 {
-    memset(d, 0, sizeof(*d));
-    d->fd = -1;
-    if (!given)
-        return open_default(d);
+    const char *v = getenv(name);
+    char *end;
+    errno = 0;
+    unsigned long long x = v && *v && v[0] != '-' ? strtoull(v, &end, 10) : def;
+    return v && *v && (errno || *end || x < lo || x > hi) ? def : x;
+}
+
+/* Refuses a folder the shim cannot write to; says how many traces it has room for when that
+ * is few (the shim then takes smaller rings, or records nothing: room.h). Returns 0, or -1
+ * after a message. */
+static int check_room(const struct run_dir *d)
+{
+    struct statvfs sv;
+    int known = fstatvfs(d->fd, &sv) == 0;
+    int read_only = known && (sv.f_flag & ST_RDONLY);
+    if (read_only || faccessat(d->fd, ".", W_OK, AT_EACCESS) != 0) {
+        fprintf(stderr,
+                "lockstep: the trace folder %s is not writable (%s): the shim could not trace "
+                "there; give another folder\n",
+                d->path, read_only ? "a read-only filesystem" : strerror(errno));
+        return -1;
+    }
+    if (!known || sv.f_blocks == 0)
+        return 0;
+    uint64_t ring = shim_knob("LOCKSTEP_RING", LS_DEFAULT_RING, LS_MIN_RING, LS_MAX_RING), p;
+    for (p = LS_MIN_RING; p < ring; p <<= 1)
+        ;
+    uint32_t depth =
+        (uint32_t)shim_knob("LOCKSTEP_STACK_DEPTH", LS_DEFAULT_STACK_DEPTH, 0, LS_MAX_STACK_DEPTH);
+    uint64_t full = ls_layout_default(depth, 0, p).file_size;
+    uint64_t least =
+        ls_layout_default(depth, 0, p < LS_ROOM_MIN_RING ? p : LS_ROOM_MIN_RING).file_size;
+    uint64_t free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+    uint64_t expect = shim_knob("LOCAL_WORLD_SIZE", LS_ROOM_DEFAULT_SHARERS, 1, 1u << 20);
+    uint64_t fit = free_bytes / full;
+    if (fit >= 2 * expect) /* room for the ranks of a node, and as much again for NCCL */
+        return 0;
+    char free_text[32], size_text[32], full_text[32], least_text[32];
+    ls_size_text(free_bytes, free_text, sizeof free_text);
+    ls_size_text((uint64_t)sv.f_blocks * sv.f_frsize, size_text, sizeof size_text);
+    ls_size_text(full, full_text, sizeof full_text);
+    ls_size_text(least, least_text, sizeof least_text);
+    fprintf(stderr,
+            "lockstep: warning: %s: %s free of %s, room for %llu ranks' traces of %s; NCCL's "
+            "shared-memory transport uses the same filesystem. Ranks short of room trace with "
+            "smaller rings (down to %s), or not at all (the report names them)\n",
+            d->path, free_text, size_text, (unsigned long long)fit, full_text, least_text);
+    return 0;
+}
+
+/* Opens --dir `given` (see run_dir_open). */
+static int open_given(struct run_dir *d, const char *given)
+{
     size_t n = strlen(given);
     while (n > 1 && given[n - 1] == '/')
         n--;
-    if (n == 0 || n >= sizeof(d->path) - 8) {
+    if (n > LS_DIR_MAX) {
+        fprintf(stderr,
+                "lockstep: --dir is %zu characters long; the shim takes a trace folder of at most "
+                "%u (LOCKSTEP_DIR): give a shorter path\n",
+                n, LS_DIR_MAX);
+        return -1;
+    }
+    if (n == 0) {
         fprintf(stderr, "lockstep: --dir '%s' is not a usable folder name\n", given);
         return -1;
     }
@@ -485,6 +545,15 @@ int run_dir_open(struct run_dir *d, const char *given)
         return -1;
     }
     return move_earlier(d);
+}
+
+int run_dir_open(struct run_dir *d, const char *given)
+{
+    memset(d, 0, sizeof(*d));
+    d->fd = -1;
+    if ((given ? open_given(d, given) : open_default(d)) < 0)
+        return -1;
+    return check_room(d);
 }
 
 void run_dir_close(struct run_dir *d)

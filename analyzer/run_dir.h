@@ -19,7 +19,10 @@ struct run_dir {
  * is in use by another `lockstep run`; traces of an earlier run there are moved to
  * `<given>.old` (said on stderr). Without: prunes expired run folders of the per-user default
  * folder (LOCKSTEP_RUNS_DIR, else /dev/shm/lockstep-UID, else /tmp/lockstep-UID; checked like
- * --dir), then makes a fresh run-XXXXXX there.
+ * --dir), then makes a fresh run-XXXXXX there. Either way refuses a --dir longer than the shim
+ * takes (LS_DIR_MAX) and a folder it cannot write to, and warns (one line on stderr) when the
+ * folder's free space holds the traces of fewer than twice the ranks of a node (LOCAL_WORLD_SIZE,
+ * else LS_ROOM_DEFAULT_SHARERS): the shim will shrink or drop traces there (room.h).
  * Returns 0, or -1 after a message. */
 int run_dir_open(struct run_dir *d, const char *given);
 

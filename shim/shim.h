@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <time.h>
 
+#include "lockstep/room.h"
 #include "lockstep/trace_format.h"
 
 #define LS_TLS         __thread __attribute__((tls_model("initial-exec")))
@@ -21,7 +22,7 @@
 
 struct ls_config {
     int disabled;          /* LOCKSTEP_DISABLE */
-    char dir[512];         /* LOCKSTEP_DIR or the per-user default; "" until read */
+    char dir[LS_DIR_MAX + 2]; /* LOCKSTEP_DIR or the per-user default; "" until read */
     int dir_is_default;    /* the folder is /dev/shm/lockstep-<uid> */
     uint64_t ring;         /* LOCKSTEP_RING, a power of two */
     uint32_t stack_depth;  /* LOCKSTEP_STACK_DEPTH */
@@ -37,7 +38,7 @@ struct ls_config {
  * unset means). README.md's Knobs table is this table for people: keep the two in step. */
 #define LS_KNOBS_SHIPPED(X)                                                                        \
     X(DISABLE, "LOCKSTEP_DISABLE", KNOB_BOOL, 0, 0, 1, NULL)                                       \
-    X(DIR, "LOCKSTEP_DIR", KNOB_STRING, 0, 0, 510, "/dev/shm/lockstep-$UID")                       \
+    X(DIR, "LOCKSTEP_DIR", KNOB_STRING, 0, 0, LS_DIR_MAX, "/dev/shm/lockstep-$UID")                \
     X(RING, "LOCKSTEP_RING", KNOB_UINT, LS_DEFAULT_RING, LS_MIN_RING, LS_MAX_RING, NULL)           \
     X(STACK_DEPTH, "LOCKSTEP_STACK_DEPTH", KNOB_UINT, LS_DEFAULT_STACK_DEPTH, 0,                   \
       LS_MAX_STACK_DEPTH, NULL)                                                                    \
@@ -124,6 +125,20 @@ struct ls_trace {
  * decides (cfg->py_depth where an interpreter is loaded, else 0). On failure returns -1 after
  * one line on stderr that says what went wrong; nothing is left behind. */
 int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py_depth);
+
+/* ---- room in the trace folder (trace_room.c) ---- */
+
+/* The ring this process's trace takes in folder `dirfd` (named `dir` in messages): cfg->ring when
+ * it fits, a smaller one (said in one line on stderr) when the folder is short of room for
+ * `sharers` traces (LOCAL_WORLD_SIZE; <= 0: LS_ROOM_DEFAULT_SHARERS) and NCCL, 0 when not even
+ * the smallest fits (room.h's rule). cfg->ring when the free space is unknown. */
+uint64_t ls_room_ring(int dirfd, const char *dir, const struct ls_config *cfg, uint32_t py_depth,
+                      int sharers);
+
+/* Says in one line on stderr that this process is not traced for want of room (a trace of
+ * `need` bytes), and leaves `trace_name` + LS_BLIND_SUFFIX in the folder for the runner, holding
+ * what the folder had free when there is room for it. This function can't fail. */
+void ls_room_mark_blind(int dirfd, const char *dir, const char *trace_name, uint64_t need);
 
 /* Unmaps the trace (the file stays). */
 void ls_trace_unmap(struct ls_trace *t);

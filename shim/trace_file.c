@@ -322,10 +322,21 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py
         snprintf(rank, sizeof rank, "r%d", id.rank);
     else
         snprintf(rank, sizeof rank, "rx");
+    /* The ring the folder has room for: none at all leaves a marker in place of the trace. */
+    uint32_t pysite_cap = py_depth ? LS_DEFAULT_PYSITES : 0;
+    char name[256] = "";
+    uint64_t ring = ls_room_ring(dirfd, cfg->dir, cfg, py_depth, id.local_world_size);
+    if (ring == 0) {
+        trace_name(name, sizeof name, &id, host, rank, 0);
+        ls_room_mark_blind(
+            dirfd, cfg->dir, name,
+            ls_layout_default(cfg->stack_depth, py_depth, LS_ROOM_MIN_RING).file_size);
+        close(dirfd);
+        return -1;
+    }
     /* The file is made nameless (O_TMPFILE) and linked under its name only once its header is
      * whole: a process killed while making it leaves nothing half-made behind. Where the
      * filesystem cannot, it is made under its name directly. */
-    char name[256] = "";
     int named = 0;
     int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) {
@@ -340,10 +351,7 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py
     }
     snprintf(t->path, sizeof t->path, "%s/%s", cfg->dir, named ? name : "(being created)");
 
-    uint32_t pysite_cap = py_depth ? LS_DEFAULT_PYSITES : 0;
-    struct ls_layout l =
-        ls_layout_for(LS_DEFAULT_COMMS, LS_DEFAULT_PEERS, LS_DEFAULT_SITES, cfg->stack_depth,
-                      pysite_cap, py_depth, LS_DEFAULT_STRINGS, cfg->ring);
+    struct ls_layout l = ls_layout_default(cfg->stack_depth, py_depth, ring);
     void *base = MAP_FAILED;
     /* Past a file-size limit (ulimit -f) the kernel answers with SIGXFSZ, which kills the
      * program: stay under it rather than ask. */
@@ -355,9 +363,16 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py
                 "recording is off",
                 (unsigned long long)l.file_size, (unsigned long long)fsize.rlim_cur);
     } else if ((err = posix_fallocate(fd, 0, (off_t)l.file_size)) != 0) {
-        /* Every block reserved now: writing into a hole of a full tmpfs would SIGBUS. */
-        ls_warn("cannot reserve %llu bytes for a trace in %s: %s; recording is off",
-                (unsigned long long)l.file_size, cfg->dir, strerror(err));
+        /* Every block reserved now: writing into a hole of a full tmpfs would SIGBUS. Others
+         * took the room between the count and the reservation: a marker says so. */
+        if (err == ENOSPC) {
+            char first[256];
+            trace_name(first, sizeof first, &id, host, rank, 0);
+            ls_room_mark_blind(dirfd, cfg->dir, first, l.file_size);
+        } else {
+            ls_warn("cannot reserve %llu bytes for a trace in %s: %s; recording is off",
+                    (unsigned long long)l.file_size, cfg->dir, strerror(err));
+        }
     } else if ((base = mmap(NULL, l.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
                MAP_FAILED) {
         ls_warn("cannot map a trace in %s: %s; recording is off", cfg->dir, strerror(errno));
@@ -392,11 +407,10 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py
     h->str_off = l.str_off;
     h->str_cap = LS_DEFAULT_STRINGS;
     h->ring_off = l.ring_off;
-    h->ring_cap = cfg->ring;
+    h->ring_cap = ring;
     /* A thread reserves tickets LS_TICKET_BLOCK at a time; a small ring gets smaller blocks so
      * that the blocks of every thread slot together hold at most half of it. */
-    t->ticket_block =
-        (uint32_t)(cfg->ring / 32 < LS_TICKET_BLOCK ? cfg->ring / 32 : LS_TICKET_BLOCK);
+    t->ticket_block = (uint32_t)(ring / 32 < LS_TICKET_BLOCK ? ring / 32 : LS_TICKET_BLOCK);
     if (t->ticket_block == 0)
         t->ticket_block = 1;
     h->ticket_block = t->ticket_block;
@@ -414,7 +428,7 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py
     t->pysites = pysite_cap ? (unsigned char *)base + l.pysite_off : NULL;
     t->strings = (char *)base + l.str_off;
     t->ring = (struct ls_record *)((char *)base + l.ring_off);
-    t->ring_mask = cfg->ring - 1;
+    t->ring_mask = ring - 1;
     t->map_size = l.file_size;
     /* The magic goes last: a reader that sees it sees a complete header. */
     atomic_thread_fence(memory_order_release);

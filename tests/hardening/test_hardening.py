@@ -348,18 +348,20 @@ def case_shm_full(tmp):
     p = launch(2, [COLL_CHECK], shim_env(d), prefix=in_tmpfs(mnt, "1m"))
     expect(p.returncode == 0 and p.stdout == want, f"full tmpfs changed the results: {p.stderr}")
     lines = lockstep_lines(p.stderr)
-    expect(len(lines) == 2 and all("No space left" in l for l in lines),
-           f"want one 'No space left' line per rank: {lines}")
-    # Room for one trace of two: one records, one warns. Rank 1 starts half a second later,
-    # once rank 0 holds its reservation: two reservations racing for the same space could
-    # each take part of it and both fail.
+    expect(len(lines) == 2 and all("too little for a trace" in l and "marked in" in l
+                                   for l in lines),
+           f"want one 'too little for a trace' line per rank: {lines}")
+    # Room for two of the smallest traces: each rank takes a smaller ring and says so. Rank 1
+    # starts half a second later, once rank 0 holds its reservation: two reservations racing
+    # for the same space could each take part of it and both fail.
     staggered = ["sh", "-c", 'if [ "$RANK" = 1 ]; then sleep 0.5; fi; exec "$0"', COLL_CHECK]
     p = launch(2, staggered, shim_env(d), prefix=in_tmpfs(mnt, "8m"))
     expect(p.returncode == 0 and p.stdout == want, f"half-full tmpfs: {p.stderr}")
     lines = lockstep_lines(p.stderr)
-    expect(len(lines) == 1 and "No space left" in lines[0], f"want one warning: {lines}")
-    figures("tmpfs of 1 MiB: 2 of 2 ranks ran correct with 1 warning line each; "
-            "8 MiB: 1 rank traced, 1 warned; results identical to the untraced run")
+    expect(len(lines) == 2 and all("this trace keeps the last" in l for l in lines),
+           f"want one line per rank on its smaller ring: {lines}")
+    figures("tmpfs of 1 MiB: 2 of 2 ranks ran correct with 1 warning line each and a marker; "
+            "8 MiB: 2 ranks traced with smaller rings; results identical to the untraced run")
 
 
 def case_file_size_limit(tmp):

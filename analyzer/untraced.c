@@ -1,0 +1,186 @@
+/* untraced.c -- the processes of a job that could not be traced, read from the markers the shim
+ * leaves in a trace folder without room ("lockstep-HOST-PID-rR.trace.blind"). */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "lockstep/room.h"
+#include "rankset.h"
+#include "untraced.h"
+
+#define MARK_TAIL ".trace" LS_BLIND_SUFFIX
+
+/* Host, pid and rank from "lockstep-HOST-PID-rR.trace.blind". Returns 0, or -1 for another name. */
+static int parse_name(const char *name, struct untraced_proc *p)
+{
+    size_t n = strlen(name), tail = strlen(MARK_TAIL);
+    if (strncmp(name, "lockstep-", 9) != 0 || n <= 9 + tail || strcmp(name + n - tail, MARK_TAIL))
+        return -1;
+    char stem[256];
+    snprintf(stem, sizeof stem, "%.*s", (int)(n - 9 - tail), name + 9);
+    char *r = strrchr(stem, '-');
+    if (!r || r[1] != 'r')
+        return -1;
+    *r = 0;
+    p->rank = r[2] == 'x' ? -1 : atoi(r + 2);
+    char *pid = strrchr(stem, '-');
+    if (!pid)
+        return -1;
+    *pid = 0;
+    p->pid = atoi(pid + 1);
+    snprintf(p->host, sizeof p->host, "%.63s", stem);
+    return 0;
+}
+
+/* The marker's line "need=B free=B size=B", when it has one. */
+static void read_line(int dirfd, const char *name, struct untraced_proc *p)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    char buf[160];
+    ssize_t got = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[got > 0 ? got : 0] = 0;
+    unsigned long long need, free_bytes, size;
+    if (sscanf(buf, "need=%llu free=%llu size=%llu", &need, &free_bytes, &size) == 3) {
+        p->need_bytes = need;
+        p->free_bytes = free_bytes;
+        p->folder_bytes = size;
+    }
+}
+
+static int by_rank(const void *a, const void *b)
+{
+    const struct untraced_proc *x = a, *y = b;
+    return x->rank != y->rank ? (x->rank > y->rank) - (x->rank < y->rank)
+                              : (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* The folder's free and whole size now; 0 unknown. */
+static void room_now(int fd, uint64_t *free_bytes, uint64_t *size)
+{
+    struct statvfs sv;
+    if (fstatvfs(fd, &sv) == 0) {
+        *free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+        *size = (uint64_t)sv.f_blocks * sv.f_frsize;
+    }
+}
+
+int untraced_read(const char *dir, struct untraced *u)
+{
+    memset(u, 0, sizeof *u);
+    snprintf(u->folder, sizeof u->folder, "%s", dir);
+    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dirfd >= 0 ? fdopendir(dup(dirfd)) : NULL;
+    if (!d) {
+        if (dirfd >= 0)
+            close(dirfd);
+        return 0;
+    }
+    uint64_t free_now = 0, size_now = 0;
+    room_now(dirfd, &free_now, &size_now);
+    size_t cap = 0;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        struct untraced_proc p = {.free_bytes = free_now, .folder_bytes = size_now};
+        if (parse_name(e->d_name, &p) < 0)
+            continue;
+        read_line(dirfd, e->d_name, &p);
+        if (u->n == cap) {
+            size_t ncap = cap ? 2 * cap : 16;
+            struct untraced_proc *v = realloc(u->v, ncap * sizeof *v);
+            if (!v) {
+                rc = -1;
+                break;
+            }
+            u->v = v;
+            cap = ncap;
+        }
+        u->v[u->n++] = p;
+    }
+    closedir(d);
+    close(dirfd);
+    if (u->n)
+        qsort(u->v, u->n, sizeof *u->v, by_rank);
+    return rc;
+}
+
+void untraced_print(FILE *out, const struct untraced *u)
+{
+    if (!u->n)
+        return;
+    int *ranks = malloc(u->n * sizeof *ranks);
+    uint64_t free_most = 0, size = 0, need = 0;
+    for (size_t i = 0; ranks && i < u->n; i++) {
+        ranks[i] = u->v[i].rank;
+        free_most = u->v[i].free_bytes > free_most ? u->v[i].free_bytes : free_most;
+        size = u->v[i].folder_bytes > size ? u->v[i].folder_bytes : size;
+        need = u->v[i].need_bytes > need ? u->v[i].need_bytes : need;
+    }
+    char *set = ranks ? rankset_format(ranks, u->n) : NULL;
+    char free_text[32], size_text_[32], need_text[32] = "";
+    ls_size_text(free_most, free_text, sizeof free_text);
+    ls_size_text(size, size_text_, sizeof size_text_);
+    if (need)
+        ls_size_text(need, need_text, sizeof need_text);
+    fprintf(out, "lockstep: %s %s could not be traced: no room in %s (%s, %s free%s%s)\n",
+            u->n == 1 ? "rank" : "ranks", set ? set : "?", u->folder, size_text_, free_text,
+            need ? "; the smallest trace takes " : "", need_text);
+    free(set);
+    free(ranks);
+}
+
+int untraced_print_full(FILE *out, const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    uint64_t free_bytes = 0, size = 0;
+    room_now(fd, &free_bytes, &size);
+    close(fd);
+    uint64_t need = ls_layout_default(LS_DEFAULT_STACK_DEPTH, 0, LS_ROOM_MIN_RING).file_size;
+    if (!size || free_bytes >= need)
+        return 0;
+    char free_text[32], size_text_[32], need_text[32];
+    ls_size_text(free_bytes, free_text, sizeof free_text);
+    ls_size_text(size, size_text_, sizeof size_text_);
+    ls_size_text(need, need_text, sizeof need_text);
+    fprintf(out,
+            "lockstep: no traces in %s, which is full (%s, %s free; the smallest trace takes %s): "
+            "the job's processes could not be traced (each said so on its stderr)\n",
+            dir, size_text_, free_text, need_text);
+    return 1;
+}
+
+void untraced_json(struct json_writer *w, const void *untraced)
+{
+    const struct untraced *u = untraced;
+    json_begin_array(w, "untraced");
+    for (size_t i = 0; i < u->n; i++) {
+        const struct untraced_proc *p = &u->v[i];
+        json_begin_object(w, NULL);
+        if (p->rank >= 0)
+            json_int(w, "rank", p->rank);
+        else
+            json_null(w, "rank");
+        json_int(w, "pid", p->pid);
+        json_string(w, "host", p->host);
+        json_string(w, "reason", "folder_full");
+        json_string(w, "folder", u->folder);
+        json_uint(w, "folder_bytes", p->folder_bytes);
+        json_uint(w, "free_bytes", p->free_bytes);
+        json_uint(w, "need_bytes", p->need_bytes);
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
+void untraced_free(struct untraced *u)
+{
+    free(u->v);
+    memset(u, 0, sizeof *u);
+}
