@@ -38,9 +38,12 @@ static int is_trace_name(const char *name)
     return (n > 6 && strcmp(name + n - 6, ".trace") == 0) || summary_is_name(name);
 }
 
-/* Adds the *.trace and *.summary files of dir, and of its subfolders when depth allows. */
-static int scan_dir(struct pathlist *l, const char *dir, int depth)
+/* Adds the *.trace and *.summary files of dir, and of its subfolders when depth allows; the
+ * markers of ranks that could not be traced there go to `untraced`. */
+static int scan_dir(struct pathlist *l, struct untraced_set *untraced, const char *dir, int depth)
 {
+    if (untraced_set_add(untraced, dir) < 0)
+        return -1;
     DIR *d = opendir(dir);
     if (!d) {
         fprintf(stderr, "lockstep: %s: %s\n", dir, strerror(errno));
@@ -72,7 +75,7 @@ static int scan_dir(struct pathlist *l, const char *dir, int depth)
             if (S_ISREG(st.st_mode) && is_trace_name(e->d_name))
                 rc = push_path(l, dir, e->d_name);
             else if (S_ISDIR(st.st_mode) && depth > 0)
-                rc = scan_dir(l, path, depth - 1);
+                rc = scan_dir(l, untraced, path, depth - 1);
         }
         free(path);
     }
@@ -110,6 +113,7 @@ void analysis_free(struct analysis *a)
     symbolizer_free(a->sym);
     free(a->jobs);
     free(a->stops);
+    untraced_set_free(&a->untraced);
     free_paths(&a->paths);
     memset(a, 0, sizeof(*a));
 }
@@ -328,7 +332,8 @@ int analysis_add_path(struct analysis *a, const char *path)
         fprintf(stderr, "lockstep: %s: %s\n", path, strerror(errno));
         return -1;
     }
-    return S_ISDIR(st.st_mode) ? scan_dir(&a->paths, path, 1) : push_path(&a->paths, NULL, path);
+    return S_ISDIR(st.st_mode) ? scan_dir(&a->paths, &a->untraced, path, 1)
+                                : push_path(&a->paths, NULL, path);
 }
 
 int analysis_load(struct analysis *a, const char *job)
@@ -348,6 +353,8 @@ int analysis_load(struct analysis *a, const char *job)
         return -1;
     }
     a->m = model_build(a->traces, a->ntraces);
+    if (a->m)
+        a->m->untraced = &a->untraced;
     a->sym = symbolizer_new(1);
     if (!a->m || !a->sym || select_jobs(a, job) < 0 || live_attach(a->m, a->sym, &a->live) < 0)
         goto oom;
@@ -396,9 +403,17 @@ int analysis_diagnose(struct analysis *a)
 
 struct report_input analysis_report_input(const struct analysis *a)
 {
-    struct report_input in = {a->m,           &a->fs,      a->sym,
-                              a->jobs,        a->njobs,    (const char *const *)a->unreadable,
-                              a->nunreadable, &a->earlier, a->graphs};
+    static const struct model no_job; /* before analysis_load(): a report of no job */
+    struct report_input in = {a->m ? a->m : &no_job,
+                              &a->fs,
+                              a->sym,
+                              a->jobs,
+                              a->njobs,
+                              (const char *const *)a->unreadable,
+                              a->nunreadable,
+                              &a->earlier,
+                              a->graphs,
+                              &a->untraced};
     return in;
 }
 

@@ -12,6 +12,7 @@
 #include "model.h"
 #include "output.h"
 #include "report.h"
+#include "untraced.h"
 
 struct pathlist {
     char **v;
@@ -34,11 +35,14 @@ struct analysis {
     struct live_set live;      /* what probes saw of running ranks (<trace>.live files) */
     struct stop_mark *stops;   /* the stop records of the traces' folders (stop_mark.h) */
     size_t nstops;
+    struct untraced_set untraced; /* the markers of ranks without room for a trace (untraced.h)
+                                   * in the folders scanned and the node summaries read */
     int whole_rings;           /* set before analysis_load(): read whole rings, not the window of
                                 * window_records() (for exports of every call) */
 };
 
-/* Adds a trace file, or the *.trace files of a folder and of its direct subfolders. Returns
+/* Adds a trace file, or the *.trace files of a folder and of its direct subfolders (and the
+ * markers of ranks that could not be traced there, into a->untraced). Returns
  * 0, or -1 after a message on stderr naming the path. */
 int analysis_add_path(struct analysis *a, const char *path);
 
@@ -51,7 +55,8 @@ int analysis_load(struct analysis *a, const char *job);
 /* Diagnoses the selected jobs into a->fs. Returns 0, or -1 when out of memory. */
 int analysis_diagnose(struct analysis *a);
 
-/* What a report of this analysis covers (for report_*() and exports). */
+/* What a report of this analysis covers (for report_*() and exports); before analysis_load()
+ * (no trace to load), a report with no job in it and the untraced ranks found. */
 struct report_input analysis_report_input(const struct analysis *a);
 
 /* Writes the report in format `fmt` (output.h; colour if asked and the format has any) and

@@ -222,32 +222,21 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
     int rc = -1;
     if (analysis_add_path(&a, dir) < 0)
         goto out;
-    struct untraced blind; /* ranks the folder had no room for */
-    if (untraced_read(dir, &blind) < 0)
-        goto out;
     if (a.paths.n == 0) { /* no trace: no room for one, or no NCCL call; a report anyway */
-        if (print && blind.n)
-            untraced_print(stdout, &blind);
+        if (print && a.untraced.n)
+            untraced_set_print(stdout, &a.untraced);
         else if (print && !untraced_print_full(stdout, dir))
             fprintf(stderr, "lockstep: no traces in %s: the job made no NCCL call\n", dir);
-        struct model none = {0};
-        struct findings nothing = {0};
-        struct report_input in = {.m = &none, .fs = &nothing};
-        write_files(o, &in); /* docs/report-format.md: a report with nothing in it */
-        if (blind.n)
-            append_json_files(o, untraced_json, &blind);
-        untraced_free(&blind);
+        struct report_input in = analysis_report_input(&a);
+        write_files(o, &in); /* docs/report-format.md: a report with no job in it */
         rc = 0;
         goto out;
     }
-    if (diagnose_live(&a, dir, probe, stall) < 0) {
-        untraced_free(&blind);
+    if (diagnose_live(&a, dir, probe, stall) < 0)
         goto out;
-    }
     if (print) {
         if (stall)
             print_stall(stdout, stall);
-        untraced_print(stdout, &blind);
         analysis_report(&a, stdout, output_find("text"), analysis_want_color());
         if (o->annotations)
             analysis_report(&a, stdout, o->annotations, 0);
@@ -256,9 +245,6 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
     write_files(o, &in);
     if (stall)
         append_json_files(o, stall_member, stall);
-    if (blind.n)
-        append_json_files(o, untraced_json, &blind);
-    untraced_free(&blind);
     rc = (int)a.fs.n;
 out:
     analysis_free(&a);

@@ -168,6 +168,9 @@ struct model {
     struct m_job *jobs;
     size_t njobs;
     struct idmap comm_index; /* (comm id ^ job salt) -> index into comms */
+    const struct untraced_set *untraced; /* the markers of ranks that had no room for a trace
+                                          * (untraced.h; not owned, NULL none): why a rank
+                                          * no trace holds is absent */
 };
 
 /* Builds the model of the given traces; the model does not own them (free them after

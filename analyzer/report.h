@@ -27,6 +27,7 @@ struct report_input {
                                       * none (each job shown is the newest attempt of its id) */
     struct waitgraph *const *graphs; /* per job of the model: its wait-for graph, NULL where
                                       * none (the array itself may be NULL) */
+    const struct untraced_set *untraced; /* ranks that could not be traced, NULL none */
 };
 
 /* True when job `job` of the model is among those the report covers. */

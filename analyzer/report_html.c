@@ -8,6 +8,7 @@
 #include "html_waits.h"
 #include "names.h"
 #include "timefmt.h"
+#include "untraced.h"
 
 #ifndef LOCKSTEP_VERSION
 #define LOCKSTEP_VERSION "unknown"
@@ -256,6 +257,31 @@ static int write_job(FILE *f, const struct report_input *in, size_t job)
     return 0;
 }
 
+/* A note per folder whose markers name ranks that could not be traced (the text report's
+ * words). Returns 0, or -1 when out of memory. */
+static int write_untraced(FILE *out, const struct report_input *in)
+{
+    for (size_t i = 0; in->untraced && i < in->untraced->n; i++) {
+        char *line = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&line, &len);
+        if (!mem)
+            return -1;
+        untraced_print(mem, &in->untraced->v[i]);
+        if (fclose(mem) != 0 || !line) {
+            free(line);
+            return -1;
+        }
+        if (len && line[len - 1] == '\n')
+            line[len - 1] = 0;
+        fputs("<p class=\"note\">", out);
+        html_text(out, line);
+        fputs("</p>\n", out);
+        free(line);
+    }
+    return 0;
+}
+
 int report_html(FILE *out, const struct report_input *in)
 {
     size_t n = 0;
@@ -281,6 +307,8 @@ int report_html(FILE *out, const struct report_input *in)
         html_text(out, in->unreadable[i]);
         fputs("</p>\n", out);
     }
+    if (write_untraced(out, in) < 0)
+        return -1;
     for (size_t i = 0; i < in->fs->n; i++)
         if (in->fs->v[i].job == (size_t)-1)
             write_finding(out, &in->fs->v[i], i);

@@ -7,6 +7,7 @@
 #include "names.h"
 #include "report.h"
 #include "stop_mark.h"
+#include "untraced.h"
 
 static double ago_s(const struct m_job *j, uint64_t t)
 {
@@ -531,5 +532,6 @@ void report_json(FILE *out, const struct report_input *in)
     for (size_t i = 0; i < in->nunreadable; i++)
         json_string(&w, NULL, in->unreadable[i]);
     json_end_array(&w);
+    untraced_set_json(&w, in->untraced);
     json_end_object(&w);
 }

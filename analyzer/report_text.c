@@ -9,6 +9,7 @@
 #include "report.h"
 #include "stop_mark.h"
 #include "timefmt.h"
+#include "untraced.h"
 
 struct style {
     const char *bold, *red, *yellow, *dim, *off;
@@ -185,6 +186,7 @@ void report_text(FILE *out, const struct report_input *in, int color)
         st = (struct style){"\033[1m", "\033[31m", "\033[33m", "\033[2m", "\033[0m"};
     for (size_t i = 0; i < in->nunreadable; i++)
         fprintf(out, "%scould not read%s %s\n", st.yellow, st.off, in->unreadable[i]);
+    untraced_set_print(out, in->untraced);
     for (size_t j = 0; j < in->m->njobs; j++) {
         if (!report_job_shown(in, j))
             continue;

@@ -156,10 +156,9 @@ int untraced_print_full(FILE *out, const char *dir)
     return 1;
 }
 
-void untraced_json(struct json_writer *w, const void *untraced)
+/* The objects of the report's "untraced" member for the processes of one folder. */
+static void json_folder(struct json_writer *w, const struct untraced *u)
 {
-    const struct untraced *u = untraced;
-    json_begin_array(w, "untraced");
     for (size_t i = 0; i < u->n; i++) {
         const struct untraced_proc *p = &u->v[i];
         json_begin_object(w, NULL);
@@ -176,11 +175,87 @@ void untraced_json(struct json_writer *w, const void *untraced)
         json_uint(w, "need_bytes", p->need_bytes);
         json_end_object(w);
     }
-    json_end_array(w);
 }
 
 void untraced_free(struct untraced *u)
 {
     free(u->v);
     memset(u, 0, sizeof *u);
+}
+
+int untraced_set_add(struct untraced_set *s, const char *dir)
+{
+    struct untraced u;
+    if (untraced_read(dir, &u) < 0) {
+        untraced_free(&u);
+        return -1;
+    }
+    if (!u.n)
+        return 0;
+    struct untraced *v = realloc(s->v, (s->n + 1) * sizeof(*v));
+    if (!v) {
+        untraced_free(&u);
+        return -1;
+    }
+    s->v = v;
+    s->v[s->n++] = u;
+    return 0;
+}
+
+int untraced_set_take(struct untraced_set *to, struct untraced_set *from)
+{
+    if (!from->n)
+        return 0;
+    struct untraced *v = realloc(to->v, (to->n + from->n) * sizeof(*v));
+    if (!v)
+        return -1;
+    memcpy(v + to->n, from->v, from->n * sizeof(*v));
+    to->v = v;
+    to->n += from->n;
+    free(from->v);
+    memset(from, 0, sizeof(*from));
+    return 0;
+}
+
+void untraced_set_print(FILE *out, const struct untraced_set *s)
+{
+    for (size_t i = 0; s && i < s->n; i++)
+        untraced_print(out, &s->v[i]);
+}
+
+void untraced_set_json(struct json_writer *w, const struct untraced_set *s)
+{
+    if (!s || !s->n)
+        return;
+    json_begin_array(w, "untraced");
+    for (size_t i = 0; i < s->n; i++)
+        json_folder(w, &s->v[i]);
+    json_end_array(w);
+}
+
+int untraced_reason(const struct untraced_set *s, int rank, char *buf, size_t len)
+{
+    for (size_t i = 0; s && rank >= 0 && i < s->n; i++)
+        for (size_t k = 0; k < s->v[i].n; k++) {
+            const struct untraced_proc *p = &s->v[i].v[k];
+            if (p->rank != rank)
+                continue;
+            char size[32], free_text[32];
+            ls_size_text(p->folder_bytes, size, sizeof(size));
+            ls_size_text(p->free_bytes, free_text, sizeof(free_text));
+            snprintf(buf, len, "could not be traced: no room in %s (%s, %s free)", s->v[i].folder,
+                     size, free_text);
+            return 1;
+        }
+    return 0;
+}
+
+void untraced_set_free(struct untraced_set *s)
+{
+    for (size_t i = 0; s && i < s->n; i++)
+        untraced_free(&s->v[i]);
+    if (s) {
+        free(s->v);
+        memset(s, 0, sizeof(*s));
+    }
 }

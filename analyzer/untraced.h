@@ -39,10 +39,36 @@ void untraced_print(FILE *out, const struct untraced *u);
  * returns 0 and writes nothing. */
 int untraced_print_full(FILE *out, const char *dir);
 
-/* The report's "untraced" member (docs/report-format.md): one object per process. */
-void untraced_json(struct json_writer *w, const void *untraced);
 
 /* Frees what `u` holds; it may be read into again. */
 void untraced_free(struct untraced *u);
+
+/* The markers of every folder a report covers: one struct untraced per folder that has any. */
+struct untraced_set {
+    struct untraced *v;
+    size_t n;
+};
+
+/* Adds the markers of folder `dir` to `s` (nothing when it has none). Returns 0, or -1 when out
+ * of memory. */
+int untraced_set_add(struct untraced_set *s, const char *dir);
+
+/* Moves the folders of `from` to the end of `to` (`from` is left empty). Returns 0, or -1 when
+ * out of memory (`from` is then untouched). */
+int untraced_set_take(struct untraced_set *to, struct untraced_set *from);
+
+/* untraced_print() of each folder of `s` (NULL is fine: nothing). */
+void untraced_set_print(FILE *out, const struct untraced_set *s);
+
+/* The report's "untraced" member over every folder of `s`; nothing when `s` is NULL or empty. */
+void untraced_set_json(struct json_writer *w, const struct untraced_set *s);
+
+/* Writes why global rank `rank` has no trace ("could not be traced: no room in /dev/shm (64 MiB,
+ * 3 MiB free)") into buf and returns 1 when a marker of `s` names it; else returns 0 and leaves
+ * buf as it was. `s` may be NULL. */
+int untraced_reason(const struct untraced_set *s, int rank, char *buf, size_t len);
+
+/* Frees what `s` holds; it may be added to again. */
+void untraced_set_free(struct untraced_set *s);
 
 #endif
