@@ -62,6 +62,12 @@ int cmd_analyze(int argc, char **argv)
     for (; i < argc; i++)
         if (analysis_add_path(&a, argv[i]) < 0)
             goto out;
+    if (a.paths.n == 0 && a.untraced.n) { /* no rank had room for a trace: say which, and why */
+        struct report_input none = analysis_report_input(&a);
+        struct output_opts opts = {analysis_want_color()};
+        rc = output_plan_write(&plan, &none, &opts) < 0 ? 2 : 1;
+        goto out;
+    }
     if (analysis_load(&a, job) < 0)
         goto out;
     if (analysis_diagnose(&a) < 0) {

@@ -9,6 +9,7 @@
 #include "diagnose.h"
 #include "names.h"
 #include "rankset.h"
+#include "untraced.h"
 
 /* Per global rank, the findings that can own its node when it is a sink. */
 struct rank_findings {
@@ -342,11 +343,16 @@ static void call_words(const struct ls_record *r, const struct wg_node *v, char 
         snprintf(buf, len, "%s on comm %08llx", ls_op_name(op), (unsigned long long)(comm >> 32));
 }
 
-/* "rank 5", or "comm rank 3 of comm 7f3a91c2 (no trace)" for a member without a global rank. */
-static void node_name(const struct wg_node *v, char *buf, size_t len)
+/* "rank 5", "rank 5 (no trace)" (or why it could not be traced, from its marker), or "comm
+ * rank 3 of comm 7f3a91c2 (no trace)" for a member without a global rank. */
+static void node_name(const struct waitgraph *g, const struct wg_node *v, char *buf, size_t len)
 {
-    if (v->rank >= 0)
-        snprintf(buf, len, "rank %d%s", v->rank, v->kind == WG_ABSENT ? " (no trace)" : "");
+    char why[700];
+    if (v->rank >= 0 && v->kind == WG_ABSENT) {
+        untraced_words(g->m->untraced, v->rank, why, sizeof(why));
+        snprintf(buf, len, "rank %d (%.*s)", v->rank, (int)(len > 24 ? len - 24 : 0), why);
+    } else if (v->rank >= 0)
+        snprintf(buf, len, "rank %d", v->rank);
     else if (v->kind == WG_ABSENT)
         snprintf(buf, len, "comm rank %d of comm %08llx (no trace)", v->comm_rank,
                  (unsigned long long)(v->comm >> 32));
@@ -355,7 +361,7 @@ static void node_name(const struct wg_node *v, char *buf, size_t len)
 }
 
 /* What a node where waits end is, after "which": its terminal state in a few words. */
-static void sink_words(const struct wg_node *v, char *buf, size_t len)
+static void sink_words(const struct waitgraph *g, const struct wg_node *v, char *buf, size_t len)
 {
     const struct m_proc *p = v->proc;
     switch ((enum wg_state)v->state) {
@@ -379,7 +385,8 @@ static void sink_words(const struct wg_node *v, char *buf, size_t len)
             snprintf(buf, len, "died without an exit record");
         return;
     case WG_NO_TRACE:
-        snprintf(buf, len, "never reached NCCL (no trace)");
+        if (!untraced_reason(g->m->untraced, v->rank, buf, len))
+            snprintf(buf, len, "never reached NCCL (no trace)");
         return;
     case WG_MISMATCH:
         snprintf(buf, len, "can never complete: its ranks called different things");
@@ -400,7 +407,7 @@ static void rank_edge_words(const struct waitgraph *g, const struct wg_edge *e, 
 {
     const struct wg_node *t = &g->nodes[e->to];
     char call[160], name[96];
-    node_name(t, name, sizeof name);
+    node_name(g, t, name, sizeof name);
     if (t->kind == WG_CALL)
         call_words(e->call, t, call, sizeof call);
     else
@@ -430,19 +437,19 @@ static void path_words(const struct waitgraph *g, const size_t *path, size_t n, 
                 call_words(v->call, v, part, sizeof part);
             size_t k = strlen(part);
             if (e) {
-                node_name(&g->nodes[e->to], name, sizeof name);
+                node_name(g, &g->nodes[e->to], name, sizeof name);
                 snprintf(part + k, sizeof part - k, "%s for %s%s", i == 0 ? " waits" : "", name,
                          e->kind == WG_E_QUEUED    ? " (queued it in a group never ended)"
                          : e->kind == WG_E_ABORTED ? " (aborted the communicator)"
                          : e->kind == WG_E_DIED_IN ? " (died inside it)"
                                                    : "");
             } else {
-                sink_words(v, what, sizeof what);
+                sink_words(g, v, what, sizeof what);
                 snprintf(part + k, sizeof part - k, "%s%s", i == 0 ? " " : ", which ", what);
             }
         } else {
             if (i == 0)
-                node_name(v, part, sizeof part);
+                node_name(g, v, part, sizeof part);
             else
                 snprintf(part, sizeof part, ", which");
             size_t k = strlen(part);
@@ -451,7 +458,7 @@ static void path_words(const struct waitgraph *g, const size_t *path, size_t n, 
                 if (g->nodes[e->to].kind != WG_CALL && i + 2 < n)
                     k = strlen(part); /* the next rank is named: its words follow */
             } else {
-                sink_words(v, what, sizeof what);
+                sink_words(g, v, what, sizeof what);
                 snprintf(part + k, sizeof part - k, " %s", what);
             }
         }

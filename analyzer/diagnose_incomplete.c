@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "diagnose.h"
+#include "untraced.h"
 #include "window.h"
 
 static struct finding *add(struct diag *d, const char *reason)
@@ -31,8 +32,13 @@ static int missing_traces(struct diag *d)
     char ranks[256];
     describe_ranks(absent.v, absent.n, ranks, sizeof(ranks));
     f->ranks = absent;
-    finding_summary(f, "no trace for %s of %d: what %s did cannot be known", ranks,
-                    d->j->world_size, absent.n == 1 ? "it" : "they");
+    char why[700];
+    if (untraced_set_words(d->m->untraced, absent.v, absent.n, why, sizeof(why)))
+        finding_summary(f, "%s of %d %s: what %s did cannot be known", ranks, d->j->world_size,
+                        why, absent.n == 1 ? "it" : "they");
+    else
+        finding_summary(f, "no trace for %s of %d: what %s did cannot be known", ranks,
+                        d->j->world_size, absent.n == 1 ? "it" : "they");
     return 0;
 }
 

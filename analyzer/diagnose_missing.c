@@ -11,6 +11,7 @@
 #include "names.h"
 #include "rankset.h"
 #include "timefmt.h"
+#include "untraced.h"
 
 /* How a member stands towards collective #k. */
 enum stand {
@@ -337,8 +338,10 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
         else
             snprintf(who, sizeof(who), "comm rank%s %s", untraced_cr.n == 1 ? "" : "s",
                      crs ? crs : "?");
-        finding_summary(f, "%s %s in %s for %s (no trace): what %s did cannot be known", waiting,
-                        verb, call, who, untraced.n == 1 ? "it" : "they");
+        char why[700];
+        untraced_set_words(d->m->untraced, untraced.v, untraced.n, why, sizeof(why));
+        finding_summary(f, "%s %s in %s for %s (%s): what %s did cannot be known", waiting, verb,
+                        call, who, why, untraced.n == 1 ? "it" : "they");
         free(crs);
         goto done;
     }
@@ -394,8 +397,11 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
             finding_detail(f, "waiting: %s (%s) in %s #%llu from %s", rs, k->state,
                            ls_op_name((unsigned)k->op), (unsigned long long)seq,
                            k->callsite ? k->callsite : "?");
-        else if (strcmp(k->role, "no_trace") == 0)
-            finding_detail(f, "missing: %s, no trace", rs);
+        else if (strcmp(k->role, "no_trace") == 0) {
+            char why[700];
+            untraced_set_words(d->m->untraced, k->ranks.v, k->ranks.n, why, sizeof(why));
+            finding_detail(f, "missing: %s, %s", rs, why);
+        }
         else if (k->has_call) {
             char what[96];
             if (k->comm && k->seq)

@@ -7,6 +7,7 @@
 
 #include "rankset.h"
 #include "report.h"
+#include "untraced.h"
 
 const struct waitgraph *report_graph(const struct report_input *in, size_t job)
 {
@@ -191,12 +192,17 @@ void report_wait_classes_free(struct report_wait_class *v, size_t n)
     free(v);
 }
 
-/* "ranks 0-2", "rank 3 (no trace)", "comm rank 3 of comm 7f3a91c2 (no trace)". */
+/* "ranks 0-2", "rank 3 (no trace)" (or why it could not be traced, from its marker), "comm rank
+ * 3 of comm 7f3a91c2 (no trace)". */
 static void node_words(const struct waitgraph *g, size_t v, char *buf, size_t len)
 {
     const struct wg_node *n = &g->nodes[v];
-    if (n->rank >= 0)
-        snprintf(buf, len, "rank %d%s", n->rank, n->kind == WG_ABSENT ? " (no trace)" : "");
+    char why[700];
+    if (n->rank >= 0 && n->kind == WG_ABSENT) {
+        untraced_words(g->m->untraced, n->rank, why, sizeof(why));
+        snprintf(buf, len, "rank %d (%.*s)", n->rank, (int)(len > 24 ? len - 24 : 0), why);
+    } else if (n->rank >= 0)
+        snprintf(buf, len, "rank %d", n->rank);
     else
         snprintf(buf, len, "comm rank %d of comm %08llx%s", n->comm_rank,
                  (unsigned long long)(n->comm >> 32), n->kind == WG_ABSENT ? " (no trace)" : "");
@@ -258,6 +264,8 @@ void report_wait_words(const struct report_wait_class *cl, char *buf, size_t len
             [WG_DEAD] = "ended",
             [WG_NO_TRACE] = "no trace",
         };
+        if (n->state == WG_NO_TRACE && untraced_reason(g->m->untraced, n->rank, buf, len))
+            return;
         snprintf(buf, len, "%s", what[n->state] ? what[n->state] : waitgraph_state_name(n->state));
         return;
     }

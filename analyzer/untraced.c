@@ -250,6 +250,24 @@ int untraced_reason(const struct untraced_set *s, int rank, char *buf, size_t le
     return 0;
 }
 
+int untraced_words(const struct untraced_set *s, int rank, char *buf, size_t len)
+{
+    if (untraced_reason(s, rank, buf, len))
+        return 1;
+    snprintf(buf, len, "no trace");
+    return 0;
+}
+
+int untraced_set_words(const struct untraced_set *s, const int *ranks, size_t n, char *buf,
+                       size_t len)
+{
+    char why[700];
+    for (size_t i = 0; i < n; i++)
+        if (!untraced_reason(s, ranks[i], why, sizeof(why)))
+            return untraced_words(NULL, -1, buf, len);
+    return n ? untraced_words(s, ranks[0], buf, len) : untraced_words(NULL, -1, buf, len);
+}
+
 void untraced_set_free(struct untraced_set *s)
 {
     for (size_t i = 0; s && i < s->n; i++)

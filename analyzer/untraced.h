@@ -68,6 +68,15 @@ void untraced_set_json(struct json_writer *w, const struct untraced_set *s);
  * buf as it was. `s` may be NULL. */
 int untraced_reason(const struct untraced_set *s, int rank, char *buf, size_t len);
 
+/* untraced_reason(), else "no trace": the words for a rank without a trace. Returns 1 when a
+ * marker names it. */
+int untraced_words(const struct untraced_set *s, int rank, char *buf, size_t len);
+
+/* untraced_words() for the `n` global ranks `ranks`: the first's reason when a marker names
+ * every one of them (returns 1), else "no trace" (returns 0). */
+int untraced_set_words(const struct untraced_set *s, const int *ranks, size_t n, char *buf,
+                       size_t len);
+
 /* Frees what `s` holds; it may be added to again. */
 void untraced_set_free(struct untraced_set *s);
 
