@@ -94,6 +94,36 @@ def files(d, suffix):
     return sorted(n for n in os.listdir(d) if n.endswith(suffix))
 
 
+def analyze(d, *args):
+    """`lockstep analyze` of trace folder `d` afterwards; returns (process, JSON report)."""
+    p = subprocess.run([LOCKSTEP, "analyze", *args, d], capture_output=True, text=True,
+                       timeout=60)
+    js = subprocess.run([LOCKSTEP, "analyze", "--json", *args, d], capture_output=True, text=True,
+                        timeout=60)
+    try:
+        report = json.loads(js.stdout)
+    except ValueError:
+        report = None
+    return p, report
+
+
+def expect_untraced_named(d, where, blind, why):
+    """A post-mortem report of `where` (a trace folder, or node summaries) names the ranks
+    `blind` as untraced for want of room in folder `d`: the line before the diagnosis, the JSON's
+    untraced, and the words of the finding that names them (`why`: a finding kind, or None)."""
+    p, report = analyze(where)
+    line = "could not be traced: no room in " + d + " ("
+    expect(line in p.stdout, f"analyze does not name the untraced ranks:\n{p.stdout}{p.stderr}")
+    untraced = (report or {}).get("untraced", [])
+    expect(sorted(u["rank"] for u in untraced) == blind and
+           all(u["reason"] == "folder_full" and u["folder"] == d for u in untraced),
+           f"analyze --json untraced {untraced}, markers of ranks {blind}")
+    if why:
+        said = [f["summary"] for f in (report or {}).get("findings", []) if f["kind"] == why]
+        expect(said and all(line in s for s in said),
+               f"{why} does not say why ranks have no trace: {said}\n{p.stdout}")
+
+
 def case_shrink(tmp):
     """A 64 MiB tmpfs with 40 MiB taken by another consumer: the run says up front how many
     full-size traces fit, the shim takes smaller rings so that all 8 ranks are traced, and the
@@ -139,6 +169,8 @@ def case_partial(tmp):
         expect(sorted(u["rank"] for u in untraced) == blind and
                all(u["reason"] == "folder_full" and u["folder"] == d for u in untraced),
                f"JSON untraced {untraced}, markers of ranks {blind}")
+        # Afterwards, post-mortem: the same words, and the finding says why they are missing.
+        expect_untraced_named(d, d, blind, "missing_ranks")
 
 
 def case_nothing_fits(tmp):
@@ -159,6 +191,9 @@ def case_nothing_fits(tmp):
         expect(sorted(u["rank"] for u in untraced) == list(range(8)) and
                all(u["folder_bytes"] == 64 * 1024 and u["need_bytes"] > u["free_bytes"]
                    for u in untraced), f"JSON untraced: {untraced}")
+        expect_untraced_named(d, d, list(range(8)), None)
+        a, _ = analyze(d)
+        expect(a.returncode == 1, f"analyze of markers only exited {a.returncode}, want 1")
         # Not even a marker (no inode left for one): the runner still says the folder had no
         # room, from the folder itself.
     with Tmpfs(os.path.join(tmp, "shm2"), "64k", ",nr_inodes=2") as shm:
