@@ -172,11 +172,41 @@ static size_t count_traces(const struct pathlist *paths)
     return n;
 }
 
+/* Keeps the stop records a node summary carries, as records of its traces' "folder" (the
+ * summary's path, which their paths start with). A record this version cannot read gets a
+ * line on stderr. Returns -1 when out of memory. */
+static int take_stops(struct analysis *a, const struct loaded *o)
+{
+    for (size_t i = 0; i < o->sc.nstops; i++) {
+        const char *trace = o->sc.ntraces ? o->sc.traces[0]->path : NULL;
+        const char *slash = trace ? strrchr(trace, '/') : NULL;
+        if (!slash)
+            continue; /* no trace for it to apply to */
+        char where[PATH_MAX], err[PATH_MAX + 200];
+        snprintf(where, sizeof(where), "%.*s", (int)(slash - trace), trace);
+        struct stop_mark s;
+        if (stop_mark_parse(o->sc.stops[i], strlen(o->sc.stops[i]), where, &s, err,
+                            sizeof(err)) < 0) {
+            fprintf(stderr, "lockstep: %s\n", err);
+            continue;
+        }
+        snprintf(s.folder, sizeof(s.folder), "%s", where);
+        struct stop_mark *v = realloc(a->stops, (a->nstops + 1) * sizeof(*v));
+        if (!v)
+            return -1;
+        a->stops = v;
+        a->stops[a->nstops++] = s;
+    }
+    return 0;
+}
+
 /* Moves one path's outcome into the analysis (traces, then messages), whose arrays have room
  * for it. Returns -1 when loading it ran out of memory (nothing to take). */
 static int take_loaded(struct analysis *a, struct loaded *o)
 {
     if (o->sc.traces) {
+        if (take_stops(a, o) < 0)
+            return -1;
         for (size_t i = 0; i < o->sc.ntraces; i++) {
             a->traces[a->ntraces++] = o->sc.traces[i];
             o->sc.traces[i] = NULL;
@@ -185,6 +215,7 @@ static int take_loaded(struct analysis *a, struct loaded *o)
             a->unreadable[a->nunreadable++] = o->sc.unreadable[i];
             o->sc.unreadable[i] = NULL;
         }
+
         summary_contents_free(&o->sc);
         return 0;
     }

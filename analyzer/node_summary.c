@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "liveness.h"
+#include "stop_mark.h"
 #include "summary_reader.h"
 #include "summary_writer.h"
 #include "window.h"
@@ -26,6 +27,8 @@ struct hosts {
     struct host_sum *v;
     size_t n, cap;
     uint64_t window;
+    char **folders; /* the trace folders whose stop record (stop_mark.h) was looked for */
+    size_t nfolders;
 };
 
 /* The summary for `host` (all in one when one_file). NULL when out of memory. */
@@ -106,6 +109,50 @@ static void host_of_unreadable(const char *path, char *host, size_t len)
         snprintf(host, len, "unknown");
 }
 
+/* The host a stop record's text names ("host NAME" line), into host. */
+static void host_of_stop(const char *text, char *host, size_t len)
+{
+    const char *h = strstr(text, "\nhost ");
+    size_t n = h ? strcspn(h + 6, "\n") : 0;
+    snprintf(host, len, "%.*s", (int)(n < len ? n : len - 1), h ? h + 6 : "");
+}
+
+/* Adds the stop record text to the summary of its host. Returns -1 when out of memory. */
+static int add_stop(struct hosts *hs, const char *text, int one_file)
+{
+    char host[LS_HOST_LEN];
+    host_of_stop(text, host, sizeof(host));
+    struct summary_writer *w = writer_for(hs, host, one_file);
+    return w ? summary_writer_add_stop(w, STOP_MARK_NAME, text) : -1;
+}
+
+/* The first time a trace of folder `dir` is taken: its stop record, if it has one, goes into
+ * the summary. Returns -1 when out of memory. */
+static int take_folder_stop(struct hosts *hs, const char *trace_path, int one_file)
+{
+    const char *slash = strrchr(trace_path, '/');
+    char *dir = slash ? strndup(trace_path, slash == trace_path ? 1 : (size_t)(slash - trace_path))
+                      : strdup(".");
+    if (!dir)
+        return -1;
+    for (size_t i = 0; i < hs->nfolders; i++)
+        if (strcmp(hs->folders[i], dir) == 0) {
+            free(dir);
+            return 0;
+        }
+    char **v = realloc(hs->folders, (hs->nfolders + 1) * sizeof(*v));
+    if (!v) {
+        free(dir);
+        return -1;
+    }
+    hs->folders = v;
+    hs->folders[hs->nfolders++] = dir;
+    char *text = stop_mark_text(dir);
+    int rc = text ? add_stop(hs, text, one_file) : 0;
+    free(text);
+    return rc;
+}
+
 /* Loads one path (a trace or a summary) into the writers. Returns -1 when out of memory. */
 static int take_path(struct hosts *hs, const char *path, int one_file,
                      struct node_summary_stats *st)
@@ -124,6 +171,8 @@ static int take_path(struct hosts *hs, const char *path, int one_file,
             rc = w ? node_summary_add(w, sc.traces[i]->path, sc.traces[i]) : -1;
             st->traces++;
         }
+        for (size_t i = 0; i < sc.nstops && rc == 0; i++)
+            rc = add_stop(hs, sc.stops[i], one_file);
         for (size_t i = 0; i < sc.nunreadable && rc == 0; i++) {
             struct summary_writer *w = writer_for(hs, "unknown", one_file);
             const char *colon = strstr(sc.unreadable[i], ": ");
@@ -152,6 +201,8 @@ static int take_path(struct hosts *hs, const char *path, int one_file,
     }
     struct summary_writer *w = writer_for(hs, t->hdr.host, one_file);
     int rc = w ? node_summary_add(w, path, t) : -1;
+    if (rc == 0)
+        rc = take_folder_stop(hs, path, one_file);
     st->traces++;
     trace_free(t);
     return rc;
@@ -200,5 +251,8 @@ int node_summary_write(char **paths, size_t n, uint64_t window, const char *out,
     for (size_t i = 0; i < hs.n; i++)
         summary_writer_free(hs.v[i].w);
     free(hs.v);
+    for (size_t i = 0; i < hs.nfolders; i++)
+        free(hs.folders[i]);
+    free(hs.folders);
     return rc;
 }

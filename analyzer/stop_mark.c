@@ -43,58 +43,101 @@ int stop_mark_write(const char *dir, const struct stop_mark *s)
     return 0;
 }
 
-/* Copies the rest of `line` after "KEY " into out (cut to len), without its newline. */
-static void value_of(const char *line, size_t keylen, char *out, size_t len)
+/* The value of line "KEY VALUE" when `line` (NUL-terminated, no newline) starts with KEY. */
+static const char *value(const char *line, const char *key)
 {
-    const char *v = line + keylen + 1;
-    size_t n = strcspn(v, "\n");
-    n = n < len ? n : len - 1;
-    memcpy(out, v, n);
-    out[n] = 0;
+    size_t n = strlen(key);
+    return strncmp(line, key, n) == 0 && line[n] == ' ' ? line + n + 1 : NULL;
+}
+
+int stop_mark_parse(const char *text, size_t len, const char *where, struct stop_mark *s,
+                    char *err, size_t errlen)
+{
+    memset(s, 0, sizeof(*s));
+    size_t magic = strlen(STOP_MARK_MAGIC);
+    if (len < magic + 1 || memcmp(text, STOP_MARK_MAGIC "\n", magic + 1) != 0) {
+        snprintf(err, errlen, "%s: not a stop record of this version (it starts '%.*s')", where,
+                 (int)(len < 24 ? len : 24), text);
+        return -1;
+    }
+    int have = 0;
+    for (size_t at = magic + 1; at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - (text + at)) : len - at;
+        char line[512];
+        snprintf(line, sizeof(line), "%.*s", (int)(n < sizeof(line) - 1 ? n : sizeof(line) - 1),
+                 text + at);
+        at += n + 1;
+        const char *v;
+        if ((v = value(line, "by")))
+            snprintf(s->by, sizeof(s->by), "%.15s", v);
+        else if ((v = value(line, "host")))
+            snprintf(s->host, sizeof(s->host), "%.63s", v);
+        else if ((v = value(line, "pid")))
+            s->pid = atoi(v);
+        else if ((v = value(line, "at_ns")))
+            have = sscanf(v, "%" SCNu64, &s->at_ns) == 1 && s->at_ns > 0;
+        else if ((v = value(line, "signal")))
+            s->signal = atoi(v);
+        else if ((v = value(line, "stall_s")))
+            s->stall_s = strtod(v, NULL);
+        else if ((v = value(line, "what")))
+            snprintf(s->what, sizeof(s->what), "%.255s", v);
+    }
+    if (!have || !s->host[0]) {
+        snprintf(err, errlen, "%s: a stop record without %s", where, have ? "host" : "at_ns");
+        return -1;
+    }
+    return 1;
+}
+
+/* The bytes of DIR/STOP_MARK_NAME (at most 64 KiB) into a malloc'ed NUL-terminated string;
+ * NULL with errno set when there is none or it cannot be read. */
+static char *read_text(const char *dir, size_t *len)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/%s", dir, STOP_MARK_NAME);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return NULL;
+    char *buf = malloc(65537);
+    ssize_t n = buf ? read(fd, buf, 65536) : -1;
+    int e = errno;
+    close(fd);
+    if (n < 0) {
+        free(buf);
+        errno = e;
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = (size_t)n;
+    return buf;
+}
+
+char *stop_mark_text(const char *dir)
+{
+    size_t len;
+    return read_text(dir, &len);
 }
 
 int stop_mark_read(const char *dir, struct stop_mark *s, char *err, size_t errlen)
 {
-    char path[4200];
-    snprintf(path, sizeof(path), "%s/%s", dir, STOP_MARK_NAME);
-    memset(s, 0, sizeof(*s));
-    FILE *f = fopen(path, "re");
-    if (!f) {
+    size_t len = 0;
+    char *text = read_text(dir, &len);
+    if (!text) {
+        memset(s, 0, sizeof(*s));
         if (errno == ENOENT)
             return 0;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s/%s: %s", dir, STOP_MARK_NAME, strerror(errno));
         return -1;
     }
-    char line[512];
-    int have = 0;
-    if (!fgets(line, sizeof(line), f) || strncmp(line, STOP_MARK_MAGIC "\n", 19) != 0) {
-        snprintf(err, errlen, "%s: not a stop record of this version (first line: %.40s)", path,
-                 line);
-        fclose(f);
-        return -1;
-    }
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "by ", 3) == 0)
-            value_of(line, 2, s->by, sizeof(s->by));
-        else if (strncmp(line, "host ", 5) == 0)
-            value_of(line, 4, s->host, sizeof(s->host));
-        else if (strncmp(line, "pid ", 4) == 0)
-            s->pid = atoi(line + 4);
-        else if (strncmp(line, "at_ns ", 6) == 0)
-            have = sscanf(line + 6, "%" SCNu64, &s->at_ns) == 1 && s->at_ns > 0;
-        else if (strncmp(line, "signal ", 7) == 0)
-            s->signal = atoi(line + 7);
-        else if (strncmp(line, "stall_s ", 8) == 0)
-            s->stall_s = strtod(line + 8, NULL);
-        else if (strncmp(line, "what ", 5) == 0)
-            value_of(line, 4, s->what, sizeof(s->what));
-    }
-    fclose(f);
-    if (!have || !s->host[0]) {
-        snprintf(err, errlen, "%s: a stop record without %s", path, have ? "host" : "at_ns");
-        return -1;
-    }
-    return 1;
+    char where[PATH_MAX + 32];
+    snprintf(where, sizeof(where), "%s/%s", dir, STOP_MARK_NAME);
+    int r = stop_mark_parse(text, len, where, s, err, errlen);
+    free(text);
+    if (r > 0)
+        snprintf(s->folder, sizeof(s->folder), "%s", dir);
+    return r;
 }
 
 /* The folder part of a trace's path ("." for a bare name). */
@@ -123,71 +166,59 @@ static int ended_by(const struct m_proc *p, const struct stop_mark *s)
     return p->last_seen_ns + slack >= s->at_ns;
 }
 
+/* The record of folder `dir` among marks[0..n), NULL none. */
+static const struct stop_mark *find(const struct stop_mark *marks, size_t n, const char *dir)
+{
+    for (size_t k = 0; k < n; k++)
+        if (strcmp(marks[k].folder, dir) == 0)
+            return &marks[k];
+    return NULL;
+}
+
 long stop_mark_attach(struct model *m, struct stop_mark **marks, size_t *nmarks)
 {
-    /* One record per folder; the folders of the traces, each read once. */
-    char (*folders)[4096] = NULL;
-    int *state = NULL; /* per folder: index into marks, -1 none */
-    size_t nf = 0;
-    long marked = 0;
-    *marks = NULL;
-    *nmarks = 0;
+    /* Each trace folder is read once: folders without a record are remembered too. */
+    char (*none)[PATH_MAX] = NULL;
+    size_t nnone = 0;
     for (size_t i = 0; i < m->nprocs; i++) {
-        struct m_proc *p = &m->procs[i];
-        p->stopped_by = NULL;
-        if (p->t->node) /* from a node summary: no folder of its own */
-            continue;
-        char dir[4096];
+        const struct m_proc *p = &m->procs[i];
+        char dir[PATH_MAX];
         folder_of(p->t->path, dir, sizeof(dir));
+        if (p->t->node || find(*marks, *nmarks, dir)) /* a summary's came with it */
+            continue;
         size_t k = 0;
-        while (k < nf && strcmp(folders[k], dir) != 0)
+        while (k < nnone && strcmp(none[k], dir) != 0)
             k++;
-        if (k == nf) {
-            void *nfold = realloc(folders, (nf + 1) * sizeof(*folders));
-            if (!nfold)
-                goto oom;
-            folders = nfold;
-            void *nst = realloc(state, (nf + 1) * sizeof(*state));
-            if (!nst)
-                goto oom;
-            state = nst;
-            snprintf(folders[nf], sizeof(folders[nf]), "%s", dir);
-            state[nf] = -1;
-            struct stop_mark s;
-            char err[600];
-            int r = stop_mark_read(dir, &s, err, sizeof(err));
-            if (r < 0)
-                fprintf(stderr, "lockstep: %s\n", err);
-            if (r > 0) {
-                struct stop_mark *v = realloc(*marks, (*nmarks + 1) * sizeof(*v));
-                if (!v)
-                    goto oom;
-                *marks = v;
-                v[*nmarks] = s;
-                state[nf] = (int)(*nmarks)++;
-            }
-            nf++;
+        if (k < nnone)
+            continue;
+        struct stop_mark s;
+        char err[PATH_MAX + 200];
+        int r = stop_mark_read(dir, &s, err, sizeof(err));
+        if (r < 0)
+            fprintf(stderr, "lockstep: %s\n", err);
+        void *v = r > 0 ? realloc(*marks, (*nmarks + 1) * sizeof(**marks))
+                        : realloc(none, (nnone + 1) * sizeof(*none));
+        if (!v) {
+            free(none);
+            return -1;
         }
-        if (state[k] >= 0 && ended_by(p, &(*marks)[state[k]]))
-            marked++;
+        if (r > 0) {
+            *marks = v;
+            (*marks)[(*nmarks)++] = s;
+        } else {
+            none = v;
+            snprintf(none[nnone++], PATH_MAX, "%s", dir);
+        }
     }
-    /* The records are final now: point at them. */
+    free(none);
+    long marked = 0;
     for (size_t i = 0; i < m->nprocs; i++) {
         struct m_proc *p = &m->procs[i];
-        if (p->t->node)
-            continue;
-        char dir[4096];
+        char dir[PATH_MAX];
         folder_of(p->t->path, dir, sizeof(dir));
-        for (size_t k = 0; k < nf; k++)
-            if (state[k] >= 0 && strcmp(folders[k], dir) == 0 &&
-                ended_by(p, &(*marks)[state[k]]))
-                p->stopped_by = &(*marks)[state[k]];
+        const struct stop_mark *s = find(*marks, *nmarks, dir);
+        p->stopped_by = s && ended_by(p, s) ? s : NULL;
+        marked += p->stopped_by != NULL;
     }
-    free(folders);
-    free(state);
     return marked;
-oom:
-    free(folders);
-    free(state);
-    return -1;
 }

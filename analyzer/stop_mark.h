@@ -6,6 +6,8 @@
 #ifndef LOCKSTEP_STOP_MARK_H
 #define LOCKSTEP_STOP_MARK_H
 
+#include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lockstep/trace_format.h"
@@ -23,23 +25,36 @@ struct stop_mark {
     int signal;               /* the first signal it sent (SIGTERM) */
     double stall_s;           /* how long nothing progressed, 0 unknown (another node saw it) */
     char what[256];           /* what stalled, in words: "the job (ranks 0-3)" */
+    char folder[PATH_MAX];    /* where it was read: the trace folder, or the node summary that
+                               * carried it (the traces it applies to are there) */
 };
 
 /* Writes `s` as DIR/STOP_MARK_NAME (replacing one there). Returns 0, or -1 after one line on
  * stderr (the stop goes on: the record only helps later reports). */
 int stop_mark_write(const char *dir, const struct stop_mark *s);
 
-/* Reads DIR/STOP_MARK_NAME. Returns 1 with `s` filled, 0 when the folder has none, -1 when the
- * file is there but not a record this version reads (`err` says why). */
+/* Reads DIR/STOP_MARK_NAME. Returns 1 with `s` filled (its folder DIR), 0 when the folder has
+ * none, -1 when the file is there but not a record this version reads (`err` says why). */
 int stop_mark_read(const char *dir, struct stop_mark *s, char *err, size_t errlen);
+
+/* Reads the whole text of DIR/STOP_MARK_NAME into a malloc'ed string (what a node summary
+ * carries: docs/summary-format.md). Returns NULL when there is none (or it cannot be read). */
+char *stop_mark_text(const char *dir);
+
+/* Parses the text of a record (`len` bytes) into `s`, `where` naming it in messages. Returns 1,
+ * or -1 when it is not a record this version reads (`err` says why). */
+int stop_mark_parse(const char *text, size_t len, const char *where, struct stop_mark *s,
+                    char *err, size_t errlen);
 
 struct model;
 
-/* For every process of `m` whose trace folder holds a stop record, on the record's host, that
- * started before the stop and ended at or after it began (its end record, or its last sign of life for one killed
- * without one): sets its stopped_by (the records are kept in `*marks`, `*nmarks`, to be freed
- * with free() once the model is). Unreadable records get one line on stderr each. Returns how
- * many processes it marked, -1 when out of memory. */
+/* For every process of `m` whose trace folder (or node summary) holds a stop record, on the
+ * record's host, that started before the stop and ended at or after it began (its end record,
+ * or its last sign of life for one killed without one): sets its stopped_by. `*marks` holds
+ * `*nmarks` records already known (those node summaries carried, their folder the summary's
+ * path; NULL, 0 for none); the records of the traces' folders are added (the array is to be
+ * freed with free() once the model is). Unreadable records get one line on stderr each.
+ * Returns how many processes it marked, -1 when out of memory. */
 long stop_mark_attach(struct model *m, struct stop_mark **marks, size_t *nmarks);
 
 #endif

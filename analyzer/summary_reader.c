@@ -446,7 +446,8 @@ static int check_entry(struct sreader *r, uint32_t i, struct ls_summary_entry *e
     uint64_t blobs = r->sh.index_off + (uint64_t)r->sh.ntraces * sizeof(*e);
     if (e->off < blobs || e->off > r->size || e->len > r->size - e->off ||
         e->name >= r->sh.strings_len || !r->buf[r->sh.strings_off + e->name] ||
-        (e->kind != LS_SUMMARY_TRACE && e->kind != LS_SUMMARY_UNREADABLE) ||
+        (e->kind != LS_SUMMARY_TRACE && e->kind != LS_SUMMARY_UNREADABLE &&
+         e->kind != LS_SUMMARY_STOP) ||
         e->nrecords > LS_MAX_RING)
         return fail(r, "corrupt index entry %u", i);
     return 0;
@@ -468,6 +469,25 @@ static int load_entries(struct sreader *r, struct summary_contents *out)
         char *path = NULL;
         if (asprintf(&path, "%s/%s", r->name, tname) < 0)
             return fail(r, "out of memory");
+        if (e.kind == LS_SUMMARY_STOP) { /* its text, parsed by the analysis (stop_mark.h) */
+            free(path);
+            size_t len = e.len > 65536 ? 65536 : (size_t)e.len;
+            char *text = malloc(len + 1), **v = realloc(out->stops, (out->nstops + 1) * sizeof(*v));
+            if (v)
+                out->stops = v;
+            if (!text || !v) {
+                free(text);
+                return fail(r, "out of memory");
+            }
+            memcpy(text, r->buf + e.off, len);
+            text[len] = 0;
+            if (strlen(text) != len) {
+                free(text);
+                return fail(r, "corrupt index entry %u: a stop record with a NUL", i);
+            }
+            out->stops[out->nstops++] = text;
+            continue;
+        }
         if (e.kind == LS_SUMMARY_UNREADABLE) {
             char *msg = NULL;
             int len = e.len > 4000 ? 4000 : (int)e.len;
@@ -576,6 +596,9 @@ void summary_contents_free(struct summary_contents *out)
     for (size_t i = 0; i < out->nunreadable; i++)
         free(out->unreadable[i]);
     free(out->unreadable);
+    for (size_t i = 0; i < out->nstops; i++)
+        free(out->stops[i]);
+    free(out->stops);
     memset(out, 0, sizeof(*out));
 }
 

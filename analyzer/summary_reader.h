@@ -14,6 +14,8 @@ struct summary_contents {
     size_t ntraces;
     char **unreadable; /* "PATH/NAME: problem" of each trace its maker could not read */
     size_t nunreadable;
+    char **stops; /* the text of each stop record (kind LS_SUMMARY_STOP) the summary carries */
+    size_t nstops;
 };
 
 /* True when file name `name` ends in LS_SUMMARY_SUFFIX. */

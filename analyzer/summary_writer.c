@@ -350,22 +350,34 @@ int summary_writer_add(struct summary_writer *w, const char *name, const struct 
     return 0;
 }
 
-int summary_writer_add_unreadable(struct summary_writer *w, const char *name, const char *problem)
+/* Adds an entry of `kind` named `name` whose blob is the text `text` (no NUL). */
+static int add_text_entry(struct summary_writer *w, const char *name, uint32_t kind,
+                          const char *text)
 {
     uint32_t name_off = string_off(w, base_name(name));
     struct sbuf *b = new_entry(w);
     if (!b || w->pool.oom)
         return -1;
-    sb_bytes(b, problem, strlen(problem));
+    sb_bytes(b, text, strlen(text));
     if (b->oom) {
         free(b->p);
         return -1;
     }
     struct ls_summary_entry *e = &w->entries[w->n++];
     e->name = name_off;
-    e->kind = LS_SUMMARY_UNREADABLE;
+    e->kind = kind;
     e->rank = -1;
     return 0;
+}
+
+int summary_writer_add_unreadable(struct summary_writer *w, const char *name, const char *problem)
+{
+    return add_text_entry(w, name, LS_SUMMARY_UNREADABLE, problem);
+}
+
+int summary_writer_add_stop(struct summary_writer *w, const char *name, const char *text)
+{
+    return add_text_entry(w, name, LS_SUMMARY_STOP, text);
 }
 
 size_t summary_writer_count(const struct summary_writer *w)

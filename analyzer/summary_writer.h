@@ -34,6 +34,10 @@ int summary_writer_add(struct summary_writer *w, const char *name, const struct 
  * message without the file name). Returns 0, or -1 when out of memory. */
 int summary_writer_add_unreadable(struct summary_writer *w, const char *name, const char *problem);
 
+/* Adds the text of the stop record (analyzer/stop_mark.h) of a folder whose traces it holds, as
+ * an entry of kind LS_SUMMARY_STOP named `name`. Returns 0, or -1 when out of memory. */
+int summary_writer_add_stop(struct summary_writer *w, const char *name, const char *text);
+
 /* Traces (and unreadable ones) added so far. */
 size_t summary_writer_count(const struct summary_writer *w);
 

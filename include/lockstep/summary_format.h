@@ -30,6 +30,8 @@ enum ls_summary_kind {
     LS_SUMMARY_TRACE = 1,      /* a trace: its blob is the encoded trace */
     LS_SUMMARY_UNREADABLE = 2, /* a trace its maker could not read: the blob is the reader's
                                 * message without the file name ("corrupt header: ...") */
+    LS_SUMMARY_STOP = 3,       /* the record lockstep left in the summarized folder when it
+                                * stopped the job (analyzer/stop_mark.h): the blob is its text */
 };
 
 struct ls_summary_header {

@@ -271,6 +271,13 @@ def case_stopped_folder(tmp):
     expect([f["kind"] for f in report["findings"]] == [f["kind"] for f in live["findings"]],
            f"post-mortem {[f['summary'] for f in report['findings']]} != live "
            f"{[f['summary'] for f in live['findings']]}")
+    # A node summary of the folder carries the record: the same report from it.
+    summary = os.path.join(tmp, "stopped.summary")
+    s = subprocess.run([LOCKSTEP, "summarize", "-o", summary, d], capture_output=True, text=True,
+                       timeout=60)
+    expect(s.returncode == 0, f"summarize: {s.stderr}")
+    text2, _ = analyze_folder(summary)
+    expect(text2 == text, f"the summary's report differs:\n{text2}\nfrom the folder's:\n{text}")
 
     # Rank 1 is SIGKILLed mid-job; ranks 0, 2, 3 wait for it until run stops them.
     env = base_env(tmp, {"SCENARIO_VICTIM": "1"})
