@@ -205,7 +205,7 @@ static int take_stops(struct analysis *a, const struct loaded *o)
 static int take_loaded(struct analysis *a, struct loaded *o)
 {
     if (o->sc.traces) {
-        if (take_stops(a, o) < 0)
+        if (take_stops(a, o) < 0 || untraced_set_take(&a->untraced, &o->sc.untraced) < 0)
             return -1;
         for (size_t i = 0; i < o->sc.ntraces; i++) {
             a->traces[a->ntraces++] = o->sc.traces[i];

@@ -13,6 +13,7 @@
 #include "stop_mark.h"
 #include "summary_reader.h"
 #include "summary_writer.h"
+#include "untraced.h"
 #include "window.h"
 
 #define SIDECAR_MAX (1u << 20) /* a probe writes a few KiB; more is not a sidecar of ours */
@@ -27,7 +28,8 @@ struct hosts {
     struct host_sum *v;
     size_t n, cap;
     uint64_t window;
-    char **folders; /* the trace folders whose stop record (stop_mark.h) was looked for */
+    char **folders; /* the trace folders whose stop record (stop_mark.h) and markers of untraced
+                     * processes (untraced.h) were looked for */
     size_t nfolders;
 };
 
@@ -126,9 +128,37 @@ static int add_stop(struct hosts *hs, const char *text, int one_file)
     return w ? summary_writer_add_stop(w, STOP_MARK_NAME, text) : -1;
 }
 
-/* The first time a trace of folder `dir` is taken: its stop record, if it has one, goes into
- * the summary. Returns -1 when out of memory. */
-static int take_folder_stop(struct hosts *hs, const char *trace_path, int one_file)
+/* Adds the markers of the processes of `u` to the summaries of their hosts. Returns -1 when out
+ * of memory. */
+static int add_untraced(struct hosts *hs, const struct untraced *u, int one_file)
+{
+    for (size_t i = 0; i < u->n; i++) {
+        char name[512], text[UNTRACED_TEXT_MAX];
+        untraced_entry_name(&u->v[i], name, sizeof(name));
+        untraced_entry_text(u, &u->v[i], text, sizeof(text));
+        struct summary_writer *w = writer_for(hs, u->v[i].host, one_file);
+        if (!w || summary_writer_add_untraced(w, name, u->v[i].rank, text) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The markers of processes folder `dir` had no room for go into the summaries. Returns -1 when
+ * out of memory. */
+static int take_folder_untraced(struct hosts *hs, const char *dir, int one_file)
+{
+    struct untraced u;
+    int rc = untraced_read(dir, &u);
+    if (rc == 0)
+        rc = add_untraced(hs, &u, one_file);
+    untraced_free(&u);
+    return rc;
+}
+
+/* The first time a trace of folder `dir` is taken: its stop record, if it has one, and the
+ * markers of the processes it had no room for go into the summary. Returns -1 when out of
+ * memory. */
+static int take_folder(struct hosts *hs, const char *trace_path, int one_file)
 {
     const char *slash = strrchr(trace_path, '/');
     char *dir = slash ? strndup(trace_path, slash == trace_path ? 1 : (size_t)(slash - trace_path))
@@ -150,7 +180,7 @@ static int take_folder_stop(struct hosts *hs, const char *trace_path, int one_fi
     char *text = stop_mark_text(dir);
     int rc = text ? add_stop(hs, text, one_file) : 0;
     free(text);
-    return rc;
+    return rc == 0 ? take_folder_untraced(hs, dir, one_file) : rc;
 }
 
 /* Loads one path (a trace or a summary) into the writers. Returns -1 when out of memory. */
@@ -173,6 +203,8 @@ static int take_path(struct hosts *hs, const char *path, int one_file,
         }
         for (size_t i = 0; i < sc.nstops && rc == 0; i++)
             rc = add_stop(hs, sc.stops[i], one_file);
+        for (size_t i = 0; i < sc.untraced.n && rc == 0; i++)
+            rc = add_untraced(hs, &sc.untraced.v[i], one_file);
         for (size_t i = 0; i < sc.nunreadable && rc == 0; i++) {
             struct summary_writer *w = writer_for(hs, "unknown", one_file);
             const char *colon = strstr(sc.unreadable[i], ": ");
@@ -202,7 +234,7 @@ static int take_path(struct hosts *hs, const char *path, int one_file,
     struct summary_writer *w = writer_for(hs, t->hdr.host, one_file);
     int rc = w ? node_summary_add(w, path, t) : -1;
     if (rc == 0)
-        rc = take_folder_stop(hs, path, one_file);
+        rc = take_folder(hs, path, one_file);
     st->traces++;
     trace_free(t);
     return rc;

@@ -447,10 +447,27 @@ static int check_entry(struct sreader *r, uint32_t i, struct ls_summary_entry *e
     if (e->off < blobs || e->off > r->size || e->len > r->size - e->off ||
         e->name >= r->sh.strings_len || !r->buf[r->sh.strings_off + e->name] ||
         (e->kind != LS_SUMMARY_TRACE && e->kind != LS_SUMMARY_UNREADABLE &&
-         e->kind != LS_SUMMARY_STOP) ||
+         e->kind != LS_SUMMARY_STOP && e->kind != LS_SUMMARY_UNTRACED) ||
         e->nrecords > LS_MAX_RING)
         return fail(r, "corrupt index entry %u", i);
     return 0;
+}
+
+/* Keeps the marker of an untraced process that entry `i` (kind LS_SUMMARY_UNTRACED, named
+ * `name`) holds. Returns 0, or -1 after fail(). */
+static int load_untraced(struct sreader *r, uint32_t i, const struct ls_summary_entry *e,
+                         const char *name, struct summary_contents *out)
+{
+    char text[UNTRACED_TEXT_MAX];
+    if (e->len >= sizeof(text) || memchr(r->buf + e->off, 0, e->len))
+        return fail(r, "corrupt index entry %u: a marker of %llu bytes", i,
+                    (unsigned long long)e->len);
+    memcpy(text, r->buf + e->off, e->len);
+    text[e->len] = 0;
+    int rc = untraced_set_add_entry(&out->untraced, name, text);
+    if (rc < 0)
+        return fail(r, "out of memory");
+    return rc > 0 ? fail(r, "corrupt index entry %u: not a marker", i) : 0;
 }
 
 static int load_entries(struct sreader *r, struct summary_contents *out)
@@ -469,6 +486,12 @@ static int load_entries(struct sreader *r, struct summary_contents *out)
         char *path = NULL;
         if (asprintf(&path, "%s/%s", r->name, tname) < 0)
             return fail(r, "out of memory");
+        if (e.kind == LS_SUMMARY_UNTRACED) {
+            free(path);
+            if (load_untraced(r, i, &e, tname, out) < 0)
+                return -1;
+            continue;
+        }
         if (e.kind == LS_SUMMARY_STOP) { /* its text, parsed by the analysis (stop_mark.h) */
             free(path);
             size_t len = e.len > 65536 ? 65536 : (size_t)e.len;
@@ -599,6 +622,7 @@ void summary_contents_free(struct summary_contents *out)
     for (size_t i = 0; i < out->nstops; i++)
         free(out->stops[i]);
     free(out->stops);
+    untraced_set_free(&out->untraced);
     memset(out, 0, sizeof(*out));
 }
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "trace_reader.h"
+#include "untraced.h"
 
 /* What one summary holds. */
 struct summary_contents {
@@ -16,6 +17,8 @@ struct summary_contents {
     size_t nunreadable;
     char **stops; /* the text of each stop record (kind LS_SUMMARY_STOP) the summary carries */
     size_t nstops;
+    struct untraced_set untraced; /* the markers of processes its folders had no room for (kind
+                                   * LS_SUMMARY_UNTRACED), under their folders on the node */
 };
 
 /* True when file name `name` ends in LS_SUMMARY_SUFFIX. */

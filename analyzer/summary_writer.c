@@ -380,6 +380,15 @@ int summary_writer_add_stop(struct summary_writer *w, const char *name, const ch
     return add_text_entry(w, name, LS_SUMMARY_STOP, text);
 }
 
+int summary_writer_add_untraced(struct summary_writer *w, const char *name, int rank,
+                                const char *text)
+{
+    if (add_text_entry(w, name, LS_SUMMARY_UNTRACED, text) < 0)
+        return -1;
+    w->entries[w->n - 1].rank = rank;
+    return 0;
+}
+
 size_t summary_writer_count(const struct summary_writer *w)
 {
     return w->n;

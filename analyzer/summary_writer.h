@@ -38,6 +38,12 @@ int summary_writer_add_unreadable(struct summary_writer *w, const char *name, co
  * an entry of kind LS_SUMMARY_STOP named `name`. Returns 0, or -1 when out of memory. */
 int summary_writer_add_stop(struct summary_writer *w, const char *name, const char *text);
 
+/* Adds the marker of a process that could not be traced (analyzer/untraced.h), as an entry of
+ * kind LS_SUMMARY_UNTRACED named `name` (the marker's file name) with rank `rank` and blob
+ * `text`. Returns 0, or -1 when out of memory. */
+int summary_writer_add_untraced(struct summary_writer *w, const char *name, int rank,
+                                const char *text);
+
 /* Traces (and unreadable ones) added so far. */
 size_t summary_writer_count(const struct summary_writer *w);
 

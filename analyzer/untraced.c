@@ -109,18 +109,28 @@ int untraced_read(const char *dir, struct untraced *u)
     return rc;
 }
 
+/* The room of folder u as its processes found it: the most free any found, the filesystem's
+ * size, the smallest trace (0 unknown). One answer for every sentence of a report. */
+static void folder_room(const struct untraced *u, uint64_t *free_most, uint64_t *size,
+                        uint64_t *need)
+{
+    *free_most = *size = *need = 0;
+    for (size_t i = 0; i < u->n; i++) {
+        *free_most = u->v[i].free_bytes > *free_most ? u->v[i].free_bytes : *free_most;
+        *size = u->v[i].folder_bytes > *size ? u->v[i].folder_bytes : *size;
+        *need = u->v[i].need_bytes > *need ? u->v[i].need_bytes : *need;
+    }
+}
+
 void untraced_print(FILE *out, const struct untraced *u)
 {
     if (!u->n)
         return;
     int *ranks = malloc(u->n * sizeof *ranks);
-    uint64_t free_most = 0, size = 0, need = 0;
-    for (size_t i = 0; ranks && i < u->n; i++) {
+    uint64_t free_most, size, need;
+    folder_room(u, &free_most, &size, &need);
+    for (size_t i = 0; ranks && i < u->n; i++)
         ranks[i] = u->v[i].rank;
-        free_most = u->v[i].free_bytes > free_most ? u->v[i].free_bytes : free_most;
-        size = u->v[i].folder_bytes > size ? u->v[i].folder_bytes : size;
-        need = u->v[i].need_bytes > need ? u->v[i].need_bytes : need;
-    }
     char *set = ranks ? rankset_format(ranks, u->n) : NULL;
     char free_text[32], size_text_[32], need_text[32] = "";
     ls_size_text(free_most, free_text, sizeof free_text);
@@ -202,21 +212,6 @@ int untraced_set_add(struct untraced_set *s, const char *dir)
     return 0;
 }
 
-int untraced_set_take(struct untraced_set *to, struct untraced_set *from)
-{
-    if (!from->n)
-        return 0;
-    struct untraced *v = realloc(to->v, (to->n + from->n) * sizeof(*v));
-    if (!v)
-        return -1;
-    memcpy(v + to->n, from->v, from->n * sizeof(*v));
-    to->v = v;
-    to->n += from->n;
-    free(from->v);
-    memset(from, 0, sizeof(*from));
-    return 0;
-}
-
 void untraced_set_print(FILE *out, const struct untraced_set *s)
 {
     for (size_t i = 0; s && i < s->n; i++)
@@ -237,12 +232,13 @@ int untraced_reason(const struct untraced_set *s, int rank, char *buf, size_t le
 {
     for (size_t i = 0; s && rank >= 0 && i < s->n; i++)
         for (size_t k = 0; k < s->v[i].n; k++) {
-            const struct untraced_proc *p = &s->v[i].v[k];
-            if (p->rank != rank)
+            if (s->v[i].v[k].rank != rank)
                 continue;
+            uint64_t free_most, folder_bytes, need;
+            folder_room(&s->v[i], &free_most, &folder_bytes, &need);
             char size[32], free_text[32];
-            ls_size_text(p->folder_bytes, size, sizeof(size));
-            ls_size_text(p->free_bytes, free_text, sizeof(free_text));
+            ls_size_text(folder_bytes, size, sizeof(size));
+            ls_size_text(free_most, free_text, sizeof(free_text));
             snprintf(buf, len, "could not be traced: no room in %s (%s, %s free)", s->v[i].folder,
                      size, free_text);
             return 1;
@@ -266,6 +262,86 @@ int untraced_set_words(const struct untraced_set *s, const int *ranks, size_t n,
         if (!untraced_reason(s, ranks[i], why, sizeof(why)))
             return untraced_words(NULL, -1, buf, len);
     return n ? untraced_words(s, ranks[0], buf, len) : untraced_words(NULL, -1, buf, len);
+}
+
+void untraced_entry_name(const struct untraced_proc *p, char *buf, size_t len)
+{
+    if (p->rank >= 0)
+        snprintf(buf, len, "lockstep-%s-%d-r%d%s", p->host, p->pid, p->rank, MARK_TAIL);
+    else
+        snprintf(buf, len, "lockstep-%s-%d-rx%s", p->host, p->pid, MARK_TAIL);
+}
+
+void untraced_entry_text(const struct untraced *u, const struct untraced_proc *p, char *buf,
+                         size_t len)
+{
+    snprintf(buf, len, "need=%llu free=%llu size=%llu\nfolder %s",
+             (unsigned long long)p->need_bytes, (unsigned long long)p->free_bytes,
+             (unsigned long long)p->folder_bytes, u->folder);
+}
+
+/* The folder `dir` of `s`, added (with no process) when it has none. NULL when out of memory. */
+static struct untraced *set_folder(struct untraced_set *s, const char *dir)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i].folder, dir) == 0)
+            return &s->v[i];
+    struct untraced *v = realloc(s->v, (s->n + 1) * sizeof(*v));
+    if (!v)
+        return NULL;
+    s->v = v;
+    memset(&v[s->n], 0, sizeof(v[s->n]));
+    snprintf(v[s->n].folder, sizeof(v[s->n].folder), "%s", dir);
+    return &v[s->n++];
+}
+
+/* Adds process p to the folder `dir` of `s` in rank order, unless that folder has it already (a
+ * summary read beside the folder it was made of). Returns 0, or -1 when out of memory. */
+static int set_add(struct untraced_set *s, const char *dir, const struct untraced_proc *p)
+{
+    struct untraced *u = set_folder(s, dir);
+    if (!u)
+        return -1;
+    for (size_t i = 0; i < u->n; i++)
+        if (u->v[i].pid == p->pid && u->v[i].rank == p->rank && !strcmp(u->v[i].host, p->host))
+            return 0;
+    struct untraced_proc *v = realloc(u->v, (u->n + 1) * sizeof(*v));
+    if (!v)
+        return -1;
+    u->v = v;
+    size_t k = u->n;
+    while (k > 0 && by_rank(&v[k - 1], p) > 0)
+        k--;
+    memmove(&v[k + 1], &v[k], (u->n - k) * sizeof(*v));
+    v[k] = *p;
+    u->n++;
+    return 0;
+}
+
+int untraced_set_take(struct untraced_set *to, struct untraced_set *from)
+{
+    for (size_t i = 0; i < from->n; i++)
+        for (size_t k = 0; k < from->v[i].n; k++)
+            if (set_add(to, from->v[i].folder, &from->v[i].v[k]) < 0)
+                return -1;
+    untraced_set_free(from);
+    return 0;
+}
+
+int untraced_set_add_entry(struct untraced_set *s, const char *name, const char *text)
+{
+    struct untraced_proc p = {0};
+    unsigned long long need, free_bytes, size;
+    int at = 0;
+    if (parse_name(name, &p) < 0 ||
+        sscanf(text, "need=%llu free=%llu size=%llu\nfolder %n", &need, &free_bytes, &size,
+               &at) != 3 ||
+        !at || !text[at])
+        return 1;
+    p.need_bytes = need;
+    p.free_bytes = free_bytes;
+    p.folder_bytes = size;
+    return set_add(s, text + at, &p);
 }
 
 void untraced_set_free(struct untraced_set *s)

@@ -53,8 +53,8 @@ struct untraced_set {
  * of memory. */
 int untraced_set_add(struct untraced_set *s, const char *dir);
 
-/* Moves the folders of `from` to the end of `to` (`from` is left empty). Returns 0, or -1 when
- * out of memory (`from` is then untouched). */
+/* Moves the processes of `from` into `to`, each under its folder, leaving out those that folder
+ * of `to` has already (`from` is left empty). Returns 0, or -1 when out of memory. */
 int untraced_set_take(struct untraced_set *to, struct untraced_set *from);
 
 /* untraced_print() of each folder of `s` (NULL is fine: nothing). */
@@ -76,6 +76,22 @@ int untraced_words(const struct untraced_set *s, int rank, char *buf, size_t len
  * every one of them (returns 1), else "no trace" (returns 0). */
 int untraced_set_words(const struct untraced_set *s, const int *ranks, size_t n, char *buf,
                        size_t len);
+
+/* The longest text of a marker in a node summary (untraced_entry_text()), NUL included. */
+#define UNTRACED_TEXT_MAX 4200
+
+/* The file name of p's marker ("lockstep-HOST-PID-rR.trace.blind", "-rx" without a rank). */
+void untraced_entry_name(const struct untraced_proc *p, char *buf, size_t len);
+
+/* A node summary's text for process p of folder u (docs/summary-format.md, kind 4): "need=B
+ * free=B size=B\nfolder DIR", at most UNTRACED_TEXT_MAX bytes with its NUL. */
+void untraced_entry_text(const struct untraced *u, const struct untraced_proc *p, char *buf,
+                         size_t len);
+
+/* Adds the process of a summary's marker entry (its file name `name`, its text `text`) to `s`,
+ * under the folder the text names, in rank order. Returns 0, 1 when `name` or `text` is not a
+ * marker's (nothing added), -1 when out of memory. */
+int untraced_set_add_entry(struct untraced_set *s, const char *name, const char *text);
 
 /* Frees what `s` holds; it may be added to again. */
 void untraced_set_free(struct untraced_set *s);

@@ -32,6 +32,9 @@ enum ls_summary_kind {
                                 * message without the file name ("corrupt header: ...") */
     LS_SUMMARY_STOP = 3,       /* the record lockstep left in the summarized folder when it
                                 * stopped the job (analyzer/stop_mark.h): the blob is its text */
+    LS_SUMMARY_UNTRACED = 4,   /* the marker of a process the summarized folder had no room for
+                                * (room.h): "need=B free=B size=B\nfolder DIR", named as the
+                                * marker ("lockstep-HOST-PID-rR.trace.blind") */
 };
 
 struct ls_summary_header {
