@@ -143,12 +143,14 @@ static int add_untraced(struct hosts *hs, const struct untraced *u, int one_file
     return 0;
 }
 
-/* The markers of processes folder `dir` had no room for go into the summaries. Returns -1 when
- * out of memory. */
+/* The markers of processes folder `dir` had no room for go into the summaries, under the
+ * folder's full path (lockstep-gather summarizes "./NAME"s). Returns -1 when out of memory. */
 static int take_folder_untraced(struct hosts *hs, const char *dir, int one_file)
 {
     struct untraced u;
-    int rc = untraced_read(dir, &u);
+    char *full = realpath(dir, NULL);
+    int rc = untraced_read(full ? full : dir, &u);
+    free(full);
     if (rc == 0)
         rc = add_untraced(hs, &u, one_file);
     untraced_free(&u);

@@ -171,16 +171,17 @@ def case_partial(tmp):
                f"JSON untraced {untraced}, markers of ranks {blind}")
         # Afterwards, post-mortem: the same words, and the finding says why they are missing.
         expect_untraced_named(d, d, blind, "missing_ranks")
-        # A node summary of the folder keeps the markers (so does a summary of that summary):
-        # a gathered diagnosis names the untraced ranks as the folder's does.
-        where = d
+        # A node summary of the folder's traces, made as lockstep-gather makes it (in the folder,
+        # of ./NAME.trace), keeps the markers under the folder's path, and so does a summary of
+        # that summary: a gathered diagnosis names the untraced ranks as the folder's does.
+        where = ["./" + n for n in traced]
         for name in ("node.summary", "again.summary"):
             summary = os.path.join(tmp, name)
-            s = subprocess.run([LOCKSTEP, "summarize", "-o", summary, where], capture_output=True,
-                               text=True, timeout=60)
+            s = subprocess.run([LOCKSTEP, "summarize", "-o", summary, *where], cwd=d,
+                               capture_output=True, text=True, timeout=60)
             expect(s.returncode == 0, f"summarize {where} exited {s.returncode}:\n{s.stderr}")
             expect_untraced_named(d, summary, blind, "missing_ranks")
-            where = summary
+            where = [summary]
 
 
 def case_nothing_fits(tmp):
