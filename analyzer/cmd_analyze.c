@@ -23,7 +23,7 @@ const struct command_help analyze_help = {
     "                   timeline ('-': the page on stdout, in place of the report)\n"
     "  --job ID         diagnose only job ID (a job id, or anon-N as the text report names it)\n"
     "  -h, --help       this help\n"
-    "exit status: 0 nothing found, 1 findings, 2 bad input\n"};
+    "exit status: 0 nothing found, 1 findings (or ranks that could not be traced), 2 bad input\n"};
 
 int cmd_analyze(int argc, char **argv)
 {
