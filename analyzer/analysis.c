@@ -364,7 +364,7 @@ int analysis_add_path(struct analysis *a, const char *path)
         return -1;
     }
     return S_ISDIR(st.st_mode) ? scan_dir(&a->paths, &a->untraced, path, 1)
-                                : push_path(&a->paths, NULL, path);
+                               : push_path(&a->paths, NULL, path);
 }
 
 int analysis_load(struct analysis *a, const char *job)

@@ -34,8 +34,8 @@ static int missing_traces(struct diag *d)
     f->ranks = absent;
     char why[700];
     if (untraced_set_words(d->m->untraced, absent.v, absent.n, why, sizeof(why)))
-        finding_summary(f, "%s of %d %s: what %s did cannot be known", ranks, d->j->world_size,
-                        why, absent.n == 1 ? "it" : "they");
+        finding_summary(f, "%s of %d %s: what %s did cannot be known", ranks, d->j->world_size, why,
+                        absent.n == 1 ? "it" : "they");
     else
         finding_summary(f, "no trace for %s of %d: what %s did cannot be known", ranks,
                         d->j->world_size, absent.n == 1 ? "it" : "they");

@@ -401,8 +401,7 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
             char why[700];
             untraced_set_words(d->m->untraced, k->ranks.v, k->ranks.n, why, sizeof(why));
             finding_detail(f, "missing: %s, %s", rs, why);
-        }
-        else if (k->has_call) {
+        } else if (k->has_call) {
             char what[96];
             if (k->comm && k->seq)
                 snprintf(what, sizeof(what), "%s #%llu on comm %08llx", ls_op_name((unsigned)k->op),

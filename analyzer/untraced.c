@@ -333,10 +333,9 @@ int untraced_set_add_entry(struct untraced_set *s, const char *name, const char 
     struct untraced_proc p = {0};
     unsigned long long need, free_bytes, size;
     int at = 0;
-    if (parse_name(name, &p) < 0 ||
-        sscanf(text, "need=%llu free=%llu size=%llu\nfolder %n", &need, &free_bytes, &size,
-               &at) != 3 ||
-        !at || !text[at])
+    const char *form = "need=%llu free=%llu size=%llu\nfolder %n";
+    int got = sscanf(text, form, &need, &free_bytes, &size, &at);
+    if (parse_name(name, &p) < 0 || got != 3 || !at || !text[at])
         return 1;
     p.need_bytes = need;
     p.free_bytes = free_bytes;

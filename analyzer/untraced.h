@@ -39,7 +39,6 @@ void untraced_print(FILE *out, const struct untraced *u);
  * returns 0 and writes nothing. */
 int untraced_print_full(FILE *out, const char *dir);
 
-
 /* Frees what `u` holds; it may be read into again. */
 void untraced_free(struct untraced *u);
 
