@@ -347,11 +347,9 @@ static void call_words(const struct ls_record *r, const struct wg_node *v, char 
  * rank 3 of comm 7f3a91c2 (no trace)" for a member without a global rank. */
 static void node_name(const struct waitgraph *g, const struct wg_node *v, char *buf, size_t len)
 {
-    char why[700];
-    if (v->rank >= 0 && v->kind == WG_ABSENT) {
-        untraced_words(g->m->untraced, v->rank, why, sizeof(why));
-        snprintf(buf, len, "rank %d (%.*s)", v->rank, (int)(len > 24 ? len - 24 : 0), why);
-    } else if (v->rank >= 0)
+    if (v->rank >= 0 && v->kind == WG_ABSENT)
+        untraced_rank_words(g->m->untraced, v->rank, buf, len);
+    else if (v->rank >= 0)
         snprintf(buf, len, "rank %d", v->rank);
     else if (v->kind == WG_ABSENT)
         snprintf(buf, len, "comm rank %d of comm %08llx (no trace)", v->comm_rank,

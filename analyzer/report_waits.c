@@ -197,11 +197,9 @@ void report_wait_classes_free(struct report_wait_class *v, size_t n)
 static void node_words(const struct waitgraph *g, size_t v, char *buf, size_t len)
 {
     const struct wg_node *n = &g->nodes[v];
-    char why[700];
-    if (n->rank >= 0 && n->kind == WG_ABSENT) {
-        untraced_words(g->m->untraced, n->rank, why, sizeof(why));
-        snprintf(buf, len, "rank %d (%.*s)", n->rank, (int)(len > 24 ? len - 24 : 0), why);
-    } else if (n->rank >= 0)
+    if (n->rank >= 0 && n->kind == WG_ABSENT)
+        untraced_rank_words(g->m->untraced, n->rank, buf, len);
+    else if (n->rank >= 0)
         snprintf(buf, len, "rank %d", n->rank);
     else
         snprintf(buf, len, "comm rank %d of comm %08llx%s", n->comm_rank,

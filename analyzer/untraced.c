@@ -254,6 +254,13 @@ int untraced_words(const struct untraced_set *s, int rank, char *buf, size_t len
     return 0;
 }
 
+void untraced_rank_words(const struct untraced_set *s, int rank, char *buf, size_t len)
+{
+    char why[700];
+    untraced_words(s, rank, why, sizeof(why));
+    snprintf(buf, len, "rank %d (%.*s)", rank, (int)(len > 24 ? len - 24 : 0), why);
+}
+
 int untraced_set_words(const struct untraced_set *s, const int *ranks, size_t n, char *buf,
                        size_t len)
 {

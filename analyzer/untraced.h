@@ -71,6 +71,9 @@ int untraced_reason(const struct untraced_set *s, int rank, char *buf, size_t le
  * marker names it. */
 int untraced_words(const struct untraced_set *s, int rank, char *buf, size_t len);
 
+/* "rank 5 (no trace)", or "rank 5 (could not be traced: ...)" when a marker of `s` names it. */
+void untraced_rank_words(const struct untraced_set *s, int rank, char *buf, size_t len);
+
 /* untraced_words() for the `n` global ranks `ranks`: the first's reason when a marker names
  * every one of them (returns 1), else "no trace" (returns 0). */
 int untraced_set_words(const struct untraced_set *s, const int *ranks, size_t n, char *buf,
