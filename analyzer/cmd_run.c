@@ -41,7 +41,8 @@ static void remember_signal(int sig)
 
 const struct command_help run_help = {
     "run",
-    "[--dir DIR] [--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--grace SECONDS] "
+    "[--dir DIR] [--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--log FILE] "
+    "[--grace SECONDS] "
     "[--signal-stacks] -- CMD [ARG...]",
     "run a job under the shim; on a stall diagnose it live, stop it and exit 3",
     "  runs CMD with the lockstep shim preloaded; when for SECONDS (default 300) the job,\n"
@@ -57,6 +58,8 @@ const struct command_help run_help = {
     "                   annotations at the divergent call sites after the text)\n"
     "                   formats: " COMMAND_HELP_FORMATS "\n"
     "  --json FILE      the same as --format json=FILE\n"
+    "  --log FILE       also write all that run says (its messages and the report) to FILE\n"
+    "                   as it says it, whatever becomes of the terminal or a pipe\n"
     "  --grace SECONDS  stopping: how long the launcher gets to tear its job down after\n"
     "                   SIGTERM, then the ranks after theirs, before SIGKILL (default 5)\n"
     "  --signal-stacks  where ptrace is refused, ask the shim for live stacks with a\n"
@@ -401,7 +404,7 @@ int cmd_run(int argc, char **argv)
     if (optind >= argc)
         return command_usage_error(&run_help, "no command to run after '--'");
     char **cmd = argv + optind;
-    if (live_check_json(&o) < 0)
+    if (live_check_json(&o) < 0 || live_start_log(&o) < 0)
         return 2;
 
     char shim[PATH_MAX];

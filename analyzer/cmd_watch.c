@@ -17,7 +17,8 @@
 
 const struct command_help watch_help = {
     "watch",
-    "[--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--kill] [--grace SECONDS] "
+    "[--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--log FILE] [--kill] "
+    "[--grace SECONDS] "
     "[--signal-stacks] DIR",
     "watch a job traced into DIR; on a stall diagnose it live and exit 3",
     "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
@@ -33,6 +34,8 @@ const struct command_help watch_help = {
     "                   annotations at the divergent call sites after the text)\n"
     "                   formats: " COMMAND_HELP_FORMATS "\n"
     "  --json FILE      the same as --format json=FILE\n"
+    "  --log FILE       also write all that watch says (its messages and the report) to\n"
+    "                   FILE as it says it, whatever becomes of the terminal or a pipe\n"
     "  --kill           on a stall also stop the traced processes\n"
     "  --grace SECONDS  with --kill: how long the ranks get after SIGTERM, and their\n"
     "                   left-over processes after that, before SIGKILL (default 5,\n"
@@ -79,7 +82,7 @@ int cmd_watch(int argc, char **argv)
                 dir, found ? "not a folder" : strerror(errno), dir);
         return 2;
     }
-    if (live_check_json(&o) < 0)
+    if (live_check_json(&o) < 0 || live_start_log(&o) < 0)
         return 2;
     /* A reader of the report that went away (`| head -1`) must not cost the --json file or
      * the exit status: writes fail with EPIPE instead of killing watch. */

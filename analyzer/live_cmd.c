@@ -12,6 +12,7 @@
 
 #include "analysis.h"
 #include "live_cmd.h"
+#include "live_log.h"
 #include "live_scope.h"
 #include "rankset.h"
 #include "stop_mark.h"
@@ -60,6 +61,13 @@ int live_set_option(struct live_opts *o, int c, const char *val)
 {
     char *end;
     switch (c) {
+    case LIVE_OPT_LOG:
+        if (!*val) {
+            fprintf(stderr, "lockstep: --log wants a file name\n");
+            return -1;
+        }
+        o->log_path = val;
+        return 1;
     case LIVE_OPT_SIGNAL_STACKS:
         o->signal_stacks = 1;
         live_use_signal_stacks(1);
@@ -98,6 +106,28 @@ static void write_files(struct live_opts *o, const struct report_input *in)
 int live_check_json(const struct live_opts *o)
 {
     return output_plan_check_files(&o->files);
+}
+
+int live_start_log(const struct live_opts *o)
+{
+    return o->log_path ? live_log_open(o->log_path) : 0;
+}
+
+/* When stdout went away while the report was written to it: says so once, and where the report
+ * is kept (the report files, the log). */
+static void note_stdout(const struct live_opts *o)
+{
+    char kept[1024] = "";
+    size_t k = 0;
+    for (size_t i = 0; i < o->files.n && k < sizeof(kept); i++)
+        if (strcmp(o->files.v[i].path, "-") != 0)
+            k += (size_t)snprintf(kept + k, sizeof(kept) - k, "%s%s", k ? ", " : "",
+                                  o->files.v[i].path);
+    if (o->log_path && k < sizeof(kept))
+        k += (size_t)snprintf(kept + k, sizeof(kept) - k, "%s%s", k ? ", " : "", o->log_path);
+    char words[1100];
+    snprintf(words, sizeof(words), "the report is kept in %s", kept);
+    live_log_note_stdout(k ? words : NULL);
 }
 
 /* Rewrites the JSON report at `path` with one more member at its end, written by `write`
@@ -246,6 +276,8 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
     if (stall)
         append_json_files(o, stall_member, stall);
     rc = (int)a.fs.n;
+    if (print)
+        note_stdout(o);
 out:
     analysis_free(&a);
     return rc;
@@ -287,6 +319,7 @@ void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,
     job_stop(m, job, &r);
     stop_report_print(stdout, &r);
     fflush(stdout);
+    note_stdout(o);
     append_json_files(o, stop_member, &r);
     stop_report_free(&r);
 }

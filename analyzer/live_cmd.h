@@ -21,6 +21,7 @@ struct live_opts {
     double grace_s;    /* stopping: how long each step waits before the next, harsher one */
     int signal_stacks; /* --signal-stacks: the shim's in-process sampler where ptrace is
                         * refused (docs/live.md: its signal can end a rank's sleeps) */
+    const char *log_path; /* --log FILE: all the command says goes there too (live_log.h) */
 };
 
 /* The defaults: a stall after 300 s, the stop's grace from job_stop_default_grace(). */
@@ -33,7 +34,8 @@ enum {
     LIVE_OPT_JSON,
     LIVE_OPT_FORMAT,
     LIVE_OPT_GRACE,
-    LIVE_OPT_SIGNAL_STACKS
+    LIVE_OPT_SIGNAL_STACKS,
+    LIVE_OPT_LOG
 };
 /* clang-format off */
 #define LIVE_LONG_OPTIONS                                                                          \
@@ -41,7 +43,8 @@ enum {
     {"json", required_argument, NULL, LIVE_OPT_JSON},                                              \
     {"format", required_argument, NULL, LIVE_OPT_FORMAT},                                          \
     {"grace", required_argument, NULL, LIVE_OPT_GRACE},                                            \
-    {"signal-stacks", no_argument, NULL, LIVE_OPT_SIGNAL_STACKS}
+    {"signal-stacks", no_argument, NULL, LIVE_OPT_SIGNAL_STACKS},                                  \
+    {"log", required_argument, NULL, LIVE_OPT_LOG}
 /* clang-format on */
 
 /* Sets the option getopt_long() returned as `c` (with its value `val`) in `o`. Returns 1 when
@@ -54,6 +57,10 @@ int live_set_option(struct live_opts *o, int c, const char *val);
  * written: opens it for writing (it is made and removed again when it did not exist). Returns
  * 0, or -1 after a message naming the file. */
 int live_check_json(const struct live_opts *o);
+
+/* Starts --log FILE when asked (live_log.h), once the report files are checked and before the
+ * job starts or watching begins. Returns 0, -1 after a message naming the file. */
+int live_start_log(const struct live_opts *o);
 
 /* Diagnoses the traces in `dir`: probes the ranks still running here when `probe` is set,
  * prints the report (text, github annotations) on stdout when `print` is set, and writes the

@@ -228,12 +228,22 @@ def case_shell(tmp):
     d = os.path.join(tmp, "traces-head")
     js = os.path.join(tmp, "head.json")
     FOLDERS.append(d)
-    p = bash_line(tmp, "head", f"set -o pipefail; {run} --dir {d} --json {js} -- {LAUNCH} "
-                  f"--np 2 -- {SCENARIOS} uneven_shards | head -1; echo run-exit=$?", env)
+    log = os.path.join(tmp, "head.log")
+    p = bash_line(tmp, "head", f"set -o pipefail; {run} --dir {d} --json {js} --log {log} -- "
+                  f"{LAUNCH} --np 2 -- {SCENARIOS} uneven_shards | head -1; echo run-exit=$?",
+                  env)
     expect("run-exit=3" in p.stdout, f"| head -1: {p.stdout}\n{p.stderr}")
     report = json.load(open(js))
     expect(report["findings"][0]["kind"] == "op_mismatch" and
            ranks_of(stopped(report, p)) == [0, 1], f"| head -1: the report file {report}")
+    expect(f"stdout went away (a closed pipe or terminal): the report is kept in {js}, {log}"
+           in p.stderr, f"run did not say where the report went:\n{p.stderr}")
+    # The log has everything run said, on both streams, in order: the report whole.
+    text = open(log).read()
+    order = ["lockstep: tracing", "made no progress", "[op_mismatch]", "ranks (anon-",
+             "stdout went away", "stopped the job in ", "traces kept in"]
+    at = [text.find(w) for w in order]
+    expect(all(a >= 0 for a in at) and at == sorted(at), f"the --log file {at}:\n{text}")
     expect_nothing_left(d, p)
     # 4. A coprocess of the shell that exec'd run: not the job either.
     d = os.path.join(tmp, "traces-coproc")
