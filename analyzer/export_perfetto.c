@@ -133,11 +133,12 @@ static int write_proc_meta(struct exporter *x, const struct m_proc *p, const str
     return 0;
 }
 
-/* When a call still in flight is drawn to end: the job's reference time, or the process's
- * own end when it died on its own (not stopped with the hung job). */
+/* When a call still in flight is drawn to end: the job's newest sign of life (its reference
+ * time, or later when lockstep stopped it: the calls were in flight until then), or the
+ * process's own end when it died on its own (not stopped with the hung job). */
 static uint64_t open_end(const struct m_proc *p, const struct m_job *j, const struct ls_record *r)
 {
-    uint64_t end = j->now_ns;
+    uint64_t end = j->newest_ns;
     if (!model_alive(p) && !p->stopped_with_job && p->last_seen_ns)
         end = p->last_seen_ns;
     return end > r->enter_ns ? end : r->enter_ns;

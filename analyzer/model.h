@@ -157,7 +157,9 @@ struct m_job {
     size_t ncomms;
     int world_size;          /* from the launcher, else the largest communicator */
     struct m_proc **by_rank; /* world_size slots; NULL where no trace */
-    uint64_t now_ns;         /* reference time: newest heartbeat, end or call of the job */
+    uint64_t now_ns;         /* reference time: newest heartbeat, end or call of the job; when
+                              * lockstep stopped it, the stop's time (stop_mark.h) */
+    uint64_t newest_ns;      /* the newest heartbeat, end or call of the job, stopped or not */
 };
 
 struct model {

@@ -583,6 +583,8 @@ int model_state_build(struct model *m)
         job->now_ns = max_u64(job->now_ns, p->last_seen_ns);
     }
     /* A job lockstep stopped is described as it was when the stop began. */
+    for (size_t j = 0; j < m->njobs; j++)
+        m->jobs[j].newest_ns = m->jobs[j].now_ns;
     for (size_t i = 0; i < m->nprocs; i++) {
         const struct stop_mark *s = m->procs[i].stopped_by;
         struct m_job *job = &m->jobs[m->procs[i].job];

@@ -15,7 +15,8 @@ import re
 import subprocess
 import sys
 
-from test_live import EMU_DIR, LAUNCH, LOCKSTEP, SCENARIOS  # and the harness's path
+from test_live import (LAUNCH, LOCKSTEP, SCENARIOS, remove_tagged_segments,  # noqa: E402
+                       tagged_env)
 from harness import Skip, expect, run  # noqa: E402
 
 TAG = "bl%d" % os.getpid()  # names this case's emulator segments (LOCKSTEP_EMU_TAG)
@@ -23,23 +24,11 @@ MIB = 1024 * 1024
 
 
 def base_env(tmp):
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = EMU_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
-    for k in ("LD_PRELOAD", "LOCKSTEP_DIR", "LOCKSTEP_RING", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-              "LOCAL_WORLD_SIZE"):
-        env.pop(k, None)
-    env["LOCKSTEP_TEST_IDFILE"] = os.path.join(tmp, "id")
-    env["LOCKSTEP_EMU_TAG"] = TAG
-    return env
+    return tagged_env(tmp, TAG)
 
 
 def remove_segments():
-    for f in os.listdir("/dev/shm"):
-        if f.startswith("lsemu-%s-" % TAG):
-            try:
-                os.unlink(os.path.join("/dev/shm", f))
-            except OSError:
-                pass
+    remove_tagged_segments(TAG)
 
 
 class Tmpfs:

@@ -32,6 +32,30 @@ def base_env(extra=None):
     return env
 
 
+def tagged_env(tmp, tag, extra=None):
+    """The environment of a job on the emulator whose segments are named by `tag`
+    (LOCKSTEP_EMU_TAG), with none of the shim's or launcher's settings of the caller."""
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = EMU_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
+    for k in ("LD_PRELOAD", "LOCKSTEP_DIR", "LOCKSTEP_RING", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+              "LOCAL_WORLD_SIZE", "SLURM_CONF"):
+        env.pop(k, None)
+    env["LOCKSTEP_TEST_IDFILE"] = os.path.join(tmp, "id")
+    env["LOCKSTEP_EMU_TAG"] = tag
+    env.update(extra or {})
+    return env
+
+
+def remove_tagged_segments(tag):
+    """Removes the emulator's segments of jobs run with tagged_env(tag)."""
+    for f in os.listdir("/dev/shm"):
+        if f.startswith("lsemu-%s-" % tag):
+            try:
+                os.unlink(os.path.join("/dev/shm", f))
+            except OSError:
+                pass
+
+
 def lockstep_run(tmp, mode, np=4, stall=2, extra_env=None, launcher_args=(), run_args=()):
     """Runs `lockstep run` on a scenario; returns (process, report dict or None, trace dir)."""
     d = os.path.join(tmp, "traces-" + mode)

@@ -17,30 +17,19 @@ import subprocess
 import sys
 import time
 
-from test_live import EMU_DIR, LAUNCH, LOCKSTEP, SCENARIOS, SHIM  # and the harness's path
+from test_live import (LAUNCH, LOCKSTEP, SCENARIOS, SHIM, remove_tagged_segments,  # noqa: E402
+                       tagged_env)
 from harness import Skip, expect, run  # noqa: E402
 TAG = "rl%d" % os.getpid()  # names this case's emulator segments (LOCKSTEP_EMU_TAG)
 FOLDERS = []  # trace folders of this case's runs: what is left of their jobs is killed at exit
 
 
 def base_env(tmp, extra=None):
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = EMU_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
-    for k in ("LD_PRELOAD", "LOCKSTEP_DIR", "RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_CONF"):
-        env.pop(k, None)
-    env["LOCKSTEP_TEST_IDFILE"] = os.path.join(tmp, "id")
-    env["LOCKSTEP_EMU_TAG"] = TAG
-    env.update(extra or {})
-    return env
+    return tagged_env(tmp, TAG, extra)
 
 
 def remove_segments():
-    for f in os.listdir("/dev/shm"):
-        if f.startswith("lsemu-%s-" % TAG):
-            try:
-                os.unlink(os.path.join("/dev/shm", f))
-            except OSError:
-                pass
+    remove_tagged_segments(TAG)
 
 
 def lockstep_run(tmp, name, cmd, stall=1, run_args=(), env=None, timeout=120):
