@@ -7,6 +7,7 @@
 #include "live.h"
 #include "names.h"
 #include "rankset.h"
+#include "stop_mark.h"
 #include "timefmt.h"
 
 double diag_seconds_ago(const struct diag *d, uint64_t t)
@@ -163,12 +164,49 @@ static void describe_stopped_with_job(struct diag *d, const struct m_proc *p, co
                  last);
 }
 
+/* A rank lockstep's own stop ended (stop_mark.h), as it was when the stop began: "it was alive
+ * and busy, not in NCCL, at X when lockstep run stopped the job; last seen in Y, 2.1 s
+ * before". */
+static void describe_stopped_by(struct diag *d, const struct m_proc *p, const struct m_live *lv,
+                                char *buf, size_t len)
+{
+    char call[512] = "", t[32], when[64];
+    snprintf(when, sizeof(when), "when lockstep %s stopped the job", p->stopped_by->by);
+    const char *how = lv ? lv->activity : "";
+    if (p->state == RANK_IN_CALL && p->current) {
+        describe_call(d, p, p->current, call, sizeof(call));
+        ago(t, sizeof(t), diag_seconds_ago(d, p->current->enter_ns));
+        snprintf(buf, len, "it was alive%s%s, %s %s for %s %s", *how ? " and " : "", how,
+                 p->waiting_gpu ? "waiting for its GPU to finish" : "inside", call, t, when);
+        return;
+    }
+    if (p->last_call)
+        describe_call(d, p, p->last_call, call, sizeof(call));
+    ago(t, sizeof(t), diag_seconds_ago(d, p->since_ns));
+    if (lv) {
+        char thread[700];
+        live_thread_phrase(lv, p->t->hdr.pid, thread, sizeof(thread));
+        snprintf(buf, len, "it was alive and %s, not in NCCL, at %s%s %s; last seen in %s, %s before",
+                 how, lv->where[0] ? lv->where : "an unknown place (no live stack)", thread, when,
+                 p->last_call ? call : "none recorded", t);
+    } else if (p->last_call) {
+        snprintf(buf, len, "it was alive, not in NCCL, %s; last seen in %s, %s before", when, call,
+                 t);
+    } else {
+        snprintf(buf, len, "it was alive and had made no NCCL call %s", when);
+    }
+}
+
 void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, size_t len)
 {
     char call[512] = "", t[32];
     const struct ls_header *h = &p->t->hdr;
     const struct m_live *lv = p->live && strcmp(p->live->activity, "gone") != 0 ? p->live : NULL;
     const char *stopped = "stopped (SIGSTOP, a debugger or a suspended job)";
+    if (p->stopped_by && !p->stopped) {
+        describe_stopped_by(d, p, lv, buf, len);
+        return;
+    }
     if (model_alive(p) && p->state == RANK_IN_CALL && p->current) {
         describe_call(d, p, p->current, call, sizeof(call));
         ago(t, sizeof(t), diag_seconds_ago(d, p->current->enter_ns));

@@ -912,11 +912,14 @@ def case_snapshot(tmp):
     expect("without an exit record" not in text, f"a rank both gone and alive:\n{text}")
     one_line(text, r"rank 3 never called it \u2014 it is alive and busy, not in NCCL, now at "
                    r"[^;]*load_batch", "where rank 3 was when the snapshot was taken")
-    # The runner's own folder, post mortem: it stopped every rank itself (SIGTERM).
+    # The runner's own folder, post mortem: it stopped every rank itself (SIGTERM), and said
+    # so in the folder: the ranks are as they were when it did.
     r, text = analyze(os.path.join(tmp, "run"))
     f = one_root(r, "missing_ranks")
-    one_line(text, r"rank 3 never called it \u2014 it was busy at [^;]*load_batch[^;]* when "
-                   r"the whole job was stopped \(SIGTERM\)", "where rank 3 was when stopped")
+    one_line(text, r"rank 3 never called it \u2014 it was alive and busy, not in NCCL, at "
+                   r"[^;]*load_batch[^;]* when lockstep run stopped the job", "where rank 3 was "
+             "when stopped")
+    expect(r["jobs"][0]["stopped_by"]["by"] == "run", f"{r['jobs'][0]}")
 
 
 # ---------------------------------------------------------------- 11. aborted communicators
