@@ -185,8 +185,8 @@ static int take_stops(struct analysis *a, const struct loaded *o)
         char where[PATH_MAX], err[PATH_MAX + 200];
         snprintf(where, sizeof(where), "%.*s", (int)(slash - trace), trace);
         struct stop_mark s;
-        if (stop_mark_parse(o->sc.stops[i], strlen(o->sc.stops[i]), where, &s, err,
-                            sizeof(err)) < 0) {
+        if (stop_mark_parse(o->sc.stops[i], strlen(o->sc.stops[i]), where, &s, err, sizeof(err)) <
+            0) {
             fprintf(stderr, "lockstep: %s\n", err);
             continue;
         }

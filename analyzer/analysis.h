@@ -37,8 +37,8 @@ struct analysis {
     size_t nstops;
     struct untraced_set untraced; /* the markers of ranks without room for a trace (untraced.h)
                                    * in the folders scanned and the node summaries read */
-    int whole_rings;           /* set before analysis_load(): read whole rings, not the window of
-                                * window_records() (for exports of every call) */
+    int whole_rings;              /* set before analysis_load(): read whole rings, not the window of
+                                   * window_records() (for exports of every call) */
 };
 
 /* Adds a trace file, or the *.trace files of a folder and of its direct subfolders (and the

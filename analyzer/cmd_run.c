@@ -226,18 +226,26 @@ static void reap_children(struct children *c)
         }
 }
 
+/* Reads the process tree into `t` (zeroed) and marks the processes below this one that are the
+ * job's (proctree_mark_own()): the marks (t->n of them, free() them), NULL when /proc cannot be
+ * read or memory ran out. */
+static unsigned char *scan_own(struct proc_table *t)
+{
+    unsigned char *marks = NULL;
+    if (proctree_scan(t) == 0 && (marks = calloc(t->n + 1, 1)) != NULL)
+        proctree_mark_own(t, marks);
+    return marks;
+}
+
 /* True while a process of the job lives below this one (being the subreaper, every orphan of
  * the job is re-parented here); what the calling shell gave this process is not the job's. */
 static int job_alive(void)
 {
     struct proc_table t = {0};
-    unsigned char *marks = NULL;
+    unsigned char *marks = scan_own(&t);
     int found = 0;
-    if (proctree_scan(&t) == 0 && (marks = calloc(t.n + 1, 1)) != NULL) {
-        proctree_mark_own(&t, marks);
-        for (size_t i = 0; i < t.n && !found; i++)
-            found = marks[i] && t.v[i].state != 'Z' && t.v[i].state != 'X';
-    }
+    for (size_t i = 0; marks && i < t.n && !found; i++)
+        found = marks[i] && t.v[i].state != 'Z' && t.v[i].state != 'X';
     free(marks);
     proctree_free(&t);
     return found;
@@ -248,12 +256,11 @@ static int job_alive(void)
 static int job_member_alive(const char *dir)
 {
     struct proc_table t = {0};
-    unsigned char *marks = NULL;
+    unsigned char *marks = scan_own(&t);
     int found = 0;
     char want[4200];
     int wlen = snprintf(want, sizeof(want), "LOCKSTEP_DIR=%s", dir);
-    if (proctree_scan(&t) == 0 && (marks = calloc(t.n + 1, 1)) != NULL) {
-        proctree_mark_own(&t, marks);
+    if (marks) {
         for (size_t i = 0; i < t.n && !found; i++) {
             if (!marks[i] || t.v[i].state == 'Z')
                 continue;
@@ -306,9 +313,8 @@ static size_t list_descendants(FILE *out, const struct monitor *m, int traced)
         return n;
     }
     struct proc_table t = {0};
-    unsigned char *marks = NULL;
-    if (proctree_scan(&t) == 0 && (marks = calloc(t.n + 1, 1)) != NULL) {
-        proctree_mark_own(&t, marks);
+    unsigned char *marks = scan_own(&t);
+    if (marks) {
         for (size_t i = 0; i < t.n; i++)
             if (marks[i] && t.v[i].state != 'Z')
                 fprintf(out, "%s%d (%s)", n++ ? ", " : "", t.v[i].pid, t.v[i].comm);

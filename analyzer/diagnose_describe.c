@@ -186,8 +186,9 @@ static void describe_stopped_by(struct diag *d, const struct m_proc *p, const st
     if (lv) {
         char thread[700];
         live_thread_phrase(lv, p->t->hdr.pid, thread, sizeof(thread));
-        snprintf(buf, len, "it was alive and %s, not in NCCL, at %s%s %s; last seen in %s, %s before",
-                 how, lv->where[0] ? lv->where : "an unknown place (no live stack)", thread, when,
+        snprintf(buf, len,
+                 "it was alive and %s, not in NCCL, at %s%s %s; last seen in %s, %s before", how,
+                 lv->where[0] ? lv->where : "an unknown place (no live stack)", thread, when,
                  p->last_call ? call : "none recorded", t);
     } else if (p->last_call) {
         snprintf(buf, len, "it was alive, not in NCCL, %s; last seen in %s, %s before", when, call,

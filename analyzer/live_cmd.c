@@ -16,6 +16,7 @@
 #include "live_scope.h"
 #include "rankset.h"
 #include "stop_mark.h"
+#include "timefmt.h"
 #include "untraced.h"
 
 void live_sleep_ms(int ms)
@@ -292,9 +293,7 @@ static void mark_stop(const struct monitor *m, const char *by, const struct mon_
     snprintf(s.by, sizeof(s.by), "%s", by);
     gethostname(s.host, sizeof(s.host) - 1);
     s.pid = (int)getpid();
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    s.at_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    s.at_ns = timefmt_now_ns();
     s.signal = SIGTERM;
     if (stall) {
         s.stall_s = stall->part.idle_s;

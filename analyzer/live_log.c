@@ -11,7 +11,7 @@
 /* One of the two streams: the descriptor it wrote to, whether that went away. */
 struct tee {
     int fd;
-    int gone;        /* a write failed: the rest goes to the log only */
+    int gone;         /* a write failed: the rest goes to the log only */
     const char *name; /* "stdout", "stderr" */
 };
 
@@ -41,8 +41,8 @@ static ssize_t tee_write(void *cookie, const char *buf, size_t n)
         t->gone = 1;
         char line[160];
         int k = snprintf(line, sizeof(line),
-                         "lockstep: %s went away (%s): what follows is in this log only\n",
-                         t->name, strerror(errno));
+                         "lockstep: %s went away (%s): what follows is in this log only\n", t->name,
+                         strerror(errno));
         write_all(log_fd, line, (size_t)k);
     }
     write_all(log_fd, buf, n); /* a full disk loses the log, never the run */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "folder_memo.h"
 #include "liveness.h"
 #include "stop_mark.h"
 #include "summary_reader.h"
@@ -31,6 +32,7 @@ struct hosts {
     char **folders; /* the trace folders whose stop record (stop_mark.h) and markers of untraced
                      * processes (untraced.h) were looked for */
     size_t nfolders;
+    struct folder_memo last; /* the last of them: the traces of a folder come together */
 };
 
 /* The summary for `host` (all in one when one_file). NULL when out of memory. */
@@ -111,20 +113,15 @@ static void host_of_unreadable(const char *path, char *host, size_t len)
         snprintf(host, len, "unknown");
 }
 
-/* The host a stop record's text names ("host NAME" line), into host. */
-static void host_of_stop(const char *text, char *host, size_t len)
-{
-    const char *h = strstr(text, "\nhost ");
-    size_t n = h ? strcspn(h + 6, "\n") : 0;
-    snprintf(host, len, "%.*s", (int)(n < len ? n : len - 1), h ? h + 6 : "");
-}
-
-/* Adds the stop record text to the summary of its host. Returns -1 when out of memory. */
+/* Adds the stop record text to the summary of the host it names (one it cannot read: to the
+ * summary of no host). Returns -1 when out of memory. */
 static int add_stop(struct hosts *hs, const char *text, int one_file)
 {
-    char host[LS_HOST_LEN];
-    host_of_stop(text, host, sizeof(host));
-    struct summary_writer *w = writer_for(hs, host, one_file);
+    struct stop_mark s;
+    char err[PATH_MAX + 200];
+    if (stop_mark_parse(text, strlen(text), STOP_MARK_NAME, &s, err, sizeof(err)) < 0)
+        s.host[0] = 0;
+    struct summary_writer *w = writer_for(hs, s.host, one_file);
     return w ? summary_writer_add_stop(w, STOP_MARK_NAME, text) : -1;
 }
 
@@ -162,6 +159,10 @@ static int take_folder_untraced(struct hosts *hs, const char *dir, int one_file)
  * memory. */
 static int take_folder(struct hosts *hs, const char *trace_path, int one_file)
 {
+    int seen;
+    if (folder_memo_get(&hs->last, trace_path, &seen))
+        return 0;
+    folder_memo_set(&hs->last, trace_path, 1);
     const char *slash = strrchr(trace_path, '/');
     char *dir = slash ? strndup(trace_path, slash == trace_path ? 1 : (size_t)(slash - trace_path))
                       : strdup(".");

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "folder_memo.h"
 #include "model.h"
 #include "stop_mark.h"
 
@@ -50,8 +51,8 @@ static const char *value(const char *line, const char *key)
     return strncmp(line, key, n) == 0 && line[n] == ' ' ? line + n + 1 : NULL;
 }
 
-int stop_mark_parse(const char *text, size_t len, const char *where, struct stop_mark *s,
-                    char *err, size_t errlen)
+int stop_mark_parse(const char *text, size_t len, const char *where, struct stop_mark *s, char *err,
+                    size_t errlen)
 {
     memset(s, 0, sizeof(*s));
     size_t magic = strlen(STOP_MARK_MAGIC);
@@ -160,7 +161,8 @@ static int ended_by(const struct m_proc *p, const struct stop_mark *s)
         return 0;
     if (h->end_kind != LS_END_RUNNING && h->end_ns)
         return h->end_ns >= s->at_ns;
-    uint64_t slack = STOP_MARK_HEARTBEATS * (h->heartbeat_ms ? h->heartbeat_ms : 1000u) * 1000000ull;
+    uint64_t slack =
+        STOP_MARK_HEARTBEATS * (h->heartbeat_ms ? h->heartbeat_ms : 1000u) * 1000000ull;
     if (slack < STOP_MARK_SLACK_NS)
         slack = STOP_MARK_SLACK_NS;
     return p->last_seen_ns + slack >= s->at_ns;
@@ -175,50 +177,58 @@ static const struct stop_mark *find(const struct stop_mark *marks, size_t n, con
     return NULL;
 }
 
-long stop_mark_attach(struct model *m, struct stop_mark **marks, size_t *nmarks)
+/* The index in `marks` of the record of p's folder, -1 none; a trace file's folder not among
+ * them yet is read (`read`) and its record added. Folders are remembered in `memo` (the last one
+ * asked about: the traces of a folder come together). Returns -2 when out of memory. */
+static long record_of(const struct m_proc *p, struct folder_memo *memo, struct stop_mark **marks,
+                      size_t *nmarks, int read)
 {
-    /* Each trace folder is read once: folders without a record are remembered too. */
-    char (*none)[PATH_MAX] = NULL;
-    size_t nnone = 0;
-    for (size_t i = 0; i < m->nprocs; i++) {
-        const struct m_proc *p = &m->procs[i];
-        char dir[PATH_MAX];
-        folder_of(p->t->path, dir, sizeof(dir));
-        if (p->t->node || find(*marks, *nmarks, dir)) /* a summary's came with it */
-            continue;
-        size_t k = 0;
-        while (k < nnone && strcmp(none[k], dir) != 0)
-            k++;
-        if (k < nnone)
-            continue;
+    int idx;
+    if (folder_memo_get(memo, p->t->path, &idx))
+        return idx;
+    char dir[PATH_MAX];
+    folder_of(p->t->path, dir, sizeof(dir));
+    const struct stop_mark *known = find(*marks, *nmarks, dir);
+    idx = known ? (int)(known - *marks) : -1;
+    if (!known && read && !p->t->node) { /* a summary's came with it */
         struct stop_mark s;
         char err[PATH_MAX + 200];
         int r = stop_mark_read(dir, &s, err, sizeof(err));
         if (r < 0)
             fprintf(stderr, "lockstep: %s\n", err);
-        void *v = r > 0 ? realloc(*marks, (*nmarks + 1) * sizeof(**marks))
-                        : realloc(none, (nnone + 1) * sizeof(*none));
-        if (!v) {
-            free(none);
-            return -1;
-        }
         if (r > 0) {
+            struct stop_mark *v = realloc(*marks, (*nmarks + 1) * sizeof(*v));
+            if (!v)
+                return -2;
             *marks = v;
-            (*marks)[(*nmarks)++] = s;
-        } else {
-            none = v;
-            snprintf(none[nnone++], PATH_MAX, "%s", dir);
+            v[*nmarks] = s;
+            idx = (int)(*nmarks)++;
         }
     }
-    free(none);
+    folder_memo_set(memo, p->t->path, idx);
+    return idx;
+}
+
+long stop_mark_attach(struct model *m, struct stop_mark **marks, size_t *nmarks)
+{
+    struct folder_memo *memo = calloc(1, sizeof(*memo));
+    if (!memo)
+        return -1;
+    /* First the records of every folder (each read once; the array may move meanwhile), ... */
+    for (size_t i = 0; i < m->nprocs; i++)
+        if (record_of(&m->procs[i], memo, marks, nmarks, 1) == -2) {
+            free(memo);
+            return -1;
+        }
+    /* ... then each process against the record of its folder. */
+    memset(memo, 0, sizeof(*memo));
     long marked = 0;
     for (size_t i = 0; i < m->nprocs; i++) {
         struct m_proc *p = &m->procs[i];
-        char dir[PATH_MAX];
-        folder_of(p->t->path, dir, sizeof(dir));
-        const struct stop_mark *s = find(*marks, *nmarks, dir);
-        p->stopped_by = s && ended_by(p, s) ? s : NULL;
+        long k = record_of(p, memo, marks, nmarks, 0);
+        p->stopped_by = k >= 0 && ended_by(p, &(*marks)[k]) ? &(*marks)[k] : NULL;
         marked += p->stopped_by != NULL;
     }
+    free(memo);
     return marked;
 }

@@ -17,16 +17,16 @@
 #define STOP_MARK_NAME "lockstep-stopped"
 
 struct stop_mark {
-    char by[16];              /* the command that stopped the job: "run" or "watch" */
-    char host[LS_HOST_LEN];   /* where it ran: the processes it stopped are of this host */
-    int pid;                  /* its pid */
-    uint64_t at_ns;           /* CLOCK_REALTIME ns just before its first signal (the traces'
-                               * clock: a process that ended after this was ended by the stop) */
-    int signal;               /* the first signal it sent (SIGTERM) */
-    double stall_s;           /* how long nothing progressed, 0 unknown (another node saw it) */
-    char what[256];           /* what stalled, in words: "the job (ranks 0-3)" */
-    char folder[PATH_MAX];    /* where it was read: the trace folder, or the node summary that
-                               * carried it (the traces it applies to are there) */
+    char by[16];            /* the command that stopped the job: "run" or "watch" */
+    char host[LS_HOST_LEN]; /* where it ran: the processes it stopped are of this host */
+    int pid;                /* its pid */
+    uint64_t at_ns;         /* CLOCK_REALTIME ns just before its first signal (the traces'
+                             * clock: a process that ended after this was ended by the stop) */
+    int signal;             /* the first signal it sent (SIGTERM) */
+    double stall_s;         /* how long nothing progressed, 0 unknown (another node saw it) */
+    char what[256];         /* what stalled, in words: "the job (ranks 0-3)" */
+    char folder[PATH_MAX];  /* where it was read: the trace folder, or the node summary that
+                             * carried it (the traces it applies to are there) */
 };
 
 /* Writes `s` as DIR/STOP_MARK_NAME (replacing one there). Returns 0, or -1 after one line on
@@ -43,8 +43,8 @@ char *stop_mark_text(const char *dir);
 
 /* Parses the text of a record (`len` bytes) into `s`, `where` naming it in messages. Returns 1,
  * or -1 when it is not a record this version reads (`err` says why). */
-int stop_mark_parse(const char *text, size_t len, const char *where, struct stop_mark *s,
-                    char *err, size_t errlen);
+int stop_mark_parse(const char *text, size_t len, const char *where, struct stop_mark *s, char *err,
+                    size_t errlen);
 
 struct model;
 
