@@ -79,20 +79,44 @@ def save(env, name, text):
         f.write(text)
 
 
+def tagged(name):
+    """Pids of the processes of case `name` (their environment holds LOCKSTEP_GPU_CASE=name):
+    cases run side by side, so a case kills only its own."""
+    want, pids = f"LOCKSTEP_GPU_CASE={name}".encode() + b"\0", []
+    for p in os.listdir("/proc"):
+        if p.isdigit() and int(p) != os.getpid():
+            try:
+                with open(f"/proc/{p}/environ", "rb") as f:
+                    if want in f.read():
+                        pids.append(int(p))
+            except OSError:
+                pass
+    return pids
+
+
+def kill_tagged(name):
+    for pid in tagged(name):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def lockstep_run(env, name, argv, stall, extra=None, timeout=300, while_running=None):
     """`lockstep run` of argv; returns (rc, text, report, trace dir). `while_running(d,
     seconds)` is called about every 2 s while the job runs. A run past `timeout` has the
     ranks' stacks taken (NAME.stacks.txt), is killed and fails the case."""
     d = os.path.join(env.tmp, name)
     out = os.path.join(env.out, name + ".json")
+    timeout = min(timeout, float(os.environ.get("LOCKSTEP_GPU_MAX_CASE_S", "0")) or timeout)
     cmd = [env.lockstep, "run", "--stall", str(stall), "--grace", "10", "--dir", d, "--json",
            out, "--"] + argv
     t = time.monotonic()
     # Files, not pipes: processes a killed run leaves behind cannot hold the harness up.
     with open(os.path.join(env.tmp, name + ".out"), "w+") as fo, \
             open(os.path.join(env.tmp, name + ".err"), "w+") as fe:
-        p = subprocess.Popen(cmd, env=env.base_env(**(extra or {})), stdout=fo, stderr=fe,
-                             text=True, start_new_session=True)
+        p = subprocess.Popen(cmd, env=env.base_env(LOCKSTEP_GPU_CASE=name, **(extra or {})),
+                             stdout=fo, stderr=fe, text=True, start_new_session=True)
         late = False
         while True:
             left = t + timeout - time.monotonic()
@@ -106,7 +130,7 @@ def lockstep_run(env, name, argv, stall, extra=None, timeout=300, while_running=
             s = subprocess.run([env.lockstep, "stacks", d], capture_output=True, text=True,
                                timeout=120)
             save(env, name + ".stacks.txt", s.stdout + s.stderr)
-            kill_job(p)
+            kill_job(p, name)
             late = True
             break
         fo.seek(0)
@@ -122,19 +146,13 @@ def lockstep_run(env, name, argv, stall, extra=None, timeout=300, while_running=
     return p.returncode, stdout, rep, d
 
 
-def kill_job(p):
-    """Kills `p`'s process group and every process of the stories left behind."""
+def kill_job(p, name):
+    """Kills `p`'s process group and every process of case `name` left behind."""
     try:
         os.killpg(p.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    left = subprocess.run(["pgrep", "-f", HERE + "/"], capture_output=True, text=True).stdout
-    for pid in map(int, left.split()):
-        if pid != os.getpid():  # this harness may be named by the same path
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    kill_tagged(name)
     p.wait()
 
 
@@ -154,6 +172,20 @@ def records(env, d):
                        capture_output=True, text=True, timeout=120)
     expect(p.returncode == 0, f"trace_query: {p.stderr[:300]}")
     return json.loads(p.stdout)
+
+
+def save_streams(env, d, name):
+    """Each trace's stream table and communicators as the shim left them (NAME.streams.json):
+    which stream's last event GPU completion tracking saw complete, and which it did not."""
+    try:
+        ts = records(env, d)
+    except Exception as e:  # evidence only: never the case's verdict
+        save(env, name + ".streams.json", json.dumps({"error": str(e)}) + "\n")
+        return []
+    keep = [{k: t.get(k) for k in ("rank", "pid", "completion", "header_flags", "streams",
+                                   "comms", "next_ticket")} for t in ts]
+    save(env, name + ".streams.json", json.dumps(keep, indent=1) + "\n")
+    return ts
 
 
 def rank_of(rep, r):
@@ -240,6 +272,7 @@ def story_lightning_prepare_data(env):
     rc, text, rep, d = lockstep_run(env, name, torchrun("lightning_stories.py", "prepare_data"),
                                     stall=15, extra={"STORY_BUSY_S": 45}, timeout=300,
                                     while_running=look)
+    save_streams(env, d, name)
     expect(seen, "lockstep stacks never showed rank 0 in prepare_data")
     top = expect_in_prepare_loop(seen[0], "lightning_stories.py")
     expect(all("_InfiniteBarrier" in seen[r] or "barrier" in seen[r] for r in (1, 2, 3)),
@@ -324,13 +357,14 @@ def story_watchdog(env):
         # The same job without lockstep: does PyTorch's watchdog end it there?
         t = time.monotonic()
         with open(os.path.join(env.tmp, "noshim.out"), "w+") as fo:
-            p = subprocess.Popen(torchrun("stories.py", "watchdog"), env=env.base_env(**extra),
+            p = subprocess.Popen(torchrun("stories.py", "watchdog"),
+                                 env=env.base_env(LOCKSTEP_GPU_CASE="watchdog.noshim", **extra),
                                  stdout=fo, stderr=subprocess.STDOUT, text=True,
                                  start_new_session=True)
             try:
                 p.wait(timeout=90)
             except subprocess.TimeoutExpired:
-                kill_job(p)
+                kill_job(p, "watchdog.noshim")
             fo.seek(0)
             out = fo.read()
         save(env, "watchdog.noshim.txt", f"# exit {p.returncode} after "
@@ -346,6 +380,106 @@ def story_watchdog(env):
     roots = [x for x in r["findings"] if x.get("consequence_of") is None]
     expect(len(roots) == 1, f"{len(roots)} root causes: {[x['summary'] for x in roots]}")
     return f["summary"]
+
+
+def stuck_seq(traces, rank, line):
+    """The sequence number and comm of rank `rank`'s last AllReduce, the stuck one; where the
+    trace has Python frames (the shim's, not the plugin's alone), it must be stories.py:`line`."""
+    for t in traces:
+        if t["rank"] != rank:
+            continue
+        ar = sorted((r for r in t["records"] if r["op"] == "AllReduce"), key=lambda r: r["seq"])
+        expect(ar, f"rank {rank} recorded no AllReduce")
+        r, py = ar[-1], ar[-1].get("python") or []
+        expect(not py or (py[0][0].endswith("stories.py") and py[0][1] == line),
+               f"rank {rank}'s last AllReduce is from {py[:1]}, want stories.py:{line}")
+        return r["seq"], r["comm"]
+    raise Failure(f"no trace of rank {rank}")
+
+
+def check_gpu_stuck(env, rep, d, name):
+    """A collective stuck on the GPU: stuck_in_flight at the all_reduce behind rank 1's spin,
+    with the GPU-side evidence (rank 1's kernel for it never started where the plugin says)."""
+    m = marks("stories.py")
+    f = first_root(rep)
+    ts = save_streams(env, d, name)
+    seq, comm = stuck_seq(ts, 0, m["stuck_call"])
+    expect(f["kind"] == "stuck_in_flight", f"first finding {f['kind']}: {f['summary']}")
+    expect(f["seq"] == seq and f["comm"] == comm,
+           f"stuck at {f['comm']} #{f['seq']}, want {comm} #{seq} (stories.py:{m['stuck_call']})")
+    expect(sorted(f["ranks"]) == [0, 1, 2, 3], f"ranks {f['ranks']}")
+    g = {x["rank"]: x for x in f.get("gpu_progress") or []}
+    evidence = "; ".join(f"rank {r}: started {x.get('channels_started')} unfinished "
+                         f"{x.get('channels_unfinished')} transfer {x.get('transfer')}"
+                         for r, x in sorted(g.items()))
+    expect(g, f"no gpu_progress (the profiler plugin's view): {f['summary']}")
+    expect(not (g.get(1) or {}).get("channels_started"),
+           f"rank 1's kernel for #{seq} started on its GPU, behind a spinning kernel: {evidence}")
+    return f"{f['summary']} | {evidence}"
+
+
+def story_gpu_stuck(env):
+    rc, text, rep, d = lockstep_run(env, "gpu_stuck", torchrun("stories.py", "gpu_stuck"),
+                                    stall=15)
+    expect(rc == 3, f"lockstep run exited {rc}, want 3 (a stall diagnosed)")
+    return check_gpu_stuck(env, rep, d, "gpu_stuck")
+
+
+def plugin_alone(env, story, stall=15, timeout=180):
+    """`story` with lockstep's NCCL profiler plugin alone (no LD_PRELOAD), watched by `lockstep
+    watch --kill`: returns (watch's exit, its JSON report, the trace folder)."""
+    name = "plugin_" + story
+    d = os.path.join(env.tmp, name)
+    os.makedirs(d)
+    out = os.path.join(env.out, name + ".json")
+    e = env.base_env(NCCL_PROFILER_PLUGIN=env.plugin, LOCKSTEP_DIR=d, LOCKSTEP_GPU_CASE=name)
+    t = time.monotonic()
+    with open(os.path.join(env.tmp, name + ".job"), "w+") as fj, \
+            open(os.path.join(env.tmp, name + ".watch"), "w+") as fw:
+        w = subprocess.Popen([env.lockstep, "watch", "--stall", str(stall), "--kill", "--grace",
+                              "10", "--json", out, d], stdout=fw, stderr=subprocess.STDOUT,
+                             text=True, env=env.base_env())
+        j = subprocess.Popen(torchrun("stories.py", story), env=e, stdout=fj,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            w.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            w.wait()
+        try:
+            j.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            kill_job(j, name)
+        kill_tagged(name)
+        fj.seek(0)
+        fw.seek(0)
+        save(env, name + ".txt", f"# watch exit {w.returncode}, job exit {j.returncode} after "
+             f"{time.monotonic() - t:.1f} s\n{fw.read()}\n--- the job (last 200 lines)\n" +
+             "\n".join(fj.read().splitlines()[-200:]))
+    rep = json.load(open(out)) if os.path.exists(out) and os.path.getsize(out) else None
+    expect(w.returncode == 3, f"lockstep watch exited {w.returncode}, want 3 ({name}.txt)")
+    return rep, d
+
+
+def story_plugin_prepare_data(env):
+    rep, d = plugin_alone(env, "prepare_data")
+    f = first_root(rep)
+    expect(f["kind"] == "missing_ranks" and f.get("missing") == [0],
+           f"first finding {f['kind']} missing={f.get('missing')}: {f['summary']}")
+    return f["summary"]
+
+
+def story_plugin_uneven_val(env):
+    rep, d = plugin_alone(env, "uneven_val")
+    f = first_root(rep)
+    expect(f["kind"] == "count_mismatch" and 3 in f["ranks"],
+           f"first finding {f['kind']}: {f['summary']}")
+    return f["summary"]
+
+
+def story_plugin_gpu_stuck(env):
+    rep, d = plugin_alone(env, "gpu_stuck")
+    return check_gpu_stuck(env, rep, d, "plugin_gpu_stuck")
 
 
 # ---- the shim against real NCCL -----------------------------------------------------------
@@ -453,52 +587,95 @@ def story_links(env):
     return f"{len(out)} libraries looked at (links.txt)"
 
 
+def overhead_variants(env):
+    """off: no shim; on: the shim as LD_PRELOAD users run it; then where its cost goes, one
+    thing off at a time: GPU completion tracking, call sites (native and Python), everything
+    (LOCKSTEP_DISABLE: the library loaded, each call forwarded); and on_plugin: the shim with
+    the profiler plugin, as `lockstep run` runs a job; plugin_alone: the plugin alone."""
+    return {"off": (None, {}), "on": (env.shim, {}),
+            "on_no_completion": (env.shim, {"LOCKSTEP_COMPLETION": "0"}),
+            "on_no_sites": (env.shim, {"LOCKSTEP_STACK_DEPTH": "0", "LOCKSTEP_PYTHON_DEPTH": "0"}),
+            "on_disabled": (env.shim, {"LOCKSTEP_DISABLE": "1"}),
+            "on_plugin": (env.shim, {"NCCL_PROFILER_PLUGIN": env.plugin}),
+            "plugin_alone": (None, {"NCCL_PROFILER_PLUGIN": env.plugin})}
+
+
+def overhead_run(env, argv, tag, preload, knobs, extra=None):
+    d = os.path.join(env.tmp, "ovh-" + tag)
+    os.makedirs(d)
+    e = env.base_env(LOCKSTEP_DIR=d, **knobs, **(extra or {}))
+    if preload:
+        e["LD_PRELOAD"] = preload
+    p = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=300)
+    shutil.rmtree(d)
+    expect(p.returncode == 0, f"overhead {tag}: {p.stderr[-400:]}")
+    return [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+
+
 def story_overhead(env):
+    """small and large (one process, one rank) in every variant, off and on 3 times and the
+    others twice, alternating; torch.profiler's view of the large call off and on; the DDP step
+    (torchrun, 2 ranks) off and on twice. Medians (the lower one of two) in overhead.json."""
+    variants = overhead_variants(env)
+    one = [PY, os.path.join(HERE, "overhead.py"), "one"]
+    got = collections.defaultdict(lambda: collections.defaultdict(list))
+    profiles = {}
+    for rep in range(3):
+        for which, (pre, knobs) in variants.items():
+            if rep == 2 and which not in ("off", "on"):
+                continue
+            if env.past_deadline():
+                break
+            prof = {"OVH_PROFILE": "1"} if rep == 0 and which in ("off", "on", "on_plugin") \
+                else {}
+            for j in overhead_run(env, one, f"{which}-{rep}", pre, knobs, prof):
+                if j["mode"] == "profile":
+                    profiles[which] = j
+                else:
+                    got[j["mode"]][which].append(j)
+    step = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            os.path.join(HERE, "overhead.py"), "step"]
+    for rep in range(2):
+        for which in ("off", "on"):
+            if not env.past_deadline():
+                pre, knobs = variants[which]
+                for j in overhead_run(env, step, f"step-{which}-{rep}", pre, knobs):
+                    got["step"][which].append(j)
     rows = {}
-    for mode, argv in (("small", [PY, os.path.join(HERE, "overhead.py"), "small"]),
-                       ("large", [PY, os.path.join(HERE, "overhead.py"), "large"]),
-                       ("step", [PY, "-m", "torch.distributed.run", "--standalone",
-                                 "--nproc_per_node=2", os.path.join(HERE, "overhead.py"),
-                                 "step"])):
-        # off: no shim; on: the shim as users run it; and where its cost goes: without GPU
-        # completion tracking, and without call sites (native and Python).
-        variants = {"off": {}, "on": {}, "on_no_completion": {"LOCKSTEP_COMPLETION": "0"},
-                    "on_no_sites": {"LOCKSTEP_STACK_DEPTH": "0", "LOCKSTEP_PYTHON_DEPTH": "0"}}
-        got = {k: [] for k in variants}
-        reps = int(os.environ.get("LOCKSTEP_GPU_OVERHEAD_REPS", "3"))
-        for rep in range(reps):
-            for which, knobs in variants.items():
-                d = os.path.join(env.tmp, f"ovh-{mode}-{which}-{rep}")
-                os.makedirs(d)
-                e = env.base_env(LOCKSTEP_DIR=d, **knobs)
-                if which != "off":
-                    e["LD_PRELOAD"] = env.shim
-                p = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=300)
-                expect(p.returncode == 0, f"overhead {mode} {which}: {p.stderr[-400:]}")
-                j = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
-                got[which].append(j[0]["per_call_us"])
-                shutil.rmtree(d)
-        med = {k: sorted(v)[(reps - 1) // 2] for k, v in got.items()}  # lower median of two
-        rows[mode] = {"runs_us": got, "median_us": med,
-                      "ratio": {k: round(v / med["off"], 4) for k, v in med.items() if k != "off"}}
-    save(env, "overhead.json", json.dumps(rows, indent=1) + "\n")
-    return "; ".join(f"{k}: {v['median_us']['off']} -> {v['median_us']['on']} us "
-                     f"({v['ratio']['on']}x; no completion {v['ratio']['on_no_completion']}x, "
-                     f"no call sites {v['ratio']['on_no_sites']}x)" for k, v in rows.items())
+    for mode, by in got.items():
+        med = {}
+        for which, runs in by.items():
+            runs = sorted(runs, key=lambda j: j["per_call_us"])
+            med[which] = runs[(len(runs) - 1) // 2]
+        off = med.get("off", {}).get("per_call_us")
+        rows[mode] = {"runs": by, "median": med,
+                      "ratio": {k: round(v["per_call_us"] / off, 4) for k, v in med.items()
+                                if off and k != "off"}}
+    save(env, "overhead.json", json.dumps({"rows": rows, "profiles": profiles}, indent=1) + "\n")
+    expect("large" in rows and "on" in rows["large"]["median"], "no large-call figure")
+    return "; ".join(f"{k}: off {v['median'].get('off', {}).get('per_call_us')} us, " +
+                     ", ".join(f"{w} {r}x" for w, r in v["ratio"].items())
+                     for k, v in rows.items())
 
 
+# Cases run side by side (--jobs), each with its own processes (LOCKSTEP_GPU_CASE); the
+# overhead runs last and alone, since its figures are timings.
 CASES = [
     ("links", story_links),
+    ("lightning_prepare_data", story_lightning_prepare_data),
+    ("watchdog", story_watchdog),
+    ("lightning_uneven_val", story_lightning_uneven_val),
+    ("gpu_stuck", story_gpu_stuck),
     ("recorded_once", story_recorded_once),
-    ("plugin", story_plugin),
+    ("plugin_gpu_stuck", story_plugin_gpu_stuck),
     ("prepare_data", story_prepare_data),
     ("uneven_val", story_uneven_val),
+    ("plugin_prepare_data", story_plugin_prepare_data),
+    ("plugin_uneven_val", story_plugin_uneven_val),
+    ("plugin", story_plugin),
     ("init_paths", story_init_paths),
     ("resume", story_resume),
     ("sigkill", story_sigkill),
-    ("lightning_uneven_val", story_lightning_uneven_val),
-    ("lightning_prepare_data", story_lightning_prepare_data),
-    ("watchdog", story_watchdog),
     ("reach_cupy", lambda e: story_reach(e, "cupy")),
     ("reach_ctypes", lambda e: story_reach(e, "ctypes")),
     ("overhead", story_overhead),
@@ -514,43 +691,75 @@ def versions():
         out.append(f"lightning {lightning.__version__}")
     except ImportError:
         out.append("lightning: not installed")
+    import ctypes
+    for lib in sorted(set(glob.glob("/usr/lib*/**/libnccl.so*", recursive=True) +
+                          glob.glob(os.path.join(os.path.dirname(os.path.dirname(
+                              torch.__file__)), "nvidia/nccl*/lib/libnccl.so*")))):
+        try:
+            n = ctypes.c_int()
+            ctypes.CDLL(lib, mode=os.RTLD_LOCAL).ncclGetVersion(ctypes.byref(n))
+            out.append(f"libnccl {lib}: {n.value}")
+        except (OSError, AttributeError) as e:
+            out.append(f"libnccl {lib}: {e}")
     p = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
                         "--format=csv,noheader"], capture_output=True, text=True)
     out.append("gpu " + p.stdout.strip())
     return out
 
 
+def run_case(env, name, fn):
+    t = time.monotonic()
+    try:
+        ok, msg = True, fn(env)
+    except Failure as e:
+        ok, msg = False, str(e)
+    except Exception as e:  # a broken case is a failed case, with its reason
+        ok, msg = False, f"{type(e).__name__}: {e}"
+    line = f"{'PASS' if ok else 'FAIL'} gpu-{name} ({time.monotonic() - t:.0f} s): {msg}"
+    print(line, flush=True)
+    return ok, line
+
+
 def main():
+    import concurrent.futures
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", default="gpu-results")
     ap.add_argument("--only", default="")
     ap.add_argument("--skip-overhead", action="store_true")
+    ap.add_argument("--jobs", type=int, default=1, help="cases run side by side")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="seconds: cases not started by then are not run (counted as failed)")
     a = ap.parse_args()
     env = Env(a)
+    t0 = time.monotonic()
+    env.past_deadline = lambda: bool(a.deadline) and time.monotonic() - t0 > a.deadline
     v = versions()
     print("\n".join(v), flush=True)
     save(env, "versions.txt", "\n".join(v) + "\n")
     only = set(filter(None, a.only.split(",")))
-    passed = failed = 0
-    summary = []
-    for name, fn in CASES:
-        if (only and name not in only) or (a.skip_overhead and name == "overhead"):
-            continue
-        t = time.monotonic()
-        try:
-            what = fn(env)
-            ok, msg = True, what
-        except Failure as e:
-            ok, msg = False, str(e)
-        except Exception as e:  # a broken case is a failed case, with its reason
-            ok, msg = False, f"{type(e).__name__}: {e}"
-        took = time.monotonic() - t
-        passed, failed = passed + ok, failed + (not ok)
-        line = f"{'PASS' if ok else 'FAIL'} gpu-{name} ({took:.0f} s): {msg}"
-        print(line, flush=True)
-        summary.append(line)
-    save(env, "summary.txt", "\n".join(v + summary) + f"\n{passed} passed, {failed} failed\n")
+    todo = [(n, f) for n, f in CASES if (not only or n in only) and
+            not (a.skip_overhead and n == "overhead")]
+    results = {}
+
+    def one(nf):
+        if env.past_deadline():
+            line = f"FAIL gpu-{nf[0]} (0 s): not run: past the --deadline of {a.deadline:.0f} s"
+            print(line, flush=True)
+            return nf[0], (False, line)
+        return nf[0], run_case(env, *nf)
+
+    side = [c for c in todo if c[0] != "overhead"]
+    with concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        for name, r in pool.map(one, side):
+            results[name] = r
+    for c in todo:
+        if c[0] == "overhead":
+            results["overhead"] = one(c)[1]
+    lines = [results[n][1] for n, _ in todo]
+    passed = sum(1 for n, _ in todo if results[n][0])
+    failed = len(todo) - passed
+    save(env, "summary.txt", "\n".join(v + lines) + f"\n{passed} passed, {failed} failed\n")
     shutil.rmtree(env.tmp, ignore_errors=True)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0

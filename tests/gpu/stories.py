@@ -21,6 +21,11 @@ the `# @marker` lines below. Stories:
                   NCCL's small-message connections made and waits on the GPU, where the
                   watchdog sees it (a call still connecting inside NCCL is not yet work the
                   watchdog times: on a real GPU the job then never timed out)
+  gpu_stuck       a collective stuck on the GPU while every host runs on: rank 1 launches a
+                  kernel that spins for minutes (torch.cuda._sleep) on its stream, then the
+                  all_reduce, so its NCCL kernel waits behind the spin and the other ranks'
+                  kernels wait for it on the GPU; every host returns from the call and waits
+                  in torch.cuda.synchronize, outside NCCL
   clean           a few steps, then exit (every wrapped call the job makes, recorded once)
 
 Several ranks share one GPU when the machine has fewer GPUs than ranks. NCCL 2.30+ allows that
@@ -161,6 +166,17 @@ def story_sigkill(dev):
         time.sleep(0.05)
 
 
+def story_gpu_stuck(dev):
+    x = torch.ones(1, device=dev)
+    for _ in range(3):  # NCCL's connections for this size are made: the stuck call waits on the GPU
+        dist.all_reduce(x)  # @warm
+    torch.cuda.synchronize()
+    if RANK == 1:
+        torch.cuda._sleep(int(float(os.environ.get("STORY_SPIN_CYCLES", "2.4e11"))))  # @spin
+    dist.all_reduce(x)  # @stuck_call
+    torch.cuda.synchronize()  # @host_sync
+
+
 def story_clean(dev):
     model = DDP(net().to(dev))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -187,6 +203,7 @@ STORIES = {
     "init_paths": story_init_paths,
     "resume": story_resume,
     "sigkill": story_sigkill,
+    "gpu_stuck": story_gpu_stuck,
     "clean": story_clean,
 }
 

@@ -89,6 +89,16 @@ static void print_trace(const struct tr_trace *t)
         print_string(c->name);
         printf("}");
     }
+    /* The header's stream table as the shim left it: GPU completion tracking per stream. */
+    printf("],\"streams\":[");
+    for (uint32_t i = 0; i < h->stream_count && i < LS_MAX_STREAMS; i++) {
+        const struct ls_stream *st = &h->streams[i];
+        printf("%s{\"stream\":%" PRIu64 ",\"flags\":%u,\"issued_ticket\":%" PRIu64
+               ",\"event_ticket\":%" PRIu64 ",\"completed_ticket\":%" PRIu64
+               ",\"completed_ns\":%" PRIu64 "}",
+               i ? "," : "", st->stream, st->flags, st->issued_ticket, st->event_ticket,
+               st->completed_ticket, st->completed_ns);
+    }
     printf("],\"site_counts\":[");
     for (uint32_t i = 0; i < t->nsites; i++)
         printf("%s%" PRIu64, i ? "," : "", t->sites[i].count);
