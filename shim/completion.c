@@ -1,5 +1,11 @@
 /* completion.c -- GPU truth: which issued NCCL operations have completed, tracked per CUDA
- * stream with at most one driver-API event outstanding, observed by the heartbeat thread. */
+ * stream with at most two driver-API events outstanding, observed by the heartbeat thread.
+ *
+ * An event covers everything issued on its stream before it. Calls issued back to back (less
+ * than LS_BURST_NS apart) share the next event; when a call comes after a gap and work before
+ * it is still uncovered, an event is recorded before the call too, so that work a later call
+ * waits behind (a kernel queued ahead of it, a peer that never joins) does not hide that the
+ * earlier work completed. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,13 +24,26 @@ static struct {
     CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus *);
     CUresult (*stream_get_ctx)(CUstream, CUcontext *);
     CUresult (*ctx_set_current)(CUcontext);
+    CUresult (*ctx_get_current)(CUcontext *);
 } cu;
+
+#define SLOT_EVENTS 2         /* events per stream slot, recorded and observed in order */
+#define LS_BURST_NS 100000ull /* calls closer than this share an event */
 
 static _Atomic int active;
 static pthread_mutex_t slot_locks[LS_MAX_STREAMS];
-static CUevent events[LS_MAX_STREAMS]; /* the pool: one reusable event per stream slot */
+/* Per slot (its lock held): the reusable events, the ticket + 1 each outstanding one covers,
+ * the oldest outstanding and how many are. */
+static CUevent events[LS_MAX_STREAMS][SLOT_EVENTS];
+static uint64_t ev_covers[LS_MAX_STREAMS][SLOT_EVENTS];
+static uint8_t ev_head[LS_MAX_STREAMS], ev_count[LS_MAX_STREAMS];
+static _Atomic uint64_t last_issue[LS_MAX_STREAMS]; /* when work was last issued on the slot */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t last_observed[LS_MAX_STREAMS]; /* when the issuing side last queried */
+/* The context each slot's stream belongs to, as the thread that first issued work on it saw
+ * it: the heartbeat makes it current before it records an event there. The legacy default
+ * stream (handle 0) is the current context's, and the heartbeat thread has none of its own. */
+static CUcontext slot_ctx[LS_MAX_STREAMS];
 
 static int resolve_driver(void)
 {
@@ -37,6 +56,7 @@ static int resolve_driver(void)
     *(void **)&cu.stream_is_capturing = dlsym(h, "cuStreamIsCapturing");
     *(void **)&cu.stream_get_ctx = dlsym(h, "cuStreamGetCtx");
     *(void **)&cu.ctx_set_current = dlsym(h, "cuCtxSetCurrent");
+    *(void **)&cu.ctx_get_current = dlsym(h, "cuCtxGetCurrent");
     dlclose(h); /* the program keeps it loaded */
     return cu.event_create && cu.event_record && cu.event_query && cu.stream_is_capturing ? 0 : -1;
 }
@@ -64,22 +84,39 @@ int ls_completion_active(void)
     return atomic_load_explicit(&active, memory_order_relaxed);
 }
 
-/* Finds the slot of `stream`, adding it; -1 when the table is full. */
-static int slot_of(struct ls_trace *t, uintptr_t stream)
+/* The slot of `stream` if it has one (no lock). */
+static int slot_find(struct ls_trace *t, uintptr_t stream)
 {
     struct ls_header *h = t->hdr;
     uint32_t n = atomic_load_explicit((_Atomic uint32_t *)&h->stream_count, memory_order_acquire);
     for (uint32_t i = 0; i < n; i++)
         if (h->streams[i].stream == stream)
             return (int)i;
+    return -1;
+}
+
+/* Finds the slot of `stream`, adding it; -1 when the table is full. */
+static int slot_of(struct ls_trace *t, uintptr_t stream)
+{
+    struct ls_header *h = t->hdr;
+    int known = slot_find(t, stream);
+    if (known >= 0)
+        return known;
     pthread_mutex_lock(&table_lock);
-    n = h->stream_count;
+    uint32_t n = h->stream_count;
     int found = -1;
     for (uint32_t i = 0; i < n && found < 0; i++)
         if (h->streams[i].stream == stream)
             found = (int)i;
     if (found < 0 && n < LS_MAX_STREAMS &&
-        cu.event_create(&events[n], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        cu.event_create(&events[n][0], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+        cu.event_create(&events[n][1], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        CUcontext ctx = NULL;
+        if (!cu.stream_get_ctx || cu.stream_get_ctx((CUstream)stream, &ctx) != CUDA_SUCCESS)
+            ctx = NULL;
+        if (!ctx && cu.ctx_get_current && cu.ctx_get_current(&ctx) != CUDA_SUCCESS)
+            ctx = NULL;
+        slot_ctx[n] = ctx;
         h->streams[n].stream = stream;
         h->streams[n].flags = LS_STREAM_VALID;
         atomic_store_explicit((_Atomic uint32_t *)&h->stream_count, n + 1, memory_order_release);
@@ -89,22 +126,39 @@ static int slot_of(struct ls_trace *t, uintptr_t stream)
     return found;
 }
 
-/* Records the slot's event behind everything issued on its stream so far (slot lock held).
- * Returns 1 when an event is now outstanding. */
+/* Whether work was issued on the slot after its newest event, or with none outstanding after
+ * the last completion seen (slot lock held). */
+static int uncovered(const struct ls_stream *s, int i)
+{
+    int n = ev_count[i];
+    uint64_t newest = n ? ev_covers[i][(ev_head[i] + n - 1) % SLOT_EVENTS] : s->completed_ticket;
+    return atomic_load_explicit((_Atomic uint64_t *)&s->issued_ticket, memory_order_acquire) >
+           newest;
+}
+
+/* Records an event of the slot behind everything issued on its stream so far (slot lock held),
+ * when one is free and something is not yet covered. Returns 1 when one was recorded. */
 static int arm(struct ls_stream *s, int i)
 {
+    uint64_t covers =
+        atomic_load_explicit((_Atomic uint64_t *)&s->issued_ticket, memory_order_acquire);
+    int n = ev_count[i];
+    if (n == SLOT_EVENTS || !uncovered(s, i))
+        return 0;
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (cu.stream_is_capturing((CUstream)(uintptr_t)s->stream, &cap) != CUDA_SUCCESS ||
-        cap != CU_STREAM_CAPTURE_STATUS_NONE) {
+    if (cu.stream_is_capturing((CUstream)(uintptr_t)s->stream, &cap) != CUDA_SUCCESS)
+        return 0; /* the driver cannot say here (no context): the next try covers the work */
+    if (cap != CU_STREAM_CAPTURE_STATUS_NONE) {
         s->flags |= LS_STREAM_CAPTURED;
         return 0;
     }
-    uint64_t covers =
-        atomic_load_explicit((_Atomic uint64_t *)&s->issued_ticket, memory_order_acquire);
-    if (cu.event_record(events[i], (CUstream)(uintptr_t)s->stream) != CUDA_SUCCESS) {
+    int k = (ev_head[i] + n) % SLOT_EVENTS;
+    if (cu.event_record(events[i][k], (CUstream)(uintptr_t)s->stream) != CUDA_SUCCESS) {
         s->flags |= LS_STREAM_FAILED;
         return 0;
     }
+    ev_covers[i][k] = covers;
+    ev_count[i] = (uint8_t)(n + 1);
     atomic_store_explicit((_Atomic uint64_t *)&s->event_ticket, covers, memory_order_relaxed);
     atomic_fetch_or_explicit((_Atomic uint32_t *)&s->flags, LS_STREAM_EVENT_PENDING,
                              memory_order_release);
@@ -143,25 +197,55 @@ static void mark_records(struct ls_trace *t, uint64_t stream, uint64_t from, uin
     }
 }
 
-/* Queries the slot's outstanding event and, when it completed, marks everything it covers
- * (slot lock held). */
+/* Queries the slot's outstanding events, oldest first, and marks everything each completed one
+ * covers (slot lock held). */
 static void observe(struct ls_trace *t, struct ls_stream *s, int i)
 {
-    if (!(s->flags & LS_STREAM_EVENT_PENDING))
-        return;
-    CUresult q = cu.event_query(events[i]);
-    if (q == CUDA_SUCCESS) {
-        uint64_t now = ls_now();
-        uint64_t done = s->event_ticket;
-        mark_records(t, s->stream, s->completed_ticket, done, now);
-        atomic_store_explicit((_Atomic uint64_t *)&s->completed_ns, now, memory_order_relaxed);
-        atomic_store_explicit((_Atomic uint64_t *)&s->completed_ticket, done, memory_order_release);
+    while (ev_count[i]) {
+        int k = ev_head[i];
+        CUresult q = cu.event_query(events[i][k]);
+        if (q == CUDA_ERROR_NOT_READY)
+            break;
+        if (q == CUDA_SUCCESS) {
+            uint64_t now = ls_now();
+            uint64_t done = ev_covers[i][k];
+            mark_records(t, s->stream, s->completed_ticket, done, now);
+            atomic_store_explicit((_Atomic uint64_t *)&s->completed_ns, now, memory_order_relaxed);
+            atomic_store_explicit((_Atomic uint64_t *)&s->completed_ticket, done,
+                                  memory_order_release);
+            atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->completions, 1,
+                                      memory_order_relaxed);
+        } /* else (e.g. captured): no longer ours to wait for */
+        ev_head[i] = (uint8_t)((k + 1) % SLOT_EVENTS);
+        ev_count[i]--;
+    }
+    if (!ev_count[i])
         atomic_fetch_and_explicit((_Atomic uint32_t *)&s->flags, ~LS_STREAM_EVENT_PENDING,
                                   memory_order_relaxed);
-        atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->completions, 1,
-                                  memory_order_relaxed);
-    } else if (q != CUDA_ERROR_NOT_READY) {
-        s->flags &= ~LS_STREAM_EVENT_PENDING; /* e.g. captured: no longer ours to wait for */
+}
+
+void ls_completion_before(struct ls_trace *t, const void *stream)
+{
+    int i = slot_find(t, (uintptr_t)stream);
+    if (i < 0)
+        return;
+    struct ls_stream *s = &t->hdr->streams[i];
+    uint64_t issued =
+        atomic_load_explicit((_Atomic uint64_t *)&s->issued_ticket, memory_order_relaxed);
+    uint32_t fl = atomic_load_explicit((_Atomic uint32_t *)&s->flags, memory_order_relaxed);
+    /* Only after a gap, with work issued since the newest event (or none outstanding). */
+    if ((fl & LS_STREAM_FAILED) ||
+        issued <=
+            atomic_load_explicit((_Atomic uint64_t *)&s->completed_ticket, memory_order_relaxed) ||
+        ((fl & LS_STREAM_EVENT_PENDING) &&
+         issued <=
+             atomic_load_explicit((_Atomic uint64_t *)&s->event_ticket, memory_order_relaxed)) ||
+        ls_now() - atomic_load_explicit(&last_issue[i], memory_order_relaxed) < LS_BURST_NS)
+        return;
+    if (pthread_mutex_trylock(&slot_locks[i]) == 0) {
+        observe(t, s, i);
+        arm(s, i);
+        pthread_mutex_unlock(&slot_locks[i]);
     }
 }
 
@@ -189,16 +273,17 @@ int ls_completion_issue(struct ls_trace *t, const void *stream, uint64_t ticket)
      * from here (a driver query per call costs more than the call; the heartbeat asks every
      * 50 ms anyway). */
     uint32_t fl = atomic_load_explicit((_Atomic uint32_t *)&s->flags, memory_order_relaxed);
+    uint64_t now = ls_now();
+    atomic_store_explicit(&last_issue[i], now, memory_order_relaxed);
     if (fl & LS_STREAM_EVENT_PENDING) {
-        uint64_t now = ls_now();
         uint64_t last = atomic_load_explicit(&last_observed[i], memory_order_relaxed);
-        if (now - last < 100000ull)
+        if (now - last < LS_BURST_NS)
             return 1;
         atomic_store_explicit(&last_observed[i], now, memory_order_relaxed);
     }
     if (!(fl & LS_STREAM_FAILED) && pthread_mutex_trylock(&slot_locks[i]) == 0) {
         observe(t, s, i);
-        if (!(s->flags & (LS_STREAM_EVENT_PENDING | LS_STREAM_FAILED)))
+        if (!(s->flags & LS_STREAM_FAILED))
             arm(s, i);
         pthread_mutex_unlock(&slot_locks[i]);
     }
@@ -216,14 +301,14 @@ int ls_completion_poll(struct ls_trace *t)
         struct ls_stream *s = &t->hdr->streams[i];
         pthread_mutex_lock(&slot_locks[i]);
         observe(t, s, (int)i);
-        /* Work issued after the event we just saw complete: cover it with a new one, from
-         * this thread, in the stream's own context. */
-        if (!(s->flags & (LS_STREAM_EVENT_PENDING | LS_STREAM_FAILED)) &&
-            s->issued_ticket > s->completed_ticket) {
-            CUcontext ctx = NULL;
-            if (cu.stream_get_ctx && cu.ctx_set_current &&
-                cu.stream_get_ctx((CUstream)(uintptr_t)s->stream, &ctx) == CUDA_SUCCESS && ctx)
-                cu.ctx_set_current(ctx);
+        /* Work issued after the newest event (a burst's tail): cover it with one of its own,
+         * from this thread, in the stream's own context. Not on a per-thread default stream:
+         * from here that handle names this thread's own; the issuing thread's next call covers
+         * it. */
+        if (!(s->flags & LS_STREAM_FAILED) && ev_count[i] < SLOT_EVENTS && uncovered(s, (int)i) &&
+            s->stream != (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
+            if (slot_ctx[i] && cu.ctx_set_current)
+                cu.ctx_set_current(slot_ctx[i]);
             arm(s, (int)i);
         }
         pending |= (s->flags & LS_STREAM_EVENT_PENDING) != 0;
@@ -238,4 +323,7 @@ void ls_completion_reset(void)
     table_lock = fresh;
     atomic_store(&active, 0); /* a forked child re-resolves; its CUDA state is not usable */
     memset(events, 0, sizeof events);
+    memset(ev_head, 0, sizeof ev_head);
+    memset(ev_count, 0, sizeof ev_count);
+    memset(slot_ctx, 0, sizeof slot_ctx);
 }

@@ -449,6 +449,8 @@ claimed:
     c->ticket = tk;
     c->comm_idx = idx;
     c->peer = a->peer;
+    if (ls_completion_active() && !c->in_group && ls_op_issues_work(a->op))
+        ls_completion_before(t, a->stream);
     return 1;
 }
 

@@ -370,6 +370,9 @@ int ls_completion_active(void);
  * when none is outstanding on that stream). Returns 1 when tracked, 0 when not (stream table
  * full), -1 when the stream is being captured into a graph (the caller marks the record). */
 int ls_completion_issue(struct ls_trace *t, const void *stream, uint64_t ticket);
+/* Before work is issued on `stream` outside a group: after a gap in the stream's calls, covers
+ * the work issued before with an event of its own (completion.c). */
+void ls_completion_before(struct ls_trace *t, const void *stream);
 
 /* Checks outstanding events, marks what completed, re-arms streams with newer work. Never
  * blocks on the GPU. Returns 1 while an event is still outstanding. */

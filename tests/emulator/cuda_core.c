@@ -4,7 +4,9 @@
 #include "wait_board.h"
 
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 pthread_mutex_t cu_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -15,13 +17,17 @@ static int ndevices;
 static int default_device;
 
 /* Per-thread current context. A thread that never called cuCtxSetCurrent has
- * the primary context of device $LOCAL_RANK (mod the device count) current,
- * as if the CUDA runtime had made it current (what cudaSetDevice does). */
+ * the primary context of device $LOCAL_RANK (mod the device count) current if
+ * it is the main thread or launched work (NCCL's calls go through the CUDA
+ * runtime, which makes the device's primary context current there, as
+ * cudaSetDevice does); any other thread has none, as a thread that only ever
+ * called the driver API (the shim's heartbeat) has none on real CUDA. */
 /* initial-exec: with the default model, the shim's heartbeat thread reaches these through
  * __tls_get_addr when it polls events, and GCC 12's LeakSanitizer tracer crashed at exit in
  * about 1 sanitized run of 5 while scanning that thread's dynamic-TLS record (0 of 30 so). */
 static __thread __attribute__((tls_model("initial-exec"))) int ctx_set;
 static __thread __attribute__((tls_model("initial-exec"))) struct CUctx_st *ctx_current;
+static __thread __attribute__((tls_model("initial-exec"))) int ctx_bound;
 
 static int env_int(const char *name, int dflt)
 {
@@ -66,8 +72,16 @@ struct CUctx_st *cu_current_ctx(void)
 {
     if (ctx_set)
         return ctx_current;
+    if (!ctx_bound && syscall(SYS_gettid) != getpid())
+        return NULL;
     device_count();
     return &contexts[default_device];
+}
+
+/* This thread launched work: the runtime made the default context current here. */
+void cu_bind_thread(void)
+{
+    ctx_bound = 1;
 }
 
 /* Start a new wait: the next sleep is the shortest one. */

@@ -68,6 +68,7 @@ struct CUgraph_st {
 extern pthread_mutex_t cu_lock;
 CUresult cu_check_init(void);
 struct CUctx_st *cu_current_ctx(void);
+void cu_bind_thread(void);
 void cu_backoff_reset(unsigned *us);
 void cu_backoff_sleep(unsigned *us);
 double cu_now_ms(void);

@@ -48,6 +48,13 @@ CUresult cu_get_stream(CUstream h, struct CUstream_st **out)
     return CUDA_SUCCESS;
 }
 
+/* cu_get_stream() once the driver is initialized. */
+static CUresult cu_ready_stream(CUstream h, struct CUstream_st **out)
+{
+    CUresult r = cu_check_init();
+    return r == CUDA_SUCCESS ? cu_get_stream(h, out) : r;
+}
+
 static void node_free(struct cu_wnode *n)
 {
     free(n->streams);
@@ -182,6 +189,7 @@ static int launch(struct lsemu_work *w, struct CUstream_st *const *streams, int 
     if (!w || !streams || count < 1)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_once(&atfork_once, atfork_register);
+    cu_bind_thread();
     struct cu_wnode *n = calloc(1, sizeof(*n));
     if (n) {
         n->streams = calloc((size_t)count, sizeof(*n->streams));
@@ -244,6 +252,79 @@ static const struct lsemu_cuda_api api = {
 __attribute__((visibility("default"))) const struct lsemu_cuda_api *lsemu_cuda_get_api(void)
 {
     return &api;
+}
+
+/* ---- host functions ---- */
+
+/* A host function launched on a stream: it runs, on a thread of its own, once everything
+ * before it on the stream is done, and what comes after it waits until it returns (as a
+ * kernel that spins for minutes holds a GPU stream). */
+struct host_work {
+    struct lsemu_work base;
+    CUhostFn fn;
+    void *data;
+    _Atomic int state; /* 0 waiting, 1 running, 2 returned */
+};
+
+static void *host_main(void *p)
+{
+    struct host_work *h = p;
+    h->fn(h->data);
+    atomic_store(&h->state, 2);
+    return NULL;
+}
+
+static int host_poll(struct lsemu_work *w, uint64_t sweep, int head)
+{
+    (void)sweep;
+    struct host_work *h = (struct host_work *)w;
+    if (!head)
+        return LSEMU_WORK_PENDING;
+    if (atomic_load(&h->state) == 0) {
+        atomic_store(&h->state, 1);
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, host_main, h) != 0)
+            host_main(h);
+        pthread_attr_destroy(&attr);
+        return LSEMU_WORK_MOVED;
+    }
+    return atomic_load(&h->state) == 2 ? LSEMU_WORK_DONE : LSEMU_WORK_PENDING;
+}
+
+static void host_release(struct lsemu_work *w)
+{
+    free(w);
+}
+
+/* Runs fn(userData) in stream order (see struct host_work). */
+CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+    struct CUstream_st *s;
+    CUresult r = cu_ready_stream(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct host_work *h = calloc(1, sizeof(*h));
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    h->base.poll = host_poll;
+    h->base.release = host_release;
+    h->fn = fn;
+    h->data = userData;
+    struct CUstream_st *streams[1] = {s};
+    r = (CUresult)launch(&h->base, streams, 1);
+    if (r != CUDA_SUCCESS)
+        free(h);
+    return r;
+}
+
+CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+    return cuLaunchHostFunc(hStream, fn, userData);
 }
 
 /* ---- streams ---- */
@@ -330,10 +411,8 @@ static int capture_violation(struct CUstream_st *s)
  * some never does (polling with 50 us..2 ms sleeps). */
 CUresult cuStreamSynchronize(CUstream hStream)
 {
-    CUresult r = cu_check_init();
     struct CUstream_st *s;
-    if (r == CUDA_SUCCESS)
-        r = cu_get_stream(hStream, &s);
+    CUresult r = cu_ready_stream(hStream, &s);
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&cu_lock);
@@ -357,10 +436,8 @@ CUresult cuStreamSynchronize(CUstream hStream)
 /* CUDA_SUCCESS if all launched work completed, else CUDA_ERROR_NOT_READY. */
 CUresult cuStreamQuery(CUstream hStream)
 {
-    CUresult r = cu_check_init();
     struct CUstream_st *s;
-    if (r == CUDA_SUCCESS)
-        r = cu_get_stream(hStream, &s);
+    CUresult r = cu_ready_stream(hStream, &s);
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&cu_lock);
@@ -375,10 +452,8 @@ CUresult cuStreamQuery(CUstream hStream)
 /* Context of a stream (the current one for the legacy stream). */
 CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
 {
-    CUresult r = cu_check_init();
     struct CUstream_st *s;
-    if (r == CUDA_SUCCESS)
-        r = cu_get_stream(hStream, &s);
+    CUresult r = cu_ready_stream(hStream, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pctx)
@@ -402,10 +477,8 @@ CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreen
  * once an illegal query/sync hit it), else _NONE. */
 CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
-    CUresult r = cu_check_init();
     struct CUstream_st *s;
-    if (r == CUDA_SUCCESS)
-        r = cu_get_stream(hStream, &s);
+    CUresult r = cu_ready_stream(hStream, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (!captureStatus)

@@ -87,6 +87,12 @@ static int descs_agree(struct emu_op *op)
         else if (d->chunk != mine.chunk || d->nchunks != mine.nchunks)
             what = "chunk";
         if (what) {
+            /* LOCKSTEP_EMU_MISMATCH_ERROR=1: a rank whose peer sends more than it posted
+             * learns it from its transport, as NCCL's socket transport does ("message
+             * truncated"): ncclInvalidUsage as its asynchronous error. */
+            const char *knob = getenv("LOCKSTEP_EMU_MISMATCH_ERROR");
+            if (knob && strcmp(knob, "1") == 0 && d->count > mine.count)
+                atomic_store(&c->async_result, ncclInvalidUsage);
             emu_set_error("emulator: %s mismatch in collective round %llu: rank %d called "
                           "%s(count %llu), rank %d called %s(count %llu); waiting forever",
                           what, (unsigned long long)op->round, c->rank, coll_name(mine.op),

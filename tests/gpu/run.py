@@ -391,8 +391,8 @@ def stuck_seq(traces, rank, line):
         ar = sorted((r for r in t["records"] if r["op"] == "AllReduce"), key=lambda r: r["seq"])
         expect(ar, f"rank {rank} recorded no AllReduce")
         r, py = ar[-1], ar[-1].get("python") or []
-        expect(not py or (py[0][0].endswith("stories.py") and py[0][1] == line),
-               f"rank {rank}'s last AllReduce is from {py[:1]}, want stories.py:{line}")
+        expect(not py or any(f[0].endswith("/stories.py") and f[1] == line for f in py),
+               f"rank {rank}'s last AllReduce is from {py}, want stories.py:{line}")
         return r["seq"], r["comm"]
     raise Failure(f"no trace of rank {rank}")
 

@@ -177,12 +177,33 @@ def case_hangs_async(tmp):
            f"dead link: {f}")
     expect("not yet completed" in p.stderr, f"dead link: stall reason {p.stderr}")
     expect_job_gone(d)
+    # A collective stuck behind a long "kernel" queued on one rank's stream, right after a burst
+    # of collectives: the stuck one is the last call, not the burst before it (the shim covers
+    # earlier work with an event of its own before a call that comes after a gap).
+    p, report, d = lockstep_run(tmp, "stream_blocked", stall=HANG_STALL, extra_env=async_env)
+    expect(p.returncode == 3, f"stream_blocked: exit {p.returncode}\n{p.stderr}")
+    f = first(report, "stream_blocked")
+    expect(f["kind"] == "stuck_in_flight" and f["seq"] == 5 and f["ranks"] == [0, 1, 2, 3],
+           f"stream_blocked: {f['kind']} #{f.get('seq')}: {f['summary']}")
+    expect(f.get("lagging") in ([], [3]), f"stream_blocked: lagging {f.get('lagging')}")
+    expect("rank 3's GPU never started #5" in p.stdout,
+           f"stream_blocked: the victim's GPU evidence is missing:\n{p.stdout}")
+    expect_job_gone(d)
     # Long pauses between steps in async mode: not a stall.
     p, report, d = lockstep_run(tmp, "pauses", stall=1,
                                 extra_env={"LOCKSTEP_EMU_ASYNC": "1", "SCENARIO_DELAY_MS": "2000",
                                            "SCENARIO_STEPS": "2"})
     expect(p.returncode == 0 and report["findings"] == [],
            f"pauses (async): exit {p.returncode}, {p.stderr}")
+    # Bursts on the legacy stream, each synchronized, then a pause outside NCCL: the shim's
+    # heartbeat covers a burst's tail with an event of its own, from a thread that has no CUDA
+    # context (the stream's context made current first): all done, not a stall. On a GPU the
+    # heartbeat could not, so a job waiting in a Gloo barrier was stopped with "no problems".
+    p, report, d = lockstep_run(tmp, "burst_pauses", np=2, stall=1,
+                                extra_env={"LOCKSTEP_EMU_ASYNC": "1", "SCENARIO_DELAY_MS": "3000",
+                                           "SCENARIO_STEPS": "2"})
+    expect(p.returncode == 0 and report["findings"] == [],
+           f"burst_pauses (async): exit {p.returncode}, {p.stderr}")
 
 
 def case_prepare_data(tmp):

@@ -120,6 +120,21 @@ void tp_sync(void)
         tp_die("tp_sync: cuStreamSynchronize failed: %d", (int)r);
 }
 
+void tp_launch_host(void (*fn)(void *), void *data)
+{
+    typedef CUresult (*launch_fn)(CUstream, void (*)(void *), void *);
+    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    void *p = cuda_sym(lib, "cuLaunchHostFunc");
+    if (!p)
+        tp_die("tp_launch_host: no libcuda.so.1 with cuLaunchHostFunc is loaded "
+               "(LOCKSTEP_EMU_ASYNC=1 loads the emulator's)");
+    launch_fn launch;
+    memcpy(&launch, &p, sizeof(launch));
+    CUresult r = launch(NULL, fn, data);
+    if (r != CUDA_SUCCESS)
+        tp_die("tp_launch_host: cuLaunchHostFunc failed: %d", (int)r);
+}
+
 void *tp_alloc(size_t bytes)
 {
     void *p = calloc(1, bytes ? bytes : 1);

@@ -93,6 +93,11 @@ void tp_sleep_ms(int ms);
  * complete before they return) a no-op. Exits 1 if it cannot synchronize. */
 void tp_sync(void);
 
+/* Launches fn(data) on the legacy stream, in stream order, through the CUDA driver's
+ * cuLaunchHostFunc (the emulator's with LOCKSTEP_EMU_ASYNC=1): what comes after it on the
+ * stream waits until it returns, as behind a long kernel. */
+void tp_launch_host(void (*fn)(void *), void *data);
+
 /* malloc that exits 1 on failure; memory is zeroed. */
 void *tp_alloc(size_t bytes);
 

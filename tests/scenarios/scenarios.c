@@ -252,6 +252,47 @@ static void mode_pauses(ncclComm_t w)
     }
 }
 
+/* Every step: three collectives and a ring exchange issued back to back (the shim's CUDA event
+ * covers only the first of a burst; the heartbeat covers the rest once it completed),
+ * synchronized, then a pause outside NCCL: a job that waits elsewhere with all of its GPU
+ * work done (a Gloo barrier, data loading). Never a stall. */
+static void mode_burst_pauses(ncclComm_t w)
+{
+    for (int i = 0; i < steps; i++) {
+        for (int k = 0; k < 3; k++)
+            TP_CHECK(ncclAllReduce(grad, grad, 1, ncclFloat32, ncclSum, w, NULL));
+        TP_CHECK(ncclGroupStart());
+        TP_CHECK(ncclSend(grad, 4, ncclFloat32, (rank + 1) % world, w, NULL));
+        TP_CHECK(ncclRecv(out, 4, ncclFloat32, (rank + world - 1) % world, w, NULL));
+        TP_CHECK(ncclGroupEnd());
+        tp_sync();
+        tp_sleep_ms(delay_ms);
+    }
+}
+
+/* Holds the stream for SCENARIO_DELAY_MS, as a kernel that spins for minutes does. */
+static void spin_on_stream(void *arg)
+{
+    (void)arg;
+    tp_sleep_ms(delay_ms);
+}
+
+/* A collective stuck on the GPU behind other work: a burst of collectives, synchronized, a
+ * moment of host work, then the victim queues a long "kernel" on its stream before the next
+ * AllReduce; every rank issues that AllReduce (calls return at once, as on a GPU) and waits
+ * in the stream synchronize. The stuck call is the last, not the burst before it. */
+static void mode_stream_blocked(ncclComm_t w)
+{
+    run_steps(w, 1);
+    for (int k = 0; k < 3; k++)
+        TP_CHECK(ncclAllReduce(grad, grad, 1, ncclFloat32, ncclSum, w, NULL));
+    tp_sync();
+    tp_sleep_ms(2);
+    if (rank == victim)
+        tp_launch_host(spin_on_stream, NULL);
+    train_step(w);
+}
+
 /* Every step computes longer than the stall threshold, then all ranks finish the collective
  * together (one rank a little later): progress every step, never a stall. */
 static void mode_slow_steps(ncclComm_t w)
@@ -291,6 +332,8 @@ static const struct mode modes[] = {
     {"early_exit", mode_early_exit},
     {"straggler", mode_straggler},
     {"pauses", mode_pauses},
+    {"burst_pauses", mode_burst_pauses},
+    {"stream_blocked", mode_stream_blocked},
     {"slow_steps", mode_slow_steps},
     {"clean", mode_clean},
 };
