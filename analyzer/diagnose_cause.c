@@ -135,12 +135,29 @@ static void note_rank(struct cause *x, int r, long i, int blame)
         keep_earliest(x, &x->by_rank[r].own, i);
 }
 
+/* The mismatch an NCCL error of rank r comes from, -1 none: members that make different calls
+ * break NCCL's transfers (a receiver posted less than its peer sends: "message truncated",
+ * ncclInvalidUsage), so an error on a communicator where r had made a call its members made
+ * differently, no later than the error, follows from that mismatch. */
+static long mismatch_behind_error(const struct cause *x, const struct finding *err, int r)
+{
+    if (!err->has_comm)
+        return -1;
+    for (size_t i = x->first; i < x->fs->n; i++) {
+        const struct finding *f = F(x, (long)i);
+        if (is_mismatch(f) && f->has_comm && f->comm == err->comm && intvec_has(&f->ranks, r) &&
+            (!f->time_ns || !err->time_ns || f->time_ns <= err->time_ns))
+            return (long)i;
+    }
+    return -1;
+}
+
 /* Fills by_rank from every finding: who ended, failed or aborted, and who others wait for. */
 static void index_ranks(struct cause *x)
 {
     const struct m_job *j = x->d->j;
     for (size_t i = x->first; i < x->fs->n; i++) {
-        const struct finding *f = F(x, (long)i);
+        struct finding *f = F(x, (long)i);
         const struct intvec *v = NULL;
         switch (f->kind) {
         case F_RANK_CRASHED:
@@ -152,8 +169,18 @@ static void index_ranks(struct cause *x)
             for (size_t k = 0; k < f->ranks.n; k++) {
                 int r = f->ranks.v[k];
                 if (r >= 0 && r < j->world_size && j->by_rank[r] &&
-                    model_nothing_after(j->by_rank[r], f->time_ns))
-                    note_rank(x, r, (long)i, 0);
+                    model_nothing_after(j->by_rank[r], f->time_ns)) {
+                    long m = mismatch_behind_error(x, f, r);
+                    note_rank(x, r, m >= 0 ? m : (long)i, 0);
+                    if (m >= 0 && F(x, m)->has_seq)
+                        finding_detail(F(x, (long)i),
+                                       "why: rank %d had made collective #%llu on comm %08llx, "
+                                       "which its members called differently: NCCL's "
+                                       "transfers fail where members disagree (a receiver "
+                                       "posted less than its peer sends: message truncated)",
+                                       r, (unsigned long long)F(x, m)->seq,
+                                       (unsigned long long)(f->comm >> 32));
+                }
             }
             break;
         case F_COMM_ABORTED:

@@ -2,6 +2,7 @@
  * (mailboxes). */
 #include "emu.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 enum { PH_POST = 0, PH_GATHER, PH_WAIT };
@@ -65,8 +66,9 @@ static void fill_desc(struct emu_op *op, struct emu_desc *d)
 }
 
 /* Compare every rank's descriptor of this round with ours; on a difference
- * record why and return 0 (the caller then waits forever, like a GPU). */
-static int descs_agree(struct emu_op *op)
+ * record why and return 0 (the caller then waits forever, like a GPU), with
+ * *truncated set when this rank's transport notices it (see below). */
+static int descs_agree(struct emu_op *op, int *truncated)
 {
     struct ncclComm *c = op->comm;
     struct emu_desc mine;
@@ -91,8 +93,10 @@ static int descs_agree(struct emu_op *op)
              * learns it from its transport, as NCCL's socket transport does ("message
              * truncated"): ncclInvalidUsage as its asynchronous error. */
             const char *knob = getenv("LOCKSTEP_EMU_MISMATCH_ERROR");
-            if (knob && strcmp(knob, "1") == 0 && d->count > mine.count)
+            if (knob && strcmp(knob, "1") == 0 && d->count > mine.count) {
                 atomic_store(&c->async_result, ncclInvalidUsage);
+                *truncated = 1;
+            }
             emu_set_error("emulator: %s mismatch in collective round %llu: rank %d called "
                           "%s(count %llu), rank %d called %s(count %llu); waiting forever",
                           what, (unsigned long long)op->round, c->rank, coll_name(mine.op),
@@ -253,7 +257,16 @@ int emu_coll_progress(struct emu_op *op)
         for (int q = 0; q < n; q++)
             if (atomic_load_explicit(&c->slots[q].posted, memory_order_acquire) < op->round)
                 return moved;
-        if (!descs_agree(op)) {
+        int truncated = 0;
+        if (!descs_agree(op, &truncated)) {
+            /* A transport that noticed the mismatch ends this rank's op (its kernel returns,
+             * the error is asynchronous); the others' wait forever. */
+            if (truncated) {
+                atomic_store_explicit(&c->slots[c->rank].done, op->round, memory_order_release);
+                c->round = op->round;
+                op->state = EMU_ST_DONE;
+                return 1;
+            }
             op->state = EMU_ST_STUCK;
             return 1;
         }

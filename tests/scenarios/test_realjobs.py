@@ -1020,6 +1020,29 @@ def case_async_error(tmp):
     no_death_blamed(r, [0, 1, 2, 3], "a death named as a root cause")
 
 
+def case_truncated(tmp):
+    """A mismatch NCCL's transport notices, as DDP's constructor met it on a GPU (init_paths:
+    rank 2's AllGather received a Broadcast's 256 KB, "message truncated", ncclInvalidUsage from
+    its watchdog's poll, while it went on and the others waited in the next Broadcast): the
+    mismatch is the root cause; the victim's asynchronous error and the others' wait follow from
+    it. Before, the error and the mismatch were two independent roots, the error first."""
+    steps = rng.randrange(1, 4)
+    note(f"rank 3 all-reduces 1 value at AllReduce #{steps + 1}, where the others all-reduce "
+         "1,024")
+    env = {"LOCKSTEP_EMU_ASYNC": "1", "SCENARIO_STEPS": str(steps),
+           "SCENARIO_STEP_MS": str(rng.randrange(2, 30)), "LOCKSTEP_EMU_MISMATCH_ERROR": "1",
+           "SCENARIO_ON_ERROR": "log"}
+    d = scenario(tmp, "truncated", env=env, launcher=("--timeout", str(rng.uniform(2.5, 4))))
+    r, text = analyze(d)
+    f = one_root(r, "count_mismatch")
+    expect(f["seq"] == steps + 1 and 3 in f["ranks"], f"root: {f['summary']}")
+    errs = [e for e in follows(r, "nccl_error", 0) if e["result_name"] == "InvalidUsage"]
+    expect(len(errs) == 1 and errs[0]["ranks"] == [3] and "AsyncError" in errs[0]["summary"],
+           f"no asynchronous InvalidUsage of rank 3 following the mismatch: {kinds(r)}")
+    one_line(text, rf"why: rank 3 had made collective #{steps + 1} on comm [0-9a-f]{{8}}, which its "
+                   r"members called differently", "why rank 3's error follows from the mismatch")
+
+
 def wrong_world_job(tmp):
     """Eight ranks; the launcher of ranks 4-7 says the world has 4: NCCL refuses their
     ncclCommInitRank (rank 4..7 of 4), they exit 1; ranks 0-3 wait in theirs until the
