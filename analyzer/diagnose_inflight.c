@@ -67,11 +67,11 @@ static int add_gpu_progress(struct diag *d, struct finding *f, const struct m_co
                 snprintf(step, sizeof step, ", step %d", g->step);
             snprintf(words, sizeof words, "; channel %d%s, %s", g->channel, step, tw);
         }
-        if (!gp.ch_started && !g->has_transfer)
+        if (!gp.ch_started) /* its proxy may have posted transfers: NCCL's, not the GPU's */
             finding_detail(f,
                            "rank %d's GPU never started #%llu: no channel of it began (work "
-                           "queued ahead of it on its stream, or a kernel that holds the GPU)%s",
-                           g->rank, (unsigned long long)k, moved);
+                           "queued ahead of it on its stream, or a kernel that holds the GPU)%s%s",
+                           g->rank, (unsigned long long)k, words, moved);
         else
             finding_detail(f, "rank %d's GPU: channel%s %s of #%llu never ended%s%s", g->rank,
                            strchr(open, ',') || strchr(open, '-') ? "s" : "", open[0] ? open : "-",

@@ -174,7 +174,13 @@ static void on_process_exit(int status, void *arg)
         nanosleep(&ts, NULL);
     }
     if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING) {
-        ls_completion_poll(&ls_g.trace); /* what completed since the last heartbeat */
+        /* What completed since the last heartbeat, and the work no event covered yet (a
+         * burst's tail): an event recorded now on a stream the program synchronized completes
+         * at once; at most 5 ms for one that does not. */
+        for (int i = 0; i < 50 && ls_completion_poll(&ls_g.trace); i++) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
         ls_callsites_flush_thread();
         mark_end(LS_END_EXITED, status, 0);
     }

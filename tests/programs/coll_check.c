@@ -479,6 +479,11 @@ int main(void)
 
     /* Combine every rank's checksum; rank 0 prints one line. */
     uint64_t mine = checksum, *all = tp_alloc((size_t)n * sizeof(uint64_t));
+    /* Back to back with two more calls, then one synchronize and the exit: the last calls
+     * share one event, recorded at exit at the latest (shim-completion). */
+    float one = 1.0f;
+    TP_CHECK(ncclAllReduce(&one, &one, 1, ncclFloat32, ncclSum, comm, NULL));
+    TP_CHECK(ncclAllReduce(&one, &one, 1, ncclFloat32, ncclSum, comm, NULL));
     TP_CHECK(ncclAllGather(&mine, all, 1, ncclUint64, comm, NULL));
     tp_sync();
     TP_CHECK(ncclCommDestroy(comm));
