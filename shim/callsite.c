@@ -175,17 +175,15 @@ static uint32_t site_of(struct ls_trace *t, void *const *pcs, int n, uint32_t py
 static pthread_key_t cache_key;
 static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
 
-/* Adds a chain's uncounted hits to its site's count: an add per LS_SITE_COUNT_BATCH calls rather
- * than a store to a line every thread calling from that site writes. Approximate under
- * contention, as the format says: no atomic add. */
+/* Adds a chain's uncounted hits to its site's count: an atomic add per LS_SITE_COUNT_BATCH
+ * calls rather than a write per call to a line every thread calling from that site writes. The
+ * add is atomic, so threads that flush at once lose nothing (a plain load and store lost a
+ * batch of 64 about once in six sanitized runs of shim-fast_path). */
 void ls_callsite_count_flush(struct ls_trace *t, struct chain *e)
 {
-    if (e->uncounted && e->site) {
-        _Atomic uint64_t *count = (_Atomic uint64_t *)&site_at(t, e->site - 1)->count;
-        atomic_store_explicit(count,
-                              atomic_load_explicit(count, memory_order_relaxed) + e->uncounted,
-                              memory_order_relaxed);
-    }
+    if (e->uncounted && e->site)
+        atomic_fetch_add_explicit((_Atomic uint64_t *)&site_at(t, e->site - 1)->count, e->uncounted,
+                                  memory_order_relaxed);
     e->uncounted = 0;
 }
 
@@ -359,11 +357,9 @@ uint32_t ls_callsite_capture(struct ls_trace *t, const struct ls_call_args *a)
     }
     if (!id)
         id = capture_slow(t, depth, pc0, slot0, py);
-    if (id) { /* approximate under contention, as the format says: no atomic add */
-        _Atomic uint64_t *count = (_Atomic uint64_t *)&site_at(t, id - 1)->count;
-        atomic_store_explicit(count, atomic_load_explicit(count, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
-    }
+    if (id) /* the general path: one atomic add per call, exact as the batches are */
+        atomic_fetch_add_explicit((_Atomic uint64_t *)&site_at(t, id - 1)->count, 1,
+                                  memory_order_relaxed);
     return id;
 }
 

@@ -331,7 +331,7 @@ struct ls_site {
     uint32_t state;   /*  0: 0 empty, 1 valid (release) */
     uint32_t nframes; /*  4 */
     uint64_t hash;    /*  8: hash of the pcs and the python site */
-    uint64_t count;   /* 16: calls seen from this site (live, approximate under contention) */
+    uint64_t count;   /* 16: calls seen from this site (live; added per thread every 64 calls) */
     uint32_t pysite;  /* 24: Python stack of the calling thread (python site id, 1-based), 0 none */
     uint32_t reserved; /* 28 */
 };                     /* 32 bytes, then the frames */
