@@ -176,8 +176,8 @@ static void on_process_exit(int status, void *arg)
     if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING) {
         /* What completed since the last heartbeat, and the work no event covered yet (a
          * burst's tail): an event recorded now on a stream the program synchronized completes
-         * at once; at most 5 ms for one that does not. */
-        for (int i = 0; i < 50 && ls_completion_poll(&ls_g.trace); i++) {
+         * at once (a poll or two); work the GPU never finishes holds the exit 100 ms at most. */
+        for (int i = 0; i < 1000 && ls_completion_poll(&ls_g.trace); i++) {
             struct timespec ts = {0, 100000};
             nanosleep(&ts, NULL);
         }
