@@ -13,14 +13,14 @@
 #include "output.h"
 
 struct live_opts {
-    double stall_s;        /* no progress for this long while something is outstanding */
+    double stall_s;           /* no progress for this long while something is outstanding */
     struct output_plan files; /* the report files: --format NAME=FILE, --json FILE (each
                                * `written` once live_diagnose() wrote it) */
     const struct output_format *annotations; /* printed after the text report (--format
                                               * github: ::error annotations), NULL none */
-    double grace_s;    /* stopping: how long each step waits before the next, harsher one */
-    int signal_stacks; /* --signal-stacks: the shim's in-process sampler where ptrace is
-                        * refused (docs/live.md: its signal can end a rank's sleeps) */
+    double grace_s;       /* stopping: how long each step waits before the next, harsher one */
+    int signal_stacks;    /* --signal-stacks: the shim's in-process sampler where ptrace is
+                           * refused (docs/live.md: its signal can end a rank's sleeps) */
     const char *log_path; /* --log FILE: all the command says goes there too (live_log.h) */
 };
 

@@ -169,7 +169,7 @@ struct model {
     size_t ncomms;
     struct m_job *jobs;
     size_t njobs;
-    struct idmap comm_index; /* (comm id ^ job salt) -> index into comms */
+    struct idmap comm_index;             /* (comm id ^ job salt) -> index into comms */
     const struct untraced_set *untraced; /* the markers of ranks that had no room for a trace
                                           * (untraced.h; not owned, NULL none): why a rank
                                           * no trace holds is absent */

@@ -33,7 +33,8 @@ static struct {
 static _Atomic int active;
 static pthread_mutex_t slot_locks[LS_MAX_STREAMS];
 /* Per slot (its lock held): the reusable events, the ticket + 1 each outstanding one covers,
- * the oldest outstanding and how many are. */
+ * the oldest outstanding and how many are (the newest one's cover is also the header's
+ * event_ticket, and LS_STREAM_EVENT_PENDING says some are). */
 static CUevent events[LS_MAX_STREAMS][SLOT_EVENTS];
 static uint64_t ev_covers[LS_MAX_STREAMS][SLOT_EVENTS];
 static uint8_t ev_head[LS_MAX_STREAMS], ev_count[LS_MAX_STREAMS];
@@ -126,14 +127,22 @@ static int slot_of(struct ls_trace *t, uintptr_t stream)
     return found;
 }
 
-/* Whether work was issued on the slot after its newest event, or with none outstanding after
- * the last completion seen (slot lock held). */
-static int uncovered(const struct ls_stream *s, int i)
+/* The ticket + 1 up to which work on the stream is covered: by its newest outstanding event,
+ * else by the last completion seen. Exact with the slot lock held, a hint without it. */
+static uint64_t covered(const struct ls_stream *s)
 {
-    int n = ev_count[i];
-    uint64_t newest = n ? ev_covers[i][(ev_head[i] + n - 1) % SLOT_EVENTS] : s->completed_ticket;
+    uint32_t fl = atomic_load_explicit((_Atomic uint32_t *)&s->flags, memory_order_acquire);
+    return atomic_load_explicit((_Atomic uint64_t *)((fl & LS_STREAM_EVENT_PENDING)
+                                                         ? &s->event_ticket
+                                                         : &s->completed_ticket),
+                                memory_order_relaxed);
+}
+
+/* Whether work was issued on the stream that no event covers yet. */
+static int uncovered(const struct ls_stream *s)
+{
     return atomic_load_explicit((_Atomic uint64_t *)&s->issued_ticket, memory_order_acquire) >
-           newest;
+           covered(s);
 }
 
 /* Records an event of the slot behind everything issued on its stream so far (slot lock held),
@@ -143,7 +152,7 @@ static int arm(struct ls_stream *s, int i)
     uint64_t covers =
         atomic_load_explicit((_Atomic uint64_t *)&s->issued_ticket, memory_order_acquire);
     int n = ev_count[i];
-    if (n == SLOT_EVENTS || !uncovered(s, i))
+    if (n == SLOT_EVENTS || covers <= covered(s))
         return 0;
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
     if (cu.stream_is_capturing((CUstream)(uintptr_t)s->stream, &cap) != CUDA_SUCCESS)
@@ -224,23 +233,17 @@ static void observe(struct ls_trace *t, struct ls_stream *s, int i)
                                   memory_order_relaxed);
 }
 
-void ls_completion_before(struct ls_trace *t, const void *stream)
+void ls_completion_before(struct ls_trace *t, const void *stream, uint64_t now)
 {
     int i = slot_find(t, (uintptr_t)stream);
     if (i < 0)
         return;
     struct ls_stream *s = &t->hdr->streams[i];
-    uint64_t issued =
-        atomic_load_explicit((_Atomic uint64_t *)&s->issued_ticket, memory_order_relaxed);
-    uint32_t fl = atomic_load_explicit((_Atomic uint32_t *)&s->flags, memory_order_relaxed);
-    /* Only after a gap, with work issued since the newest event (or none outstanding). */
-    if ((fl & LS_STREAM_FAILED) ||
-        issued <=
-            atomic_load_explicit((_Atomic uint64_t *)&s->completed_ticket, memory_order_relaxed) ||
-        ((fl & LS_STREAM_EVENT_PENDING) &&
-         issued <=
-             atomic_load_explicit((_Atomic uint64_t *)&s->event_ticket, memory_order_relaxed)) ||
-        ls_now() - atomic_load_explicit(&last_issue[i], memory_order_relaxed) < LS_BURST_NS)
+    /* Only after a gap, with work issued that no event covers. */
+    if ((atomic_load_explicit((_Atomic uint32_t *)&s->flags, memory_order_relaxed) &
+         LS_STREAM_FAILED) ||
+        now < atomic_load_explicit(&last_issue[i], memory_order_relaxed) + LS_BURST_NS ||
+        !uncovered(s))
         return;
     if (pthread_mutex_trylock(&slot_locks[i]) == 0) {
         observe(t, s, i);
@@ -249,7 +252,7 @@ void ls_completion_before(struct ls_trace *t, const void *stream)
     }
 }
 
-int ls_completion_issue(struct ls_trace *t, const void *stream, uint64_t ticket)
+int ls_completion_issue(struct ls_trace *t, const void *stream, uint64_t ticket, uint64_t now)
 {
     /* Work captured into a graph runs when the graph is launched: not ours to track. */
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -267,17 +270,15 @@ int ls_completion_issue(struct ls_trace *t, const void *stream, uint64_t ticket)
            !atomic_compare_exchange_weak_explicit(issued, &cur, ticket + 1, memory_order_release,
                                                   memory_order_relaxed))
         ;
-    /* If the previous event has completed, note it and cover this op with a new one. With
-     * it still outstanding (or the heartbeat holding the slot), the heartbeat covers this op
-     * once that event completes. An outstanding event is asked about at most every 100 us
-     * from here (a driver query per call costs more than the call; the heartbeat asks every
-     * 50 ms anyway). */
+    /* Note the events that completed and cover this op with a free one. With both
+     * outstanding (or the heartbeat holding the slot), a later call or the heartbeat covers
+     * it. Outstanding events are asked about at most every LS_BURST_NS from here (a driver
+     * query per call costs more than the call; the heartbeat asks every beat anyway). */
     uint32_t fl = atomic_load_explicit((_Atomic uint32_t *)&s->flags, memory_order_relaxed);
-    uint64_t now = ls_now();
     atomic_store_explicit(&last_issue[i], now, memory_order_relaxed);
     if (fl & LS_STREAM_EVENT_PENDING) {
         uint64_t last = atomic_load_explicit(&last_observed[i], memory_order_relaxed);
-        if (now - last < LS_BURST_NS)
+        if (now < last + LS_BURST_NS) /* another thread's time may be newer than ours */
             return 1;
         atomic_store_explicit(&last_observed[i], now, memory_order_relaxed);
     }
@@ -305,7 +306,7 @@ int ls_completion_poll(struct ls_trace *t)
          * from this thread, in the stream's own context. Not on a per-thread default stream:
          * from here that handle names this thread's own; the issuing thread's next call covers
          * it. */
-        if (!(s->flags & LS_STREAM_FAILED) && ev_count[i] < SLOT_EVENTS && uncovered(s, (int)i) &&
+        if (!(s->flags & LS_STREAM_FAILED) && ev_count[i] < SLOT_EVENTS && uncovered(s) &&
             s->stream != (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
             if (slot_ctx[i] && cu.ctx_set_current)
                 cu.ctx_set_current(slot_ctx[i]);

@@ -252,7 +252,8 @@ static void record_republish(struct ls_call *c, struct ls_record *r)
 void ls_call_issued(struct ls_call *c, const void *stream)
 {
     struct ls_record *r;
-    if (ls_completion_issue(c->t, stream, c->ticket) < 0 && (r = record_relock(c)) != NULL) {
+    if (ls_completion_issue(c->t, stream, c->ticket, c->exit_ns) < 0 &&
+        (r = record_relock(c)) != NULL) {
         atomic_fetch_or_explicit((_Atomic uint32_t *)&r->flags, LS_REC_GRAPH_CAPTURED,
                                  memory_order_relaxed);
         record_republish(c, r);
@@ -449,8 +450,8 @@ claimed:
     c->ticket = tk;
     c->comm_idx = idx;
     c->peer = a->peer;
-    if (ls_completion_active() && !c->in_group && ls_op_issues_work(a->op))
-        ls_completion_before(t, a->stream);
+    if (issues_work && !c->in_group && ls_completion_active())
+        ls_completion_before(t, a->stream, now);
     return 1;
 }
 
@@ -494,6 +495,7 @@ void ls_call_exit(struct ls_call *c, int result)
     uint64_t now = ls_now();
     if (LS_UNLIKELY(now < c->enter_ns))
         now = c->enter_ns; /* the clock was recalibrated (or the thread moved) in between */
+    c->exit_ns = now;
     ls_t.time_floor = now;
     int issues_work = ls_op_issues_work(c->op);
     int refused = LS_UNLIKELY(ls_result_refused(result)) && issues_work && c->comm_idx >= 0;

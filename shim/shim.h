@@ -21,14 +21,14 @@
 /* ---- configuration (config.c) ---- */
 
 struct ls_config {
-    int disabled;          /* LOCKSTEP_DISABLE */
+    int disabled;             /* LOCKSTEP_DISABLE */
     char dir[LS_DIR_MAX + 2]; /* LOCKSTEP_DIR or the per-user default; "" until read */
-    int dir_is_default;    /* the folder is /dev/shm/lockstep-<uid> */
-    uint64_t ring;         /* LOCKSTEP_RING, a power of two */
-    uint32_t stack_depth;  /* LOCKSTEP_STACK_DEPTH */
-    uint32_t py_depth;     /* LOCKSTEP_PYTHON_DEPTH (0 when stack_depth is 0) */
-    double retain_hours;   /* LOCKSTEP_RETAIN_HOURS; 0 keeps every trace */
-    uint32_t heartbeat_ms; /* LOCKSTEP_HEARTBEAT_MS: how often the heartbeat is written */
+    int dir_is_default;       /* the folder is /dev/shm/lockstep-<uid> */
+    uint64_t ring;            /* LOCKSTEP_RING, a power of two */
+    uint32_t stack_depth;     /* LOCKSTEP_STACK_DEPTH */
+    uint32_t py_depth;        /* LOCKSTEP_PYTHON_DEPTH (0 when stack_depth is 0) */
+    double retain_hours;      /* LOCKSTEP_RETAIN_HOURS; 0 keeps every trace */
+    uint32_t heartbeat_ms;    /* LOCKSTEP_HEARTBEAT_MS: how often the heartbeat is written */
 };
 
 /* Every LOCKSTEP_* variable the shim and the plugin read, one line each:
@@ -366,13 +366,13 @@ void ls_completion_start(struct ls_trace *t);
 /* True once tracking is on. */
 int ls_completion_active(void);
 
-/* Notes that the operation with `ticket` was issued on `stream` (records an event behind it
- * when none is outstanding on that stream). Returns 1 when tracked, 0 when not (stream table
- * full), -1 when the stream is being captured into a graph (the caller marks the record). */
-int ls_completion_issue(struct ls_trace *t, const void *stream, uint64_t ticket);
-/* Before work is issued on `stream` outside a group: after a gap in the stream's calls, covers
- * the work issued before with an event of its own (completion.c). */
-void ls_completion_before(struct ls_trace *t, const void *stream);
+/* Notes that the operation with `ticket` was issued on `stream` at `now` (the call's return:
+ * records an event behind it when one is free). Returns 1 when tracked, 0 when not (stream
+ * table full), -1 when the stream is being captured into a graph (the caller marks the record). */
+int ls_completion_issue(struct ls_trace *t, const void *stream, uint64_t ticket, uint64_t now);
+/* Before work is issued on `stream` outside a group, at `now` (the call's entry): after a gap in
+ * the stream's calls, covers the work issued before with an event of its own (completion.c). */
+void ls_completion_before(struct ls_trace *t, const void *stream, uint64_t now);
 
 /* Checks outstanding events, marks what completed, re-arms streams with newer work. Never
  * blocks on the GPU. Returns 1 while an event is still outstanding. */
@@ -565,6 +565,7 @@ struct ls_call {
     uint32_t site; /* call site id of the call */
     int comm_rank; /* the caller's rank in the call's communicator, -1 unknown */
     uint64_t enter_ns;
+    uint64_t exit_ns; /* set by ls_call_exit() */
     const void *stream;
     int in_group;
     struct ls_trace *t;

@@ -118,9 +118,8 @@ static _Atomic int async_logged; /* SCENARIO_ON_ERROR=log: the error was logged,
 void poll_async_error(void)
 {
     ncclResult_t err = ncclSuccess;
-    if (atomic_load(&async_logged) ||
-        ncclCommGetAsyncError(world_comm, &err) != ncclSuccess || err == ncclSuccess ||
-        err == ncclInProgress)
+    if (atomic_load(&async_logged) || ncclCommGetAsyncError(world_comm, &err) != ncclSuccess ||
+        err == ncclSuccess || err == ncclInProgress)
         return;
     if (strcmp(tp_env_str("SCENARIO_ON_ERROR", "abort"), "log") == 0) {
         /* PyTorch's watchdog raising the error in its own thread while the rank goes on */
@@ -497,8 +496,8 @@ static void mode_truncated(void)
 {
     start_async_poller();
     run_steps(world_comm, steps);
-    TP_CHECK(ncclAllReduce(grad, grad, rank == victim ? 1 : 1024, ncclFloat32, ncclSum,
-                           world_comm, NULL));
+    TP_CHECK(ncclAllReduce(grad, grad, rank == victim ? 1 : 1024, ncclFloat32, ncclSum, world_comm,
+                           NULL));
     if (rank == victim)
         load_batch();
     barrier(world_comm);
