@@ -55,6 +55,8 @@ int diagnose_missing(struct diag *d);    /* missing_ranks */
 int diagnose_p2p(struct diag *d);        /* p2p_unmatched, p2p_size_mismatch */
 int diagnose_deadlock(struct diag *d);   /* deadlock_cycle */
 int diagnose_straggler(struct diag *d);  /* straggler */
+int diagnose_outside(struct diag *d);    /* stuck_outside_nccl (live facts: every rank out of
+                                          * NCCL) */
 int diagnose_inflight(struct diag *d);   /* stuck_in_flight (GPU completion known) */
 int diagnose_comm_init(struct diag *d);  /* comm_init_mismatch */
 int diagnose_incomplete(struct diag *d); /* trace_incomplete (runs last: looks at the others) */

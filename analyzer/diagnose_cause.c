@@ -186,6 +186,11 @@ static void index_ranks(struct cause *x)
         case F_COMM_ABORTED:
             note_rank(x, f->rank, (long)i, 0);
             break;
+        case F_STUCK_OUTSIDE_NCCL: /* its ranks wait for nothing NCCL shows: it owns them, unless
+                                    * a rank died first (anchors()) */
+            for (size_t k = 0; !f->dead.n && k < f->ranks.n; k++)
+                note_rank(x, f->ranks.v[k], (long)i, 0);
+            break;
         case F_MISSING_RANKS:
         case F_P2P_UNMATCHED:
         case F_COMM_INIT_MISMATCH:
@@ -321,6 +326,7 @@ static size_t anchors(const struct cause *x, const struct finding *f, size_t *ou
         break;
     case F_RANK_CRASHED:
     case F_RANK_EXITED:
+    case F_STUCK_OUTSIDE_NCCL: /* the rank that died first, whose end it most likely follows */
         ranks = &f->dead;
         break;
     case F_NCCL_ERROR:

@@ -113,7 +113,9 @@ static int class_eq(const struct f_class *a, const struct f_class *b)
     return str_eq(a->role, b->role) && a->has_call == b->has_call && a->op == b->op &&
            a->dtype == b->dtype && a->redop == b->redop && a->root == b->root &&
            a->count == b->count && a->seq == b->seq && a->comm == b->comm &&
-           str_eq(a->callsite, b->callsite) && str_eq(a->state, b->state) && a->pid == b->pid;
+           str_eq(a->callsite, b->callsite) && str_eq(a->state, b->state) && a->pid == b->pid &&
+           strcmp(a->where, b->where) == 0 && strcmp(a->blocked, b->blocked) == 0 &&
+           strcmp(a->thread, b->thread) == 0;
 }
 
 int finding_class_add_member(struct finding *f, const struct f_class *key, int rank, int comm_rank)
@@ -124,6 +126,8 @@ int finding_class_add_member(struct finding *f, const struct f_class *key, int r
             c = &f->classes[i];
             if (key->seconds_ago > c->seconds_ago)
                 c->seconds_ago = key->seconds_ago;
+            if (key->cpu_share > c->cpu_share)
+                c->cpu_share = key->cpu_share;
         }
     }
     if (!c) {

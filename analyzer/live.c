@@ -55,6 +55,8 @@ static void write_thread(FILE *f, FILE *maps, const struct live_thread *t)
             t->in_call, (unsigned long long)t->stopped_ns, t->name[0] ? t->name : "?");
     if (t->syscall[0])
         fprintf(f, "syscall %s\n", t->syscall);
+    if (t->fd[0])
+        fprintf(f, "fd %s\n", t->fd);
     for (uint32_t i = 0; i < t->nframes; i++) {
         char module[256] = "";
         uint64_t off = 0;
@@ -563,6 +565,8 @@ static int read_sidecar(const struct tr_trace *t, int pid, struct symbolizer *sy
             snprintf(raw->t->python, sizeof(raw->t->python), "%.255s", line + 7);
         } else if (strncmp(line, "syscall ", 8) == 0) {
             snprintf(raw->t->syscall, sizeof(raw->t->syscall), "%.23s", line + 8);
+        } else if (strncmp(line, "fd ", 3) == 0) {
+            snprintf(raw->t->fd, sizeof(raw->t->fd), "%.7s", line + 3);
         } else if (strncmp(line, "sym ", 4) == 0 && raw->nframes > 0) {
             snprintf(raw->sym[raw->nframes - 1], sizeof(raw->sym[0]), "%.95s", line + 4);
         } else if (sscanf(line, "frame %llx %n", &off, &pos) == 1 && pos > 0 &&

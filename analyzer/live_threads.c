@@ -104,6 +104,23 @@ static const struct {
 };
 #endif
 
+/* What descriptor `fd` of `pid` is: "socket", "pipe", "file" ("" unknown). */
+static void fd_kind(int pid, long fd, char *out, size_t len)
+{
+    char path[64], target[256];
+    snprintf(path, sizeof path, "/proc/%d/fd/%ld", pid, fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    out[0] = 0;
+    if (n <= 0)
+        return;
+    target[n] = 0;
+    snprintf(out, len, "%s",
+             strncmp(target, "socket:", 7) == 0 ? "socket"
+             : strncmp(target, "pipe:", 5) == 0 ? "pipe"
+             : target[0] == '/'                 ? "file"
+                                                : "");
+}
+
 static int fd_is_socket(int pid, long fd)
 {
     char path[64], target[64];
@@ -115,23 +132,35 @@ static int fd_is_socket(int pid, long fd)
     return strncmp(target, "socket:", 7) == 0;
 }
 
-/* Names the system call `nr` into `name`; returns 1 when a stop would not disturb it. */
-static int syscall_resumes(int pid, long nr, long arg0, char *name, size_t len)
+/* Names the system call `nr` into `name` (and what its descriptor is into `fd`, when its first
+ * argument is one); returns 1 when a stop would not disturb it. */
+static int syscall_resumes(int pid, long nr, long arg0, char *name, size_t len, char *fd,
+                           size_t fdlen)
 {
 #ifdef __x86_64__
     for (size_t i = 0; i < sizeof resumable / sizeof resumable[0]; i++)
         if (resumable[i].nr == nr) {
             snprintf(name, len, "%s", resumable[i].name);
+            if (resumable[i].fd_arg)
+                fd_kind(pid, arg0, fd, fdlen);
             return !(resumable[i].fd_arg && fd_is_socket(pid, arg0));
         }
+    static const long fd_calls[] = {SYS_recvfrom, SYS_recvmsg, SYS_sendto,
+                                    SYS_sendmsg,  SYS_accept,  SYS_accept4};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         if (others[i].nr == nr) {
             snprintf(name, len, "%s", others[i].name);
+            for (size_t k = 0; k < sizeof fd_calls / sizeof fd_calls[0]; k++)
+                if (fd_calls[k] == nr)
+                    fd_kind(pid, arg0, fd, fdlen);
             return 0;
         }
 #else
     (void)pid;
     (void)arg0;
+    (void)fd;
+    (void)fdlen;
+    (void)fd_kind;
 #endif
     snprintf(name, len, "#%ld", nr);
     return 0;
@@ -611,7 +640,8 @@ int live_threads_read(int pid, const struct ls_header *h, struct live_threads *o
                 t->in_call = 1;
         int stop = 0;
         if (ti.nr >= 0)
-            stop = syscall_resumes(pid, ti.nr, ti.arg0, t->syscall, sizeof t->syscall) &&
+            stop = syscall_resumes(pid, ti.nr, ti.arg0, t->syscall, sizeof t->syscall, t->fd,
+                                   sizeof t->fd) &&
                    ti.state != 'D';
         else if (ti.nr == -2 && !ti.syscall_denied)
             stop = ti.state == 'R' || ti.state == 'S'; /* running user code */

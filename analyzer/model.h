@@ -37,6 +37,7 @@ struct m_live_thread {
     char name[16];    /* its name (comm) */
     char state;       /* /proc state letter */
     char syscall[24]; /* the system call it is blocked in, "" none */
+    char fd[8];       /* what its descriptor is: "socket", "pipe", "file", "" none */
     int in_call;      /* inside a recorded NCCL call (the trace's thread slots say so) */
     int helper;       /* only library frames (NCCL's, CUDA's, lockstep's own threads) */
     int waits;        /* waits for another thread (pthread_join, a condition, a futex) */

@@ -60,7 +60,7 @@ static struct mon_trace *find_or_add(struct monitor *m, const char *name, int *a
         free(t->path);
         return NULL;
     }
-    t->last_progress_ns = timefmt_mono_ns();
+    t->last_progress_ns = t->last_active_ns = timefmt_mono_ns();
     m->n++;
     *added = 1;
     return t;
@@ -124,7 +124,9 @@ static int reread(struct monitor *m, struct mon_trace *t, uint64_t now)
         reread_comms(m, t, fd, &h, now);
     t->h = h;
     int was_running = t->running_here;
-    t->running_here = h.end_kind == LS_END_RUNNING && liveness_alive(liveness_local(&h, NULL));
+    enum liveness here = h.end_kind == LS_END_RUNNING ? liveness_local(&h, NULL) : LIVENESS_DEAD;
+    t->running_here = liveness_alive(here);
+    t->elsewhere = here == LIVENESS_UNKNOWN;
     close(fd);
     if (was_running && !t->running_here) {
         mon_comms_member_ended(&m->comms, t, now);
@@ -172,12 +174,38 @@ int monitor_reckon(struct monitor *m)
     return rc ? -1 : 0;
 }
 
+/* Samples what each running rank does outside NCCL (monitor_activity.h). */
+static void sample_activity(struct monitor *m, uint64_t now)
+{
+    if (now < m->last_activity_ns + (uint64_t)MON_ACTIVITY_MS * 1000000ull)
+        return;
+    m->last_activity_ns = now;
+    for (size_t i = 0; i < m->n; i++) {
+        struct mon_trace *t = &m->t[i];
+        if (!t->running_here) {
+            t->act.taken_ns = 0;
+            continue;
+        }
+        struct mon_activity a;
+        char why[sizeof t->active_why];
+        int r = mon_activity_sample(t->h.pid, &t->act, &a, why, sizeof why);
+        if (r < 0)
+            continue;
+        if (r > 0) {
+            t->last_active_ns = now;
+            memcpy(t->active_why, why, sizeof why);
+        }
+        t->act = a;
+    }
+}
+
 int monitor_poll(struct monitor *m)
 {
     int moved = scan(m);
     uint64_t now = timefmt_mono_ns();
     for (size_t i = 0; i < m->n; i++)
         moved |= reread(m, &m->t[i], now);
+    sample_activity(m, now);
     monitor_reckon(m);
     m->last_poll_ns = now;
     if (moved)

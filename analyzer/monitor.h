@@ -11,6 +11,7 @@
 
 #include "idmap.h"
 #include "lockstep/trace_format.h"
+#include "monitor_activity.h"
 #include "monitor_comms.h"
 #include "monitor_jobs.h"
 
@@ -38,7 +39,13 @@ struct mon_trace {
     struct mon_streams *streams;
     uint64_t last_progress_ns; /* CLOCK_MONOTONIC: when it was found, or a progress field moved */
     size_t job;                /* its job in monitor.jobs, the last poll's view */
+    struct mon_activity act;   /* its process's last activity sample (monitor_activity.h) */
+    uint64_t last_active_ns;   /* CLOCK_MONOTONIC: when it was found, or its process was last
+                                * seen active (CPU, I/O, a disk wait or a timed sleep) */
+    char active_why[48];       /* the activity last seen, in words */
     int running_here;          /* its process runs on this host */
+    int elsewhere;             /* no end recorded and its process is not on this host: whether
+                                * it does anything cannot be seen from here */
     int refused;               /* the reader refused its header (said once, on stderr) */
 };
 
@@ -51,6 +58,7 @@ struct monitor {
     struct mon_jobs jobs;      /* the jobs, regrouped at each poll */
     uint64_t last_progress_ns; /* CLOCK_MONOTONIC: when something last moved */
     uint64_t last_poll_ns;
+    uint64_t last_activity_ns; /* CLOCK_MONOTONIC of the last activity sample of the ranks */
     uint64_t read_calls_after_ns; /* a thread inside one call this long, or a GPU stream stuck
                                    * this long, has its records read (monitor_set_stall());
                                    * 0: at once */
@@ -67,7 +75,9 @@ void monitor_set_stall(struct monitor *m, double stall_s);
 /* Rescans the folder and rereads every trace's header and comm table. A new trace, a call
  * entered or left, a GPU completion, a process ending: each counts as progress of its trace and
  * job; a member's counters on a communicator moving, a member joining it or ending, as progress
- * of that communicator. Returns 1 if something moved since the last poll, 0 if not. */
+ * of that communicator. Every MON_ACTIVITY_MS it also samples what the running ranks do
+ * outside NCCL (monitor_activity.h: last_active_ns). Returns 1 if something moved in the
+ * traces since the last poll, 0 if not. */
 int monitor_poll(struct monitor *m);
 
 /* Recomputes, from the traces as last read, the communicator index (entries not yet in it are

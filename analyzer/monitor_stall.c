@@ -49,6 +49,21 @@ static long stalled_job(const struct monitor *m, uint64_t stall_ns, uint64_t now
     return best;
 }
 
+/* The job idle longest, in NCCL and out of it, of those with a rank running here, nothing
+ * outstanding and no rank that may run elsewhere, idle `stall_ns`; -1 none. */
+static long stalled_outside(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns)
+{
+    long best = -1;
+    for (size_t j = 0; j < m->jobs.n; j++) {
+        const struct mon_job *job = &m->jobs.v[j];
+        if (!job->outstanding && job->running > 0 && job->elsewhere == 0 &&
+            now_ns >= job->last_active_ns + stall_ns &&
+            (best < 0 || job->last_active_ns < m->jobs.v[best].last_active_ns))
+            best = (long)j;
+    }
+    return best;
+}
+
 /* The communicator idle longest of those a running member waits in, idle `stall_ns`; -1. */
 static long stalled_comm(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns)
 {
@@ -109,10 +124,16 @@ static int fill_job(const struct monitor *m, size_t j, struct mon_stall *s)
     const struct mon_job *job = &m->jobs.v[j];
     s->scope = MON_STALL_JOB;
     memcpy(s->part.job, job->name, sizeof(s->part.job));
-    snprintf(s->why, sizeof(s->why), "%s", job->why);
+    if (s->outside_nccl)
+        snprintf(s->why, sizeof(s->why),
+                 "no rank is in NCCL, and none used CPU, did I/O or slept for a set time");
+    else
+        snprintf(s->why, sizeof(s->why), "%s", job->why);
     char why[256];
     for (size_t i = 0; i < m->n; i++)
-        if (m->t[i].job == j && mon_trace_outstanding(m, &m->t[i], why, sizeof(why)) &&
+        if (m->t[i].job == j &&
+            (s->outside_nccl ? m->t[i].running_here
+                             : mon_trace_outstanding(m, &m->t[i], why, sizeof(why))) &&
             intvec_push(&s->waiting, m->t[i].h.rank) < 0)
             return -1;
     s->waiting.n = rankset_normalize(s->waiting.v, s->waiting.n);
@@ -193,13 +214,15 @@ int monitor_find_stall(const struct monitor *m, double stall_s, uint64_t now_ns,
     uint64_t window = (uint64_t)(stall_s * 1e9);
     long job = stalled_job(m, window, now_ns),
          comm = job < 0 ? stalled_comm(m, window, now_ns) : -1;
+    if (job < 0 && comm < 0 && (job = stalled_outside(m, window, now_ns)) >= 0)
+        s->outside_nccl = 1;
     if (job < 0 && comm < 0)
         return 0;
     s->window_s = stall_s;
     int rc;
     uint64_t stopped;
     if (job >= 0) {
-        stopped = m->jobs.v[job].last_progress_ns;
+        stopped = s->outside_nccl ? m->jobs.v[job].last_active_ns : m->jobs.v[job].last_progress_ns;
         s->part.idle_s = idle_s(stopped, now_ns);
         rc = fill_job(m, (size_t)job, s);
     } else {
@@ -261,6 +284,7 @@ void mon_stall_json(struct json_writer *w, const struct mon_stall *s)
 {
     json_begin_object(w, "stall");
     json_string(w, "scope", s->scope == MON_STALL_COMM ? "communicator" : "job");
+    json_bool(w, "outside_nccl", s->outside_nccl != 0);
     part_json(w, &s->part, "no_progress_s");
     json_int_array(w, "waiting", s->waiting.v, s->waiting.n);
     json_string(w, "why", s->why);

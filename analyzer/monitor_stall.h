@@ -29,6 +29,8 @@ struct mon_part {
 
 struct mon_stall {
     enum mon_stall_scope scope;
+    int outside_nccl;      /* a job (scope JOB) with nothing outstanding in NCCL none of whose
+                            * ranks moved in NCCL or out of it (monitor_activity.h) */
     struct mon_part part;  /* what stalled: no progress for part.idle_s */
     struct intvec waiting; /* its ranks that wait in it */
     char why[256];         /* what one of them waits in, in words */
@@ -45,7 +47,9 @@ struct mon_stall {
 /* Looks for a stall at `now_ns` (CLOCK_MONOTONIC) after monitor_poll(): a job with something
  * outstanding (monitor_waits.h) none of whose traces progressed for `stall_s`; else a
  * communicator a running member waits in (enum mon_wait) on which no member progressed for
- * `stall_s`, whatever the rest of its job does. Of several, the one idle longest, a job first.
+ * `stall_s`, whatever the rest of its job does; else a job with a rank running here, nothing
+ * outstanding and no rank on another host, none of whose ranks progressed or was active
+ * outside NCCL for `stall_s` (outside_nccl). Of several, the one idle longest, a job first.
  * Returns 1 with `s` filled (free with mon_stall_free()), 0 when nothing stalled (`s` zeroed),
  * -1 when out of memory. */
 int monitor_find_stall(const struct monitor *m, double stall_s, uint64_t now_ns,

@@ -203,6 +203,12 @@ static void write_class(struct json_writer *w, const struct f_class *c)
         json_string(w, "state", c->state);
     if (c->seconds_ago >= 0)
         json_double(w, "seconds_ago", c->seconds_ago);
+    if (c->where[0]) {
+        json_string(w, "where", c->where);
+        json_string(w, "blocked_in", c->blocked);
+        json_string(w, "thread", c->thread[0] ? c->thread : NULL);
+        json_double(w, "cpu_share", c->cpu_share);
+    }
     json_end_object(w);
 }
 
@@ -300,6 +306,16 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
     case F_STRAGGLER:
         json_int(w, "rank", f->rank);
         json_double(w, "late_by_s", f->late_by_s);
+        break;
+    case F_STUCK_OUTSIDE_NCCL:
+        json_int_array(w, "odd", f->missing.v, f->missing.n);
+        json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+        if (f->since_s >= 0)
+            json_double(w, "since_s", f->since_s);
+        else
+            json_null(w, "since_s");
+        if (f->dead.n)
+            json_int(w, "follows_death_of", f->dead.v[0]);
         break;
     case F_STUCK_IN_FLIGHT:
         json_double(w, "since_s", f->since_s);

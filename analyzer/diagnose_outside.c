@@ -1,0 +1,214 @@
+/* diagnose_outside.c -- stuck_outside_nccl: a job whose every running rank is outside NCCL, as
+ * a probe of the live job saw it (a stall that `run` or `watch` noticed without any rank in
+ * NCCL: monitor_activity.h). Its ranks are grouped by where they wait (the innermost frame of the
+ * program, Python's where the thread runs Python) and what they block in, the odd class first,
+ * as STAT groups stacks. The ranks are terminal nodes of the wait-for graph (running); the
+ * finding owns them, unless a rank of the job died first: then the others most likely wait for
+ * it, and the finding follows from that death (diagnose_cause.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose.h"
+#include "rankset.h"
+#include "timefmt.h"
+
+/* What a thread blocks in, in words, from its state, system call and wait function. */
+static void blocked_words(const struct m_live_thread *t, char *buf, size_t len)
+{
+    const char *s = t->syscall, *fd = t->fd[0] ? t->fd : "descriptor";
+    if (t->state == 'D')
+        snprintf(buf, len, "disk I/O (uninterruptible wait)");
+    else if (t->state == 'R')
+        snprintf(buf, len, "running code");
+    else if (t->state == 'T' || t->state == 't')
+        snprintf(buf, len, "a stop (SIGSTOP or a debugger)");
+    else if (strcmp(s, "futex") == 0 && strncmp(t->wait_fn, "pthread_mutex", 13) == 0)
+        snprintf(buf, len, "a lock (%s)", t->wait_fn);
+    else if (strcmp(s, "futex") == 0 && strncmp(t->wait_fn, "pthread_cond", 12) == 0)
+        snprintf(buf, len, "a condition (%s)", t->wait_fn);
+    else if (strcmp(s, "futex") == 0 && strncmp(t->wait_fn, "sem_", 4) == 0)
+        snprintf(buf, len, "a lock or semaphore (%s)", t->wait_fn);
+    else if (strcmp(s, "futex") == 0 && strstr(t->wait_fn, "join"))
+        snprintf(buf, len, "another thread's end (%s)", t->wait_fn);
+    else if (strcmp(s, "futex") == 0)
+        snprintf(buf, len, "a lock or condition (futex)");
+    else if (!strcmp(s, "read") || !strcmp(s, "readv") || !strcmp(s, "pread64") ||
+             !strcmp(s, "recvfrom") || !strcmp(s, "recvmsg"))
+        snprintf(buf, len, "a %s read (%s)", fd, s);
+    else if (!strcmp(s, "write") || !strcmp(s, "writev") || !strcmp(s, "sendto") ||
+             !strcmp(s, "sendmsg"))
+        snprintf(buf, len, "a %s write (%s)", fd, s);
+    else if (!strncmp(s, "epoll", 5) || !strcmp(s, "poll") || !strcmp(s, "ppoll") ||
+             !strcmp(s, "select") || !strcmp(s, "pselect6"))
+        snprintf(buf, len, "a poll of descriptors (%s)", s);
+    else if (!strncmp(s, "accept", 6))
+        snprintf(buf, len, "waiting for a connection (%s)", s);
+    else if (!strcmp(s, "connect"))
+        snprintf(buf, len, "a connection (connect)");
+    else if (strstr(s, "nanosleep"))
+        snprintf(buf, len, "a sleep (%s)", s);
+    else if (!strcmp(s, "wait4") || !strcmp(s, "waitid"))
+        snprintf(buf, len, "a child process's end (%s)", s);
+    else if (s[0])
+        snprintf(buf, len, "a system call (%s)", s);
+    else
+        snprintf(buf, len, "an unknown wait");
+}
+
+/* The innermost frame of a where ("f (x.c:12) <- g <- main" -> "f (x.c:12)"). */
+static void innermost(const char *where, char *buf, size_t len)
+{
+    const char *cut = strstr(where, " <- ");
+    snprintf(buf, len, "%.*s", (int)(cut ? (size_t)(cut - where) : strlen(where)), where);
+}
+
+/* The class key of running process p from its probe. */
+static void class_key(const struct m_proc *p, struct f_class *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->role = "stuck";
+    k->op = k->dtype = k->redop = k->root = -1;
+    k->seconds_ago = -1;
+    const struct m_live *lv = p->live;
+    const struct m_live_thread *t = lv->work_thread >= 0 && lv->work_thread < lv->nthreads
+                                        ? &lv->threads[lv->work_thread]
+                                        : NULL;
+    innermost(t && t->where[0] ? t->where : lv->where, k->where, sizeof(k->where));
+    if (!k->where[0])
+        snprintf(k->where, sizeof(k->where), "an unknown place");
+    if (t)
+        blocked_words(t, k->blocked, sizeof(k->blocked));
+    else
+        snprintf(k->blocked, sizeof(k->blocked), "an unknown wait");
+    if (t && t->tid != (uint32_t)p->t->hdr.pid)
+        snprintf(k->thread, sizeof(k->thread), "%s", t->name);
+    k->cpu_share = lv->cpu_share;
+}
+
+/* Classes ascending by size (the odd one first), ties by lowest rank. */
+static void sort_classes(struct finding *f)
+{
+    for (size_t a = 1; a < f->nclasses; a++)
+        for (size_t b = a; b > 0; b--) {
+            const struct f_class *x = &f->classes[b], *y = &f->classes[b - 1];
+            if (x->ranks.n > y->ranks.n || (x->ranks.n == y->ranks.n && x->ranks.v[0] > y->ranks.v[0]))
+                break;
+            struct f_class tmp = f->classes[b];
+            f->classes[b] = f->classes[b - 1];
+            f->classes[b - 1] = tmp;
+        }
+}
+
+/* "rank 0 waits in a lock (pthread_mutex_lock) at prepare_data (data.py:56)". */
+static void class_words(const struct f_class *c, char *buf, size_t len)
+{
+    char who[200], thread[64] = "";
+    describe_ranks(c->ranks.v, c->ranks.n, who, sizeof(who));
+    if (c->thread[0])
+        snprintf(thread, sizeof(thread), " (thread \"%s\")", c->thread);
+    snprintf(buf, len, "%s wait%s in %s at %s%s", who, c->ranks.n == 1 ? "s" : "", c->blocked,
+             c->where, thread);
+}
+
+/* The earliest death of the job (not a stop from outside with the job), NULL none. */
+static const struct m_proc *first_death(const struct diag *d)
+{
+    const struct m_proc *first = NULL;
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct m_proc *p = d->j->procs[i];
+        if (model_alive(p) || p->stopped_with_job || p->stopped_by)
+            continue;
+        if (!first || p->death_lo < first->death_lo)
+            first = p;
+    }
+    return first;
+}
+
+int diagnose_outside(struct diag *d)
+{
+    size_t alive = 0;
+    uint64_t last_call = 0;
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct m_proc *p = d->j->procs[i];
+        int running = model_alive(p) || (p->stopped_by && p->live);
+        if (!running)
+            continue;
+        /* Every running rank outside NCCL, and probed after its last call. */
+        if (p->state == RANK_IN_CALL || p->current || !p->live || p->live->nthreads == 0 ||
+            p->live->work_thread < 0)
+            return 0;
+        uint64_t t = p->last_call ? p->last_call->enter_ns : 0;
+        if (p->last_call && p->last_call->exit_ns > t)
+            t = p->last_call->exit_ns;
+        if (p->live->probed_ns && t > p->live->probed_ns)
+            return 0;
+        if (t > last_call)
+            last_call = t;
+        alive++;
+    }
+    if (alive == 0)
+        return 0;
+    struct finding *f = finding_add(d->out, F_STUCK_OUTSIDE_NCCL, d->job);
+    if (!f)
+        return -1;
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct m_proc *p = d->j->procs[i];
+        if (!(model_alive(p) || (p->stopped_by && p->live)))
+            continue;
+        struct f_class k;
+        class_key(p, &k);
+        if (finding_class_add(f, &k, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0)
+            return -1;
+    }
+    findings_normalize(&(struct findings){f, 1, 1});
+    sort_classes(f);
+    /* The odd class: the smallest, when the ranks are not all in one place. */
+    if (f->nclasses > 1)
+        for (size_t k = 0; k < f->classes[0].ranks.n; k++)
+            if (intvec_push(&f->missing, f->classes[0].ranks.v[k]) < 0)
+                return -1;
+    for (size_t c = f->nclasses > 1 ? 1 : 0; c < f->nclasses; c++)
+        for (size_t k = 0; k < f->classes[c].ranks.n; k++)
+            if (intvec_push(&f->waiting, f->classes[c].ranks.v[k]) < 0)
+                return -1;
+    f->time_ns = last_call;
+    f->since_s = last_call ? diag_seconds_ago(d, last_call) : -1;
+    char text[2048], part[640], when[64] = "", ago[32] = "";
+    size_t used = 0;
+    for (size_t c = 0; c < f->nclasses && used < sizeof(text); c++) {
+        class_words(&f->classes[c], part, sizeof(part));
+        used += (size_t)snprintf(text + used, sizeof(text) - used, "%s%s", c ? "; " : "", part);
+    }
+    if (last_call) {
+        timefmt_wall(when, sizeof(when), last_call);
+        timefmt_duration(ago, sizeof(ago), (uint64_t)(f->since_s * 1e9));
+    }
+    const char *clock = strchr(when, ' ');
+    when[strcspn(when, ".")] = 0; /* to the second */
+    finding_summary(f, "stuck outside NCCL: %s; no rank is in an NCCL call%s%s%s%s%s", text,
+                    last_call ? ", none made one since " : "",
+                    last_call ? (clock ? clock + 1 : when) : "", last_call ? " (" : "", ago,
+                    last_call ? " ago)" : "");
+    for (size_t c = 0; c < f->nclasses; c++) {
+        const struct f_class *k = &f->classes[c];
+        char who[256];
+        describe_ranks(k->ranks.v, k->ranks.n, who, sizeof(who));
+        finding_detail(f, "%s: %s, blocked in %s, %.0f%% of a CPU%s", who, k->where, k->blocked,
+                       k->cpu_share * 100,
+                       c == 0 && f->nclasses > 1 ? " (the odd one out: look here first)" : "");
+    }
+    const struct m_proc *dead = first_death(d);
+    if (dead && dead->rank >= 0) {
+        if (intvec_push(&f->dead, dead->rank) < 0)
+            return -1;
+        char t[32] = "";
+        if (last_call && dead->death_lo < last_call)
+            timefmt_duration(t, sizeof(t), last_call - dead->death_lo);
+        finding_detail(f,
+                       "why: rank %d ended first%s%s%s: what the others wait for outside NCCL is "
+                       "most likely it",
+                       dead->rank, t[0] ? " (" : "", t, t[0] ? " before their last NCCL call)" : "");
+    }
+    return f->summary ? 0 : -1;
+}

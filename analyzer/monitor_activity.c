@@ -1,0 +1,195 @@
+/* monitor_activity.c -- a rank's activity outside NCCL from /proc: CPU time of its threads
+ * (schedstat, nanoseconds), its I/O (rchar + wchar), disk waits and timed sleeps. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "monitor_activity.h"
+#include "timefmt.h"
+
+/* Processes looked at per rank (itself and its children, breadth first). */
+#define MAX_PROCS 32
+/* Threads per process whose system call is read to tell a timed sleep (the rest are counted). */
+#define MAX_SLEEP_CHECKS 16
+
+int mon_background_thread(const char *name)
+{
+    static const char *const prefixes[] = {
+        "lockstep-",      /* the shim's heartbeat and blind watch */
+        "NCCL ",          /* NCCL's proxy, service and RAS threads (NCCL_SET_THREAD_NAME=1) */
+        "pt_nccl_",       /* PyTorch's NCCL watchdog, heartbeat monitor, GIL checker */
+        "pt_tcpstore",    /* PyTorch's TCPStore client and server loops */
+        "cuda-EvtHandlr", /* the CUDA runtime's event handler */
+        "cuda0",          /* the CUDA driver's own threads ("cuda00001800007") */
+        NULL};
+    for (int i = 0; prefixes[i]; i++)
+        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+            return 1;
+    return 0;
+}
+
+/* Reads a small /proc file into buf; returns its length, -1 when it cannot be read. */
+static ssize_t read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = 0;
+    return n;
+}
+
+/* True when the thread sleeps for a set time: nanosleep, clock_nanosleep, or select / poll
+ * with no descriptor (how Python before 3.11 sleeps). From its system call where /proc shows
+ * it, else from where the kernel has it wait. */
+static int timed_sleep(int pid, unsigned tid)
+{
+    char path[96], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/task/%u/syscall", pid, tid);
+    long nr;
+    unsigned long a0 = 1, a1 = 1;
+    if (read_small(path, buf, sizeof buf) > 0 && sscanf(buf, "%ld %lx %lx", &nr, &a0, &a1) >= 1) {
+#ifdef SYS_nanosleep
+        if (nr == SYS_nanosleep)
+            return 1;
+#endif
+#ifdef SYS_clock_nanosleep
+        if (nr == SYS_clock_nanosleep)
+            return 1;
+#endif
+#ifdef SYS_select
+        if (nr == SYS_select && a0 == 0)
+            return 1;
+#endif
+#ifdef SYS_pselect6
+        if (nr == SYS_pselect6 && a0 == 0)
+            return 1;
+#endif
+#ifdef SYS_poll
+        if (nr == SYS_poll && a1 == 0)
+            return 1;
+#endif
+#ifdef SYS_ppoll
+        if (nr == SYS_ppoll && a1 == 0)
+            return 1;
+#endif
+        return 0;
+    }
+    snprintf(path, sizeof path, "/proc/%d/task/%u/wchan", pid, tid);
+    return read_small(path, buf, sizeof buf) > 0 && strstr(buf, "nanosleep") != NULL;
+}
+
+/* Adds one thread of `pid` to `a`; its children's pids go to `kids`. */
+static void add_thread(int pid, unsigned tid, struct mon_activity *a, int *sleep_checks,
+                       int *kids, int *nkids)
+{
+    char path[96], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/task/%u/stat", pid, tid);
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return;
+    char *open_p = strchr(buf, '('), *close_p = strrchr(buf, ')');
+    if (!open_p || !close_p || close_p < open_p)
+        return;
+    char name[32];
+    snprintf(name, sizeof name, "%.*s", (int)(close_p - open_p - 1), open_p + 1);
+    char state = close_p[1] == ' ' ? close_p[2] : '?';
+    unsigned long long utime = 0, stime = 0;
+    sscanf(close_p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime);
+    /* Its children, whatever the thread: a data loader's workers are the rank's work too. */
+    snprintf(path, sizeof path, "/proc/%d/task/%u/children", pid, tid);
+    char kb[512];
+    if (read_small(path, kb, sizeof kb) > 0)
+        for (char *s = kb, *end; *nkids < MAX_PROCS; s = end) {
+            long k = strtol(s, &end, 10);
+            if (end == s)
+                break;
+            kids[(*nkids)++] = (int)k;
+        }
+    if (mon_background_thread(name))
+        return;
+    a->threads++;
+    snprintf(path, sizeof path, "/proc/%d/task/%u/schedstat", pid, tid);
+    unsigned long long ns;
+    if (read_small(path, buf, sizeof buf) > 0 && sscanf(buf, "%llu", &ns) == 1) {
+        a->cpu_ns += ns;
+    } else {
+        long hz = sysconf(_SC_CLK_TCK);
+        a->cpu_ns += (utime + stime) * (1000000000ull / (unsigned long long)(hz > 0 ? hz : 100));
+    }
+    if (state == 'D')
+        a->disk_wait = 1;
+    else if (state == 'S' && !a->timed_sleep && (*sleep_checks)++ < MAX_SLEEP_CHECKS)
+        a->timed_sleep = timed_sleep(pid, tid);
+}
+
+/* Adds process `pid` (its threads and I/O) to `a`; returns -1 when it cannot be read. */
+static int add_process(int pid, struct mon_activity *a, int *kids, int *nkids)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int sleep_checks = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
+            add_thread(pid, (unsigned)strtoul(e->d_name, NULL, 10), a, &sleep_checks, kids,
+                       nkids);
+    closedir(d);
+    snprintf(path, sizeof path, "/proc/%d/io", pid);
+    if (read_small(path, buf, sizeof buf) > 0) {
+        unsigned long long rchar = 0, wchar = 0;
+        char *r = strstr(buf, "rchar:"), *w = strstr(buf, "wchar:");
+        if (r)
+            sscanf(r, "rchar: %llu", &rchar);
+        if (w)
+            sscanf(w, "wchar: %llu", &wchar);
+        a->io_bytes += rchar + wchar;
+    }
+    return 0;
+}
+
+int mon_activity_sample(int pid, const struct mon_activity *prev, struct mon_activity *now,
+                        char *why, size_t len)
+{
+    memset(now, 0, sizeof(*now));
+    now->taken_ns = timefmt_mono_ns();
+    if (why && len)
+        why[0] = 0;
+    int procs[MAX_PROCS], nprocs = 1;
+    procs[0] = pid;
+    for (int i = 0; i < nprocs; i++)
+        if (add_process(procs[i], now, procs, &nprocs) < 0 && i == 0)
+            return -1;
+    if (!prev || !prev->taken_ns || now->taken_ns <= prev->taken_ns)
+        return 1;
+    double dt = (double)(now->taken_ns - prev->taken_ns) / 1e9;
+    /* Counters of children that ended (or a thread that left) go down: no activity from them. */
+    double cpu = now->cpu_ns > prev->cpu_ns ? (double)(now->cpu_ns - prev->cpu_ns) / 1e9 / dt : 0;
+    double io = now->io_bytes > prev->io_bytes ? (double)(now->io_bytes - prev->io_bytes) / dt : 0;
+    if (cpu >= MON_ACTIVITY_CPU_SHARE) {
+        if (why)
+            snprintf(why, len, "%.0f%% of a CPU", cpu * 100);
+        return 1;
+    }
+    if (io >= MON_ACTIVITY_IO_PER_S) {
+        if (why)
+            snprintf(why, len, "%.1f MB/s of I/O", io / 1e6);
+        return 1;
+    }
+    if (now->disk_wait || now->timed_sleep) {
+        if (why)
+            snprintf(why, len, "%s", now->disk_wait ? "a disk wait" : "a timed sleep");
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,43 @@
+/* monitor_activity.h -- whether a running rank does anything outside NCCL: its threads' CPU
+ * time, its I/O, a thread in a disk wait or a timed sleep, from /proc and without stopping it.
+ * A job that no rank of moved for the stall time, in NCCL or out of it, is stalled even when no
+ * rank waits in NCCL (monitor_stall.h). */
+#ifndef LOCKSTEP_MONITOR_ACTIVITY_H
+#define LOCKSTEP_MONITOR_ACTIVITY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* How often a rank's activity is sampled (ms): a stall outside NCCL is seen this late at most. */
+#define MON_ACTIVITY_MS 250
+
+/* A rank is active between two samples when its threads (background ones left out) used this
+ * share of one CPU, or it (its threads, its child processes) read or wrote this many bytes per
+ * second, or one of its threads was in a disk wait or a timed sleep when sampled. */
+#define MON_ACTIVITY_CPU_SHARE 0.05
+#define MON_ACTIVITY_IO_PER_S  (128 * 1024)
+
+/* What one sample saw of a process and its children. */
+struct mon_activity {
+    uint64_t cpu_ns;   /* CPU time of the counted threads so far */
+    uint64_t io_bytes; /* bytes read and written (rchar + wchar) so far */
+    uint64_t taken_ns; /* CLOCK_MONOTONIC of the sample, 0 none yet */
+    int threads;       /* counted threads */
+    int disk_wait;     /* a counted thread was in uninterruptible (disk) wait */
+    int timed_sleep;   /* a counted thread slept for a set time (nanosleep, select without
+                        * descriptors): it wakes up by itself, a pause and not a wait */
+};
+
+/* True for the name (/proc comm) of a thread that runs beside a program's work whatever the
+ * program does: lockstep's own, NCCL's when it names them, PyTorch's watchdog and heartbeat
+ * monitor, its TCPStore's, CUDA's event handler. Their CPU and sleeps do not count. */
+int mon_background_thread(const char *name);
+
+/* Samples process `pid` (its threads and its child processes, a few levels down) into `now`.
+ * Returns 1 when it was active since `prev` (MON_ACTIVITY_*; a first sample is active), 0 when
+ * not, -1 when the process cannot be read (gone). `why` (may be NULL) gets the activity in a
+ * few words ("37% of a CPU", "2.1 MB/s of I/O", "a disk wait", "a timed sleep"). */
+int mon_activity_sample(int pid, const struct mon_activity *prev, struct mon_activity *now,
+                        char *why, size_t len);
+
+#endif
