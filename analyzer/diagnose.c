@@ -38,9 +38,9 @@ int diagnose_job_graph(const struct model *m, size_t job, struct symbolizer *sym
     struct diag d = {m, job, &m->jobs[job], sym, opt, out, g};
     size_t first = out->n;
     int (*const passes[])(struct diag *) = {
-        diagnose_identity, diagnose_process,   diagnose_abort,      diagnose_comm_init,
-        diagnose_mismatch, diagnose_p2p,       diagnose_missing,    diagnose_deadlock,
-        diagnose_inflight, diagnose_straggler, diagnose_outside,    diagnose_incomplete,
+        diagnose_identity, diagnose_process,   diagnose_abort,   diagnose_comm_init,
+        diagnose_mismatch, diagnose_p2p,       diagnose_missing, diagnose_deadlock,
+        diagnose_inflight, diagnose_straggler, diagnose_outside, diagnose_incomplete,
     };
     for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]); i++)
         if (passes[i](&d) < 0) {

@@ -92,7 +92,8 @@ static void sort_classes(struct finding *f)
     for (size_t a = 1; a < f->nclasses; a++)
         for (size_t b = a; b > 0; b--) {
             const struct f_class *x = &f->classes[b], *y = &f->classes[b - 1];
-            if (x->ranks.n > y->ranks.n || (x->ranks.n == y->ranks.n && x->ranks.v[0] > y->ranks.v[0]))
+            if (x->ranks.n > y->ranks.n ||
+                (x->ranks.n == y->ranks.n && x->ranks.v[0] > y->ranks.v[0]))
                 break;
             struct f_class tmp = f->classes[b];
             f->classes[b] = f->classes[b - 1];
@@ -208,7 +209,8 @@ int diagnose_outside(struct diag *d)
         finding_detail(f,
                        "why: rank %d ended first%s%s%s: what the others wait for outside NCCL is "
                        "most likely it",
-                       dead->rank, t[0] ? " (" : "", t, t[0] ? " before their last NCCL call)" : "");
+                       dead->rank, t[0] ? " (" : "", t,
+                       t[0] ? " before their last NCCL call)" : "");
     }
     return f->summary ? 0 : -1;
 }

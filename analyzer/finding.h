@@ -40,10 +40,10 @@ struct f_class {
     int pid;            /* duplicate_rank: the claimant process, 0 none */
     const char *host;   /* ... and its host (the trace's), NULL none */
     /* stuck_outside_nccl: where the ranks of the class wait, from their live stacks */
-    char where[192];   /* the innermost frame of the program ("prepare_data (data.py:56)"), "" */
-    char blocked[64];  /* what it blocks in, in words ("a socket read"), "" */
-    char thread[24];   /* the waiting thread's name when it is not the main thread, "" */
-    double cpu_share;  /* the most CPU a rank of the class used while probed (of one CPU) */
+    char where[192];  /* the innermost frame of the program ("prepare_data (data.py:56)"), "" */
+    char blocked[64]; /* what it blocks in, in words ("a socket read"), "" */
+    char thread[24];  /* the waiting thread's name when it is not the main thread, "" */
+    double cpu_share; /* the most CPU a rank of the class used while probed (of one CPU) */
 };
 
 /* stuck_in_flight: where one rank's GPU is in the stuck collective, from NCCL's profiler

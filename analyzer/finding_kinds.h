@@ -39,7 +39,7 @@
     X(P2P_UNMATCHED, "p2p_unmatched", F_SEV_ERROR, 140, 0, NULL)                                   \
     X(STUCK_IN_FLIGHT, "stuck_in_flight", F_SEV_ERROR, 150, F_T_TIMELINE, NULL)                    \
     X(MISSING_RANKS, "missing_ranks", F_SEV_ERROR, 160, F_T_TIMELINE, NULL)                        \
-    X(STUCK_OUTSIDE_NCCL, "stuck_outside_nccl", F_SEV_ERROR, 165, 0, NULL)                        \
+    X(STUCK_OUTSIDE_NCCL, "stuck_outside_nccl", F_SEV_ERROR, 165, 0, NULL)                         \
     X(STRAGGLER, "straggler", F_SEV_WARN, 170, F_T_TIMELINE, NULL)                                 \
     X(TRACE_INCOMPLETE, "trace_incomplete", F_SEV_WARN, 180, 0, NULL)
 

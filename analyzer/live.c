@@ -20,8 +20,9 @@
 #define SIDECAR_MAGIC "lockstep-live 1"
 
 static const char *const system_modules[] = {
-    "/libc.so",   "/libc-",     "/ld-linux", "/libpthread", "/liblockstep", "/libnccl", "/libcuda",
-    "/libunwind", "/libstdc++", "/libgcc_s", NULL};
+    "/libc.so", "/libc-",    "/ld-linux",  "/libpthread", "/liblockstep",
+    "/libnccl", "/libcuda",  "/libunwind", "/libstdc++",  "/libgcc_s",
+    "/libasan", "/libubsan", "/liblsan",   "/libtsan",    NULL};
 
 /* True for frames of libraries a person does not need to see (libc, NCCL, lockstep...). */
 static int system_frame(const char *module)

@@ -58,7 +58,7 @@ struct monitor {
     struct mon_jobs jobs;      /* the jobs, regrouped at each poll */
     uint64_t last_progress_ns; /* CLOCK_MONOTONIC: when something last moved */
     uint64_t last_poll_ns;
-    uint64_t last_activity_ns; /* CLOCK_MONOTONIC of the last activity sample of the ranks */
+    uint64_t last_activity_ns;    /* CLOCK_MONOTONIC of the last activity sample of the ranks */
     uint64_t read_calls_after_ns; /* a thread inside one call this long, or a GPU stream stuck
                                    * this long, has its records read (monitor_set_stall());
                                    * 0: at once */

@@ -88,8 +88,8 @@ static int timed_sleep(int pid, unsigned tid)
 }
 
 /* Adds one thread of `pid` to `a`; its children's pids go to `kids`. */
-static void add_thread(int pid, unsigned tid, struct mon_activity *a, int *sleep_checks,
-                       int *kids, int *nkids)
+static void add_thread(int pid, unsigned tid, struct mon_activity *a, int *sleep_checks, int *kids,
+                       int *nkids)
 {
     char path[96], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/task/%u/stat", pid, tid);
@@ -142,8 +142,7 @@ static int add_process(int pid, struct mon_activity *a, int *kids, int *nkids)
     struct dirent *e;
     while ((e = readdir(d)) != NULL)
         if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
-            add_thread(pid, (unsigned)strtoul(e->d_name, NULL, 10), a, &sleep_checks, kids,
-                       nkids);
+            add_thread(pid, (unsigned)strtoul(e->d_name, NULL, 10), a, &sleep_checks, kids, nkids);
     closedir(d);
     snprintf(path, sizeof path, "/proc/%d/io", pid);
     if (read_small(path, buf, sizeof buf) > 0) {

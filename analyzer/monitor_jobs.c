@@ -74,8 +74,8 @@ static void add_to_job(const struct monitor *m, struct mon_job *job, size_t i, i
         memcpy(job->name, t->h.job, sizeof(job->name));
     if (t->last_progress_ns > job->last_progress_ns)
         job->last_progress_ns = t->last_progress_ns;
-    uint64_t active = t->last_active_ns > t->last_progress_ns ? t->last_active_ns
-                                                              : t->last_progress_ns;
+    uint64_t active =
+        t->last_active_ns > t->last_progress_ns ? t->last_active_ns : t->last_progress_ns;
     if (active > job->last_active_ns)
         job->last_active_ns = active;
     job->running += t->running_here != 0;

@@ -16,8 +16,8 @@ struct mon_job {
     uint64_t last_progress_ns; /* CLOCK_MONOTONIC: the newest progress of its traces */
     uint64_t last_active_ns;   /* ... or activity of their processes outside NCCL */
     size_t ntraces;
-    size_t running;   /* traces whose process runs here */
-    size_t elsewhere; /* traces whose process may run on another host (mon_trace.elsewhere) */
+    size_t running;       /* traces whose process runs here */
+    size_t elsewhere;     /* traces whose process may run on another host (mon_trace.elsewhere) */
     int outstanding;      /* something in it is outstanding (mon_trace_outstanding()) */
     char why[256];        /* ... in words */
     size_t waiting_trace; /* the trace it is outstanding in */

@@ -89,8 +89,7 @@ void barrier_wait(int rank)
     while (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
         tp_sleep_ms(20);
     char go;
-    if (fd < 0 || write(fd, &rank, sizeof rank) != (ssize_t)sizeof rank ||
-        read(fd, &go, 1) != 1)
+    if (fd < 0 || write(fd, &rank, sizeof rank) != (ssize_t)sizeof rank || read(fd, &go, 1) != 1)
         tp_die("barrier: %s", strerror(errno));
     close(fd);
 }

@@ -28,6 +28,14 @@ PY_OUTSIDE = os.path.join(HERE, "outside.py")
 STALL = 1.5
 
 
+def sanitized():
+    """True when the programs are built with AddressSanitizer: a thread blocked in a socket read
+    is read without stopping it (live_threads.h), and the unwinder cannot get past ASan's
+    frame-pointer-less read interceptor, so its stack ends there."""
+    r = subprocess.run(["ldd", OUTSIDE], capture_output=True, text=True)
+    return "libasan" in r.stdout
+
+
 def line_of(path, marker):
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -87,7 +95,8 @@ def case_lock(tmp):
            f"lock: rank 0's place {cls[0]['where']}")
     expect("lock" in cls[0]["blocked_in"] or "futex" in cls[0]["blocked_in"],
            f"lock: rank 0 blocks in {cls[0]['blocked_in']}")
-    expect("barrier_wait" in cls[1]["where"], f"lock: the others' place {cls[1]['where']}")
+    expect("barrier_wait" in cls[1]["where"] or sanitized(),
+           f"lock: the others' place {cls[1]['where']}")
     expect("socket read" in cls[1]["blocked_in"], f"lock: the others block in "
                                                   f"{cls[1]['blocked_in']}")
     expect(all(c["cpu_share"] < 0.3 for c in cls), f"lock: CPU shares {cls}")
@@ -177,7 +186,7 @@ def case_exited(tmp):
            f"exited: the stuck ranks do not follow from rank 2's exit: {f}")
     cls = f["classes"]
     expect([c["ranks"] for c in cls] == [[0], [1, 3]], f"exited: classes {cls}")
-    expect("accept" in cls[0]["blocked_in"] and "barrier_serve" in cls[0]["where"],
+    expect("accept" in cls[0]["blocked_in"] and ("barrier_serve" in cls[0]["where"] or sanitized()),
            f"exited: rank 0 {cls[0]}")
     expect_job_gone(d)
 
