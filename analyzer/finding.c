@@ -150,6 +150,11 @@ int finding_class_add(struct finding *f, const struct f_class *key, int rank)
     return finding_class_add_member(f, key, rank, -1);
 }
 
+const char *finding_class_site(const struct f_class *c)
+{
+    return c->callsite ? c->callsite : c->where[0] ? c->where : NULL;
+}
+
 void finding_free(struct finding *f)
 {
     free(f->summary);

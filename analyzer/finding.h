@@ -131,6 +131,10 @@ int finding_class_add(struct finding *f, const struct f_class *key, int rank);
 /* finding_class_add() that also records the member's rank in the communicator. */
 int finding_class_add_member(struct finding *f, const struct f_class *key, int rank, int comm_rank);
 
+/* Where in the program a class's ranks are, as "file:line (function)": the call site of their
+ * call, else where they wait (stuck_outside_nccl); NULL none. */
+const char *finding_class_site(const struct f_class *c);
+
 /* Frees what one finding owns (its text, classes and rank lists) and zeroes it; the finding
  * itself is its list's. */
 void finding_free(struct finding *f);

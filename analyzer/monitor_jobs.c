@@ -70,8 +70,13 @@ static struct mon_job *job_of(struct mon_jobs *j, struct idmap *keys, uint64_t k
 static void add_to_job(const struct monitor *m, struct mon_job *job, size_t i, int *rule)
 {
     const struct mon_trace *t = &m->t[i];
-    if (!job->ntraces++)
+    if (!job->ntraces++) {
         memcpy(job->name, t->h.job, sizeof(job->name));
+        job->world_size = -1;
+    }
+    job->ranked += t->h.rank >= 0;
+    if (t->h.world_size > job->world_size)
+        job->world_size = t->h.world_size;
     if (t->last_progress_ns > job->last_progress_ns)
         job->last_progress_ns = t->last_progress_ns;
     uint64_t active =

@@ -18,6 +18,8 @@ struct mon_job {
     size_t ntraces;
     size_t running;       /* traces whose process runs here */
     size_t elsewhere;     /* traces whose process may run on another host (mon_trace.elsewhere) */
+    size_t ranked;        /* traces with a global rank */
+    int world_size;       /* the largest world size its traces' launcher gave, -1 none */
     int outstanding;      /* something in it is outstanding (mon_trace_outstanding()) */
     char why[256];        /* ... in words */
     size_t waiting_trace; /* the trace it is outstanding in */

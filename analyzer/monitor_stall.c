@@ -50,13 +50,16 @@ static long stalled_job(const struct monitor *m, uint64_t stall_ns, uint64_t now
 }
 
 /* The job idle longest, in NCCL and out of it, of those with a rank running here, nothing
- * outstanding and no rank that may run elsewhere, idle `stall_ns`; -1 none. */
+ * outstanding and no rank that may run elsewhere (a trace of another host, or fewer traces
+ * with a rank than the launcher's world size: ranks on other nodes, whose activity cannot be
+ * seen from here), idle `stall_ns`; -1 none. */
 static long stalled_outside(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns)
 {
     long best = -1;
     for (size_t j = 0; j < m->jobs.n; j++) {
         const struct mon_job *job = &m->jobs.v[j];
         if (!job->outstanding && job->running > 0 && job->elsewhere == 0 &&
+            (job->world_size < 0 || job->ranked >= (size_t)job->world_size) &&
             now_ns >= job->last_active_ns + stall_ns &&
             (best < 0 || job->last_active_ns < m->jobs.v[best].last_active_ns))
             best = (long)j;

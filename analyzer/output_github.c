@@ -38,7 +38,8 @@ int output_github(FILE *out, const struct report_input *in, const struct output_
         for (size_t c = 0; c < f->nclasses; c++) {
             char path[PATH_MAX];
             int line;
-            if (output_site_place(in, f->classes[c].callsite, path, sizeof(path), &line) != 0)
+            if (output_site_place(in, finding_class_site(&f->classes[c]), path, sizeof(path),
+                                  &line) != 0)
                 continue;
             fputs("::error file=", out);
             gh_escape(out, path, 1);

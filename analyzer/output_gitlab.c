@@ -92,7 +92,8 @@ int output_gitlab(FILE *out, const struct report_input *in, const struct output_
         for (size_t c = 0; c < f->nclasses && rc == 0; c++) {
             char path[PATH_MAX];
             int line;
-            if (output_site_place(in, f->classes[c].callsite, path, sizeof(path), &line) != 0)
+            if (output_site_place(in, finding_class_site(&f->classes[c]), path, sizeof(path),
+                                  &line) != 0)
                 continue;
             rc = write_issue(&w, &keys, f, path, line);
             any = 1;

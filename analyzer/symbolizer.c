@@ -128,6 +128,12 @@ const char *symbolizer_site_file(const struct symbolizer *s, const char *site)
     for (const struct sym_entry *e = s->by_value[hash_ptr(site)]; e; e = e->next_by_value)
         if (e->value == site)
             return e->file;
+    /* A copy of a site (a live stack's frame): the entry whose text it is. A rare lookup (an
+     * annotation per class), so a walk over the entries. */
+    for (size_t i = 0; i < SYM_BUCKETS; i++)
+        for (const struct sym_entry *e = s->buckets[i]; e; e = e->next)
+            if (e->value && e->file && strcmp(e->value, site) == 0)
+                return e->file;
     return NULL;
 }
 

@@ -27,8 +27,9 @@ void symbolizer_free(struct symbolizer *s);
  * pointer; the same text can come from different keys (compare places with strcmp). */
 const char *symbolizer_site(struct symbolizer *s, const struct tr_trace *t, uint32_t callsite);
 
-/* Returns the source file of `site`, a string this symbolizer returned (compared by address),
- * as the debug info or the Python frame names it: a full path where they give one (DWARF's
+/* Returns the source file of `site`, a string this symbolizer returned (compared by address;
+ * else a copy of one, compared by text, walking every entry), as the debug info or the Python
+ * frame names it: a full path where they give one (DWARF's
  * file joined to its compilation folder), else the name as recorded. NULL when the place has no
  * file (no line information, not a string of this symbolizer). The string lives as `site`
  * does. */

@@ -116,6 +116,13 @@ def case_lock(tmp):
                        timeout=60)
     kinds = [x["kind"] for x in json.loads(a.stdout)["findings"]]
     expect("stuck_outside_nccl" in kinds, f"lock: analyze afterwards: {kinds}")
+    # CI annotations stand at the lines where the ranks wait.
+    src = os.path.dirname(os.path.dirname(HERE))
+    g = subprocess.run([LOCKSTEP, "analyze", "--format", "github", d], capture_output=True,
+                       text=True, timeout=60, env=dict(os.environ, GITHUB_WORKSPACE=src))
+    lock_line = line_of(os.path.join(HERE, "outside.c"), "held already: a lock taken twice")
+    expect(f"file=tests/live/outside.c,line={lock_line},title=lockstep stuck_outside_nccl"
+           in g.stdout, f"lock: no annotation at the lock (line {lock_line}): {g.stdout}")
 
 
 def case_compute(tmp):

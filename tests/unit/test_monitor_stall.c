@@ -102,8 +102,10 @@ static void finish(struct job *j)
 /* Makes everything the monitor saw so far `ns` older: progress an earlier poll marked. */
 static void age(struct monitor *m, uint64_t ns)
 {
-    for (size_t i = 0; i < m->n; i++)
+    for (size_t i = 0; i < m->n; i++) {
         m->t[i].last_progress_ns -= ns;
+        m->t[i].last_active_ns -= ns;
+    }
     for (size_t c = 0; c < m->comms.n; c++)
         m->comms.v[c].last_progress_ns -= ns;
     for (size_t i = 0; i < m->n; i++)
@@ -429,6 +431,59 @@ START_TEST(jobs_without_ids_by_communicators)
 }
 END_TEST
 
+/* Four ranks of this process, nothing in NCCL, none active for 10 s (aged by hand: the
+ * activity sampled at the first poll is this test's own). */
+static void idle_outside(struct job *j, int world_size, const char *host)
+{
+    start(j);
+    for (int r = 0; r < 4; r++) {
+        struct tw_file *f = add_trace(j, r, "serve");
+        tw_header(f)->world_size = world_size;
+        if (host && r == 3)
+            snprintf(tw_header(f)->host, sizeof(tw_header(f)->host), "%s", host);
+        join(j, r, 0, WORLD, r, 4);
+    }
+    ck_assert_int_eq(monitor_init(&j->m, j->dir), 0);
+    monitor_poll(&j->m);
+    age(&j->m, 10 * S);
+}
+
+START_TEST(idle_outside_nccl_stalls)
+{
+    struct job j;
+    idle_outside(&j, 4, NULL);
+    struct mon_stall s;
+    ck_assert_int_eq(monitor_find_stall(&j.m, 2.0, timefmt_mono_ns(), &s), 1);
+    ck_assert_int_eq(s.scope, MON_STALL_JOB);
+    ck_assert_int_eq(s.outside_nccl, 1);
+    ck_assert_uint_eq(s.waiting.n, 4);
+    ck_assert_ptr_nonnull(strstr(s.why, "no rank is in NCCL"));
+    ck_assert(s.part.idle_s >= 9.9);
+    mon_stall_free(&s);
+    /* Active a moment ago (a sample found CPU, I/O or a sleep): no stall. */
+    j.m.t[2].last_active_ns = timefmt_mono_ns();
+    ck_assert_int_eq(monitor_reckon(&j.m), 0);
+    ck_assert_int_eq(monitor_find_stall(&j.m, 2.0, timefmt_mono_ns(), &s), 0);
+    finish(&j);
+}
+END_TEST
+
+START_TEST(outside_nccl_needs_every_rank_here)
+{
+    struct job j;
+    struct mon_stall s;
+    /* The launcher says 8 ranks, 4 are traced here: the others run on other nodes, maybe
+     * preparing the data these wait for. */
+    idle_outside(&j, 8, NULL);
+    ck_assert_int_eq(monitor_find_stall(&j.m, 2.0, timefmt_mono_ns(), &s), 0);
+    finish(&j);
+    /* A trace of another host in the folder (gathered): its rank cannot be sampled. */
+    idle_outside(&j, 4, "another-node");
+    ck_assert_int_eq(monitor_find_stall(&j.m, 2.0, timefmt_mono_ns(), &s), 0);
+    finish(&j);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("monitor_stall");
@@ -445,6 +500,8 @@ int main(void)
     tcase_add_test(tc, gpu_completion_missed_not_a_stall);
     tcase_add_test(tc, job_stalls_while_another_trains);
     tcase_add_test(tc, jobs_without_ids_by_communicators);
+    tcase_add_test(tc, idle_outside_nccl_stalls);
+    tcase_add_test(tc, outside_nccl_needs_every_rank_here);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }
