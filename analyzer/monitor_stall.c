@@ -268,7 +268,8 @@ void mon_stall_describe(const struct mon_stall *s, char *buf, size_t len)
         snprintf(more, sizeof(more), " and %zu other %s", s->nprogressed - 1,
                  is_comm ? (s->nprogressed > 2 ? "communicators" : "communicator")
                          : (s->nprogressed > 2 ? "jobs" : "job"));
-    snprintf(buf, len, "%s made no progress for %.1f s%s%s%s%s", what, s->part.idle_s,
+    snprintf(buf, len, "%s made no progress%s for %.1f s%s%s%s%s", what,
+             s->outside_nccl ? ", in NCCL or out of it," : "", s->part.idle_s,
              s->nshown ? " while " : "", other, more, s->nshown ? " progressed" : "");
 }
 
