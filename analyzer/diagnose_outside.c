@@ -42,6 +42,8 @@ static void blocked_words(const struct m_live_thread *t, char *buf, size_t len)
     else if (!strncmp(s, "epoll", 5) || !strcmp(s, "poll") || !strcmp(s, "ppoll") ||
              !strcmp(s, "select") || !strcmp(s, "pselect6"))
         snprintf(buf, len, "a poll of descriptors (%s)", s);
+    else if (!strcmp(s, "ioctl") && !strcmp(t->fd, "gpu"))
+        snprintf(buf, len, "its GPU (ioctl on the NVIDIA device)");
     else if (!strncmp(s, "accept", 6))
         snprintf(buf, len, "waiting for a connection (%s)", s);
     else if (!strcmp(s, "connect"))

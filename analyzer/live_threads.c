@@ -115,10 +115,11 @@ static void fd_kind(int pid, long fd, char *out, size_t len)
         return;
     target[n] = 0;
     snprintf(out, len, "%s",
-             strncmp(target, "socket:", 7) == 0 ? "socket"
-             : strncmp(target, "pipe:", 5) == 0 ? "pipe"
-             : target[0] == '/'                 ? "file"
-                                                : "");
+             strncmp(target, "socket:", 7) == 0        ? "socket"
+             : strncmp(target, "pipe:", 5) == 0        ? "pipe"
+             : strncmp(target, "/dev/nvidia", 11) == 0 ? "gpu"
+             : target[0] == '/'                        ? "file"
+                                                       : "");
 }
 
 static int fd_is_socket(int pid, long fd)
@@ -145,8 +146,8 @@ static int syscall_resumes(int pid, long nr, long arg0, char *name, size_t len, 
                 fd_kind(pid, arg0, fd, fdlen);
             return !(resumable[i].fd_arg && fd_is_socket(pid, arg0));
         }
-    static const long fd_calls[] = {SYS_recvfrom, SYS_recvmsg, SYS_sendto,
-                                    SYS_sendmsg,  SYS_accept,  SYS_accept4};
+    static const long fd_calls[] = {SYS_recvfrom, SYS_recvmsg, SYS_sendto, SYS_sendmsg,
+                                    SYS_accept,   SYS_accept4, SYS_ioctl};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         if (others[i].nr == nr) {
             snprintf(name, len, "%s", others[i].name);

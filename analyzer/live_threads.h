@@ -23,7 +23,8 @@ struct live_thread {
     char name[16];    /* /proc/PID/task/TID/comm */
     char state;       /* R, S, D, T, ... */
     char syscall[24]; /* the system call it is blocked in, "" none or running */
-    char fd[8];       /* what that call's descriptor is: "socket", "pipe", "file", "" none */
+    char fd[8];       /* what that call's descriptor is: "socket", "pipe", "gpu" (an NVIDIA
+                       * device), "file", "" none */
     uint8_t how;      /* enum live_how */
     uint8_t in_call;  /* the trace header says it is inside a recorded NCCL call */
     uint32_t nframes;

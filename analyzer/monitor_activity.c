@@ -47,10 +47,12 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
     return n;
 }
 
-/* True when the thread sleeps for a set time: nanosleep, clock_nanosleep, or select / poll
- * with no descriptor (how Python before 3.11 sleeps). From its system call where /proc shows
- * it, else from where the kernel has it wait. */
-static int timed_sleep(int pid, unsigned tid)
+/* How a sleeping thread waits, when that is not a wait for someone: 1, for a set time
+ * (nanosleep, clock_nanosleep, or select / poll with no descriptor: how Python before 3.11
+ * sleeps); 2, for its GPU (an ioctl on an NVIDIA device: CUDA's blocking synchronization);
+ * 0 otherwise. From its system call where /proc shows it, else from where the kernel has it
+ * wait (timed sleeps only). */
+static int pause_kind(int pid, unsigned tid)
 {
     char path[96], buf[256];
     snprintf(path, sizeof path, "/proc/%d/task/%u/syscall", pid, tid);
@@ -81,6 +83,15 @@ static int timed_sleep(int pid, unsigned tid)
         if (nr == SYS_ppoll && a1 == 0)
             return 1;
 #endif
+        if (nr == SYS_ioctl) {
+            char fd[64], target[64];
+            snprintf(fd, sizeof fd, "/proc/%d/fd/%lu", pid, a0);
+            ssize_t n = readlink(fd, target, sizeof target - 1);
+            if (n > 0) {
+                target[n] = 0;
+                return strncmp(target, "/dev/nvidia", 11) == 0 ? 2 : 0;
+            }
+        }
         return 0;
     }
     snprintf(path, sizeof path, "/proc/%d/task/%u/wchan", pid, tid);
@@ -126,8 +137,12 @@ static void add_thread(int pid, unsigned tid, struct mon_activity *a, int *sleep
     }
     if (state == 'D')
         a->disk_wait = 1;
-    else if (state == 'S' && !a->timed_sleep && (*sleep_checks)++ < MAX_SLEEP_CHECKS)
-        a->timed_sleep = timed_sleep(pid, tid);
+    else if (state == 'S' && !a->timed_sleep && !a->gpu_wait &&
+             (*sleep_checks)++ < MAX_SLEEP_CHECKS) {
+        int k = pause_kind(pid, tid);
+        a->timed_sleep = k == 1;
+        a->gpu_wait = k == 2;
+    }
 }
 
 /* Adds process `pid` (its threads and I/O) to `a`; returns -1 when it cannot be read. */
@@ -185,9 +200,12 @@ int mon_activity_sample(int pid, const struct mon_activity *prev, struct mon_act
             snprintf(why, len, "%.1f MB/s of I/O", io / 1e6);
         return 1;
     }
-    if (now->disk_wait || now->timed_sleep) {
+    if (now->disk_wait || now->timed_sleep || now->gpu_wait) {
         if (why)
-            snprintf(why, len, "%s", now->disk_wait ? "a disk wait" : "a timed sleep");
+            snprintf(why, len, "%s",
+                     now->disk_wait     ? "a disk wait"
+                     : now->timed_sleep ? "a timed sleep"
+                                        : "a wait for its GPU");
         return 1;
     }
     return 0;

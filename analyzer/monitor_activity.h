@@ -13,7 +13,8 @@
 
 /* A rank is active between two samples when its threads (background ones left out) used this
  * share of one CPU, or it (its threads, its child processes) read or wrote this many bytes per
- * second, or one of its threads was in a disk wait or a timed sleep when sampled. */
+ * second, or one of its threads was in a disk wait, a timed sleep or a wait for its GPU when
+ * sampled. */
 #define MON_ACTIVITY_CPU_SHARE 0.05
 #define MON_ACTIVITY_IO_PER_S  (128 * 1024)
 
@@ -26,6 +27,9 @@ struct mon_activity {
     int disk_wait;     /* a counted thread was in uninterruptible (disk) wait */
     int timed_sleep;   /* a counted thread slept for a set time (nanosleep, select without
                         * descriptors): it wakes up by itself, a pause and not a wait */
+    int gpu_wait;      /* a counted thread waited for its GPU in the driver (an ioctl on an
+                        * NVIDIA device: CUDA's blocking synchronization), outside NCCL: the
+                        * GPU computes */
 };
 
 /* True for the name (/proc comm) of a thread that runs beside a program's work whatever the
