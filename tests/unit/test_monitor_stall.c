@@ -203,13 +203,19 @@ START_TEST(nobody_waits_no_stall)
 }
 END_TEST
 
+/* Rank 1 moves on A (a receive): A progresses. */
+static void a_progresses(struct job *j)
+{
+    j->c[1][0]->p2p_recvs++;
+    called(j, 1);
+}
+
 START_TEST(progress_of_the_comm_itself)
 {
     struct job j;
     two_comms(&j, 1, 1);
     poll_aged(&j, NULL);
-    j.c[1][0]->p2p_recvs++; /* rank 1 moved on A: A progressed */
-    called(&j, 1);
+    a_progresses(&j);
     monitor_poll(&j.m);
     struct mon_stall s;
     ck_assert_int_eq(find(&j, &s), 0);
@@ -477,8 +483,7 @@ START_TEST(reported_comm_passed_over_until_it_resumes)
     ck_assert_int_eq(find_beside(&j, &set), 0);
     ck_assert_str_eq(check_after_poll(&j, &set), "");
     ck_assert_uint_eq(set.n, 1);
-    j.c[1][0]->p2p_recvs++;
-    called(&j, 1);
+    a_progresses(&j);
     ck_assert_ptr_nonnull(
         strstr(check_after_poll(&j, &set), "comm a0000000 (ranks 0-1) resumed after 10."));
     ck_assert_uint_eq(set.n, 0);
