@@ -471,26 +471,51 @@ static int find_beside(struct job *j, const struct live_stalled_set *set)
     return rc;
 }
 
-/* Communicator A stalled and reported: passed over while it stays stalled, over (said once)
- * when a member moves on it. */
-START_TEST(reported_comm_passed_over_until_it_resumes)
+/* A stall of `scope` found and remembered (A stalled while B progressed, or the whole job):
+ * passed over while nothing moves, over once `move` moved it (said as `said`, once). */
+static void reported_until(enum mon_stall_scope scope, void (*move)(struct job *), const char *said)
 {
     struct job j;
     struct live_stalled_set set = {0};
     two_comms(&j, 1, 1);
-    poll_aged(&j, b_progresses);
-    remember(&j, &set, MON_STALL_COMM);
+    poll_aged(&j, scope == MON_STALL_COMM ? b_progresses : NULL);
+    remember(&j, &set, scope);
     ck_assert_int_eq(find_beside(&j, &set), 0);
     ck_assert_str_eq(check_after_poll(&j, &set), "");
     ck_assert_uint_eq(set.n, 1);
-    a_progresses(&j);
-    ck_assert_ptr_nonnull(
-        strstr(check_after_poll(&j, &set), "comm a0000000 (ranks 0-1) resumed after 10."));
+    move(&j);
+    ck_assert_ptr_nonnull(strstr(check_after_poll(&j, &set), said));
     ck_assert_uint_eq(set.n, 0);
     ck_assert_str_eq(check_after_poll(&j, &set), "");
     ck_assert_int_eq(live_stalled_count(&set, "anon-1"), 1);
     live_stalled_free(&set);
     finish(&j);
+}
+
+START_TEST(reported_comm_passed_over_until_it_resumes)
+{
+    reported_until(MON_STALL_COMM, a_progresses, "comm a0000000 (ranks 0-1) resumed after 10.");
+}
+END_TEST
+
+static void rank3_calls(struct job *j)
+{
+    called(j, 3);
+}
+
+/* A job's stall is over when any trace of it moves, whatever its communicators do. */
+START_TEST(reported_job_resumes_with_its_job)
+{
+    reported_until(MON_STALL_JOB, rank3_calls, "the job (ranks 0-3) resumed after 10.");
+}
+END_TEST
+
+/* A member's process ending moves the communicator: the stall is over, and said so. */
+START_TEST(reported_comm_over_when_a_member_ends)
+{
+    reported_until(MON_STALL_COMM, rank1_ends,
+                   "comm a0000000 (ranks 0-1) is no longer stalled after 10.0 s: 1 of its 2 "
+                   "processes ended");
 }
 END_TEST
 
@@ -512,41 +537,6 @@ START_TEST(growth_of_a_reported_stall)
     ck_assert_int_eq(idmap_put(&known.comms, WORLD, 0), 0); /* every running trace covered */
     ck_assert_int_eq(monitor_find_stall_beside(&j.m, 2.0, j.m.last_poll_ns, &known, &s), 0);
     mon_stall_known_free(&known);
-    finish(&j);
-}
-END_TEST
-
-/* A job's stall is over when any trace of it moves, whatever its communicators do. */
-START_TEST(reported_job_resumes_with_its_job)
-{
-    struct job j;
-    struct live_stalled_set set = {0};
-    two_comms(&j, 1, 1);
-    poll_aged(&j, NULL);
-    remember(&j, &set, MON_STALL_JOB);
-    ck_assert_int_eq(find_beside(&j, &set), 0); /* A is in the known job */
-    called(&j, 3);
-    ck_assert_ptr_nonnull(
-        strstr(check_after_poll(&j, &set), "the job (ranks 0-3) resumed after 10."));
-    live_stalled_free(&set);
-    finish(&j);
-}
-END_TEST
-
-/* A member's process ending moves the communicator: the stall is over, and said so. */
-START_TEST(reported_comm_over_when_a_member_ends)
-{
-    struct job j;
-    struct live_stalled_set set = {0};
-    two_comms(&j, 1, 1);
-    poll_aged(&j, b_progresses);
-    remember(&j, &set, MON_STALL_COMM);
-    rank1_ends(&j);
-    ck_assert_ptr_nonnull(strstr(check_after_poll(&j, &set),
-                                 "comm a0000000 (ranks 0-1) is no longer stalled after 10.0 s: 1 "
-                                 "of its 2 processes ended"));
-    ck_assert_uint_eq(set.n, 0);
-    live_stalled_free(&set);
     finish(&j);
 }
 END_TEST
