@@ -10,17 +10,19 @@ static void family(FILE *f, const char *name, const char *type, const char *help
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* name="value" with the value escaped as the format wants (backslash, quote, newline). */
+/* name="value" with the value escaped as the format wants (backslash, quote, newline); other
+ * bytes outside printable ASCII become '?' (a label value must be UTF-8, and a file the
+ * collector cannot parse loses every series in it). */
 static void label(FILE *f, const char *sep, const char *name, const char *value)
 {
     fprintf(f, "%s%s=\"", sep, name);
-    for (const char *c = value; *c; c++) {
+    for (const unsigned char *c = (const unsigned char *)value; *c; c++) {
         if (*c == '\\' || *c == '"')
             fprintf(f, "\\%c", *c);
         else if (*c == '\n')
             fputs("\\n", f);
         else
-            fputc(*c, f);
+            fputc(*c < 0x20 || *c >= 0x7f ? '?' : *c, f);
     }
     fputc('"', f);
 }
