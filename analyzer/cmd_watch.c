@@ -1,9 +1,13 @@
 /* cmd_watch.c -- `lockstep watch [--stall S] [--format NAME[=FILE]]... [--json FILE] [--kill]
- * DIR`: watches a job started elsewhere (LD_PRELOAD set by hand) through its trace folder;
- * on a stall it diagnoses the live job (and stops it with --kill) and exits 3; when every
- * traced process has ended it gives the post-mortem diagnosis. */
+ * [--keep] [--metrics FILE] [--status FILE] DIR`: watches a job started elsewhere (LD_PRELOAD
+ * set by hand) through its trace folder; on a stall it diagnoses the live job (and stops it with
+ * --kill) and exits 3; when every traced process has ended it gives the post-mortem diagnosis.
+ * With --keep it is a service: each stall is reported once, its end said, and it watches on
+ * until SIGTERM; --metrics and --status publish what it sees (live_facts.h). */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,14 +15,19 @@
 
 #include "commands.h"
 #include "live_cmd.h"
+#include "live_facts.h"
+#include "live_stalled.h"
+#include "names.h"
 #include "timefmt.h"
 
 #define WATCH_STALL_EXIT 3
+/* How often the metrics and status files are rewritten when nothing else happens. */
+#define WATCH_PUBLISH_NS 1000000000ull
 
 const struct command_help watch_help = {
     "watch",
     "[--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--log FILE] [--kill] "
-    "[--grace SECONDS] "
+    "[--keep] [--metrics FILE] [--status FILE] [--grace SECONDS] "
     "[--signal-stacks] DIR",
     "watch a job traced into DIR; on a stall diagnose it live and exit 3",
     "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
@@ -37,86 +46,254 @@ const struct command_help watch_help = {
     "  --log FILE       also write all that watch says (its messages and the report) to\n"
     "                   FILE as it says it, whatever becomes of the terminal or a pipe\n"
     "  --kill           on a stall also stop the traced processes\n"
+    "  --keep           a service (an inference server's watch): never exit at a stall;\n"
+    "                   diagnose each stall once (report files rewritten), say when it\n"
+    "                   resumes, watch on when every process has ended; exit 0 on SIGTERM\n"
+    "                   or SIGINT. Not with --kill\n"
+    "  --metrics FILE   keep FILE up to date in Prometheus text format (about once a\n"
+    "                   second and at each stall and resume; replaced whole), for\n"
+    "                   node_exporter's textfile collector: stalled jobs, their first\n"
+    "                   finding, each communicator's newest collective and idle time\n"
+    "  --status FILE    the same as a JSON status file (with --metrics, by default its\n"
+    "                   name with .prom replaced by .json)\n"
     "  --grace SECONDS  with --kill: how long the ranks get after SIGTERM, and their\n"
     "                   left-over processes after that, before SIGKILL (default 5,\n"
     "                   or LOCKSTEP_STOP_GRACE)\n"
     "  --signal-stacks  where ptrace is refused, ask the shim for live stacks with its\n"
     "                   signal (the job must run with LOCKSTEP_STACK_SIGNAL set)\n"
     "  -h, --help       this help\n"
-    "exit status: 0 nothing found, 1 findings (post-mortem), 2 bad input, 3 a stall was\n"
-    "diagnosed\n"};
+    "exit status: 0 nothing found (or stopped by SIGTERM or SIGINT with --keep, --metrics\n"
+    "or --status), 1 findings (post-mortem), 2 bad input, 3 a stall was diagnosed\n"};
 
-int cmd_watch(int argc, char **argv)
-{
+/* What one watch does, and what it keeps while it runs. */
+struct watch {
     struct live_opts o;
-    live_opts_init(&o);
-    int kill_job = 0, c;
+    const char *dir;
+    int kill_job, keep;
+    const char *metrics, *status; /* the files to publish to, NULL none */
+    char status_path[4200];       /* the default --status beside --metrics */
+    int serves;                   /* --keep, --metrics or --status: SIGTERM ends it with 0 */
+    sigset_t sleep_mask;          /* the signal mask while it sleeps (SIGTERM, SIGINT let in) */
+    struct monitor m;
+    struct live_stalled_set stalled; /* the stalls reported and not over */
+    uint64_t published_ns;           /* CLOCK_MONOTONIC of the last write of the files */
+    int said_over;                   /* said that every traced process has ended */
+    int started;                     /* watching began: the files get a last write */
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+/* SIGTERM and SIGINT set stop_signal; they are blocked except while watch sleeps, so a
+ * diagnosis or a file being written is never cut short. */
+static void catch_stop_signals(struct watch *w)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigprocmask(SIG_BLOCK, &stop, &w->sleep_mask);
+    sigdelset(&w->sleep_mask, SIGTERM);
+    sigdelset(&w->sleep_mask, SIGINT);
+}
+
+static void watch_sleep(const struct watch *w, int ms)
+{
+    if (!w->serves) {
+        live_sleep_ms(ms);
+        return;
+    }
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    ppoll(NULL, 0, &ts, &w->sleep_mask); /* a stop signal ends it at once */
+}
+
+/* The default --status: the --metrics path with a trailing ".prom" made ".json" (else
+ * ".json" added). */
+static void default_status(struct watch *w)
+{
+    if (w->status || !w->metrics)
+        return;
+    size_t n = strlen(w->metrics);
+    int prom = n > 5 && strcmp(w->metrics + n - 5, ".prom") == 0;
+    snprintf(w->status_path, sizeof(w->status_path), "%.*s.json", (int)(prom ? n - 5 : n),
+             w->metrics);
+    w->status = w->status_path;
+}
+
+/* Parses the command line into `w`. Returns -1 to go on, else the exit status. */
+static int parse_options(struct watch *w, int argc, char **argv)
+{
+    int c;
     static const struct option options[] = {LIVE_LONG_OPTIONS,
                                             {"kill", no_argument, NULL, 'k'},
+                                            {"keep", no_argument, NULL, 'K'},
+                                            {"metrics", required_argument, NULL, 'm'},
+                                            {"status", required_argument, NULL, 's'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        int r = live_set_option(&o, c, optarg);
+        int r = live_set_option(&w->o, c, optarg);
         if (r < 0)
             return 2;
         if (r)
             continue;
         if (c == 'k')
-            kill_job = 1;
+            w->kill_job = 1;
+        else if (c == 'K')
+            w->keep = 1;
+        else if ((c == 'm' || c == 's') && !*optarg)
+            return command_usage_error(&watch_help, "--%s wants a file name",
+                                       c == 'm' ? "metrics" : "status");
+        else if (c == 'm')
+            w->metrics = optarg;
+        else if (c == 's')
+            w->status = optarg;
         else if (c == 'h')
             return command_help(stdout, &watch_help, 0);
         else
             return command_bad_option(&watch_help, c, argv);
     }
+    if (w->keep && w->kill_job)
+        return command_usage_error(&watch_help,
+                                   "--keep and --kill do not go together: --keep watches on "
+                                   "after a stall, --kill stops the job at its first");
     if (optind >= argc)
         return command_usage_error(&watch_help, "no trace folder given");
     if (argc - optind > 1)
         return command_usage_error(&watch_help, "one trace folder, not %d", argc - optind);
-    const char *dir = argv[optind];
+    w->dir = argv[optind];
+    default_status(w);
+    w->serves = w->keep || w->metrics || w->status;
+    return -1;
+}
+
+/* Rewrites the metrics and status files when asked (`force`) or a second has passed. */
+static int publish(struct watch *w, int up, int force)
+{
+    uint64_t now = timefmt_mono_ns();
+    if (!force && now - w->published_ns < WATCH_PUBLISH_NS)
+        return 0;
+    w->published_ns = now;
+    return live_facts_publish(w->metrics, w->status, &w->m, &w->stalled, up);
+}
+
+/* A stall found: said, diagnosed live and remembered (its part is passed over while it stays
+ * stalled); without --keep the job is stopped with --kill. */
+static void on_stall(struct watch *w, struct mon_stall *stall)
+{
+    live_announce_stall(stall);
+    struct live_first_finding first;
+    live_diagnose_first(w->dir, &w->o, 1, 1, stall, &first);
+    if (live_stalled_add(&w->stalled, &w->m, stall, &first) < 0)
+        fprintf(stderr, "lockstep: out of memory remembering the stall\n");
+    if (w->kill_job) {
+        struct stop_job job = {0};
+        live_stop(&w->m, &w->o, &job, NULL, "watch", stall);
+    }
+}
+
+/* One poll: the stalls that are over, the job's end, a new stall. Returns -1 to go on, else
+ * the exit status. */
+static int watch_step(struct watch *w)
+{
+    monitor_poll(&w->m);
+    int changed = live_stalled_check(&w->stalled, &w->m, stderr) > 0;
+    /* Over: traces exist, none of their processes runs, nothing moved for a second (a
+     * launcher may still be starting ranks). */
+    if (w->m.n > 0 && monitor_running(&w->m) == 0 && monitor_idle_s(&w->m) >= 1.0) {
+        if (!w->keep) {
+            fprintf(stderr, "lockstep: every traced process has ended: post-mortem diagnosis\n");
+            int n = live_diagnose(w->dir, &w->o, 0, 1, NULL);
+            return n < 0 ? 2 : n > 0 ? 1 : 0;
+        }
+        if (!w->said_over)
+            fprintf(stderr,
+                    "lockstep: every traced process has ended; watching %s on for new "
+                    "ones (--keep)\n",
+                    w->dir);
+        changed |= !w->said_over;
+        w->said_over = 1;
+    } else if (monitor_running(&w->m) > 0) {
+        w->said_over = 0;
+    }
+    struct mon_stall_known known = {0};
+    struct mon_stall stall;
+    int found =
+        live_stalled_known(&w->stalled, &w->m, &known) == 0 &&
+        monitor_find_stall_beside(&w->m, w->o.stall_s, timefmt_mono_ns(), &known, &stall) > 0;
+    mon_stall_known_free(&known);
+    if (found) {
+        on_stall(w, &stall);
+        mon_stall_free(&stall);
+        if (!w->keep)
+            return WATCH_STALL_EXIT;
+    }
+    publish(w, 1, changed || found);
+    return -1;
+}
+
+/* Checks DIR and the files, and starts what watching needs. Returns -1 to go on, else the
+ * exit status. */
+static int watch_start(struct watch *w)
+{
     struct stat st;
-    int found = stat(dir, &st) == 0;
+    int found = stat(w->dir, &st) == 0;
     if (!found || !S_ISDIR(st.st_mode)) {
         fprintf(stderr,
                 "lockstep watch: %s: %s (start the job with LOCKSTEP_DIR=%s, or make the "
                 "folder first)\n",
-                dir, found ? "not a folder" : strerror(errno), dir);
+                w->dir, found ? "not a folder" : strerror(errno), w->dir);
         return 2;
     }
-    if (live_check_json(&o) < 0 || live_start_log(&o) < 0)
+    if (live_check_json(&w->o) < 0 || live_start_log(&w->o) < 0)
         return 2;
     /* A reader of the report that went away (`| head -1`) must not cost the --json file or
      * the exit status: writes fail with EPIPE instead of killing watch. */
     signal(SIGPIPE, SIG_IGN);
-    struct monitor m;
-    if (monitor_init(&m, dir) < 0)
+    if (monitor_init(&w->m, w->dir) < 0)
         return 2;
-    monitor_set_stall(&m, o.stall_s);
-    fprintf(stderr, "lockstep: watching %s (stall after %g s without progress)\n", dir, o.stall_s);
-    int rc;
-    for (;;) {
-        monitor_poll(&m);
-        /* Over: traces exist, none of their processes runs, nothing moved for a second (a
-         * launcher may still be starting ranks). */
-        if (m.n > 0 && monitor_running(&m) == 0 && monitor_idle_s(&m) >= 1.0) {
-            fprintf(stderr, "lockstep: every traced process has ended: post-mortem diagnosis\n");
-            int n = live_diagnose(dir, &o, 0, 1, NULL);
-            rc = n < 0 ? 2 : n > 0 ? 1 : 0;
+    monitor_set_stall(&w->m, w->o.stall_s);
+    if (publish(w, 1, 1) < 0) /* the files can be written, before watching */
+        return 2;
+    if (w->serves)
+        catch_stop_signals(w);
+    fprintf(stderr, "lockstep: watching %s (stall after %g s without progress%s)\n", w->dir,
+            w->o.stall_s, w->keep ? "; --keep: until SIGTERM" : "");
+    w->started = 1;
+    return -1;
+}
+
+int cmd_watch(int argc, char **argv)
+{
+    static struct watch w; /* large (the status path); one per process */
+    memset(&w, 0, sizeof(w));
+    live_opts_init(&w.o);
+    int rc = parse_options(&w, argc, argv);
+    if (rc < 0)
+        rc = watch_start(&w);
+    while (rc < 0) {
+        if (stop_signal) {
+            fprintf(stderr, "lockstep: %s: watch stops\n", names_signal(stop_signal));
+            rc = 0;
             break;
         }
-        struct mon_stall stall;
-        if (monitor_find_stall(&m, o.stall_s, timefmt_mono_ns(), &stall) > 0) {
-            live_announce_stall(&stall);
-            live_diagnose(dir, &o, 1, 1, &stall);
-            if (kill_job) {
-                struct stop_job job = {0};
-                live_stop(&m, &o, &job, NULL, "watch", &stall);
-            }
-            mon_stall_free(&stall);
-            rc = WATCH_STALL_EXIT;
-            break;
-        }
-        live_sleep_ms(200);
+        rc = watch_step(&w);
+        if (rc < 0)
+            watch_sleep(&w, 200);
     }
-    monitor_free(&m);
+    if (w.started)
+        publish(&w, 0, 1);
+    live_stalled_free(&w.stalled);
+    monitor_free(&w.m);
     return rc;
 }

@@ -245,9 +245,43 @@ static int diagnose_live(struct analysis *a, const char *dir, int probe,
     return 0;
 }
 
+/* The ranks finding `f` is about, as live_first_finding.ranks says. */
+static const struct intvec *culprit_ranks(const struct finding *f)
+{
+    if (f->missing.n)
+        return &f->missing;
+    if (f->dead.n)
+        return &f->dead;
+    const struct intvec *smallest = NULL;
+    for (size_t i = 0; f->nclasses >= 2 && i < f->nclasses; i++)
+        if (f->classes[i].ranks.n && (!smallest || f->classes[i].ranks.n < smallest->n))
+            smallest = &f->classes[i].ranks;
+    return smallest ? smallest : &f->ranks;
+}
+
+static void brief_first(const struct findings *fs, struct live_first_finding *first)
+{
+    memset(first, 0, sizeof(*first));
+    if (fs->n == 0)
+        return;
+    const struct finding *f = &fs->v[0];
+    const struct intvec *r = culprit_ranks(f);
+    snprintf(first->kind, sizeof(first->kind), "%s", finding_kind_name(f->kind));
+    snprintf(first->summary, sizeof(first->summary), "%s", f->summary ? f->summary : "");
+    rankset_format_fit(first->ranks, sizeof(first->ranks), r->v, r->n);
+}
+
 int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
                   const struct mon_stall *stall)
 {
+    return live_diagnose_first(dir, o, probe, print, stall, NULL);
+}
+
+int live_diagnose_first(const char *dir, struct live_opts *o, int probe, int print,
+                        const struct mon_stall *stall, struct live_first_finding *first)
+{
+    if (first)
+        memset(first, 0, sizeof(*first));
     struct analysis a;
     memset(&a, 0, sizeof(a));
     int rc = -1;
@@ -277,6 +311,8 @@ int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
     if (stall)
         append_json_files(o, stall_member, stall);
     rc = (int)a.fs.n;
+    if (first)
+        brief_first(&a.fs, first);
     if (print)
         note_stdout(o);
 out:

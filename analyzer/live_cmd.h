@@ -72,6 +72,22 @@ int live_start_log(const struct live_opts *o);
 int live_diagnose(const char *dir, struct live_opts *o, int probe, int print,
                   const struct mon_stall *stall);
 
+/* The first finding of a live diagnosis, in brief (what `watch --keep`'s metrics and status
+ * files say of a stall). */
+struct live_first_finding {
+    char kind[32];     /* its JSON kind ("missing_ranks"); "" when the diagnosis found nothing */
+    char ranks[128];   /* the ranks it is about, compressed ("3", "4-7"): the missing ones,
+                        * else the dead ones, else the smallest of its classes (the odd one
+                        * out), else all of them; cut short with ",..." */
+    char summary[512]; /* its one line (cut to fit) */
+};
+
+/* live_diagnose() that also fills `first` (when not NULL) from the first finding of the
+ * diagnosis, the root cause first (zeroed when there is none, or the traces could not be
+ * analyzed). Returns as live_diagnose() does. */
+int live_diagnose_first(const char *dir, struct live_opts *o, int probe, int print,
+                        const struct mon_stall *stall, struct live_first_finding *first);
+
 /* Says on stderr that `s` stalled and that the live job is diagnosed now: as "no progress for
  * 2.0 s while rank 0 (pid 12) is inside an NCCL call" when a whole job stalled, else what
  * stalled while what progressed (mon_stall_describe()). */

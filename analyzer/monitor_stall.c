@@ -18,7 +18,7 @@ static int member_rank(const struct monitor *m, const struct mon_member *mb)
     return t->h.rank >= 0 ? t->h.rank : t->comms[mb->entry].rank;
 }
 
-static int comm_ranks(const struct monitor *m, const struct mon_comm *k, struct intvec *out)
+int mon_comm_ranks(const struct monitor *m, const struct mon_comm *k, struct intvec *out)
 {
     for (size_t i = 0; i < k->nmembers; i++)
         if (intvec_push(out, member_rank(m, &k->members[i])) < 0)
@@ -27,7 +27,7 @@ static int comm_ranks(const struct monitor *m, const struct mon_comm *k, struct 
     return 0;
 }
 
-static int job_ranks(const struct monitor *m, size_t job, struct intvec *out)
+int mon_job_ranks(const struct monitor *m, size_t job, struct intvec *out)
 {
     for (size_t i = 0; i < m->n; i++)
         if (m->t[i].job == job && intvec_push(out, m->t[i].h.rank) < 0)
@@ -36,14 +36,58 @@ static int job_ranks(const struct monitor *m, size_t job, struct intvec *out)
     return 0;
 }
 
-/* The job idle longest of those with something outstanding and idle `stall_ns`; -1 none. */
-static long stalled_job(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns)
+/* True when trace `t` is a member of a communicator in `known`. */
+static int in_known_comm(const struct monitor *m, const struct mon_stall_known *known,
+                         const struct mon_trace *t)
+{
+    size_t at;
+    for (uint32_t e = 0; e < t->nindexed; e++)
+        if (idmap_get(&known->comms, m->comms.v[t->comm_of[e]].id, &at))
+            return 1;
+    return 0;
+}
+
+/* True when a reported stall covers job j: it is known, or each of its running traces is a
+ * member of a known communicator. */
+static int job_known(const struct monitor *m, const struct mon_stall_known *known, size_t j)
+{
+    size_t at, covered = 0;
+    if (!known)
+        return 0;
+    if (idmap_get(&known->jobs, j + 1, &at))
+        return 1;
+    for (size_t i = 0; i < m->n; i++) {
+        const struct mon_trace *t = &m->t[i];
+        if (t->job != j || !t->running_here)
+            continue;
+        if (!in_known_comm(m, known, t))
+            return 0;
+        covered++;
+    }
+    return covered > 0;
+}
+
+/* True when a reported stall covers communicator `k`: it is known, or its job is. */
+static int comm_known(const struct monitor *m, const struct mon_stall_known *known,
+                      const struct mon_comm *k)
+{
+    size_t at;
+    return known &&
+           (idmap_get(&known->comms, k->id, &at) ||
+            (k->nmembers && idmap_get(&known->jobs, m->t[k->members[0].trace].job + 1, &at)));
+}
+
+/* The job idle longest of those with something outstanding and idle `stall_ns`, not covered by
+ * `known`; -1 none. */
+static long stalled_job(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns,
+                        const struct mon_stall_known *known)
 {
     long best = -1;
     for (size_t j = 0; j < m->jobs.n; j++) {
         const struct mon_job *job = &m->jobs.v[j];
         if (job->outstanding && now_ns >= job->last_progress_ns + stall_ns &&
-            (best < 0 || job->last_progress_ns < m->jobs.v[best].last_progress_ns))
+            (best < 0 || job->last_progress_ns < m->jobs.v[best].last_progress_ns) &&
+            !job_known(m, known, j))
             best = (long)j;
     }
     return best;
@@ -52,8 +96,9 @@ static long stalled_job(const struct monitor *m, uint64_t stall_ns, uint64_t now
 /* The job idle longest, in NCCL and out of it, of those with a rank running here, nothing
  * outstanding and no rank that may run elsewhere (a trace of another host, or fewer traces
  * with a rank than the launcher's world size: ranks on other nodes, whose activity cannot be
- * seen from here), idle `stall_ns`; -1 none. */
-static long stalled_outside(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns)
+ * seen from here), idle `stall_ns`, not covered by `known`; -1 none. */
+static long stalled_outside(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns,
+                            const struct mon_stall_known *known)
 {
     long best = -1;
     for (size_t j = 0; j < m->jobs.n; j++) {
@@ -61,20 +106,24 @@ static long stalled_outside(const struct monitor *m, uint64_t stall_ns, uint64_t
         if (!job->outstanding && job->running > 0 && job->elsewhere == 0 &&
             (job->world_size < 0 || job->ranked >= (size_t)job->world_size) &&
             now_ns >= job->last_active_ns + stall_ns &&
-            (best < 0 || job->last_active_ns < m->jobs.v[best].last_active_ns))
+            (best < 0 || job->last_active_ns < m->jobs.v[best].last_active_ns) &&
+            !job_known(m, known, j))
             best = (long)j;
     }
     return best;
 }
 
-/* The communicator idle longest of those a running member waits in, idle `stall_ns`; -1. */
-static long stalled_comm(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns)
+/* The communicator idle longest of those a running member waits in, idle `stall_ns`, not
+ * covered by `known`; -1. */
+static long stalled_comm(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns,
+                         const struct mon_stall_known *known)
 {
     long best = -1;
     for (size_t c = 0; c < m->comms.n; c++) {
         const struct mon_comm *k = &m->comms.v[c];
         if (k->waiters && now_ns >= k->last_progress_ns + stall_ns &&
-            (best < 0 || k->last_progress_ns < m->comms.v[best].last_progress_ns))
+            (best < 0 || k->last_progress_ns < m->comms.v[best].last_progress_ns) &&
+            !comm_known(m, known, k))
             best = (long)c;
     }
     return best;
@@ -119,7 +168,7 @@ static int fill_comm(const struct monitor *m, const struct mon_comm *k, struct m
             return -1;
     }
     s->waiting.n = rankset_normalize(s->waiting.v, s->waiting.n);
-    return comm_ranks(m, k, &s->part.ranks);
+    return mon_comm_ranks(m, k, &s->part.ranks);
 }
 
 static int fill_job(const struct monitor *m, size_t j, struct mon_stall *s)
@@ -140,7 +189,7 @@ static int fill_job(const struct monitor *m, size_t j, struct mon_stall *s)
             intvec_push(&s->waiting, m->t[i].h.rank) < 0)
             return -1;
     s->waiting.n = rankset_normalize(s->waiting.v, s->waiting.n);
-    return job_ranks(m, j, &s->part.ranks);
+    return mon_job_ranks(m, j, &s->part.ranks);
 }
 
 /* Keeps `p` among the shown parts when it is among the MON_STALL_SHOWN most recent. */
@@ -197,14 +246,14 @@ static int name_shown(const struct monitor *m, struct mon_stall *s)
         size_t at = p->at;
         if (s->scope == MON_STALL_JOB) {
             memcpy(p->job, m->jobs.v[at].name, sizeof(p->job));
-            if (job_ranks(m, at, &p->ranks) < 0)
+            if (mon_job_ranks(m, at, &p->ranks) < 0)
                 return -1;
             continue;
         }
         const struct mon_comm *k = &m->comms.v[at];
         p->comm = k->id;
         memcpy(p->job, m->t[k->members[0].trace].h.job, sizeof(p->job));
-        if (comm_ranks(m, k, &p->ranks) < 0)
+        if (mon_comm_ranks(m, k, &p->ranks) < 0)
             return -1;
     }
     return 0;
@@ -213,15 +262,22 @@ static int name_shown(const struct monitor *m, struct mon_stall *s)
 int monitor_find_stall(const struct monitor *m, double stall_s, uint64_t now_ns,
                        struct mon_stall *s)
 {
+    return monitor_find_stall_beside(m, stall_s, now_ns, NULL, s);
+}
+
+int monitor_find_stall_beside(const struct monitor *m, double stall_s, uint64_t now_ns,
+                              const struct mon_stall_known *known, struct mon_stall *s)
+{
     memset(s, 0, sizeof(*s));
     uint64_t window = (uint64_t)(stall_s * 1e9);
-    long job = stalled_job(m, window, now_ns),
-         comm = job < 0 ? stalled_comm(m, window, now_ns) : -1;
-    if (job < 0 && comm < 0 && (job = stalled_outside(m, window, now_ns)) >= 0)
+    long job = stalled_job(m, window, now_ns, known),
+         comm = job < 0 ? stalled_comm(m, window, now_ns, known) : -1;
+    if (job < 0 && comm < 0 && (job = stalled_outside(m, window, now_ns, known)) >= 0)
         s->outside_nccl = 1;
     if (job < 0 && comm < 0)
         return 0;
     s->window_s = stall_s;
+    s->part.at = (size_t)(job >= 0 ? job : comm);
     int rc;
     uint64_t stopped;
     if (job >= 0) {
@@ -255,6 +311,11 @@ static void part_words(const struct mon_part *p, int is_comm, const char *anon, 
     else
         snprintf(buf, len, "%s (ranks %s)", anon, r);
     free(ranks);
+}
+
+void mon_stall_part_words(const struct mon_stall *s, char *buf, size_t len)
+{
+    part_words(&s->part, s->scope == MON_STALL_COMM, "the job", buf, len);
 }
 
 void mon_stall_describe(const struct mon_stall *s, char *buf, size_t len)
@@ -303,6 +364,12 @@ void mon_stall_json(struct json_writer *w, const struct mon_stall *s)
     }
     json_end_array(w);
     json_end_object(w);
+}
+
+void mon_stall_known_free(struct mon_stall_known *k)
+{
+    idmap_free(&k->comms);
+    idmap_free(&k->jobs);
 }
 
 void mon_stall_free(struct mon_stall *s)

@@ -50,10 +50,40 @@ struct mon_stall {
  * `stall_s`, whatever the rest of its job does; else a job with a rank running here, nothing
  * outstanding and no rank on another host, none of whose ranks progressed or was active
  * outside NCCL for `stall_s` (outside_nccl). Of several, the one idle longest, a job first.
- * Returns 1 with `s` filled (free with mon_stall_free()), 0 when nothing stalled (`s` zeroed),
- * -1 when out of memory. */
+ * Returns 1 with `s` filled (free with mon_stall_free(); s->part.at is the job's or the
+ * communicator's index), 0 when nothing stalled (`s` zeroed), -1 when out of memory. */
 int monitor_find_stall(const struct monitor *m, double stall_s, uint64_t now_ns,
                        struct mon_stall *s);
+
+/* Parts already reported stalled and not resumed (`watch --keep`, live_stalled.h), for
+ * monitor_find_stall_beside() to pass over. Zero it to start. */
+struct mon_stall_known {
+    struct idmap comms; /* communicator ids */
+    struct idmap jobs;  /* job indexes in monitor.jobs as of the last poll, plus 1 */
+};
+
+/* monitor_find_stall() passing over what `known` covers (NULL: nothing): a known
+ * communicator, or one in a known job; a known job, or one whose every running trace is a
+ * member of a known communicator (its stall is the one reported, seen whole). What is left is
+ * a new stall, or the growth of a known one (the rest of its job stopped too). Returns as
+ * monitor_find_stall() does. */
+int monitor_find_stall_beside(const struct monitor *m, double stall_s, uint64_t now_ns,
+                              const struct mon_stall_known *known, struct mon_stall *s);
+
+/* Frees the sets of `k`; it is empty and usable again. */
+void mon_stall_known_free(struct mon_stall_known *k);
+
+/* Appends the global ranks of communicator `k`'s members (a member without one: its rank in
+ * the communicator) to `out`, sorted and without duplicates. Returns 0, -1 out of memory. */
+int mon_comm_ranks(const struct monitor *m, const struct mon_comm *k, struct intvec *out);
+
+/* Appends the global ranks of the traces of job `job` (index in monitor.jobs) to `out`, sorted
+ * and without duplicates. Returns 0, -1 when out of memory. */
+int mon_job_ranks(const struct monitor *m, size_t job, struct intvec *out);
+
+/* Writes what stalled as words: "comm 7f3a91c2 (ranks 4-7)", "job train-b (ranks 0-3)", "the
+ * job (ranks 0-3)". This function can't fail (the text is cut to len). */
+void mon_stall_part_words(const struct mon_stall *s, char *buf, size_t len);
 
 /* Writes what stalled, for how long and what progressed meanwhile as one sentence: "comm
  * 7f3a91c2 (ranks 4-7) made no progress for 2.0 s while comm 1a2b3c4d (ranks 0-3) progressed".

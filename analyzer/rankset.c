@@ -60,3 +60,16 @@ char *rankset_format(const int *ranks, size_t n)
     free(sorted);
     return out;
 }
+
+void rankset_format_fit(char *buf, size_t len, const int *ranks, size_t n)
+{
+    char *words = rankset_format(ranks, n);
+    if (words && strlen(words) >= len) {
+        char *cut = words + len - 5; /* room for ",..." and the NUL */
+        while (cut > words && *cut != ',')
+            cut--;
+        strcpy(cut, ",...");
+    }
+    snprintf(buf, len, "%s", words ? words : "?");
+    free(words);
+}

@@ -9,6 +9,10 @@
  * Returns a malloc'd string the caller frees, or NULL when out of memory. */
 char *rankset_format(const int *ranks, size_t n);
 
+/* rankset_format() into buf: when the ranks do not fit in `len` (at least 8), they are cut at
+ * a comma and end in ",..." ("0-3,5,..."). "?" when out of memory. This function can't fail. */
+void rankset_format_fit(char *buf, size_t len, const int *ranks, size_t n);
+
 /* Sorts ranks ascending and removes duplicates in place. Returns the new count. */
 size_t rankset_normalize(int *ranks, size_t n);
 

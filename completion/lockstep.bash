@@ -11,7 +11,7 @@ _lockstep_formats() {
 _lockstep_options() {
     case $1 in
     run) echo "--dir --stall --format --json --log --grace --signal-stacks --help" ;;
-    watch) echo "--stall --format --json --log --kill --grace --signal-stacks --help" ;;
+    watch) echo "--stall --format --json --log --kill --keep --metrics --status --grace --signal-stacks --help" ;;
     analyze) echo "--format --json --html --job --help" ;;
     stacks) echo "--json --help" ;;
     dump) echo "--help" ;;
@@ -54,7 +54,7 @@ _lockstep() {
         COMPREPLY=($(compgen -d -- "$cur"))
         return
         ;;
-    --json | --log | --html | --perfetto | --output | -o)
+    --json | --log | --html | --perfetto | --output | -o | --metrics | --status)
         COMPREPLY=($(compgen -f -- "$cur"))
         return
         ;;

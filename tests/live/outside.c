@@ -4,17 +4,18 @@
  * Usage: outside MODE   (run as N ranks by a launcher; OUTSIDE_SOCK names a Unix socket path)
  * Every rank makes OUTSIDE_STEPS (default 3) AllReduces on the world communicator, then meets
  * the others in a barrier that is not NCCL's (a socket: rank 0 accepts a connection from each
- * other rank, reads its rank and answers one byte; the others wait in read()), then makes one
- * last AllReduce and exits. Before the barrier rank 0 runs prepare_data():
- *   lock        it takes a lock it already holds: it never comes back (the job hangs: ranks
- *               1.. in a socket read, rank 0 on a lock)
- *   compute     it computes for OUTSIDE_WORK_MS (default 3000), then joins (not a hang)
- *   checkpoint  every rank writes a checkpoint of OUTSIDE_WORK_MS worth of 1 MiB blocks to
- *               OUTSIDE_CKPT (a file per rank), synced every 16 MiB, then joins (not a hang)
- *   download    it reads a data set from the Unix socket OUTSIDE_FEED until its end (the test
- *               feeds it slowly: I/O with next to no CPU), then joins (not a hang)
- *   exited      rank OUTSIDE_VICTIM (default 2) exits with status 1 instead of joining the
- *               barrier: rank 0 waits in accept() for it, the others in their read */
+ * other rank, reads its rank and answers one byte; the others wait in read()), then makes
+ * OUTSIDE_TAIL_STEPS (default 0) more AllReduces 50 ms apart, one last AllReduce and exits. Before
+ * the barrier rank 0 runs prepare_data(): lock        it takes a lock it already holds: it never
+ * comes back (the job hangs: ranks 1.. in a socket read, rank 0 on a lock) compute     it computes
+ * for OUTSIDE_WORK_MS (default 3000), then joins (not a hang) checkpoint  every rank writes a
+ * checkpoint of OUTSIDE_WORK_MS worth of 1 MiB blocks to OUTSIDE_CKPT (a file per rank), synced
+ * every 16 MiB, then joins (not a hang) wedge       it waits for OUTSIDE_WORK_MS on a lock it holds
+ * (pthread_mutex_timedlock), then gives up and joins: the job stalls outside NCCL and resumes (for
+ * watch --keep) download    it reads a data set from the Unix socket OUTSIDE_FEED until its end
+ * (the test feeds it slowly: I/O with next to no CPU), then joins (not a hang) exited      rank
+ * OUTSIDE_VICTIM (default 2) exits with status 1 instead of joining the barrier: rank 0 waits in
+ * accept() for it, the others in their read */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nccl.h>
@@ -108,6 +110,19 @@ void prepare_data(const char *mode)
     if (strcmp(mode, "lock") == 0) {
         pthread_mutex_lock(&data_lock);
         load_shard();
+    } else if (strcmp(mode, "wedge") == 0) {
+        pthread_mutex_lock(&data_lock);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        long ms = tp_env_int("OUTSIDE_WORK_MS", 3000);
+        until.tv_sec += ms / 1000;
+        until.tv_nsec += (ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_timedlock(&data_lock, &until); /* held already: it times out */
+        pthread_mutex_unlock(&data_lock);
     } else if (strcmp(mode, "download") == 0) {
         struct sockaddr_un a;
         memset(&a, 0, sizeof a);
@@ -176,6 +191,10 @@ int main(int argc, char **argv)
         barrier_serve(n);
     } else {
         barrier_wait(rank);
+    }
+    for (int i = 0; i < tp_env_int("OUTSIDE_TAIL_STEPS", 0); i++) {
+        all_reduce();
+        tp_sleep_ms(50);
     }
     all_reduce();
     TP_CHECK(ncclCommDestroy(world));

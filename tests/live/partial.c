@@ -14,6 +14,10 @@
  *             PARTIAL_STEPS steps; the other pairs go on.
  *   job       AllReduces on the world communicator only; PARTIAL_VICTIM (-1: none) stops (for
  *             two jobs in one folder: one hangs, the other trains on).
+ *   serve     a tensor-parallel group serving requests (what `watch --keep` watches): one
+ *             AllReduce on the world communicator per request, every PARTIAL_STEP_MS (here
+ *             default 50); the rank PARTIAL_VICTIM wedges the group (stops calling while the
+ *             others wait in the AllReduce) for PARTIAL_HANG_S, then serves on.
  *   rates     healthy: the replicas of `replicas`, replica 0 fast, replica 1 one step every
  *             PARTIAL_SLOW_MS (default 600) with its last rank half of that late, and the world
  *             communicator idle (nobody in it) until the end, where every rank joins one last
@@ -22,8 +26,9 @@
  * PARTIAL_LAG_MS (default 20) more: its healthy peers wait for it inside NCCL most of the time,
  * as a snapshot of a job that trains on catches them. Training ends after
  * PARTIAL_TOTAL_S seconds (default 600; `rates`: 6), the ranks of each communicator agreeing on
- * the last step. The victim says on stderr when it stopped calling: "partial: rank 5 stopped
- * calling at <CLOCK_REALTIME ns>". */
+ * the last step. The victim stops PARTIAL_WEDGES times (default 1): after PARTIAL_STEPS steps,
+ * and again every PARTIAL_WEDGE_GAP steps (default 40) after that. It says on stderr when it
+ * stopped calling: "partial: rank 5 stopped calling at <CLOCK_REALTIME ns>". */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,16 +112,28 @@ void recv_activations(ncclComm_t pair)
     tp_sync();
 }
 
+/* The pause between steps when PARTIAL_STEP_MS does not say (`serve`: a request every 50 ms). */
+static int default_step_ms = 5;
+
+/* True when the victim stops before step k: after PARTIAL_STEPS steps, then every
+ * PARTIAL_WEDGE_GAP steps, PARTIAL_WEDGES times in all. */
+static int wedged_at(int k)
+{
+    int before = env_int("PARTIAL_STEPS", 20), gap = env_int("PARTIAL_WEDGE_GAP", 40);
+    int wedges = env_int("PARTIAL_WEDGES", 1);
+    return k >= before && gap > 0 && (k - before) % gap == 0 && (k - before) / gap < wedges;
+}
+
 /* Steps `step` on `comm` until a step says the time is up; the victim stops after
- * PARTIAL_STEPS. */
+ * PARTIAL_STEPS (and PARTIAL_WEDGE_GAP after that, PARTIAL_WEDGES times). */
 static void train(ncclComm_t comm, int (*step)(ncclComm_t, void *), void *arg)
 {
-    int victim = env_int("PARTIAL_VICTIM", 5), before = env_int("PARTIAL_STEPS", 20);
-    int pause = env_int("PARTIAL_STEP_MS", 5);
+    int victim = env_int("PARTIAL_VICTIM", 5);
+    int pause = env_int("PARTIAL_STEP_MS", default_step_ms);
     if (tp_rank() == env_int("PARTIAL_LAGGARD", 3))
         pause += env_int("PARTIAL_LAG_MS", 20);
     for (int k = 0;; k++) {
-        if (tp_rank() == victim && k == before)
+        if (tp_rank() == victim && wedged_at(k))
             load_next_shard();
         if (step(comm, arg))
             return;
@@ -185,10 +202,13 @@ int main(int argc, char **argv)
         mode_pipeline(world);
     else if (strcmp(mode, "job") == 0)
         train(world, allreduce_step, NULL);
-    else if (strcmp(mode, "rates") == 0)
+    else if (strcmp(mode, "serve") == 0) {
+        default_step_ms = 50;
+        train(world, allreduce_step, NULL);
+    } else if (strcmp(mode, "rates") == 0)
         mode_rates(world);
     else
-        tp_die("usage: partial replicas|pipeline|job|rates");
+        tp_die("usage: partial replicas|pipeline|job|serve|rates");
     TP_CHECK(ncclCommDestroy(world));
     return 0;
 }

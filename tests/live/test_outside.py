@@ -241,5 +241,59 @@ def case_watch(tmp):
             job.wait()
 
 
+def case_keep(tmp):
+    """watch --keep of a job whose rank 0 waits 6 s on a lock while the others wait in the socket
+    barrier, then serves on for 3 s: the stall outside NCCL is reported once, its end ("resumed") is
+    said when rank 0 comes back, the status file showed it stalled and then not, and watch
+    outlives the job."""
+    d = os.path.join(tmp, "k")
+    os.mkdir(d, 0o700)
+    prom = os.path.join(tmp, "m.prom")
+    status = os.path.join(tmp, "m.json")
+    err_path = os.path.join(tmp, "watch.err")
+    env = base_env({"OUTSIDE_SOCK": os.path.join(tmp, "k.sock"), "LD_PRELOAD":
+                    os.environ["LOCKSTEP_SHIM"], "LOCKSTEP_DIR": d, "OUTSIDE_WORK_MS": "6000",
+                    "OUTSIDE_TAIL_STEPS": "60"})
+    with open(err_path, "w") as err, open(os.path.join(tmp, "watch.out"), "w") as out:
+        w = subprocess.Popen([LOCKSTEP, "watch", "--keep", "--stall", str(STALL), "--metrics",
+                              prom, d], env=base_env(), stdout=out, stderr=err)
+    job = subprocess.Popen([LAUNCH, "--np", "4", "--", OUTSIDE, "wedge"], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    seen = []
+    try:
+        deadline = time.time() + 120
+        while job.poll() is None and time.time() < deadline:
+            try:
+                jobs = json.load(open(status))["jobs"]
+                v = bool(jobs and jobs[0]["stalled"])
+                if not seen or seen[-1] != v:
+                    seen.append(v)
+            except (OSError, ValueError, KeyError, IndexError):
+                pass
+            time.sleep(0.1)
+        expect(job.wait(timeout=30) == 0, f"keep: the job failed: {job.stderr.read()[-1500:]}")
+        deadline = time.time() + 30
+        while time.time() < deadline and "every traced process has ended" not in open(
+                err_path).read():
+            time.sleep(0.1)
+        err = open(err_path).read()
+        expect(w.poll() is None, f"keep: watch exited {w.returncode}: {err[-1500:]}")
+        expect(err.count("no rank is in NCCL") == 1, f"keep: stalls said: {err[-2000:]}")
+        expect(re.search(r"resumed after [0-9.]+ s", err), f"keep: no resume said: {err[-1500:]}")
+        expect(True in seen and seen[-1] is False, f"keep: the status file went {seen}")
+        out = open(os.path.join(tmp, "watch.out")).read()
+        expect(out.count("[stuck_outside_nccl]") == 1, f"keep: reports: {out[-2000:]}")
+        w.send_signal(signal.SIGTERM)
+        expect(w.wait(timeout=30) == 0, "keep: watch did not exit 0 on SIGTERM")
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+
+
 if __name__ == "__main__":
     sys.exit(run(globals(), "lockstep-outside-"))

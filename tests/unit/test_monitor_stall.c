@@ -2,7 +2,9 @@
  * files written by hand in a scratch folder and polled as `lockstep run` polls them: a
  * communicator someone waits in stalls while another progresses; one nobody waits in never does;
  * a send, a receive or a group's end found from the records of a thread long inside it; a job
- * that hangs while another trains on; a member ending is progress. The traces name this test's
+ * that hangs while another trains on; a member ending is progress; the parts `watch --keep`
+ * reported passed over, and each found over when it progresses (live_stalled.c). The traces
+ * name this test's
  * own process, so that the monitor takes them for running ranks. Time is aged by hand: no
  * sleeps. */
 #define _GNU_SOURCE
@@ -13,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "live_stalled.h"
 #include "monitor_stall.h"
 #include "monitor_streams.h"
 #include "timefmt.h"
@@ -202,13 +205,19 @@ START_TEST(nobody_waits_no_stall)
 }
 END_TEST
 
+/* Rank 1 moves on A (a receive): A progresses. */
+static void a_progresses(struct job *j)
+{
+    j->c[1][0]->p2p_recvs++;
+    called(j, 1);
+}
+
 START_TEST(progress_of_the_comm_itself)
 {
     struct job j;
     two_comms(&j, 1, 1);
     poll_aged(&j, NULL);
-    j.c[1][0]->p2p_recvs++; /* rank 1 moved on A: A progressed */
-    called(&j, 1);
+    a_progresses(&j);
     monitor_poll(&j.m);
     struct mon_stall s;
     ck_assert_int_eq(find(&j, &s), 0);
@@ -484,6 +493,109 @@ START_TEST(outside_nccl_needs_every_rank_here)
 }
 END_TEST
 
+/* The stall found now is remembered as watch --keep remembers it. */
+static void remember(struct job *j, struct live_stalled_set *set, enum mon_stall_scope scope)
+{
+    struct mon_stall s;
+    ck_assert_int_eq(find(j, &s), 1);
+    ck_assert_int_eq(s.scope, scope);
+    ck_assert_int_eq(live_stalled_add(set, &j->m, &s, NULL), 0);
+    mon_stall_free(&s);
+}
+
+/* What live_stalled_check() says after one more poll: "" when nothing is over. */
+static char *check_after_poll(struct job *j, struct live_stalled_set *set)
+{
+    static char said[512];
+    monitor_poll(&j->m);
+    memset(said, 0, sizeof(said));
+    FILE *out = fmemopen(said, sizeof(said) - 1, "w");
+    live_stalled_check(set, &j->m, out);
+    fclose(out);
+    return said;
+}
+
+static int find_beside(struct job *j, const struct live_stalled_set *set)
+{
+    struct mon_stall_known known = {0};
+    struct mon_stall s;
+    ck_assert_int_eq(live_stalled_known(set, &j->m, &known), 0);
+    int rc = monitor_find_stall_beside(&j->m, 2.0, j->m.last_poll_ns, &known, &s);
+    mon_stall_known_free(&known);
+    mon_stall_free(&s);
+    return rc;
+}
+
+/* A stall of `scope` found and remembered (A stalled while B progressed, or the whole job):
+ * passed over while nothing moves, over once `move` moved it (said as `said`, once). */
+static void reported_until(enum mon_stall_scope scope, void (*move)(struct job *), const char *said)
+{
+    struct job j;
+    struct live_stalled_set set = {0};
+    two_comms(&j, 1, 1);
+    poll_aged(&j, scope == MON_STALL_COMM ? b_progresses : NULL);
+    remember(&j, &set, scope);
+    ck_assert_int_eq(find_beside(&j, &set), 0);
+    ck_assert_str_eq(check_after_poll(&j, &set), "");
+    ck_assert_uint_eq(set.n, 1);
+    move(&j);
+    ck_assert_ptr_nonnull(strstr(check_after_poll(&j, &set), said));
+    ck_assert_uint_eq(set.n, 0);
+    ck_assert_str_eq(check_after_poll(&j, &set), "");
+    ck_assert_int_eq(live_stalled_count(&set, "anon-1"), 1);
+    live_stalled_free(&set);
+    finish(&j);
+}
+
+START_TEST(reported_comm_passed_over_until_it_resumes)
+{
+    reported_until(MON_STALL_COMM, a_progresses, "comm a0000000 (ranks 0-1) resumed after 10.");
+}
+END_TEST
+
+static void rank3_calls(struct job *j)
+{
+    called(j, 3);
+}
+
+/* A job's stall is over when any trace of it moves, whatever its communicators do. */
+START_TEST(reported_job_resumes_with_its_job)
+{
+    reported_until(MON_STALL_JOB, rank3_calls, "the job (ranks 0-3) resumed after 10.");
+}
+END_TEST
+
+/* A member's process ending moves the communicator: the stall is over, and said so. */
+START_TEST(reported_comm_over_when_a_member_ends)
+{
+    reported_until(MON_STALL_COMM, rank1_ends,
+                   "comm a0000000 (ranks 0-1) is no longer stalled after 10.0 s: 1 of its 2 "
+                   "processes ended");
+}
+END_TEST
+
+/* A was reported; the whole job stopped: the job's stall is its growth (ranks 2-3 are in no
+ * known communicator), found beside A; once every running trace is in a known communicator,
+ * nothing more. */
+START_TEST(growth_of_a_reported_stall)
+{
+    struct job j;
+    two_comms(&j, 1, 1);
+    poll_aged(&j, NULL);
+    ck_assert_int_eq(j.m.jobs.n, 1);
+    struct mon_stall_known known = {0};
+    ck_assert_int_eq(idmap_put(&known.comms, COMM_A, 0), 0);
+    struct mon_stall s;
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, 2.0, j.m.last_poll_ns, &known, &s), 1);
+    ck_assert_int_eq(s.scope, MON_STALL_JOB);
+    mon_stall_free(&s);
+    ck_assert_int_eq(idmap_put(&known.comms, WORLD, 0), 0); /* every running trace covered */
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, 2.0, j.m.last_poll_ns, &known, &s), 0);
+    mon_stall_known_free(&known);
+    finish(&j);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("monitor_stall");
@@ -502,6 +614,10 @@ int main(void)
     tcase_add_test(tc, jobs_without_ids_by_communicators);
     tcase_add_test(tc, idle_outside_nccl_stalls);
     tcase_add_test(tc, outside_nccl_needs_every_rank_here);
+    tcase_add_test(tc, reported_comm_passed_over_until_it_resumes);
+    tcase_add_test(tc, growth_of_a_reported_stall);
+    tcase_add_test(tc, reported_job_resumes_with_its_job);
+    tcase_add_test(tc, reported_comm_over_when_a_member_ends);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }
