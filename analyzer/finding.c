@@ -166,6 +166,7 @@ void finding_free(struct finding *f)
         intvec_free(&f->classes[k].comm_ranks);
     }
     free(f->classes);
+    free(f->exception);
     free(f->gpu);
     intvec_free(&f->ranks);
     intvec_free(&f->missing);

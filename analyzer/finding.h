@@ -8,6 +8,7 @@
 #include "intvec.h"
 
 #include "finding_kinds.h"
+#include "rank_end.h"
 
 /* Kinds, generated from finding_kinds.h (one list: names, severity, priority, traits). */
 enum finding_kind {
@@ -56,6 +57,13 @@ struct f_gpu {
     double moved_s_ago; /* since its last kernel or proxy event, -1 unknown */
 };
 
+/* rank_exited/rank_crashed: why its first rank ended, beyond its status (rank_end.h). */
+struct f_exception {
+    struct rank_end end;
+    const char *site;       /* the exception's frame as a symbolizer site, NULL none */
+    const char *cause_site; /* the original cause's, NULL none */
+};
+
 struct finding {
     enum finding_kind kind;
     size_t job;
@@ -90,6 +98,7 @@ struct finding {
                          * trace's string), NULL none */
     struct f_gpu *gpu;  /* stuck_in_flight: GPU progress per rank (profiler plugin) */
     size_t ngpu;
+    struct f_exception *exception; /* rank_*: the exception that ended its ranks, NULL none */
 };
 
 struct findings {
