@@ -183,7 +183,7 @@ struct death_group {
 /* Attaches why p ended (its exception, NCCL's last warning) to f, when it says anything. */
 static int attach_exception(struct diag *d, struct finding *f, const struct rank_end *end)
 {
-    if (!end->has_exception && !end->nccl_warning[0])
+    if (!end->has_exception && !end->nccl_warning[0] && !end->cuda_result)
         return 0;
     f->exception = calloc(1, sizeof(*f->exception));
     if (!f->exception)
@@ -302,6 +302,9 @@ static void describe_end_details(struct finding *f)
                            : "the traceback the interpreter printed on its stderr");
     if (e->nccl_warning[0])
         finding_detail(f, "NCCL's last warning on rank %d: %s", f->rank, e->nccl_warning);
+    if (e->cuda_result)
+        finding_detail(f, "rank %d's GPU work failed: CUDA error %d (%s)", f->rank, e->cuda_result,
+                       e->cuda_error[0] ? e->cuda_error : "no text");
 }
 
 /* Writes the summary of a death finding once all its ranks are in. */

@@ -267,7 +267,10 @@ int rank_end_read(const struct tr_trace *t, struct rank_end *out)
     const char *at = warn ? strstr(warn, "NCCL WARN ") : NULL;
     if (at)
         snprintf(out->nccl_warning, sizeof out->nccl_warning, "%s", at + 10);
-    return out->has_exception || out->nccl_warning[0];
+    out->cuda_result = w->cuda_result;
+    const char *cuda = w->cuda_error ? trace_pool_string(t, w->cuda_error) : NULL;
+    snprintf(out->cuda_error, sizeof out->cuda_error, "%s", cuda ? cuda : "");
+    return out->has_exception || out->nccl_warning[0] || out->cuda_result;
 }
 
 static const char *base_name(const char *path)

@@ -27,6 +27,8 @@ struct rank_end {
                              * handling another): the original failure */
     const char *source;     /* "stderr" or "error_file" (TORCHELASTIC_ERROR_FILE) */
     char nccl_warning[512]; /* NCCL's last "NCCL WARN" line, without its prefix; "" none */
+    int cuda_result;        /* the first CUDA error the shim's event queries met, 0 none */
+    char cuda_error[256];   /* its text (cuGetErrorString), "" unknown */
 };
 
 /* Parses the last traceback in `text` (what a Python interpreter prints for an uncaught

@@ -255,6 +255,12 @@ static void write_exception(struct json_writer *w, const struct finding *f)
     }
     if (e && e->nccl_warning[0])
         json_string(w, "nccl_warning", e->nccl_warning);
+    if (e && e->cuda_result) {
+        json_begin_object(w, "cuda_error");
+        json_int(w, "result", e->cuda_result);
+        json_string(w, "message", e->cuda_error);
+        json_end_object(w);
+    }
 }
 
 static void write_gpu_progress(struct json_writer *w, const struct finding *f)

@@ -9,6 +9,7 @@ cascade's ranks fail seconds apart. Usage: test_why.py CASE (paths from the envi
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -52,10 +53,17 @@ def check_exc(label, exc, typ, line, func, message=None):
 
 def case_why_one(tmp):
     """Rank 2 raises in load() while ranks 0-1 wait for it in the next AllReduce: the root
-    rank_exited names the exception, its message and its line (text, JSON, GitHub)."""
+    rank_exited names the exception, its message and its line (text, JSON, GitHub), and NCCL's
+    last warning from NCCL_DEBUG_FILE (its %h expanded; the emulator writes none, so the test
+    writes NCCL's line there first)."""
     need_python()
     m = marks("raises.py")
-    p, d = run_case(tmp, "one")
+    warn = "NET/Socket : peer 10.0.0.2 closed the connection"
+    with open(os.path.join(tmp, f"nccl.{socket.gethostname()}.log"), "w") as fp:
+        fp.write(f"vm:1:1 [0] NCCL INFO Bootstrap : Using eth0\n"
+                 f"vm:1:1 [0] transport/net.cc:870 NCCL WARN {warn}\n"
+                 f"vm:1:1 [0] NCCL INFO comm 0x1 rank 2 nranks 3 - Init COMPLETE\n")
+    p, d = run_case(tmp, "one", extra={"NCCL_DEBUG_FILE": os.path.join(tmp, "nccl.%h.log")})
     expect("rank 2: exited 1" in p.stderr, f"rank 2 did not exit 1: {p.stderr[-1500:]}")
     rep = analyze(d, want_rc=1)
     ds = deaths(rep)
@@ -68,6 +76,7 @@ def case_why_one(tmp):
     want = f"after RuntimeError: {msg} (raises.py:{m['one']} in load)"
     expect(want in f["summary"], f"summary {f['summary']!r} lacks {want!r}")
     expect(want in analyze_text(d), "the text report does not name the exception")
+    expect(f.get("nccl_warning") == warn, f"nccl_warning {f.get('nccl_warning')!r}")
     gh = subprocess.run([LOCKSTEP, "analyze", "--format", "github", d], capture_output=True,
                         text=True, timeout=60, env=analyzer_env(), cwd=tmp)
     ann = f"line={m['one']},title=lockstep rank_exited::"
