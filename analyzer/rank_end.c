@@ -152,10 +152,32 @@ static size_t chained_before(const struct lines *ls, size_t at)
     return (size_t)-1;
 }
 
-int rank_end_parse_traceback(const char *text, struct rank_end *out)
+/* A copy of text without terminal escape sequences (ESC [ ... final byte): 3.13+ colours its
+ * tracebacks on a terminal. NULL when out of memory. */
+static char *without_escapes(const char *text)
+{
+    char *out = malloc(strlen(text) + 1), *o = out;
+    for (const char *p = text; out && *p; p++) {
+        if (p[0] == 0x1b && p[1] == '[') {
+            p += 2;
+            while (*p && !(*p >= 0x40 && *p <= 0x7e))
+                p++;
+            if (!*p)
+                break;
+            continue;
+        }
+        *o++ = *p;
+    }
+    if (out)
+        *o = 0;
+    return out;
+}
+
+int rank_end_parse_traceback(const char *raw, struct rank_end *out)
 {
     struct lines ls = {0};
     int found = 0;
+    char *text = raw ? without_escapes(raw) : NULL;
     if (!text || split_lines(text, &ls) < 0)
         goto done;
     size_t last = (size_t)-1, first_frame = (size_t)-1;
@@ -179,22 +201,27 @@ done:
         memset(&out->cause, 0, sizeof(out->cause));
     free(ls.v);
     free(ls.len);
+    free(text);
     return found;
 }
 
-/* The JSON string value after `"key":` in json, unescaped into a new string; NULL none. */
+/* The first string value of a `"key":` in json (a key whose value is an object is passed over:
+ * @record's "message" holds "message"), unescaped into a new string; NULL none. */
 static char *json_string(const char *json, const char *key)
 {
     char pat[64];
     snprintf(pat, sizeof pat, "\"%s\"", key);
-    const char *p = strstr(json, pat);
-    if (!p)
-        return NULL;
-    p += strlen(pat);
-    while (*p == ' ' || *p == ':' || *p == '\n' || *p == '\t')
-        p++;
-    if (*p != '"')
-        return NULL;
+    const char *p = json;
+    for (;;) {
+        p = strstr(p, pat);
+        if (!p)
+            return NULL;
+        p += strlen(pat);
+        while (*p == ' ' || *p == ':' || *p == '\n' || *p == '\t')
+            p++;
+        if (*p == '"')
+            break;
+    }
     char *out = malloc(strlen(p) + 1), *o = out;
     if (!out)
         return NULL;
@@ -215,6 +242,10 @@ static char *json_string(const char *json, const char *key)
         *o++ = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
     }
     *o = 0;
+    if (*p != '"') { /* unterminated: not JSON */
+        free(out);
+        return NULL;
+    }
     return out;
 }
 
