@@ -609,6 +609,27 @@ static void first_failure(struct cause *x)
                        "failure (ranks fail in turn after the first: at a timeout, a barrier or "
                        "store of their own, whatever waited for the rank that failed)",
                        failure_rank(late), a, failure_rank(root), b, gap);
+        v[i].hi = 0; /* told: not again below */
+    }
+    /* Deaths that follow a failure by the graph say so too, in the same words. */
+    for (size_t k = x->first; k < x->fs->n; k++) {
+        struct finding *f = F(x, (long)k);
+        int told = 0;
+        for (size_t i = 0; i < n; i++)
+            told |= v[i].finding == (long)k && v[i].hi == 0;
+        if (!finding_kind_has(f->kind, F_T_DEATH) || f->consequence_of < 0 || told)
+            continue;
+        for (size_t i = 0; i < n; i++) {
+            const struct finding *root = F(x, v[i].finding);
+            if (v[i].finding != f->consequence_of || f->time_ns <= v[i].lo)
+                continue;
+            char a[128], b[128], gap[32];
+            failure_name(f, a, sizeof a);
+            failure_name(root, b, sizeof b);
+            timefmt_duration(gap, sizeof gap, f->time_ns - v[i].lo);
+            finding_detail(f, "rank %d's %s follows from rank %d's %s %s earlier", failure_rank(f),
+                           a, failure_rank(root), b, gap);
+        }
     }
 }
 

@@ -106,6 +106,8 @@ def case_why_cascade(tmp):
                f"rank {r}'s exception follows {ds[r]['consequence_of']}, want {root}")
     why = "rank 2's KeyError follows from rank 1's ValueError"
     expect(any(why in x for x in ds[2]["details"]), f"no {why!r}: {ds[2]['details']}")
+    why = "rank 0's DistBackendError follows from rank 1's ValueError"
+    expect(any(why in x for x in ds[0]["details"]), f"no {why!r}: {ds[0]['details']}")
     roots = [f["kind"] for f in rep["findings"] if f["consequence_of"] is None]
     expect(roots == ["rank_exited"], f"roots {roots}, want rank 1's exit alone")
 
