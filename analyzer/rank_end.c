@@ -52,11 +52,15 @@ static int is_chain(const struct lines *ls, size_t i)
     return line_is(ls, i, CHAINS[0]) || line_is(ls, i, CHAINS[1]);
 }
 
-/* Copies the line's bytes [from, to) into out (bounded, NUL-terminated). */
+/* Copies n bytes of from into out (bounded, NUL-terminated; a cut never splits a UTF-8
+ * character). */
 static void copy_span(char *out, size_t cap, const char *from, size_t n)
 {
-    if (n >= cap)
+    if (n >= cap) {
         n = cap - 1;
+        while (n > 0 && ((unsigned char)from[n] & 0xc0) == 0x80)
+            n--; /* from[n] continues a character: cut before its first byte */
+    }
     memcpy(out, from, n);
     out[n] = 0;
 }

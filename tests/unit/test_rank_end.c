@@ -129,6 +129,12 @@ START_TEST(no_traceback_no_exception)
     memset(text + strlen(text), 'x', 600);
     struct rank_end e = parse(text, 1);
     ck_assert_uint_eq(strlen(e.exception.message), RANK_END_MESSAGE - 1);
+    /* ... and never half a UTF-8 character */
+    char wide[1024] = "Traceback (most recent call last):\n  File \"/a.py\", line 1, in f\nE: x";
+    for (int i = 0; i < 150; i++)
+        strcat(wide, "\xc3\xa9");
+    e = parse(wide, 1);
+    ck_assert_uint_eq(strlen(e.exception.message), RANK_END_MESSAGE - 2);
 }
 END_TEST
 
