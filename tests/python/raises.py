@@ -7,6 +7,8 @@ WHY_CASE picks the story; the test finds the lines by their marker comments (@na
            KeyError 4 s later
   chained  rank 1 raises RuntimeError from the FileNotFoundError it met opening a shard
   record   every rank runs main() under torchrun's @record; rank 1 raises (torchrun case)
+  cuda     AllReduces on the emulated GPU (LOCKSTEP_EMU_ASYNC=1); rank 1's GPU faults
+           (LOCKSTEP_EMU_CUDA_FAULT) and it raises the CUDA error its synchronization returned
 """
 import os
 import sys
@@ -72,9 +74,19 @@ def record_step(rank, step):
     return step
 
 
+def cuda_step():
+    pyranks.check(lib.pr_all_reduce_async(), "AllReduce")
+    rc = lib.pr_sync()
+    if rc != 0:
+        raise RuntimeError(f"CUDA error: an illegal memory access was encountered ({rc})")  # @cuda
+
+
 def main():
     rank = lib.pr_init()
     for step in range(STEPS):
+        if CASE == "cuda":
+            cuda_step()
+            continue
         if CASE == "cascade":
             pyranks.check(cascade(rank, step), f"step {step}")
             continue

@@ -130,6 +130,23 @@ def case_why_chained(tmp):
            "in open_shard)" in f["summary"], f"summary does not name the cause: {f['summary']}")
 
 
+def case_why_cuda(tmp):
+    """Rank 1's (emulated) GPU faults: its synchronization fails, it raises; the finding names
+    the exception and the CUDA error the shim's completion queries met, with the driver's text."""
+    need_python()
+    m = marks("raises.py")
+    p, d = run_case(tmp, "cuda", extra={"LOCKSTEP_EMU_ASYNC": "1",
+                                        "LOCKSTEP_EMU_CUDA_FAULT": "1:3"})
+    expect("rank 1: exited 1" in p.stderr, f"rank 1 did not exit 1: {p.stderr[-1500:]}")
+    f = deaths(analyze(d, want_rc=1)).get(1)
+    expect(f is not None, "no rank_exited for rank 1")
+    check_exc("cuda", f.get("exception"), "RuntimeError", m["cuda"], "cuda_step")
+    want = {"result": 700, "message": "an illegal memory access was encountered"}
+    expect(f.get("cuda_error") == want, f"cuda_error {f.get('cuda_error')}, want {want}")
+    expect(any("CUDA error 700 (an illegal memory access" in x for x in f["details"]),
+           f"no detail names the CUDA error: {f['details']}")
+
+
 def error_file_json(typ, message, line):
     """An error file as torchrun's @record writes it (torch.distributed.elastic.multiprocessing.
     errors.ErrorHandler.record_exception)."""
