@@ -144,6 +144,12 @@ int finding_class_add_member(struct finding *f, const struct f_class *key, int r
  * call, else where they wait (stuck_outside_nccl); NULL none. */
 const char *finding_class_site(const struct f_class *c);
 
+/* The places in the program the CI formats annotate for f: the line that raised the exception
+ * that ended its rank (rank_exited/rank_crashed with one), else each class's site. Returns how
+ * many there are; finding_site() gives place i (NULL: that class has none). */
+size_t finding_nsites(const struct finding *f);
+const char *finding_site(const struct finding *f, size_t i);
+
 /* Frees what one finding owns (its text, classes and rank lists) and zeroes it; the finding
  * itself is its list's. */
 void finding_free(struct finding *f);

@@ -52,10 +52,8 @@ int output_github(FILE *out, const struct report_input *in, const struct output_
     for (size_t i = 0; i < fs->n; i++) {
         const struct finding *f = &fs->v[i];
         int any = 0;
-        /* A rank ended by an exception: at the line that raised it; else at each class's site. */
-        const char *raised = f->exception ? f->exception->site : NULL;
-        for (size_t c = 0; c < (raised ? 1 : f->nclasses); c++)
-            any |= annotate(out, in, f, raised ? raised : finding_class_site(&f->classes[c]));
+        for (size_t c = 0; c < finding_nsites(f); c++)
+            any |= annotate(out, in, f, finding_site(f, c));
         if (!any && f->consequence_of < 0) {
             fprintf(out, "::error title=lockstep %s::", finding_kind_name(f->kind));
             gh_escape(out, f->summary ? f->summary : "", 0);

@@ -81,6 +81,11 @@ def case_why_one(tmp):
                         text=True, timeout=60, env=analyzer_env(), cwd=tmp)
     ann = f"line={m['one']},title=lockstep rank_exited::"
     expect(ann in gh.stdout, f"no GitHub annotation at the raising line: {gh.stdout[:800]}")
+    gl = subprocess.run([LOCKSTEP, "analyze", "--format", "gitlab", d], capture_output=True,
+                        text=True, timeout=60, env=analyzer_env(), cwd=tmp)
+    issues = [i for i in json.loads(gl.stdout) if i["check_name"] == "rank_exited"]
+    expect([i["location"]["lines"]["begin"] for i in issues] == [m["one"]],
+           f"GitLab issues of rank_exited: {issues}")
 
 
 def case_why_cascade(tmp):
