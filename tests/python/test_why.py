@@ -76,6 +76,10 @@ def case_why_one(tmp):
     want = f"after RuntimeError: {msg} (raises.py:{m['one']} in load)"
     expect(want in f["summary"], f"summary {f['summary']!r} lacks {want!r}")
     expect(want in analyze_text(d), "the text report does not name the exception")
+    missing = [x for x in rep["findings"] if x["kind"] == "missing_ranks"]
+    expect(missing and f"it exited with status 1 after RuntimeError (raises.py:{m['one']} in "
+           "load)" in missing[0]["summary"], f"missing_ranks does not say why rank 2 is gone: "
+           f"{[x['summary'] for x in missing]}")
     expect(f.get("nccl_warning") == warn, f"nccl_warning {f.get('nccl_warning')!r}")
     gh = subprocess.run([LOCKSTEP, "analyze", "--format", "github", d], capture_output=True,
                         text=True, timeout=60, env=analyzer_env(), cwd=tmp)
