@@ -85,6 +85,10 @@ def case_why_one(tmp):
                         text=True, timeout=60, env=analyzer_env(), cwd=tmp)
     ann = f"line={m['one']},title=lockstep rank_exited::"
     expect(ann in gh.stdout, f"no GitHub annotation at the raising line: {gh.stdout[:800]}")
+    (r2,) = [os.path.join(d, n) for n in os.listdir(d) if n.endswith("-r2.trace")]
+    dump = subprocess.run([LOCKSTEP, "dump", r2], capture_output=True, text=True, timeout=60,
+                          env=analyzer_env())
+    expect(f"ended by RuntimeError: {msg}" in dump.stdout, f"dump: {dump.stdout[:1500]}")
     gl = subprocess.run([LOCKSTEP, "analyze", "--format", "gitlab", d], capture_output=True,
                         text=True, timeout=60, env=analyzer_env(), cwd=tmp)
     issues = [i for i in json.loads(gl.stdout) if i["check_name"] == "rank_exited"]
