@@ -49,8 +49,9 @@ static void tail_append(const char *buf, size_t n)
         n = TAIL_CAP;
     }
     uint64_t at = atomic_load_explicit(&tail_written, memory_order_relaxed);
-    for (size_t i = 0; i < n; i++)
-        tail[(at + i) % TAIL_CAP] = buf[i];
+    size_t pos = (size_t)(at % TAIL_CAP), first = n < TAIL_CAP - pos ? n : TAIL_CAP - pos;
+    memcpy(tail + pos, buf, first); /* to the ring's end, then from its start */
+    memcpy(tail, buf + first, n - first);
     atomic_store_explicit(&tail_written, at + n, memory_order_relaxed);
     atomic_flag_clear_explicit(&tail_busy, memory_order_release);
 }

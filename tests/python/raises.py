@@ -1,7 +1,8 @@
 """raises.py -- ranks that end with an uncaught exception (why_* cases of test_python.py).
 
 WHY_CASE picks the story; the test finds the lines by their marker comments (@name):
-  one      rank 2 raises in load() at step 3; the others wait for it in the next AllReduce
+  one      rank 2 logs 12 KiB to stderr per step and raises in load() at step 3; the others wait
+           for it in the next AllReduce
   cascade  rank 1 raises a ValueError first; rank 0 gives up on the AllReduce that waits for it
            (a watchdog's DistBackendError, 2 s later); rank 2, busy outside NCCL, raises a
            KeyError 4 s later
@@ -28,6 +29,8 @@ class DistBackendError(RuntimeError):
 
 
 def load(rank, step):
+    if rank == 2:  # a job that logs to stderr: 12 KiB per step, more than the shim's ring holds
+        sys.stderr.write("".join(f"step {step} batch {i}: loss 0.{i:04d}\n" for i in range(500)))
     if rank == 2 and step == 3:
         raise RuntimeError("Expected a 'cuda' device type for generator but found 'cpu'")  # @one
     return step
