@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "names.h"
+#include "rank_end.h"
 #include "symbolizer.h"
 #include "timefmt.h"
 #include "summary_reader.h"
@@ -25,6 +26,27 @@ static const char *end_kind_name(uint32_t k)
     default:
         return "?";
     }
+}
+
+/* What the shim kept of why the process ended (docs/trace-format.md, end_why), after "end:". */
+static void dump_end_why(const struct tr_trace *t)
+{
+    struct rank_end e;
+    const struct ls_end_why *w = &t->hdr.end_why;
+    if (!rank_end_read(t, &e) && !w->stderr_tail && !w->error_file)
+        return;
+    char words[1200];
+    rank_end_words(&e, words, sizeof(words));
+    if (words[0])
+        printf("\n  ended by %s (from %s)", words, e.source);
+    if (w->error_file)
+        printf("\n  torchrun error file %s", trace_pool_string(t, w->error_file));
+    if (w->stderr_tail && trace_pool_string(t, w->stderr_tail))
+        printf("\n  stderr tail kept: %zu bytes", strlen(trace_pool_string(t, w->stderr_tail)));
+    if (e.nccl_warning[0])
+        printf("\n  NCCL's last warning: %s", e.nccl_warning);
+    if (e.cuda_result)
+        printf("\n  CUDA error %d (%s)", e.cuda_result, e.cuda_error);
 }
 
 static void dump_header(const struct tr_trace *t)
@@ -69,6 +91,7 @@ static void dump_header(const struct tr_trace *t)
         printf(" %s (%d)", names_signal(h->end_signal), h->end_signal);
     if (h->end_ns)
         printf(" at %s", timefmt_wall(w, sizeof(w), h->end_ns));
+    dump_end_why(t);
     printf("\n  last enter %s", timefmt_wall(w, sizeof(w), ls_last_enter_ns(h)));
     printf("  last exit %s  calls in flight %llu\n", timefmt_wall(w, sizeof(w), ls_last_exit_ns(h)),
            (unsigned long long)ls_calls_in_flight(h));

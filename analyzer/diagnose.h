@@ -67,6 +67,13 @@ int diagnose_incomplete(struct diag *d); /* trace_incomplete (runs last: looks a
  * 0, or -1 when out of memory. */
 int diagnose_causes(struct diag *d, size_t first);
 
+/* First failure first (diagnose_first_failure.c): among the root findings in d->out[first..]
+ * that own the sink of a rank that ended with a failure (owner: per component of d->graph, the
+ * finding that owns it, -1 none), the earliest stays the root cause and every certainly later
+ * one becomes its consequence, with a "why:" line; deaths that follow a failure through the graph
+ * get the same words. Called by diagnose_causes(). This function can't fail. */
+void diagnose_first_failure(struct diag *d, size_t first, const long *owner);
+
 /* Sorts fs->v[first..] root cause first (consequences after what they follow from), keeping
  * consequence_of (and the graph's roots, when g is not NULL) pointing at the same findings. */
 void diagnose_order(struct findings *fs, size_t first, struct waitgraph *g);

@@ -574,6 +574,7 @@ int diagnose_causes(struct diag *d, size_t first)
             explain(&x, f, from);
         }
     }
+    diagnose_first_failure(d, first, x.owner);
     free(owns);
     cause_free(&x);
     return 0;

@@ -198,6 +198,22 @@ static void describe_stopped_by(struct diag *d, const struct m_proc *p, const st
     }
 }
 
+/* " after RuntimeError (data.py:56 in load)": the exception that ended p (rank_end.h), "" none. */
+static void raised_words(const struct m_proc *p, char *buf, size_t len)
+{
+    struct rank_end e;
+    buf[0] = 0;
+    if (!rank_end_read(p->t, &e) || !e.has_exception)
+        return;
+    const struct rank_exc *x = &e.exception;
+    const char *base = strrchr(x->file, '/');
+    if (x->line > 0)
+        snprintf(buf, len, " after %.100s (%.200s:%d in %.100s)", x->type,
+                 base ? base + 1 : x->file, x->line, x->function);
+    else
+        snprintf(buf, len, " after %.100s", x->type);
+}
+
 void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, size_t len)
 {
     char call[512] = "", t[32];
@@ -250,8 +266,9 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
             snprintf(buf, len, "it is alive and has made no NCCL call (trace started %s ago)", t);
         break;
     case RANK_EXITED:
-        snprintf(buf, len, "it exited with status %d %s ago; its last call was %s", h->end_status,
-                 t, last);
+        raised_words(p, at, sizeof(at));
+        snprintf(buf, len, "it exited with status %d%s %s ago; its last call was %s", h->end_status,
+                 at, t, last);
         break;
     case RANK_CRASHED:
         died_at(d, p, at, sizeof(at));

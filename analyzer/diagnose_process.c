@@ -128,12 +128,20 @@ struct death_key {
     const struct ls_record *call; /* died_in, else the failed call it exited after, else NULL */
     int after_failure;
     int node_failure; /* died with every rank of its host (model.h): one finding, whatever call */
+    /* the uncaught exception that ended it (rank_end.h): its type and place, "" none */
+    char exc_type[128], exc_file[512];
+    int exc_line;
 };
 
-static struct death_key key_of(const struct m_proc *p)
+static struct death_key key_of(const struct m_proc *p, const struct rank_end *end)
 {
     const struct ls_header *h = &p->t->hdr;
-    struct death_key k = {p->state, -1, -1, NULL, 0, p->node_failure};
+    struct death_key k = {p->state, -1, -1, NULL, 0, p->node_failure, "", "", 0};
+    if (end->has_exception) {
+        snprintf(k.exc_type, sizeof k.exc_type, "%s", end->exception.type);
+        snprintf(k.exc_file, sizeof k.exc_file, "%s", end->exception.file);
+        k.exc_line = end->exception.line;
+    }
     if (p->state == RANK_CRASHED)
         k.signal = h->end_signal;
     if (p->state == RANK_EXITED)
@@ -161,7 +169,9 @@ static int same_key(const struct death_key *a, const struct death_key *b)
 {
     return a->state == b->state && a->signal == b->signal && a->status == b->status &&
            a->after_failure == b->after_failure && a->node_failure == b->node_failure &&
-           same_call(a->call, b->call) && (a->call != NULL) == (b->call != NULL);
+           same_call(a->call, b->call) && (a->call != NULL) == (b->call != NULL) &&
+           strcmp(a->exc_type, b->exc_type) == 0 && strcmp(a->exc_file, b->exc_file) == 0 &&
+           a->exc_line == b->exc_line;
 }
 
 struct death_group {
@@ -170,10 +180,31 @@ struct death_group {
     const struct m_proc *example;
 };
 
+/* Attaches why p ended (its exception, NCCL's last warning) to f, when it says anything. */
+static int attach_exception(struct diag *d, struct finding *f, const struct rank_end *end)
+{
+    if (!end->has_exception && !end->nccl_warning[0] && !end->cuda_result)
+        return 0;
+    f->exception = calloc(1, sizeof(*f->exception));
+    if (!f->exception)
+        return -1;
+    f->exception->end = *end;
+    const struct rank_exc *e = &end->exception, *c = &end->cause;
+    if (end->has_exception && e->line > 0)
+        f->exception->site =
+            symbolizer_pyframe(d->sym, &(struct tr_pyframe){e->file, e->function, e->line});
+    if (end->has_cause && c->line > 0)
+        f->exception->cause_site =
+            symbolizer_pyframe(d->sym, &(struct tr_pyframe){c->file, c->function, c->line});
+    return 0;
+}
+
 static int add_death(struct diag *d, struct running *run, const struct m_proc *p,
                      struct death_group **groups, size_t *ngroups)
 {
-    struct death_key k = key_of(p);
+    struct rank_end end;
+    rank_end_read(p->t, &end);
+    struct death_key k = key_of(p, &end);
     struct death_group *g = NULL;
     for (size_t i = 0; i < *ngroups && !g; i++)
         if (same_key(&(*groups)[i].key, &k))
@@ -205,6 +236,8 @@ static int add_death(struct diag *d, struct running *run, const struct m_proc *p
             f->seq = p->died_in->seq;
             f->has_seq = p->died_in->seq != 0;
         }
+        if (attach_exception(d, f, &end) < 0)
+            return -1;
     }
     if (p->rank < f->rank || f->rank < 0)
         f->rank = p->rank;
@@ -257,12 +290,29 @@ static void summarize_node_failure(struct diag *d, struct finding *f, const char
                     gap, gap[0] ? " before the rest" : "");
 }
 
+/* Detail lines of why the finding's first rank ended: where the exception was read, NCCL's
+ * last warning. */
+static void describe_end_details(struct finding *f)
+{
+    const struct rank_end *e = &f->exception->end;
+    if (e->has_exception)
+        finding_detail(f, "rank %d's %s is from %s", f->rank, e->exception.type,
+                       strcmp(e->source, "error_file") == 0
+                           ? "torchrun's error file (TORCHELASTIC_ERROR_FILE, written by @record)"
+                           : "the traceback the interpreter printed on its stderr");
+    if (e->nccl_warning[0])
+        finding_detail(f, "NCCL's last warning on rank %d: %s", f->rank, e->nccl_warning);
+    if (e->cuda_result)
+        finding_detail(f, "rank %d's GPU work failed: CUDA error %d (%s)", f->rank, e->cuda_result,
+                       e->cuda_error[0] ? e->cuda_error : "no text");
+}
+
 /* Writes the summary of a death finding once all its ranks are in. */
 static void summarize_death(struct diag *d, struct finding *f, const struct death_group *g)
 {
     const struct m_proc *p = g->example;
     const struct ls_header *h = &p->t->hdr;
-    char who[256], waiting[256] = "", call[512] = "", how[256];
+    char who[256], waiting[256] = "", call[512] = "", how[1400];
     describe_ranks(f->dead.v, f->dead.n, who, sizeof(who));
     /* Peers still waiting that did not die the same way. */
     struct intvec others = {0};
@@ -289,6 +339,14 @@ static void summarize_death(struct diag *d, struct finding *f, const struct deat
         snprintf(how, sizeof(how), "exited with status %d", h->end_status);
         break;
     }
+    if (f->exception && f->exception->end.has_exception) {
+        char words[1100];
+        size_t n = strlen(how);
+        rank_end_words(&f->exception->end, words, sizeof words);
+        snprintf(how + n, sizeof(how) - n, " after %s", words);
+    }
+    if (f->exception)
+        describe_end_details(f);
     /* "rank 1 waits for it", "ranks 0-2 wait for them" */
     char tail[48] = "";
     if (waiting[0])

@@ -155,6 +155,23 @@ const char *finding_class_site(const struct f_class *c)
     return c->callsite ? c->callsite : c->where[0] ? c->where : NULL;
 }
 
+static const char *raised_at(const struct finding *f)
+{
+    return f->exception ? f->exception->site : NULL;
+}
+
+size_t finding_nsites(const struct finding *f)
+{
+    return raised_at(f) ? 1 : f->nclasses;
+}
+
+const char *finding_site(const struct finding *f, size_t i)
+{
+    if (raised_at(f))
+        return i == 0 ? raised_at(f) : NULL;
+    return i < f->nclasses ? finding_class_site(&f->classes[i]) : NULL;
+}
+
 void finding_free(struct finding *f)
 {
     free(f->summary);
@@ -166,6 +183,7 @@ void finding_free(struct finding *f)
         intvec_free(&f->classes[k].comm_ranks);
     }
     free(f->classes);
+    free(f->exception);
     free(f->gpu);
     intvec_free(&f->ranks);
     intvec_free(&f->missing);

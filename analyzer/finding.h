@@ -8,6 +8,7 @@
 #include "intvec.h"
 
 #include "finding_kinds.h"
+#include "rank_end.h"
 
 /* Kinds, generated from finding_kinds.h (one list: names, severity, priority, traits). */
 enum finding_kind {
@@ -56,6 +57,13 @@ struct f_gpu {
     double moved_s_ago; /* since its last kernel or proxy event, -1 unknown */
 };
 
+/* rank_exited/rank_crashed: why its first rank ended, beyond its status (rank_end.h). */
+struct f_exception {
+    struct rank_end end;
+    const char *site;       /* the exception's frame as a symbolizer site, NULL none */
+    const char *cause_site; /* the original cause's, NULL none */
+};
+
 struct finding {
     enum finding_kind kind;
     size_t job;
@@ -90,6 +98,7 @@ struct finding {
                          * trace's string), NULL none */
     struct f_gpu *gpu;  /* stuck_in_flight: GPU progress per rank (profiler plugin) */
     size_t ngpu;
+    struct f_exception *exception; /* rank_*: the exception that ended its ranks, NULL none */
 };
 
 struct findings {
@@ -134,6 +143,12 @@ int finding_class_add_member(struct finding *f, const struct f_class *key, int r
 /* Where in the program a class's ranks are, as "file:line (function)": the call site of their
  * call, else where they wait (stuck_outside_nccl); NULL none. */
 const char *finding_class_site(const struct f_class *c);
+
+/* The places in the program the CI formats annotate for f: the line that raised the exception
+ * that ended its rank (rank_exited/rank_crashed with one), else each class's site. Returns how
+ * many there are; finding_site() gives place i (NULL: that class has none). */
+size_t finding_nsites(const struct finding *f);
+const char *finding_site(const struct finding *f, size_t i);
 
 /* Frees what one finding owns (its text, classes and rank lists) and zeroes it; the finding
  * itself is its list's. */

@@ -26,6 +26,23 @@ static void gh_escape(FILE *f, const char *s, int property)
     }
 }
 
+/* Writes one ::error annotation of f at `site` (a symbolizer string). Returns 1, or 0 when the
+ * site names no file and line (nothing written). */
+static int annotate(FILE *out, const struct report_input *in, const struct finding *f,
+                    const char *site)
+{
+    char path[PATH_MAX];
+    int line;
+    if (output_site_place(in, site, path, sizeof(path), &line) != 0)
+        return 0;
+    fputs("::error file=", out);
+    gh_escape(out, path, 1);
+    fprintf(out, ",line=%d,title=lockstep %s::", line, finding_kind_name(f->kind));
+    gh_escape(out, f->summary ? f->summary : "", 0);
+    fputc('\n', out);
+    return 1;
+}
+
 output_write_fn output_github;
 
 int output_github(FILE *out, const struct report_input *in, const struct output_opts *opts)
@@ -35,19 +52,8 @@ int output_github(FILE *out, const struct report_input *in, const struct output_
     for (size_t i = 0; i < fs->n; i++) {
         const struct finding *f = &fs->v[i];
         int any = 0;
-        for (size_t c = 0; c < f->nclasses; c++) {
-            char path[PATH_MAX];
-            int line;
-            if (output_site_place(in, finding_class_site(&f->classes[c]), path, sizeof(path),
-                                  &line) != 0)
-                continue;
-            fputs("::error file=", out);
-            gh_escape(out, path, 1);
-            fprintf(out, ",line=%d,title=lockstep %s::", line, finding_kind_name(f->kind));
-            gh_escape(out, f->summary ? f->summary : "", 0);
-            fputc('\n', out);
-            any = 1;
-        }
+        for (size_t c = 0; c < finding_nsites(f); c++)
+            any |= annotate(out, in, f, finding_site(f, c));
         if (!any && f->consequence_of < 0) {
             fprintf(out, "::error title=lockstep %s::", finding_kind_name(f->kind));
             gh_escape(out, f->summary ? f->summary : "", 0);

@@ -1,6 +1,7 @@
 /* output_gitlab.c -- the findings as a GitLab Code Quality report: a JSON array of issues,
- * one at each divergent call site (its file relative to the repository, output_site_place()),
- * else one per root finding; shown in merge requests' Code Quality widget and diff. */
+ * one at each divergent call site or raising line (its file relative to the repository,
+ * output_site_place()), else one per root finding; shown in merge requests' Code Quality widget and
+ * diff. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -89,11 +90,10 @@ int output_gitlab(FILE *out, const struct report_input *in, const struct output_
     for (size_t i = 0; i < in->fs->n && rc == 0; i++) {
         const struct finding *f = &in->fs->v[i];
         int any = 0;
-        for (size_t c = 0; c < f->nclasses && rc == 0; c++) {
+        for (size_t c = 0; c < finding_nsites(f) && rc == 0; c++) {
             char path[PATH_MAX];
             int line;
-            if (output_site_place(in, finding_class_site(&f->classes[c]), path, sizeof(path),
-                                  &line) != 0)
+            if (output_site_place(in, finding_site(f, c), path, sizeof(path), &line) != 0)
                 continue;
             rc = write_issue(&w, &keys, f, path, line);
             any = 1;

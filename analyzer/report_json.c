@@ -223,6 +223,46 @@ static void write_channels(struct json_writer *w, const char *key, uint64_t mask
 }
 
 /* stuck_in_flight: where each rank's GPU is in the collective (docs/report-format.md). */
+static void write_exc(struct json_writer *w, const char *key, const struct rank_exc *e)
+{
+    json_begin_object(w, key);
+    json_string(w, "type", e->type);
+    json_string(w, "message", e->message);
+    if (e->line > 0) {
+        json_string(w, "file", e->file);
+        json_int(w, "line", e->line);
+        json_string(w, "function", e->function);
+    } else {
+        json_null(w, "file");
+        json_null(w, "line");
+        json_null(w, "function");
+    }
+}
+
+/* rank_exited/rank_crashed: `exception` (with its original `cause` when chained, and `source`)
+ * and `nccl_warning`, each only when known. */
+static void write_exception(struct json_writer *w, const struct finding *f)
+{
+    const struct rank_end *e = f->exception ? &f->exception->end : NULL;
+    if (e && e->has_exception) {
+        write_exc(w, "exception", &e->exception);
+        json_string(w, "source", e->source);
+        if (e->has_cause) {
+            write_exc(w, "cause", &e->cause);
+            json_end_object(w);
+        }
+        json_end_object(w);
+    }
+    if (e && e->nccl_warning[0])
+        json_string(w, "nccl_warning", e->nccl_warning);
+    if (e && e->cuda_result) {
+        json_begin_object(w, "cuda_error");
+        json_int(w, "result", e->cuda_result);
+        json_string(w, "message", e->cuda_error);
+        json_end_object(w);
+    }
+}
+
 static void write_gpu_progress(struct json_writer *w, const struct finding *f)
 {
     json_begin_array(w, "gpu_progress");
@@ -332,6 +372,7 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
         json_int_array(w, "dead", f->dead.v, f->dead.n);
         json_bool(w, "died_waiting", f->died_in);
+        write_exception(w, f);
         break;
     case F_RANK_EXITED:
         json_int(w, "rank", f->rank);
@@ -339,6 +380,7 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
         json_int_array(w, "dead", f->dead.v, f->dead.n);
         json_bool(w, "died_waiting", f->died_in);
+        write_exception(w, f);
         break;
     case F_NCCL_ERROR:
         json_int(w, "result", f->result);

@@ -307,6 +307,12 @@ int summary_writer_add(struct summary_writer *w, const char *name, const struct 
     struct ls_header h = t->hdr;
     const char *object = trace_pool_string(t, h.nccl_static_object);
     h.nccl_static_object = string_off(w, object);
+    uint32_t *why[] = {&h.end_why.stderr_tail, &h.end_why.error_file, &h.end_why.nccl_warning,
+                       &h.end_why.nccl_debug_file, &h.end_why.cuda_error};
+    for (size_t i = 0; i < sizeof why / sizeof why[0]; i++) {
+        const char *s = *why[i] ? trace_pool_string(t, *why[i]) : NULL;
+        *why[i] = s && *s ? string_off(w, s) : 0;
+    }
     uint32_t name_off = string_off(w, base_name(name));
     uint32_t why_off = string_off(w, facts->why);
     struct sbuf *b = new_entry(w);

@@ -369,8 +369,7 @@ void symbolizer_python_chain(struct symbolizer *s, const struct tr_pysite *py, u
         snprintf(buf + n, len - n, " <- ...");
 }
 
-/* Installed packages, the standard library (.../lib/python3.N/...) and frozen modules. */
-static int is_python_library(const char *file)
+int symbolizer_python_library(const char *file)
 {
     if (strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") ||
         strncmp(file, "<frozen ", 8) == 0)
@@ -387,7 +386,7 @@ static int is_python_library(const char *file)
 uint32_t symbolizer_python_user_frame(const struct tr_pysite *py)
 {
     for (uint32_t i = 0; i < py->nframes; i++)
-        if (!is_python_library(py->frames[i].file))
+        if (!symbolizer_python_library(py->frames[i].file))
             return i;
     return 0;
 }

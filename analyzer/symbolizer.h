@@ -54,6 +54,10 @@ const struct tr_pysite *symbolizer_python(const struct tr_trace *t, uint32_t cal
  * site-packages/dist-packages, the standard library and frozen modules, else 0. */
 uint32_t symbolizer_python_user_frame(const struct tr_pysite *py);
 
+/* True when a Python file is library code, not the user's: installed packages (site-packages,
+ * dist-packages), the standard library (.../lib/python3.N/...) and frozen modules. */
+int symbolizer_python_library(const char *file);
+
 /* Returns the index of the frame that stands for the site (the first outside libnccl and
  * lockstep, else 0). The site must have at least one frame. */
 uint32_t symbolizer_user_frame(const struct tr_site *site);

@@ -128,6 +128,8 @@ static int check_header(struct loader *ld, struct ls_header *h)
     h->job[LS_JOB_LEN - 1] = 0;
     h->job_source[sizeof(h->job_source) - 1] = 0;
     h->cmdline[LS_CMDLINE_LEN - 1] = 0;
+    if (!(h->flags & LS_HFLAG_END_WHY)) /* an older shim's cmdline ran on there */
+        memset(&h->end_why, 0, sizeof(h->end_why));
     return 0;
 }
 

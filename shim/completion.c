@@ -25,6 +25,7 @@ static struct {
     CUresult (*stream_get_ctx)(CUstream, CUcontext *);
     CUresult (*ctx_set_current)(CUcontext);
     CUresult (*ctx_get_current)(CUcontext *);
+    CUresult (*get_error_string)(CUresult, const char **); /* may be NULL */
 } cu;
 
 #define SLOT_EVENTS 2         /* events per stream slot, recorded and observed in order */
@@ -58,6 +59,7 @@ static int resolve_driver(void)
     *(void **)&cu.stream_get_ctx = dlsym(h, "cuStreamGetCtx");
     *(void **)&cu.ctx_set_current = dlsym(h, "cuCtxSetCurrent");
     *(void **)&cu.ctx_get_current = dlsym(h, "cuCtxGetCurrent");
+    *(void **)&cu.get_error_string = dlsym(h, "cuGetErrorString");
     dlclose(h); /* the program keeps it loaded */
     return cu.event_create && cu.event_record && cu.event_query && cu.stream_is_capturing ? 0 : -1;
 }
@@ -206,6 +208,22 @@ static void mark_records(struct ls_trace *t, uint64_t stream, uint64_t from, uin
     }
 }
 
+/* Keeps the first CUDA error an event query met (an illegal address, a launch failure: sticky
+ * errors of the context the program's own calls meet too) in end_why, with its text. */
+static void note_cuda_error(struct ls_trace *t, CUresult q)
+{
+    static _Atomic int noted;
+    if (atomic_exchange(&noted, 1))
+        return;
+    const char *text = NULL;
+    if (cu.get_error_string && cu.get_error_string(q, &text) != CUDA_SUCCESS)
+        text = NULL;
+    if (text)
+        t->hdr->end_why.cuda_error = ls_trace_add_string(t, text);
+    atomic_store_explicit((_Atomic int32_t *)&t->hdr->end_why.cuda_result, (int32_t)q,
+                          memory_order_release);
+}
+
 /* Queries the slot's outstanding events, oldest first, and marks everything each completed one
  * covers (slot lock held). */
 static void observe(struct ls_trace *t, struct ls_stream *s, int i)
@@ -224,7 +242,9 @@ static void observe(struct ls_trace *t, struct ls_stream *s, int i)
                                   memory_order_release);
             atomic_fetch_add_explicit((_Atomic uint64_t *)&t->hdr->completions, 1,
                                       memory_order_relaxed);
-        } /* else (e.g. captured): no longer ours to wait for */
+        } else if (q < 900 || q > 909) { /* 900-909: stream capture, not a failure */
+            note_cuda_error(t, q);
+        } /* else (captured): no longer ours to wait for */
         ev_head[i] = (uint8_t)((k + 1) % SLOT_EVENTS);
         ev_count[i]--;
     }

@@ -186,6 +186,7 @@ static void on_process_exit(int status, void *arg)
             nanosleep(&ts, NULL);
         }
         ls_callsites_flush_thread();
+        ls_end_why_record(&ls_g.trace, status);
         mark_end(LS_END_EXITED, status, 0);
     }
 }
@@ -248,6 +249,7 @@ static void record_underscore_exit(int status)
 {
     if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING) {
         ls_callsites_flush_thread();
+        ls_end_why_record(&ls_g.trace, status);
         mark_end(LS_END_UNDERSCORE_EXIT, status, 0);
     }
 }

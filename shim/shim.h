@@ -53,7 +53,8 @@ struct ls_config {
     X(STACK_SIGNAL, "LOCKSTEP_STACK_SIGNAL", KNOB_SIGNAL, -3, 0, 0, NULL)                          \
     X(BLIND_SECONDS, "LOCKSTEP_BLIND_SECONDS", KNOB_UINT, 5, 0, 86400, NULL)                       \
     X(PLUGIN_STEPS, "LOCKSTEP_PLUGIN_STEPS", KNOB_UINT, 1, 0, 1, NULL)                             \
-    X(PROFILER_CHAIN, "LOCKSTEP_PROFILER_CHAIN", KNOB_STRING, 0, 0, 4095, "none")
+    X(PROFILER_CHAIN, "LOCKSTEP_PROFILER_CHAIN", KNOB_STRING, 0, 0, 4095, "none")                  \
+    X(STDERR_TAIL, "LOCKSTEP_STDERR_TAIL", KNOB_BOOL, 1, 0, 1, NULL)
 /* Knobs for tests only, in the test build of the shim alone (-DLS_TEST_KNOBS,
  * liblockstep-test.so): never in the shipped library. */
 #ifdef LS_TEST_KNOBS
@@ -149,6 +150,19 @@ uint32_t ls_trace_add_string(struct ls_trace *t, const char *s);
 
 /* Re-initializes the string lock (after fork). */
 void ls_trace_strings_reset(void);
+
+/* ---- why the process ended (end_why.c) ---- */
+
+/* Notes in t's end_why what the environment says now: TORCHELASTIC_ERROR_FILE and NCCL's debug
+ * file. Called once the trace is made. This function can't fail (a full pool notes nothing). */
+void ls_end_why_note(struct ls_trace *t);
+
+/* At exit with a non-zero status: keeps the tail of what the process wrote to stderr and NCCL's
+ * last warning in t's end_why. Once per process; nothing for status 0. */
+void ls_end_why_record(struct ls_trace *t, int status);
+
+/* In a forked child: its stderr tail starts empty. */
+void ls_end_why_after_fork_child(void);
 
 /* ---- process-wide state (state.c) ---- */
 

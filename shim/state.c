@@ -47,6 +47,7 @@ static void after_fork_child(void)
     ls_trace_strings_reset();
     ls_completion_reset();
     ls_lifecycle_after_fork_child();
+    ls_end_why_after_fork_child();
     ls_knobs_reset();
     atomic_store(&ls_g.state, LS_STATE_OFF);
     ls_generation_bump();
@@ -76,6 +77,7 @@ struct ls_trace *ls_active(void)
         } else if (ls_trace_create(&ls_g.trace, &ls_g.cfg, python_depth(&ls_g.cfg)) == 0) {
             ls_g.pid = getpid();
             ls_lifecycle_start(&ls_g.trace);
+            ls_end_why_note(&ls_g.trace);
             ls_completion_start(&ls_g.trace);
             s = LS_STATE_ON;
         } else {

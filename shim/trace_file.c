@@ -249,6 +249,7 @@ static void fill_identity(struct ls_header *h)
     int restarts = env_int(attempt_vars);
     h->attempt = restarts >= 0 ? (uint32_t)restarts + 1 : 0;
     h->proc_start_ticks = proc_start_ticks();
+    h->flags |= LS_HFLAG_END_WHY; /* cmdline below keeps to LS_CMDLINE_LEN, end_why follows */
     h->boot_id = boot_id_hash();
     ssize_t n = read_small("/proc/self/cmdline", h->cmdline, sizeof h->cmdline);
     for (ssize_t i = 0; i < n; i++)

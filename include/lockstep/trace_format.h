@@ -24,7 +24,7 @@
 
 #define LS_HOST_LEN      64
 #define LS_JOB_LEN       64
-#define LS_CMDLINE_LEN   512
+#define LS_CMDLINE_LEN   448 /* 512 before ls_end_why took its last 64 bytes (LS_HFLAG_END_WHY) */
 #define LS_COMM_NAME_LEN 32
 
 /* Default capacities (the shim may be told otherwise; readers take them from the header). */
@@ -81,6 +81,26 @@ enum ls_rank_source {
 #define LS_HFLAG_NCCL_STATIC                                                                       \
     (1u << 10) /* an object other than libnccl and the shim defines NCCL's API                     \
                 * (NCCL linked statically into it): nccl_static_object names it */
+/* The header holds ls_end_why at 768 (written by shims that know it, which keep cmdline to 447
+ * bytes); without the flag those 64 bytes are the tail of a 512-byte cmdline of older shims. */
+#define LS_HFLAG_END_WHY (1u << 11)
+
+/* Why the process ended, beyond its status: what it said on its way out. Strings are offsets
+ * into the string pool, 0 none. Written at exit (exit, _exit) with a non-zero status, except
+ * error_file and nccl_debug_file, noted when the trace is made. */
+#define LS_STDERR_TAIL_LEN 4096 /* at most this many bytes (NUL included) of stderr_tail */
+struct ls_end_why {
+    uint32_t stderr_tail;     /*  0: the last bytes the process wrote to file descriptor 2
+                               *     (through write(2)), from a line start: where the interpreter
+                               *     printed an uncaught exception's traceback */
+    uint32_t error_file;      /*  4: TORCHELASTIC_ERROR_FILE (torchrun's @record writes there) */
+    uint32_t nccl_warning;    /*  8: NCCL's last "NCCL WARN" line, from NCCL_DEBUG_FILE */
+    uint32_t nccl_debug_file; /* 12: NCCL_DEBUG_FILE as expanded for this process (%h, %p) */
+    int32_t cuda_result;      /* 16: a CUDA error the shim saw (CUresult), 0 none */
+    uint32_t cuda_error;      /* 20: its text (cuGetErrorString), 0 none */
+    uint64_t ns;              /* 24: when it was written (the exit), 0 never */
+    uint32_t reserved[8];     /* 32 */
+};                            /* 64 bytes */
 
 /* A stack captured on request while the process runs (`lockstep run`/`watch` send the signal
  * in ls_header.live_signal). A sequence lock: `seq` is odd while the shim writes, even when
@@ -187,6 +207,7 @@ struct ls_header {
     char job[LS_JOB_LEN];         /* 224: job id (LOCKSTEP_JOB, SLURM_JOB_ID, ...), "" if none */
     char job_source[32];          /* 288: name of the variable the job id came from */
     char cmdline[LS_CMDLINE_LEN]; /* 320: argv joined by spaces, truncated */
+    struct ls_end_why end_why;    /* 768: with LS_HFLAG_END_WHY (else cmdline bytes) */
     uint32_t nccl_version;        /* 832: ncclGetVersion() of the real library, 0 unknown (live) */
     uint32_t attempt;             /* 836: the launcher's restart count + 1
                                    *      (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT), 0 unknown */
@@ -490,6 +511,8 @@ struct ls_record {
 /* Layout checks: the format is the contract, the compiler keeps us honest. */
 _Static_assert(sizeof(struct ls_header) == LS_HEADER_SIZE, "header size");
 _Static_assert(offsetof(struct ls_header, nccl_version) == 832, "header layout");
+_Static_assert(offsetof(struct ls_header, end_why) == 768, "header layout");
+_Static_assert(sizeof(struct ls_end_why) == 64, "end why size");
 _Static_assert(offsetof(struct ls_header, heartbeat_ns) == 840, "header layout");
 _Static_assert(offsetof(struct ls_header, calls_in_flight) == 912, "header layout");
 _Static_assert(offsetof(struct ls_header, live_stack) == 920, "header layout");

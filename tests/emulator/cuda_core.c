@@ -3,6 +3,7 @@
 #include "cuda_emu.h"
 #include "wait_board.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -65,6 +66,23 @@ static int device_count(void)
 CUresult cu_check_init(void)
 {
     return atomic_load(&initialized) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+/* LOCKSTEP_EMU_CUDA_FAULT=RANK:K: the process of that RANK faults once K launched works have
+ * completed on a stream: from then on its queries and synchronizations return
+ * CUDA_ERROR_ILLEGAL_ADDRESS, sticky as after a real illegal memory access. (cu_lock held
+ * or not: reads only.) */
+int cu_faulted(const struct CUstream_st *s)
+{
+    static int rank = -2;
+    static unsigned long long after;
+    if (rank == -2) {
+        const char *v = getenv("LOCKSTEP_EMU_CUDA_FAULT"), *r = getenv("RANK");
+        rank = -1;
+        if (v && r && sscanf(v, "%d:%llu", &rank, &after) == 2 && rank != atoi(r))
+            rank = -1;
+    }
+    return rank >= 0 && s && s->done >= after;
 }
 
 /* This thread's current context (NULL after cuCtxSetCurrent(NULL)). */
@@ -277,6 +295,8 @@ static const struct cu_err errors[] = {
      "operation not permitted on an event last recorded in a capturing stream"},
     {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
      "attempt to terminate a thread-local capture sequence from another thread"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 

@@ -67,6 +67,10 @@ struct CUgraph_st {
 /* cuda_core.c */
 extern pthread_mutex_t cu_lock;
 CUresult cu_check_init(void);
+
+/* True when LOCKSTEP_EMU_CUDA_FAULT names this process's rank and stream s completed the works
+ * it names: its queries and synchronizations fail with CUDA_ERROR_ILLEGAL_ADDRESS. */
+int cu_faulted(const struct CUstream_st *s);
 struct CUctx_st *cu_current_ctx(void);
 void cu_bind_thread(void);
 void cu_backoff_reset(unsigned *us);

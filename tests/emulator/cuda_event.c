@@ -137,7 +137,9 @@ CUresult cuEventQuery(CUevent hEvent)
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&cu_lock);
-    if (hEvent->captured)
+    if (cu_faulted(hEvent->stream))
+        r = CUDA_ERROR_ILLEGAL_ADDRESS;
+    else if (hEvent->captured)
         r = CUDA_ERROR_CAPTURED_EVENT;
     else if (!event_complete(hEvent))
         r = CUDA_ERROR_NOT_READY;

@@ -425,8 +425,10 @@ CUresult cuStreamSynchronize(CUstream hStream)
     cu_backoff_reset(&bo);
     for (;;) {
         pthread_mutex_lock(&cu_lock);
-        int done = s->done >= target;
+        int done = s->done >= target, faulted = cu_faulted(s);
         pthread_mutex_unlock(&cu_lock);
+        if (faulted)
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
         if (done)
             return CUDA_SUCCESS;
         cu_backoff_sleep(&bo);

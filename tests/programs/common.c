@@ -92,7 +92,7 @@ static void *cuda_sym(void *lib, const char *name)
     return p ? p : dlsym(RTLD_DEFAULT, name);
 }
 
-void tp_sync(void)
+int tp_sync_result(void)
 {
     static int async = -1;
     static tp_cu_sync_fn sync;
@@ -101,7 +101,7 @@ void tp_sync(void)
         async = e && strcmp(e, "1") == 0;
     }
     if (!async)
-        return;
+        return 0;
     if (!sync) {
         void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
         void *init_p = cuda_sym(lib, "cuInit"), *sync_p = cuda_sym(lib, "cuStreamSynchronize");
@@ -115,9 +115,14 @@ void tp_sync(void)
             tp_die("tp_sync: cuInit failed: %d", (int)r);
         memcpy(&sync, &sync_p, sizeof(sync));
     }
-    CUresult r = sync(NULL);
+    return (int)sync(NULL);
+}
+
+void tp_sync(void)
+{
+    int r = tp_sync_result();
     if (r != CUDA_SUCCESS)
-        tp_die("tp_sync: cuStreamSynchronize failed: %d", (int)r);
+        tp_die("tp_sync: cuStreamSynchronize failed: %d", r);
 }
 
 void tp_launch_host(void (*fn)(void *), void *data)

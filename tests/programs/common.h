@@ -93,6 +93,10 @@ void tp_sleep_ms(int ms);
  * complete before they return) a no-op. Exits 1 if it cannot synchronize. */
 void tp_sync(void);
 
+/* tp_sync() that returns cuStreamSynchronize's CUresult (0 success, and in blocking mode)
+ * instead of exiting on a failed one; still exits 1 when it cannot synchronize at all. */
+int tp_sync_result(void);
+
 /* Launches fn(data) on the legacy stream, in stream order, through the CUDA driver's
  * cuLaunchHostFunc (the emulator's with LOCKSTEP_EMU_ASYNC=1): what comes after it on the
  * stream waits until it returns, as behind a long kernel. */

@@ -63,6 +63,22 @@ int pr_all_reduce(int count)
     return rc;
 }
 
+/* AllReduce of 4 floats left on the stream (async mode: it completes on the emulated GPU);
+ * pr_sync() waits for it. */
+int pr_all_reduce_async(void)
+{
+    static float buf[4];
+    atomic_fetch_add(&entered, 1);
+    ncclResult_t r = ncclAllReduce(buf, buf, 4, ncclFloat32, ncclSum, world, NULL);
+    return r == ncclSuccess ? 0 : nccl_failed("ncclAllReduce", r);
+}
+
+/* cuStreamSynchronize of the default stream: its CUresult, 0 in blocking mode. */
+int pr_sync(void)
+{
+    return tp_sync_result();
+}
+
 /* Broadcast of `count` ints from `root`: the root's element i is 1000 + i. */
 int pr_broadcast(int count, int root)
 {

@@ -9,7 +9,8 @@ import os
 
 def load():
     lib = ctypes.CDLL(os.environ["PYRANKS_LIB"])  # CDLL calls release the GIL
-    for name in ("pr_init", "pr_world_size", "pr_entered", "pr_barrier", "pr_destroy"):
+    for name in ("pr_init", "pr_world_size", "pr_entered", "pr_barrier", "pr_destroy",
+                 "pr_all_reduce_async", "pr_sync"):
         getattr(lib, name).argtypes = []
         getattr(lib, name).restype = ctypes.c_int
     lib.pr_all_reduce.argtypes = [ctypes.c_int]
