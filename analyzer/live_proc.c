@@ -1,4 +1,6 @@
 /* live_proc.c -- reads /proc/PID/stat: alive, run state, CPU time, start time. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +27,22 @@ static uint64_t boot_realtime_ns(void)
     fclose(f);
     cached = (uint64_t)btime * 1000000000ull;
     return cached;
+}
+
+ssize_t proc_read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    int e = errno;
+    close(fd);
+    if (n < 0) {
+        errno = e;
+        return -1;
+    }
+    buf[n] = 0;
+    return n;
 }
 
 int proc_sample(int pid, struct proc_sample *s)

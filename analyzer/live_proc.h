@@ -3,6 +3,7 @@
 #define LOCKSTEP_LIVE_PROC_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 struct proc_sample {
     int alive;            /* 1 if /proc/PID exists and is not a zombie */
@@ -12,6 +13,10 @@ struct proc_sample {
     uint64_t start_ticks; /* process start, clock ticks after boot (field 22, exact) */
     uint64_t taken_ns;    /* CLOCK_MONOTONIC ns when the sample was taken */
 };
+
+/* Reads up to len-1 bytes of a small file (a /proc entry) into buf, NUL-terminated. Returns
+ * the length, or -1 with errno set (EACCES, EPERM: refused; ENOENT: gone). */
+ssize_t proc_read_small(const char *path, char *buf, size_t len);
 
 /* Samples process `pid`. Always fills `s`; returns 0 when the process exists, -1 when not. */
 int proc_sample(int pid, struct proc_sample *s);

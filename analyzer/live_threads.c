@@ -26,25 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "live_proc.h"
 #include "live_python.h"
 #include "live_threads.h"
 #include "timefmt.h"
-
-static int read_text(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, cap - 1);
-    int e = errno;
-    close(fd);
-    if (n < 0) {
-        errno = e;
-        return -1;
-    }
-    buf[n] = 0;
-    return 0;
-}
 
 /* ---- which system calls a ptrace stop leaves alone ---- */
 
@@ -393,18 +378,18 @@ static void thread_info(int pid, uint32_t tid, struct live_thread *t, struct thr
     memset(ti, 0, sizeof *ti);
     ti->nr = -2;
     snprintf(path, sizeof path, "/proc/%d/task/%u/comm", pid, tid);
-    if (read_text(path, buf, sizeof buf) == 0) {
+    if (proc_read_small(path, buf, sizeof buf) >= 0) {
         buf[strcspn(buf, "\n")] = 0;
         snprintf(t->name, sizeof t->name, "%.15s", buf);
     }
     snprintf(path, sizeof path, "/proc/%d/task/%u/stat", pid, tid);
     char *p;
     ti->state = '?';
-    if (read_text(path, buf, sizeof buf) == 0 && (p = strrchr(buf, ')')) && p[1] && p[2])
+    if (proc_read_small(path, buf, sizeof buf) >= 0 && (p = strrchr(buf, ')')) && p[1] && p[2])
         ti->state = p[2];
     t->state = ti->state;
     snprintf(path, sizeof path, "/proc/%d/task/%u/syscall", pid, tid);
-    if (read_text(path, buf, sizeof buf) != 0) {
+    if (proc_read_small(path, buf, sizeof buf) < 0) {
         ti->syscall_denied = errno == EACCES || errno == EPERM;
         return;
     }
@@ -565,10 +550,10 @@ static void explain_refusal(int pid, int err, char *out, size_t len)
     snprintf(buf, sizeof buf, "/proc/%d/status", pid);
     int tracer = 0;
     char status[4096];
-    if (read_text(buf, status, sizeof status) == 0 && (p = strstr(status, "TracerPid:")))
+    if (proc_read_small(buf, status, sizeof status) >= 0 && (p = strstr(status, "TracerPid:")))
         tracer = atoi(p + 10);
     int scope = -1;
-    if (read_text("/proc/sys/kernel/yama/ptrace_scope", buf, sizeof buf) == 0)
+    if (proc_read_small("/proc/sys/kernel/yama/ptrace_scope", buf, sizeof buf) >= 0)
         scope = atoi(buf);
     if (tracer > 0)
         snprintf(out, len, "pid %d is already traced by pid %d (a debugger?)", pid, tracer);

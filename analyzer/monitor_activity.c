@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "live_proc.h"
 #include "monitor_activity.h"
 #include "timefmt.h"
 
@@ -33,20 +34,6 @@ int mon_background_thread(const char *name)
     return 0;
 }
 
-/* Reads a small /proc file into buf; returns its length, -1 when it cannot be read. */
-static ssize_t read_small(const char *path, char *buf, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, len - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = 0;
-    return n;
-}
-
 /* How a sleeping thread waits, when that is not a wait for someone: 1, for a set time
  * (nanosleep, clock_nanosleep, or select / poll with no descriptor: how Python before 3.11
  * sleeps); 2, for its GPU (an ioctl on an NVIDIA device: CUDA's blocking synchronization);
@@ -58,7 +45,8 @@ static int pause_kind(int pid, unsigned tid)
     snprintf(path, sizeof path, "/proc/%d/task/%u/syscall", pid, tid);
     long nr;
     unsigned long a0 = 1, a1 = 1;
-    if (read_small(path, buf, sizeof buf) > 0 && sscanf(buf, "%ld %lx %lx", &nr, &a0, &a1) >= 1) {
+    if (proc_read_small(path, buf, sizeof buf) > 0 &&
+        sscanf(buf, "%ld %lx %lx", &nr, &a0, &a1) >= 1) {
 #ifdef SYS_nanosleep
         if (nr == SYS_nanosleep)
             return 1;
@@ -95,7 +83,7 @@ static int pause_kind(int pid, unsigned tid)
         return 0;
     }
     snprintf(path, sizeof path, "/proc/%d/task/%u/wchan", pid, tid);
-    return read_small(path, buf, sizeof buf) > 0 && strstr(buf, "nanosleep") != NULL;
+    return proc_read_small(path, buf, sizeof buf) > 0 && strstr(buf, "nanosleep") != NULL;
 }
 
 /* Adds one thread of `pid` to `a`; its children's pids go to `kids`. */
@@ -104,7 +92,7 @@ static void add_thread(int pid, unsigned tid, struct mon_activity *a, int *sleep
 {
     char path[96], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/task/%u/stat", pid, tid);
-    if (read_small(path, buf, sizeof buf) <= 0)
+    if (proc_read_small(path, buf, sizeof buf) <= 0)
         return;
     char *open_p = strchr(buf, '('), *close_p = strrchr(buf, ')');
     if (!open_p || !close_p || close_p < open_p)
@@ -117,7 +105,7 @@ static void add_thread(int pid, unsigned tid, struct mon_activity *a, int *sleep
     /* Its children, whatever the thread: a data loader's workers are the rank's work too. */
     snprintf(path, sizeof path, "/proc/%d/task/%u/children", pid, tid);
     char kb[512];
-    if (read_small(path, kb, sizeof kb) > 0)
+    if (proc_read_small(path, kb, sizeof kb) > 0)
         for (char *s = kb, *end; *nkids < MAX_PROCS; s = end) {
             long k = strtol(s, &end, 10);
             if (end == s)
@@ -129,7 +117,7 @@ static void add_thread(int pid, unsigned tid, struct mon_activity *a, int *sleep
     a->threads++;
     snprintf(path, sizeof path, "/proc/%d/task/%u/schedstat", pid, tid);
     unsigned long long ns;
-    if (read_small(path, buf, sizeof buf) > 0 && sscanf(buf, "%llu", &ns) == 1) {
+    if (proc_read_small(path, buf, sizeof buf) > 0 && sscanf(buf, "%llu", &ns) == 1) {
         a->cpu_ns += ns;
     } else {
         long hz = sysconf(_SC_CLK_TCK);
@@ -160,7 +148,7 @@ static int add_process(int pid, struct mon_activity *a, int *kids, int *nkids)
             add_thread(pid, (unsigned)strtoul(e->d_name, NULL, 10), a, &sleep_checks, kids, nkids);
     closedir(d);
     snprintf(path, sizeof path, "/proc/%d/io", pid);
-    if (read_small(path, buf, sizeof buf) > 0) {
+    if (proc_read_small(path, buf, sizeof buf) > 0) {
         unsigned long long rchar = 0, wchar = 0;
         char *r = strstr(buf, "rchar:"), *w = strstr(buf, "wchar:");
         if (r)

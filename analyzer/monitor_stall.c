@@ -77,36 +77,35 @@ static int comm_known(const struct monitor *m, const struct mon_stall_known *kno
             (k->nmembers && idmap_get(&known->jobs, m->t[k->members[0].trace].job + 1, &at)));
 }
 
-/* The job idle longest of those with something outstanding and idle `stall_ns`, not covered by
- * `known`; -1 none. */
-static long stalled_job(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns,
-                        const struct mon_stall_known *known)
+/* When job `job` last moved: in NCCL (`outside` 0), or in NCCL or out of it. */
+static uint64_t job_moved_ns(const struct mon_job *job, int outside)
 {
-    long best = -1;
-    for (size_t j = 0; j < m->jobs.n; j++) {
-        const struct mon_job *job = &m->jobs.v[j];
-        if (job->outstanding && now_ns >= job->last_progress_ns + stall_ns &&
-            (best < 0 || job->last_progress_ns < m->jobs.v[best].last_progress_ns) &&
-            !job_known(m, known, j))
-            best = (long)j;
-    }
-    return best;
+    return outside ? job->last_active_ns : job->last_progress_ns;
 }
 
-/* The job idle longest, in NCCL and out of it, of those with a rank running here, nothing
- * outstanding and no rank that may run elsewhere (a trace of another host, or fewer traces
- * with a rank than the launcher's world size: ranks on other nodes, whose activity cannot be
- * seen from here), idle `stall_ns`, not covered by `known`; -1 none. */
-static long stalled_outside(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns,
-                            const struct mon_stall_known *known)
+/* True when job `job` can stall: with something outstanding (`outside` 0); or (`outside` 1)
+ * with a rank running here, nothing outstanding and no rank that may run elsewhere (a trace of
+ * another host, or fewer traces with a rank than the launcher's world size: ranks on other
+ * nodes, whose activity cannot be seen from here). */
+static int job_can_stall(const struct mon_job *job, int outside)
+{
+    if (!outside)
+        return job->outstanding;
+    return !job->outstanding && job->running > 0 && job->elsewhere == 0 &&
+           (job->world_size < 0 || job->ranked >= (size_t)job->world_size);
+}
+
+/* The job idle longest of those that can stall (job_can_stall()) and did not move for
+ * `stall_ns` (job_moved_ns()), not covered by `known`; -1 none. */
+static long stalled_job(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns,
+                        const struct mon_stall_known *known, int outside)
 {
     long best = -1;
     for (size_t j = 0; j < m->jobs.n; j++) {
         const struct mon_job *job = &m->jobs.v[j];
-        if (!job->outstanding && job->running > 0 && job->elsewhere == 0 &&
-            (job->world_size < 0 || job->ranked >= (size_t)job->world_size) &&
-            now_ns >= job->last_active_ns + stall_ns &&
-            (best < 0 || job->last_active_ns < m->jobs.v[best].last_active_ns) &&
+        uint64_t moved = job_moved_ns(job, outside);
+        if (job_can_stall(job, outside) && now_ns >= moved + stall_ns &&
+            (best < 0 || moved < job_moved_ns(&m->jobs.v[best], outside)) &&
             !job_known(m, known, j))
             best = (long)j;
     }
@@ -270,9 +269,9 @@ int monitor_find_stall_beside(const struct monitor *m, double stall_s, uint64_t 
 {
     memset(s, 0, sizeof(*s));
     uint64_t window = (uint64_t)(stall_s * 1e9);
-    long job = stalled_job(m, window, now_ns, known),
+    long job = stalled_job(m, window, now_ns, known, 0),
          comm = job < 0 ? stalled_comm(m, window, now_ns, known) : -1;
-    if (job < 0 && comm < 0 && (job = stalled_outside(m, window, now_ns, known)) >= 0)
+    if (job < 0 && comm < 0 && (job = stalled_job(m, window, now_ns, known, 1)) >= 0)
         s->outside_nccl = 1;
     if (job < 0 && comm < 0)
         return 0;
@@ -281,7 +280,7 @@ int monitor_find_stall_beside(const struct monitor *m, double stall_s, uint64_t 
     int rc;
     uint64_t stopped;
     if (job >= 0) {
-        stopped = s->outside_nccl ? m->jobs.v[job].last_active_ns : m->jobs.v[job].last_progress_ns;
+        stopped = job_moved_ns(&m->jobs.v[job], s->outside_nccl);
         s->part.idle_s = idle_s(stopped, now_ns);
         rc = fill_job(m, (size_t)job, s);
     } else {
