@@ -45,6 +45,54 @@ ssize_t proc_read_small(const char *path, char *buf, size_t len)
     return n;
 }
 
+static uint64_t ns_per_tick(void)
+{
+    long hz = sysconf(_SC_CLK_TCK);
+    return 1000000000ull / (uint64_t)(hz > 0 ? hz : 100);
+}
+
+int proc_stat_parse(const char *buf, struct proc_stat *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->state = '?';
+    const char *open_p = strchr(buf, '('), *close_p = strrchr(buf, ')');
+    if (!open_p || !close_p || close_p < open_p)
+        return -1;
+    snprintf(out->name, sizeof(out->name), "%.*s", (int)(close_p - open_p - 1), open_p + 1);
+    char state;
+    unsigned long long utime = 0, stime = 0, start = 0;
+    /* Fields 3.. : state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+     * utime stime cutime cstime priority nice threads itrealvalue starttime */
+    if (sscanf(close_p + 1,
+               " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
+               "%llu",
+               &state, &utime, &stime, &start) != 4)
+        return -1;
+    out->state = state;
+    out->cpu_ns = (utime + stime) * ns_per_tick();
+    out->start_ticks = start;
+    return 0;
+}
+
+int proc_fd_kind(int pid, long fd, char *out, size_t len)
+{
+    char path[64], target[256];
+    snprintf(path, sizeof path, "/proc/%d/fd/%ld", pid, fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (len)
+        out[0] = 0;
+    if (n <= 0)
+        return -1;
+    target[n] = 0;
+    snprintf(out, len, "%s",
+             strncmp(target, "socket:", 7) == 0        ? "socket"
+             : strncmp(target, "pipe:", 5) == 0        ? "pipe"
+             : strncmp(target, "/dev/nvidia", 11) == 0 ? "gpu"
+             : target[0] == '/'                        ? "file"
+                                                       : "");
+    return 0;
+}
+
 int proc_sample(int pid, struct proc_sample *s)
 {
     memset(s, 0, sizeof *s);
@@ -54,33 +102,14 @@ int proc_sample(int pid, struct proc_sample *s)
         return -1;
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    struct proc_stat st;
+    if (proc_read_small(path, buf, sizeof buf) < 0 || proc_stat_parse(buf, &st) < 0)
         return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    /* The command name may hold spaces and parentheses: fields start after the last ')'. */
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return -1;
-    char state;
-    unsigned long long utime = 0, stime = 0, start = 0;
-    /* Fields 3.. : state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
-     * utime stime cutime cstime priority nice threads itrealvalue starttime */
-    if (sscanf(p + 1,
-               " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
-               "%llu",
-               &state, &utime, &stime, &start) != 4)
-        return -1;
-    long hz = sysconf(_SC_CLK_TCK);
-    if (hz <= 0)
-        hz = 100;
-    s->state = state;
-    s->alive = state != 'Z' && state != 'X';
-    s->cpu_ns = (utime + stime) * (1000000000ull / (uint64_t)hz);
-    s->start_ns = boot_realtime_ns() + start * (1000000000ull / (uint64_t)hz);
-    s->start_ticks = start;
+    s->state = st.state;
+    s->alive = st.state != 'Z' && st.state != 'X';
+    s->cpu_ns = st.cpu_ns;
+    s->start_ns = boot_realtime_ns() + st.start_ticks * ns_per_tick();
+    s->start_ticks = st.start_ticks;
     return 0;
 }
 

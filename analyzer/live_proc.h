@@ -18,6 +18,23 @@ struct proc_sample {
  * the length, or -1 with errno set (EACCES, EPERM: refused; ENOENT: gone). */
 ssize_t proc_read_small(const char *path, char *buf, size_t len);
 
+/* What a /proc stat line (/proc/PID/stat or /proc/PID/task/TID/stat) says. */
+struct proc_stat {
+    char name[32];        /* the command name (comm), cut to fit */
+    char state;           /* R, S, D, T, Z, ... */
+    uint64_t cpu_ns;      /* user + system time, at clock-tick resolution */
+    uint64_t start_ticks; /* start, clock ticks after boot (field 22) */
+};
+
+/* Parses a stat line (the command name may hold spaces and parentheses: the fields start after
+ * the last ')'). Returns 0, -1 when it is malformed. */
+int proc_stat_parse(const char *buf, struct proc_stat *out);
+
+/* What descriptor `fd` of process `pid` is, into out: "socket", "pipe", "gpu" (an NVIDIA
+ * device), "file" (a path), "" (anything else). Returns 0, -1 (out "") when /proc does not
+ * say (gone, refused). */
+int proc_fd_kind(int pid, long fd, char *out, size_t len);
+
 /* Samples process `pid`. Always fills `s`; returns 0 when the process exists, -1 when not. */
 int proc_sample(int pid, struct proc_sample *s);
 

@@ -89,33 +89,11 @@ static const struct {
 };
 #endif
 
-/* What descriptor `fd` of `pid` is: "socket", "pipe", "file" ("" unknown). */
-static void fd_kind(int pid, long fd, char *out, size_t len)
-{
-    char path[64], target[256];
-    snprintf(path, sizeof path, "/proc/%d/fd/%ld", pid, fd);
-    ssize_t n = readlink(path, target, sizeof target - 1);
-    out[0] = 0;
-    if (n <= 0)
-        return;
-    target[n] = 0;
-    snprintf(out, len, "%s",
-             strncmp(target, "socket:", 7) == 0        ? "socket"
-             : strncmp(target, "pipe:", 5) == 0        ? "pipe"
-             : strncmp(target, "/dev/nvidia", 11) == 0 ? "gpu"
-             : target[0] == '/'                        ? "file"
-                                                       : "");
-}
-
+/* Unknown counts as a socket: do not stop it. */
 static int fd_is_socket(int pid, long fd)
 {
-    char path[64], target[64];
-    snprintf(path, sizeof path, "/proc/%d/fd/%ld", pid, fd);
-    ssize_t n = readlink(path, target, sizeof target - 1);
-    if (n <= 0)
-        return 1; /* unknown: do not stop it */
-    target[n] = 0;
-    return strncmp(target, "socket:", 7) == 0;
+    char kind[8];
+    return proc_fd_kind(pid, fd, kind, sizeof kind) < 0 || strcmp(kind, "socket") == 0;
 }
 
 /* Names the system call `nr` into `name` (and what its descriptor is into `fd`, when its first
@@ -128,7 +106,7 @@ static int syscall_resumes(int pid, long nr, long arg0, char *name, size_t len, 
         if (resumable[i].nr == nr) {
             snprintf(name, len, "%s", resumable[i].name);
             if (resumable[i].fd_arg)
-                fd_kind(pid, arg0, fd, fdlen);
+                proc_fd_kind(pid, arg0, fd, fdlen);
             return !(resumable[i].fd_arg && fd_is_socket(pid, arg0));
         }
     static const long fd_calls[] = {SYS_recvfrom, SYS_recvmsg, SYS_sendto, SYS_sendmsg,
@@ -138,7 +116,7 @@ static int syscall_resumes(int pid, long nr, long arg0, char *name, size_t len, 
             snprintf(name, len, "%s", others[i].name);
             for (size_t k = 0; k < sizeof fd_calls / sizeof fd_calls[0]; k++)
                 if (fd_calls[k] == nr)
-                    fd_kind(pid, arg0, fd, fdlen);
+                    proc_fd_kind(pid, arg0, fd, fdlen);
             return 0;
         }
 #else
@@ -146,7 +124,6 @@ static int syscall_resumes(int pid, long nr, long arg0, char *name, size_t len, 
     (void)arg0;
     (void)fd;
     (void)fdlen;
-    (void)fd_kind;
 #endif
     snprintf(name, len, "#%ld", nr);
     return 0;

@@ -41,46 +41,44 @@ int mon_background_thread(const char *name)
  * wait (timed sleeps only). */
 static int pause_kind(int pid, unsigned tid)
 {
+    /* Sleeps for a set time: the call, and which argument must be 0 (no descriptor), -1 none. */
+    static const struct {
+        long nr;
+        int zero_arg;
+    } sleeps[] = {
+#ifdef SYS_nanosleep
+        {SYS_nanosleep, -1},
+#endif
+#ifdef SYS_clock_nanosleep
+        {SYS_clock_nanosleep, -1},
+#endif
+#ifdef SYS_select
+        {SYS_select, 0},
+#endif
+#ifdef SYS_pselect6
+        {SYS_pselect6, 0},
+#endif
+#ifdef SYS_poll
+        {SYS_poll, 1},
+#endif
+#ifdef SYS_ppoll
+        {SYS_ppoll, 1},
+#endif
+    };
     char path[96], buf[256];
     snprintf(path, sizeof path, "/proc/%d/task/%u/syscall", pid, tid);
     long nr;
-    unsigned long a0 = 1, a1 = 1;
+    unsigned long arg[2] = {1, 1};
     if (proc_read_small(path, buf, sizeof buf) > 0 &&
-        sscanf(buf, "%ld %lx %lx", &nr, &a0, &a1) >= 1) {
-#ifdef SYS_nanosleep
-        if (nr == SYS_nanosleep)
-            return 1;
-#endif
-#ifdef SYS_clock_nanosleep
-        if (nr == SYS_clock_nanosleep)
-            return 1;
-#endif
-#ifdef SYS_select
-        if (nr == SYS_select && a0 == 0)
-            return 1;
-#endif
-#ifdef SYS_pselect6
-        if (nr == SYS_pselect6 && a0 == 0)
-            return 1;
-#endif
-#ifdef SYS_poll
-        if (nr == SYS_poll && a1 == 0)
-            return 1;
-#endif
-#ifdef SYS_ppoll
-        if (nr == SYS_ppoll && a1 == 0)
-            return 1;
-#endif
-        if (nr == SYS_ioctl) {
-            char fd[64], target[64];
-            snprintf(fd, sizeof fd, "/proc/%d/fd/%lu", pid, a0);
-            ssize_t n = readlink(fd, target, sizeof target - 1);
-            if (n > 0) {
-                target[n] = 0;
-                return strncmp(target, "/dev/nvidia", 11) == 0 ? 2 : 0;
-            }
-        }
-        return 0;
+        sscanf(buf, "%ld %lx %lx", &nr, &arg[0], &arg[1]) >= 1) {
+        for (size_t i = 0; i < sizeof sleeps / sizeof sleeps[0]; i++)
+            if (sleeps[i].nr == nr)
+                return sleeps[i].zero_arg < 0 || arg[sleeps[i].zero_arg] == 0;
+        char kind[8];
+        return nr == SYS_ioctl && proc_fd_kind(pid, (long)arg[0], kind, sizeof kind) == 0 &&
+                       strcmp(kind, "gpu") == 0
+                   ? 2
+                   : 0;
     }
     snprintf(path, sizeof path, "/proc/%d/task/%u/wchan", pid, tid);
     return proc_read_small(path, buf, sizeof buf) > 0 && strstr(buf, "nanosleep") != NULL;
@@ -92,16 +90,9 @@ static void add_thread(int pid, unsigned tid, struct mon_activity *a, int *sleep
 {
     char path[96], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/task/%u/stat", pid, tid);
-    if (proc_read_small(path, buf, sizeof buf) <= 0)
+    struct proc_stat st;
+    if (proc_read_small(path, buf, sizeof buf) <= 0 || proc_stat_parse(buf, &st) < 0)
         return;
-    char *open_p = strchr(buf, '('), *close_p = strrchr(buf, ')');
-    if (!open_p || !close_p || close_p < open_p)
-        return;
-    char name[32];
-    snprintf(name, sizeof name, "%.*s", (int)(close_p - open_p - 1), open_p + 1);
-    char state = close_p[1] == ' ' ? close_p[2] : '?';
-    unsigned long long utime = 0, stime = 0;
-    sscanf(close_p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime);
     /* Its children, whatever the thread: a data loader's workers are the rank's work too. */
     snprintf(path, sizeof path, "/proc/%d/task/%u/children", pid, tid);
     char kb[512];
@@ -112,20 +103,18 @@ static void add_thread(int pid, unsigned tid, struct mon_activity *a, int *sleep
                 break;
             kids[(*nkids)++] = (int)k;
         }
-    if (mon_background_thread(name))
+    if (mon_background_thread(st.name))
         return;
     a->threads++;
     snprintf(path, sizeof path, "/proc/%d/task/%u/schedstat", pid, tid);
     unsigned long long ns;
-    if (proc_read_small(path, buf, sizeof buf) > 0 && sscanf(buf, "%llu", &ns) == 1) {
+    if (proc_read_small(path, buf, sizeof buf) > 0 && sscanf(buf, "%llu", &ns) == 1)
         a->cpu_ns += ns;
-    } else {
-        long hz = sysconf(_SC_CLK_TCK);
-        a->cpu_ns += (utime + stime) * (1000000000ull / (unsigned long long)(hz > 0 ? hz : 100));
-    }
-    if (state == 'D')
+    else
+        a->cpu_ns += st.cpu_ns; /* no schedstat: clock ticks */
+    if (st.state == 'D')
         a->disk_wait = 1;
-    else if (state == 'S' && !a->timed_sleep && !a->gpu_wait &&
+    else if (st.state == 'S' && !a->timed_sleep && !a->gpu_wait &&
              (*sleep_checks)++ < MAX_SLEEP_CHECKS) {
         int k = pause_kind(pid, tid);
         a->timed_sleep = k == 1;
