@@ -128,14 +128,19 @@ static const struct m_proc *first_death(const struct diag *d)
     return first;
 }
 
+/* A rank that runs, or ran until lockstep stopped the job after probing it. */
+static int probed_running(const struct m_proc *p)
+{
+    return model_alive(p) || (p->stopped_by && p->live);
+}
+
 int diagnose_outside(struct diag *d)
 {
     size_t alive = 0;
     uint64_t last_call = 0;
     for (size_t i = 0; i < d->j->nprocs; i++) {
         const struct m_proc *p = d->j->procs[i];
-        int running = model_alive(p) || (p->stopped_by && p->live);
-        if (!running)
+        if (!probed_running(p))
             continue;
         /* Every running rank outside NCCL, and probed after its last call. */
         if (p->state == RANK_IN_CALL || p->current || !p->live || p->live->nthreads == 0 ||
@@ -157,14 +162,14 @@ int diagnose_outside(struct diag *d)
         return -1;
     for (size_t i = 0; i < d->j->nprocs; i++) {
         const struct m_proc *p = d->j->procs[i];
-        if (!(model_alive(p) || (p->stopped_by && p->live)))
+        if (!probed_running(p))
             continue;
         struct f_class k;
         class_key(p, &k);
         if (finding_class_add(f, &k, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0)
             return -1;
     }
-    findings_normalize(&(struct findings){f, 1, 1});
+    /* The job's processes come in ascending rank, so each class's ranks do: no sort first. */
     sort_classes(f);
     /* The odd class: the smallest, when the ranks are not all in one place. */
     if (f->nclasses > 1)
