@@ -25,9 +25,11 @@ JOB = "tp-server"
 JOB_TIMEOUT = 120
 WATCH_SAYS_TIMEOUT = 60
 
-# A sample line of the exposition format: name, optional {labels}, a number.
+# A sample line of the exposition format: name, optional {labels}, a number as Go's ParseFloat
+# reads it (an exponent may be negative: 9.7856e-05).
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
-                    r'(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*")*)?\})? (-?[0-9.e+]+|NaN)$')
+                    r'(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*")*)?\})? (NUMBER)$'
+                    .replace("NUMBER", r'-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?Inf|NaN'))
 
 
 def parse_metrics(text, label):
