@@ -451,7 +451,7 @@ struct report_input analysis_report_input(const struct analysis *a)
 int analysis_report(struct analysis *a, FILE *out, const struct output_format *fmt, int color)
 {
     struct report_input in = analysis_report_input(a);
-    struct output_opts opts = {color};
+    struct output_opts opts = {color, 0};
     if (fmt->write(out, &in, &opts) < 0) {
         fprintf(stderr, "lockstep: out of memory\n");
         return -1;

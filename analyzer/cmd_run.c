@@ -42,7 +42,7 @@ static void remember_signal(int sig)
 const struct command_help run_help = {
     "run",
     "[--dir DIR] [--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--log FILE] "
-    "[--grace SECONDS] "
+    "[--ranks WHICH] [--grace SECONDS] "
     "[--signal-stacks] -- CMD [ARG...]",
     "run a job under the shim; on a stall diagnose it live, stop it and exit 3",
     "  runs CMD with the lockstep shim preloaded; when for SECONDS (default 300) the job,\n"
@@ -60,6 +60,8 @@ const struct command_help run_help = {
     "  --json FILE      the same as --format json=FILE\n"
     "  --log FILE       also write all that run says (its messages and the report) to FILE\n"
     "                   as it says it, whatever becomes of the terminal or a pipe\n"
+    "  --ranks WHICH    the JSON's object of each rank: 'named' (default: the ranks findings\n"
+    "                   name apart; the others in classes) or 'all'\n"
     "  --grace SECONDS  stopping: how long the launcher gets to tear its job down after\n"
     "                   SIGTERM, then the ranks after theirs, before SIGKILL (default 5)\n"
     "  --signal-stacks  where ptrace is refused, ask the shim for live stacks with a\n"

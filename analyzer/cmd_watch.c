@@ -26,7 +26,8 @@
 
 const struct command_help watch_help = {
     "watch",
-    "[--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--log FILE] [--kill] "
+    "[--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--log FILE] [--ranks WHICH] "
+    "[--kill] "
     "[--keep] [--metrics FILE] [--status FILE] [--grace SECONDS] "
     "[--signal-stacks] DIR",
     "watch a job traced into DIR; on a stall diagnose it live and exit 3",
@@ -45,6 +46,8 @@ const struct command_help watch_help = {
     "  --json FILE      the same as --format json=FILE\n"
     "  --log FILE       also write all that watch says (its messages and the report) to\n"
     "                   FILE as it says it, whatever becomes of the terminal or a pipe\n"
+    "  --ranks WHICH    the JSON's object of each rank: 'named' (default: the ranks findings\n"
+    "                   name apart; the others in classes) or 'all'\n"
     "  --kill           on a stall also stop the traced processes\n"
     "  --keep           a service (an inference server's watch): never exit at a stall;\n"
     "                   diagnose each stall once (report files rewritten), say when it\n"

@@ -88,6 +88,8 @@ int live_set_option(struct live_opts *o, int c, const char *val)
             return -1;
         }
         return 1;
+    case LIVE_OPT_RANKS:
+        return output_set_ranks(&o->report, val, "--ranks") < 0 ? -1 : 1;
     case LIVE_OPT_JSON:
     case LIVE_OPT_FORMAT:
         return live_set_format(o, c, val);
@@ -100,8 +102,7 @@ int live_set_option(struct live_opts *o, int c, const char *val)
  * on stderr for each that cannot be written. */
 static void write_files(struct live_opts *o, const struct report_input *in)
 {
-    struct output_opts plain = {0};
-    output_plan_write(&o->files, in, &plain);
+    output_plan_write(&o->files, in, &o->report);
 }
 
 int live_check_json(const struct live_opts *o)

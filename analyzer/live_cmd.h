@@ -22,6 +22,7 @@ struct live_opts {
     int signal_stacks;    /* --signal-stacks: the shim's in-process sampler where ptrace is
                            * refused (docs/live.md: its signal can end a rank's sleeps) */
     const char *log_path; /* --log FILE: all the command says goes there too (live_log.h) */
+    struct output_opts report; /* how the report files are written (--ranks all) */
 };
 
 /* The defaults: a stall after 300 s, the stop's grace from job_stop_default_grace(). */
@@ -35,7 +36,8 @@ enum {
     LIVE_OPT_FORMAT,
     LIVE_OPT_GRACE,
     LIVE_OPT_SIGNAL_STACKS,
-    LIVE_OPT_LOG
+    LIVE_OPT_LOG,
+    LIVE_OPT_RANKS
 };
 /* clang-format off */
 #define LIVE_LONG_OPTIONS                                                                          \
@@ -44,7 +46,8 @@ enum {
     {"format", required_argument, NULL, LIVE_OPT_FORMAT},                                          \
     {"grace", required_argument, NULL, LIVE_OPT_GRACE},                                            \
     {"signal-stacks", no_argument, NULL, LIVE_OPT_SIGNAL_STACKS},                                  \
-    {"log", required_argument, NULL, LIVE_OPT_LOG}
+    {"log", required_argument, NULL, LIVE_OPT_LOG},                                                \
+    {"ranks", required_argument, NULL, LIVE_OPT_RANKS}
 /* clang-format on */
 
 /* Sets the option getopt_long() returned as `c` (with its value `val`) in `o`. Returns 1 when

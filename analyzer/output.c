@@ -15,9 +15,7 @@ static int output_text(FILE *out, const struct report_input *in, const struct ou
 
 static int output_json(FILE *out, const struct report_input *in, const struct output_opts *o)
 {
-    (void)o;
-    report_json(out, in);
-    return 0;
+    return report_json(out, in, o->all_ranks);
 }
 
 static int output_html(FILE *out, const struct report_input *in, const struct output_opts *o)
@@ -35,6 +33,16 @@ static int output_perfetto(FILE *out, const struct report_input *in, const struc
 /* Writers in files of their own (output_NAME.c). */
 output_write_fn output_github;
 output_write_fn output_gitlab;
+
+int output_set_ranks(struct output_opts *opts, const char *which, const char *option)
+{
+    if (strcmp(which, "all") == 0 || strcmp(which, "named") == 0) {
+        opts->all_ranks = which[0] == 'a';
+        return 0;
+    }
+    fprintf(stderr, "lockstep: %s wants 'named' or 'all', not '%s'\n", option, which);
+    return -1;
+}
 
 static const struct output_format formats[] = {
     {"text", ".txt", output_text},          /* report_text.c: for people */

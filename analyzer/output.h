@@ -24,8 +24,13 @@
 
 /* What a command asks of a writer beyond the report itself. */
 struct output_opts {
-    int color; /* ANSI colour (where the format has any: text) */
+    int color;     /* ANSI colour (where the format has any: text) */
+    int all_ranks; /* every rank's own object (--ranks all: JSON), not only those named */
 };
+
+/* Sets opts->all_ranks from --ranks WHICH (`option` as spelled): "all" or "named". Returns 0,
+ * or -1 after a message naming the option and the value. */
+int output_set_ranks(struct output_opts *opts, const char *which, const char *option);
 
 /* Writes the report of `in` to `out`. Returns 0, or -1 when out of memory (what was written
  * stays, cut short). */

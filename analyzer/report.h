@@ -12,7 +12,7 @@
 #include "symbolizer.h"
 #include "waitgraph.h"
 
-#define REPORT_FORMAT_VERSION 1
+#define REPORT_FORMAT_VERSION 2
 
 /* What a report covers. `jobs` selects the model's jobs shown (NULL: all). */
 struct report_input {
@@ -101,8 +101,11 @@ void report_wait_words(const struct report_wait_class *c, char *buf, size_t len)
 void report_call_words(const struct waitgraph *g, size_t call, const struct ls_record *r, char *buf,
                        size_t len);
 
-/* Writes the JSON report (schema "lockstep_report": 1). Errors are the stream's. */
-void report_json(FILE *out, const struct report_input *in);
+/* Writes the JSON report (schema "lockstep_report": REPORT_FORMAT_VERSION): ranks in classes
+ * of equal state, each rank's own object for the ranks findings name apart, or for every rank
+ * with `all_ranks` (--ranks all). Returns 0, or -1 when out of memory (the report is then cut
+ * short). Errors are the stream's. */
+int report_json(FILE *out, const struct report_input *in, int all_ranks);
 
 /* Writes the text report: the root cause first, then details and rank states. With `color`,
  * uses ANSI colour. Errors are the stream's. */
@@ -118,5 +121,16 @@ struct json_writer;
  * tid, name, state, syscall, in_nccl_call, doing_the_work, library_thread, where, python,
  * stack) into the open JSON object (docs/report-format.md). */
 void report_json_live_threads(struct json_writer *w, const struct m_live *lv);
+
+/* "python": the call site's Python frames [{file, line, func}, ...] innermost first, or null. */
+void report_json_python(struct json_writer *w, const struct tr_pysite *py);
+
+/* report_json_ranks.c: "ranks" (classes of ranks in equal state) and "rank_detail" (every rank
+ * with `all`, else those the findings name apart) of the jobs shown; an earlier attempt's
+ * "ranks" (classes by how they ended; "rank_detail" with `all`). Return 0, or -1 when out of
+ * memory. */
+int report_json_ranks(struct json_writer *w, const struct report_input *in, int all);
+int report_json_earlier_ranks(struct json_writer *w, const struct report_input *in,
+                              const struct m_job *ej, int all);
 
 #endif

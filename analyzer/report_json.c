@@ -9,13 +9,8 @@
 #include "stop_mark.h"
 #include "untraced.h"
 
-static double ago_s(const struct m_job *j, uint64_t t)
-{
-    return t && t < j->now_ns ? (double)(j->now_ns - t) / 1e9 : 0.0;
-}
-
 /* "python": [{file, line, func}, ...] innermost first, or null. */
-static void write_python(struct json_writer *w, const struct tr_pysite *py)
+void report_json_python(struct json_writer *w, const struct tr_pysite *py)
 {
     if (!py) {
         json_null(w, "python");
@@ -30,31 +25,6 @@ static void write_python(struct json_writer *w, const struct tr_pysite *py)
         json_end_object(w);
     }
     json_end_array(w);
-}
-
-static void write_call(struct json_writer *w, const char *key, const struct report_input *in,
-                       const struct m_proc *p, const struct ls_record *r)
-{
-    if (!r) {
-        json_null(w, key);
-        return;
-    }
-    const struct m_job *j = &in->m->jobs[p->job];
-    json_begin_object(w, key);
-    json_string(w, "op", ls_op_name(r->op));
-    if (r->comm_id)
-        json_hex64(w, "comm", r->comm_id);
-    else
-        json_null(w, "comm");
-    json_uint(w, "seq", r->seq);
-    json_uint(w, "count", r->count);
-    json_string(w, "dtype", ls_dtype_name(r->dtype));
-    json_string(w, "callsite", symbolizer_site(in->sym, p->t, r->callsite));
-    write_python(w, symbolizer_python(p->t, r->callsite));
-    json_bool(w, "in_flight", ls_record_pending(r));
-    json_string(w, "result", names_result(r->result));
-    json_double(w, "entered_s_ago", ago_s(j, r->enter_ns));
-    json_end_object(w);
 }
 
 void report_json_live_threads(struct json_writer *w, const struct m_live *lv)
@@ -83,58 +53,6 @@ void report_json_live_threads(struct json_writer *w, const struct m_live *lv)
         json_end_object(w);
     }
     json_end_array(w);
-}
-
-static void write_rank(struct json_writer *w, const struct report_input *in, const struct m_proc *p)
-{
-    const struct ls_header *h = &p->t->hdr;
-    const struct m_job *j = &in->m->jobs[p->job];
-    json_begin_object(w, NULL);
-    json_int(w, "rank", p->rank);
-    json_string(w, "job", j->name);
-    json_string(w, "host", h->host);
-    json_int(w, "pid", h->pid);
-    json_string(w, "state", model_state_name(p->state));
-    json_int(w, "attempt", j->attempt);
-    json_bool(w, "stopped", p->stopped);
-    json_bool(w, "stopped_with_job", p->stopped_with_job);
-    if (p->stopped_after)
-        json_int(w, "stopped_after", p->stopped_after->rank);
-    else
-        json_null(w, "stopped_after");
-    json_double(w, "since_s_ago", ago_s(j, p->since_ns));
-    json_double(w, "heartbeat_age_s", ago_s(j, h->heartbeat_ns));
-    if (p->state == RANK_EXITED)
-        json_int(w, "exit_status", h->end_status);
-    else
-        json_null(w, "exit_status");
-    if (p->state == RANK_CRASHED)
-        json_int(w, "signal", h->end_signal);
-    else
-        json_null(w, "signal");
-    write_call(w, "current", in, p, p->state == RANK_IN_CALL ? p->current : NULL);
-    if (p->state == RANK_IN_CALL)
-        json_string(w, "waiting_on", p->waiting_gpu ? "gpu" : "nccl_call");
-    write_call(w, "last_call", in, p, p->last_call);
-    write_call(w, "died_in", in, p, model_alive(p) ? NULL : p->died_in);
-    if (p->live) {
-        json_begin_object(w, "live");
-        json_string(w, "activity", p->live->activity);
-        json_double(w, "cpu_share", p->live->cpu_share);
-        json_begin_array(w, "stack");
-        for (int i = 0; i < p->live->nframes; i++)
-            json_string(w, NULL, p->live->frames[i]);
-        json_end_array(w);
-        json_string(w, "where", p->live->where);
-        json_string(w, "python", p->live->python[0] ? p->live->python : NULL);
-        report_json_live_threads(w, p->live);
-        json_end_object(w);
-    }
-    json_string(w, "trace", p->t->path);
-    json_uint(w, "records", p->t->nrecords);
-    json_bool(w, "wrapped", p->t->wrapped);
-    json_bool(w, "truncated", p->t->truncated);
-    json_end_object(w);
 }
 
 static void write_comm(struct json_writer *w, const struct report_input *in, const struct m_comm *c)
@@ -192,7 +110,7 @@ static void write_class(struct json_writer *w, const struct f_class *c)
         json_null(w, "root");
     }
     json_string(w, "callsite", c->callsite);
-    write_python(w, c->has_call ? c->python : NULL);
+    report_json_python(w, c->has_call ? c->python : NULL);
     if (c->comm_ranks.n)
         json_int_array(w, "comm_ranks", c->comm_ranks.v, c->comm_ranks.n);
     if (c->pid) {
@@ -408,9 +326,11 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
     json_end_object(w);
 }
 
-/* "earlier_attempts": how each earlier attempt of job j's id ended. */
-static void write_earlier(struct json_writer *w, const struct report_input *in, size_t j)
+/* "earlier_attempts": how each earlier attempt of job j's id ended. Returns 0, or -1 when out
+ * of memory. */
+static int write_earlier(struct json_writer *w, const struct report_input *in, size_t j, int all)
 {
+    int rc = 0;
     const struct m_job *job = &in->m->jobs[j];
     json_begin_array(w, "earlier_attempts");
     for (size_t e = 0; e < in->m->njobs; e++) {
@@ -438,23 +358,12 @@ static void write_earlier(struct json_writer *w, const struct report_input *in, 
             json_end_object(w);
         }
         json_end_array(w);
-        json_begin_array(w, "ranks");
-        for (size_t i = 0; i < ej->nprocs; i++) {
-            const struct m_proc *p = ej->procs[i];
-            json_begin_object(w, NULL);
-            json_int(w, "rank", p->rank);
-            json_int(w, "pid", p->t->hdr.pid);
-            json_string(w, "state", model_state_name(p->state));
-            if (p->state == RANK_EXITED)
-                json_int(w, "exit_status", p->t->hdr.end_status);
-            if (p->state == RANK_CRASHED)
-                json_int(w, "signal", p->t->hdr.end_signal);
-            json_end_object(w);
-        }
-        json_end_array(w);
+        if (rc == 0)
+            rc = report_json_earlier_ranks(w, in, ej, all);
         json_end_object(w);
     }
     json_end_array(w);
+    return rc;
 }
 
 /* One edge of a class's wait: what it waits in and for whom. */
@@ -548,8 +457,9 @@ static void write_stopped_by(struct json_writer *w, const struct report_input *i
     free(ranks);
 }
 
-void report_json(FILE *out, const struct report_input *in)
+int report_json(FILE *out, const struct report_input *in, int all_ranks)
 {
+    int rc = 0;
     struct json_writer w;
     json_init(&w, out);
     json_begin_object(&w, NULL);
@@ -566,7 +476,8 @@ void report_json(FILE *out, const struct report_input *in)
         json_int(&w, "attempt", job->attempt);
         json_int(&w, "attempts", job->nattempts);
         json_string(&w, "attempts_from", job->attempt_source ? "launcher" : "start_times");
-        write_earlier(&w, in, j);
+        if (write_earlier(&w, in, j, all_ranks) < 0)
+            rc = -1;
         write_stopped_by(&w, in, j);
         json_end_object(&w);
     }
@@ -576,11 +487,8 @@ void report_json(FILE *out, const struct report_input *in)
         write_finding(&w, in, &in->fs->v[i]);
     json_end_array(&w);
     write_waits_for(&w, in);
-    json_begin_array(&w, "ranks");
-    for (size_t j = 0; j < in->m->njobs; j++)
-        for (size_t i = 0; report_job_shown(in, j) && i < in->m->jobs[j].nprocs; i++)
-            write_rank(&w, in, in->m->jobs[j].procs[i]);
-    json_end_array(&w);
+    if (report_json_ranks(&w, in, all_ranks) < 0)
+        rc = -1;
     json_begin_array(&w, "communicators");
     for (size_t j = 0; j < in->m->njobs; j++)
         for (size_t i = 0; report_job_shown(in, j) && i < in->m->jobs[j].ncomms; i++)
@@ -592,4 +500,5 @@ void report_json(FILE *out, const struct report_input *in)
     json_end_array(&w);
     untraced_set_json(&w, in->untraced);
     json_end_object(&w);
+    return rc;
 }

@@ -234,7 +234,7 @@ def analyze_measured(d, expect):
                         "analyze", "--json", d], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     wall = time.monotonic() - t0
     ok = p.returncode == 1 and expect.encode() in p.stdout
-    m = re.search(rb'"records": (\d+)', p.stdout)
+    m = re.search(rb'"records": \[?(\d+)', p.stdout)
     with open(rss_file) as f:
         kib = int(f.read())
     os.unlink(rss_file)

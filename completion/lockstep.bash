@@ -10,9 +10,9 @@ _lockstep_formats() {
 
 _lockstep_options() {
     case $1 in
-    run) echo "--dir --stall --format --json --log --grace --signal-stacks --help" ;;
-    watch) echo "--stall --format --json --log --kill --keep --metrics --status --grace --signal-stacks --help" ;;
-    analyze) echo "--format --json --html --job --help" ;;
+    run) echo "--dir --stall --format --json --log --ranks --grace --signal-stacks --help" ;;
+    watch) echo "--stall --format --json --log --ranks --kill --keep --metrics --status --grace --signal-stacks --help" ;;
+    analyze) echo "--format --json --html --job --ranks --help" ;;
     stacks) echo "--json --help" ;;
     dump) echo "--help" ;;
     export) echo "--perfetto --format --job --help" ;;
@@ -60,6 +60,10 @@ _lockstep() {
         ;;
     --format)
         COMPREPLY=($(compgen -W "$(_lockstep_formats "${COMP_WORDS[0]}")" -- "$cur"))
+        return
+        ;;
+    --ranks)
+        COMPREPLY=($(compgen -W "named all" -- "$cur"))
         return
         ;;
     --stall | --grace | --job)

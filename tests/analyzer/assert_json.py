@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """assert_json.py -- checks a lockstep JSON report: each argument is a Python expression that
 must be true. Names: r (the report), F (its findings), f0 (the first finding), kinds (their
-kinds), kind(k) (the first finding of kind k, or None), comms (communicator ids)."""
+kinds), kind(k) (the first finding of kind k, or None), comms (communicator ids), R (the ranks
+one object per process: tests/lib/report_ranks.py), json, here (the report's path)."""
 import json
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from report_ranks import check_classes, per_rank  # noqa: E402
 
 
 def main():
@@ -26,6 +31,8 @@ def main():
         c = f.get("consequence_of")
         if c is not None and not (0 <= c < i):
             sys.exit(f"finding {i}: consequence_of {c} does not point to an earlier finding")
+    for problem in check_classes(r):
+        sys.exit(f"ranks: {problem}")
     env = {
         "r": r,
         "F": F,
@@ -33,6 +40,9 @@ def main():
         "kinds": [f["kind"] for f in F],
         "kind": lambda k: next((f for f in F if f["kind"] == k), None),
         "comms": [c["comm"] for c in r["communicators"]],
+        "R": per_rank(r),
+        "json": json,
+        "here": path,
     }
     for e in exprs:
         try:

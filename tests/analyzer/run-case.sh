@@ -49,8 +49,8 @@ case $CASE in
 clean)
     gen --ranks 8 --colls 20
     analyze_json "$D/t"; expect_rc 0
-    check 'F == []' 'len(r["ranks"]) == 8' 'all(x["state"] == "exited" for x in r["ranks"])' \
-        'r["lockstep_report"] == 1'
+    check 'F == []' 'len(R) == 8' 'all(x["state"] == "exited" for x in R)' \
+        'r["lockstep_report"] == 2'
     ;;
 missing)
     gen --ranks 8 --colls 20 --missing 4
@@ -81,7 +81,7 @@ job-killed)
     gen --ranks 8 --colls 20 --missing 4 --terminated
     analyze_json "$D/t"; expect_rc 1
     check 'kinds == ["missing_ranks"]' 'f0["missing"] == [4]' \
-        'all(x["state"] == "crashed" for x in r["ranks"])'
+        'all(x["state"] == "crashed" for x in R)'
     # Where the missing rank was: outside NCCL, and for how long before the job was stopped.
     analyze_text "$D/t"; expect_rc 1
     contains "$D/out.txt" "rank 4 never called it — it was busy outside NCCL for 30 s when the whole job was stopped (SIGTERM); its last call was AllReduce #19"
@@ -101,7 +101,7 @@ oom-then-job-killed)
     check 'f0["kind"] == "rank_crashed"' 'f0["dead"] == [4]' 'f0["vanished"] is True' \
         'F[1]["kind"] == "missing_ranks"' 'F[1]["consequence_of"] == 0' \
         'kinds.count("rank_crashed") == 1' \
-        'all(x["stopped_with_job"] and x["stopped_after"] == 4 for x in r["ranks"] if x["rank"] != 4)'
+        'all(x["stopped_with_job"] and x["stopped_after"] == 4 for x in R if x["rank"] != 4)'
     analyze_text "$D/t"; expect_rc 1
     contains "$D/out.txt" "ranks 0-3,5-7 were stopped with the job (SIGTERM"
     ;;
@@ -125,7 +125,7 @@ vanish)
     gen --ranks 8 --colls 20 --vanish 4
     analyze_json "$D/t"; expect_rc 1
     check 'f0["kind"] == "rank_crashed"' 'f0["rank"] == 4' 'f0["vanished"] is True' \
-        'f0["signal"] is None' '[x["state"] for x in r["ranks"] if x["rank"] == 4] == ["vanished"]'
+        'f0["signal"] is None' '[x["state"] for x in R if x["rank"] == 4] == ["vanished"]'
     ;;
 mismatch-op | mismatch-count | mismatch-dtype | mismatch-redop | mismatch-root)
     what=${CASE#mismatch-}
@@ -225,7 +225,7 @@ half-written)
 wrapped)
     gen --ranks 4 --colls 300 --ring 64
     analyze_json "$D/t"; expect_rc 0
-    check 'all(x["wrapped"] for x in r["ranks"])'
+    check 'all(x["wrapped"] for x in R)'
     run dump "$(first_trace 0)"; expect_rc 0
     contains "$D/out.txt" "WRAPPED"
     ;;
@@ -249,7 +249,7 @@ truncated-ring)
     truncate -s $((ring_off + 128 * 10 + 7)) "$f"
     analyze_json "$D/t"; expect_rc 1
     check 'any(f["kind"] == "trace_incomplete" and f["reason"] == "truncated" and f["ranks"] == [1] for f in F)' \
-        '[x["truncated"] for x in r["ranks"] if x["rank"] == 1] == [True]'
+        '[x["truncated"] for x in R if x["rank"] == 1] == [True]'
     ;;
 corrupt-alone)
     gen --ranks 2 --colls 5
@@ -267,7 +267,7 @@ corrupt-among-good)
     poke "$f" 40 '\377\377\377\377' # comm_cap
     analyze_json "$D/t"; expect_rc 1
     check 'any(f["kind"] == "trace_incomplete" and f["reason"] == "unreadable" for f in F)' \
-        'len(r["ranks"]) == 3' 'len(r["unreadable"]) == 1'
+        'len(R) == 3' 'len(r["unreadable"]) == 1'
     contains "$D/err" "$f"
     ;;
 summary-tracegen)
@@ -287,7 +287,7 @@ summary-tracegen)
     sed "s#$D/s1/##g" "$D/a1.json" >"$D/a1n.json"; sed "s#$D/s2/##g" "$D/a2.json" >"$D/a2n.json"
     cmp "$D/a1n.json" "$D/a2n.json" || fail "tracegen --summary diagnosed otherwise"
     analyze_json "$D/s2"; expect_rc 1
-    check '"missing_ranks" in kinds' '"p2p_unmatched" in kinds' 'len(r["ranks"]) == 20'
+    check '"missing_ranks" in kinds' '"p2p_unmatched" in kinds' 'len(R) == 20'
     ;;
 summary-window)
     # A summary keeps the window the analysis reads (LOCKSTEP_ANALYZE_RECORDS); a narrower one
@@ -396,14 +396,53 @@ PY
         [ "$rc" -le 2 ] || fail "dump, seed $seed: exit status $rc (crash?)"
     done
     ;;
+rank-classes)
+    # The report's ranks are classes of ranks in equal state; only the ranks findings name
+    # apart get an object of their own, unless --ranks all asks for every rank's.
+    gen --ranks 64 --colls 20 --missing 5
+    analyze_json "$D/t"; expect_rc 1
+    check 'len(r["ranks"]) == 2' \
+        'r["ranks"][0]["ranks"] == "0-4,6-63" and r["ranks"][0]["processes"] == 63' \
+        'r["ranks"][0]["hosts"] == 8 and r["ranks"][0]["host"] is None' \
+        'r["ranks"][0]["state"] == "in_call" and r["ranks"][0]["current"]["seq"] == 20' \
+        'r["ranks"][1]["ranks"] == "5" and r["ranks"][1]["state"] == "idle"' \
+        'r["ranks"][1]["host"] == "tg-node0" and r["ranks"][1]["last_call"]["seq"] == 19' \
+        'len(r["ranks"][0]["since_s_ago"]) == 2' \
+        '[d["rank"] for d in r["rank_detail"]] == [5] and r["rank_detail"][0]["pid"] == 4005' \
+        '"rank_detail_left_out" not in r' 'len(R) == 64'
+    cp "$D/out.json" "$D/out.json.named"
+    analyze_json --ranks all "$D/t"; expect_rc 1
+    check '[d["rank"] for d in r["rank_detail"]] == list(range(64))' \
+        'r["ranks"] == json.load(open(here + ".named"))["ranks"]'
+    # A crash names the dead rank, a mismatch the odd one: the crowd's ranks stay in classes.
+    rm -rf "$D/t"; gen --ranks 16 --colls 20 --crash 9:11
+    analyze_json "$D/t"; expect_rc 1
+    check '[d["rank"] for d in r["rank_detail"]] == [9]' 'r["rank_detail"][0]["signal"] == 11'
+    rm -rf "$D/t"; gen --ranks 16 --colls 20 --mismatch count:3
+    analyze_json "$D/t"; expect_rc 1
+    check 'kinds[0] == "count_mismatch"' '[d["rank"] for d in r["rank_detail"]] == [3]'
+    run analyze --ranks every "$D/t"; expect_rc 2
+    contains "$D/err" "--ranks wants 'named' or 'all', not 'every'"
+    ;;
+ranks-scale)
+    # What the ranks take grows with their classes, not their number: 16 times the ranks, one
+    # culprit, adds only the longer rank sets.
+    gen --ranks 64 --colls 10 --missing 33 --summary
+    analyze_json "$D/t"; expect_rc 1
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(len(json.dumps([r["ranks"], r["rank_detail"]])))' "$D/out.json" >"$D/out.json.small"
+    rm -rf "$D/t"; gen --ranks 1024 --colls 10 --missing 33 --summary
+    analyze_json "$D/t"; expect_rc 1
+    check 'len(json.dumps([r["ranks"], r["rank_detail"]])) < int(open(here + ".small").read()) + 64' \
+        'len(R) == 1024'
+    ;;
 multi-job)
     gen --ranks 4 --colls 5 --job alpha --missing 1
     gen --ranks 4 --colls 5 --job beta --seed 2 --pid-base 7000
     analyze_json "$D/t"; expect_rc 1
-    check 'sorted(j["job"] for j in r["jobs"]) == ["alpha", "beta"]' 'len(r["ranks"]) == 8' \
+    check 'sorted(j["job"] for j in r["jobs"]) == ["alpha", "beta"]' 'len(R) == 8' \
         'kinds == ["missing_ranks"]' 'f0["job"] == "alpha"'
     analyze_json --job beta "$D/t"; expect_rc 0
-    check 'F == []' 'len(r["ranks"]) == 4' 'all(x["job"] == "beta" for x in r["ranks"])'
+    check 'F == []' 'len(R) == 4' 'all(x["job"] == "beta" for x in R)'
     analyze_json --job gamma "$D/t"; expect_rc 2
     contains "$D/err" "no job 'gamma'"
     ;;
@@ -418,7 +457,7 @@ subdir)
     mkdir -p "$D/top/node1"
     mv "$D"/t/*.trace "$D/top/node1/"
     analyze_json "$D/top"; expect_rc 0
-    check 'len(r["ranks"]) == 2'
+    check 'len(R) == 2'
     ;;
 host-paths)
     # Hosts run their own copies of one program and script: the same places under different

@@ -219,7 +219,7 @@ json-no-nccl)
     python3 - "$D/r.json" <<'PY' || fail "report not valid"
 import json, sys
 r = json.load(open(sys.argv[1]))
-assert r["lockstep_report"] == 1, r
+assert r["lockstep_report"] == 2, r
 for k in ("jobs", "findings", "ranks", "communicators", "unreadable"):
     assert r[k] == [], (k, r)
 PY

@@ -106,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             diagnose_unreadable(&fs, unreadable[k]);
         struct report_input in = {
             m, &fs, sym, NULL, 0, (const char *const *)unreadable, nunreadable, NULL, graphs, NULL};
-        report_json(sink, &in);
+        report_json(sink, &in, 1);
         report_text(sink, &in, 1);
         for (size_t j = 0; graphs && j < m->njobs; j++)
             waitgraph_free(graphs[j]);

@@ -23,6 +23,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from report_ranks import per_rank  # noqa: E402
 PY = sys.executable
 RESULTS = []
 
@@ -189,7 +191,7 @@ def save_streams(env, d, name):
 
 
 def rank_of(rep, r):
-    for x in rep["ranks"]:
+    for x in per_rank(rep):
         if x.get("rank") == r:
             return x
     raise Failure(f"rank {r} not in the report")

@@ -73,7 +73,7 @@ static void try_variant(const unsigned char *buf, size_t len, const char *what, 
         for (size_t j = 0; graphs && j < m->njobs; j++)
             diagnose_job_graph(m, j, sym, &opt, &fs, &graphs[j]);
         struct report_input in = {m, &fs, sym, NULL, 0, NULL, 0, NULL, graphs, NULL};
-        report_json(sink, &in);
+        report_json(sink, &in, 1);
         report_text(sink, &in, 0);
         for (size_t j = 0; graphs && j < m->njobs; j++)
             waitgraph_free(graphs[j]);

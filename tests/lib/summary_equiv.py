@@ -31,7 +31,7 @@ import sys
 import tempfile
 
 # analyze's options that take a value (the rest of the arguments are paths).
-VALUE_OPTIONS = {"--job", "--html"}
+VALUE_OPTIONS = {"--job", "--html", "--ranks"}
 
 
 def split_args(args):
@@ -40,12 +40,12 @@ def split_args(args):
     while i < len(args):
         a = args[i]
         if a in VALUE_OPTIONS and i + 1 < len(args):
-            if a == "--job":
+            if a in ("--job", "--ranks"):
                 opts += [a, args[i + 1]]
             i += 2  # --html writes a file: not repeated
             continue
         if a.startswith("--html=") or a.startswith("-"):
-            if a.startswith("--job"):
+            if a.startswith("--job") or a.startswith("--ranks"):
                 opts.append(a)
             i += 1
             continue

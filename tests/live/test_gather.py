@@ -18,6 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import expect, run  # noqa: E402
+from report_ranks import per_rank  # noqa: E402
 from test_live import (GATHER, LAUNCH, LOCKSTEP, SCENARIOS, SHIM, alive, base_env,  # noqa: E402
                        first, trace_pids)
 
@@ -29,7 +30,7 @@ def start_node(tmp, gather, tag, offset, np, world, stall, mode, wait=10, wrap=N
     js = os.path.join(tmp, f"{tag}.json")
     launch = [LAUNCH, "--np", str(np), "--rank-offset", str(offset), "--world-size", str(world),
               "--idfile", os.path.join(tmp, f"{tag.split('-')[0]}-id"), "--", SCENARIOS, mode]
-    cmd = [LOCKSTEP, "run", "--dir", d, "--stall", str(stall), "--json", js, "--",
+    cmd = [LOCKSTEP, "run", "--dir", d, "--stall", str(stall), "--json", js, "--ranks", "all", "--",
            *(wrap or []), *launch]
     env = base_env({"LOCKSTEP_GATHER_DIR": gather, "LOCKSTEP_GATHER_WAIT": str(wait)})
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -106,7 +107,7 @@ def two_node_hangs(tmp, runs):
         expect(os.path.exists(procs[0].json), f"{label}: rank 0's runner wrote no report\n"
                f"{outs[0][2]}")
         report = json.load(open(procs[0].json))
-        ranks = sorted(r["rank"] for r in report["ranks"])
+        ranks = sorted(r["rank"] for r in per_rank(report))
         expect(ranks == [0, 1, 2, 3], f"{label}: the report covers ranks {ranks} (an earlier "
                f"run's snapshot, or a node missing)\n{outs[0][2]}")
         f = first(report, label)
@@ -114,7 +115,7 @@ def two_node_hangs(tmp, runs):
                f"{label}: first finding {f}")
         expect("died without an exit record" not in outs[0][1] + json.dumps(report),
                f"{label}: a bystander stopped before the diagnosis:\n{outs[0][1]}")
-        for r in report["ranks"]:
+        for r in per_rank(report):
             act = (r.get("live") or {}).get("activity")
             expect(act in ("sleeping", "busy"),
                    f"{label}: rank {r['rank']} was not alive in its node's snapshot ({act})")
@@ -135,8 +136,8 @@ def two_node_hangs(tmp, runs):
             expect([x for x in names if x.endswith(".summary")] and
                    not [x for x in names if x.endswith(".trace")],
                    f"{label}: {nd} holds {names}, not one node summary and no trace")
-        expect(all(".summary/" in r["trace"] for r in report["ranks"]),
-               f"{label}: ranks not read from node summaries: {[r['trace'] for r in report['ranks']]}")
+        expect(all(".summary/" in r["trace"] for r in per_rank(report)),
+               f"{label}: ranks not read from node summaries: {[r['trace'] for r in per_rank(report)]}")
         read_at = os.stat(os.path.join(node1, "DIAGNOSED")).st_mtime
         for end_kind, end_ns in trace_ends(procs[1].trace_dir):
             expect(end_kind == 2 and end_ns / 1e9 >= read_at,
@@ -175,8 +176,8 @@ def case_ended_node(tmp):
            f"{err1}")
     expect("every rank here has ended" in err1, f"node 1 did not answer the stall:\n{err1}")
     report = json.load(open(p0.json))
-    expect(sorted(r["rank"] for r in report["ranks"]) == [0, 1, 2, 3],
-           f"report covers {[r['rank'] for r in report['ranks']]}")
+    expect(sorted(r["rank"] for r in per_rank(report)) == [0, 1, 2, 3],
+           f"report covers {[r['rank'] for r in per_rank(report)]}")
     f = first(report)
     expect(f["kind"] == "rank_exited" and f["rank"] == 3 and f["waiting"] == [0, 1, 2],
            f"first finding {f}")
@@ -312,7 +313,7 @@ def case_script_hosts(tmp):
         expect(names == [h + ".summary"], f"summaries: {h} got {names}, expected {h}.summary")
     a = subprocess.run([LOCKSTEP, "analyze", "--json", os.path.join(dest, "nodeA")],
                        capture_output=True, text=True, timeout=60)
-    expect(a.returncode == 0 and len(json.loads(a.stdout)["ranks"]) == 2,
+    expect(a.returncode == 0 and len(per_rank(json.loads(a.stdout))) == 2,
            f"analyze of a gathered summary: {a.returncode} {a.stderr}")
     for args, word in ((["--job", "a;rm -rf /"], "refusing --job"),
                        (["--src", "/tmp/x y"], "refusing --src"),
@@ -387,7 +388,7 @@ wait
         expect(names == [node + ".summary"], f"summaries: {node} got {names}")
     a = subprocess.run([LOCKSTEP, "analyze", "--json", os.path.join(dest, "node0")],
                        capture_output=True, text=True, timeout=60)
-    expect(a.returncode == 0 and len(json.loads(a.stdout)["ranks"]) == 2,
+    expect(a.returncode == 0 and len(per_rank(json.loads(a.stdout))) == 2,
            f"analyze of a gathered summary: {a.returncode} {a.stderr}")
     outside = dict(alloc)
     del outside["SLURM_JOB_ID"]

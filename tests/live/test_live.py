@@ -14,6 +14,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import expect, run  # noqa: E402
+from report_ranks import per_rank  # noqa: E402
 
 LOCKSTEP = os.environ["LOCKSTEP_BIN"]
 LAUNCH = os.environ["LAUNCH_RANKS"]
@@ -211,7 +212,7 @@ def case_prepare_data(tmp):
     p, report = run_hang(tmp, "prepare_data")
     f = first(report)
     expect(f["missing"] == [3] and f["waiting"] == [0, 1, 2], f"missing/waiting {f}")
-    r3 = [r for r in report["ranks"] if r["rank"] == 3][0]
+    r3 = [r for r in per_rank(report) if r["rank"] == 3][0]
     live = r3.get("live")
     expect(live is not None, "no live facts for the missing rank")
     expect(live["activity"] == "busy", f"rank 3 should be busy, is {live['activity']}")
@@ -299,8 +300,8 @@ def case_two_nodes(tmp):
     for node in range(2):
         d = os.path.join(tmp, f"node{node}")
         js = os.path.join(tmp, f"node{node}.json")
-        cmd = [LOCKSTEP, "run", "--dir", d, "--stall", "2", "--json", js, "--",
-               LAUNCH, "--np", "2", "--rank-offset", str(2 * node), "--world-size", "4",
+        cmd = [LOCKSTEP, "run", "--dir", d, "--stall", "2", "--json", js, "--ranks", "all",
+               "--", LAUNCH, "--np", "2", "--rank-offset", str(2 * node), "--world-size", "4",
                "--idfile", idfile, "--", SCENARIOS, "uneven_shards"]
         env = base_env({"LOCKSTEP_GATHER_DIR": gather, "LOCKSTEP_GATHER_WAIT": "10"})
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
@@ -310,13 +311,13 @@ def case_two_nodes(tmp):
         expect(p.returncode == 3, f"node {i}: exit {p.returncode}\n{outs[i][1]}")
     expect(os.path.exists(os.path.join(tmp, "node0.json")), "rank 0's runner wrote the report")
     report = json.load(open(os.path.join(tmp, "node0.json")))
-    expect(sorted(r["rank"] for r in report["ranks"]) == [0, 1, 2, 3],
-           f"the report covers ranks {[r['rank'] for r in report['ranks']]}")
+    expect(sorted(r["rank"] for r in per_rank(report)) == [0, 1, 2, 3],
+           f"the report covers ranks {[r['rank'] for r in per_rank(report)]}")
     f = first(report)
     expect(f["kind"] == "op_mismatch" and sorted(f["ranks"]) == [0, 1, 2, 3], f"{f}")
     # Each node gave its node summary, not its traces: rank 0's runner read the ranks there.
-    expect(all(".summary/" in r["trace"] for r in report["ranks"]),
-           f"ranks not read from node summaries: {[r['trace'] for r in report['ranks']]}")
+    expect(all(".summary/" in r["trace"] for r in per_rank(report)),
+           f"ranks not read from node summaries: {[r['trace'] for r in per_rank(report)]}")
     expect("[op_mismatch]" in outs[0][0], "rank 0's runner printed the diagnosis")
     expect("rank 0 diagnoses" in outs[1][1], "the other runner defers to rank 0's")
 

@@ -20,6 +20,7 @@ import time
 from test_live import (LAUNCH, LOCKSTEP, SCENARIOS, SHIM, remove_tagged_segments,  # noqa: E402
                        tagged_env)
 from harness import Skip, expect, run  # noqa: E402
+from report_ranks import per_rank  # noqa: E402
 TAG = "rl%d" % os.getpid()  # names this case's emulator segments (LOCKSTEP_EMU_TAG)
 FOLDERS = []  # trace folders of this case's runs: what is left of their jobs is killed at exit
 
@@ -150,10 +151,10 @@ def case_orphans_finish(tmp):
     # (Traced or not yet, as the ranks start: the line is written once, when sh exits.)
     expect("sh exited (status 0) but 2 " in p.stderr and "watching them" in p.stderr,
            f"run did not say it watches the 2 ranks:\n{p.stderr}")
-    expect(report is not None and report["findings"] == [] and len(report["ranks"]) == 2,
+    expect(report is not None and report["findings"] == [] and len(per_rank(report)) == 2,
            f"clean report of 2 ranks: {report and report['findings']}")
-    expect(all(r["state"] == "exited" for r in report["ranks"]),
-           f"run wrote its report before the ranks ended: {[r['state'] for r in report['ranks']]}")
+    expect(all(r["state"] == "exited" for r in per_rank(report)),
+           f"run wrote its report before the ranks ended: {[r['state'] for r in per_rank(report)]}")
     expect_nothing_left(d, p)
 
     script = "( sleep 1; RANK=0 WORLD_SIZE=1 sh -c '%s' ) &" % rank_cmd("segfault")
@@ -264,7 +265,7 @@ def case_stopped_folder(tmp):
     text, report = analyze_folder(d)
     expect("stopped by lockstep run after a stall of" in text and "crashed" not in text and
            "stopped with the job" not in text, f"analyze after run's stop:\n{text}")
-    states = sorted((r["rank"], r["state"]) for r in report["ranks"])
+    states = sorted((r["rank"], r["state"]) for r in per_rank(report))
     expect(states == [(0, "in_call"), (1, "in_call")], f"rank states after the stop: {states}")
     by = report["jobs"][0].get("stopped_by")
     expect(by and by["by"] == "run" and by["signal"] == "SIGTERM" and by["ranks"] == "0-1" and
@@ -286,7 +287,7 @@ def case_stopped_folder(tmp):
                               env=env)
     expect(p.returncode == 3, f"run: exit {p.returncode}\n{p.stderr}")
     text, report = analyze_folder(d)
-    states = dict((r["rank"], r["state"]) for r in report["ranks"])
+    states = dict((r["rank"], r["state"]) for r in per_rank(report))
     expect(states[1] != "in_call" and all(states[r] == "in_call" for r in (0, 2, 3)),
            f"states: {states}\n{text}")
     by = report["jobs"][0].get("stopped_by")
@@ -633,8 +634,8 @@ def case_dir_reuse(tmp):
         expect(p.returncode == 0, f"run {n}: exit {p.returncode}: an earlier run's traces in its "
                                   f"report?\n{p.stdout}\n{p.stderr}")
         r = json.load(open(js))
-        expect(r["findings"] == [] and len(r["ranks"]) == 2,
-               f"run {n}: findings {[f['kind'] for f in r['findings']]}, {len(r['ranks'])} ranks")
+        expect(r["findings"] == [] and len(per_rank(r)) == 2,
+               f"run {n}: findings {[f['kind'] for f in r['findings']]}, {len(per_rank(r))} ranks")
         expect(f"held 2 traces of an earlier run: moved to {old}" in p.stderr,
                f"run {n} did not say where the earlier traces went:\n{p.stderr}")
         expect(n == 2 or "the traces of the run before it were removed" in p.stderr,
@@ -645,7 +646,7 @@ def case_dir_reuse(tmp):
         a = subprocess.run([LOCKSTEP, "analyze", "--json", old], capture_output=True, text=True,
                            timeout=60)
         want = 1 if n == 2 else 0  # the crash of run 1, then the clean run 2
-        expect(a.returncode == want and len(json.loads(a.stdout)["ranks"]) == 2,
+        expect(a.returncode == want and len(per_rank(json.loads(a.stdout))) == 2,
                f"run {n}: analyze {old} exit {a.returncode}, want {want}")
 
 

@@ -22,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Skip, expect, run  # noqa: E402
+from report_ranks import per_rank  # noqa: E402
 from test_live import LAUNCH, LOCKSTEP, SHIM, base_env  # noqa: E402
 
 SLEEPERS = os.environ["SLEEPERS"]
@@ -168,7 +169,7 @@ def case_diagnosis(tmp):
         expect(expected_place(how) in f["summary"],
                f"{how}: the summary does not say where rank 2 waits ({expected_place(how)}):\n"
                f"{f['summary']}")
-        rank2 = [r for r in report["ranks"] if r["rank"] == 2][0]
+        rank2 = [r for r in per_rank(report) if r["rank"] == 2][0]
         live = rank2.get("live") or {}
         expect(live.get("stacks") == "ptrace", f"{how}: stacks read as {live.get('stacks')}")
         work = [t for t in live.get("threads", []) if t["doing_the_work"]]
@@ -201,7 +202,7 @@ def case_refused(tmp):
     p, report = lockstep_run(tmp, "epoll", extra={"SLEEPER_NODUMP": "1"}, wrap=wrap)
     f = report["findings"][0]
     expect(f["kind"] == "missing_ranks", f"refused: first finding {f['kind']}")
-    rank2 = [r for r in report["ranks"] if r["rank"] == 2][0]
+    rank2 = [r for r in per_rank(report) if r["rank"] == 2][0]
     stacks_how = (rank2.get("live") or {}).get("stacks") or ""
     expect(stacks_how.startswith("refused: ptrace refused"),
            f"refused: stacks say {stacks_how!r}")
@@ -237,7 +238,7 @@ def case_signal_stacks(tmp):
     expect(p.returncode == 3, f"signal: lockstep run exited {p.returncode}\n{p.stderr[-2000:]}")
     report = json.load(open(js))
     f = report["findings"][0]
-    rank2 = [r for r in report["ranks"] if r["rank"] == 2][0]
+    rank2 = [r for r in per_rank(report) if r["rank"] == 2][0]
     live = rank2.get("live") or {}
     expect(live.get("stacks") == "signal", f"signal: stacks read as {live.get('stacks')!r}")
     expect(f["kind"] == "missing_ranks" and "(wait_in_cond)" in f["summary"],

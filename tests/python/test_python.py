@@ -17,6 +17,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Failure, Skip, expect, run  # noqa: E402
+from report_ranks import per_rank  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
 TEST_SHIM = os.environ["LOCKSTEP_TEST_SHIM"]  # the shim built with the LOCKSTEP_TEST_* knobs
@@ -239,7 +240,7 @@ def case_two_lines(tmp):
             expect(frames(c) == py, f"{label}: {op} class python {frames(c)}, want {py}")
         expect(callsite(m["allreduce"]) in f["summary"] and callsite(m["bcast"]) in f["summary"],
                f"{label}: summary does not name both lines: {f['summary']}")
-        for r in rep["ranks"]:
+        for r in per_rank(rep):
             op = "Broadcast" if r["rank"] == 1 else "AllReduce"
             calls = [("last_call", r["last_call"])]
             if label == "live":
@@ -361,7 +362,7 @@ def exit_case(tmp, mode, want_status):
     expect(py and py[:2] == [(path, m["daemon_call"], "hold"), (path, m["blocker"], "blocker")]
            and py[2][2] == "Thread.run", f"{mode}: python of the blocked call {py}")
     rep = analyze(d)
-    r0 = [r for r in rep["ranks"] if r["rank"] == 0][0]
+    r0 = [r for r in per_rank(rep) if r["rank"] == 0][0]
     expect(r0["state"] == "exited" and r0["exit_status"] == want_status,
            f"{mode}: report says rank 0 {r0['state']} {r0['exit_status']}")
     lc = r0["last_call"]
@@ -438,7 +439,7 @@ def case_layout_check(tmp):
                f"{[frames(r) for r in t['records'] if frames(r)][:1]}")
         expect(all("pr_all_reduce" in r["site"] for r in ar), f"native site {ar[0]['site']}")
         rep = analyze(d, want_rc=0)
-        lc = rep["ranks"][0]["last_call"]
+        lc = per_rank(rep)[0]["last_call"]
         expect(lc["python"] is None and ".py:" not in lc["callsite"],
                f"skew {skew}: report last_call {lc}")
 
@@ -520,7 +521,7 @@ def case_stacks_storm(tmp):
             r = subprocess.run([LOCKSTEP, "stacks", "--json", d], env=analyzer_env(),
                                capture_output=True, text=True, timeout=30)
             expect(r.returncode == 0, f"lockstep stacks exited {r.returncode}: {r.stderr}")
-            for rank in json.loads(r.stdout)["ranks"]:
+            for rank in per_rank(json.loads(r.stdout)):
                 for t in rank["threads"]:
                     if t["python"]:
                         texts.add(t["python"])
@@ -605,7 +606,7 @@ def case_knobs(tmp):
     expect(all(frames(r) is None for r in t["records"]), "depth 0: python frames recorded")
     expect(all("pr_all_reduce" in r["site"] for r in ar), f"depth 0: native site {ar[0]['site']}")
     rep = analyze(os.path.join(tmp, "depth0"), want_rc=0)
-    lc = rep["ranks"][0]["last_call"]
+    lc = per_rank(rep)[0]["last_call"]
     expect(lc["python"] is None and "deep.py" not in lc["callsite"]
            and "pr_destroy" in lc["callsite"], f"depth 0: report last_call {lc}")
 
@@ -670,7 +671,7 @@ def case_live_prepare_data(tmp):
                        text=True, timeout=120)
     expect(p.returncode == 3, f"lockstep run exited {p.returncode}: {p.stdout} {p.stderr}")
     rep = json.load(open(out))
-    r0 = [r for r in rep["ranks"] if r["rank"] == 0][0]
+    r0 = [r for r in per_rank(rep) if r["rank"] == 0][0]
     live = r0.get("live") or {}
     # Busy or not depends on getting a CPU during the 300 ms sample on a loaded machine: the
     # frames are what this test is about.
@@ -686,7 +687,7 @@ def case_live_prepare_data(tmp):
     expect(got[1] == [f"{base}:{m['call_prepare']}", "main)"] and
            got[2] == [f"{base}:{m['module']}", "<module>)"], f"outer frames {py!r}")
     expect(live.get("where") == py, f"where {live.get('where')!r} is not the Python stack")
-    r1 = [r for r in rep["ranks"] if r["rank"] == 1][0]
+    r1 = [r for r in per_rank(rep) if r["rank"] == 1][0]
     expect((r1.get("live") or {}).get("python", "").startswith(f"{base}:{m['second']} (main)"),
            f"rank 1's live Python frames {r1.get('live')}")
     f0 = rep["findings"][0]

@@ -14,6 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Failure, expect, run  # noqa: E402
+from report_ranks import per_rank  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
 LAUNCH = os.environ["LAUNCH_RANKS"]
@@ -299,8 +300,8 @@ def case_launcher_not_blind(tmp):
            f"findings {kinds}")
     expect(len(r["jobs"]) == 1 and r["jobs"][0]["traces"] == 4,
            f"jobs {[(j['job'], j['traces']) for j in r['jobs']]}")
-    expect(sorted(x["rank"] for x in r["ranks"]) == [0, 1, 2, 3],
-           f"ranks {[x['rank'] for x in r['ranks']]}")
+    expect(sorted(x["rank"] for x in per_rank(r)) == [0, 1, 2, 3],
+           f"ranks {[x['rank'] for x in per_rank(r)]}")
     text = analyze(d, text=True)
     expect("CUDA driver" not in text, f"text report: {text}")
 

@@ -24,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Failure, Skip, expect, run  # noqa: E402
+from report_ranks import per_rank  # noqa: E402
 import summary_equiv  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
@@ -199,7 +200,7 @@ def follows(r, kind, cause_index=0, **fields):
 
 
 def rank(r, k):
-    got = [x for x in r["ranks"] if x["rank"] == k]
+    got = [x for x in per_rank(r) if x["rank"] == k]
     expect(len(got) == 1, f"{len(got)} entries for rank {k} in ranks")
     return got[0]
 
@@ -362,8 +363,8 @@ def check_attempts(r, attempts, nranks=4, first_death="SIGSEGV"):
     expect(len(r["jobs"]) == 1, f"jobs {r['jobs']}")
     j = r["jobs"][0]
     expect(j["attempt"] == attempts and j["attempts"] == attempts, f"job {j}")
-    expect(all(x["attempt"] == attempts for x in r["ranks"]) and len(r["ranks"]) == nranks,
-           f"ranks of earlier attempts in ranks: {[(x['rank'], x['attempt']) for x in r['ranks']]}")
+    expect(all(x["attempt"] == attempts for x in per_rank(r)) and len(per_rank(r)) == nranks,
+           f"ranks of earlier attempts in ranks: {[(x['rank'], x['attempt']) for x in per_rank(r)]}")
     expect(j["traces"] == nranks and j["world_size"] == nranks, f"job {j}")
     e = j["earlier_attempts"]
     expect(len(e) == attempts - 1, f"earlier attempts {e}")
@@ -907,8 +908,8 @@ def case_snapshot(tmp):
     r, text = analyze(gather)
     f = one_root(r, "missing_ranks")
     expect(f["missing"] == [3] and f["waiting"] == [0, 1, 2], f"{f}")
-    expect(all(x["state"] in ("in_call", "idle") for x in r["ranks"]),
-           f"states of the snapshot: {[(x['rank'], x['state']) for x in r['ranks']]}")
+    expect(all(x["state"] in ("in_call", "idle") for x in per_rank(r)),
+           f"states of the snapshot: {[(x['rank'], x['state']) for x in per_rank(r)]}")
     expect("without an exit record" not in text, f"a rank both gone and alive:\n{text}")
     one_line(text, r"rank 3 never called it \u2014 it is alive and busy, not in NCCL, now at "
                    r"[^;]*load_batch", "where rank 3 was when the snapshot was taken")
@@ -1067,7 +1068,7 @@ def case_wrong_world_loads(tmp):
     r, text = analyze(d)
     expect(r["unreadable"] == [] and "could not read" not in text,
            f"unreadable traces: {r['unreadable']}")
-    expect(len(r["ranks"]) == 8, f"ranks {[x['rank'] for x in r['ranks']]}")
+    expect(len(per_rank(r)) == 8, f"ranks {[x['rank'] for x in per_rank(r)]}")
     errs = [f for f in r["findings"] if f["kind"] == "nccl_error"]
     expect(len(errs) == 1 and errs[0]["ranks"] == [4, 5, 6, 7]
            and errs[0]["result_name"] == "InvalidArgument"

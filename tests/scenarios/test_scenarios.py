@@ -17,6 +17,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Failure, expect, run  # noqa: E402
+from report_ranks import per_rank  # noqa: E402
 import summary_equiv  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
@@ -111,7 +112,7 @@ def analyze(d, want_rc=1):
     # The same traces summarized per host, as nodes would, must be diagnosed alike.
     problem = summary_equiv.check(LOCKSTEP, [d], p.returncode, p.stdout, env=analyzer_env())
     expect(problem is None, f"{problem}")
-    expect(r.get("lockstep_report") == 1, "report version")
+    expect(r.get("lockstep_report") == 2, "report version")
     expect(r["unreadable"] == [], f"unreadable traces: {r['unreadable']}")
     return r
 
@@ -179,7 +180,7 @@ def site_has(c, func):
 
 
 def states(r):
-    return {x["rank"]: x["state"] for x in r["ranks"]}
+    return {x["rank"]: x["state"] for x in per_rank(r)}
 
 
 def expect_stopped_together(r, ranks):
@@ -297,7 +298,7 @@ def case_prepare_data_live(tmp):
         check_prepare_data(r, ts, d)
         st = states(r)
         expect(st == {0: "in_call", 1: "in_call", 2: "in_call", 3: "idle"}, f"states {st}")
-        waiting = {x["rank"]: x for x in r["ranks"] if x["rank"] < 3}
+        waiting = {x["rank"]: x for x in per_rank(r) if x["rank"] < 3}
         expect(all(x["current"] and x["current"]["seq"] == 3 for x in waiting.values()),
                "ranks 0-2 are not inside the barrier")
         text = analyze_text(d)
@@ -313,7 +314,7 @@ def case_prepare_data_live(tmp):
     expect(kinds(r) == ["missing_ranks"], f"after SIGTERM: findings {kinds(r)}")
     st = states(r)
     expect(all(st[k] == "crashed" for k in range(4)), f"states after SIGTERM {st}")
-    expect(all(x["signal"] == 15 for x in r["ranks"]), "SIGTERM recorded")
+    expect(all(x["signal"] == 15 for x in per_rank(r)), "SIGTERM recorded")
     expect_busy_for(analyze_text(d), "the whole job was stopped (SIGTERM)", 1e-3, 20,
                     where="prepare_data")
 
@@ -503,7 +504,7 @@ def case_segfault(tmp):
     f = check_death(r, ts, "rank_crashed", 1)
     expect(f["signal"] == 11 and f["vanished"] is False, f"signal {f['signal']}")
     expect(ts[1]["end_signal"] == 11, "the shim recorded no SIGSEGV")
-    x = [x for x in r["ranks"] if x["rank"] == 1][0]
+    x = [x for x in per_rank(r) if x["rank"] == 1][0]
     expect(x["state"] == "crashed" and x["signal"] == 11, f"rank 1: {x}")
     expect("SIGSEGV" in f["summary"], f["summary"])
 
@@ -524,7 +525,7 @@ def case_early_exit(tmp):
     r, ts = analyze(d), traces(d)
     f = check_death(r, ts, "rank_exited", 3)
     expect(f["status"] == 0, f"status {f['status']}")
-    x = [x for x in r["ranks"] if x["rank"] == 3][0]
+    x = [x for x in per_rank(r) if x["rank"] == 3][0]
     expect(x["state"] == "exited" and x["exit_status"] == 0, f"rank 3: {x}")
 
 
@@ -562,7 +563,7 @@ def case_wrapped_ring(tmp):
     check_mismatch(r, ts, "op_mismatch", steps, world_comm(ts),
                    [([0, 1, 2], {"op": "AllReduce", "count": 1024}, "train_step"),
                     ([3], {"op": "AllGather", "count": 4}, "validate")])
-    for x in r["ranks"]:
+    for x in per_rank(r):
         # Every ticket of the ring is a record but those the rank reserved ahead (its block).
         expect(x["wrapped"] is True and x["records"] == 64 - ts[x["rank"]]["nreserved"],
                f"rank {x['rank']}: {x}")
@@ -584,7 +585,7 @@ def case_straggler(tmp):
     expect(1.0 <= f["late_by_s"] < 2.5, f"late_by_s {f['late_by_s']}")
     expect(f["comm"] == world_comm(ts) and 1 <= f["seq"] <= 3, f"comm/seq {f['comm']} {f['seq']}")
     expect("at 3 collectives" in f["summary"], f["summary"])
-    expect(all(x["state"] == "exited" and x["exit_status"] == 0 for x in r["ranks"]),
+    expect(all(x["state"] == "exited" and x["exit_status"] == 0 for x in per_rank(r)),
            "every rank exited 0")
 
 
@@ -593,8 +594,8 @@ def case_clean(tmp):
     d = scenario(tmp, "clean", timeout=30, want_rc=0)
     r, ts = analyze(d, want_rc=0), traces(d)
     expect(r["findings"] == [], f"findings {kinds(r)}")
-    expect(sorted(x["rank"] for x in r["ranks"]) == [0, 1, 2, 3], "four ranks")
-    expect(all(x["state"] == "exited" for x in r["ranks"]), f"states {states(r)}")
+    expect(sorted(x["rank"] for x in per_rank(r)) == [0, 1, 2, 3], "four ranks")
+    expect(all(x["state"] == "exited" for x in per_rank(r)), f"states {states(r)}")
     c = r["communicators"][0]
     expect(len(r["communicators"]) == 1 and c["comm"] == world_comm(ts)
            and c["collectives_issued"] == 7 and c["members"] == [0, 1, 2, 3],
