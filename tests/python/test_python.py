@@ -521,7 +521,7 @@ def case_stacks_storm(tmp):
             r = subprocess.run([LOCKSTEP, "stacks", "--json", d], env=analyzer_env(),
                                capture_output=True, text=True, timeout=30)
             expect(r.returncode == 0, f"lockstep stacks exited {r.returncode}: {r.stderr}")
-            for rank in per_rank(json.loads(r.stdout)):
+            for rank in json.loads(r.stdout)["ranks"]:
                 for t in rank["threads"]:
                     if t["python"]:
                         texts.add(t["python"])

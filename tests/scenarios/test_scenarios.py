@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Failure, expect, run  # noqa: E402
-from report_ranks import per_rank  # noqa: E402
+from report_ranks import check_classes, per_rank  # noqa: E402
 import summary_equiv  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
@@ -99,9 +99,11 @@ def analyzer_env():
     return env
 
 
-def analyze(d, want_rc=1):
-    """`lockstep analyze --json`: the report as a dict, after checking the exit status."""
-    p = subprocess.run([LOCKSTEP, "analyze", "--json", d], capture_output=True, text=True,
+def analyze(d, want_rc=1, all_ranks=False):
+    """`lockstep analyze --json` (with --ranks all: every rank's own object): the report as a
+    dict, after checking the exit status and what must hold of its ranks' classes."""
+    opts = ["--ranks", "all"] if all_ranks else []
+    p = subprocess.run([LOCKSTEP, "analyze", "--json", *opts, d], capture_output=True, text=True,
                        timeout=60, env=analyzer_env())
     expect(p.returncode == want_rc,
            f"analyze --json exited {p.returncode}, want {want_rc}: {p.stderr}{p.stdout}")
@@ -110,9 +112,12 @@ def analyze(d, want_rc=1):
     except ValueError as e:
         raise Failure(f"analyze --json printed no JSON ({e}): {p.stdout[:400]!r}")
     # The same traces summarized per host, as nodes would, must be diagnosed alike.
-    problem = summary_equiv.check(LOCKSTEP, [d], p.returncode, p.stdout, env=analyzer_env())
+    problem = summary_equiv.check(LOCKSTEP, [*opts, d], p.returncode, p.stdout,
+                                  env=analyzer_env())
     expect(problem is None, f"{problem}")
     expect(r.get("lockstep_report") == 2, "report version")
+    problems = check_classes(r)
+    expect(not problems, f"the report's rank classes: {problems}")
     expect(r["unreadable"] == [], f"unreadable traces: {r['unreadable']}")
     return r
 
@@ -556,7 +561,7 @@ def case_wrapped_ring(tmp):
     steps = 300
     d = scenario(tmp, "uneven_shards",
                  env={"LOCKSTEP_RING": "64", "SCENARIO_STEPS": str(steps)})
-    r, ts = analyze(d), traces(d)
+    r, ts = analyze(d, all_ranks=True), traces(d)
     for k, t in ts.items():
         expect(t["ring_cap"] == 64 and t["wrapped"] and t["next_ticket"] > 4 * 64,
                f"rank {k}: ring {t['ring_cap']}, {t['next_ticket']} tickets")
