@@ -1,6 +1,6 @@
 /* cmd_analyze.c -- `lockstep analyze [--format NAME[=FILE]]... [--json] [--html OUT.html]
- * [--job ID] [--ranks WHICH] PATH...`: loads every trace, builds the job model, diagnoses each job and reports
- * in each format asked for (text on stdout when none asks for stdout). Exit 0 clean, 1
+ * [--job ID] [--ranks WHICH] PATH...`: loads every trace, builds the job model, diagnoses each job
+ * and reports in each format asked for (text on stdout when none asks for stdout). Exit 0 clean, 1
  * findings, 2 bad input. */
 #include <getopt.h>
 #include <stdio.h>
@@ -36,11 +36,13 @@ int cmd_analyze(int argc, char **argv)
     struct output_opts opts = {analysis_want_color(), 0};
     struct analysis a;
     memset(&a, 0, sizeof(a));
-    static const struct option options[] = {
-        {"format", required_argument, NULL, 'f'}, {"json", no_argument, NULL, 'j'},
-        {"html", required_argument, NULL, 'H'},   {"job", required_argument, NULL, 'J'},
-        {"ranks", required_argument, NULL, 'R'},  {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option options[] = {{"format", required_argument, NULL, 'f'},
+                                            {"json", no_argument, NULL, 'j'},
+                                            {"html", required_argument, NULL, 'H'},
+                                            {"job", required_argument, NULL, 'J'},
+                                            {"ranks", required_argument, NULL, 'R'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
         int r = 0;

@@ -148,7 +148,8 @@ int output_plan_check_files(const struct output_plan *p)
 int output_plan_write(struct output_plan *p, const struct report_input *in,
                       const struct output_opts *opts)
 {
-    struct output_opts plain = {0};
+    struct output_opts plain = *opts;
+    plain.color = 0; /* colour only on stdout */
     int rc = 0;
     for (size_t i = 0; i < p->n; i++) {
         struct output_request *r = &p->v[i];

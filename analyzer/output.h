@@ -85,7 +85,8 @@ const struct output_request *output_plan_stdout(const struct output_plan *p);
  * naming the file and the option that asked for it. */
 int output_plan_check_files(const struct output_plan *p);
 
-/* Writes every request of the plan from `in` (stdout with opts->color, files without) and
+/* Writes every request of the plan from `in` (stdout with opts->color, files without; the
+ * other options for all) and
  * sets their `written`. Returns 0, or -1 when one could not be written (after its message; the
  * others are written all the same). */
 int output_plan_write(struct output_plan *p, const struct report_input *in,

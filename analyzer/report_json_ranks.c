@@ -114,8 +114,8 @@ static void write_call(struct json_writer *w, const char *key, const struct repo
 
 /* The rank's keys in the order of docs/report-format.md; a class's leave out what only one
  * process has. */
-static void write_rank(struct json_writer *w, const struct report_input *in,
-                       const struct m_proc *p, enum rank_part part, const struct spread *s)
+static void write_rank(struct json_writer *w, const struct report_input *in, const struct m_proc *p,
+                       enum rank_part part, const struct spread *s)
 {
     const struct ls_header *h = &p->t->hdr;
     const struct m_job *j = &in->m->jobs[p->job];
@@ -289,8 +289,8 @@ static void rank_key(struct json_writer *w, const struct report_input *in, const
 }
 
 /* The processes procs[0..n) in classes of equal key, first seen first. */
-static int classes_build(const struct report_input *in, const struct m_proc *const *procs,
-                         size_t n, key_fn *key_of, struct rank_classes *cs)
+static int classes_build(const struct report_input *in, const struct m_proc *const *procs, size_t n,
+                         key_fn *key_of, struct rank_classes *cs)
 {
     memset(cs, 0, sizeof(*cs));
     for (size_t i = 0; i < n; i++) {
@@ -405,8 +405,7 @@ static int named_add(const struct finding *f, uint64_t **v, size_t *n, size_t *c
     if (f->waiting.n)
         memcpy(x, f->waiting.v, f->waiting.n * sizeof(*x));
     if (crowd != SIZE_MAX && f->classes[crowd].ranks.n)
-        memcpy(x + f->waiting.n, f->classes[crowd].ranks.v,
-               f->classes[crowd].ranks.n * sizeof(*x));
+        memcpy(x + f->waiting.n, f->classes[crowd].ranks.v, f->classes[crowd].ranks.n * sizeof(*x));
     qsort(x, nx, sizeof(*x), cmp_int);
     for (size_t i = 0; i < f->ranks.n; i++) {
         int r = f->ranks.v[i];
@@ -506,8 +505,8 @@ int report_json_earlier_ranks(struct json_writer *w, const struct report_input *
                               const struct m_job *ej, int all)
 {
     struct rank_classes cs;
-    int rc = classes_build(in, (const struct m_proc *const *)ej->procs, ej->nprocs, earlier_key,
-                           &cs);
+    int rc =
+        classes_build(in, (const struct m_proc *const *)ej->procs, ej->nprocs, earlier_key, &cs);
     json_begin_array(w, "ranks");
     for (size_t i = 0; rc == 0 && i < cs.n; i++) {
         rc = class_open(w, &cs.v[i]);

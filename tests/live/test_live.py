@@ -115,7 +115,7 @@ def first(report, label=""):
     expect(report["findings"], f"{label}: no findings; ranks: " +
            "; ".join(f"{r['rank']} {r['state']} {r.get('waiting_on', '')} "
                      f"{(r.get('current') or r.get('last_call') or {}).get('op')}"
-                     for r in report.get("ranks", [])))
+                     for r in (per_rank(report) if report.get("ranks") else [])))
     return report["findings"][0]
 
 
