@@ -628,6 +628,17 @@ def python_section(lines):
         out()
 
 
+# The paragraph at the top of the report: what checks that every mode reports its figures.
+TEST_MODES = (
+    "`bench/test_modes.py` (`meson test --suite bench`) runs every mode of `scripts/bench` (the "
+    "full run, `--shim-only`, `--analyzer-only`, `--live-only`, `--python-only`, "
+    "`--heartbeat-only`) with `--quick` and reads each section back: it fails when a mode "
+    "reports no figure where one belongs (0, `n/a`, `-`, nan or an empty table; an analyzer row "
+    "that did not find its finding, a live row without a detection time; no instruction counts "
+    "where valgrind is installed) or does not replace its own section. It checks that every mode "
+    "reports its figures, not what they are.")
+
+
 def machine():
     cpu = "unknown"
     with open("/proc/cpuinfo") as f:
@@ -993,6 +1004,8 @@ def main():
     out()
     out("Figures written by `scripts/bench`" + (" --quick (small runs: not the figures)"
                                                   if A.quick else "") + ". Machine: " + started + ".")
+    out()
+    out(TEST_MODES)
     out()
     shim_section(ns, ir)
     out("## Memory")
