@@ -76,6 +76,11 @@ CASES = [
 
 
 FLOOR = "the floor: 2 rdtsc, 1 lock xadd, 1 record into a MAP_SHARED ring (no shim)"
+# What the shim and Python sections say in place of their instruction counts when they have none
+# (bench/test_modes.py accepts these lines, word for word, for a missing table).
+NO_VALGRIND = "Instructions per call: not counted (valgrind is not installed)."
+NO_CALLGRIND_QUICK = ("Instructions per call: not counted with `--quick` (a Python process under "
+                      "callgrind is slow).")
 
 
 def shim_ns():
@@ -283,7 +288,7 @@ def analyzer_grid():
             rss = max(r[1] for r in runs)
             ok = all(r[2] for r in runs)
             rows.append((kind, ranks, records, wall, rss, ok, runs[0][3], load))
-            say(f"analyze {kind} {ranks} x {records}: {wall:.2f} s, {rss:.0f} MiB, window "
+            say(f"analyze {kind} {ranks} x {records}: {two(wall)} s, {rss:.0f} MiB, window "
                 f"{runs[0][3]}, {'found' if ok else 'DID NOT find'} the {expect}")
         finally:
             shutil.rmtree(d, ignore_errors=True)
@@ -595,12 +600,13 @@ def python_cost():
                           "bench_python.py")
     cmd = [sys.executable, script, str(n),
            "--build", A.build, "--reps", "3" if A.quick else "5"]
-    if shutil.which("valgrind") and not A.quick:
+    why = NO_VALGRIND if not shutil.which("valgrind") else NO_CALLGRIND_QUICK if A.quick else None
+    if why is None:
         cmd.append("--callgrind")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if p.returncode != 0:
         raise SystemExit(f"bench_python failed: {p.stderr[-2000:]}")
-    return p.stdout.rstrip().splitlines()
+    return p.stdout.rstrip().splitlines() + (["", why] if why else [])
 
 
 def python_section(lines):
@@ -622,6 +628,17 @@ def python_section(lines):
         out()
 
 
+# The paragraph at the top of the report: what checks that every mode reports its figures.
+TEST_MODES = (
+    "`bench/test_modes.py` (`meson test --suite bench`) runs every mode of `scripts/bench` (the "
+    "full run, `--shim-only`, `--analyzer-only`, `--live-only`, `--python-only`, "
+    "`--heartbeat-only`) with `--quick` and reads each section back: it fails when a mode "
+    "reports no figure where one belongs (0, `n/a`, `-`, nan or an empty table; an analyzer row "
+    "that did not find its finding, a live row without a detection time; no instruction counts "
+    "where valgrind is installed) or does not replace its own section. It checks that every mode "
+    "reports its figures, not what they are.")
+
+
 def machine():
     cpu = "unknown"
     with open("/proc/cpuinfo") as f:
@@ -638,6 +655,12 @@ def machine():
 
 def met(ok):
     return "**met**" if ok else "**not met**"
+
+
+def two(v):
+    """v with two decimals, or two significant digits below 0.1 (a quick run's 0.004 s or
+    0.008 GiB is not 0.00: bench/test_modes.py takes a printed 0 for a figure not measured)."""
+    return f"{v:.2f}" if abs(v) >= 0.1 or v == 0 else f"{v:.2g}"
 
 
 def plot(rows):
@@ -751,6 +774,9 @@ def shim_section(ns, ir):
         for name, b, s, d in ir:
             out(f"| {name} | {b:.0f} | {s:.0f} | **{d:.0f}** |")
         out()
+    else:
+        out(NO_VALGRIND)
+        out()
 
 
 def shim_only():
@@ -837,13 +863,13 @@ def analyzer_targets(ana):
         if r:
             _, _, _, wall, rss, ok, _, _ = r[0]
             good = wall <= limit_s and (limit_mib is None or rss <= limit_mib) and ok
-            rows.append((what, f"{wall:.2f} s, {rss:.0f} MiB", good))
+            rows.append((what, f"{two(wall)} s, {rss:.0f} MiB", good))
         elif kind == "summary":
             big = [a for a in ana if a[0] in ("scale", "summary")]
             if big:
                 _, n, _, wall, rss, _, _, _ = max(big, key=lambda a: a[1])
                 rows.append((what, f"not run; {n:,} ranks: "
-                             f"{wall:.2f} s, {rss:.0f} MiB", None))
+                             f"{two(wall)} s, {rss:.0f} MiB", None))
     return rows
 
 
@@ -856,7 +882,7 @@ def analyzer_table(ana):
                 "summary": "scale: all-reduces, one rank missing (node summaries)"}.get(
                     kind, "mixed calls, rank 1's count differs")
         out(f"| {what} | {ranks:,} | {records:,} | {window:,} | "
-            f"{ranks * records * 128 / 2**30:.2f} GiB | {wall:.2f} | {rss:.0f} | "
+            f"{two(ranks * records * 128 / 2**30)} GiB | {two(wall)} | {rss:.0f} | "
             f"{wall / ranks * 1e6:.0f} | {rss * 1024 / ranks:.1f} | {'yes' if ok else 'NO'} | "
             f"{load:.1f} |")
     out()
@@ -978,6 +1004,8 @@ def main():
     out()
     out("Figures written by `scripts/bench`" + (" --quick (small runs: not the figures)"
                                                   if A.quick else "") + ". Machine: " + started + ".")
+    out()
+    out(TEST_MODES)
     out()
     shim_section(ns, ir)
     out("## Memory")
