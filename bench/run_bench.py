@@ -9,6 +9,7 @@ import concurrent.futures
 import datetime
 import glob
 import json
+import math
 import os
 import platform
 import re
@@ -231,8 +232,8 @@ def gen_traces(d, ranks, records, scale=False, summary=False):
 def analyze_measured(d, expect):
     """Runs the analyzer under bench/peak_rss, which measures the analyzer's own peak RSS: from
     this Python driver, wait4 would report at least the driver's (Linux carries a parent's peak
-    over fork and exec). Returns wall seconds, MiB, whether the report holds `expect` and the
-    records each trace contributed (the window)."""
+    over fork and exec). Returns wall seconds, MiB, whether the report holds `expect`, the
+    records each trace contributed (the window) and the JSON report's size in bytes."""
     rss_file = os.path.join(d, ".peak_rss")
     t0 = time.monotonic()
     p = subprocess.run([path("bench", "peak_rss"), rss_file, path("analyzer", "lockstep"),
@@ -243,14 +244,14 @@ def analyze_measured(d, expect):
     with open(rss_file) as f:
         kib = int(f.read())
     os.unlink(rss_file)
-    return wall, kib / 1024.0, ok, int(m.group(1)) if m else 0
+    return wall, kib / 1024.0, ok, int(m.group(1)) if m else 0, len(p.stdout)
 
 
 # The scale scenario (ranks x 2,000 all-reduces, one rank missing): the ranks it is run at
 # from trace files, and from per-node summaries (up to 131,072 ranks: as trace files they
 # would be 34 GB).
 SCALE_RANKS = [1024, 4096, 16384, 32768]
-SCALE_RANKS_SUMMARY = [16384, 32768, 65536, 131072]
+SCALE_RANKS_SUMMARY = [16384, 32768, 65536, 131072, 262144]
 SCALE_RECORDS = 2000
 
 
@@ -287,7 +288,7 @@ def analyzer_grid():
             wall = statistics.median(r[0] for r in runs)
             rss = max(r[1] for r in runs)
             ok = all(r[2] for r in runs)
-            rows.append((kind, ranks, records, wall, rss, ok, runs[0][3], load))
+            rows.append((kind, ranks, records, wall, rss, ok, runs[0][3], load, runs[0][4]))
             say(f"analyze {kind} {ranks} x {records}: {two(wall)} s, {rss:.0f} MiB, window "
                 f"{runs[0][3]}, {'found' if ok else 'DID NOT find'} the {expect}")
         finally:
@@ -673,7 +674,8 @@ def plot(rows):
     for kind in ("scale", "records", "summary"):
         dats[kind] = os.path.join(A.work, f"lockstep-analyzer-bench-{kind}.dat")
         with open(dats[kind], "w") as f:
-            for k, ranks, records, wall, rss, _, window, _ in sorted(rows, key=lambda r: r[1:3]):
+            for k, ranks, records, wall, rss, _, window, _, _ in sorted(rows,
+                                                                         key=lambda r: r[1:3]):
                 if k == kind:
                     f.write(f"{ranks} {wall:.3f} {rss:.1f} {wall / ranks * 1e6:.1f} "
                             f"{rss * 1024 / ranks:.1f} \"{window}/trace\"\n")
@@ -686,7 +688,7 @@ def plot(rows):
     script = f"""
 set terminal pngcairo size 1100,520 font ",10" noenhanced
 set output "{png}"
-set multiplot layout 1,2 title "lockstep analyze --json (scale: ranks x 2,000 all-reduces, one rank missing; labels: records read per trace)"
+set multiplot layout 1,2 title "lockstep analyze --json (scale: ranks x 2,000 all-reduces, one rank missing; labels: records read per trace)\\n{growth_words(rows)}"
 set logscale x 2
 set xrange [{lo}:{top}]
 set xlabel "ranks (log scale)"
@@ -852,7 +854,8 @@ def analyzer_targets(ana):
     rows = []
     for kind, ranks, records, limit_s, limit_mib in (("records", 1024, 65536, 3, 1024),
                                                      ("records", 4096, 4096, 2, None),
-                                                     ("summary", 131072, SCALE_RECORDS, 10, 4096)):
+                                                     ("summary", 131072, SCALE_RECORDS, 10, 4096),
+                                                     ("summary", 262144, SCALE_RECORDS, 10, 4096)):
         r = [a for a in ana if a[0] == kind and a[1] == ranks and a[2] == records]
         if kind == "summary":
             what = (f"analyze {ranks:,} ranks x {records:,} all-reduces (node summaries): "
@@ -861,30 +864,62 @@ def analyzer_targets(ana):
             what = (f"analyze {ranks} ranks x {records} records: <= {limit_s} s" +
                     (", <= 1 GiB" if limit_mib else ""))
         if r:
-            _, _, _, wall, rss, ok, _, _ = r[0]
+            _, _, _, wall, rss, ok, _, load, json_bytes = r[0]
             good = wall <= limit_s and (limit_mib is None or rss <= limit_mib) and ok
-            rows.append((what, f"{two(wall)} s, {rss:.0f} MiB", good))
+            rows.append((what, f"{two(wall)} s, {rss:.0f} MiB (load {load:.1f})", good))
+            if kind == "summary" and ranks == 131072:
+                rows.append((f"JSON report of {ranks:,} ranks, one culprit: <= 10 MB",
+                             f"{two(json_bytes / 1e6)} MB", json_bytes <= 10e6))
         elif kind == "summary":
             big = [a for a in ana if a[0] in ("scale", "summary")]
             if big:
-                _, n, _, wall, rss, _, _, _ = max(big, key=lambda a: a[1])
+                _, n, _, wall, rss, _, _, _, _ = max(big, key=lambda a: a[1])
                 rows.append((what, f"not run; {n:,} ranks: "
                              f"{two(wall)} s, {rss:.0f} MiB", None))
     return rows
 
 
+def growth(ana, kind):
+    """How time and memory grow with the ranks in the rows of `kind`: the exponents of the
+    least-squares line through (log ranks, log value), and the ranks they span; None with
+    fewer than two rows."""
+    pts = sorted((a[1], a[3], a[4]) for a in ana if a[0] == kind and a[3] > 0 and a[4] > 0)
+    if len(set(p[0] for p in pts)) < 2:
+        return None
+
+    def slope(i):
+        xs = [math.log(p[0]) for p in pts]
+        ys = [math.log(p[i]) for p in pts]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        return (sum((x - mx) * (y - my) for x, y in zip(xs, ys)) /
+                sum((x - mx) ** 2 for x in xs))
+    return slope(1), slope(2), pts[0][0], pts[-1][0]
+
+
+def growth_words(ana):
+    """"time grows as ranks^0.95, memory as ranks^0.88 (node summaries, 16,384 to 262,144
+    ranks)" for each scale kind that has rows."""
+    words = []
+    for kind, name in (("summary", "node summaries"), ("scale", "trace files")):
+        g = growth(ana, kind)
+        if g:
+            words.append(f"time grows as ranks^{g[0]:.2f}, memory as ranks^{g[1]:.2f} "
+                         f"({name}, {g[2]:,} to {g[3]:,} ranks)")
+    return "; ".join(words)
+
+
 def analyzer_table(ana):
     out("| scenario | ranks | records per rank | records read per trace | trace data | wall s | "
-        "peak RSS MiB | µs per rank | KiB per rank | found it | load |")
-    out("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
-    for kind, ranks, records, wall, rss, ok, window, load in ana:
+        "peak RSS MiB | µs per rank | KiB per rank | JSON report MB | found it | load |")
+    out("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    for kind, ranks, records, wall, rss, ok, window, load, json_bytes in ana:
         what = {"scale": "scale: all-reduces, one rank missing (trace files)",
                 "summary": "scale: all-reduces, one rank missing (node summaries)"}.get(
                     kind, "mixed calls, rank 1's count differs")
         out(f"| {what} | {ranks:,} | {records:,} | {window:,} | "
             f"{two(ranks * records * 128 / 2**30)} GiB | {two(wall)} | {rss:.0f} | "
-            f"{wall / ranks * 1e6:.0f} | {rss * 1024 / ranks:.1f} | {'yes' if ok else 'NO'} | "
-            f"{load:.1f} |")
+            f"{wall / ranks * 1e6:.0f} | {rss * 1024 / ranks:.1f} | {two(json_bytes / 1e6)} | "
+            f"{'yes' if ok else 'NO'} | {load:.1f} |")
     out()
 
 
@@ -910,6 +945,11 @@ def analyzer_section(ana, started):
         f"CPU time it would alone). Machine: {started}.")
     out()
     analyzer_table(ana)
+    g = growth_words(ana)
+    if g:
+        out(f"Growth (least squares over log-log): {g}. An exponent of 1 is linear in the "
+            "ranks; under 1, the fixed costs still weigh.")
+        out()
     png = plot(ana)
     if png:
         out(f"![analyzer time and memory]"

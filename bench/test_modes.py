@@ -285,21 +285,27 @@ def check_analyzer(c, lines, out_dir, build):
         kinds.append("scale: all-reduces, one rank missing (node summaries)")
     rows_named(c, rows, kinds, "analyzer kind")
     cols = ["ranks", "records per rank", "records read per trace", "trace data GiB", "wall s",
-            "peak RSS MiB", "us per rank", "KiB per rank"]
+            "peak RSS MiB", "us per rank", "KiB per rank", "JSON report MB"]
     good = 0
     for r in rows:
         m = c.mark()
         what = f"analyzer '{r[0]}' {r[1] if len(r) > 1 else ''}"
-        if len(r) != 11:
-            c.fail(what, f"{len(r)} cells, not 11")
+        if len(r) != 12:
+            c.fail(what, f"{len(r)} cells, not 12")
             continue
-        for name, v in zip(cols, r[1:9]):
+        for name, v in zip(cols, r[1:10]):
             c.number(f"{what} {name}", v)
-        if r[9] != "yes":
-            c.fail(f"{what} found it", f"{r[9]!r}: the analyzer did not report the finding")
-        c.number(f"{what} load", r[10], allow_zero=True)
+        if r[10] != "yes":
+            c.fail(f"{what} found it", f"{r[10]!r}: the analyzer did not report the finding")
+        c.number(f"{what} load", r[11], allow_zero=True)
         good += c.clean(m)
     c.found.append(f"analyzer {good}/{len(rows)} rows timed and found their finding")
+    g = re.search(r"time grows as ranks\^(-?[0-9.]+), memory as ranks\^(-?[0-9.]+)",
+                  "\n".join(lines))
+    if not g:
+        c.fail("analyzer growth", "no growth exponents under the table")
+    else:
+        c.found.append(f"growth exponents {g.group(1)}/{g.group(2)}")
     if shutil.which("gnuplot"):
         m = re.search(r"!\[analyzer time and memory\]\(([^)]+)\)", "\n".join(lines))
         png = os.path.join(out_dir, m.group(1)) if m else None
