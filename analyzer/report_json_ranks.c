@@ -389,11 +389,33 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The ranks a finding names apart: those of its ranks that are neither among the ones it says
- * wait (`waiting`) nor in its largest class when it has several (the crowd the others differ
- * from), appended as job << 32 | rank. */
+/* Appends job << 32 | rank. */
+static int named_push(uint64_t **v, size_t *n, size_t *cap, size_t job, int rank)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        uint64_t *nv = realloc(*v, c * sizeof(*nv));
+        if (!nv)
+            return -1;
+        *v = nv;
+        *cap = c;
+    }
+    (*v)[(*n)++] = (uint64_t)job << 32 | (uint32_t)rank;
+    return 0;
+}
+
+/* The ranks a finding names apart, appended as job << 32 | rank: those of its ranks that are
+ * neither among the ones it says wait (`waiting`) nor in its largest class when it has several
+ * (the crowd the others differ from). stuck_in_flight keeps its lagging ranks in `waiting`:
+ * they are the ones it names. */
 static int named_add(const struct finding *f, uint64_t **v, size_t *n, size_t *cap)
 {
+    if (f->kind == F_STUCK_IN_FLIGHT) {
+        for (size_t i = 0; i < f->waiting.n; i++)
+            if (named_push(v, n, cap, f->job, f->waiting.v[i]) < 0)
+                return -1;
+        return 0;
+    }
     size_t crowd = SIZE_MAX;
     for (size_t k = 0; f->nclasses > 1 && k < f->nclasses; k++)
         if (crowd == SIZE_MAX || f->classes[k].ranks.n > f->classes[crowd].ranks.n)
@@ -409,19 +431,10 @@ static int named_add(const struct finding *f, uint64_t **v, size_t *n, size_t *c
     qsort(x, nx, sizeof(*x), cmp_int);
     for (size_t i = 0; i < f->ranks.n; i++) {
         int r = f->ranks.v[i];
-        if (bsearch(&r, x, nx, sizeof(*x), cmp_int))
-            continue;
-        if (*n == *cap) {
-            size_t c = *cap ? *cap * 2 : 64;
-            uint64_t *nv = realloc(*v, c * sizeof(*nv));
-            if (!nv) {
-                free(x);
-                return -1;
-            }
-            *v = nv;
-            *cap = c;
+        if (!bsearch(&r, x, nx, sizeof(*x), cmp_int) && named_push(v, n, cap, f->job, r) < 0) {
+            free(x);
+            return -1;
         }
-        (*v)[(*n)++] = (uint64_t)f->job << 32 | (uint32_t)r;
     }
     free(x);
     return 0;

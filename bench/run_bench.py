@@ -972,7 +972,9 @@ def analyzer_only():
         start = next((i for i, l in enumerate(old) if l == "## Targets"), len(old))
         end = start
     else:
-        end = next((i for i in range(start + 1, len(old)) if old[i].startswith("## ")), len(old))
+        # Up to the next section, or to the first subsection written by hand (they stay).
+        end = next((i for i in range(start + 1, len(old))
+                    if old[i].startswith("## ") or old[i].startswith("### ")), len(old))
     new = old[:start] + section + old[end:]
     # The Targets table: the analyzer's rows replaced, in place of the old ones.
     tstart = next((i for i, l in enumerate(new) if l == "## Targets"), None)

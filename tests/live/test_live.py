@@ -177,6 +177,9 @@ def case_hangs_async(tmp):
     expect(f["kind"] == "stuck_in_flight" and f["seq"] == 4 and f["ranks"] == [0, 1, 2, 3],
            f"dead link: {f}")
     expect("not yet completed" in p.stderr, f"dead link: stall reason {p.stderr}")
+    # No GPU is behind the others: the finding names no rank apart, every rank is in a class.
+    expect(f["lagging"] == [] and report["rank_detail"] == [],
+           f"dead link: lagging {f['lagging']}, ranks named {report['rank_detail']}")
     expect_job_gone(d)
     # A collective stuck behind a long "kernel" queued on one rank's stream, right after a burst
     # of collectives: the stuck one is the last call, not the burst before it (the shim covers
@@ -187,6 +190,9 @@ def case_hangs_async(tmp):
     expect(f["kind"] == "stuck_in_flight" and f["seq"] == 5 and f["ranks"] == [0, 1, 2, 3],
            f"stream_blocked: {f['kind']} #{f.get('seq')}: {f['summary']}")
     expect(f.get("lagging") in ([], [3]), f"stream_blocked: lagging {f.get('lagging')}")
+    expect([x["rank"] for x in report["rank_detail"]] == f.get("lagging"),
+           f"stream_blocked: ranks named {[x['rank'] for x in report['rank_detail']]}, "
+           f"lagging {f.get('lagging')}")
     expect("rank 3's GPU never started #5" in p.stdout,
            f"stream_blocked: the victim's GPU evidence is missing:\n{p.stdout}")
     expect_job_gone(d)
