@@ -12,7 +12,7 @@
 set -u
 OLD=$1 NEW=$2 TG=$3
 W=$(mktemp -d /tmp/lockstep-compare-XXXXXX)
-trap 'rm -rf "$W"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
 cases() {
     if [ -n "${1:-}" ]; then grep -v '^#' "$1"; return; fi
     cat <<'CASES'
