@@ -12,75 +12,91 @@ struct late {
     int at_last; /* late at the newest collective everyone entered on some comm */
 };
 
+/* What the members' arrivals at one seq were: how many hold it, the first and the two
+ * latest enter times, and the member of the latest. */
+struct arrivals {
+    uint64_t seq, first, top, second;
+    int held, top_i;
+};
+
 /* Looks at every seq all members of c still hold; charges lone late arrivals to `late`
- * (indexed by job proc index through job_index). */
+ * (indexed by job proc index through job_index). Member by member, each member's records read
+ * in a row: at 262,144 members, a pass over the members for each seq missed the cache at
+ * every member. */
 static int scan_comm(struct diag *d, const struct m_comm *c, struct late *late,
                      const size_t *job_index)
 {
     if (c->nmembers < 2 || c->njoined < c->nmembers)
         return 0;
-    size_t *cur = calloc((size_t)c->nmembers, sizeof(*cur));
-    if (!cur)
-        return -1;
     uint64_t lo = 1, last_full = 0;
     for (int i = 0; i < c->nmembers; i++)
         if (c->members[i].ncolls && c->members[i].colls[0]->seq > lo)
             lo = c->members[i].colls[0]->seq;
-    int last_rank = -1;
-    double last_late = 0;
-    /* Only a seq member 0 holds can be held by all: step through those (seq numbers come from
-     * the file and may be far apart, or corrupt). */
+    /* Only a seq member 0 holds can be held by all: those seqs (numbers come from the file and
+     * may be far apart, or corrupt), ascending, once each. */
     const struct m_member *m0 = &c->members[0];
+    struct arrivals *s = calloc(m0->ncolls ? m0->ncolls : 1, sizeof(*s));
+    if (!s)
+        return -1;
+    size_t ns = 0;
     for (size_t k0 = 0; k0 < m0->ncolls; k0++) {
         uint64_t seq = m0->colls[k0]->seq;
         if (seq < lo || seq > c->max_issued || (k0 > 0 && m0->colls[k0 - 1]->seq == seq))
             continue;
-        uint64_t first = UINT64_MAX, top = 0, second = 0;
-        int top_i = -1, all = 1;
-        for (int i = 0; i < c->nmembers && all; i++) {
-            const struct m_member *mb = &c->members[i];
-            while (cur[i] < mb->ncolls && mb->colls[cur[i]]->seq < seq)
-                cur[i]++;
-            if (cur[i] >= mb->ncolls || mb->colls[cur[i]]->seq != seq) {
-                all = 0;
-                break;
-            }
-            uint64_t t = mb->colls[cur[i]]->enter_ns;
-            if (t < first)
-                first = t;
-            if (t > top) {
-                second = top;
-                top = t;
-                top_i = i;
-            } else if (t > second) {
-                second = t;
+        s[ns++] = (struct arrivals){seq, UINT64_MAX, 0, 0, 0, -1};
+    }
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        size_t at = 0;
+        for (size_t k = 0; k < mb->ncolls && at < ns; k++) {
+            const struct ls_record *r = mb->colls[k];
+            if (k > 0 && mb->colls[k - 1]->seq == r->seq)
+                continue; /* its first record of a seq */
+            while (at < ns && s[at].seq < r->seq)
+                at++;
+            if (at == ns || s[at].seq != r->seq)
+                continue;
+            struct arrivals *x = &s[at];
+            uint64_t t = r->enter_ns;
+            x->held++;
+            if (t < x->first)
+                x->first = t;
+            if (t > x->top) {
+                x->second = x->top;
+                x->top = t;
+                x->top_i = i;
+            } else if (t > x->second) {
+                x->second = t;
             }
         }
-        if (!all)
+    }
+    int last_rank = -1;
+    for (size_t k = 0; k < ns; k++) {
+        struct arrivals *x = &s[k];
+        if (x->held < c->nmembers)
             continue;
-        if (second < first)
-            second = first;
-        last_full = seq;
-        double late_s = (double)(top - second) / 1e9, spread_s = (double)(second - first) / 1e9;
+        if (x->second < x->first)
+            x->second = x->first;
+        last_full = x->seq;
+        double late_s = (double)(x->top - x->second) / 1e9;
+        double spread_s = (double)(x->second - x->first) / 1e9;
         last_rank = -1;
         if (late_s < d->opt->straggler_min_s || late_s < d->opt->straggler_factor * spread_s)
             continue;
-        struct late *l = &late[job_index[c->members[top_i].proc - d->m->procs]];
+        struct late *l = &late[job_index[c->members[x->top_i].proc - d->m->procs]];
         l->times++;
-        l->last_seq = seq;
+        l->last_seq = x->seq;
         l->last_comm = c->id;
         if (late_s >= l->worst_s) {
             l->worst_s = late_s;
-            l->worst_seq = seq;
+            l->worst_seq = x->seq;
             l->worst_comm = c->id;
         }
-        last_rank = top_i;
-        last_late = late_s;
+        last_rank = x->top_i;
     }
     if (last_rank >= 0 && last_full == c->max_issued)
         late[job_index[c->members[last_rank].proc - d->m->procs]].at_last = 1;
-    (void)last_late;
-    free(cur);
+    free(s);
     return 0;
 }
 
