@@ -344,7 +344,7 @@ size_t model_newest_attempt(const struct model *m, size_t job)
     return job + (size_t)(m->jobs[job].nattempts - m->jobs[job].attempt);
 }
 
-const struct ls_record *model_member_coll(const struct m_member *mb, uint64_t seq)
+size_t model_member_coll_index(const struct m_member *mb, uint64_t seq)
 {
     size_t lo = 0, hi = mb->ncolls;
     while (lo < hi) {
@@ -354,7 +354,13 @@ const struct ls_record *model_member_coll(const struct m_member *mb, uint64_t se
         else
             hi = mid;
     }
-    return lo < mb->ncolls && mb->colls[lo]->seq == seq ? mb->colls[lo] : NULL;
+    return lo;
+}
+
+const struct ls_record *model_member_coll(const struct m_member *mb, uint64_t seq)
+{
+    size_t at = model_member_coll_index(mb, seq);
+    return at < mb->ncolls && mb->colls[at]->seq == seq ? mb->colls[at] : NULL;
 }
 
 int model_seq_lost(const struct m_member *mb, uint64_t seq)

@@ -195,6 +195,10 @@ struct m_comm *model_comm(const struct model *m, size_t job, uint64_t id);
  * overwritten (see model_seq_lost()). */
 const struct ls_record *model_member_coll(const struct m_member *mb, uint64_t seq);
 
+/* The index in mb->colls of the member's first record of a collective numbered `seq` or
+ * later (mb->ncolls when none): where a walk through its records from #seq starts. */
+size_t model_member_coll_index(const struct m_member *mb, uint64_t seq);
+
 /* True when the member issued #seq but the records read do not hold it: overwritten in the
  * ring, or older than the window the analysis read (see model_seq_unread()). */
 int model_seq_lost(const struct m_member *mb, uint64_t seq);

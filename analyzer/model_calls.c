@@ -175,14 +175,7 @@ uint64_t model_arrival_spread(const struct m_comm *c, uint64_t seq)
         if (!mb->proc)
             continue;
         members++;
-        size_t a = 0, b = mb->ncolls; /* the first record of seq >= from */
-        while (a < b) {
-            size_t mid = a + (b - a) / 2;
-            if (mb->colls[mid]->seq < from)
-                a = mid + 1;
-            else
-                b = mid;
-        }
+        size_t a = model_member_coll_index(mb, from);
         for (size_t k = a; k < mb->ncolls && mb->colls[k]->seq < seq; k++) {
             const struct ls_record *r = mb->colls[k];
             if (k > a && mb->colls[k - 1]->seq == r->seq)
