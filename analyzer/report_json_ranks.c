@@ -457,13 +457,14 @@ static int write_detail(struct json_writer *w, const struct report_input *in, in
             free(named);
             return -1;
         }
-    qsort(named, nnamed, sizeof(*named), cmp_u64);
+    if (nnamed) /* qsort and bsearch want an array, even of none */
+        qsort(named, nnamed, sizeof(*named), cmp_u64);
     json_begin_array(w, "rank_detail");
     for (size_t j = 0; j < in->m->njobs; j++) {
         for (size_t i = 0; report_job_shown(in, j) && i < in->m->jobs[j].nprocs; i++) {
             const struct m_proc *p = in->m->jobs[j].procs[i];
             uint64_t key = (uint64_t)j << 32 | (uint32_t)p->rank;
-            if (!all && !bsearch(&key, named, nnamed, sizeof(key), cmp_u64))
+            if (!all && (!nnamed || !bsearch(&key, named, nnamed, sizeof(key), cmp_u64)))
                 continue;
             if (!all && written == DETAIL_MAX) {
                 left++;
