@@ -29,6 +29,12 @@ static inline uint64_t idmap_key_str(uint64_t h, const char *s)
         h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h;
 }
+static inline uint64_t idmap_key_mem(uint64_t h, const void *data, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const unsigned char *)data)[i]) * 1099511628211ull;
+    return h;
+}
 static inline uint64_t idmap_key_u64(uint64_t h, uint64_t v)
 {
     return (h ^ v) * 1099511628211ull;

@@ -18,10 +18,10 @@ struct live_opts {
                                * `written` once live_diagnose() wrote it) */
     const struct output_format *annotations; /* printed after the text report (--format
                                               * github: ::error annotations), NULL none */
-    double grace_s;       /* stopping: how long each step waits before the next, harsher one */
-    int signal_stacks;    /* --signal-stacks: the shim's in-process sampler where ptrace is
-                           * refused (docs/live.md: its signal can end a rank's sleeps) */
-    const char *log_path; /* --log FILE: all the command says goes there too (live_log.h) */
+    double grace_s;            /* stopping: how long each step waits before the next, harsher one */
+    int signal_stacks;         /* --signal-stacks: the shim's in-process sampler where ptrace is
+                                * refused (docs/live.md: its signal can end a rank's sleeps) */
+    const char *log_path;      /* --log FILE: all the command says goes there too (live_log.h) */
     struct output_opts report; /* how the report files are written (--ranks all) */
 };
 

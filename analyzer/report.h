@@ -23,10 +23,10 @@ struct report_input {
     size_t njobs;
     const char *const *unreadable; /* "file: problem" of each trace that could not be loaded */
     size_t nunreadable;
-    const struct findings *earlier;  /* findings of the earlier attempts of the jobs shown, NULL
-                                      * none (each job shown is the newest attempt of its id) */
-    struct waitgraph *const *graphs; /* per job of the model: its wait-for graph, NULL where
-                                      * none (the array itself may be NULL) */
+    const struct findings *earlier;      /* findings of the earlier attempts of the jobs shown, NULL
+                                          * none (each job shown is the newest attempt of its id) */
+    struct waitgraph *const *graphs;     /* per job of the model: its wait-for graph, NULL where
+                                          * none (the array itself may be NULL) */
     const struct untraced_set *untraced; /* ranks that could not be traced, NULL none */
 };
 

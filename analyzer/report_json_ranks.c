@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idmap.h"
 #include "json_writer.h"
 #include "names.h"
 #include "rankset.h"
@@ -119,9 +120,9 @@ static void write_rank(struct json_writer *w, const struct report_input *in, con
 {
     const struct ls_header *h = &p->t->hdr;
     const struct m_job *j = &in->m->jobs[p->job];
-    double v[M_COUNT];
-    measures(in, p, v);
+    double v[M_COUNT] = {0}; /* the rank's own values: a class writes its ranges, a key none */
     if (part == PART_DETAIL) {
+        measures(in, p, v);
         json_int(w, "rank", p->rank);
         json_string(w, "job", j->name);
         json_string(w, "host", h->host);
@@ -180,7 +181,7 @@ static void write_rank(struct json_writer *w, const struct report_input *in, con
 struct rank_class {
     char *key;
     size_t keylen;
-    uint64_t hash;
+    size_t next; /* the next class whose key has the same hash, + 1 (0: none) */
     struct spread s;
     const struct m_proc **procs;
     size_t n, cap;
@@ -189,48 +190,20 @@ struct rank_class {
 struct rank_classes {
     struct rank_class *v;
     size_t n, cap;
-    size_t *slots; /* open addressing: class index + 1, 0 empty */
-    size_t nslots;
+    struct idmap index; /* the hash of a key -> the newest class with that hash */
 };
-
-static uint64_t hash_bytes(const char *b, size_t n)
-{
-    uint64_t x = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        x = (x ^ (unsigned char)b[i]) * 1099511628211ull;
-    return x;
-}
-
-static int slots_grow(struct rank_classes *cs)
-{
-    size_t n = cs->nslots ? cs->nslots * 2 : 64;
-    size_t *slots = calloc(n, sizeof(*slots));
-    if (!slots)
-        return -1;
-    for (size_t i = 0; i < cs->n; i++) {
-        size_t k = (size_t)cs->v[i].hash & (n - 1);
-        while (slots[k])
-            k = (k + 1) & (n - 1);
-        slots[k] = i + 1;
-    }
-    free(cs->slots);
-    cs->slots = slots;
-    cs->nslots = n;
-    return 0;
-}
 
 /* The class of `key` (a copy of it kept when it makes one), or NULL when out of memory. */
 static struct rank_class *class_of(struct rank_classes *cs, const char *key, size_t len)
 {
-    if ((cs->n + 1) * 2 > cs->nslots && slots_grow(cs) < 0)
-        return NULL;
-    uint64_t h = hash_bytes(key, len);
-    size_t k = (size_t)h & (cs->nslots - 1);
-    for (; cs->slots[k]; k = (k + 1) & (cs->nslots - 1)) {
-        struct rank_class *c = &cs->v[cs->slots[k] - 1];
-        if (c->hash == h && c->keylen == len && memcmp(c->key, key, len) == 0)
-            return c;
-    }
+    uint64_t h = idmap_key_done(idmap_key_mem(IDMAP_KEY_START, key, len));
+    size_t at, head = 0;
+    if (idmap_get(&cs->index, h, &at))
+        for (head = at + 1; at != SIZE_MAX; at = cs->v[at].next - 1) {
+            struct rank_class *c = &cs->v[at];
+            if (c->keylen == len && memcmp(c->key, key, len) == 0)
+                return c;
+        }
     if (cs->n == cs->cap) {
         size_t cap = cs->cap ? cs->cap * 2 : 16;
         struct rank_class *v = realloc(cs->v, cap * sizeof(*v));
@@ -242,12 +215,14 @@ static struct rank_class *class_of(struct rank_classes *cs, const char *key, siz
     struct rank_class *c = &cs->v[cs->n];
     memset(c, 0, sizeof(*c));
     c->key = malloc(len ? len : 1);
-    if (!c->key)
+    if (!c->key || idmap_put(&cs->index, h, cs->n) < 0) {
+        free(c->key);
         return NULL;
+    }
     memcpy(c->key, key, len);
     c->keylen = len;
-    c->hash = h;
-    cs->slots[k] = ++cs->n;
+    c->next = head;
+    cs->n++;
     return c;
 }
 
@@ -278,7 +253,7 @@ static void classes_free(struct rank_classes *cs)
         free(cs->v[i].procs);
     }
     free(cs->v);
-    free(cs->slots);
+    idmap_free(&cs->index);
 }
 
 /* How a class's key is written: the rank's object without what differs between equal ranks. */
