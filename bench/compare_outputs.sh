@@ -8,7 +8,8 @@
 # JSON reports are compared rank by rank: a binary that knows `--ranks` (report format 2: ranks
 # in classes) is asked for every rank's object (`--ranks all`), and its report is brought back
 # to one object per rank (format 1's `ranks`) before the comparison, so format 2 is checked to
-# say the same as format 1 in everything but the ranks' grouping.
+# say the same as format 1 in everything but the ranks' grouping; two binaries that both know
+# `--ranks` are compared on their default JSON too ("classes").
 set -u
 OLD=$1 NEW=$2 TG=$3
 W=$(mktemp -d /tmp/lockstep-compare-XXXXXX)
@@ -93,6 +94,10 @@ sys.stdout.write(json.dumps(r, indent=1) + "\nexit " + status)
 ' "$1"
 }
 ranks_opt() { "$1" analyze --help 2>&1 | grep -q -- '--ranks' && echo --ranks all; }
+# Two format 2 binaries are also compared on their default JSON as it is (the classes, and
+# which ranks get their own object), which the rank by rank comparison leaves out.
+modes="text json html"
+[ -n "$(ranks_opt "$OLD")" ] && [ -n "$(ranks_opt "$NEW")" ] && modes="$modes classes"
 bad=0 n=0
 while read -r args; do
     [ -n "$args" ] || continue
@@ -100,12 +105,13 @@ while read -r args; do
     d=$W/t$n
     # shellcheck disable=SC2086
     "$TG" --out "$d" $args >/dev/null 2>&1 || { echo "tracegen failed: $args"; bad=1; continue; }
-    for mode in text json html; do
+    for mode in $modes; do
         for bin in OLD NEW; do
             exe=${!bin}
             case $mode in
             text) opt=() ;;
             json) read -ra opt <<<"--json $(ranks_opt "$exe")" ;;
+            classes) opt=(--json) ;;
             html) opt=(--html -) ;;
             esac
             NO_COLOR=1 "$exe" analyze "${opt[@]}" "$d" >"$W/$bin.$mode" 2>"$W/$bin.$mode.err"
@@ -122,5 +128,5 @@ while read -r args; do
     done
     rm -rf "$d"
 done < <(cases "${4:-}")
-echo "$n cases, text/json/html: $([ $bad = 0 ] && echo identical || echo DIFFERENT)"
+echo "$n cases, ${modes// //}: $([ $bad = 0 ] && echo identical || echo DIFFERENT)"
 exit $bad
