@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Failure, Skip, expect, run  # noqa: E402
-from report_ranks import per_rank  # noqa: E402
+from report_ranks import check_classes, per_rank  # noqa: E402
 import summary_equiv  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
@@ -132,6 +132,8 @@ def analyze_paths(paths, want_rc=1):
     # The same traces summarized per host, as nodes would, must be diagnosed alike.
     problem = summary_equiv.check(LOCKSTEP, paths, p.returncode, p.stdout, env=clean_env())
     expect(problem is None, f"{problem}")
+    problems = check_classes(r)
+    expect(not problems, f"the report's rank classes: {problems}")
     t = subprocess.run([LOCKSTEP, "analyze", *paths], capture_output=True, text=True, timeout=60,
                        env=clean_env())
     expect(t.returncode == want_rc, f"analyze exited {t.returncode}: {t.stderr}")
