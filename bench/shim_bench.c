@@ -5,7 +5,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
-#include <x86intrin.h>
+#include "ticks.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,12 +69,12 @@ static __attribute__((noinline)) void call_loop(struct worker *w)
         long n = rep < 0 ? o->calls / 10 + 1 : o->calls;
         pthread_barrier_wait(w->barrier);
         double c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = clock_ns(CLOCK_MONOTONIC);
-        uint64_t tsc0 = __rdtsc();
+        uint64_t tsc0 = ls_ticks();
         for (long i = 0; i < n; i++) {
             struct floor_record *fr = NULL;
             uint64_t tk = 0;
             if (o->floor) {
-                uint64_t enter = __rdtsc();
+                uint64_t enter = ls_ticks();
                 tk = atomic_fetch_add_explicit(&floor_ticket, 1, memory_order_relaxed);
                 fr = &floor_ring[tk % FLOOR_RING];
                 fr->w[1] = (uint64_t)(uintptr_t)w->comm;
@@ -95,7 +95,7 @@ static __attribute__((noinline)) void call_loop(struct worker *w)
             }
             ncclResult_t r = ncclAllReduce(&send, &recv, 1, ncclFloat, ncclSum, w->comm, NULL);
             if (o->floor) {
-                fr->w[8] = __rdtsc();
+                fr->w[8] = ls_ticks();
                 atomic_store_explicit((_Atomic uint64_t *)&fr->w[15], (uint64_t)r,
                                       memory_order_release);
             }
@@ -107,7 +107,7 @@ static __attribute__((noinline)) void call_loop(struct worker *w)
         if (o->async)
             stream_sync(NULL);
         double c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t1 = clock_ns(CLOCK_MONOTONIC);
-        uint64_t tsc1 = __rdtsc();
+        uint64_t tsc1 = ls_ticks();
         if (rep >= 0) {
             /* CPU time in TSC cycles (the TSC's rate over this repetition's wall time): time
              * the thread spent waiting for a CPU on a shared machine is left out. */

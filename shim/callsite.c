@@ -252,8 +252,41 @@ static struct site_cache *thread_cache(uint32_t depth)
     return sc;
 }
 
+/* On x86-64 the first slot (the wrapper's frame less a word) holds the return address into its
+ * caller, pushed by the call; elsewhere it is only the key the cache looks the stack up by. */
+#if defined(__x86_64__) || defined(__i386__)
+#define LS_SLOT0_HOLDS_PC0 1
+#else
+#define LS_SLOT0_HOLDS_PC0 0
+#endif
+
+/* Where the return address into a frame was saved: the slot the cache checks (callsite_cache.h).
+ * `sp` is the frame's stack pointer, `callee_sp` its callee's, `ra` the return address. On x86-64
+ * the call instruction pushed it just below the frame's stack pointer. On aarch64 the callee
+ * saved its link register somewhere in its own frame ([callee_sp, sp): a frame record, or beside
+ * the other saved registers): the highest word there that holds it; 0 when none does (the
+ * callee kept it in a register: such a stack is not remembered). */
+static uintptr_t return_slot(uintptr_t sp, uintptr_t callee_sp, uintptr_t ra)
+{
+#if defined(__aarch64__)
+    if (callee_sp == 0 || callee_sp >= sp || sp - callee_sp > 65536)
+        return 0;
+    for (uintptr_t at = (sp - sizeof(uintptr_t)) & ~(uintptr_t)(sizeof(uintptr_t) - 1);
+         at >= callee_sp; at -= sizeof(uintptr_t))
+        if (*(const uintptr_t *)at == ra)
+            return at;
+    return 0;
+#else
+    (void)callee_sp;
+    (void)ra;
+    return sp - sizeof(uintptr_t);
+#endif
+}
+
 /* Unwinds frame by frame, keeping each frame's stack pointer: the frames outside the shim
- * go to pcs (and their slots to slots); returns how many (at most `depth`). */
+ * go to pcs (and the slots their return addresses were saved in to slots; the first one's,
+ * which the wrapper's own frame may keep anywhere, is its frame's stack pointer less a word, as
+ * the fast path computes it: a key, not checked); returns how many (at most `depth`). */
 static int unwind_with_slots(uint32_t depth, void **pcs, uintptr_t *slots)
 {
     unw_context_t uc;
@@ -261,15 +294,20 @@ static int unwind_with_slots(uint32_t depth, void **pcs, uintptr_t *slots)
     if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0)
         return 0;
     int n = 0, in_shim = 1;
+    unw_word_t callee_sp = 0;
     do {
         unw_word_t ip = 0, sp = 0;
         if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || unw_get_reg(&cur, UNW_REG_SP, &sp) != 0)
             break;
-        if (in_shim && ip >= shim_lo && ip < shim_hi)
+        if (in_shim && ip >= shim_lo && ip < shim_hi) {
+            callee_sp = sp;
             continue;
+        }
         in_shim = 0;
         pcs[n] = (void *)(uintptr_t)ip;
-        slots[n] = (uintptr_t)sp - sizeof(uintptr_t);
+        slots[n] = n == 0 ? (uintptr_t)sp - sizeof(uintptr_t)
+                          : return_slot((uintptr_t)sp, (uintptr_t)callee_sp, (uintptr_t)ip);
+        callee_sp = sp;
         n++;
     } while ((uint32_t)n < depth && unw_step(&cur) > 0);
     return n;
@@ -293,7 +331,7 @@ static __attribute__((noinline)) uint32_t capture_slow(struct ls_trace *t, uint3
             return 0;
         uint32_t id = site_of(t, raw, n, py);
         int ok = id && (uintptr_t)raw[0] == pc0 && slots[0] == slot0;
-        for (int k = 0; ok && k < n; k++)
+        for (int k = LS_SLOT0_HOLDS_PC0 ? 0 : 1; ok && k < n; k++)
             ok = slots[k] >= sc->stack_lo && slots[k] + sizeof(uintptr_t) <= sc->stack_hi &&
                  *(const uintptr_t *)slots[k] == (uintptr_t)raw[k];
         if (ok) {
@@ -315,6 +353,13 @@ static __attribute__((noinline)) uint32_t capture_slow(struct ls_trace *t, uint3
         e->seen_slot0 = slot0;
     }
     int n = unw_backtrace(raw, (int)depth + SHIM_SKIP);
+#if defined(__aarch64__)
+    /* libunwind's aarch64 backtrace gives each return address less one (to land inside the
+     * call); the stepping unwinder above gives it whole, and so does the fast path's lookup.
+     * Instructions are 4 bytes: rounded up, both agree (one stack, one site). */
+    for (int i = 0; i < n; i++)
+        raw[i] = (void *)(((uintptr_t)raw[i] + 3) & ~(uintptr_t)3);
+#endif
     int skip = 0;
     while (skip < n && (uintptr_t)raw[skip] >= shim_lo && (uintptr_t)raw[skip] < shim_hi)
         skip++;

@@ -39,7 +39,7 @@ static inline __attribute__((always_inline)) uint64_t ls_fast_bump(uint64_t *fie
  * while it is current (ls_fast_ready()). */
 static inline __attribute__((always_inline)) uint64_t ls_fast_clock(void)
 {
-    uint64_t d = ls_rdtsc() - ls_t.clock_base_tsc;
+    uint64_t d = ls_ticks() - ls_t.clock_base_tsc;
     if (LS_UNLIKELY((int64_t)d < 0))
         d = 0; /* another CPU's TSC a few ticks behind the sample: its time, to a few ns */
     return ls_t.clock_base_ns + (uint64_t)(((unsigned __int128)d * ls_t.clock_mult) >> 32);
@@ -231,6 +231,16 @@ static inline __attribute__((always_inline)) int ls_fast_exit(unsigned op, int p
         LS_RECORD_FORWARD(real, args, a);                                                          \
     }
 
+/* The test build counts the calls the wrappers' own fast path recorded (record.c says how many
+ * at exit with LOCKSTEP_TEST_FAST_COUNT=1); fast_wrap.S counts its own. */
+#ifdef LS_TEST_KNOBS
+extern __attribute__((visibility("hidden"))) uint64_t ls_test_fast_calls;
+#define LS_TEST_FAST_CALL()                                                                        \
+    atomic_fetch_add_explicit((_Atomic uint64_t *)&ls_test_fast_calls, 1, memory_order_relaxed)
+#else
+#define LS_TEST_FAST_CALL() ((void)0)
+#endif
+
 /* Defines the wrapper `name` in C, with the fast path inline and the general path behind it.
  * The wrapper itself makes one call, the forwarded one, and keeps nothing the fast path needs
  * after it in registers. */
@@ -251,8 +261,10 @@ static inline __attribute__((always_inline)) int ls_fast_exit(unsigned op, int p
                     goto general;                                                                  \
             }                                                                                      \
             if (LS_LIKELY(ls_fast_enter(op, (count_), (int)(dtype_), (int)(redop_), (peer_),       \
-                                        (send_), (recv_), (const void *)(stream_), site, 0)))      \
+                                        (send_), (recv_), (const void *)(stream_), site, 0))) {    \
+                LS_TEST_FAST_CALL();                                                               \
                 return (ncclResult_t)ls_fast_exit(op, (peer_), real args);                         \
+            }                                                                                      \
         }                                                                                          \
     general:                                                                                       \
         ls_t.general_pc = __builtin_return_address(0);                                             \

@@ -325,14 +325,16 @@ static void fast_path_update(const struct ls_call_args *a, struct ls_comm *comm,
 }
 
 #ifdef LS_TEST_KNOBS
-/* The test build counts the calls fast_wrap.S recorded itself and says how many at exit with
+/* The test build counts the calls the wrappers' fast path recorded itself (fast_wrap.S's, or
+ * the C wrappers' of fast_call.h) and says how many, and which path, at exit with
  * LOCKSTEP_TEST_FAST_COUNT=1, so that a test knows the fast path is what it checked. */
 __attribute__((visibility("hidden"))) uint64_t ls_test_fast_calls;
 static __attribute__((destructor)) void test_fast_count(void)
 {
     if (ls_knob_int(LS_KNOB_TEST_FAST_COUNT))
-        ls_warn("test: %llu calls took the assembly fast path",
-                (unsigned long long)atomic_load((_Atomic uint64_t *)&ls_test_fast_calls));
+        ls_warn("test: %llu calls took the %s fast path",
+                (unsigned long long)atomic_load((_Atomic uint64_t *)&ls_test_fast_calls),
+                LS_FAST_ASM ? "assembly" : "C");
 }
 #endif
 

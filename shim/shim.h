@@ -274,20 +274,7 @@ uint32_t ls_tid(void);
 
 /* ---- clock (clock.c) ---- */
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#define LS_HAVE_TSC 1
-static inline uint64_t ls_rdtsc(void)
-{
-    return __rdtsc();
-}
-#else
-#define LS_HAVE_TSC 0
-static inline uint64_t ls_rdtsc(void)
-{
-    return 0;
-}
-#endif
+#include "ticks.h" /* ls_ticks() */
 
 /* CLOCK_REALTIME in ns, from the kernel. */
 static inline uint64_t ls_realtime_ns(void)
@@ -327,7 +314,7 @@ static inline uint64_t ls_now(void)
         if (LS_UNLIKELY(g == 0))
             return ls_realtime_ns();
         const struct ls_clock_param *p = &c->p[g & 3];
-        uint64_t tsc = ls_rdtsc();
+        uint64_t tsc = ls_ticks();
         uint64_t base_tsc = atomic_load_explicit(&p->base_tsc, memory_order_relaxed);
         uint64_t base_ns = atomic_load_explicit(&p->base_ns, memory_order_relaxed);
         uint64_t mult = atomic_load_explicit(&p->mult, memory_order_relaxed);
