@@ -20,8 +20,11 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
-#ifdef __x86_64__
+#if defined(__x86_64__)
 #include <sys/user.h>
+#elif defined(__aarch64__)
+#include <asm/ptrace.h> /* struct user_pt_regs */
+#include <elf.h>        /* NT_PRSTATUS */
 #endif
 #include <time.h>
 #include <unistd.h>
@@ -33,7 +36,7 @@
 
 /* ---- which system calls a ptrace stop leaves alone ---- */
 
-#ifdef __x86_64__
+#if defined(__x86_64__) || defined(__aarch64__)
 /* Calls the kernel restarts (or resumes with the time left) when a stop interrupts them and
  * no signal handler runs: ERESTARTSYS, ERESTARTNOHAND, ERESTART_RESTARTBLOCK. The rest
  * (epoll_wait, io_getevents, semtimedop, sigtimedwait, ...) return EINTR to the program. */
@@ -49,14 +52,20 @@ static const struct {
     {SYS_writev, "writev", 1},
     {SYS_nanosleep, "nanosleep", 0},
     {SYS_clock_nanosleep, "clock_nanosleep", 0},
+#ifdef SYS_poll
     {SYS_poll, "poll", 0},
+#endif
     {SYS_ppoll, "ppoll", 0},
+#ifdef SYS_select
     {SYS_select, "select", 0},
+#endif
     {SYS_pselect6, "pselect6", 0},
     {SYS_futex, "futex", 0},
     {SYS_wait4, "wait4", 0},
     {SYS_waitid, "waitid", 0},
+#ifdef SYS_pause
     {SYS_pause, "pause", 0},
+#endif
     {SYS_rt_sigsuspend, "rt_sigsuspend", 0},
     {SYS_sched_yield, "sched_yield", 0},
 };
@@ -65,7 +74,9 @@ static const struct {
     long nr;
     const char *name;
 } others[] = {
+#ifdef SYS_epoll_wait
     {SYS_epoll_wait, "epoll_wait"},
+#endif
     {SYS_epoll_pwait, "epoll_pwait"},
 #ifdef SYS_epoll_pwait2
     {SYS_epoll_pwait2, "epoll_pwait2"},
@@ -101,7 +112,7 @@ static int fd_is_socket(int pid, long fd)
 static int syscall_resumes(int pid, long nr, long arg0, char *name, size_t len, char *fd,
                            size_t fdlen)
 {
-#ifdef __x86_64__
+#if defined(__x86_64__) || defined(__aarch64__)
     for (size_t i = 0; i < sizeof resumable / sizeof resumable[0]; i++)
         if (resumable[i].nr == nr) {
             snprintf(name, len, "%s", resumable[i].name);
@@ -140,8 +151,8 @@ static struct {
     void *upt;
     int stopped;            /* registers come from ptrace (while the thread is held) */
     int have_regs;          /* all registers in `regs` (read while it was held) */
-    uint64_t regs[17];      /* by libunwind's x86-64 register number */
-    uint64_t rip, rsp, rbp; /* else: what /proc showed, rbp guessed */
+    uint64_t regs[33];      /* by libunwind's register number (x86-64: 17, aarch64: 33) */
+    uint64_t rip, rsp, rbp; /* else: what /proc showed (pc, sp), the frame pointer guessed */
     uint64_t snap_lo;       /* the stack as it was while the thread was held */
     size_t snap_len;
     unsigned char snap[SNAP_BYTES];
@@ -200,7 +211,7 @@ static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val
         return _UPT_access_reg(as, reg, val, write, cx.upt);
     if (write)
         return -UNW_EINVAL;
-#ifdef __x86_64__
+#if defined(__x86_64__)
     if (cx.have_regs) {
         if (reg < 0 || reg > UNW_X86_64_RIP)
             return -UNW_EBADREG;
@@ -215,6 +226,27 @@ static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val
         *val = cx.rsp;
         return 0;
     case UNW_X86_64_RBP:
+        *val = cx.rbp;
+        return 0;
+    default:
+        *val = 0; /* not known without stopping the thread; unwinding needs few others */
+        return 0;
+    }
+#elif defined(__aarch64__)
+    if (cx.have_regs) {
+        if (reg < 0 || reg > UNW_AARCH64_PC)
+            return -UNW_EBADREG;
+        *val = cx.regs[reg];
+        return 0;
+    }
+    switch (reg) {
+    case UNW_AARCH64_PC:
+        *val = cx.rip;
+        return 0;
+    case UNW_AARCH64_SP:
+        *val = cx.rsp;
+        return 0;
+    case UNW_AARCH64_X29:
         *val = cx.rbp;
         return 0;
     default:
@@ -387,20 +419,12 @@ static void thread_info(int pid, uint32_t tid, struct live_thread *t, struct thr
     }
 }
 
-#ifdef __x86_64__
-/* Copies the registers and the stack of a held thread, so that it can go on at once. */
-static int snapshot(uint32_t tid)
+#if defined(__x86_64__) || defined(__aarch64__)
+/* Copies the stack from `lo` up into cx.snap, in one call that stops at the first page past
+ * the end of its mapping. */
+static void snapshot_stack(uint64_t lo)
 {
-    struct user_regs_struct r;
-    if (ptrace(PTRACE_GETREGS, (pid_t)tid, 0, &r) != 0)
-        return -1;
-    const uint64_t v[17] = {r.rax, r.rdx, r.rcx, r.rbx, r.rsi, r.rdi, r.rbp, r.rsp, r.r8,
-                            r.r9,  r.r10, r.r11, r.r12, r.r13, r.r14, r.r15, r.rip};
-    memcpy(cx.regs, v, sizeof v);
-    cx.have_regs = 1;
-    /* The stack from the red zone below rsp up, in one call that stops at the first page
-     * past the end of its mapping. */
-    cx.snap_lo = (r.rsp - 128) & ~(uint64_t)7;
+    cx.snap_lo = lo & ~(uint64_t)7;
     struct iovec local = {cx.snap, SNAP_BYTES}, remote[SNAP_BYTES / 4096 + 1];
     uint64_t at = cx.snap_lo, end = cx.snap_lo + SNAP_BYTES;
     int n = 0;
@@ -414,11 +438,42 @@ static int snapshot(uint32_t tid)
     }
     ssize_t got = process_vm_readv(cx.pid, &local, 1, remote, (unsigned long)n, 0);
     cx.snap_len = got > 0 ? (size_t)got : 0;
+}
+#endif
+
+#if defined(__x86_64__)
+/* Copies the registers and the stack of a held thread, so that it can go on at once. */
+static int snapshot(uint32_t tid)
+{
+    struct user_regs_struct r;
+    if (ptrace(PTRACE_GETREGS, (pid_t)tid, 0, &r) != 0)
+        return -1;
+    const uint64_t v[17] = {r.rax, r.rdx, r.rcx, r.rbx, r.rsi, r.rdi, r.rbp, r.rsp, r.r8,
+                            r.r9,  r.r10, r.r11, r.r12, r.r13, r.r14, r.r15, r.rip};
+    memcpy(cx.regs, v, sizeof v);
+    cx.have_regs = 1;
+    snapshot_stack(r.rsp - 128); /* from the red zone below rsp up */
+    return 0;
+}
+#elif defined(__aarch64__)
+/* The same on aarch64: x0-x30, sp and pc (the NT_PRSTATUS register set) are libunwind's
+ * register numbers 0-32. No red zone below sp. */
+static int snapshot(uint32_t tid)
+{
+    struct user_pt_regs r;
+    struct iovec io = {&r, sizeof r};
+    if (ptrace(PTRACE_GETREGSET, (pid_t)tid, (void *)(uintptr_t)NT_PRSTATUS, &io) != 0)
+        return -1;
+    memcpy(cx.regs, r.regs, sizeof r.regs);
+    cx.regs[UNW_AARCH64_SP] = r.sp;
+    cx.regs[UNW_AARCH64_PC] = r.pc;
+    cx.have_regs = 1;
+    snapshot_stack(r.sp);
     return 0;
 }
 #endif
 
-/* Holds the thread just long enough to copy its registers and stack (x86-64; elsewhere long
+/* Holds the thread just long enough to copy its registers and stack (x86-64, aarch64; elsewhere long
  * enough to unwind it), then lets it go and unwinds the copy. Returns 0 when read, -1 when it
  * is gone, -2 when ptrace was refused (errno kept). */
 static int read_stopped(unw_addr_space_t as, uint32_t tid, struct live_thread *t)
@@ -448,7 +503,7 @@ static int read_stopped(unw_addr_space_t as, uint32_t tid, struct live_thread *t
     /* A signal that arrived meanwhile is handed back on detach, never swallowed. */
     int sig = (status >> 16) == PTRACE_EVENT_STOP ? 0 : WSTOPSIG(status);
     uint64_t sp1;
-#ifdef __x86_64__
+#if defined(__x86_64__) || defined(__aarch64__)
     int copied = snapshot(tid) == 0;
     ptrace(PTRACE_DETACH, (pid_t)tid, 0, sig);
     t->stopped_ns = timefmt_mono_ns() - t0;
