@@ -80,15 +80,12 @@ static int add_gpu_progress(struct diag *d, struct finding *f, const struct m_co
     return 0;
 }
 
-static int report(struct diag *d, const struct m_comm *c, uint64_t k, const struct ls_record *last)
+static int add_stuck(struct diag *d, const struct m_comm *c, uint64_t k,
+                     const struct ls_record *last)
 {
-    struct finding *f = finding_add(d->out, F_STUCK_IN_FLIGHT, d->job);
+    struct finding *f = diag_finding_at(d, F_STUCK_IN_FLIGHT, c->id, k);
     if (!f)
         return -1;
-    f->comm = c->id;
-    f->has_comm = 1;
-    f->seq = k;
-    f->has_seq = 1;
     f->time_ns = last ? last->enter_ns : 0;
     f->since_s = last ? diag_seconds_ago(d, last->enter_ns) : -1;
     const struct m_proc *example = NULL;
@@ -161,7 +158,7 @@ int diagnose_inflight(struct diag *d)
         size_t x = waitgraph_call_node(d->graph, WG_CALL_COLL, c->id, k);
         if (x != (size_t)-1 && d->graph->nodes[x].state != WG_GPU_STUCK)
             continue;
-        if (model_gpu_stuck(c, k, &last) && report(d, c, k, last) < 0)
+        if (model_gpu_stuck(c, k, &last) && add_stuck(d, c, k, last) < 0)
             return -1;
     }
     return 0;
