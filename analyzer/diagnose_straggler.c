@@ -121,7 +121,7 @@ int diagnose_straggler(struct diag *d)
             break;
         }
         f->rank = p->rank;
-        f->late_by_s = l->worst_s;
+        f->as.straggler.late_by_s = l->worst_s;
         finding_summary(f,
                         "rank %d arrived last, alone and late, at %u collective%s (up to %.1f s "
                         "after the others, at #%llu on comm %08llx)%s",
