@@ -364,10 +364,7 @@ static void write_findings(struct exporter *x)
                 json_uint(w, "seq", f->seq);
             if (f->consequence_of >= 0)
                 json_int(w, "follows_from", f->consequence_of + 1);
-            json_begin_array(w, "details");
-            for (size_t d = 0; d < f->ndetails; d++)
-                json_string(w, NULL, f->details[d]);
-            json_end_array(w);
+            json_string_array(w, "details", f->details, f->ndetails);
             json_end_object(w);
             json_end_object(w);
         }

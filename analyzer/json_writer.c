@@ -141,6 +141,14 @@ void json_null(struct json_writer *w, const char *key)
     fputs("null", w->f);
 }
 
+void json_string_array(struct json_writer *w, const char *key, char *const *v, size_t n)
+{
+    json_begin_array(w, key);
+    for (size_t i = 0; i < n; i++)
+        json_string(w, NULL, v[i]);
+    json_end_array(w);
+}
+
 void json_int_array(struct json_writer *w, const char *key, const int *v, size_t n)
 {
     member(w, key);

@@ -42,6 +42,8 @@ void json_uint(struct json_writer *w, const char *key, unsigned long long v);
 void json_double(struct json_writer *w, const char *key, double v);
 void json_bool(struct json_writer *w, const char *key, int v);
 void json_null(struct json_writer *w, const char *key);
+/* Writes an array of the n strings of v (each as json_string() does). */
+void json_string_array(struct json_writer *w, const char *key, char *const *v, size_t n);
 /* Writes an array of ints on one line. */
 void json_int_array(struct json_writer *w, const char *key, const int *v, size_t n);
 /* Writes v / 1000 as an exact decimal with three places (12345 as 12.345): nanoseconds as

@@ -320,10 +320,7 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
             write_class(w, &f->classes[k]);
         json_end_array(w);
     }
-    json_begin_array(w, "details");
-    for (size_t k = 0; k < f->ndetails; k++)
-        json_string(w, NULL, f->details[k]);
-    json_end_array(w);
+    json_string_array(w, "details", f->details, f->ndetails);
     json_end_object(w);
 }
 
