@@ -80,6 +80,13 @@ void diagnose_order(struct findings *fs, size_t first, struct waitgraph *g);
 
 /* ---- helpers shared by the passes (diagnose_describe.c) ---------------------------------- */
 
+/* Appends a finding of `kind` for the job being diagnosed, at communicator `comm` and sequence
+ * number `seq` (a collective's, or a Send/Recv's per peer), both marked known (has_comm,
+ * has_seq: a caller whose call may have neither clears them). Returns it, or NULL when out of
+ * memory; the pointer is valid until the next finding is added. */
+struct finding *diag_finding_at(struct diag *d, enum finding_kind kind, uint64_t comm,
+                                uint64_t seq);
+
 /* Writes "AllReduce #12 on comm 7f3a91c2 (count 1048576, fp32, sum, from train.c:212)". */
 void describe_call(struct diag *d, const struct m_proc *p, const struct ls_record *r, char *buf,
                    size_t len);

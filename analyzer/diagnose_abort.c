@@ -36,20 +36,17 @@ static uint64_t waiters(const struct m_comm *c, const struct m_member *aborter, 
     return k;
 }
 
-static int report(struct diag *d, const struct m_comm *c, const struct m_member *mb,
-                  const struct ls_record *r, struct intvec *waiting, uint64_t k)
+static int add_aborted(struct diag *d, const struct m_comm *c, const struct m_member *mb,
+                       const struct ls_record *r, struct intvec *waiting, uint64_t k)
 {
     const struct m_proc *p = mb->proc;
-    struct finding *f = finding_add(d->out, F_COMM_ABORTED, d->job);
+    struct finding *f = diag_finding_at(d, F_COMM_ABORTED, c->id, k);
     if (!f)
         return -1;
+    f->has_seq = k != 0; /* aborted before its first collective */
     f->waiting = *waiting;
     *waiting = (struct intvec){0};
     f->rank = p->rank;
-    f->comm = c->id;
-    f->has_comm = 1;
-    f->seq = k;
-    f->has_seq = k != 0;
     f->time_ns = r ? r->enter_ns : mb->entry->ended_ns;
     if (intvec_push(&f->ranks, p->rank) < 0)
         return -1;
@@ -97,7 +94,7 @@ static int check_member(struct diag *d, const struct m_comm *c, int idx)
     if (k == UINT64_MAX)
         rc = -1;
     else if (waiting.n) /* else nobody waits on it: an orderly abort */
-        rc = report(d, c, mb, r, &waiting, k);
+        rc = add_aborted(d, c, mb, r, &waiting, k);
     intvec_free(&waiting);
     return rc;
 }

@@ -54,7 +54,7 @@ static int never_joined(struct diag *d, const struct m_comm *c, const unsigned c
     return 0;
 }
 
-static int report_size(struct diag *d, const struct m_comm *c)
+static int add_size_disagreement(struct diag *d, const struct m_comm *c)
 {
     struct finding *f = finding_add(d->out, F_COMM_INIT_MISMATCH, d->job);
     if (!f)
@@ -148,7 +148,7 @@ static int add_waiting(struct diag *d, struct finding *f, const struct m_comm *c
 
 /* Members that never joined c's creation while others wait in it, or (x unknown) ranks with
  * traces that never joined a communicator of the world's size. */
-static int report_absent(struct diag *d, const struct m_comm *c, struct intvec *absent, size_t x)
+static int add_absent(struct diag *d, const struct m_comm *c, struct intvec *absent, size_t x)
 {
     struct finding *f = finding_add(d->out, F_COMM_INIT_MISMATCH, d->job);
     if (!f)
@@ -209,7 +209,7 @@ int diagnose_comm_init(struct diag *d)
     for (size_t i = 0; i < d->j->ncomms; i++) {
         const struct m_comm *c = d->j->comms[i];
         if (c->size_disagrees) {
-            if (report_size(d, c) < 0)
+            if (add_size_disagreement(d, c) < 0)
                 return -1;
             continue;
         }
@@ -221,7 +221,7 @@ int diagnose_comm_init(struct diag *d)
         int rc = x != (size_t)-1 ? 0 : in ? never_joined(d, c, in, &absent) : -1;
         free(in);
         if (rc == 0 && (absent.n || x != (size_t)-1))
-            rc = report_absent(d, c, &absent, x);
+            rc = add_absent(d, c, &absent, x);
         intvec_free(&absent);
         if (rc < 0)
             return -1;

@@ -66,7 +66,7 @@ static size_t hop(struct diag *d, const size_t *path, size_t len, size_t i, char
     return next;
 }
 
-static int report(struct diag *d, const struct wg_scc *s)
+static int add_cycle(struct diag *d, const struct wg_scc *s)
 {
     const struct waitgraph *g = d->graph;
     struct finding *f = finding_add(d->out, F_DEADLOCK_CYCLE, d->job);
@@ -119,7 +119,7 @@ int diagnose_deadlock(struct diag *d)
 {
     const struct waitgraph *g = d->graph;
     for (size_t c = 0; c < g->nsccs; c++)
-        if (g->sccs[c].cycle && g->sccs[c].nranks >= 2 && report(d, &g->sccs[c]) < 0)
+        if (g->sccs[c].cycle && g->sccs[c].nranks >= 2 && add_cycle(d, &g->sccs[c]) < 0)
             return -1;
     return 0;
 }

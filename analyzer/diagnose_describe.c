@@ -17,6 +17,18 @@ double diag_seconds_ago(const struct diag *d, uint64_t t)
     return (double)(d->j->now_ns - t) / 1e9;
 }
 
+struct finding *diag_finding_at(struct diag *d, enum finding_kind kind, uint64_t comm, uint64_t seq)
+{
+    struct finding *f = finding_add(d->out, kind, d->job);
+    if (f) {
+        f->comm = comm;
+        f->has_comm = 1;
+        f->seq = seq;
+        f->has_seq = 1;
+    }
+    return f;
+}
+
 int diag_member_rank(const struct m_comm *c, int cr)
 {
     if (cr < 0 || cr >= c->nmembers || !c->members[cr].proc)

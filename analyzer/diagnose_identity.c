@@ -22,7 +22,7 @@ static int rival(const struct diag *d, const struct m_proc *a, const struct m_pr
     return a->t->hdr.start_ns < lived_until(d, b) && b->t->hdr.start_ns < lived_until(d, a);
 }
 
-static int report(struct diag *d, struct intvec *dup, struct intvec *unclaimed)
+static int add_duplicate(struct diag *d, struct intvec *dup, struct intvec *unclaimed)
 {
     struct finding *f = finding_add(d->out, F_DUPLICATE_RANK, d->job);
     if (!f)
@@ -90,7 +90,7 @@ int diagnose_identity(struct diag *d)
         if (!d->j->by_rank[r])
             rc = intvec_push(&unclaimed, r);
     if (rc == 0 && dup.n)
-        rc = report(d, &dup, &unclaimed);
+        rc = add_duplicate(d, &dup, &unclaimed);
     intvec_free(&dup);
     intvec_free(&unclaimed);
     return rc;

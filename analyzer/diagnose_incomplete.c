@@ -146,19 +146,16 @@ static int p2p_seq(const struct finding *g)
  * in their ring, or older than the records the analysis read (`unread`). */
 static int add_lost(struct diag *d, struct intvec *lost, uint64_t comm, uint64_t seq, int unread)
 {
-    struct finding *f = add(d, unread ? "not_read" : "wrapped");
+    struct finding *f = diag_finding_at(d, F_TRACE_INCOMPLETE, comm, seq);
     if (!f) {
         intvec_free(lost);
         return -1;
     }
+    f->reason = unread ? "not_read" : "wrapped";
     char ranks[256];
     describe_ranks(lost->v, lost->n, ranks, sizeof(ranks));
     f->ranks = *lost;
     *lost = (struct intvec){0};
-    f->comm = comm;
-    f->has_comm = 1;
-    f->seq = seq;
-    f->has_seq = 1;
     if (unread)
         finding_summary(f,
                         "the analysis read only the newest records of %s, not back to #%llu on "

@@ -32,11 +32,12 @@ static int add_gpu_progress(struct diag *d, struct finding *f, const struct m_co
         struct ls_gpu_progress gp = mb->entry->gpu;
         if (!gp.plugin_version || gp.seq != k || (gp.lock & 1))
             continue;
-        struct f_gpu *v = realloc(f->gpu, (f->ngpu + 1) * sizeof(*v));
+        struct f_in_flight *in = &f->as.in_flight;
+        struct f_gpu *v = realloc(in->gpu, (in->ngpu + 1) * sizeof(*v));
         if (!v)
             return -1;
-        f->gpu = v;
-        struct f_gpu *g = &f->gpu[f->ngpu++];
+        in->gpu = v;
+        struct f_gpu *g = &in->gpu[in->ngpu++];
         memset(g, 0, sizeof(*g));
         g->rank = mb->proc->rank;
         g->comm_rank = i;
@@ -80,17 +81,14 @@ static int add_gpu_progress(struct diag *d, struct finding *f, const struct m_co
     return 0;
 }
 
-static int report(struct diag *d, const struct m_comm *c, uint64_t k, const struct ls_record *last)
+static int add_stuck(struct diag *d, const struct m_comm *c, uint64_t k,
+                     const struct ls_record *last)
 {
-    struct finding *f = finding_add(d->out, F_STUCK_IN_FLIGHT, d->job);
+    struct finding *f = diag_finding_at(d, F_STUCK_IN_FLIGHT, c->id, k);
     if (!f)
         return -1;
-    f->comm = c->id;
-    f->has_comm = 1;
-    f->seq = k;
-    f->has_seq = 1;
     f->time_ns = last ? last->enter_ns : 0;
-    f->since_s = last ? diag_seconds_ago(d, last->enter_ns) : -1;
+    f->as.in_flight.since_s = last ? diag_seconds_ago(d, last->enter_ns) : -1;
     const struct m_proc *example = NULL;
     uint64_t most_done = 0;
     for (int i = 0; i < c->nmembers; i++)
@@ -109,7 +107,7 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t k, const stru
             return -1;
         /* A GPU still several collectives behind the others. */
         uint64_t done = mb->entry->coll_completed;
-        if (most_done > done + 1 && intvec_push(&f->waiting, mb->proc->rank) < 0)
+        if (most_done > done + 1 && intvec_push(&f->as.in_flight.lagging, mb->proc->rank) < 0)
             return -1;
     }
     char call[512], t[32] = "?";
@@ -118,8 +116,8 @@ static int report(struct diag *d, const struct m_comm *c, uint64_t k, const stru
     else
         snprintf(call, sizeof(call), "collective #%llu on comm %08llx (its records are gone)",
                  (unsigned long long)k, (unsigned long long)(c->id >> 32));
-    if (f->since_s >= 0)
-        timefmt_duration(t, sizeof(t), (uint64_t)(f->since_s * 1e9));
+    if (f->as.in_flight.since_s >= 0)
+        timefmt_duration(t, sizeof(t), (uint64_t)(f->as.in_flight.since_s * 1e9));
     finding_summary(f,
                     "every rank of comm %08llx issued %s and no GPU completed it in the %s "
                     "since the last one issued it: the collective itself is stuck (a link, a "
@@ -161,7 +159,7 @@ int diagnose_inflight(struct diag *d)
         size_t x = waitgraph_call_node(d->graph, WG_CALL_COLL, c->id, k);
         if (x != (size_t)-1 && d->graph->nodes[x].state != WG_GPU_STUCK)
             continue;
-        if (model_gpu_stuck(c, k, &last) && report(d, c, k, last) < 0)
+        if (model_gpu_stuck(c, k, &last) && add_stuck(d, c, k, last) < 0)
             return -1;
     }
     return 0;

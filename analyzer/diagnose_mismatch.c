@@ -47,15 +47,12 @@ static void class_text(const struct f_class *c, char *buf, size_t len)
     free(ranks);
 }
 
-static int report(struct diag *d, const struct m_comm *c, uint64_t seq, enum finding_kind kind)
+static int add_mismatch(struct diag *d, const struct m_comm *c, uint64_t seq,
+                        enum finding_kind kind)
 {
-    struct finding *f = finding_add(d->out, kind, d->job);
+    struct finding *f = diag_finding_at(d, kind, c->id, seq);
     if (!f)
         return -1;
-    f->comm = c->id;
-    f->has_comm = 1;
-    f->seq = seq;
-    f->has_seq = 1;
     for (int i = 0; i < c->nmembers; i++) {
         const struct m_member *mb = &c->members[i];
         const struct ls_record *r = mb->proc ? model_member_coll(mb, seq) : NULL;
@@ -110,7 +107,7 @@ static int check_comm(struct diag *d, const struct m_comm *c)
         enum finding_kind kind = compare(first, r);
         worst = kind < worst ? kind : worst;
     }
-    return worst == F_KIND_COUNT ? 0 : report(d, c, seq, worst);
+    return worst == F_KIND_COUNT ? 0 : add_mismatch(d, c, seq, worst);
 }
 
 int diagnose_mismatch(struct diag *d)

@@ -237,15 +237,11 @@ static void en_route_words(struct diag *d, struct finding *f, const struct absen
     intvec_free(&dead);
 }
 
-static int report(struct diag *d, const struct m_comm *c, uint64_t seq)
+static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
 {
-    struct finding *f = finding_add(d->out, F_MISSING_RANKS, d->job);
+    struct finding *f = diag_finding_at(d, F_MISSING_RANKS, c->id, seq);
     if (!f)
         return -1;
-    f->comm = c->id;
-    f->has_comm = 1;
-    f->seq = seq;
-    f->has_seq = 1;
     f->multi_rank = c->multi_rank;
     struct absent *ab = calloc((size_t)c->nmembers + 1, sizeof(*ab));
     struct intvec untraced = {0}, untraced_cr = {0};
@@ -444,7 +440,7 @@ int diagnose_missing(struct diag *d)
         for (int k = 0; k < c->nmembers && !absent; k++)
             absent =
                 c->members[k].proc ? !model_member_entered(&c->members[k], seq) : k < c->nranks;
-        if (absent && report(d, c, seq) < 0)
+        if (absent && add_missing(d, c, seq) < 0)
             return -1;
     }
     return 0;

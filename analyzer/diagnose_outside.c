@@ -174,14 +174,14 @@ int diagnose_outside(struct diag *d)
     /* The odd class: the smallest, when the ranks are not all in one place. */
     if (f->nclasses > 1)
         for (size_t k = 0; k < f->classes[0].ranks.n; k++)
-            if (intvec_push(&f->missing, f->classes[0].ranks.v[k]) < 0)
+            if (intvec_push(&f->as.outside.odd, f->classes[0].ranks.v[k]) < 0)
                 return -1;
     for (size_t c = f->nclasses > 1 ? 1 : 0; c < f->nclasses; c++)
         for (size_t k = 0; k < f->classes[c].ranks.n; k++)
             if (intvec_push(&f->waiting, f->classes[c].ranks.v[k]) < 0)
                 return -1;
     f->time_ns = last_call;
-    f->since_s = last_call ? diag_seconds_ago(d, last_call) : -1;
+    f->as.outside.since_s = last_call ? diag_seconds_ago(d, last_call) : -1;
     char text[2048], part[640], when[64] = "", ago[32] = "";
     size_t used = 0;
     for (size_t c = 0; c < f->nclasses && used < sizeof(text); c++) {
@@ -190,7 +190,7 @@ int diagnose_outside(struct diag *d)
     }
     if (last_call) {
         timefmt_wall(when, sizeof(when), last_call);
-        timefmt_duration(ago, sizeof(ago), (uint64_t)(f->since_s * 1e9));
+        timefmt_duration(ago, sizeof(ago), (uint64_t)(f->as.outside.since_s * 1e9));
     }
     const char *clock = strchr(when, ' ');
     when[strcspn(when, ".")] = 0; /* to the second */

@@ -16,24 +16,21 @@ static int already(const struct diag *d, size_t first, int src, int dst, uint64_
     return 0;
 }
 
-static int report(struct diag *d, const struct m_comm *c, const struct m_member *me, int my_cr,
-                  const struct ls_record *r, const struct m_member *peer,
-                  const struct ls_record *other, size_t first)
+static int add_unmatched(struct diag *d, const struct m_comm *c, const struct m_member *me,
+                         int my_cr, const struct ls_record *r, const struct m_member *peer,
+                         const struct ls_record *other, size_t first)
 {
     int send = r->op == LS_OP_SEND;
     int src = send ? me->proc->rank : peer->proc->rank;
     int dst = send ? peer->proc->rank : me->proc->rank;
     if (already(d, first, src, dst, c->id, r->seq))
         return 0;
-    struct finding *f = finding_add(d->out, other ? F_P2P_SIZE_MISMATCH : F_P2P_UNMATCHED, d->job);
+    struct finding *f =
+        diag_finding_at(d, other ? F_P2P_SIZE_MISMATCH : F_P2P_UNMATCHED, c->id, r->seq);
     if (!f)
         return -1;
     f->src = src;
     f->dst = dst;
-    f->comm = c->id;
-    f->has_comm = 1;
-    f->seq = r->seq;
-    f->has_seq = 1;
     f->time_ns = r->enter_ns;
     if (intvec_push(&f->ranks, src) < 0 || intvec_push(&f->ranks, dst) < 0)
         return -1;
@@ -75,14 +72,14 @@ static int check_member(struct diag *d, const struct m_comm *c, int cr, size_t f
         const struct ls_record *other = model_p2p_half(peer, cr, r);
         if (other) {
             if (other->count != r->count || other->dtype != r->dtype) {
-                if (report(d, c, me, cr, r, peer, other, first) < 0)
+                if (add_unmatched(d, c, me, cr, r, peer, other, first) < 0)
                     return -1;
             }
             continue;
         }
         if (model_p2p_issued(peer, c->id, cr, want) >= r->seq)
             continue; /* issued but overwritten in the peer's ring */
-        if (report(d, c, me, cr, r, peer, NULL, first) < 0)
+        if (add_unmatched(d, c, me, cr, r, peer, NULL, first) < 0)
             return -1;
     }
     return 0;

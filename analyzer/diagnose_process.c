@@ -470,12 +470,10 @@ static int add_errors(struct diag *d)
             if (f && intvec_has(&f->ranks, p->rank))
                 continue; /* the same failure again (a retry loop) */
             if (!f) {
-                f = finding_add(d->out, F_NCCL_ERROR, d->job);
+                f = diag_finding_at(d, F_NCCL_ERROR, err->comm_id, err->seq);
                 if (!f)
                     return -1;
-                f->comm = err->comm_id;
-                f->has_comm = err->comm_id != 0;
-                f->seq = err->seq;
+                f->has_comm = err->comm_id != 0; /* 0: none (the record says) */
                 f->has_seq = err->seq != 0;
                 f->result = err->result;
                 f->time_ns = err->enter_ns;

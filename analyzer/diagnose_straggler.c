@@ -115,17 +115,13 @@ int diagnose_straggler(struct diag *d)
         if (l->times == 0 || (l->times < (unsigned)d->opt->straggler_repeats && !l->at_last))
             continue;
         const struct m_proc *p = j->procs[i];
-        struct finding *f = finding_add(d->out, F_STRAGGLER, d->job);
+        struct finding *f = diag_finding_at(d, F_STRAGGLER, l->worst_comm, l->worst_seq);
         if (!f || intvec_push(&f->ranks, p->rank) < 0) {
             rc = -1;
             break;
         }
         f->rank = p->rank;
-        f->late_by_s = l->worst_s;
-        f->comm = l->worst_comm;
-        f->has_comm = 1;
-        f->seq = l->worst_seq;
-        f->has_seq = 1;
+        f->as.straggler.late_by_s = l->worst_s;
         finding_summary(f,
                         "rank %d arrived last, alone and late, at %u collective%s (up to %.1f s "
                         "after the others, at #%llu on comm %08llx)%s",

@@ -26,11 +26,10 @@ struct px {
 };
 
 struct exporter {
-    FILE *f;
+    struct json_writer w; /* compact: one event a line */
     const struct report_input *in;
     struct px *px; /* one per model process */
     uint64_t origin_ns;
-    size_t nevents;
     unsigned long long next_flow;
 };
 
@@ -58,32 +57,39 @@ static int in_flight(const struct ls_record *r)
     return ls_record_pending(r);
 }
 
-/* Starts one event: the separator, then "{". */
-static void begin_event(struct exporter *x)
+/* Starts one event (an object on a line of its own in traceEvents) of phase `ph` on track tid
+ * of process pid; json_end_object() ends it. */
+static void begin_event(struct exporter *x, const char *ph, long pid, int tid)
 {
-    fputs(x->nevents++ ? ",\n{" : "\n{", x->f);
+    json_begin_object(&x->w, NULL);
+    json_string(&x->w, "ph", ph);
+    json_int(&x->w, "pid", pid);
+    json_int(&x->w, "tid", tid);
 }
 
-/* Writes ns as microseconds since the origin, exactly (three decimals). */
-static void write_us(FILE *f, const char *key, uint64_t ns, uint64_t origin)
+/* Writes ns as microseconds since `origin`, exactly (three decimals). */
+static void write_us(struct exporter *x, const char *key, uint64_t ns, uint64_t origin)
 {
-    uint64_t rel = ns > origin ? ns - origin : 0;
-    fprintf(f, "\"%s\":%" PRIu64 ".%03" PRIu64, key, rel / 1000, rel % 1000);
+    json_thousandths(&x->w, key, ns > origin ? ns - origin : 0);
 }
 
 static void write_meta(struct exporter *x, long pid, int tid, const char *what, const char *name,
                        long sort_index)
 {
-    begin_event(x);
-    fprintf(x->f, "\"ph\":\"M\",\"pid\":%ld,\"tid\":%d,\"name\":\"%s\",\"args\":{\"name\":", pid,
-            tid, what);
-    json_write_string(x->f, name);
-    fputs("}}", x->f);
-    begin_event(x);
-    fprintf(x->f,
-            "\"ph\":\"M\",\"pid\":%ld,\"tid\":%d,\"name\":\"%s_sort_index\","
-            "\"args\":{\"sort_index\":%ld}}",
-            pid, tid, strcmp(what, "process_name") == 0 ? "process" : "thread", sort_index);
+    struct json_writer *w = &x->w;
+    begin_event(x, "M", pid, tid);
+    json_string(w, "name", what);
+    json_begin_object(w, "args");
+    json_string(w, "name", name);
+    json_end_object(w);
+    json_end_object(w);
+    begin_event(x, "M", pid, tid);
+    json_string(w, "name",
+                strcmp(what, "process_name") == 0 ? "process_sort_index" : "thread_sort_index");
+    json_begin_object(w, "args");
+    json_int(w, "sort_index", sort_index);
+    json_end_object(w);
+    json_end_object(w);
 }
 
 static int track_of(const struct px *px, const struct ls_record *r)
@@ -159,43 +165,47 @@ static const char *category(unsigned op)
 
 static void write_slice_args(struct exporter *x, const struct m_proc *p, const struct ls_record *r)
 {
-    FILE *f = x->f;
-    fprintf(f, ",\"args\":{\"op\":\"%s\"", ls_op_name(r->op));
+    struct json_writer *w = &x->w;
+    json_begin_object(w, "args");
+    json_string(w, "op", ls_op_name(r->op));
     if (r->seq)
-        fprintf(f, ",\"seq\":%" PRIu64, r->seq);
-    if (ls_op_issues_work(r->op))
-        fprintf(f, ",\"count\":%" PRIu64 ",\"dtype\":\"%s\"", r->count, ls_dtype_name(r->dtype));
-    else if (r->op == LS_OP_COMM_SPLIT || r->op == LS_OP_COMM_SHRINK)
-        fprintf(f, ",\"new_comm\":\"%016" PRIx64 "\"", r->count);
-    else if (ls_op_is_init(r->op))
-        fprintf(f, ",\"nranks\":%" PRIu64, r->count);
-    else if (r->op == LS_OP_GROUP_END)
-        fprintf(f, ",\"calls\":%" PRIu64, r->aux);
-    if (ls_op_has_redop(r->op))
-        fprintf(f, ",\"redop\":\"%s\"", ls_redop_name(r->redop));
-    if (ls_op_is_rooted(r->op))
-        fprintf(f, ",\"root\":%d", r->peer);
-    if (ls_op_is_p2p(r->op))
-        fprintf(f, ",\"peer\":%d", r->peer);
-    if (r->comm_id)
-        fprintf(f, ",\"comm\":\"%016" PRIx64 "\",\"comm_rank\":%d", r->comm_id, r->comm_rank);
-    if (r->group_id)
-        fprintf(f, ",\"group\":%" PRIu64, r->group_id);
-    if (r->complete_ns) { /* its completion on the GPU was observed (a CUDA event) */
-        fputc(',', f);
-        write_us(f, "gpu_complete_us", r->complete_ns, x->origin_ns);
+        json_uint(w, "seq", r->seq);
+    if (ls_op_issues_work(r->op)) {
+        json_uint(w, "count", r->count);
+        json_string(w, "dtype", ls_dtype_name(r->dtype));
+    } else if (r->op == LS_OP_COMM_SPLIT || r->op == LS_OP_COMM_SHRINK) {
+        json_hex64(w, "new_comm", r->count);
+    } else if (ls_op_is_init(r->op)) {
+        json_uint(w, "nranks", r->count);
+    } else if (r->op == LS_OP_GROUP_END) {
+        json_uint(w, "calls", r->aux);
     }
-    fputs(",\"callsite\":", f);
-    json_write_string(f, symbolizer_site(x->in->sym, p->t, r->callsite));
+    if (ls_op_has_redop(r->op))
+        json_string(w, "redop", ls_redop_name(r->redop));
+    if (ls_op_is_rooted(r->op))
+        json_int(w, "root", r->peer);
+    if (ls_op_is_p2p(r->op))
+        json_int(w, "peer", r->peer);
+    if (r->comm_id) {
+        json_hex64(w, "comm", r->comm_id);
+        json_int(w, "comm_rank", r->comm_rank);
+    }
+    if (r->group_id)
+        json_uint(w, "group", r->group_id);
+    if (r->complete_ns) /* its completion on the GPU was observed (a CUDA event) */
+        write_us(x, "gpu_complete_us", r->complete_ns, x->origin_ns);
+    json_string(w, "callsite", symbolizer_site(x->in->sym, p->t, r->callsite));
     const struct tr_pysite *py = symbolizer_python(p->t, r->callsite);
     if (py) { /* the Python stack, innermost first, as one line */
         char line[4096];
         symbolizer_python_chain(x->in->sym, py, py->nframes, line, sizeof(line));
-        fputs(",\"python\":", f);
-        json_write_string(f, line);
+        json_string(w, "python", line);
     }
-    fprintf(f, ",\"result\":\"%s\",\"in_flight\":%s,\"thread\":%u,\"ticket\":%" PRIu64 "}",
-            names_result(r->result), in_flight(r) ? "true" : "false", r->tid, r->ticket - 1);
+    json_string(w, "result", names_result(r->result));
+    json_bool(w, "in_flight", in_flight(r));
+    json_uint(w, "thread", r->tid);
+    json_uint(w, "ticket", r->ticket - 1);
+    json_end_object(w);
 }
 
 static void write_slice(struct exporter *x, const struct m_proc *p, const struct m_job *j,
@@ -204,20 +214,21 @@ static void write_slice(struct exporter *x, const struct m_proc *p, const struct
     const struct px *px = &x->px[proc_index(x, p)];
     int open = in_flight(r);
     uint64_t end = open ? open_end(p, j, r) : r->exit_ns > r->enter_ns ? r->exit_ns : r->enter_ns;
-    begin_event(x);
-    fprintf(x->f, "\"ph\":\"X\",\"pid\":%ld,\"tid\":%d,\"cat\":\"%s\",", px->pid, track_of(px, r),
-            category(r->op));
-    write_us(x->f, "ts", r->enter_ns, x->origin_ns);
-    fputc(',', x->f);
-    write_us(x->f, "dur", end, r->enter_ns);
-    fprintf(x->f, ",\"name\":\"%s", ls_op_name(r->op));
+    begin_event(x, "X", px->pid, track_of(px, r));
+    json_string(&x->w, "cat", category(r->op));
+    write_us(x, "ts", r->enter_ns, x->origin_ns);
+    write_us(x, "dur", end, r->enter_ns);
+    char name[96];
+    int n = snprintf(name, sizeof(name), "%s", ls_op_name(r->op));
     if (r->seq)
-        fprintf(x->f, " #%" PRIu64, r->seq);
+        n += snprintf(name + n, sizeof(name) - (size_t)n, " #%" PRIu64, r->seq);
     if (ls_op_is_p2p(r->op))
-        fprintf(x->f, " %s %d", r->op == LS_OP_SEND ? "to" : "from", r->peer);
-    fprintf(x->f, "%s\"", open ? " (in flight)" : "");
+        n += snprintf(name + n, sizeof(name) - (size_t)n, " %s %d",
+                      r->op == LS_OP_SEND ? "to" : "from", r->peer);
+    snprintf(name + n, sizeof(name) - (size_t)n, "%s", open ? " (in flight)" : "");
+    json_string(&x->w, "name", name);
     write_slice_args(x, p, r);
-    fputc('}', x->f);
+    json_end_object(&x->w);
 }
 
 static int push_half(struct p2p_list *l, const struct p2p_half *h)
@@ -250,14 +261,20 @@ static void write_flow_end(struct exporter *x, const struct p2p_half *h, const c
                            uint64_t ts, const struct p2p_half *send)
 {
     const struct px *px = &x->px[proc_index(x, h->proc)];
-    begin_event(x);
-    fprintf(x->f,
-            "\"ph\":\"%s\",%s\"id\":%llu,\"pid\":%ld,\"tid\":%d,\"cat\":\"p2p\","
-            "\"name\":\"Send #%" PRIu64 " %d->%d\",",
-            ph, ph[0] == 'f' ? "\"bp\":\"e\"," : "", x->next_flow, px->pid, track_of(px, h->r),
-            send->seq, send->src, send->dst);
-    write_us(x->f, "ts", ts, x->origin_ns);
-    fputc('}', x->f);
+    struct json_writer *w = &x->w;
+    char name[96];
+    snprintf(name, sizeof(name), "Send #%" PRIu64 " %d->%d", send->seq, send->src, send->dst);
+    json_begin_object(w, NULL);
+    json_string(w, "ph", ph);
+    if (ph[0] == 'f') /* the arrow binds to the slice it lands in */
+        json_string(w, "bp", "e");
+    json_uint(w, "id", x->next_flow);
+    json_int(w, "pid", px->pid);
+    json_int(w, "tid", track_of(px, h->r));
+    json_string(w, "cat", "p2p");
+    json_string(w, "name", name);
+    write_us(x, "ts", ts, x->origin_ns);
+    json_end_object(w);
 }
 
 /* Joins send #k from s to d with receive #k on d from s, on every exported communicator. */
@@ -328,25 +345,28 @@ static void write_findings(struct exporter *x)
             int rank = f->ranks.v[k];
             if (rank < 0 || rank >= j->world_size || !j->by_rank[rank])
                 continue;
-            begin_event(x);
-            fprintf(x->f, "\"ph\":\"i\",\"s\":\"p\",\"pid\":%ld,\"tid\":%d,\"cat\":\"finding\",",
-                    x->px[proc_index(x, j->by_rank[rank])].pid, TID_FINDINGS);
-            write_us(x->f, "ts", ts, x->origin_ns);
-            fprintf(x->f, ",\"name\":\"%s\",\"args\":{\"finding\":%zu,\"kind\":\"%s\",\"summary\":",
-                    finding_kind_name(f->kind), i + 1, finding_kind_name(f->kind));
-            json_write_string(x->f, f->summary ? f->summary : "");
+            struct json_writer *w = &x->w;
+            json_begin_object(w, NULL);
+            json_string(w, "ph", "i");
+            json_string(w, "s", "p"); /* an instant of its process */
+            json_int(w, "pid", x->px[proc_index(x, j->by_rank[rank])].pid);
+            json_int(w, "tid", TID_FINDINGS);
+            json_string(w, "cat", "finding");
+            write_us(x, "ts", ts, x->origin_ns);
+            json_string(w, "name", finding_kind_name(f->kind));
+            json_begin_object(w, "args");
+            json_uint(w, "finding", i + 1);
+            json_string(w, "kind", finding_kind_name(f->kind));
+            json_string(w, "summary", f->summary ? f->summary : "");
             if (f->has_comm)
-                fprintf(x->f, ",\"comm\":\"%016" PRIx64 "\"", f->comm);
+                json_hex64(w, "comm", f->comm);
             if (f->has_seq)
-                fprintf(x->f, ",\"seq\":%" PRIu64, f->seq);
+                json_uint(w, "seq", f->seq);
             if (f->consequence_of >= 0)
-                fprintf(x->f, ",\"follows_from\":%d", f->consequence_of + 1);
-            fputs(",\"details\":[", x->f);
-            for (size_t d = 0; d < f->ndetails; d++) {
-                fputs(d ? "," : "", x->f);
-                json_write_string(x->f, f->details[d]);
-            }
-            fputs("]}}", x->f);
+                json_int(w, "follows_from", f->consequence_of + 1);
+            json_string_array(w, "details", f->details, f->ndetails);
+            json_end_object(w);
+            json_end_object(w);
         }
     }
 }
@@ -400,15 +420,20 @@ static int prepare(struct exporter *x)
 int export_perfetto(FILE *out, const struct report_input *in)
 {
     const struct model *m = in->m;
-    struct exporter x = {out, in, calloc(m->nprocs + 1, sizeof(struct px)), 0, 0, 0};
+    struct exporter x = {.in = in, .px = calloc(m->nprocs + 1, sizeof(struct px))};
     int rc = -1;
     if (!x.px || prepare(&x) < 0)
         goto out;
-    fprintf(out,
-            "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"lockstep\","
-            "\"origin_ns\":%" PRIu64 ",\"time\":\"microseconds since origin_ns "
-            "(CLOCK_REALTIME of the earliest record)\"},\n\"traceEvents\":[",
-            x.origin_ns);
+    struct json_writer *w = &x.w;
+    json_init_compact(w, out);
+    json_begin_object(w, NULL);
+    json_string(w, "displayTimeUnit", "ms");
+    json_begin_object(w, "otherData");
+    json_string(w, "producer", "lockstep");
+    json_uint(w, "origin_ns", x.origin_ns);
+    json_string(w, "time", "microseconds since origin_ns (CLOCK_REALTIME of the earliest record)");
+    json_end_object(w);
+    json_begin_array_lines(w, "traceEvents");
     for (size_t jx = 0; jx < m->njobs; jx++) {
         if (!report_job_shown(in, jx))
             continue;
@@ -423,7 +448,8 @@ int export_perfetto(FILE *out, const struct report_input *in)
     if (write_flows(&x) < 0)
         goto out;
     write_findings(&x);
-    fputs("\n]}\n", out);
+    json_end_array(w);
+    json_end_object(w);
     rc = 0;
 out:
     for (size_t i = 0; x.px && i < m->nprocs; i++)

@@ -64,9 +64,45 @@ struct finding *finding_add(struct findings *fs, enum finding_kind kind, size_t 
     f->job = job;
     f->consequence_of = -1;
     f->rank = f->src = f->dst = f->signal = f->status = f->result = -1;
-    f->late_by_s = -1;
-    f->since_s = -1;
+    switch (kind) {
+    case F_STUCK_IN_FLIGHT:
+        f->as.in_flight.since_s = -1;
+        break;
+    case F_STUCK_OUTSIDE_NCCL:
+        f->as.outside.since_s = -1;
+        break;
+    case F_STRAGGLER:
+        f->as.straggler.late_by_s = -1;
+        break;
+    default:
+        break;
+    }
     return f;
+}
+
+const struct intvec *finding_singled_out(const struct finding *f)
+{
+    return f->kind == F_STUCK_OUTSIDE_NCCL ? &f->as.outside.odd : &f->missing;
+}
+
+const struct intvec *finding_kind_names_apart(const struct finding *f)
+{
+    return f->kind == F_STUCK_IN_FLIGHT ? &f->as.in_flight.lagging : NULL;
+}
+
+/* The lists of f's own data (as), for freeing and sorting; returns how many (at most 2). */
+static size_t payload_lists(struct finding *f, struct intvec **v)
+{
+    switch (f->kind) {
+    case F_STUCK_IN_FLIGHT:
+        v[0] = &f->as.in_flight.lagging;
+        return 1;
+    case F_STUCK_OUTSIDE_NCCL:
+        v[0] = &f->as.outside.odd;
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 static char *vformat(const char *fmt, va_list ap)
@@ -184,7 +220,11 @@ void finding_free(struct finding *f)
     }
     free(f->classes);
     free(f->exception);
-    free(f->gpu);
+    if (f->kind == F_STUCK_IN_FLIGHT)
+        free(f->as.in_flight.gpu);
+    struct intvec *own[2];
+    for (size_t k = 0, n = payload_lists(f, own); k < n; k++)
+        intvec_free(own[k]);
     intvec_free(&f->ranks);
     intvec_free(&f->missing);
     intvec_free(&f->waiting);
@@ -216,6 +256,9 @@ void findings_normalize(struct findings *fs)
         f->queued.n = rankset_normalize(f->queued.v, f->queued.n);
         f->missing_cr.n = rankset_normalize(f->missing_cr.v, f->missing_cr.n);
         f->waiting_cr.n = rankset_normalize(f->waiting_cr.v, f->waiting_cr.n);
+        struct intvec *own[2];
+        for (size_t k = 0, n = payload_lists(f, own); k < n; k++)
+            own[k]->n = rankset_normalize(own[k]->v, own[k]->n);
         for (size_t k = 0; k < f->nclasses; k++) {
             struct f_class *c = &f->classes[k];
             c->ranks.n = rankset_normalize(c->ranks.v, c->ranks.n);

@@ -64,6 +64,23 @@ struct f_exception {
     const char *cause_site; /* the original cause's, NULL none */
 };
 
+/* A kind's own data, in struct finding's `as` (tag: its kind; finding_kinds.h says which kind
+ * has which). A new kind with fields of its own adds its struct here rather than reuse another
+ * kind's; finding_add() sets its defaults, finding_free() and findings_normalize() its lists. */
+struct f_in_flight {       /* stuck_in_flight */
+    double since_s;        /* since the last rank issued the call, -1 unknown */
+    struct intvec lagging; /* ranks whose GPU is two or more collectives behind the others */
+    struct f_gpu *gpu;     /* GPU progress per rank (profiler plugin) */
+    size_t ngpu;
+};
+struct f_outside {     /* stuck_outside_nccl */
+    double since_s;    /* since the newest NCCL call of any of its ranks, -1 none */
+    struct intvec odd; /* the ranks of the smallest class, when there are several */
+};
+struct f_straggler {  /* straggler */
+    double late_by_s; /* how late it arrived at its worst collective (the finding's seq) */
+};
+
 struct finding {
     enum finding_kind kind;
     size_t job;
@@ -90,15 +107,16 @@ struct finding {
     int died_in;    /* rank_*: comm/seq name the collective they were blocked in */
     int refused;    /* nccl_error: NCCL refused the arguments (nothing enqueued) */
     int rank, src, dst, signal, status, result; /* -1 where not relevant */
-    double late_by_s;
-    double since_s;     /* stuck_in_flight: seconds since the last rank issued the call */
     int vanished;       /* rank_crashed without a recorded signal */
     const char *reason; /* trace_incomplete: no_trace, truncated, wrapped, ... */
     const char *object; /* trace_incomplete nccl_static: the object NCCL is linked into (the
                          * trace's string), NULL none */
-    struct f_gpu *gpu;  /* stuck_in_flight: GPU progress per rank (profiler plugin) */
-    size_t ngpu;
     struct f_exception *exception; /* rank_*: the exception that ended its ranks, NULL none */
+    union {                        /* the kind's own data: the member finding_kinds.h names */
+        struct f_in_flight in_flight;
+        struct f_outside outside;
+        struct f_straggler straggler;
+    } as;
 };
 
 struct findings {
@@ -122,6 +140,15 @@ int finding_kind_priority(enum finding_kind k);
 int finding_kind_has(enum finding_kind k, unsigned traits);
 /* For a mismatch kind, what its ranks' calls differ in ("different counts"); NULL otherwise. */
 const char *finding_kind_differs(enum finding_kind k);
+
+/* The ranks f singles out from the others by its kind: those missing (missing_ranks,
+ * comm_init_mismatch, p2p_unmatched; duplicate_rank's unclaimed ones), stuck_outside_nccl's
+ * odd class. Never NULL: an empty list where the kind singles out none. */
+const struct intvec *finding_singled_out(const struct finding *f);
+/* The ranks a kind names apart by its own rule (report format 2's rank_detail): stuck_in_flight
+ * its lagging ranks; NULL for the kinds that follow the common rule (their ranks less those
+ * they say wait and less their largest class). */
+const struct intvec *finding_kind_names_apart(const struct finding *f);
 
 /* Appends a new finding of `kind` with every optional field unset. Returns it, or NULL when
  * out of memory. The pointer is valid until the next finding_add(). */

@@ -12,8 +12,12 @@
  *             timeline centres on its collective)
  *   what differs  for a mismatch, the words of its summary ("holds different counts")
  *
- * Adding a kind: one line here, the diagnose_*.c pass that makes it, its row in
- * docs/report-format.md (tests/cli checks every name here has one). */
+ * A kind with data of its own (beyond struct finding's common part) has a struct of its own in
+ * finding.h, the member of struct finding's union `as` named in the comment of its line here
+ * (as.in_flight: struct f_in_flight); a finding's kind says which member holds.
+ *
+ * Adding a kind: docs/architecture.md, "Add a finding kind" (tests/cli kinds-documented and
+ * kinds-listed check the docs' lists of kinds against this one). */
 #ifndef LOCKSTEP_FINDING_KINDS_H
 #define LOCKSTEP_FINDING_KINDS_H
 
@@ -37,9 +41,12 @@
     X(P2P_SIZE_MISMATCH, "p2p_size_mismatch", F_SEV_ERROR, 120, 0, NULL)                           \
     X(DEADLOCK_CYCLE, "deadlock_cycle", F_SEV_ERROR, 130, 0, NULL)                                 \
     X(P2P_UNMATCHED, "p2p_unmatched", F_SEV_ERROR, 140, 0, NULL)                                   \
+    /* as.in_flight: since_s, lagging, gpu */                                                      \
     X(STUCK_IN_FLIGHT, "stuck_in_flight", F_SEV_ERROR, 150, F_T_TIMELINE, NULL)                    \
     X(MISSING_RANKS, "missing_ranks", F_SEV_ERROR, 160, F_T_TIMELINE, NULL)                        \
+    /* as.outside: since_s, odd */                                                                 \
     X(STUCK_OUTSIDE_NCCL, "stuck_outside_nccl", F_SEV_ERROR, 165, 0, NULL)                         \
+    /* as.straggler: late_by_s */                                                                  \
     X(STRAGGLER, "straggler", F_SEV_WARN, 170, F_T_TIMELINE, NULL)                                 \
     X(TRACE_INCOMPLETE, "trace_incomplete", F_SEV_WARN, 180, 0, NULL)
 

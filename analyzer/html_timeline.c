@@ -146,8 +146,9 @@ static struct intvec blamed_ranks(const struct finding *f)
     struct intvec v = {0};
     if (!f)
         return v;
-    for (size_t i = 0; i < f->missing.n; i++)
-        intvec_push(&v, f->missing.v[i]);
+    const struct intvec *apart = finding_singled_out(f);
+    for (size_t i = 0; i < apart->n; i++)
+        intvec_push(&v, apart->v[i]);
     if (f->rank >= 0)
         intvec_push(&v, f->rank);
     for (size_t i = 0; i < f->cycle.n; i++)

@@ -3,53 +3,71 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <string.h>
 
 void json_init(struct json_writer *w, FILE *f)
 {
     w->f = f;
     w->depth = 0;
+    w->compact = 0;
     w->count[0] = 0;
+    memset(w->lines, 0, sizeof(w->lines));
 }
 
+void json_init_compact(struct json_writer *w, FILE *f)
+{
+    json_init(w, f);
+    w->compact = 1;
+}
+
+/* A line break, then the indentation of the current level (none in a compact writer). */
 static void indent(struct json_writer *w)
 {
     fputc('\n', w->f);
-    for (int i = 0; i < w->depth; i++)
+    for (int i = 0; !w->compact && i < w->depth; i++)
         fputs("  ", w->f);
 }
 
-/* Writes the separator, indentation and key before a value. */
-static void member(struct json_writer *w, const char *key)
+/* Writes the separator, line break and key before a value; `own_line`: a compact writer breaks
+ * the line before it too. */
+static void member_at(struct json_writer *w, const char *key, int own_line)
 {
     if (w->depth > 0) {
         if (w->count[w->depth] > 0)
             fputc(',', w->f);
-        indent(w);
+        if (!w->compact || own_line || w->lines[w->depth])
+            indent(w);
     }
     if (w->depth < JSON_MAX_DEPTH)
         w->count[w->depth]++;
     if (key) {
         json_write_string(w->f, key);
-        fputs(": ", w->f);
+        fputs(w->compact ? ":" : ": ", w->f);
     }
 }
 
-static void open_level(struct json_writer *w, const char *key, char c)
+static void member(struct json_writer *w, const char *key)
 {
-    member(w, key);
+    member_at(w, key, 0);
+}
+
+static void open_level(struct json_writer *w, const char *key, char c, int lines)
+{
+    member_at(w, key, lines);
     fputc(c, w->f);
     if (w->depth + 1 < JSON_MAX_DEPTH) {
         w->depth++;
         w->count[w->depth] = 0;
+        w->lines[w->depth] = (char)lines;
     }
 }
 
 static void close_level(struct json_writer *w, char c)
 {
-    int had = w->count[w->depth] > 0;
+    int had = w->count[w->depth] > 0, lines = w->lines[w->depth];
     if (w->depth > 0)
         w->depth--;
-    if (had)
+    if (w->compact ? lines : had)
         indent(w);
     fputc(c, w->f);
     if (w->depth == 0)
@@ -58,7 +76,7 @@ static void close_level(struct json_writer *w, char c)
 
 void json_begin_object(struct json_writer *w, const char *key)
 {
-    open_level(w, key, '{');
+    open_level(w, key, '{', 0);
 }
 
 void json_end_object(struct json_writer *w)
@@ -68,7 +86,12 @@ void json_end_object(struct json_writer *w)
 
 void json_begin_array(struct json_writer *w, const char *key)
 {
-    open_level(w, key, '[');
+    open_level(w, key, '[', 0);
+}
+
+void json_begin_array_lines(struct json_writer *w, const char *key)
+{
+    open_level(w, key, '[', 1);
 }
 
 void json_end_array(struct json_writer *w)
@@ -118,6 +141,14 @@ void json_null(struct json_writer *w, const char *key)
     fputs("null", w->f);
 }
 
+void json_string_array(struct json_writer *w, const char *key, char *const *v, size_t n)
+{
+    json_begin_array(w, key);
+    for (size_t i = 0; i < n; i++)
+        json_string(w, NULL, v[i]);
+    json_end_array(w);
+}
+
 void json_int_array(struct json_writer *w, const char *key, const int *v, size_t n)
 {
     member(w, key);
@@ -125,6 +156,12 @@ void json_int_array(struct json_writer *w, const char *key, const int *v, size_t
     for (size_t i = 0; i < n; i++)
         fprintf(w->f, i ? ", %d" : "%d", v[i]);
     fputc(']', w->f);
+}
+
+void json_thousandths(struct json_writer *w, const char *key, uint64_t v)
+{
+    member(w, key);
+    fprintf(w->f, "%" PRIu64 ".%03" PRIu64, v / 1000, v % 1000);
 }
 
 void json_hex64(struct json_writer *w, const char *key, uint64_t v)

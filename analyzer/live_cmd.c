@@ -249,8 +249,8 @@ static int diagnose_live(struct analysis *a, const char *dir, int probe,
 /* The ranks finding `f` is about, as live_first_finding.ranks says. */
 static const struct intvec *culprit_ranks(const struct finding *f)
 {
-    if (f->missing.n)
-        return &f->missing;
+    if (finding_singled_out(f)->n)
+        return finding_singled_out(f);
     if (f->dead.n)
         return &f->dead;
     const struct intvec *smallest = NULL;

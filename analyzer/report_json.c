@@ -184,8 +184,9 @@ static void write_exception(struct json_writer *w, const struct finding *f)
 static void write_gpu_progress(struct json_writer *w, const struct finding *f)
 {
     json_begin_array(w, "gpu_progress");
-    for (size_t i = 0; i < f->ngpu; i++) {
-        const struct f_gpu *g = &f->gpu[i];
+    const struct f_in_flight *in = &f->as.in_flight;
+    for (size_t i = 0; i < in->ngpu; i++) {
+        const struct f_gpu *g = &in->gpu[i];
         json_begin_object(w, NULL);
         json_int(w, "rank", g->rank);
         json_int(w, "comm_rank", g->comm_rank);
@@ -263,21 +264,21 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         break;
     case F_STRAGGLER:
         json_int(w, "rank", f->rank);
-        json_double(w, "late_by_s", f->late_by_s);
+        json_double(w, "late_by_s", f->as.straggler.late_by_s);
         break;
     case F_STUCK_OUTSIDE_NCCL:
-        json_int_array(w, "odd", f->missing.v, f->missing.n);
+        json_int_array(w, "odd", f->as.outside.odd.v, f->as.outside.odd.n);
         json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
-        if (f->since_s >= 0)
-            json_double(w, "since_s", f->since_s);
+        if (f->as.outside.since_s >= 0)
+            json_double(w, "since_s", f->as.outside.since_s);
         else
             json_null(w, "since_s");
         if (f->dead.n)
             json_int(w, "follows_death_of", f->dead.v[0]);
         break;
     case F_STUCK_IN_FLIGHT:
-        json_double(w, "since_s", f->since_s);
-        json_int_array(w, "lagging", f->waiting.v, f->waiting.n);
+        json_double(w, "since_s", f->as.in_flight.since_s);
+        json_int_array(w, "lagging", f->as.in_flight.lagging.v, f->as.in_flight.lagging.n);
         write_gpu_progress(w, f);
         break;
     case F_RANK_CRASHED:
@@ -319,10 +320,7 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
             write_class(w, &f->classes[k]);
         json_end_array(w);
     }
-    json_begin_array(w, "details");
-    for (size_t k = 0; k < f->ndetails; k++)
-        json_string(w, NULL, f->details[k]);
-    json_end_array(w);
+    json_string_array(w, "details", f->details, f->ndetails);
     json_end_object(w);
 }
 

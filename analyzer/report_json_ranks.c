@@ -384,15 +384,16 @@ static int named_push(uint64_t **v, size_t *n, size_t *cap, size_t job, int rank
     return 0;
 }
 
-/* The ranks a finding names apart, appended as job << 32 | rank: those of its ranks that are
- * neither among the ones it says wait (`waiting`) nor in its largest class when it has several
- * (the crowd the others differ from). stuck_in_flight keeps its lagging ranks in `waiting`:
- * they are the ones it names. */
+/* The ranks a finding names apart, appended as job << 32 | rank: those its kind names by a rule
+ * of its own (finding_kind_names_apart()), else those of its ranks that are neither among the
+ * ones it says wait (`waiting`) nor in its largest class when it has several (the crowd the
+ * others differ from). */
 static int named_add(const struct finding *f, uint64_t **v, size_t *n, size_t *cap)
 {
-    if (f->kind == F_STUCK_IN_FLIGHT) {
-        for (size_t i = 0; i < f->waiting.n; i++)
-            if (named_push(v, n, cap, f->job, f->waiting.v[i]) < 0)
+    const struct intvec *own = finding_kind_names_apart(f);
+    if (own) {
+        for (size_t i = 0; i < own->n; i++)
+            if (named_push(v, n, cap, f->job, own->v[i]) < 0)
                 return -1;
         return 0;
     }

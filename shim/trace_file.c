@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lockstep/trace_header.h"
 #include "shim.h"
 
 /* Opens `dir` as a folder we may write into: created 0700 if missing, never a symlink, owned
@@ -352,7 +353,15 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py
     }
     snprintf(t->path, sizeof t->path, "%s/%s", cfg->dir, named ? name : "(being created)");
 
-    struct ls_layout l = ls_layout_default(cfg->stack_depth, py_depth, ring);
+    const struct ls_caps caps = {.comms = LS_DEFAULT_COMMS,
+                                 .peers = LS_DEFAULT_PEERS,
+                                 .sites = LS_DEFAULT_SITES,
+                                 .stack_depth = cfg->stack_depth,
+                                 .pysites = pysite_cap,
+                                 .py_depth = py_depth,
+                                 .strings = LS_DEFAULT_STRINGS,
+                                 .ring = ring};
+    struct ls_layout l = ls_caps_layout(&caps);
     void *base = MAP_FAILED;
     /* Past a file-size limit (ulimit -f) the kernel answers with SIGXFSZ, which kills the
      * program: stay under it rather than ask. */
@@ -388,39 +397,16 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py
 
     struct ls_header *h = base;
     memcpy(h, &id, sizeof *h);
-    h->version = LS_FORMAT_VERSION;
-    h->header_size = LS_HEADER_SIZE;
-    h->endian = LS_ENDIAN_TAG;
-    h->file_size = l.file_size;
-    h->comm_off = l.comm_off;
-    h->comm_cap = LS_DEFAULT_COMMS;
-    h->comm_entry_size = sizeof(struct ls_comm);
-    h->peer_off = l.peer_off;
-    h->peer_cap = LS_DEFAULT_PEERS;
-    h->peer_entry_size = sizeof(struct ls_peer);
-    h->site_off = l.site_off;
-    h->site_cap = LS_DEFAULT_SITES;
-    h->site_entry_size = l.site_entry_size;
-    h->pysite_off = l.pysite_off;
-    h->pysite_cap = pysite_cap;
-    h->pysite_entry_size = l.pysite_entry_size;
-    h->py_depth = py_depth;
-    h->str_off = l.str_off;
-    h->str_cap = LS_DEFAULT_STRINGS;
-    h->ring_off = l.ring_off;
-    h->ring_cap = ring;
+    ls_header_init(h, &caps);
     /* A thread reserves tickets LS_TICKET_BLOCK at a time; a small ring gets smaller blocks so
      * that the blocks of every thread slot together hold at most half of it. */
     t->ticket_block = (uint32_t)(ring / 32 < LS_TICKET_BLOCK ? ring / 32 : LS_TICKET_BLOCK);
     if (t->ticket_block == 0)
         t->ticket_block = 1;
     h->ticket_block = t->ticket_block;
-    h->record_size = sizeof(struct ls_record);
-    h->stack_depth = cfg->stack_depth;
     h->start_ns = now;
     h->heartbeat_ns = now;
     h->heartbeat_ms = cfg->heartbeat_ms;
-    h->str_used = 1; /* offset 0 is the empty string */
 
     t->hdr = h;
     t->comms = (struct ls_comm *)((char *)base + l.comm_off);
@@ -431,9 +417,7 @@ int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py
     t->ring = (struct ls_record *)((char *)base + l.ring_off);
     t->ring_mask = ring - 1;
     t->map_size = l.file_size;
-    /* The magic goes last: a reader that sees it sees a complete header. */
-    atomic_thread_fence(memory_order_release);
-    memcpy(h->magic, LS_MAGIC, LS_MAGIC_LEN);
+    ls_header_seal(h);
     if (!named && link_named(fd, dirfd, cfg->dir, &id, host, rank, name, sizeof name) < 0) {
         ls_warn("cannot name the trace in %s: %s; recording is off", cfg->dir, strerror(errno));
         munmap(base, l.file_size);

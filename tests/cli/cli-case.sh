@@ -283,6 +283,27 @@ kinds-documented)
     [ -z "$missing" ] || fail "docs/report-format.md has no row for: $missing"
     [ -z "$extra" ] || fail "docs/report-format.md names kinds finding_kinds.h lacks: $extra"
     ;;
+kinds-listed)
+    # every finding kind of the one list (analyzer/finding_kinds.h) has its line in the prose
+    # lists docs/analyzer.md keeps: "Diagnosis rules in short" names each kind, and the order
+    # of root causes names them all in their priority's order (the table of docs/report-format.md
+    # is kinds-documented's)
+    sed -nE 's/^ *X\(([A-Z0-9_]+), "([a-z0-9_]+)", [A-Z_]+, ([0-9]+),.*/\3 \2/p' \
+        "$SRC/analyzer/finding_kinds.h" | sort -n | cut -d' ' -f2 >"$D/by_priority"
+    [ "$(wc -l <"$D/by_priority")" -ge 10 ] ||
+        fail "read only $(wc -l <"$D/by_priority") kinds from finding_kinds.h"
+    awk '/^## Diagnosis rules in short/ { on = 1; next } /^## / { on = 0 } on' \
+        "$SRC/docs/analyzer.md" >"$D/rules"
+    [ -s "$D/rules" ] || fail "docs/analyzer.md has no section 'Diagnosis rules in short'"
+    unlisted=$(while read -r k; do grep -qF "\`$k\`" "$D/rules" || echo "$k"; done <"$D/by_priority")
+    [ -z "$unlisted" ] || fail "docs/analyzer.md's diagnosis rules name no:" $unlisted
+    # the paragraph of the order: from "ordered by the priority" to "checks this order"
+    tr '\n' ' ' <"$SRC/docs/analyzer.md" | grep -oE 'ordered by the priority of their [^:]*:' |
+        grep -oE '`[a-z0-9_]+`' | tr -d '`' >"$D/order"
+    [ -s "$D/order" ] || fail "docs/analyzer.md does not list the kinds in the order of root causes"
+    same "docs/analyzer.md's order of root causes is not finding_kinds.h's priorities" \
+        "$(cat "$D/by_priority")" "$(cat "$D/order")"
+    ;;
 html-stdout)
     # `--html -`: the page alone on stdout (no text report before it); a file: both
     "$TRACEGEN" --out "$D/t" --ranks 2 --colls 2 >/dev/null

@@ -1,6 +1,8 @@
 /* trace_writer.c -- a minimal trace writer: a shared file mapping filled like the shim does. */
 #include "trace_writer.h"
 
+#include "lockstep/trace_header.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -44,32 +46,29 @@ static uint64_t or_default(uint64_t v, uint64_t def)
     return v ? v : def;
 }
 
-/* The layout caps ask for. */
-static struct ls_layout layout_of(const struct tw_caps *caps, uint32_t *comms, uint32_t *peers,
-                                  uint32_t *sites, uint32_t *depth, uint64_t *strs, uint64_t *ring,
-                                  uint32_t *pysites, uint32_t *py_depth)
+/* The capacities caps ask for, the shim's defaults where they leave one 0. */
+static struct ls_caps caps_of(const struct tw_caps *caps)
 {
-    *comms = (uint32_t)or_default(caps->comms, LS_DEFAULT_COMMS);
-    *peers = (uint32_t)or_default(caps->peers, LS_DEFAULT_PEERS);
-    *sites = (uint32_t)or_default(caps->sites, LS_DEFAULT_SITES);
-    *depth = (uint32_t)or_default(caps->stack_depth, LS_DEFAULT_STACK_DEPTH);
-    *strs = or_default(caps->strings, LS_DEFAULT_STRINGS);
-    *ring = or_default(caps->ring, LS_DEFAULT_RING);
-    *pysites = caps->pysites;
-    *py_depth = *pysites ? caps->py_depth : 0;
-    return ls_layout_for(*comms, *peers, *sites, *depth, *pysites, *py_depth, *strs, *ring);
+    return (struct ls_caps){
+        .comms = (uint32_t)or_default(caps->comms, LS_DEFAULT_COMMS),
+        .peers = (uint32_t)or_default(caps->peers, LS_DEFAULT_PEERS),
+        .sites = (uint32_t)or_default(caps->sites, LS_DEFAULT_SITES),
+        .stack_depth = (uint32_t)or_default(caps->stack_depth, LS_DEFAULT_STACK_DEPTH),
+        .pysites = caps->pysites,
+        .py_depth = caps->pysites ? caps->py_depth : 0,
+        .strings = or_default(caps->strings, LS_DEFAULT_STRINGS),
+        .ring = or_default(caps->ring, LS_DEFAULT_RING),
+    };
 }
 
 static struct tw_file *init_file(struct tw_file *f, const struct tw_caps *caps);
 
 struct tw_file *tw_create_mem(const struct tw_caps *caps, uint64_t keep)
 {
-    uint32_t comms, peers, sites, depth, pysites, py_depth;
-    uint64_t strs, ring;
-    struct ls_layout l =
-        layout_of(caps, &comms, &peers, &sites, &depth, &strs, &ring, &pysites, &py_depth);
-    if (keep == 0 || keep > ring)
-        keep = ring;
+    struct ls_caps c = caps_of(caps);
+    struct ls_layout l = ls_caps_layout(&c);
+    if (keep == 0 || keep > c.ring)
+        keep = c.ring;
     struct tw_file *f = calloc(1, sizeof(*f));
     uint64_t size = l.ring_off + keep * sizeof(struct ls_record);
     unsigned char *mem = f ? arena_alloc(size) : NULL;
@@ -107,10 +106,8 @@ void tw_image(const struct tw_file *f, unsigned char *buf)
 
 struct tw_file *tw_create(const char *path, const struct tw_caps *caps)
 {
-    uint32_t comms, peers, sites, depth, pysites, py_depth;
-    uint64_t strs, ring;
-    struct ls_layout l =
-        layout_of(caps, &comms, &peers, &sites, &depth, &strs, &ring, &pysites, &py_depth);
+    struct ls_caps c = caps_of(caps);
+    struct ls_layout l = ls_caps_layout(&c);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return NULL;
@@ -134,44 +131,17 @@ struct tw_file *tw_create(const char *path, const struct tw_caps *caps)
     return init_file(f, caps);
 }
 
-/* Fills the header's layout fields, magic and version of a new file. */
+/* Sets up the header of a new file the way the shim does (ls_header_init()); its identity
+ * fields unknown until the caller fills them. */
 static struct tw_file *init_file(struct tw_file *f, const struct tw_caps *caps)
 {
-    uint32_t comms, peers, sites, depth, pysites, py_depth;
-    uint64_t strs, ring;
-    struct ls_layout l =
-        layout_of(caps, &comms, &peers, &sites, &depth, &strs, &ring, &pysites, &py_depth);
-    void *map = f->map;
-    f->file_size = l.file_size;
-    f->h = map;
+    struct ls_caps c = caps_of(caps);
+    f->h = (struct ls_header *)f->map;
     struct ls_header *h = f->h;
-    memcpy(h->magic, LS_MAGIC, LS_MAGIC_LEN);
-    h->version = LS_FORMAT_VERSION;
-    h->header_size = LS_HEADER_SIZE;
-    h->endian = LS_ENDIAN_TAG;
-    h->file_size = l.file_size;
-    h->comm_off = l.comm_off;
-    h->comm_cap = comms;
-    h->comm_entry_size = sizeof(struct ls_comm);
-    h->peer_off = l.peer_off;
-    h->peer_cap = peers;
-    h->peer_entry_size = sizeof(struct ls_peer);
-    h->site_off = l.site_off;
-    h->site_cap = sites;
-    h->site_entry_size = l.site_entry_size;
-    h->pysite_off = l.pysite_off;
-    h->pysite_cap = pysites;
-    h->pysite_entry_size = l.pysite_entry_size;
-    h->py_depth = py_depth;
-    h->python = pysites ? LS_PYTHON_ACTIVE : LS_PYTHON_NONE;
-    h->str_off = l.str_off;
-    h->str_cap = strs;
-    h->ring_off = l.ring_off;
-    h->ring_cap = ring;
-    h->record_size = sizeof(struct ls_record);
-    h->stack_depth = depth;
+    f->file_size = ls_header_init(h, &c).file_size;
+    h->python = c.pysites ? LS_PYTHON_ACTIVE : LS_PYTHON_NONE;
     h->rank = h->local_rank = h->world_size = h->local_world_size = -1;
-    h->str_used = 1; /* offset 0 means "unknown" */
+    ls_header_seal(h);
     return f;
 }
 

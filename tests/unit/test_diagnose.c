@@ -319,7 +319,7 @@ START_TEST(straggler_found)
     const struct finding *f = find(fx, F_STRAGGLER, NULL);
     ck_assert_ptr_nonnull(f);
     ck_assert_int_eq(f->rank, 1);
-    ck_assert(f->late_by_s > 2.9 && f->late_by_s < 3.1);
+    ck_assert(f->as.straggler.late_by_s > 2.9 && f->as.straggler.late_by_s < 3.1);
     fixture_free(fx);
 }
 END_TEST

@@ -63,12 +63,50 @@ START_TEST(document)
 }
 END_TEST
 
+/* The compact style Perfetto's export is written in: no spaces, a line per value only inside
+ * an array opened for lines (its key and closing bracket on lines of their own, even empty). */
+START_TEST(compact)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    struct json_writer w;
+    json_init_compact(&w, f);
+    json_begin_object(&w, NULL);
+    json_string(&w, "unit", "ms");
+    json_begin_object(&w, "other");
+    json_thousandths(&w, "us", 12345);
+    json_thousandths(&w, "zero", 7);
+    json_end_object(&w);
+    json_begin_array_lines(&w, "events");
+    json_begin_object(&w, NULL);
+    json_bool(&w, "open", 1);
+    json_begin_array(&w, "details");
+    json_string(&w, NULL, "a");
+    json_string(&w, NULL, "b");
+    json_end_array(&w);
+    json_end_object(&w);
+    json_begin_object(&w, NULL);
+    json_end_object(&w);
+    json_end_array(&w);
+    json_begin_array_lines(&w, "none");
+    json_end_array(&w);
+    json_end_object(&w);
+    fclose(f);
+    ck_assert_str_eq(buf, "{\"unit\":\"ms\",\"other\":{\"us\":12.345,\"zero\":0.007},\n"
+                          "\"events\":[\n{\"open\":true,\"details\":[\"a\",\"b\"]},\n{}\n],\n"
+                          "\"none\":[\n]}\n");
+    free(buf);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("json_writer");
     TCase *tc = tcase_create("json");
     tcase_add_test(tc, escapes);
     tcase_add_test(tc, document);
+    tcase_add_test(tc, compact);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }
