@@ -20,6 +20,7 @@
 #include "live_cmd.h"
 #include "proctree.h"
 #include "run_dir.h"
+#include "settings.h"
 #include "timefmt.h"
 
 #define RUN_STALL_EXIT 3
@@ -119,8 +120,8 @@ const struct command_help run_help = {
  * pip-installed wheel lays out (bin/lockstep -> lib/lockstep/; docs/install.md). */
 static int find_shim(char *out, size_t len)
 {
-    const char *env = getenv("LOCKSTEP_SHIM");
-    if (env && *env) {
+    const char *env = setting_text(SET_SHIM);
+    if (env) {
         if (access(env, R_OK) != 0) {
             fprintf(stderr, "lockstep: LOCKSTEP_SHIM=%s: %s\n", env, strerror(errno));
             return -1;
@@ -161,8 +162,8 @@ static int find_shim(char *out, size_t len)
  * the job's NCCL. */
 static int find_plugin(const char *shim, char *out, size_t len)
 {
-    const char *env = getenv("LOCKSTEP_PROFILER_PLUGIN");
-    if (env && *env) {
+    const char *env = setting_text(SET_PROFILER_PLUGIN);
+    if (env) {
         snprintf(out, len, "%s", env);
     } else {
         snprintf(out, len, "%s", shim);
@@ -208,8 +209,7 @@ static pid_t start_job(char **cmd, const char *shim, const char *dir, int signal
     int have_plugin = find_plugin(shim, plugin, sizeof(plugin)) == 0;
     /* LOCKSTEP_PRELOAD=0: NCCL is reached through the profiler plugin only (a job whose NCCL is
      * linked statically behaves so anyway; docs/live.md). */
-    const char *pre = getenv("LOCKSTEP_PRELOAD");
-    int preload_shim = !(pre && strcmp(pre, "0") == 0);
+    int preload_shim = setting_on(SET_PRELOAD);
     char preload[8192];
     const char *old = getenv("LD_PRELOAD");
     snprintf(preload, sizeof(preload), "%s%s%s", shim, old && *old ? ":" : "", old ? old : "");

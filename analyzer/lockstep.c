@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "lockstep/trace_format.h"
 #include "report.h"
+#include "settings.h"
 
 #ifndef LOCKSTEP_VERSION
 #define LOCKSTEP_VERSION "unknown"
@@ -103,6 +104,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "lockstep: '%s' is not a command; see 'lockstep --help'\n", name);
         return 2;
     }
-    opterr = 0; /* the commands say what is wrong themselves (command_bad_option) */
+    if (settings_check() < 0) /* a LOCKSTEP_* setting it cannot take: bad usage */
+        return 2;
+    opterr = 0; /* the commands say what is wrong themselves (command_parse()) */
     return c->fn(argc - 1, argv + 1);
 }

@@ -534,6 +534,54 @@ assert ("src/a/train.c", 5) in paths and ("src/b/train.c", 9) in paths, paths
 assert [i["fingerprint"] for i in runs[0]] == [i["fingerprint"] for i in runs[1]], runs
 PY
     ;;
+settings-documented)
+    # the one table of the analyzer's settings (analyzer/settings.h, SETTINGS) and
+    # docs/analyzer.md's table of settings: the same variables, in order, with the same
+    # defaults and meanings
+    python3 - "$SRC/analyzer/settings.h" "$SRC/docs/analyzer.md" <<'PY' || fail "settings"
+import re, sys
+h = open(sys.argv[1]).read()
+rows = re.findall(r'X\(SET_\w+, "(\w+)", SETTING_\w+, [^,]+, [^,]+, "([^"]*)",\s*\\\n\s*"([^"]*)"\)', h)
+assert len(rows) >= 10, f"read only {len(rows)} settings from settings.h"
+d = open(sys.argv[2]).read()
+t = d[d.index("## Settings"):]
+t = t[t.index("| variable | default | meaning |"):].split("\n\n")[0]
+docs = re.findall(r'^\| `(\w+)` \| ([^|]*) \| (.*) \|$', t, re.M)
+assert rows == docs, "\n".join(f"{a} <> {b}" for a, b in zip(rows + [None] * 9, docs + [None] * 9) if a != b)
+PY
+    # and every LOCKSTEP_* variable the analyzer names is read through it (the shim's knobs
+    # that run_dir.c foresees aside)
+    grep -n 'getenv' "$SRC"/analyzer/*.c | grep -v '^[^:]*/settings\.c:' | grep 'LOCKSTEP_' &&
+        fail "a LOCKSTEP_* variable read outside settings.c"
+    ;;
+setting-bad-value)
+    # a value a setting cannot take: exit 2 (bad usage) before anything runs, one line naming
+    # the variable and the value
+    "$TRACEGEN" --out "$D/t" --ranks 2 --colls 2 >/dev/null
+    for nv in LOCKSTEP_ANALYZE_RECORDS=lots LOCKSTEP_ANALYZE_RECORDS=-5 LOCKSTEP_STOP_GRACE=soon \
+        LOCKSTEP_STOP_GRACE=3601 LOCKSTEP_RETAIN_HOURS=99999999999999999999999 \
+        LOCKSTEP_GATHER_WAIT=0 LOCKSTEP_ADDR2LINE=maybe LOCKSTEP_PRELOAD=2; do
+        for c in "analyze $D/t" "summarize -o $D/s.summary $D/t" "run -- touch $D/started"; do
+            set +e
+            env "$nv" "$LOCKSTEP" $c >"$D/out" 2>"$D/err"
+            rc=$?
+            set -e
+            expect_rc 2; empty "$D/out"; lines "$D/err" 1
+            contains "$D/err" "lockstep: ${nv%%=*}='${nv#*=}' refused: it takes "
+        done
+    done
+    [ ! -e "$D/started" ] || fail "the job was started"
+    [ ! -e "$D/s.summary" ] || fail "a summary was written"
+    # the values they take
+    for nv in LOCKSTEP_ANALYZE_RECORDS=all LOCKSTEP_ANALYZE_RECORDS=300 LOCKSTEP_STOP_GRACE=0.5 \
+        LOCKSTEP_RETAIN_HOURS=0 LOCKSTEP_GATHER_WAIT=2 LOCKSTEP_ADDR2LINE=off LOCKSTEP_PRELOAD=1; do
+        set +e
+        env "$nv" "$LOCKSTEP" analyze "$D/t" >"$D/out" 2>"$D/err"
+        rc=$?
+        set -e
+        expect_rc 0; empty "$D/err"
+    done
+    ;;
 *)
     fail "no case '$CASE'"
     ;;
