@@ -50,34 +50,11 @@ static const struct command_option run_options[] = {
              "the trace folder (default: a fresh one under /dev/shm/lockstep\\-UID)",
              struct run_opts, dir),
     LIVE_OPTION_STALL,
-    CMD_CALL(
-        "format", 0, "NAME[=FILE]",
-        "also write the report as NAME to FILE (checked before CMD starts;\n"
-        "written even when the job made no NCCL call); repeatable. No\n"
-        "FILE: on stdout, text (the default) or github (::error\n"
-        "annotations at the divergent call sites after the text)\n"
-        "formats: " COMMAND_HELP_FORMATS,
-        "also write the report in format \\fINAME\\fR to \\fIFILE\\fR; repeatable, one format "
-        "per file.\n"
-        "A file is checked before \\fICMD\\fR starts and written even when the job made no "
-        "NCCL call (an\n"
-        "empty report). Without \\fIFILE\\fR (or with \\fB\\-\\fR) the format goes to standard "
-        "output,\n"
-        "which has the text report: \\fBtext\\fR is the default, \\fBgithub\\fR adds ::error "
-        "annotations\n"
-        "at the divergent call sites after it (files named relative to the repository).\n"
-        "\\fINAME\\fR is one of the formats in \\fBlockstep\\fR(1), FORMATS.",
-        live_take_format),
+    LIVE_OPTION_FORMAT("CMD starts", "\\fICMD\\fR starts"),
     LIVE_OPTION_JSON,
-    CMD_CALL("log", 0, "FILE",
-             "also write all that run says (its messages and the report) to FILE\n"
-             "as it says it, whatever becomes of the terminal or a pipe",
-             "also write all that run says (its messages on stderr and the report on stdout) to "
-             "\\fIFILE\\fR as\n"
-             "it says it; a terminal or pipe that goes away (SIGPIPE is ignored: writes to it "
-             "fail) loses\n"
-             "nothing there. The job's own output is not in it.",
-             live_take_log),
+    LIVE_OPTION_LOG("also write all that run says (its messages and the report) to FILE\n"
+                    "as it says it, whatever becomes of the terminal or a pipe",
+                    "run"),
     LIVE_OPTION_RANKS,
     CMD_CALL("grace", 0, "SECONDS",
              "stopping: how long the launcher gets to tear its job down after\n"

@@ -45,6 +45,35 @@ int live_take_signal_stacks(void *ctx, const char *val); /* --signal-stacks */
 #define LIVE_OPTION_STALL                                                                          \
     CMD_CALL("stall", 0, "SECONDS", "how long without progress is a stall (default 300)", NULL,    \
              live_take_stall)
+/* The row of --format NAME[=FILE]: `when` says when a file is checked ("CMD starts"), `roff_when`
+ * the same in the man page. */
+#define LIVE_OPTION_FORMAT(when, roff_when)                                                        \
+    CMD_CALL("format", 0, "NAME[=FILE]",                                                           \
+             "also write the report as NAME to FILE (checked before " when ";\n"                   \
+             "written even when the job made no NCCL call); repeatable. No\n"                      \
+             "FILE: on stdout, text (the default) or github (::error\n"                            \
+             "annotations at the divergent call sites after the text)\n"                           \
+             "formats: " COMMAND_HELP_FORMATS,                                                     \
+             "also write the report in format \\fINAME\\fR to \\fIFILE\\fR; repeatable, one "      \
+             "format per file.\n"                                                                  \
+             "A file is checked before " roff_when " and written even when the job made no "       \
+             "NCCL call (an\n"                                                                     \
+             "empty report). Without \\fIFILE\\fR (or with \\fB\\-\\fR) the format goes to "       \
+             "standard output,\n"                                                                  \
+             "which has the text report: \\fBtext\\fR is the default, \\fBgithub\\fR adds "        \
+             "::error annotations\n"                                                               \
+             "at the divergent call sites after it (files named relative to the repository).\n"    \
+             "\\fINAME\\fR is one of the formats in \\fBlockstep\\fR(1), FORMATS.",                \
+             live_take_format)
+/* The row of --log FILE: `help` its lines in --help, `who` the command ("run"). */
+#define LIVE_OPTION_LOG(help, who)                                                                 \
+    CMD_CALL("log", 0, "FILE", help,                                                               \
+             "also write all that " who " says (its messages on stderr and the report on stdout) " \
+             "to \\fIFILE\\fR as\n"                                                                \
+             "it says it; a terminal or pipe that goes away (SIGPIPE is ignored: writes to it "    \
+             "fail) loses\n"                                                                       \
+             "nothing there. The job's own output is not in it.",                                  \
+             live_take_log)
 #define LIVE_OPTION_JSON                                                                           \
     CMD_CALL("json", 0, "FILE", "the same as --format json=FILE",                                  \
              "the same as \\fB\\-\\-format json=\\fIFILE\\fR: the JSON report "                    \
