@@ -177,13 +177,21 @@ static void dump_record(const struct ls_record *r)
            r->tid, r->flags & LS_REC_IN_GROUP ? " in-group" : "");
 }
 
+static const struct command_option dump_options[] = {
+    CMD_OPERAND("PATH", "one trace file (*.trace): its header, communicators, call sites and\n"
+                        "every record in its ring; or a node summary (*.summary): each of its\n"
+                        "traces, with the records the summary holds"),
+    CMD_END};
+
 const struct command_help dump_help = {
-    "dump", "PATH", "print every record of one trace, readable",
-    "  PATH        one trace file (*.trace): its header, communicators, call sites and\n"
-    "              every record in its ring; or a node summary (*.summary): each of its\n"
-    "              traces, with the records the summary holds\n"
-    "  -h, --help  this help\n"
-    "exit status: 0 printed, 2 bad input (not a lockstep trace, unreadable)\n"};
+    "dump",
+    "PATH",
+    "print every record of one trace, readable",
+    NULL,
+    12,
+    dump_options,
+    "exit status: 0 printed, 2 bad input (not a lockstep trace, unreadable)\n",
+    0};
 
 /* Every field of trace t; `more` separates it from the one before. */
 static void dump_trace(const struct tr_trace *t, int more)
@@ -205,13 +213,9 @@ static void dump_trace(const struct tr_trace *t, int more)
 
 int cmd_dump(int argc, char **argv)
 {
-    static const struct option options[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (c == 'h')
-            return command_help(stdout, &dump_help, 0);
-        return command_bad_option(&dump_help, c, argv);
-    }
+    int parsed = command_parse(&dump_help, argc, argv, NULL);
+    if (parsed >= 0)
+        return parsed;
     if (optind >= argc)
         return command_usage_error(&dump_help, "no trace file given");
     if (argc - optind > 1)

@@ -5,7 +5,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include "live_cmd.h"
 #include "proctree.h"
 #include "run_dir.h"
+#include "settings.h"
 #include "timefmt.h"
 
 #define RUN_STALL_EXIT 3
@@ -39,6 +39,39 @@ static void remember_signal(int sig)
     forwarded_signal = sig;
 }
 
+/* What the options say: live_opts first (the shared options' functions take it). */
+struct run_opts {
+    struct live_opts o;
+    const char *dir; /* --dir DIR */
+};
+
+static const struct command_option run_options[] = {
+    CMD_TEXT("dir", 0, "DIR", "trace folder (default: a fresh one under /dev/shm/lockstep-UID)",
+             "the trace folder (default: a fresh one under /dev/shm/lockstep\\-UID)",
+             struct run_opts, dir),
+    LIVE_OPTION_STALL,
+    LIVE_OPTION_FORMAT("CMD starts", "\\fICMD\\fR starts"),
+    LIVE_OPTION_JSON,
+    LIVE_OPTION_LOG("also write all that run says (its messages and the report) to FILE\n"
+                    "as it says it, whatever becomes of the terminal or a pipe",
+                    "run"),
+    LIVE_OPTION_RANKS,
+    CMD_CALL("grace", 0, "SECONDS",
+             "stopping: how long the launcher gets to tear its job down after\n"
+             "SIGTERM, then the ranks after theirs, before SIGKILL (default 5)",
+             "stopping: how long the launcher gets to tear its job down after SIGTERM, then the "
+             "ranks after\n"
+             "theirs, before SIGKILL (default 5)",
+             live_take_grace),
+    CMD_CALL("signal-stacks", 0, NULL,
+             "where ptrace is refused, ask the shim for live stacks with a\n"
+             "signal (it can end a sleep the program does not restart)",
+             "where ptrace is refused, ask the shim for live stacks with a signal (it can end a "
+             "sleep the\n"
+             "program does not restart)",
+             live_take_signal_stacks),
+    CMD_END};
+
 const struct command_help run_help = {
     "run",
     "[--dir DIR] [--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--log FILE] "
@@ -48,39 +81,24 @@ const struct command_help run_help = {
     "  runs CMD with the lockstep shim preloaded; when for SECONDS (default 300) the job,\n"
     "  or one communicator of it, made no progress while one of its ranks waits in it\n"
     "  (even while the rest of the job trains on), it diagnoses the live job, stops it\n"
-    "  and exits 3. Otherwise it exits with CMD's own status.\n"
-    "  --dir DIR        trace folder (default: a fresh one under /dev/shm/lockstep-UID)\n"
-    "  --stall SECONDS  how long without progress is a stall (default 300)\n"
-    "  --format NAME[=FILE]\n"
-    "                   also write the report as NAME to FILE (checked before CMD starts;\n"
-    "                   written even when the job made no NCCL call); repeatable. No\n"
-    "                   FILE: on stdout, text (the default) or github (::error\n"
-    "                   annotations at the divergent call sites after the text)\n"
-    "                   formats: " COMMAND_HELP_FORMATS "\n"
-    "  --json FILE      the same as --format json=FILE\n"
-    "  --log FILE       also write all that run says (its messages and the report) to FILE\n"
-    "                   as it says it, whatever becomes of the terminal or a pipe\n"
-    "  --ranks WHICH    the JSON's object of each rank: 'named' (default: the ranks findings\n"
-    "                   name apart; the others in classes) or 'all'\n"
-    "  --grace SECONDS  stopping: how long the launcher gets to tear its job down after\n"
-    "                   SIGTERM, then the ranks after theirs, before SIGKILL (default 5)\n"
-    "  --signal-stacks  where ptrace is refused, ask the shim for live stacks with a\n"
-    "                   signal (it can end a sleep the program does not restart)\n"
-    "  -h, --help       this help\n"
+    "  and exits 3. Otherwise it exits with CMD's own status.\n",
+    17,
+    run_options,
     "  environment: LOCKSTEP_SHIM (the shim), LOCKSTEP_GATHER_DIR (multi-node gather),\n"
     "  LOCKSTEP_STOP_GRACE (the default of --grace), LOCKSTEP_RUNS_DIR (where run folders\n"
     "  are made without --dir; default /dev/shm/lockstep-UID), LOCKSTEP_RETAIN_HOURS (run\n"
     "  folders of processes gone this long are removed; default 72, 0 keeps them)\n"
     "exit status: CMD's own (128+N for signal N) when it ends by itself, 3 a stall was\n"
-    "diagnosed and the job stopped, 2 bad usage (nothing started)\n"};
+    "diagnosed and the job stopped, 2 bad usage (nothing started)\n",
+    1};
 
 /* Finds liblockstep.so: LOCKSTEP_SHIM, else from this binary's own path, in the build tree
  * (build/analyzer/lockstep -> build/shim/) or an install tree, moved or not, which is also what a
  * pip-installed wheel lays out (bin/lockstep -> lib/lockstep/; docs/install.md). */
 static int find_shim(char *out, size_t len)
 {
-    const char *env = getenv("LOCKSTEP_SHIM");
-    if (env && *env) {
+    const char *env = setting_text(SET_SHIM);
+    if (env) {
         if (access(env, R_OK) != 0) {
             fprintf(stderr, "lockstep: LOCKSTEP_SHIM=%s: %s\n", env, strerror(errno));
             return -1;
@@ -121,8 +139,8 @@ static int find_shim(char *out, size_t len)
  * the job's NCCL. */
 static int find_plugin(const char *shim, char *out, size_t len)
 {
-    const char *env = getenv("LOCKSTEP_PROFILER_PLUGIN");
-    if (env && *env) {
+    const char *env = setting_text(SET_PROFILER_PLUGIN);
+    if (env) {
         snprintf(out, len, "%s", env);
     } else {
         snprintf(out, len, "%s", shim);
@@ -168,8 +186,7 @@ static pid_t start_job(char **cmd, const char *shim, const char *dir, int signal
     int have_plugin = find_plugin(shim, plugin, sizeof(plugin)) == 0;
     /* LOCKSTEP_PRELOAD=0: NCCL is reached through the profiler plugin only (a job whose NCCL is
      * linked statically behaves so anyway; docs/live.md). */
-    const char *pre = getenv("LOCKSTEP_PRELOAD");
-    int preload_shim = !(pre && strcmp(pre, "0") == 0);
+    int preload_shim = setting_on(SET_PRELOAD);
     char preload[8192];
     const char *old = getenv("LD_PRELOAD");
     snprintf(preload, sizeof(preload), "%s%s%s", shim, old && *old ? ":" : "", old ? old : "");
@@ -381,28 +398,14 @@ static void forward_signal(int sig, const struct children *c, struct monitor *m)
 
 int cmd_run(int argc, char **argv)
 {
-    struct live_opts o;
-    live_opts_init(&o);
-    const char *given_dir = NULL;
-    static const struct option options[] = {LIVE_LONG_OPTIONS,
-                                            {"dir", required_argument, NULL, 'd'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {NULL, 0, NULL, 0}};
-    int opt;
-    /* '+': the options end at CMD, whose own options are its own. */
-    while ((opt = getopt_long(argc, argv, "+:h", options, NULL)) != -1) {
-        int r = live_set_option(&o, opt, optarg);
-        if (r < 0)
-            return 2;
-        if (r)
-            continue;
-        if (opt == 'd')
-            given_dir = optarg;
-        else if (opt == 'h')
-            return command_help(stdout, &run_help, 0);
-        else
-            return command_bad_option(&run_help, opt, argv);
-    }
+    struct run_opts ro = {0};
+    live_opts_init(&ro.o);
+    /* The options end at CMD, whose own options are its own. */
+    int parsed = command_parse(&run_help, argc, argv, &ro);
+    if (parsed >= 0)
+        return parsed;
+    struct live_opts o = ro.o;
+    const char *given_dir = ro.dir;
     if (optind < argc && strcmp(argv[optind - 1], "--") != 0) {
         fprintf(stderr,
                 "lockstep run: the command to run goes after '--': lockstep run [OPTIONS] -- %s\n",

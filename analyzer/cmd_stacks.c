@@ -2,27 +2,37 @@
  * right now, each thread with its frames (native and Python), read from outside: nothing runs
  * in the ranks and their sleeps keep their length (live_threads.c). A look at a job that
  * seems slow, without diagnosing or stopping it. */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "analysis.h"
 #include "commands.h"
 #include "json_writer.h"
 #include "timefmt.h"
 
+/* What the options say. */
+struct stacks_opts {
+    int json;
+};
+
+static const struct command_option stacks_options[] = {
+    CMD_OPERAND("PATH", "trace files or folders, as for 'lockstep analyze'"),
+    CMD_FLAG("json", 0, "write JSON instead of text", NULL, struct stacks_opts, json), CMD_END};
+
 const struct command_help stacks_help = {
-    "stacks", "[--json] PATH...",
+    "stacks",
+    "[--json] PATH...",
     "show where every live rank of a traced job is now, each thread, without stopping it",
     "  prints where every rank of the traces in PATH (folders or files) that still runs on\n"
     "  this host is now: each thread, its state, the system call it waits in and its frames\n"
     "  (native and Python). The ranks are not stopped (a thread is held for microseconds at\n"
-    "  most) and no code runs in them.\n"
-    "  PATH        trace files or folders, as for 'lockstep analyze'\n"
-    "  --json      write JSON instead of text\n"
-    "  -h, --help  this help\n"
-    "exit status: 0 shown, 2 bad input\n"};
+    "  most) and no code runs in them.\n",
+    12,
+    stacks_options,
+    "exit status: 0 shown, 2 bad input\n",
+    0};
 
 static void print_thread(const struct m_live *lv, int i)
 {
@@ -40,18 +50,12 @@ int cmd_stacks(int argc, char **argv)
 {
     struct analysis a;
     memset(&a, 0, sizeof(a));
-    int json = 0, rc = 2;
-    static const struct option options[] = {
-        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (c == 'j')
-            json = 1;
-        else if (c == 'h')
-            return command_help(stdout, &stacks_help, 0);
-        else
-            return command_bad_option(&stacks_help, c, argv);
-    }
+    int rc = 2;
+    struct stacks_opts so = {0};
+    int parsed = command_parse(&stacks_help, argc, argv, &so);
+    if (parsed >= 0)
+        return parsed;
+    int json = so.json;
     if (optind >= argc)
         return command_usage_error(&stacks_help, "no trace file or folder given");
     for (int i = optind; i < argc; i++)

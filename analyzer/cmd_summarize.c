@@ -1,7 +1,6 @@
 /* cmd_summarize.c -- `lockstep summarize [-o FILE | --per-host DIR] PATH...`: reduces the traces
  * of a node to one node summary (docs/summary-format.md), what the analysis reads of each. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,39 +12,46 @@
 #include "window.h"
 #include "node_summary.h"
 
+/* What the options say. */
+struct summarize_opts {
+    const char *out, *per_host;
+};
+
+static const struct command_option summarize_options[] = {
+    CMD_OPERAND("PATH", "trace files or folders (their *.trace, and one level of subfolders);\n"
+                        "node summaries too (their traces are taken again)"),
+    CMD_TEXT("output", 'o', "FILE", "the summary to write (default HOST.summary in this folder)",
+             "the summary to write (default \\fIHOST\\fR.summary in this folder, HOST this host's "
+             "name)",
+             struct summarize_opts, out),
+    CMD_TEXT("per-host", 0, "DIR", "one summary per host the traces name: DIR/HOST.summary",
+             "one summary per host the traces name, \\fIDIR/HOST\\fR.summary (as each node would "
+             "make its own)",
+             struct summarize_opts, per_host),
+    CMD_END};
+
 const struct command_help summarize_help = {
-    "summarize", "[-o FILE | --per-host DIR] PATH...",
+    "summarize",
+    "[-o FILE | --per-host DIR] PATH...",
     "reduce a node's traces to one node summary, what the diagnosis reads of them",
-    "  PATH             trace files or folders (their *.trace, and one level of subfolders);\n"
-    "                   node summaries too (their traces are taken again)\n"
-    "  -o, --output FILE  the summary to write (default HOST.summary in this folder)\n"
-    "  --per-host DIR   one summary per host the traces name: DIR/HOST.summary\n"
-    "  -h, --help       this help\n"
+    NULL,
+    17,
+    summarize_options,
     "The newest LOCKSTEP_ANALYZE_RECORDS records of each trace are kept (default 1024), and\n"
     "further back to its oldest GPU work not completed, as analyze reads them.\n"
     "Each trace or summary that cannot be read is named once on stderr, and kept in the summary\n"
     "as a message the analysis repeats.\n"
     "exit status: 0 written (at least one trace read), 2 bad input (no trace could be read:\n"
-    "nothing written) or the summary could not be written\n"};
+    "nothing written) or the summary could not be written\n",
+    0};
 
 int cmd_summarize(int argc, char **argv)
 {
-    const char *out = NULL, *per_host = NULL;
-    static const struct option options[] = {{"output", required_argument, NULL, 'o'},
-                                            {"per-host", required_argument, NULL, 'P'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {NULL, 0, NULL, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, ":ho:", options, NULL)) != -1) {
-        if (c == 'o')
-            out = optarg;
-        else if (c == 'P')
-            per_host = optarg;
-        else if (c == 'h')
-            return command_help(stdout, &summarize_help, 0);
-        else
-            return command_bad_option(&summarize_help, c, argv);
-    }
+    struct summarize_opts so = {0};
+    int parsed = command_parse(&summarize_help, argc, argv, &so);
+    if (parsed >= 0)
+        return parsed;
+    const char *out = so.out, *per_host = so.per_host;
     if (optind >= argc)
         return command_usage_error(&summarize_help, "no trace file or folder given");
     if (out && per_host)

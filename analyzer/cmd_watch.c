@@ -6,7 +6,6 @@
  * until SIGTERM; --metrics and --status publish what it sees (live_facts.h). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,50 +23,6 @@
 /* How often the metrics and status files are rewritten when nothing else happens. */
 #define WATCH_PUBLISH_NS 1000000000ull
 
-const struct command_help watch_help = {
-    "watch",
-    "[--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--log FILE] [--ranks WHICH] "
-    "[--kill] "
-    "[--keep] [--metrics FILE] [--status FILE] [--grace SECONDS] "
-    "[--signal-stacks] DIR",
-    "watch a job traced into DIR; on a stall diagnose it live and exit 3",
-    "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
-    "  and LOCKSTEP_DIR=DIR (DIR must exist; the job may start later); when for SECONDS\n"
-    "  a job, or one communicator of it, made no progress while one of its ranks waits in\n"
-    "  it (even while the rest trains on), it diagnoses the live job and exits 3. When\n"
-    "  every traced process has ended it prints the post-mortem diagnosis.\n"
-    "  --stall SECONDS  how long without progress is a stall (default 300)\n"
-    "  --format NAME[=FILE]\n"
-    "                   also write the report as NAME to FILE (checked before watching;\n"
-    "                   written even when the job made no NCCL call); repeatable. No\n"
-    "                   FILE: on stdout, text (the default) or github (::error\n"
-    "                   annotations at the divergent call sites after the text)\n"
-    "                   formats: " COMMAND_HELP_FORMATS "\n"
-    "  --json FILE      the same as --format json=FILE\n"
-    "  --log FILE       also write all that watch says (its messages and the report) to\n"
-    "                   FILE as it says it, whatever becomes of the terminal or a pipe\n"
-    "  --ranks WHICH    the JSON's object of each rank: 'named' (default: the ranks findings\n"
-    "                   name apart; the others in classes) or 'all'\n"
-    "  --kill           on a stall also stop the traced processes\n"
-    "  --keep           a service (an inference server's watch): never exit at a stall;\n"
-    "                   diagnose each stall once (report files rewritten), say when it\n"
-    "                   resumes, watch on when every process has ended; exit 0 on SIGTERM\n"
-    "                   or SIGINT. Not with --kill\n"
-    "  --metrics FILE   keep FILE up to date in Prometheus text format (about once a\n"
-    "                   second and at each stall and resume; replaced whole), for\n"
-    "                   node_exporter's textfile collector: stalled jobs, their first\n"
-    "                   finding, each communicator's newest collective and idle time\n"
-    "  --status FILE    the same as a JSON status file (with --metrics, by default its\n"
-    "                   name with .prom replaced by .json)\n"
-    "  --grace SECONDS  with --kill: how long the ranks get after SIGTERM, and their\n"
-    "                   left-over processes after that, before SIGKILL (default 5,\n"
-    "                   or LOCKSTEP_STOP_GRACE)\n"
-    "  --signal-stacks  where ptrace is refused, ask the shim for live stacks with its\n"
-    "                   signal (the job must run with LOCKSTEP_STACK_SIGNAL set)\n"
-    "  -h, --help       this help\n"
-    "exit status: 0 nothing found (or stopped by SIGTERM or SIGINT with --keep, --metrics\n"
-    "or --status), 1 findings (post-mortem), 2 bad input, 3 a stall was diagnosed\n"};
-
 /* What one watch does, and what it keeps while it runs. */
 struct watch {
     struct live_opts o;
@@ -83,6 +38,94 @@ struct watch {
     int said_over;                   /* said that every traced process has ended */
     int started;                     /* watching began: the files get a last write */
 };
+
+static const struct command_option watch_options[] = {
+    LIVE_OPTION_STALL,
+    LIVE_OPTION_FORMAT("watching", "watching starts"),
+    LIVE_OPTION_JSON,
+    LIVE_OPTION_LOG("also write all that watch says (its messages and the report) to\n"
+                    "FILE as it says it, whatever becomes of the terminal or a pipe",
+                    "watch"),
+    LIVE_OPTION_RANKS,
+    CMD_FLAG("kill", 0, "on a stall also stop the traced processes", NULL, struct watch, kill_job),
+    CMD_FLAG("keep", 0,
+             "a service (an inference server's watch): never exit at a stall;\n"
+             "diagnose each stall once (report files rewritten), say when it\n"
+             "resumes, watch on when every process has ended; exit 0 on SIGTERM\n"
+             "or SIGINT. Not with --kill",
+             "a service: never exit at a stall. Each stall is announced and diagnosed once (the "
+             "report on\n"
+             "standard output, the report files rewritten); its end is said on standard error "
+             "(\"job X (ranks\n"
+             "0\\-3) resumed after 41.2 s\"); another part stalling meanwhile is a new stall; when "
+             "every traced\n"
+             "process has ended it says so once and watches on for new ones. SIGTERM or SIGINT "
+             "end it with\n"
+             "status 0, after a last write of the metrics and status files. Not with "
+             "\\fB\\-\\-kill\\fR (a\n"
+             "usage error).",
+             struct watch, keep),
+    CMD_FILE("metrics", 0, "FILE",
+             "keep FILE up to date in Prometheus text format (about once a\n"
+             "second and at each stall and resume; replaced whole), for\n"
+             "node_exporter's textfile collector: stalled jobs, their first\n"
+             "finding, each communicator's newest collective and idle time",
+             "keep \\fIFILE\\fR up to date in Prometheus text format: about once a second and at "
+             "each stall and\n"
+             "resume, replaced whole (written beside it, then renamed). Per job "
+             "\\fBlockstep_stalled\\fR,\n"
+             "\\fBlockstep_stalled_seconds\\fR, \\fBlockstep_stalls_total\\fR, "
+             "\\fBlockstep_running_ranks\\fR\n"
+             "and \\fBlockstep_finding\\fR (the first finding's kind and ranks); per communicator, "
+             "at most 64,\n"
+             "\\fBlockstep_comm_stalled\\fR, \\fBlockstep_comm_collective_seq\\fR and\n"
+             "\\fBlockstep_comm_idle_seconds\\fR; \\fBlockstep_communicators\\fR; "
+             "\\fBlockstep_watch_up\\fR\n"
+             "(0 in the last write). Put it in the folder of node_exporter's textfile collector.",
+             struct watch, metrics),
+    CMD_FILE("status", 0, "FILE",
+             "the same as a JSON status file (with --metrics, by default its\n"
+             "name with .prom replaced by .json)",
+             "the same facts as a JSON file (docs/report\\-format.md, \"Status file\"); with "
+             "\\fB\\-\\-metrics\\fR\n"
+             "and no \\fB\\-\\-status\\fR it is written beside the metrics, its name's "
+             "\\fB.prom\\fR made\n"
+             "\\fB.json\\fR.",
+             struct watch, status),
+    CMD_CALL("grace", 0, "SECONDS",
+             "with --kill: how long the ranks get after SIGTERM, and their\n"
+             "left-over processes after that, before SIGKILL (default 5,\n"
+             "or LOCKSTEP_STOP_GRACE)",
+             "with \\fB\\-\\-kill\\fR: how long the ranks get after SIGTERM, and their "
+             "left\\-over processes after\n"
+             "that, before SIGKILL (default 5, or LOCKSTEP_STOP_GRACE)",
+             live_take_grace),
+    CMD_CALL("signal-stacks", 0, NULL,
+             "where ptrace is refused, ask the shim for live stacks with its\n"
+             "signal (the job must run with LOCKSTEP_STACK_SIGNAL set)",
+             "where ptrace is refused, ask the shim for live stacks with its signal (the job must "
+             "run with\n"
+             "LOCKSTEP_STACK_SIGNAL set)",
+             live_take_signal_stacks),
+    CMD_END};
+
+const struct command_help watch_help = {
+    "watch",
+    "[--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--log FILE] [--ranks WHICH] "
+    "[--kill] "
+    "[--keep] [--metrics FILE] [--status FILE] [--grace SECONDS] "
+    "[--signal-stacks] DIR",
+    "watch a job traced into DIR; on a stall diagnose it live and exit 3",
+    "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
+    "  and LOCKSTEP_DIR=DIR (DIR must exist; the job may start later); when for SECONDS\n"
+    "  a job, or one communicator of it, made no progress while one of its ranks waits in\n"
+    "  it (even while the rest trains on), it diagnoses the live job and exits 3. When\n"
+    "  every traced process has ended it prints the post-mortem diagnosis.\n",
+    17,
+    watch_options,
+    "exit status: 0 nothing found (or stopped by SIGTERM or SIGINT with --keep, --metrics\n"
+    "or --status), 1 findings (post-mortem), 2 bad input, 3 a stall was diagnosed\n",
+    0};
 
 static volatile sig_atomic_t stop_signal;
 
@@ -136,36 +179,9 @@ static void default_status(struct watch *w)
 /* Parses the command line into `w`. Returns -1 to go on, else the exit status. */
 static int parse_options(struct watch *w, int argc, char **argv)
 {
-    int c;
-    static const struct option options[] = {LIVE_LONG_OPTIONS,
-                                            {"kill", no_argument, NULL, 'k'},
-                                            {"keep", no_argument, NULL, 'K'},
-                                            {"metrics", required_argument, NULL, 'm'},
-                                            {"status", required_argument, NULL, 's'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {NULL, 0, NULL, 0}};
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        int r = live_set_option(&w->o, c, optarg);
-        if (r < 0)
-            return 2;
-        if (r)
-            continue;
-        if (c == 'k')
-            w->kill_job = 1;
-        else if (c == 'K')
-            w->keep = 1;
-        else if ((c == 'm' || c == 's') && !*optarg)
-            return command_usage_error(&watch_help, "--%s wants a file name",
-                                       c == 'm' ? "metrics" : "status");
-        else if (c == 'm')
-            w->metrics = optarg;
-        else if (c == 's')
-            w->status = optarg;
-        else if (c == 'h')
-            return command_help(stdout, &watch_help, 0);
-        else
-            return command_bad_option(&watch_help, c, argv);
-    }
+    int parsed = command_parse(&watch_help, argc, argv, w);
+    if (parsed >= 0)
+        return parsed;
     if (w->keep && w->kill_job)
         return command_usage_error(&watch_help,
                                    "--keep and --kill do not go together: --keep watches on "

@@ -1,26 +1,69 @@
 /* commands.h -- entry points of the lockstep subcommands, one file each (cmd_*.c), and the
- * help each of them declares once.
+ * help and options each of them declares once.
  *
- * Adding a command: write cmd_NAME.c with `int cmd_NAME(int argc, char **argv)` and its
- * `const struct command_help NAME_help`, declare both here, add one line to the table in
- * lockstep.c, a man page docs/man/lockstep-NAME.1 and the options to completion/lockstep.bash
- * (tests/cli checks that help, man page and completion name the same options). */
+ * Adding a command: write cmd_NAME.c with `int cmd_NAME(int argc, char **argv)`, its table of
+ * options and its `const struct command_help NAME_help`, declare both here, add one line to the
+ * table in lockstep.c and its name to docs/man/meson.build, and write the man page's template
+ * docs/man/lockstep-NAME.1.in (its SYNOPSIS and OPTIONS are made from the help at build time).
+ *
+ * Adding an option: one row of the command's table (and what takes its value); getopt_long()'s
+ * table, --help, the man page's OPTIONS and the bash completion's words all come from it. */
 #ifndef LOCKSTEP_COMMANDS_H
 #define LOCKSTEP_COMMANDS_H
 
+#include <stddef.h>
 #include <stdio.h>
 
+/* Where an option's value goes. */
+enum command_take {
+    CMD_TAKE_CALL, /* set(ctx, value) takes it (value NULL for a flag) */
+    CMD_TAKE_TEXT, /* the value (a const char *) is stored at ctx + at */
+    CMD_TAKE_FILE, /* the same, refused when empty ("--NAME wants a file name") */
+    CMD_TAKE_FLAG, /* the int at ctx + at is set to 1 */
+};
+
+/* One row of a command's options: an option, or (name NULL) an operand's row in the help. */
+struct command_option {
+    const char *name; /* the long name: "stall" is --stall; NULL for an operand ("PATH") */
+    char letter;      /* the short form ('o' is -o), 0 when none */
+    const char *arg;  /* the value's name ("SECONDS", the operand's "PATH"); NULL: a flag */
+    const char *help; /* its help: lines joined by '\n', without their indent; a
+                       * COMMAND_HELP_FORMATS in it stands for the formats' names */
+    const char *man;  /* its paragraph in the man page (roff); NULL: the help's words */
+    enum command_take take;
+    size_t at;                              /* CMD_TAKE_TEXT, _FILE, _FLAG: where in ctx */
+    int (*set)(void *ctx, const char *val); /* CMD_TAKE_CALL: 0, or -1 after a message */
+};
+
+/* Rows of a command's table. */
+/* clang-format off */
+#define CMD_OPERAND(NAME, HELP)                     {NULL, 0, NAME, HELP, NULL, CMD_TAKE_CALL, 0, NULL}
+#define CMD_CALL(NAME, L, ARG, HELP, MAN, FN)       {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN}
+#define CMD_TEXT(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_TEXT, offsetof(T, FIELD), NULL}
+#define CMD_FILE(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_FILE, offsetof(T, FIELD), NULL}
+#define CMD_FLAG(NAME, L, HELP, MAN, T, FIELD)      {NAME, L, NULL, HELP, MAN, CMD_TAKE_FLAG, offsetof(T, FIELD), NULL}
+#define CMD_END                                     {NULL, 0, NULL, NULL, NULL, CMD_TAKE_CALL, 0, NULL}
+/* clang-format on */
+
+/* The most rows a command's table has. */
+#define CMD_MAX_OPTIONS 32
+
 /* The one help text of a command: `lockstep help NAME`, `lockstep NAME --help`, the usage
- * line of a usage error and the list of `lockstep --help` are all made from it. */
+ * line of a usage error, the list of `lockstep --help`, the man page's SYNOPSIS and OPTIONS
+ * and the completion's words are all made from it. */
 struct command_help {
     const char *name;    /* "run" */
     const char *usage;   /* the arguments, after "lockstep NAME " */
     const char *summary; /* one line for `lockstep --help` */
-    const char *details; /* the options and the exit status, lines starting with two spaces;
-                          * COMMAND_HELP_FORMATS in it stands for the formats' names */
+    const char *intro;   /* lines before the options' rows, each starting with two spaces;
+                          * NULL none */
+    int column;          /* where a row's help starts, after its two spaces of indent */
+    const struct command_option *options; /* ended by CMD_END; -h, --help is added last */
+    const char *outro;   /* after the rows: notes and the exit status, lines as `intro` */
+    int stop_at_operand; /* the options end at the first operand (run's CMD) */
 };
 
-/* In a command's details: printed as the names of output.c's formats ("text, json, ..."). */
+/* In a command's help: printed as the names of output.c's formats ("text, json, ..."). */
 #define COMMAND_HELP_FORMATS "@FORMATS@"
 
 extern const struct command_help run_help, watch_help, analyze_help, stacks_help, dump_help,
@@ -44,8 +87,18 @@ int command_help(FILE *f, const struct command_help *h, int rc);
 int command_usage_error(const struct command_help *h, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Reports what getopt_long() returned for a bad option ('?' or ':', with optopt and the
- * argument at optind - 1) as a usage error of `h`. Returns 2. */
-int command_bad_option(const struct command_help *h, int c, char **argv);
+/* Parses the options of `argv` by h's table into `ctx` (the command's own struct of options).
+ * Returns -1 to go on (optind at the first operand), else the exit status: 0 after --help, 2
+ * after a message (a bad option or value). */
+int command_parse(const struct command_help *h, int argc, char **argv, void *ctx);
+
+/* Writes h's man page from `template` to `f`: a line `.\" @SYNOPSIS@` becomes the synopsis,
+ * `.\" @OPTIONS@` the options (roff), the rest is copied. Returns 0, -1 after a message. */
+int command_man_page(FILE *f, const struct command_help *h, const char *template);
+
+/* Prints one line per option of `h`, "--NAME ARG" ("--NAME" for a flag; "-L ARG" after it
+ * for a short form), --help last: the words the bash completion offers, and what their
+ * values are. */
+void command_list_options(FILE *f, const struct command_help *h);
 
 #endif

@@ -17,6 +17,7 @@
 #include "analysis.h"
 #include "lockstep/summary_format.h"
 #include "node_summary.h"
+#include "settings.h"
 #include "window.h"
 #include "idmap.h"
 #include "live.h"
@@ -77,22 +78,10 @@ int gather_init(struct gather *g, const char *local_dir)
     memset(g, 0, sizeof(*g));
     g->local = local_dir;
     g->started_ns = timefmt_now_ns();
-    const char *s = getenv("LOCKSTEP_GATHER_DIR");
-    if (!s || !*s)
+    const char *s = setting_text(SET_GATHER_DIR);
+    if (!s)
         return 0;
-    const char *w = getenv("LOCKSTEP_GATHER_WAIT");
-    g->wait_s = 30;
-    if (w && *w) {
-        char *end;
-        g->wait_s = strtod(w, &end);
-        if (*end || !(g->wait_s > 0) || g->wait_s > 1e6) {
-            fprintf(stderr,
-                    "lockstep: LOCKSTEP_GATHER_WAIT wants a positive number of seconds, not "
-                    "'%s'\n",
-                    w);
-            return -1;
-        }
-    }
+    g->wait_s = setting_number(SET_GATHER_WAIT, 30);
     struct stat st;
     const char *bad = NULL;
     if (mkdir(s, 0700) != 0 && errno != EEXIST)

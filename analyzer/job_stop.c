@@ -12,6 +12,7 @@
 #include "liveness.h"
 #include "names.h"
 #include "proctree.h"
+#include "settings.h"
 #include "timefmt.h"
 
 #define POLL_MS     10  /* how often the stop looks whether processes have ended */
@@ -43,19 +44,7 @@ static double now_s(void)
 
 double job_stop_default_grace(void)
 {
-    const char *v = getenv("LOCKSTEP_STOP_GRACE");
-    if (!v || !*v)
-        return STOP_DEFAULT_GRACE_S;
-    char *end;
-    double g = strtod(v, &end);
-    if (*end || !(g >= 0) || g > 3600) {
-        fprintf(stderr,
-                "lockstep: LOCKSTEP_STOP_GRACE=%s is not a number of seconds from 0 to 3600; "
-                "using %g\n",
-                v, STOP_DEFAULT_GRACE_S);
-        return STOP_DEFAULT_GRACE_S;
-    }
-    return g;
+    return setting_number(SET_STOP_GRACE, STOP_DEFAULT_GRACE_S);
 }
 
 /* Waits for every child that has ended (own_children only), keeping its status. */

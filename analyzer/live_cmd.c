@@ -32,19 +32,19 @@ void live_opts_init(struct live_opts *o)
     o->grace_s = job_stop_default_grace();
 }
 
-/* --format NAME[=FILE] and --json FILE: a file joins o->files; on stdout the text report
- * stays, and github adds its annotations after it (o->annotations). */
-static int live_set_format(struct live_opts *o, int c, const char *val)
+/* --format NAME[=FILE] and --json FILE (`json`): a file joins o->files; on stdout the text
+ * report stays, and github adds its annotations after it (o->annotations). */
+static int live_set_format(struct live_opts *o, int json, const char *val)
 {
     struct output_plan *p = &o->files;
     size_t before = p->n;
-    int r = c == LIVE_OPT_JSON ? output_plan_add_to(p, "json", val, "--json")
-                               : output_plan_add(p, val, "--format");
+    int r =
+        json ? output_plan_add_to(p, "json", val, "--json") : output_plan_add(p, val, "--format");
     if (r < 0)
         return -1;
     const struct output_format *fmt = p->v[before].fmt;
     if (strcmp(p->v[before].path, "-") != 0)
-        return 1;
+        return 0;
     p->n = before; /* stdout has the text report already */
     if (strcmp(fmt->name, "github") == 0)
         o->annotations = fmt;
@@ -52,50 +52,67 @@ static int live_set_format(struct live_opts *o, int c, const char *val)
         fprintf(stderr,
                 "lockstep: %s %s: run and watch write their text report on stdout (github adds "
                 "annotations to it); give %s a file: --format %s=FILE\n",
-                c == LIVE_OPT_JSON ? "--json" : "--format", val, fmt->name, fmt->name);
+                json ? "--json" : "--format", val, fmt->name, fmt->name);
         return -1;
     }
-    return 1;
+    return 0;
 }
 
-int live_set_option(struct live_opts *o, int c, const char *val)
+int live_take_format(void *ctx, const char *val)
 {
-    char *end;
-    switch (c) {
-    case LIVE_OPT_LOG:
-        if (!*val) {
-            fprintf(stderr, "lockstep: --log wants a file name\n");
-            return -1;
-        }
-        o->log_path = val;
-        return 1;
-    case LIVE_OPT_SIGNAL_STACKS:
-        o->signal_stacks = 1;
-        live_use_signal_stacks(1);
-        return 1;
-    case LIVE_OPT_STALL:
-        o->stall_s = strtod(val, &end);
-        if (*end || !(o->stall_s > 0) || o->stall_s > 1e7) {
-            fprintf(stderr, "lockstep: --stall wants a positive number of seconds, not '%s'\n",
-                    val);
-            return -1;
-        }
-        return 1;
-    case LIVE_OPT_GRACE:
-        o->grace_s = strtod(val, &end);
-        if (*end || !(o->grace_s >= 0) || o->grace_s > 3600) {
-            fprintf(stderr, "lockstep: --grace wants seconds from 0 to 3600, not '%s'\n", val);
-            return -1;
-        }
-        return 1;
-    case LIVE_OPT_RANKS:
-        return output_set_ranks(&o->report, val, "--ranks") < 0 ? -1 : 1;
-    case LIVE_OPT_JSON:
-    case LIVE_OPT_FORMAT:
-        return live_set_format(o, c, val);
-    default:
-        return 0;
+    return live_set_format(ctx, 0, val);
+}
+
+int live_take_json(void *ctx, const char *val)
+{
+    return live_set_format(ctx, 1, val);
+}
+
+int live_take_log(void *ctx, const char *val)
+{
+    if (!*val) {
+        fprintf(stderr, "lockstep: --log wants a file name\n");
+        return -1;
     }
+    ((struct live_opts *)ctx)->log_path = val;
+    return 0;
+}
+
+int live_take_signal_stacks(void *ctx, const char *val)
+{
+    (void)val;
+    ((struct live_opts *)ctx)->signal_stacks = 1;
+    live_use_signal_stacks(1);
+    return 0;
+}
+
+int live_take_stall(void *ctx, const char *val)
+{
+    struct live_opts *o = ctx;
+    char *end;
+    o->stall_s = strtod(val, &end);
+    if (*end || !(o->stall_s > 0) || o->stall_s > 1e7) {
+        fprintf(stderr, "lockstep: --stall wants a positive number of seconds, not '%s'\n", val);
+        return -1;
+    }
+    return 0;
+}
+
+int live_take_grace(void *ctx, const char *val)
+{
+    struct live_opts *o = ctx;
+    char *end;
+    o->grace_s = strtod(val, &end);
+    if (*end || !(o->grace_s >= 0) || o->grace_s > 3600) {
+        fprintf(stderr, "lockstep: --grace wants seconds from 0 to 3600, not '%s'\n", val);
+        return -1;
+    }
+    return 0;
+}
+
+int live_take_ranks(void *ctx, const char *val)
+{
+    return output_set_ranks(&((struct live_opts *)ctx)->report, val, "--ranks") < 0 ? -1 : 0;
 }
 
 /* Writes every report file of o->files (--format NAME=FILE, --json FILE) from `in`; a message

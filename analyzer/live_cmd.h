@@ -3,10 +3,10 @@
 #ifndef LOCKSTEP_LIVE_CMD_H
 #define LOCKSTEP_LIVE_CMD_H
 
-#include <getopt.h>
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "commands.h"
 #include "job_stop.h"
 #include "monitor.h"
 #include "monitor_stall.h"
@@ -28,33 +28,59 @@ struct live_opts {
 /* The defaults: a stall after 300 s, the stop's grace from job_stop_default_grace(). */
 void live_opts_init(struct live_opts *o);
 
-/* The options run and watch share, for their getopt_long() tables (the codes are
- * LIVE_OPT_*, above any character). */
-enum {
-    LIVE_OPT_STALL = 256,
-    LIVE_OPT_JSON,
-    LIVE_OPT_FORMAT,
-    LIVE_OPT_GRACE,
-    LIVE_OPT_SIGNAL_STACKS,
-    LIVE_OPT_LOG,
-    LIVE_OPT_RANKS
-};
-/* clang-format off */
-#define LIVE_LONG_OPTIONS                                                                          \
-    {"stall", required_argument, NULL, LIVE_OPT_STALL},                                            \
-    {"json", required_argument, NULL, LIVE_OPT_JSON},                                              \
-    {"format", required_argument, NULL, LIVE_OPT_FORMAT},                                          \
-    {"grace", required_argument, NULL, LIVE_OPT_GRACE},                                            \
-    {"signal-stacks", no_argument, NULL, LIVE_OPT_SIGNAL_STACKS},                                  \
-    {"log", required_argument, NULL, LIVE_OPT_LOG},                                                \
-    {"ranks", required_argument, NULL, LIVE_OPT_RANKS}
-/* clang-format on */
+/* The options run and watch share, as CMD_TAKE_CALL functions of their tables (commands.h):
+ * `ctx` is the command's struct of options, whose first member is its struct live_opts. Each
+ * returns 0, or -1 after a message when the value is wrong. --format NAME=FILE takes any
+ * format of output.c's table; on stdout (no FILE) only text or github: stdout has the text
+ * report, github's annotations go after it. */
+int live_take_stall(void *ctx, const char *val);         /* --stall SECONDS */
+int live_take_format(void *ctx, const char *val);        /* --format NAME[=FILE] */
+int live_take_json(void *ctx, const char *val);          /* --json FILE */
+int live_take_log(void *ctx, const char *val);           /* --log FILE */
+int live_take_ranks(void *ctx, const char *val);         /* --ranks WHICH */
+int live_take_grace(void *ctx, const char *val);         /* --grace SECONDS */
+int live_take_signal_stacks(void *ctx, const char *val); /* --signal-stacks */
 
-/* Sets the option getopt_long() returned as `c` (with its value `val`) in `o`. Returns 1 when
- * it was one of LIVE_OPT_*, 0 when not, -1 (after a message) when its value is wrong.
- * --format NAME=FILE takes any format of output.c's table; on stdout (no FILE) only text or
- * github: stdout has the text report, github's annotations go after it. */
-int live_set_option(struct live_opts *o, int c, const char *val);
+/* The rows of run's and watch's tables (commands.h) that say the same in both. */
+#define LIVE_OPTION_STALL                                                                          \
+    CMD_CALL("stall", 0, "SECONDS", "how long without progress is a stall (default 300)", NULL,    \
+             live_take_stall)
+/* The row of --format NAME[=FILE]: `when` says when a file is checked ("CMD starts"), `roff_when`
+ * the same in the man page. */
+#define LIVE_OPTION_FORMAT(when, roff_when)                                                        \
+    CMD_CALL("format", 0, "NAME[=FILE]",                                                           \
+             "also write the report as NAME to FILE (checked before " when ";\n"                   \
+             "written even when the job made no NCCL call); repeatable. No\n"                      \
+             "FILE: on stdout, text (the default) or github (::error\n"                            \
+             "annotations at the divergent call sites after the text)\n"                           \
+             "formats: " COMMAND_HELP_FORMATS,                                                     \
+             "also write the report in format \\fINAME\\fR to \\fIFILE\\fR; repeatable, one "      \
+             "format per file.\n"                                                                  \
+             "A file is checked before " roff_when " and written even when the job made no "       \
+             "NCCL call (an\n"                                                                     \
+             "empty report). Without \\fIFILE\\fR (or with \\fB\\-\\fR) the format goes to "       \
+             "standard output,\n"                                                                  \
+             "which has the text report: \\fBtext\\fR is the default, \\fBgithub\\fR adds "        \
+             "::error annotations\n"                                                               \
+             "at the divergent call sites after it (files named relative to the repository).\n"    \
+             "\\fINAME\\fR is one of the formats in \\fBlockstep\\fR(1), FORMATS.",                \
+             live_take_format)
+/* The row of --log FILE: `help` its lines in --help, `who` the command ("run"). */
+#define LIVE_OPTION_LOG(help, who)                                                                 \
+    CMD_CALL("log", 0, "FILE", help,                                                               \
+             "also write all that " who " says (its messages on stderr and the report on stdout) " \
+             "to \\fIFILE\\fR as\n"                                                                \
+             "it says it; a terminal or pipe that goes away (SIGPIPE is ignored: writes to it "    \
+             "fail) loses\n"                                                                       \
+             "nothing there. The job's own output is not in it.",                                  \
+             live_take_log)
+#define LIVE_OPTION_JSON                                                                           \
+    CMD_CALL("json", 0, "FILE", "the same as --format json=FILE",                                  \
+             "the same as \\fB\\-\\-format json=\\fIFILE\\fR: the JSON report "                    \
+             "(docs/report\\-format.md)",                                                          \
+             live_take_json)
+#define LIVE_OPTION_RANKS                                                                          \
+    CMD_CALL("ranks", 0, "WHICH", OUTPUT_RANKS_HELP, OUTPUT_RANKS_MAN, live_take_ranks)
 
 /* Checks, before a job starts, that every report file (--format NAME=FILE, --json FILE) can be
  * written: opens it for writing (it is made and removed again when it did not exist). Returns

@@ -1,13 +1,15 @@
-/* lockstep.c -- the lockstep command: finds the subcommand in one table and runs it. */
+/* lockstep.c -- the lockstep command: finds the subcommand in one table and runs it.
+ * Two spellings are for the build, not the user (not in --help): `lockstep --man-page COMMAND
+ * TEMPLATE` writes a command's man page from its template (docs/man/meson.build), and `lockstep
+ * --list-options COMMAND` lists its options for the bash completion (command_list_options()). */
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
-#include "output.h"
 #include "lockstep/trace_format.h"
 #include "report.h"
+#include "settings.h"
 
 #ifndef LOCKSTEP_VERSION
 #define LOCKSTEP_VERSION "unknown"
@@ -39,53 +41,6 @@ static const struct command *find_command(const char *name)
     return NULL;
 }
 
-/* Prints a command's details with each COMMAND_HELP_FORMATS replaced by the names of
- * output.c's formats: help lists the table as it is. */
-static void print_details(FILE *f, const char *text)
-{
-    static const char mark[] = COMMAND_HELP_FORMATS;
-    const char *at;
-    char names[256];
-    output_names(names, sizeof(names), ", ");
-    while ((at = strstr(text, mark)) != NULL) {
-        fprintf(f, "%.*s%s", (int)(at - text), text, names);
-        text = at + sizeof(mark) - 1;
-    }
-    fputs(text, f);
-}
-
-int command_help(FILE *f, const struct command_help *h, int rc)
-{
-    fprintf(f, "usage: lockstep %s %s\n\n%s\n\n", h->name, h->usage, h->summary);
-    print_details(f, h->details);
-    return rc;
-}
-
-int command_usage_error(const struct command_help *h, const char *fmt, ...)
-{
-    if (fmt) {
-        va_list ap;
-        fprintf(stderr, "lockstep %s: ", h->name);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-    }
-    fprintf(stderr, "usage: lockstep %s %s\n(see 'lockstep help %s')\n", h->name, h->usage,
-            h->name);
-    return 2;
-}
-
-int command_bad_option(const struct command_help *h, int c, char **argv)
-{
-    const char *arg = argv[optind - 1];
-    if (c == ':')
-        return command_usage_error(h, "option '%s' needs a value", arg);
-    if (optopt && arg[0] == '-' && arg[1] != '-')
-        return command_usage_error(h, "unknown option '-%c'", optopt);
-    return command_usage_error(h, "unknown option '%s'", arg);
-}
-
 static void print_help(FILE *f)
 {
     fprintf(f, "lockstep %s -- finds which rank and which NCCL call hung a distributed job\n\n",
@@ -112,6 +67,22 @@ static int help(int argc, char **argv)
     return command_help(stdout, c->help, 0);
 }
 
+/* --man-page COMMAND TEMPLATE, --list-options COMMAND (argv[0] the spelling). */
+static int build_aid(int argc, char **argv)
+{
+    int man = strcmp(argv[0], "--man-page") == 0;
+    const struct command *c = argc == (man ? 3 : 2) ? find_command(argv[1]) : NULL;
+    if (!c) {
+        fprintf(stderr, "lockstep: %s wants a command%s\n", argv[0], man ? " and a template" : "");
+        return 2;
+    }
+    if (!man) {
+        command_list_options(stdout, c->help);
+        return 0;
+    }
+    return command_man_page(stdout, c->help, argv[2]) < 0 ? 2 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -126,11 +97,15 @@ int main(int argc, char **argv)
                LS_FORMAT_VERSION, REPORT_FORMAT_VERSION);
         return 0;
     }
+    if (strcmp(name, "--man-page") == 0 || strcmp(name, "--list-options") == 0)
+        return build_aid(argc - 1, argv + 1);
     const struct command *c = find_command(name);
     if (!c) {
         fprintf(stderr, "lockstep: '%s' is not a command; see 'lockstep --help'\n", name);
         return 2;
     }
-    opterr = 0; /* the commands say what is wrong themselves (command_bad_option) */
+    if (settings_check() < 0) /* a LOCKSTEP_* setting it cannot take: bad usage */
+        return 2;
+    opterr = 0; /* the commands say what is wrong themselves (command_parse()) */
     return c->fn(argc - 1, argv + 1);
 }

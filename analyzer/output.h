@@ -32,6 +32,19 @@ struct output_opts {
  * or -1 after a message naming the option and the value. */
 int output_set_ranks(struct output_opts *opts, const char *which, const char *option);
 
+/* The help and man page paragraph of --ranks WHICH (output_set_ranks()), for the commands'
+ * tables of options (commands.h). */
+#define OUTPUT_RANKS_HELP                                                                          \
+    "the JSON's object of each rank: 'named' (default: the ranks findings\n"                       \
+    "name apart; the others in classes) or 'all'"
+#define OUTPUT_RANKS_MAN                                                                           \
+    "which ranks get an object of their own in the JSON report (\\fBrank_detail\\fR):\n"           \
+    "\\fBnamed\\fR (the default) the ranks the findings name apart (at most 1,024), \\fBall\\fR "  \
+    "every\n"                                                                                      \
+    "rank. The report's \\fBranks\\fR are always classes of ranks in equal state, so its size "    \
+    "grows with\n"                                                                                 \
+    "the classes, not the ranks (docs/report\\-format.md)"
+
 /* Writes the report of `in` to `out`. Returns 0, or -1 when out of memory (what was written
  * stays, cut short). */
 typedef int output_write_fn(FILE *out, const struct report_input *in,

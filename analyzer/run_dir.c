@@ -17,6 +17,7 @@
 #include "lockstep/trace_format.h"
 #include "stop_mark.h"
 #include "run_dir.h"
+#include "settings.h"
 #include "timefmt.h"
 #include "trace_reader.h"
 
@@ -247,20 +248,7 @@ static int compact_one(int dirfd, const char *name, void *arg)
 
 double run_dir_retain_hours(void)
 {
-    const char *v = getenv("LOCKSTEP_RETAIN_HOURS");
-    if (!v || !*v)
-        return LS_DEFAULT_RETAIN_HOURS;
-    char *end;
-    errno = 0;
-    unsigned long long h = strtoull(v, &end, 10);
-    if (errno || *end || v[0] == '-' || h > LS_MAX_RETAIN_HOURS) {
-        fprintf(stderr,
-                "lockstep: LOCKSTEP_RETAIN_HOURS=%s refused: expected an integer from 0 to %u; "
-                "using %u\n",
-                v, LS_MAX_RETAIN_HOURS, LS_DEFAULT_RETAIN_HOURS);
-        return LS_DEFAULT_RETAIN_HOURS;
-    }
-    return (double)h;
+    return setting_number(SET_RETAIN_HOURS, LS_DEFAULT_RETAIN_HOURS);
 }
 
 struct expiry {
@@ -354,8 +342,8 @@ int run_dir_prune(const char *base, double retain_hours)
 static int open_default(struct run_dir *d)
 {
     char base[PATH_MAX - 16];
-    const char *env = getenv("LOCKSTEP_RUNS_DIR");
-    if (env && *env && strlen(env) < sizeof(base))
+    const char *env = setting_text(SET_RUNS_DIR);
+    if (env && strlen(env) < sizeof(base))
         snprintf(base, sizeof(base), "%s", env);
     else
         snprintf(base, sizeof(base), "/dev/shm/lockstep-%u", (unsigned)getuid());

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "names.h"
+#include "settings.h"
 
 #define SYM_BUCKETS 4096
 
@@ -49,8 +50,7 @@ struct symbolizer *symbolizer_new(int use_debuginfo)
     struct symbolizer *s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
-    const char *env = getenv("LOCKSTEP_ADDR2LINE");
-    s->use_debuginfo = use_debuginfo && !(env && strcmp(env, "0") == 0);
+    s->use_debuginfo = use_debuginfo && setting_on(SET_ADDR2LINE);
     return s;
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "settings.h"
 #include "trace_reader.h"
 
 uint64_t window_default(size_t ntraces)
@@ -20,22 +21,7 @@ uint64_t window_default(size_t ntraces)
 uint64_t window_records(size_t ntraces)
 {
     uint64_t def = window_default(ntraces);
-    const char *v = getenv("LOCKSTEP_ANALYZE_RECORDS");
-    if (!v || !v[0])
-        return def;
-    if (strcmp(v, "all") == 0)
-        return 0;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno || *end || v[0] == '-') {
-        fprintf(stderr,
-                "lockstep: LOCKSTEP_ANALYZE_RECORDS=%s is not a number of records or \"all\"; "
-                "reading the newest %llu\n",
-                v, (unsigned long long)def);
-        return def;
-    }
-    return n; /* 0: all */
+    return (uint64_t)setting_number(SET_ANALYZE_RECORDS, (double)def); /* 0: all */
 }
 
 uint64_t trace_window_open_work(const struct ls_header *h)

@@ -24,9 +24,9 @@
 uint64_t window_default(size_t ntraces);
 
 /* Records per trace an analysis of `ntraces` traces reads: LOCKSTEP_ANALYZE_RECORDS (a
- * number, or "all"/0 for whole rings: returns 0), else window_default(ntraces). A malformed
- * value gets a warning on stderr and the default. The one place the window is decided: the
- * trace loader (analysis.c) and the summary loader call it with the total number of traces
+ * number, or "all"/0 for whole rings: returns 0), else window_default(ntraces) (also for a
+ * malformed value, which lockstep refuses before: settings.h). The one place the window is decided:
+ * the trace loader (analysis.c) and the summary loader call it with the total number of traces
  * before reading any record. */
 uint64_t window_records(size_t ntraces);
 

@@ -1,6 +1,8 @@
 # lockstep.bash -- bash completion for lockstep: its commands, each command's options, files
 # and folders for PATH arguments. Installed as share/bash-completion/completions/lockstep.
-# The options are those of `lockstep help COMMAND` (tests/cli checks that they agree).
+# A command's options, and what each one's value is, come from the lockstep being completed
+# (`lockstep --list-options COMMAND`, made from the command's table of options): nothing here
+# names an option of a command.
 
 # The formats of --format NAME[=FILE], as the lockstep being completed lists them (its help
 # prints the table in analyzer/output.c).
@@ -8,16 +10,10 @@ _lockstep_formats() {
     "$1" help analyze 2>/dev/null | sed -n 's/^ *formats: //p' | tr -d ,
 }
 
+# Each option of a command on a line, "--NAME VALUE" ("--NAME" for a flag; "-L VALUE" for a
+# short form).
 _lockstep_options() {
-    case $1 in
-    run) echo "--dir --stall --format --json --log --ranks --grace --signal-stacks --help" ;;
-    watch) echo "--stall --format --json --log --ranks --kill --keep --metrics --status --grace --signal-stacks --help" ;;
-    analyze) echo "--format --json --html --job --ranks --help" ;;
-    stacks) echo "--json --help" ;;
-    dump) echo "--help" ;;
-    export) echo "--perfetto --format --job --help" ;;
-    summarize) echo "--output --per-host --help" ;;
-    esac
+    "$1" --list-options "$2" 2>/dev/null
 }
 
 _lockstep() {
@@ -49,29 +45,34 @@ _lockstep() {
             fi
         done
     fi
-    case $prev in
-    --dir | --per-host)
-        COMPREPLY=($(compgen -d -- "$cur"))
-        return
-        ;;
-    --json | --log | --html | --perfetto | --output | -o | --metrics | --status)
-        COMPREPLY=($(compgen -f -- "$cur"))
-        return
-        ;;
-    --format)
-        COMPREPLY=($(compgen -W "$(_lockstep_formats "${COMP_WORDS[0]}")" -- "$cur"))
-        return
-        ;;
-    --ranks)
-        COMPREPLY=($(compgen -W "named all" -- "$cur"))
-        return
-        ;;
-    --stall | --grace | --job)
-        return
-        ;;
-    esac
+    # The value of an option, by its name in the help: a folder, a file, a format.
+    if [[ $prev == -* ]]; then
+        local value
+        value=$(_lockstep_options "${COMP_WORDS[0]}" "$cmd" | sed -n "s/^$prev //p")
+        case $value in
+        '') ;;
+        *DIR)
+            COMPREPLY=($(compgen -d -- "$cur"))
+            return
+            ;;
+        *FILE | *.json | *.html)
+            COMPREPLY=($(compgen -f -- "$cur"))
+            return
+            ;;
+        'NAME[=FILE]')
+            COMPREPLY=($(compgen -W "$(_lockstep_formats "${COMP_WORDS[0]}")" -- "$cur"))
+            return
+            ;;
+        WHICH)
+            COMPREPLY=($(compgen -W "named all" -- "$cur"))
+            return
+            ;;
+        *) return ;;
+        esac
+    fi
     if [[ $cur == -* ]]; then
-        COMPREPLY=($(compgen -W "$(_lockstep_options "$cmd")" -- "$cur"))
+        COMPREPLY=($(compgen -W "$(_lockstep_options "${COMP_WORDS[0]}" "$cmd" |
+            awk '$1 ~ /^--/ { print $1 }')" -- "$cur"))
         return
     fi
     case $cmd in

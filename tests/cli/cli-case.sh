@@ -1,6 +1,7 @@
 #!/bin/bash
 # cli-case.sh -- one end-to-end test of how the lockstep CLI explains itself.
-# Usage: cli-case.sh LOCKSTEP TRACEGEN CASE (SRC: the source root; LOCKSTEP_SHIM: the shim)
+# Usage: cli-case.sh LOCKSTEP TRACEGEN CASE (SRC: the source root; LOCKSTEP_SHIM: the shim;
+# MAN_DIR: the command man pages the build made)
 set -eu
 LOCKSTEP=$1
 TRACEGEN=$2
@@ -29,10 +30,11 @@ empty() { [ ! -s "$1" ] || { sed 's/^/  | /' "$1" >&2; fail "$1 is not empty"; }
 lines() { [ "$(wc -l <"$1")" -eq "$2" ] || { sed 's/^/  | /' "$1" >&2; fail "$1 is not $2 lines"; }; }
 # The long options a text names (--name), sorted, one a line.
 long_options() { grep -oE -- '--[a-z][a-z-]*' | sort -u; }
-# The options of the OPTIONS section of a man page, rendered.
+# The options of the OPTIONS section of a man page: the tag lines of its .TP entries, read
+# from the roff source (no rendering, no justification).
 man_options() {
-    groff -man -Tascii -P-cbou "$1" 2>/dev/null |
-        awk '/^OPTIONS/ { on = 1; next } /^[A-Z]/ { on = 0 } on' | long_options
+    awk '/^\.SH OPTIONS/ { on = 1; next } /^\.SH/ { on = 0 } on && prev == ".TP" { print }
+         { prev = $0 }' "$1" | sed 's/\\-/-/g' | long_options
 }
 same() { diff <(echo "$2") <(echo "$3") >"$D/diff" || { cat "$D/diff" >&2; fail "$1"; }; }
 # The names of the format table (analyzer/output.c's formats[] rows), in its order, one a line.
@@ -335,6 +337,8 @@ slurm-job)
     contains "$D/out" "lockstep: torchrun run 4,"
     ;;
 completion)
+    # the completion asks the lockstep it completes for each command's options
+    PATH="$(cd "$(dirname "$LOCKSTEP")" && pwd):$PATH"
     bash -n "$SRC/completion/lockstep.bash" || fail "bash -n"
     comp() { # comp WORD... : what completing the last word offers
         bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _lockstep
@@ -348,18 +352,22 @@ completion)
         same "options of $c" "$(long_options <"$D/h")" "$(comp lockstep "$c" -- | grep -v '^--$')"
     done
     # the formats come from the lockstep being completed (its help prints output.c's table)
-    PATH="$(dirname "$LOCKSTEP"):$PATH" comp lockstep run --format "" >"$D/fmts"
+    comp lockstep run --format "" >"$D/fmts"
     same "--format" "$(formats_of_table | sort)" "$(cat "$D/fmts")"
     mkdir -p "$D/cwd/somedir" && touch "$D/cwd/somefile.trace"
     cd "$D/cwd"
     same "analyze PATH" "$(printf 'somedir\nsomefile.trace')" "$(comp lockstep analyze so)"
     same "watch DIR" "somedir" "$(comp lockstep watch so)"
     same "--dir" "somedir" "$(comp lockstep run --dir so)"
+    same "-o" "$(printf 'somedir\nsomefile.trace')" "$(comp lockstep summarize -o so)"
+    same "--ranks" "$(printf 'all\nnamed')" "$(comp lockstep analyze --ranks "")"
+    same "--stall" "" "$(comp lockstep run --stall so)"
     ;;
 man-render)
     version=$("$LOCKSTEP" --version | awk '{ print $2 }')
     for c in "" $COMMANDS; do
-        m="$SRC/docs/man/lockstep${c:+-$c}.1"
+        m="$MAN_DIR/lockstep-$c.1"
+        [ -n "$c" ] || m="$SRC/docs/man/lockstep.1"
         [ -f "$m" ] || fail "no man page $m"
         grep -q "^\.TH .*\"lockstep $version\"" "$m" || fail "$m: .TH does not say lockstep $version"
         groff -man -Tutf8 -ww -z "$m" 2>"$D/err" || fail "groff $m"
@@ -377,10 +385,22 @@ man-render)
     diff "$D/a" "$D/b" || fail "lockstep(1) lists other commands than --help"
     ;;
 man-options)
+    # each command's options, from its one table: the rows of --help, the man page's OPTIONS
+    # and SYNOPSIS, the completion's list
     for c in $COMMANDS; do
         "$LOCKSTEP" help "$c" >"$D/h"
-        same "options of $c: --help (<) against lockstep-$c(1) (>)" "$(long_options <"$D/h")" \
-            "$(man_options "$SRC/docs/man/lockstep-$c.1")"
+        m="$MAN_DIR/lockstep-$c.1"
+        rows=$(grep -oE -- '^  (-[a-zA-Z], )?--[a-z][a-z-]*' "$D/h" | grep -oE -- '--[a-z-]+' | sort -u)
+        [ "$(echo "$rows" | wc -l)" -ge 1 ] || fail "no option rows in 'help $c'"
+        same "options of $c: --help's rows (<) against its text (>)" "$rows" "$(long_options <"$D/h")"
+        same "options of $c: --help (<) against lockstep-$c(1) (>)" "$rows" "$(man_options "$m")"
+        same "options of $c: --help (<) against --list-options (>)" "$rows" \
+            "$("$LOCKSTEP" --list-options "$c" | awk '$1 ~ /^--/ { print $1 }' | sort -u)"
+        # the SYNOPSIS is the usage line
+        usage=$(sed -n "s/^usage: lockstep $c //p" "$D/h")
+        syn=$(awk '/^\.SH SYNOPSIS/ { on = 1; next } /^\.SH/ { on = 0 } on && !/^\.ad/' "$m" |
+            sed -e 's/\\f[BIR]//g' -e 's/\\-/-/g' -e 's/^\.B //' | paste -sd' ')
+        same "lockstep-$c(1) SYNOPSIS (<) against the usage (>)" "$syn" "lockstep $c $usage"
     done
     ;;
 formats-listed)
@@ -534,6 +554,54 @@ paths = {(i["location"]["path"], i["location"]["lines"]["begin"]) for i in runs[
 assert ("src/a/train.c", 5) in paths and ("src/b/train.c", 9) in paths, paths
 assert [i["fingerprint"] for i in runs[0]] == [i["fingerprint"] for i in runs[1]], runs
 PY
+    ;;
+settings-documented)
+    # the one table of the analyzer's settings (analyzer/settings.h, SETTINGS) and
+    # docs/analyzer.md's table of settings: the same variables, in order, with the same
+    # defaults and meanings
+    python3 - "$SRC/analyzer/settings.h" "$SRC/docs/analyzer.md" <<'PY' || fail "settings"
+import re, sys
+h = open(sys.argv[1]).read()
+rows = re.findall(r'X\(SET_\w+, "(\w+)", SETTING_\w+, [^,]+, [^,]+, "([^"]*)",\s*\\\n\s*"([^"]*)"\)', h)
+assert len(rows) >= 10, f"read only {len(rows)} settings from settings.h"
+d = open(sys.argv[2]).read()
+t = d[d.index("## Settings"):]
+t = t[t.index("| variable | default | meaning |"):].split("\n\n")[0]
+docs = re.findall(r'^\| `(\w+)` \| ([^|]*) \| (.*) \|$', t, re.M)
+assert rows == docs, "\n".join(f"{a} <> {b}" for a, b in zip(rows + [None] * 9, docs + [None] * 9) if a != b)
+PY
+    # and every LOCKSTEP_* variable the analyzer names is read through it (the shim's knobs
+    # that run_dir.c foresees aside)
+    grep -n 'getenv' "$SRC"/analyzer/*.c | grep -v '^[^:]*/settings\.c:' | grep 'LOCKSTEP_' &&
+        fail "a LOCKSTEP_* variable read outside settings.c"
+    ;;
+setting-bad-value)
+    # a value a setting cannot take: exit 2 (bad usage) before anything runs, one line naming
+    # the variable and the value
+    "$TRACEGEN" --out "$D/t" --ranks 2 --colls 2 >/dev/null
+    for nv in LOCKSTEP_ANALYZE_RECORDS=lots LOCKSTEP_ANALYZE_RECORDS=-5 LOCKSTEP_STOP_GRACE=soon \
+        LOCKSTEP_STOP_GRACE=3601 LOCKSTEP_RETAIN_HOURS=99999999999999999999999 \
+        LOCKSTEP_GATHER_WAIT=0 LOCKSTEP_ADDR2LINE=maybe LOCKSTEP_PRELOAD=2; do
+        for c in "analyze $D/t" "summarize -o $D/s.summary $D/t" "run -- touch $D/started"; do
+            set +e
+            env "$nv" "$LOCKSTEP" $c >"$D/out" 2>"$D/err"
+            rc=$?
+            set -e
+            expect_rc 2; empty "$D/out"; lines "$D/err" 1
+            contains "$D/err" "lockstep: ${nv%%=*}='${nv#*=}' refused: it takes "
+        done
+    done
+    [ ! -e "$D/started" ] || fail "the job was started"
+    [ ! -e "$D/s.summary" ] || fail "a summary was written"
+    # the values they take
+    for nv in LOCKSTEP_ANALYZE_RECORDS=all LOCKSTEP_ANALYZE_RECORDS=300 LOCKSTEP_STOP_GRACE=0.5 \
+        LOCKSTEP_RETAIN_HOURS=0 LOCKSTEP_GATHER_WAIT=2 LOCKSTEP_ADDR2LINE=off LOCKSTEP_PRELOAD=1; do
+        set +e
+        env "$nv" "$LOCKSTEP" analyze "$D/t" >"$D/out" 2>"$D/err"
+        rc=$?
+        set -e
+        expect_rc 0; empty "$D/err"
+    done
     ;;
 *)
     fail "no case '$CASE'"

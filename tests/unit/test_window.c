@@ -45,7 +45,8 @@ START_TEST(the_variable_overrides_any_size)
     ck_assert_uint_eq(window_records(131072), 0);
     setenv("LOCKSTEP_ANALYZE_RECORDS", "0", 1);
     ck_assert_uint_eq(window_records(16), 0);
-    /* Not a number: the default for the job's size (a warning on stderr). */
+    /* Not a number: the default for the job's size (lockstep itself refuses such a value
+     * before any command runs: settings_check()). */
     setenv("LOCKSTEP_ANALYZE_RECORDS", "lots", 1);
     ck_assert_uint_eq(window_records(16), 1024);
     ck_assert_uint_eq(window_records(32768), 256);

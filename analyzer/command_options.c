@@ -1,0 +1,291 @@
+/* command_options.c -- a command's table of options (commands.h) made into all it stands for:
+ * getopt_long()'s table and optstring, the --help text, the man page's SYNOPSIS and OPTIONS,
+ * and the words of the bash completion. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "output.h"
+
+/* The code getopt_long() returns for row i: its letter, else one above any character. */
+#define CODE_BASE 256
+
+/* Prints `text` with each COMMAND_HELP_FORMATS replaced by the names of output.c's formats:
+ * help lists the table as it is. */
+static void print_formats(FILE *f, const char *text)
+{
+    static const char mark[] = COMMAND_HELP_FORMATS;
+    const char *at;
+    char names[256];
+    output_names(names, sizeof(names), ", ");
+    while ((at = strstr(text, mark)) != NULL) {
+        fprintf(f, "%.*s%s", (int)(at - text), text, names);
+        text = at + sizeof(mark) - 1;
+    }
+    fputs(text, f);
+}
+
+/* One row of the help: its label, then its help at h->column (on the next line when the label
+ * does not leave room), each further line of it indented as far. */
+static void help_row(FILE *f, const struct command_help *h, const char *label, const char *help)
+{
+    int len = (int)strlen(label);
+    if (len < h->column)
+        fprintf(f, "  %-*s", h->column, label);
+    else
+        fprintf(f, "  %s\n%*s", label, h->column + 2, "");
+    for (const char *p = help; *p; p++) {
+        fputc(*p, f);
+        if (*p == '\n' && p[1])
+            fprintf(f, "%*s", h->column + 2, "");
+    }
+    fputc('\n', f);
+}
+
+/* The label of an option's row: "-o, --output FILE", "--json", or an operand's "PATH". */
+static void option_label(char *buf, size_t len, const struct command_option *o)
+{
+    if (!o->name) {
+        snprintf(buf, len, "%s", o->arg);
+        return;
+    }
+    char letter[8] = "";
+    if (o->letter)
+        snprintf(letter, sizeof(letter), "-%c, ", o->letter);
+    snprintf(buf, len, "%s--%s%s%s", letter, o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+}
+
+int command_help(FILE *f, const struct command_help *h, int rc)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m)
+        return rc;
+    fprintf(m, "usage: lockstep %s %s\n\n%s\n\n", h->name, h->usage, h->summary);
+    if (h->intro)
+        fputs(h->intro, m);
+    char label[128];
+    for (const struct command_option *o = h->options; o->name || o->arg; o++) {
+        option_label(label, sizeof(label), o);
+        help_row(m, h, label, o->help);
+    }
+    help_row(m, h, "-h, --help", "this help");
+    if (h->outro)
+        fputs(h->outro, m);
+    fclose(m);
+    print_formats(f, text);
+    free(text);
+    return rc;
+}
+
+int command_usage_error(const struct command_help *h, const char *fmt, ...)
+{
+    if (fmt) {
+        va_list ap;
+        fprintf(stderr, "lockstep %s: ", h->name);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
+    fprintf(stderr, "usage: lockstep %s %s\n(see 'lockstep help %s')\n", h->name, h->usage,
+            h->name);
+    return 2;
+}
+
+/* What getopt_long() returned for a bad option ('?' or ':', with optopt and the argument at
+ * optind - 1), as a usage error of `h`. Returns 2. */
+static int bad_option(const struct command_help *h, int c, char **argv)
+{
+    const char *arg = argv[optind - 1];
+    if (c == ':')
+        return command_usage_error(h, "option '%s' needs a value", arg);
+    if (optopt && arg[0] == '-' && arg[1] != '-')
+        return command_usage_error(h, "unknown option '-%c'", optopt);
+    return command_usage_error(h, "unknown option '%s'", arg);
+}
+
+/* Gives row o the value `val` (NULL for a flag) in ctx. Returns -1 to go on, else 2. */
+static int take(const struct command_help *h, const struct command_option *o, void *ctx,
+                const char *val)
+{
+    char *at = (char *)ctx + o->at;
+    switch (o->take) {
+    case CMD_TAKE_FILE:
+        if (!*val)
+            return command_usage_error(h, "--%s wants a file name", o->name);
+        /* fall through */
+    case CMD_TAKE_TEXT:
+        memcpy(at, &val, sizeof(val));
+        return -1;
+    case CMD_TAKE_FLAG:
+        *(int *)(void *)at = 1;
+        return -1;
+    case CMD_TAKE_CALL:
+        return o->set(ctx, val) < 0 ? 2 : -1;
+    }
+    return 2;
+}
+
+int command_parse(const struct command_help *h, int argc, char **argv, void *ctx)
+{
+    struct option longs[CMD_MAX_OPTIONS + 2];
+    const struct command_option *rows[CMD_MAX_OPTIONS];
+    char optstring[3 * CMD_MAX_OPTIONS + 8];
+    size_t n = 0, k = 0;
+    if (h->stop_at_operand)
+        optstring[k++] = '+';
+    optstring[k++] = ':';
+    optstring[k++] = 'h';
+    for (const struct command_option *o = h->options; o->name || o->arg; o++) {
+        if (!o->name)
+            continue;
+        if (n == CMD_MAX_OPTIONS) {
+            fprintf(stderr, "lockstep %s: more than %d options\n", h->name, CMD_MAX_OPTIONS);
+            return 2;
+        }
+        int code = o->letter ? o->letter : CODE_BASE + (int)n;
+        longs[n] = (struct option){o->name, o->arg ? required_argument : no_argument, NULL, code};
+        rows[n++] = o;
+        if (o->letter) {
+            optstring[k++] = o->letter;
+            if (o->arg)
+                optstring[k++] = ':';
+        }
+    }
+    optstring[k] = 0;
+    longs[n] = (struct option){"help", no_argument, NULL, 'h'};
+    longs[n + 1] = (struct option){NULL, 0, NULL, 0};
+    int c;
+    while ((c = getopt_long(argc, argv, optstring, longs, NULL)) != -1) {
+        if (c == 'h')
+            return command_help(stdout, h, 0);
+        const struct command_option *o = NULL;
+        for (size_t i = 0; i < n && !o; i++)
+            if (longs[i].val == c)
+                o = rows[i];
+        if (!o)
+            return bad_option(h, c, argv);
+        int rc = take(h, o, ctx, o->arg ? optarg : NULL);
+        if (rc >= 0)
+            return rc;
+    }
+    return -1;
+}
+
+/* `text` as roff: '-' as \-, '\' as \e, a line that would start a request kept as text. */
+static void roff_text(FILE *f, const char *text)
+{
+    int bol = 1;
+    for (const char *p = text; *p; p++) {
+        if (bol && (*p == '.' || *p == '\''))
+            fputs("\\&", f);
+        bol = *p == '\n';
+        if (*p == '-')
+            fputs("\\-", f);
+        else if (*p == '\\')
+            fputs("\\e", f);
+        else
+            fputc(*p, f);
+    }
+}
+
+/* The usage line as roff: options bold, the names of values italic, the rest (brackets, '|',
+ * '=', "...") as it is. */
+static void roff_usage(FILE *f, const struct command_help *h)
+{
+    fprintf(f, ".ad l\n.B lockstep %s\n", h->name);
+    const char *p = h->usage;
+    while (*p) {
+        size_t n = strcspn(p, " []|=");
+        const char *dots = strstr(p, "...");
+        if (dots && (size_t)(dots - p) < n)
+            n = (size_t)(dots - p);
+        if (n == 0) {
+            size_t d = strncmp(p, "...", 3) == 0 ? 3 : 1;
+            fprintf(f, "%.*s", (int)d, p);
+            p += d;
+            continue;
+        }
+        char word[128];
+        snprintf(word, sizeof(word), "%.*s", (int)n, p);
+        fputs(word[0] == '-' ? "\\fB" : "\\fI", f);
+        roff_text(f, word);
+        fputs("\\fR", f);
+        p += n;
+    }
+    fputs("\n.ad b\n", f);
+}
+
+/* The OPTIONS of the man page: a .TP entry per option, -h, --help last. */
+static void roff_options(FILE *f, const struct command_help *h)
+{
+    for (const struct command_option *o = h->options; o->name || o->arg; o++) {
+        if (!o->name)
+            continue;
+        fputs(".TP\n", f);
+        if (o->letter)
+            fprintf(f, "\\fB\\-%c\\fR, ", o->letter);
+        fputs("\\fB\\-\\-", f);
+        roff_text(f, o->name);
+        fputs("\\fR", f);
+        if (o->arg) {
+            fputs(" \\fI", f);
+            roff_text(f, o->arg);
+            fputs("\\fR", f);
+        }
+        fputc('\n', f);
+        if (o->man)
+            fputs(o->man, f);
+        else
+            roff_text(f, o->help);
+        fputc('\n', f);
+    }
+    fputs(".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nthe full help\n", f);
+}
+
+int command_man_page(FILE *f, const struct command_help *h, const char *template)
+{
+    FILE *in = fopen(template, "r");
+    if (!in) {
+        fprintf(stderr, "lockstep: cannot read %s\n", template);
+        return -1;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m) {
+        fclose(in);
+        return -1;
+    }
+    char line[4096];
+    while (fgets(line, sizeof(line), in)) {
+        if (strcmp(line, ".\\\" @SYNOPSIS@\n") == 0)
+            roff_usage(m, h);
+        else if (strcmp(line, ".\\\" @OPTIONS@\n") == 0)
+            roff_options(m, h);
+        else
+            fputs(line, m);
+    }
+    fclose(in);
+    fclose(m);
+    print_formats(f, text);
+    free(text);
+    return 0;
+}
+
+void command_list_options(FILE *f, const struct command_help *h)
+{
+    for (const struct command_option *o = h->options; o->name || o->arg; o++) {
+        if (!o->name)
+            continue;
+        fprintf(f, "--%s%s%s\n", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        if (o->letter)
+            fprintf(f, "-%c%s%s\n", o->letter, o->arg ? " " : "", o->arg ? o->arg : "");
+    }
+    fputs("--help\n", f);
+}
