@@ -1,34 +1,17 @@
 /* diagnose.h -- turns the job model into findings, root cause first. One pass per concept
- * (diagnose_*.c); diagnose.c runs them and orders the result. */
+ * (diagnose_*.c, with what they get in diagnose_pass.h); diagnose.c runs them and orders the
+ * result. */
 #ifndef LOCKSTEP_DIAGNOSE_H
 #define LOCKSTEP_DIAGNOSE_H
 
 #include <stddef.h>
 
+#include "diagnose_pass.h"
 #include "finding.h"
-#include "model.h"
-#include "symbolizer.h"
 #include "waitgraph.h"
-
-struct diag_options {
-    double straggler_min_s;  /* a late arrival shorter than this is not a straggler */
-    double straggler_factor; /* ...nor one less than this many times the others' spread */
-    int straggler_repeats;   /* late this many times (or at the last collective) to report */
-};
 
 /* Default thresholds. This function can't fail. */
 struct diag_options diag_default_options(void);
-
-/* State shared by the passes while one job is diagnosed. */
-struct diag {
-    const struct model *m;
-    size_t job;
-    const struct m_job *j;
-    struct symbolizer *sym;
-    const struct diag_options *opt;
-    struct findings *out;
-    struct waitgraph *graph; /* the job's wait-for graph, built before the passes */
-};
 
 /* Diagnoses job `job` of the model and appends its findings to `out`, root cause first,
  * consequences marked with consequence_of (indexes into `out`). Returns 0, or -1 when out of
@@ -46,66 +29,8 @@ int diagnose_job_graph(const struct model *m, size_t job, struct symbolizer *sym
  * 0, or -1 when out of memory. */
 int diagnose_unreadable(struct findings *out, const char *error);
 
-/* The passes; each returns 0, or -1 when out of memory. */
-int diagnose_identity(struct diag *d);   /* duplicate_rank */
-int diagnose_process(struct diag *d);    /* rank_crashed, rank_exited, nccl_error */
-int diagnose_abort(struct diag *d);      /* comm_aborted */
-int diagnose_mismatch(struct diag *d);   /* op/count/dtype/redop/root_mismatch */
-int diagnose_missing(struct diag *d);    /* missing_ranks */
-int diagnose_p2p(struct diag *d);        /* p2p_unmatched, p2p_size_mismatch */
-int diagnose_deadlock(struct diag *d);   /* deadlock_cycle */
-int diagnose_straggler(struct diag *d);  /* straggler */
-int diagnose_outside(struct diag *d);    /* stuck_outside_nccl (live facts: every rank out of
-                                          * NCCL) */
-int diagnose_inflight(struct diag *d);   /* stuck_in_flight (GPU completion known) */
-int diagnose_comm_init(struct diag *d);  /* comm_init_mismatch */
-int diagnose_incomplete(struct diag *d); /* trace_incomplete (runs last: looks at the others) */
-
-/* Sets consequence_of of every finding in d->out[first..] from the wait-for graph: a finding
- * that owns a sink of the graph is a root cause, every other one follows from the owner of the
- * sink its waits end in and gets a "why:" line with the way there (diagnose_cause.c). Returns
- * 0, or -1 when out of memory. */
-int diagnose_causes(struct diag *d, size_t first);
-
-/* First failure first (diagnose_first_failure.c): among the root findings in d->out[first..]
- * that own the sink of a rank that ended with a failure (owner: per component of d->graph, the
- * finding that owns it, -1 none), the earliest stays the root cause and every certainly later
- * one becomes its consequence, with a "why:" line; deaths that follow a failure through the graph
- * get the same words. Called by diagnose_causes(). This function can't fail. */
-void diagnose_first_failure(struct diag *d, size_t first, const long *owner);
-
 /* Sorts fs->v[first..] root cause first (consequences after what they follow from), keeping
  * consequence_of (and the graph's roots, when g is not NULL) pointing at the same findings. */
 void diagnose_order(struct findings *fs, size_t first, struct waitgraph *g);
-
-/* ---- helpers shared by the passes (diagnose_describe.c) ---------------------------------- */
-
-/* Appends a finding of `kind` for the job being diagnosed, at communicator `comm` and sequence
- * number `seq` (a collective's, or a Send/Recv's per peer), both marked known (has_comm,
- * has_seq: a caller whose call may have neither clears them). Returns it, or NULL when out of
- * memory; the pointer is valid until the next finding is added. */
-struct finding *diag_finding_at(struct diag *d, enum finding_kind kind, uint64_t comm,
-                                uint64_t seq);
-
-/* Writes "AllReduce #12 on comm 7f3a91c2 (count 1048576, fp32, sum, from train.c:212)". */
-void describe_call(struct diag *d, const struct m_proc *p, const struct ls_record *r, char *buf,
-                   size_t len);
-
-/* Writes where a rank is, for people: "it is alive, last seen in Broadcast #12 from
- * eval.c:90, 31 s ago" / "it crashed with SIGSEGV 2 min ago" / ... */
-void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, size_t len);
-
-/* "rank 4" or "ranks 0-3,5" for a rank list (the text is cut to len). */
-void describe_ranks(const int *ranks, size_t n, char *buf, size_t len);
-
-/* Fills a class key describing call r of process p (role given). */
-struct f_class describe_class(struct diag *d, const struct m_proc *p, const struct ls_record *r,
-                              const char *role);
-
-/* Seconds from t to the job's reference time (>= 0). */
-double diag_seconds_ago(const struct diag *d, uint64_t t);
-
-/* Global rank of comm rank `cr` of c, -1 when no trace joined as it. */
-int diag_member_rank(const struct m_comm *c, int cr);
 
 #endif

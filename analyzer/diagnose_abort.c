@@ -3,7 +3,7 @@
  * (a watchdog giving up) is not one of these: its abort follows from what held the call. */
 #include <stdio.h>
 
-#include "diagnose.h"
+#include "diagnose_pass.h"
 #include "timefmt.h"
 
 /* Puts in `out` the members of c waiting in a collective on c the aborter never issued, or in a

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "diagnose.h"
+#include "diagnose_pass.h"
 #include "rankset.h"
 
 static const struct ls_comm *entry_of(const struct m_proc *p, uint64_t id)

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "diagnose.h"
+#include "diagnose_pass.h"
 
 /* A shortest way from rank node s back to s inside its component: fills path (nodes, without the
  * final s) and returns its length, 0 if none (or out of memory). */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diagnose.h"
+#include "diagnose_pass.h"
 #include "live.h"
 #include "names.h"
 #include "rankset.h"

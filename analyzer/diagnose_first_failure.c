@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "diagnose.h"
+#include "diagnose_pass.h"
 #include "names.h"
 #include "timefmt.h"
 

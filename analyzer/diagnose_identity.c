@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "diagnose.h"
+#include "diagnose_pass.h"
 
 /* Until when p lived: its death, or the job's reference time while it runs. */
 static uint64_t lived_until(const struct diag *d, const struct m_proc *p)

@@ -4,7 +4,7 @@
  * check their sequence numbers. */
 #include <stdio.h>
 
-#include "diagnose.h"
+#include "diagnose_pass.h"
 #include "untraced.h"
 #include "window.h"
 

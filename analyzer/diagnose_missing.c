@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diagnose.h"
+#include "diagnose_pass.h"
 #include "names.h"
 #include "rankset.h"
 #include "timefmt.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diagnose.h"
+#include "diagnose_pass.h"
 #include "rankset.h"
 #include "timefmt.h"
 

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "diagnose.h"
+#include "diagnose_pass.h"
 
 static int already(const struct diag *d, size_t first, int src, int dst, uint64_t comm,
                    uint64_t seq)

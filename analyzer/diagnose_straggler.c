@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "diagnose.h"
+#include "diagnose_pass.h"
 
 struct late {
     unsigned times; /* collectives where this rank was the lone late arrival */

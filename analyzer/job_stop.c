@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "job_stop.h"
-#include "live_cmd.h"
 #include "liveness.h"
 #include "names.h"
 #include "proctree.h"
@@ -40,6 +39,12 @@ struct stopper {
 static double now_s(void)
 {
     return (double)timefmt_mono_ns() / 1e9;
+}
+
+void live_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
 }
 
 double job_stop_default_grace(void)

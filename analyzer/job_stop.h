@@ -81,4 +81,8 @@ void stop_report_json(struct json_writer *w, const struct stop_report *r);
 /* Frees the report's list. */
 void stop_report_free(struct stop_report *r);
 
+/* Sleeps `ms` milliseconds (signals may end it early): the stop's polls, and those of the live
+ * commands above it (live_cmd.h). */
+void live_sleep_ms(int ms);
+
 #endif

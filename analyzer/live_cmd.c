@@ -19,12 +19,6 @@
 #include "timefmt.h"
 #include "untraced.h"
 
-void live_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 void live_opts_init(struct live_opts *o)
 {
     memset(o, 0, sizeof(*o));

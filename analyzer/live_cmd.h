@@ -130,7 +130,4 @@ void live_announce_stall(const struct mon_stall *s);
 void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,
                const char *launcher_cmd, const char *by, const struct mon_stall *stall);
 
-/* Sleeps `ms` milliseconds (signals may end it early). */
-void live_sleep_ms(int ms);
-
 #endif

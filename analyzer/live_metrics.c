@@ -2,7 +2,7 @@
  * node_exporter's textfile collector: one family per fact, bounded label sets. */
 #include <stdio.h>
 
-#include "live_facts.h"
+#include "live_facts_types.h"
 
 /* A family's HELP and TYPE lines (the help texts here need no escaping). */
 static void family(FILE *f, const char *name, const char *type, const char *help)

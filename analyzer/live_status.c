@@ -3,7 +3,7 @@
 #include <time.h>
 
 #include "json_writer.h"
-#include "live_facts.h"
+#include "live_facts_types.h"
 
 /* CLOCK_REALTIME ns as "2026-11-27T10:04:31.250Z" (UTC); null for 0. */
 static void json_utc(struct json_writer *w, const char *key, uint64_t ns)

@@ -6,19 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t comm_key(uint64_t id, size_t job)
-{
-    return id ^ ((uint64_t)(job + 1) * 0x9e3779b97f4a7c15ull);
-}
-
-struct m_comm *model_comm(const struct model *m, size_t job, uint64_t id)
-{
-    size_t idx;
-    if (!idmap_get(&m->comm_index, comm_key(id, job), &idx))
-        return NULL;
-    struct m_comm *c = &m->comms[idx];
-    return c->id == id && c->job == job ? c : NULL;
-}
+#include "model_jobs.h"
 
 static int global_rank(const struct tr_trace *t)
 {
@@ -36,9 +24,6 @@ static int global_rank(const struct tr_trace *t)
 }
 
 /* ---- jobs ------------------------------------------------------------------------------- */
-
-/* Implemented in model_jobs.c: one m_job per attempt of each job id, procs[].job set. */
-int model_assign_jobs(struct model *m);
 
 static int cmp_proc_rank(const void *a, const void *b)
 {
@@ -119,7 +104,7 @@ static struct m_comm *get_comm(struct model *m, size_t job, const struct ls_comm
     c->create_op = e->create_op;
     c->job = job;
     c->nranks = -1;
-    if (idmap_put(&m->comm_index, comm_key(e->comm_id, job), m->ncomms) < 0)
+    if (idmap_put(&m->comm_index, model_comm_key(e->comm_id, job), m->ncomms) < 0)
         return NULL;
     m->ncomms++;
     return c;

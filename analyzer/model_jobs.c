@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "model_jobs.h"
+#include "model_state.h"
 
 static size_t uf_find(size_t *parent, size_t x)
 {

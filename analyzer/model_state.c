@@ -2,7 +2,7 @@
  * completion; the calls a rank is blocked on; and, for the dead, in what order they died. */
 #include "folder_memo.h"
 #include "liveness.h"
-#include "model.h"
+#include "model_state.h"
 #include "names.h"
 #include "stop_mark.h"
 

@@ -9,60 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "idmap.h"
 #include "lockstep/trace_format.h"
-#include "monitor_activity.h"
 #include "monitor_comms.h"
 #include "monitor_jobs.h"
-
-/* What a running member waits in on one of its communicators (mon_trace.waits). */
-enum mon_wait {
-    MON_WAIT_NONE = 0,
-    MON_WAIT_COLL,    /* inside a collective on it (issued > returned, a call in flight) */
-    MON_WAIT_GPU,     /* its GPU has not completed the newest collective on it, nor any member's */
-    MON_WAIT_CALL,    /* a thread long inside a call on it (a send, a receive, a group's end) */
-    MON_WAIT_GPU_P2P, /* a GPU stream long stuck in a send or receive on it */
-};
-
-struct mon_calls;   /* monitor_calls.h: what its threads long inside a call are in */
-struct mon_streams; /* monitor_streams.h: what its GPU streams are stuck in */
-
-struct mon_trace {
-    char *path;
-    struct ls_header h;    /* as last read */
-    struct ls_comm *comms; /* valid entries as last read */
-    uint32_t ncomms;
-    uint32_t nindexed;    /* entries [0, nindexed) are in the communicator index */
-    uint32_t *comm_of;    /* per indexed entry: its communicator in monitor.comms */
-    unsigned char *waits; /* per entry: enum mon_wait, the last poll's view (running only) */
-    struct mon_calls *calls;
-    struct mon_streams *streams;
-    uint64_t last_progress_ns; /* CLOCK_MONOTONIC: when it was found, or a progress field moved */
-    size_t job;                /* its job in monitor.jobs, the last poll's view */
-    struct mon_activity act;   /* its process's last activity sample (monitor_activity.h) */
-    uint64_t last_active_ns;   /* CLOCK_MONOTONIC: when it was found, or its process was last
-                                * seen active (CPU, I/O, a disk wait or a timed sleep) */
-    char active_why[48];       /* the activity last seen, in words */
-    int running_here;          /* its process runs on this host */
-    int elsewhere;             /* no end recorded and its process is not on this host: whether
-                                * it does anything cannot be seen from here */
-    int refused;               /* the reader refused its header (said once, on stderr) */
-};
-
-struct monitor {
-    char *dir;
-    struct mon_trace *t;
-    size_t n, cap;
-    struct idmap by_name;      /* file name -> index in t */
-    struct mon_comms comms;    /* every communicator of the traces, by id */
-    struct mon_jobs jobs;      /* the jobs, regrouped at each poll */
-    uint64_t last_progress_ns; /* CLOCK_MONOTONIC: when something last moved */
-    uint64_t last_poll_ns;
-    uint64_t last_activity_ns;    /* CLOCK_MONOTONIC of the last activity sample of the ranks */
-    uint64_t read_calls_after_ns; /* a thread inside one call this long, or a GPU stream stuck
-                                   * this long, has its records read (monitor_set_stall());
-                                   * 0: at once */
-};
+#include "monitor_types.h"
 
 /* Starts watching `dir` (which need not exist yet). Returns 0, -1 when out of memory. */
 int monitor_init(struct monitor *m, const char *dir);

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "monitor.h"
+#include "monitor_types.h"
 #include "monitor_calls.h"
 #include "trace_reader.h"
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "monitor.h"
+#include "monitor_types.h"
 
 /* The index of communicator `id`, added (with no member, progress now) when new; -1 when out of
  * memory. */

@@ -6,36 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "idmap.h"
 #include "lockstep/trace_format.h"
+#include "monitor_types.h"
 
 struct mon_trace;
-
-/* One member: entry `entry` of trace `trace` (indexes into monitor.t and its comms). */
-struct mon_member {
-    uint32_t trace, entry;
-};
-
-struct mon_comm {
-    uint64_t id;
-    uint64_t last_progress_ns; /* CLOCK_MONOTONIC: a member's counters moved, a member joined or
-                                * ended */
-    struct mon_member *members;
-    size_t nmembers, cap;
-    /* The last tally (mon_comms_tally()): */
-    uint64_t max_completed;           /* the highest collective any member's GPU completed */
-    uint64_t min_issued, max_issued;  /* collectives issued, over entries not destroyed/aborted */
-    struct mon_member min_at, max_at; /* a member that issued min_issued, one max_issued */
-    size_t live_entries;              /* entries not destroyed or aborted */
-    size_t running_live;              /* ... of processes running here */
-    size_t waiters;                   /* running members that wait in it (enum mon_wait) */
-};
-
-struct mon_comms {
-    struct mon_comm *v;
-    size_t n, cap;
-    struct idmap by_id; /* id -> index in v */
-};
 
 /* Adds to the index the valid entries of trace `t` (number `ti` in the monitor) not in it yet,
  * each as progress at `now_ns` of its communicator (a member joined). Returns 0, -1 when out

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "idmap.h"
-#include "monitor.h"
+#include "monitor_types.h"
 #include "monitor_waits.h"
 
 static size_t find_root(size_t *parent, size_t i)

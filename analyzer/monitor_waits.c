@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "monitor.h"
+#include "monitor_types.h"
 #include "monitor_calls.h"
 #include "monitor_streams.h"
 #include "monitor_waits.h"

@@ -11,8 +11,9 @@
  * to the table is offered by every command that writes reports, its name in their help, man
  * pages and completion (tests/cli checks they list the table's names).
  *
- * Adding a format: write output_NAME.c with `output_write_fn output_NAME;` (the declaration
- * the compiler checks the definition against) and its definition, add one row to the table in
+ * Adding a format: write output_NAME.c, including output_writer.h (not this header: the table
+ * is above the writers), with `output_write_fn output_NAME;` (the declaration the compiler
+ * checks the definition against) and its definition, add one row to the table in
  * output.c (and the file to meson.build), its line in docs/analyzer.md's table of formats, and
  * a test. */
 #ifndef LOCKSTEP_OUTPUT_H
@@ -20,13 +21,9 @@
 
 #include <stdio.h>
 
+#include "output_place.h"
+#include "output_writer.h"
 #include "report.h"
-
-/* What a command asks of a writer beyond the report itself. */
-struct output_opts {
-    int color;     /* ANSI colour (where the format has any: text) */
-    int all_ranks; /* every rank's own object (--ranks all: JSON), not only those named */
-};
 
 /* Sets opts->all_ranks from --ranks WHICH (`option` as spelled): "all" or "named". Returns 0,
  * or -1 after a message naming the option and the value. */
@@ -44,11 +41,6 @@ int output_set_ranks(struct output_opts *opts, const char *which, const char *op
     "rank. The report's \\fBranks\\fR are always classes of ranks in equal state, so its size "    \
     "grows with\n"                                                                                 \
     "the classes, not the ranks (docs/report\\-format.md)"
-
-/* Writes the report of `in` to `out`. Returns 0, or -1 when out of memory (what was written
- * stays, cut short). */
-typedef int output_write_fn(FILE *out, const struct report_input *in,
-                            const struct output_opts *opts);
 
 struct output_format {
     const char *name; /* what commands call it: "text", "json", "html", ... */
@@ -104,14 +96,6 @@ int output_plan_check_files(const struct output_plan *p);
  * others are written all the same). */
 int output_plan_write(struct output_plan *p, const struct report_input *in,
                       const struct output_opts *opts);
-
-/* Writes the repository-relative place of call site `site` (a string of in->sym) into path
- * and *line: the site's full source path (symbolizer_site_file()) made relative to the
- * repository (GITHUB_WORKSPACE when set, else the nearest folder at or above the current one
- * that holds .git); a file outside it keeps its full path. Returns 0, or -1 when the site
- * names no source file and line. Used by the CI formats (github, gitlab). */
-int output_site_place(const struct report_input *in, const char *site, char *path, size_t len,
-                      int *line);
 
 /* Writes the report of `in` in `fmt` to the file `path` ("-": stdout), replacing it. Returns
  * 0, or -1 after one message on stderr naming the file (or out of memory); a file left

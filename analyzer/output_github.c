@@ -4,7 +4,8 @@
 #include <limits.h>
 #include <string.h>
 
-#include "output.h"
+#include "output_place.h"
+#include "output_writer.h"
 
 /* Writes text safe inside a GitHub workflow command (%, CR and LF escaped; in a property
  * also ',' and ':'). */

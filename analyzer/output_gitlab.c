@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "json_writer.h"
-#include "output.h"
+#include "output_place.h"
+#include "output_writer.h"
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 {

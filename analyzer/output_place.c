@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "output.h"
+#include "output_place.h"
 #include "symbolizer.h"
 
 /* The repository's top folder: GITHUB_WORKSPACE when set, else the nearest folder at or above

@@ -17,6 +17,52 @@
 #include "rankset.h"
 #include "report.h"
 
+/* "python": [{file, line, func}, ...] innermost first, or null. */
+void report_json_python(struct json_writer *w, const struct tr_pysite *py)
+{
+    if (!py) {
+        json_null(w, "python");
+        return;
+    }
+    json_begin_array(w, "python");
+    for (uint32_t i = 0; i < py->nframes; i++) {
+        json_begin_object(w, NULL);
+        json_string(w, "file", py->frames[i].file);
+        json_int(w, "line", py->frames[i].line);
+        json_string(w, "func", py->frames[i].func);
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
+void report_json_live_threads(struct json_writer *w, const struct m_live *lv)
+{
+    json_string(w, "stacks", lv->stacks[0] ? lv->stacks : NULL);
+    json_begin_array(w, "threads");
+    for (int i = 0; i < lv->nthreads; i++) {
+        const struct m_live_thread *t = &lv->threads[i];
+        char state[2] = {t->state, 0};
+        json_begin_object(w, NULL);
+        json_uint(w, "tid", t->tid);
+        json_string(w, "name", t->name);
+        json_string(w, "state", state);
+        json_string(w, "syscall", t->syscall[0] ? t->syscall : NULL);
+        json_bool(w, "in_nccl_call", t->in_call || i == lv->nccl_thread);
+        json_bool(w, "doing_the_work", i == lv->work_thread);
+        json_bool(w, "library_thread", t->helper);
+        json_string(w, "read", t->how == 1 ? "held" : t->how == 2 ? "not_stopped" : NULL);
+        json_double(w, "held_us", (double)t->held_ns / 1000.0);
+        json_string(w, "where", t->where);
+        json_string(w, "python", t->python[0] ? t->python : NULL);
+        json_begin_array(w, "stack");
+        for (int k = 0; k < t->nframes; k++)
+            json_string(w, NULL, t->frames[k]);
+        json_end_array(w);
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
 /* The most rank objects written for named ranks (without --ranks all): a hang whose culprits
  * are half of 131,072 ranks still gets a report of a few MB; the classes cover the rest. */
 #define DETAIL_MAX 1024

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "folder_memo.h"
-#include "model.h"
+#include "model_types.h"
 #include "stop_mark.h"
 
 #define STOP_MARK_MAGIC "lockstep-stopped 1"

@@ -470,6 +470,21 @@ static int load_untraced(struct sreader *r, uint32_t i, const struct ls_summary_
     return rc > 0 ? fail(r, "corrupt index entry %u: not a marker", i) : 0;
 }
 
+/* Frees a trace loaded from a summary: its node_free, which trace_free() calls. */
+static void summary_trace_free(struct tr_trace *t)
+{
+    free(t->sites); /* the frames and python sites are the node's */
+    free(t->comms);
+    free(t->peers);
+    free(t->records);
+    free(t->busy_tickets);
+    free(t->void_tickets);
+    free(t->node_sidecar);
+    free(t->path);
+    node_release(t->node);
+    free(t);
+}
+
 static int load_entries(struct sreader *r, struct summary_contents *out)
 {
     out->traces = calloc((size_t)r->sh.ntraces + 1, sizeof(*out->traces));
@@ -532,6 +547,7 @@ static int load_entries(struct sreader *r, struct summary_contents *out)
         }
         t->path = path;
         t->node = r->node;
+        t->node_free = summary_trace_free;
         r->node->refs++;
         out->traces[out->ntraces++] = t;
         if (load_trace(r, &e, t) < 0)
@@ -624,20 +640,6 @@ void summary_contents_free(struct summary_contents *out)
     free(out->stops);
     untraced_set_free(&out->untraced);
     memset(out, 0, sizeof(*out));
-}
-
-void summary_trace_free(struct tr_trace *t)
-{
-    free(t->sites); /* the frames and python sites are the node's */
-    free(t->comms);
-    free(t->peers);
-    free(t->records);
-    free(t->busy_tickets);
-    free(t->void_tickets);
-    free(t->node_sidecar);
-    free(t->path);
-    node_release(t->node);
-    free(t);
 }
 
 /* A process's identity: host, pid and start time. */

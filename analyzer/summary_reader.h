@@ -53,7 +53,4 @@ void summary_contents_free(struct summary_contents *out);
  * dropped, or -1 when out of memory (nothing dropped). */
 long summary_drop_copies(struct tr_trace **v, size_t *n);
 
-/* Frees a trace loaded from a summary (trace_free() calls it for such traces). */
-void summary_trace_free(struct tr_trace *t);
-
 #endif

@@ -1,7 +1,6 @@
 /* trace_reader.c -- loads a trace file section by section, checking every offset, count and
  * string against the header and the file size before it is used. */
 #include "trace_reader.h"
-#include "summary_reader.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -794,8 +793,8 @@ void trace_free(struct tr_trace *t)
 {
     if (!t)
         return;
-    if (t->node) {
-        summary_trace_free(t); /* its tables are the summary's */
+    if (t->node_free) {
+        t->node_free(t); /* its tables are the summary's */
         return;
     }
     for (uint32_t i = 0; i < t->nsites; i++)

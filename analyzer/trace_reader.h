@@ -85,6 +85,7 @@ struct tr_trace {
     /* A trace loaded from a node summary (summary_reader.h); all zero for a trace file. */
     struct tr_node *node;          /* the summary's call sites and strings, shared by its traces
                                     * (sites[].frames, sites[].py and strings point there) */
+    void (*node_free)(struct tr_trace *t); /* how trace_free() frees it: the summary reader's */
     int node_liveness;             /* enum liveness the node's /proc said when it summarized */
     const char *node_liveness_why; /* its words, "" none */
     int node_snapshot;             /* the trace lay among gathered copies when summarized */

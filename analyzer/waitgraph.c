@@ -495,8 +495,6 @@ static void index_edges(struct waitgraph *g)
     }
 }
 
-int waitgraph_components(struct waitgraph *g); /* waitgraph_scc.c */
-
 struct waitgraph *waitgraph_build(const struct model *m, size_t job)
 {
     struct waitgraph *g = calloc(1, sizeof(*g));

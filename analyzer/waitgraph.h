@@ -7,110 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "idmap.h"
 #include "model.h"
-
-/* Nodes: ranks (one per process of the job), ranks or communicator members no trace holds, and
- * the calls ranks wait in (a collective, the creation of a communicator, a send/receive pair
- * whose halves do not fit). */
-enum wg_node_kind { WG_RANK, WG_ABSENT, WG_CALL };
-
-enum wg_call_kind {
-    WG_CALL_COLL, /* collective #seq of comm */
-    WG_CALL_INIT, /* the creation of comm (InitRank family), or a split of comm (seq: its
-                   * parent split counter) */
-    WG_CALL_P2P,  /* send/receive #seq of comm between two comm ranks whose halves differ */
-};
-
-/* Why a node waits for nothing (a terminal), or WG_WAITS. */
-enum wg_state {
-    WG_WAITS,      /* it has edges: a rank blocked in a call, a call some members never reached */
-    WG_RUNNING,    /* a rank alive outside NCCL (busy or sleeping), or in a call every member
-                    * reached */
-    WG_STOPPED,    /* a rank alive but stopped (SIGSTOP, a debugger, a suspended job) */
-    WG_DEAD,       /* a rank that ended (exit, signal, vanished) while waiting for nothing */
-    WG_NO_TRACE,   /* a rank (or member) no trace holds: it never reached NCCL, or its trace is
-                    * gone */
-    WG_MISMATCH,   /* a call whose members called different things: it can never complete */
-    WG_GPU_STUCK,  /* a collective every member issued and no GPU completed */
-    WG_COMPLETING, /* a call every member reached as called: nothing to wait for */
-    WG_STATE_COUNT
-};
-
-enum wg_edge_kind {
-    WG_E_COLL,     /* rank -> call: inside the collective (or its call failed while waiting) */
-    WG_E_GPU,      /* rank -> call: its GPU stream waits for the collective */
-    WG_E_INIT,     /* rank -> call: inside the creation (or split) of a communicator */
-    WG_E_SEND,     /* rank -> rank: a send whose receive was never posted */
-    WG_E_RECV,     /* rank -> rank: a receive whose send was never posted */
-    WG_E_P2P,      /* rank -> call: a send/receive whose other half does not fit */
-    WG_E_MEMBER,   /* call -> rank: a member that never called it */
-    WG_E_QUEUED,   /* call -> rank: a member that queued it in a group it never ended */
-    WG_E_ABORTED,  /* call -> rank: a member that aborted (or revoked) the communicator instead */
-    WG_E_UNJOINED, /* call -> rank: a member that never joined the communicator's creation */
-    WG_E_DIED_IN,  /* call -> rank: a member that reached it and died inside it */
-    WG_E_REMOTE,   /* rank -> rank: its call failed after that peer ended */
-    WG_E_STREAM,   /* call -> rank: a member whose GPU stream holds older work not completed,
-                    * which the collective queues behind */
-    WG_EDGE_COUNT
-};
-
-struct wg_edge {
-    size_t from, to;
-    uint8_t kind;                 /* enum wg_edge_kind */
-    uint8_t soft;                 /* the target is only on its way (en route): not followed */
-    int comm_rank;                /* the target's rank in the call's communicator, -1 none */
-    const struct ls_record *call; /* rank -> x: the waiting rank's record of the call */
-};
-
-struct wg_node {
-    uint8_t kind;                 /* enum wg_node_kind */
-    uint8_t state;                /* enum wg_state */
-    uint8_t call_kind;            /* WG_CALL: enum wg_call_kind */
-    uint8_t waits_on_members;     /* WG_CALL collective: it waits for members that never reached
-                                   * it, or queued it behind stuck work on their stream (not only
-                                   * for members that died inside it) */
-    uint8_t en_route;             /* WG_CALL collective: some absent members are running, every
-                                   * other absent one is gone, and the first waiter has waited no
-                                   * longer than the comm's ranks usually take to gather */
-    int rank;                     /* WG_RANK, WG_ABSENT: the global rank, -1 unknown */
-    int comm_rank;                /* WG_ABSENT without a global rank: its rank in `comm`;
-                                   * WG_CALL_P2P: the sender's comm rank */
-    int peer_rank;                /* WG_CALL_P2P: the receiver's comm rank */
-    const struct m_proc *proc;    /* WG_RANK */
-    uint64_t comm, seq;           /* WG_CALL, WG_ABSENT (the comm that expects it) */
-    const struct ls_record *call; /* WG_CALL: the first waiter's record of it */
-    uint64_t since_ns;            /* when it began to wait or stopped waiting (entered, died,
-                                   * left NCCL); 0 unknown */
-    size_t edge0, nedges;         /* its out edges: edges[edge0 .. edge0 + nedges) */
-    size_t scc;                   /* its strongly connected component */
-};
-
-/* A strongly connected component. A sink has no edge out of it: a root cause. */
-struct wg_scc {
-    size_t node0, nnodes; /* its nodes: members[node0 .. node0 + nnodes) */
-    size_t nranks;        /* WG_RANK nodes among them */
-    uint8_t sink;         /* no edge leaves it (soft edges aside) */
-    uint8_t cycle;        /* ranks wait on each other around it (two ranks or more, or one rank
-                           * waiting for itself) */
-};
-
-struct waitgraph {
-    const struct model *m;
-    size_t job;
-    struct wg_node *nodes; /* nodes[0 .. job.nprocs) are the ranks, in job.procs order */
-    size_t nnodes;
-    struct wg_edge *edges; /* ascending `from` */
-    size_t nedges;
-    struct wg_scc *sccs; /* in reverse topological order: a component comes after every one it
-                          * reaches, so sinks come first */
-    size_t nsccs;
-    size_t *members;    /* node indexes grouped by component */
-    struct idmap index; /* absent and call nodes by key */
-    long *roots;        /* per component: the root finding its waits end in (an index into the
-                         * diagnosis's findings), -1 none; set by the diagnosis (diagnose_causes()),
-                         * NULL before */
-};
+#include "waitgraph_scc.h"
+#include "waitgraph_types.h"
 
 /* Builds the wait-for graph of job `job` of the model. Returns it, or NULL when out of memory.
  * Free with waitgraph_free(). */
@@ -135,25 +34,6 @@ size_t waitgraph_node_of_rank(const struct waitgraph *g, int rank);
 /* True when the node is a rank that waits for something (directly). */
 int waitgraph_waits(const struct waitgraph *g, size_t node);
 
-/* A shortest way from node `from` to the sink its waits end in (reach[], from waitgraph_reach()):
- * fills path[] with up to max nodes, `from` first and a node of that sink last, and returns how
- * many; 1 when `from` is in the sink itself, 0 when out of memory. Soft edges are not taken. */
-size_t waitgraph_path(const struct waitgraph *g, const size_t *reach, size_t from, size_t *path,
-                      size_t max);
-
 /* The edge from node `from` to node `to` (the first of them), NULL none. */
 const struct wg_edge *waitgraph_edge(const struct waitgraph *g, size_t from, size_t to);
-
-/* For each component, the sink component its waits end in, chosen among the sinks it reaches by
- * `better(a, b, ctx)` (true when sink a is the better explanation than sink b): reach[c] for
- * component c, a sink reaching only itself. Soft edges are not followed. Returns the array
- * (free() it), or NULL when out of memory. */
-size_t *waitgraph_reach(const struct waitgraph *g, int (*better)(size_t a, size_t b, void *ctx),
-                        void *ctx);
-
-/* Names for people and for the JSON report ("waits", "running", ...; "collective", "gpu",
- * "member", ...). */
-const char *waitgraph_state_name(enum wg_state s);
-const char *waitgraph_edge_name(enum wg_edge_kind k);
-
 #endif

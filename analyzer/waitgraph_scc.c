@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "waitgraph.h"
+#include "waitgraph_scc.h"
 
 /* The next edge of node v to follow, from *e on: soft edges are skipped. */
 static size_t next_edge(const struct waitgraph *g, size_t v, size_t e)
