@@ -161,11 +161,15 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
 }
 
 /* This process's start in clock ticks after boot (field 22 of /proc/self/stat), 0 unknown. With
- * the pid and the boot id it names the process: a reused pid has another start. */
+ * the pid and the boot id it names the process: a reused pid has another start. Read as
+ * /proc/self/task/../stat, the same file: under qemu-user, /proc/self/stat itself is the
+ * emulator's stand-in, whose start is a tick off what the analyzer reads in /proc/PID/stat
+ * (every rank then looked like another process that took its pid: "vanished"). */
 static uint64_t proc_start_ticks(void)
 {
     char buf[1024];
-    if (read_small("/proc/self/stat", buf, sizeof buf) <= 0)
+    if (read_small("/proc/self/task/../stat", buf, sizeof buf) <= 0 &&
+        read_small("/proc/self/stat", buf, sizeof buf) <= 0)
         return 0;
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
     if (!p)

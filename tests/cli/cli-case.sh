@@ -232,7 +232,7 @@ symbols)
     # call sites named from what each program keeps: file:line (function) with debug info,
     # function (module) with symbols only (never symbol+0xOFF when the function is known)
     cp "$SCENARIOS" "$D/scen_lines"
-    objcopy --strip-debug "$SCENARIOS" "$D/scen_syms"
+    "${OBJCOPY:-objcopy}" --strip-debug "$SCENARIOS" "$D/scen_syms"
     for prog in scen_lines scen_syms; do
         set +e
         LD_LIBRARY_PATH="$EMULATOR_DIR" LOCKSTEP_ADDR2LINE=1 "$LOCKSTEP" run --stall 1 \

@@ -14,6 +14,29 @@ class Skip(Exception):
     """The case cannot run on this machine; meson reports exit status 77 as skipped."""
 
 
+ELF_MACHINES = {62: "x86-64", 183: "aarch64"}
+
+
+def elf_machine(path):
+    """The architecture an ELF file is built for ("x86-64", "aarch64", or e_machine's number)."""
+    with open(os.path.realpath(path), "rb") as f:
+        head = f.read(20)
+    if head[:4] != b"\x7fELF":
+        return None
+    m = int.from_bytes(head[18:20], "little")
+    return ELF_MACHINES.get(m, str(m))
+
+
+def need_python_for(lib):
+    """Skips a case whose Python process must load `lib` when this interpreter cannot: a build
+    for another architecture (scripts/test-aarch64 runs the aarch64 build's cases with the
+    host's x86-64 python3; an aarch64 CPython is not installed there)."""
+    built, mine = elf_machine(lib), elf_machine(sys.executable)
+    if built and mine and built != mine:
+        raise Skip(f"needs an {built} Python to load {os.path.basename(lib)}; "
+                   f"this python3 is {mine}")
+
+
 def expect(cond, what):
     """Raises Failure(what) unless cond holds."""
     if not cond:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import Failure, expect, run  # noqa: E402
+from harness import Failure, expect, need_python_for, run  # noqa: E402
 from report_ranks import per_rank  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
@@ -176,6 +176,7 @@ def case_dlvsym(tmp):
 
 def case_ctypes_records(tmp):
     """Python ctypes (pynccl style) is recorded call by call."""
+    need_python_for(SHIM)
     d = os.path.join(tmp, "t")
     p = run_ranks(2, [sys.executable, PYNCCL, LIBNCCL, "clean"], d)
     expect(p.returncode == 0, f"pynccl failed: {p.stderr}")
@@ -189,6 +190,7 @@ def case_ctypes_records(tmp):
 
 def case_ctypes_hang(tmp):
     """pynccl style hung by a count mismatch on rank 2: `lockstep run` says so."""
+    need_python_for(SHIM)
     p, report, d = lockstep_run(tmp, [sys.executable, PYNCCL, LIBNCCL, "hang"],
                                 env={"REACH_VICTIM": "2"})
     expect_diagnosed(p, report, d, "count_mismatch", 2, {"op": "AllReduce", "count": 8},
