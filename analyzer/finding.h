@@ -69,7 +69,8 @@ struct finding {
                                * comm_init_mismatch, p2p_unmatched; duplicate_rank's unclaimed) */
     struct intvec waiting;    /* ranks it says wait for those (or for its dead, its aborted rank) */
     int rank;                 /* the one rank it is about (a death's first, the aborting rank, the
-                               * duplicate, the straggler), -1 none */
+                               * duplicate, the straggler, a failed call's or an incomplete
+                               * trace's when one), -1 none */
     union finding_payload as; /* its kind's own data: FINDING_PAYLOADS (finding_kinds.h) names
                                * the member */
 };
