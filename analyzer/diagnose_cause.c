@@ -162,8 +162,8 @@ static void index_ranks(struct cause *x)
         switch (f->kind) {
         case F_RANK_CRASHED:
         case F_RANK_EXITED:
-            for (size_t k = 0; k < f->dead.n; k++)
-                note_rank(x, f->dead.v[k], (long)i, 0);
+            for (size_t k = 0; k < f->as.death.dead.n; k++)
+                note_rank(x, f->as.death.dead.v[k], (long)i, 0);
             break;
         case F_NCCL_ERROR:
             for (size_t k = 0; k < f->ranks.n; k++) {
@@ -188,7 +188,7 @@ static void index_ranks(struct cause *x)
             break;
         case F_STUCK_OUTSIDE_NCCL: /* its ranks wait for nothing NCCL shows: it owns them, unless
                                     * a rank died first (anchors()) */
-            for (size_t k = 0; !f->dead.n && k < f->ranks.n; k++)
+            for (size_t k = 0; !f->as.outside.follows.n && k < f->ranks.n; k++)
                 note_rank(x, f->ranks.v[k], (long)i, 0);
             break;
         case F_MISSING_RANKS:
@@ -240,7 +240,8 @@ static long owner_of_absent(const struct cause *x, const struct wg_node *v)
     for (size_t i = x->first; i < x->fs->n; i++) {
         const struct finding *f = F(x, (long)i);
         int named = v->rank >= 0 ? intvec_has(&f->missing, v->rank)
-                                 : f->comm == v->comm && intvec_has(&f->missing_cr, v->comm_rank);
+                                 : f->comm == v->comm &&
+                                       intvec_has(finding_missing_comm_ranks(f), v->comm_rank);
         if (f->kind == F_DUPLICATE_RANK && named)
             return (long)i;
         if ((f->kind == F_MISSING_RANKS || f->kind == F_COMM_INIT_MISMATCH) && named)
@@ -250,8 +251,8 @@ static long owner_of_absent(const struct cause *x, const struct wg_node *v)
         return best;
     for (size_t i = x->first; i < x->fs->n; i++) {
         const struct finding *f = F(x, (long)i);
-        if (f->kind == F_TRACE_INCOMPLETE && f->reason && strcmp(f->reason, "no_trace") == 0 &&
-            intvec_has(&f->ranks, v->rank))
+        if (f->kind == F_TRACE_INCOMPLETE && f->as.incomplete.reason &&
+            strcmp(f->as.incomplete.reason, "no_trace") == 0 && intvec_has(&f->ranks, v->rank))
             return (long)i;
     }
     return -1;
@@ -327,7 +328,7 @@ static size_t anchors(const struct cause *x, const struct finding *f, size_t *ou
     case F_RANK_CRASHED:
     case F_RANK_EXITED:
     case F_STUCK_OUTSIDE_NCCL: /* the rank that died first, whose end it most likely follows */
-        ranks = &f->dead;
+        ranks = finding_ended(f);
         break;
     case F_NCCL_ERROR:
         ranks = &f->ranks;
@@ -337,7 +338,7 @@ static size_t anchors(const struct cause *x, const struct finding *f, size_t *ou
         ranks = &f->missing;
         break;
     case F_DEADLOCK_CYCLE:
-        ranks = &f->cycle;
+        ranks = &f->as.deadlock.cycle;
         break;
     case F_COMM_ABORTED:
         c = waitgraph_node_of_rank(g, f->rank);
@@ -345,7 +346,7 @@ static size_t anchors(const struct cause *x, const struct finding *f, size_t *ou
             out[n++] = c;
         break;
     case F_TRACE_INCOMPLETE:
-        if (f->reason && strcmp(f->reason, "no_trace") == 0)
+        if (f->as.incomplete.reason && strcmp(f->as.incomplete.reason, "no_trace") == 0)
             ranks = &f->ranks;
         break;
     default:

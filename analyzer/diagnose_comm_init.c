@@ -113,7 +113,7 @@ static int add_unjoined(struct diag *d, struct finding *f, size_t x)
         const struct wg_node *t = &g->nodes[g->edges[e].to];
         untraced += t->kind == WG_ABSENT;
         if ((t->rank >= 0 && intvec_push(&f->missing, t->rank) < 0) ||
-            intvec_push(&f->missing_cr, g->edges[e].comm_rank) < 0)
+            intvec_push(&f->as.absent.missing_cr, g->edges[e].comm_rank) < 0)
             return -1;
     }
     return untraced;
@@ -183,7 +183,7 @@ static int add_absent(struct diag *d, const struct m_comm *c, struct intvec *abs
     if (f->missing.n)
         describe_ranks(f->missing.v, f->missing.n, missing, sizeof(missing));
     else
-        snprintf(missing, sizeof missing, "%zu member(s)", f->missing_cr.n);
+        snprintf(missing, sizeof missing, "%zu member(s)", f->as.absent.missing_cr.n);
     if (f->missing.n == 1 && f->missing.v[0] < d->j->world_size && d->j->by_rank[f->missing.v[0]]) {
         char w[1024];
         describe_whereabouts(d, d->j->by_rank[f->missing.v[0]], w, sizeof(w));
@@ -192,7 +192,8 @@ static int add_absent(struct diag *d, const struct m_comm *c, struct intvec *abs
         snprintf(where, sizeof(where),
                  " (no trace: %s never reached NCCL \xe2\x80\x94 not started, busy before %s first "
                  "NCCL call, or gone before it)",
-                 f->missing_cr.n == 1 ? "it" : "they", f->missing_cr.n == 1 ? "its" : "their");
+                 f->as.absent.missing_cr.n == 1 ? "it" : "they",
+                 f->as.absent.missing_cr.n == 1 ? "its" : "their");
     }
     if (call[0])
         finding_summary(f, "%s %s in %s for %s%s", joined, f->waiting.n == 1 ? "waits" : "wait",

@@ -92,7 +92,7 @@ static int add_cycle(struct diag *d, const struct wg_scc *s)
         const struct wg_node *v = &g->nodes[path[i]];
         if (v->kind != WG_RANK)
             continue;
-        if (intvec_push(&f->cycle, v->rank) < 0)
+        if (intvec_push(&f->as.deadlock.cycle, v->rank) < 0)
             goto oom;
         char words[700];
         hop(d, path, len, i, words, sizeof words);
@@ -100,14 +100,14 @@ static int add_cycle(struct diag *d, const struct wg_scc *s)
         const struct wg_edge *e = waitgraph_edge(g, path[i], path[(i + 1) % len]);
         if (f->time_ns == 0 && e && e->call)
             f->time_ns = e->call->enter_ns;
-        if (used < sizeof(line) && f->cycle.n <= 4)
+        if (used < sizeof(line) && f->as.deadlock.cycle.n <= 4)
             used +=
                 (size_t)snprintf(line + used, sizeof(line) - used, "%s%s", used ? "; " : "", words);
     }
     char ranks[256];
     describe_ranks(f->ranks.v, f->ranks.n, ranks, sizeof(ranks));
     finding_summary(f, "deadlock: %s wait on each other in a cycle: %s%s", ranks, line,
-                    f->cycle.n > 4 ? "; ..." : "");
+                    f->as.deadlock.cycle.n > 4 ? "; ..." : "");
     free(path);
     return 0;
 oom:

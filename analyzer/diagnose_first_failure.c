@@ -31,16 +31,17 @@ struct failure {
 /* "ValueError", "exit (status 1)", "SIGSEGV", "ncclRemoteError": what finding f's rank met. */
 static void failure_name(const struct finding *f, char *buf, size_t len)
 {
-    if (f->exception && f->exception->end.has_exception)
-        snprintf(buf, len, "%s", f->exception->end.exception.type);
+    const struct f_death *death = finding_death(f);
+    if (death && death->exception && death->exception->end.has_exception)
+        snprintf(buf, len, "%s", death->exception->end.exception.type);
     else if (f->kind == F_RANK_EXITED)
-        snprintf(buf, len, "exit (status %d)", f->status);
-    else if (f->kind == F_RANK_CRASHED && !f->vanished)
-        snprintf(buf, len, "%s", names_signal(f->signal));
+        snprintf(buf, len, "exit (status %d)", death->status);
+    else if (f->kind == F_RANK_CRASHED && !death->vanished)
+        snprintf(buf, len, "%s", names_signal(death->signal));
     else if (f->kind == F_RANK_CRASHED)
         snprintf(buf, len, "death without an exit record");
     else if (f->kind == F_NCCL_ERROR)
-        snprintf(buf, len, "%s", names_result(f->result));
+        snprintf(buf, len, "%s", names_result(f->as.nccl_error.result));
     else
         snprintf(buf, len, "%s", finding_kind_name(f->kind));
 }

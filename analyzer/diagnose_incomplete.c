@@ -12,7 +12,7 @@ static struct finding *add(struct diag *d, const char *reason)
 {
     struct finding *f = finding_add(d->out, F_TRACE_INCOMPLETE, d->job);
     if (f)
-        f->reason = reason;
+        f->as.incomplete.reason = reason;
     return f;
 }
 
@@ -105,7 +105,7 @@ static int blind_process(struct diag *d, const struct m_proc *p)
     if (!f || (p->rank >= 0 && intvec_push(&f->ranks, p->rank) < 0))
         return -1;
     f->rank = p->rank;
-    f->object = object;
+    f->as.incomplete.object = object;
     char who[64];
     if (p->rank >= 0)
         snprintf(who, sizeof who, "rank %d", p->rank);
@@ -151,7 +151,7 @@ static int add_lost(struct diag *d, struct intvec *lost, uint64_t comm, uint64_t
         intvec_free(lost);
         return -1;
     }
-    f->reason = unread ? "not_read" : "wrapped";
+    f->as.incomplete.reason = unread ? "not_read" : "wrapped";
     char ranks[256];
     describe_ranks(lost->v, lost->n, ranks, sizeof(ranks));
     f->ranks = *lost;

@@ -114,7 +114,7 @@ static int add_absent_class(struct diag *d, struct finding *f, const struct m_me
 static void name_members(const struct finding *f, const char *role, const struct intvec *global,
                          const struct intvec *comm_ranks, char *buf, size_t len)
 {
-    if (!f->multi_rank) {
+    if (!f->as.absent.multi_rank) {
         describe_ranks(global->v, global->n, buf, len);
         return;
     }
@@ -242,7 +242,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
     struct finding *f = diag_finding_at(d, F_MISSING_RANKS, c->id, seq);
     if (!f)
         return -1;
-    f->multi_rank = c->multi_rank;
+    f->as.absent.multi_rank = c->multi_rank;
     struct absent *ab = calloc((size_t)c->nmembers + 1, sizeof(*ab));
     struct intvec untraced = {0}, untraced_cr = {0};
     if (!ab)
@@ -269,7 +269,8 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
             const struct ls_record *r = model_member_coll(mb, seq);
             struct f_class key = describe_class(d, mb->proc, r, "waiting");
             key.state = mb->proc->stopped ? "stopped" : model_state_name(mb->proc->state);
-            if (intvec_push(&f->waiting, rank) < 0 || intvec_push(&f->waiting_cr, i) < 0 ||
+            if (intvec_push(&f->waiting, rank) < 0 ||
+                intvec_push(&f->as.absent.waiting_cr, i) < 0 ||
                 finding_class_add_member(f, &key, rank, i) < 0)
                 goto oom;
             all_waiting_alive &= model_was_running(mb->proc);
@@ -285,8 +286,8 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
                                     : s == ABORTED ? model_comm_abort(mb->proc, c->id)
                                     : p->state == RANK_IN_CALL && p->current ? p->current
                                                                              : p->last_call;
-        if (intvec_push(&f->missing, rank) < 0 || intvec_push(&f->missing_cr, i) < 0 ||
-            (s == QUEUED && intvec_push(&f->queued, rank) < 0) ||
+        if (intvec_push(&f->missing, rank) < 0 || intvec_push(&f->as.absent.missing_cr, i) < 0 ||
+            (s == QUEUED && intvec_push(&f->as.absent.queued, rank) < 0) ||
             add_absent_class(d, f, mb, i,
                              s == QUEUED    ? "queued"
                              : s == ABORTED ? "aborted"
@@ -297,14 +298,14 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
     /* Late, not stuck: the graph says whether the missing ones still alive are only on their
      * way (then a dead missing member is the whole story). */
     size_t node = waitgraph_call_node(d->graph, WG_CALL_COLL, c->id, seq);
-    f->en_route = node != (size_t)-1 && d->graph->nodes[node].en_route;
+    f->as.absent.en_route = node != (size_t)-1 && d->graph->nodes[node].en_route;
     /* Every traced member entered it: the ones without a trace are the missing ones. */
     int only_untraced = nab == 0 && untraced.n > 0;
     for (size_t i = 0; only_untraced && i < untraced.n; i++) {
         if (untraced.v[i] >= 0 && (intvec_push(&f->missing, untraced.v[i]) < 0 ||
                                    intvec_push(&f->ranks, untraced.v[i]) < 0))
             goto oom;
-        if (intvec_push(&f->missing_cr, untraced_cr.v[i]) < 0)
+        if (intvec_push(&f->as.absent.missing_cr, untraced_cr.v[i]) < 0)
             goto oom;
         struct f_class key;
         memset(&key, 0, sizeof(key));
@@ -316,7 +317,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
     }
 
     char waiting[300], call[512] = "", where[1100] = "", absent[1200] = "";
-    name_members(f, "waiting", &f->waiting, &f->waiting_cr, waiting, sizeof(waiting));
+    name_members(f, "waiting", &f->waiting, &f->as.absent.waiting_cr, waiting, sizeof(waiting));
     if (example)
         describe_call(d, example->proc, model_member_coll(example, seq), call, sizeof(call));
     else
@@ -362,7 +363,8 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
                      r ? (r->op == LS_OP_COMM_ABORT ? "ncclCommAbort" : "ncclCommRevoke")
                        : "its communicator entry says so",
                      r ? symbolizer_site(d->sym, p->t, r->callsite) : "?", t, w);
-        } else if (f->multi_rank && one_proc && own_ranks(c, p, seq, where, sizeof(where))) {
+        } else if (f->as.absent.multi_rank && one_proc &&
+                   own_ranks(c, p, seq, where, sizeof(where))) {
             size_t n = strlen(where);
             snprintf(where + n, sizeof(where) - n, "; %.900s", w);
         } else if (one_proc || nab == 1) {
@@ -372,12 +374,12 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
         }
     }
     finding_summary(f, "%s %s in %s; %s%s", waiting, verb, call, absent, where);
-    if (f->multi_rank)
+    if (f->as.absent.multi_rank)
         finding_detail(f,
                        "one process holds several ranks of comm %08llx (ncclCommInitAll, or one "
                        "ncclCommInitRank per GPU): members are named by their rank in it",
                        (unsigned long long)(c->id >> 32));
-    if (f->en_route)
+    if (f->as.absent.en_route)
         en_route_words(d, f, ab, nab);
     if (untraced.n)
         finding_detail(f, "%zu member(s) of comm %08llx have no trace; they may be missing too",
@@ -386,7 +388,8 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
         const struct f_class *k = &f->classes[i];
         char rs[300], t[32] = "";
         struct intvec none = {0};
-        name_members(f, NULL, &k->ranks, f->multi_rank ? &k->comm_ranks : &none, rs, sizeof(rs));
+        name_members(f, NULL, &k->ranks, f->as.absent.multi_rank ? &k->comm_ranks : &none, rs,
+                     sizeof(rs));
         if (k->seconds_ago >= 0)
             timefmt_duration(t, sizeof(t), (uint64_t)(k->seconds_ago * 1e9));
         if (strcmp(k->role, "waiting") == 0)

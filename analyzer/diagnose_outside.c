@@ -208,7 +208,7 @@ int diagnose_outside(struct diag *d)
     }
     const struct m_proc *dead = first_death(d);
     if (dead && dead->rank >= 0) {
-        if (intvec_push(&f->dead, dead->rank) < 0)
+        if (intvec_push(&f->as.outside.follows, dead->rank) < 0)
             return -1;
         char t[32] = "";
         if (last_call && dead->death_lo < last_call)

@@ -10,7 +10,7 @@ static int already(const struct diag *d, size_t first, int src, int dst, uint64_
 {
     for (size_t i = first; i < d->out->n; i++) {
         const struct finding *f = &d->out->v[i];
-        if (f->src == src && f->dst == dst && f->comm == comm && f->seq == seq)
+        if (f->as.p2p.src == src && f->as.p2p.dst == dst && f->comm == comm && f->seq == seq)
             return 1;
     }
     return 0;
@@ -29,8 +29,8 @@ static int add_unmatched(struct diag *d, const struct m_comm *c, const struct m_
         diag_finding_at(d, other ? F_P2P_SIZE_MISMATCH : F_P2P_UNMATCHED, c->id, r->seq);
     if (!f)
         return -1;
-    f->src = src;
-    f->dst = dst;
+    f->as.p2p.src = src;
+    f->as.p2p.dst = dst;
     f->time_ns = r->enter_ns;
     if (intvec_push(&f->ranks, src) < 0 || intvec_push(&f->ranks, dst) < 0)
         return -1;

@@ -185,16 +185,16 @@ static int attach_exception(struct diag *d, struct finding *f, const struct rank
 {
     if (!end->has_exception && !end->nccl_warning[0] && !end->cuda_result)
         return 0;
-    f->exception = calloc(1, sizeof(*f->exception));
-    if (!f->exception)
+    f->as.death.exception = calloc(1, sizeof(*f->as.death.exception));
+    if (!f->as.death.exception)
         return -1;
-    f->exception->end = *end;
+    f->as.death.exception->end = *end;
     const struct rank_exc *e = &end->exception, *c = &end->cause;
     if (end->has_exception && e->line > 0)
-        f->exception->site =
+        f->as.death.exception->site =
             symbolizer_pyframe(d->sym, &(struct tr_pyframe){e->file, e->function, e->line});
     if (end->has_cause && c->line > 0)
-        f->exception->cause_site =
+        f->as.death.exception->cause_site =
             symbolizer_pyframe(d->sym, &(struct tr_pyframe){c->file, c->function, c->line});
     return 0;
 }
@@ -225,12 +225,12 @@ static int add_death(struct diag *d, struct running *run, const struct m_proc *p
         f->rank = p->rank;
         f->time_ns = p->death_lo;
         if (p->state == RANK_CRASHED)
-            f->signal = p->t->hdr.end_signal;
+            f->as.death.signal = p->t->hdr.end_signal;
         if (p->state == RANK_EXITED)
-            f->status = p->t->hdr.end_status;
-        f->vanished = p->state == RANK_VANISHED;
+            f->as.death.status = p->t->hdr.end_status;
+        f->as.death.vanished = p->state == RANK_VANISHED;
         if (p->died_in && !p->node_failure) {
-            f->died_in = 1;
+            f->as.death.died_in = 1;
             f->comm = p->died_in->comm_id;
             f->has_comm = p->died_in->comm_id != 0;
             f->seq = p->died_in->seq;
@@ -243,14 +243,14 @@ static int add_death(struct diag *d, struct running *run, const struct m_proc *p
         f->rank = p->rank;
     if (p->death_lo < f->time_ns)
         f->time_ns = p->death_lo;
-    if (intvec_push(&f->dead, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0 ||
+    if (intvec_push(&f->as.death.dead, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0 ||
         peers_waiting_on(d, run, p, &f->waiting) < 0)
         return -1;
-    if (f->dead.n <= DETAIL_RANKS) {
+    if (f->as.death.dead.n <= DETAIL_RANKS) {
         char where[1024];
         describe_whereabouts(d, p, where, sizeof(where));
         finding_detail(f, "rank %d (%s pid %d): %s", p->rank, p->t->hdr.host, p->t->hdr.pid, where);
-    } else if (f->dead.n == DETAIL_RANKS + 1) {
+    } else if (f->as.death.dead.n == DETAIL_RANKS + 1) {
         finding_detail(f, "(more ranks ended the same way: see ranks)");
     }
     return 0;
@@ -266,7 +266,7 @@ static void summarize_node_failure(struct diag *d, struct finding *f, const char
     int alive = 0;
     for (size_t i = 0; i < d->j->nprocs; i++) {
         const struct m_proc *p = d->j->procs[i];
-        if (intvec_has(&f->dead, p->rank)) {
+        if (intvec_has(&f->as.death.dead, p->rank)) {
             if (!strstr(hosts, p->t->hdr.host) && used < sizeof hosts)
                 used += (size_t)snprintf(hosts + used, sizeof hosts - used, "%s%s",
                                          used ? ", " : "", p->t->hdr.host);
@@ -276,7 +276,7 @@ static void summarize_node_failure(struct diag *d, struct finding *f, const char
         if (!model_alive(p) && p->death_lo < rest)
             rest = p->death_lo;
     }
-    describe_ranks(f->dead.v, f->dead.n, who, sizeof who);
+    describe_ranks(f->as.death.dead.v, f->as.death.dead.n, who, sizeof who);
     timefmt_wall(at, sizeof at, f->time_ns);
     if (!alive && rest != UINT64_MAX && rest > f->time_ns)
         timefmt_duration(gap, sizeof gap, rest - f->time_ns);
@@ -294,7 +294,7 @@ static void summarize_node_failure(struct diag *d, struct finding *f, const char
  * last warning. */
 static void describe_end_details(struct finding *f)
 {
-    const struct rank_end *e = &f->exception->end;
+    const struct rank_end *e = &f->as.death.exception->end;
     if (e->has_exception)
         finding_detail(f, "rank %d's %s is from %s", f->rank, e->exception.type,
                        strcmp(e->source, "error_file") == 0
@@ -313,11 +313,11 @@ static void summarize_death(struct diag *d, struct finding *f, const struct deat
     const struct m_proc *p = g->example;
     const struct ls_header *h = &p->t->hdr;
     char who[256], waiting[256] = "", call[512] = "", how[1400];
-    describe_ranks(f->dead.v, f->dead.n, who, sizeof(who));
+    describe_ranks(f->as.death.dead.v, f->as.death.dead.n, who, sizeof(who));
     /* Peers still waiting that did not die the same way. */
     struct intvec others = {0};
     for (size_t i = 0; i < f->waiting.n; i++)
-        if (!intvec_has(&f->dead, f->waiting.v[i]))
+        if (!intvec_has(&f->as.death.dead, f->waiting.v[i]))
             intvec_push(&others, f->waiting.v[i]);
     intvec_free(&f->waiting);
     f->waiting = others;
@@ -339,20 +339,20 @@ static void summarize_death(struct diag *d, struct finding *f, const struct deat
         snprintf(how, sizeof(how), "exited with status %d", h->end_status);
         break;
     }
-    if (f->exception && f->exception->end.has_exception) {
+    if (f->as.death.exception && f->as.death.exception->end.has_exception) {
         char words[1100];
         size_t n = strlen(how);
-        rank_end_words(&f->exception->end, words, sizeof words);
+        rank_end_words(&f->as.death.exception->end, words, sizeof words);
         snprintf(how + n, sizeof(how) - n, " after %s", words);
     }
-    if (f->exception)
+    if (f->as.death.exception)
         describe_end_details(f);
     /* "rank 1 waits for it", "ranks 0-2 wait for them" */
     char tail[48] = "";
     if (waiting[0])
         snprintf(tail, sizeof(tail), " %s%s for %s",
                  p->state == RANK_EXITED && !g->key.after_failure ? "still " : "",
-                 f->waiting.n == 1 ? "waits" : "wait", f->dead.n == 1 ? "it" : "them");
+                 f->waiting.n == 1 ? "waits" : "wait", f->as.death.dead.n == 1 ? "it" : "them");
     const char *hint = "";
     if (p->died_in && p->state == RANK_CRASHED && h->end_signal == 6)
         hint = " (a watchdog's abort? PyTorch aborts ranks that wait past its timeout)";
@@ -424,12 +424,12 @@ static void summarize_error(struct diag *d, const struct m_proc *p, const struct
 {
     char call[512], why[640] = "";
     const char *site = symbolizer_site(d->sym, p->t, err->callsite);
-    const struct ls_record *ab = f->refused ? NULL : own_abort(p, err);
+    const struct ls_record *ab = f->as.nccl_error.refused ? NULL : own_abort(p, err);
     describe_call(d, p, err, call, sizeof(call));
     if (err->op == LS_OP_ASYNC_ERROR) /* a poll, not a call that failed: say where it came */
         snprintf(call, sizeof(call), "AsyncError on comm %08llx",
                  (unsigned long long)(err->comm_id >> 32));
-    if (f->refused)
+    if (f->as.nccl_error.refused)
         snprintf(why, sizeof(why),
                  ": NCCL refused its arguments, so nothing was enqueued and it took no sequence "
                  "number");
@@ -463,8 +463,8 @@ static int add_errors(struct diag *d)
             struct finding *f = NULL;
             for (size_t j = first; j < d->out->n && !f; j++) {
                 struct finding *g = &d->out->v[j];
-                if (g->comm == err->comm_id && g->seq == err->seq && g->result == err->result &&
-                    g->classes[0].op == err->op)
+                if (g->comm == err->comm_id && g->seq == err->seq &&
+                    g->as.nccl_error.result == err->result && g->classes[0].op == err->op)
                     f = g;
             }
             if (f && intvec_has(&f->ranks, p->rank))
@@ -475,9 +475,9 @@ static int add_errors(struct diag *d)
                     return -1;
                 f->has_comm = err->comm_id != 0; /* 0: none (the record says) */
                 f->has_seq = err->seq != 0;
-                f->result = err->result;
+                f->as.nccl_error.result = err->result;
                 f->time_ns = err->enter_ns;
-                f->refused = refused(err);
+                f->as.nccl_error.refused = refused(err);
                 summarize_error(d, p, err, f);
             }
             struct f_class key = describe_class(d, p, err, "failed");

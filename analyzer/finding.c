@@ -63,17 +63,14 @@ struct finding *finding_add(struct findings *fs, enum finding_kind kind, size_t 
     f->kind = kind;
     f->job = job;
     f->consequence_of = -1;
-    f->rank = f->src = f->dst = f->signal = f->status = f->result = -1;
+    f->rank = -1;
     switch (kind) {
-    case F_STUCK_IN_FLIGHT:
-        f->as.in_flight.since_s = -1;
+#define F_PAYLOAD_UNSET(id, member, ...)                                                           \
+    case F_##id:                                                                                   \
+        f->as.member = (struct f_##member){__VA_ARGS__};                                           \
         break;
-    case F_STUCK_OUTSIDE_NCCL:
-        f->as.outside.since_s = -1;
-        break;
-    case F_STRAGGLER:
-        f->as.straggler.late_by_s = -1;
-        break;
+        FINDING_PAYLOADS(F_PAYLOAD_UNSET)
+#undef F_PAYLOAD_UNSET
     default:
         break;
     }
@@ -90,18 +87,73 @@ const struct intvec *finding_kind_names_apart(const struct finding *f)
     return f->kind == F_STUCK_IN_FLIGHT ? &f->as.in_flight.lagging : NULL;
 }
 
-/* The lists of f's own data (as), for freeing and sorting; returns how many (at most 2). */
-static size_t payload_lists(struct finding *f, struct intvec **v)
+static const struct intvec no_ranks;
+
+const struct f_death *finding_death(const struct finding *f)
+{
+    return finding_kind_has(f->kind, F_T_DEATH) ? &f->as.death : NULL;
+}
+
+const struct intvec *finding_ended(const struct finding *f)
+{
+    if (finding_death(f))
+        return &f->as.death.dead;
+    return f->kind == F_STUCK_OUTSIDE_NCCL ? &f->as.outside.follows : &no_ranks;
+}
+
+const struct intvec *finding_missing_comm_ranks(const struct finding *f)
+{
+    return f->kind == F_MISSING_RANKS || f->kind == F_COMM_INIT_MISMATCH ? &f->as.absent.missing_cr
+                                                                         : &no_ranks;
+}
+
+/* The rank sets of f's own data (as), sorted by findings_normalize(); returns how many (at
+ * most PAYLOAD_SETS). */
+#define PAYLOAD_SETS 3
+static size_t payload_sets(struct finding *f, struct intvec **v)
 {
     switch (f->kind) {
+    case F_RANK_CRASHED:
+    case F_RANK_EXITED:
+        v[0] = &f->as.death.dead;
+        return 1;
+    case F_MISSING_RANKS:
+    case F_COMM_INIT_MISMATCH:
+        v[0] = &f->as.absent.missing_cr;
+        v[1] = &f->as.absent.waiting_cr;
+        v[2] = &f->as.absent.queued;
+        return 3;
     case F_STUCK_IN_FLIGHT:
         v[0] = &f->as.in_flight.lagging;
         return 1;
     case F_STUCK_OUTSIDE_NCCL:
         v[0] = &f->as.outside.odd;
-        return 1;
+        v[1] = &f->as.outside.follows;
+        return 2;
     default:
         return 0;
+    }
+}
+
+/* Frees what f's own data owns: its rank sets and the rest. */
+static void payload_free(struct finding *f)
+{
+    struct intvec *sets[PAYLOAD_SETS];
+    for (size_t k = 0, n = payload_sets(f, sets); k < n; k++)
+        intvec_free(sets[k]);
+    switch (f->kind) {
+    case F_RANK_CRASHED:
+    case F_RANK_EXITED:
+        free(f->as.death.exception);
+        break;
+    case F_DEADLOCK_CYCLE: /* in its order: not a set */
+        intvec_free(&f->as.deadlock.cycle);
+        break;
+    case F_STUCK_IN_FLIGHT:
+        free(f->as.in_flight.gpu);
+        break;
+    default:
+        break;
     }
 }
 
@@ -193,7 +245,8 @@ const char *finding_class_site(const struct f_class *c)
 
 static const char *raised_at(const struct finding *f)
 {
-    return f->exception ? f->exception->site : NULL;
+    const struct f_death *d = finding_death(f);
+    return d && d->exception ? d->exception->site : NULL;
 }
 
 size_t finding_nsites(const struct finding *f)
@@ -219,20 +272,10 @@ void finding_free(struct finding *f)
         intvec_free(&f->classes[k].comm_ranks);
     }
     free(f->classes);
-    free(f->exception);
-    if (f->kind == F_STUCK_IN_FLIGHT)
-        free(f->as.in_flight.gpu);
-    struct intvec *own[2];
-    for (size_t k = 0, n = payload_lists(f, own); k < n; k++)
-        intvec_free(own[k]);
+    payload_free(f);
     intvec_free(&f->ranks);
     intvec_free(&f->missing);
     intvec_free(&f->waiting);
-    intvec_free(&f->cycle);
-    intvec_free(&f->dead);
-    intvec_free(&f->queued);
-    intvec_free(&f->missing_cr);
-    intvec_free(&f->waiting_cr);
     memset(f, 0, sizeof(*f));
 }
 
@@ -252,12 +295,8 @@ void findings_normalize(struct findings *fs)
         f->ranks.n = rankset_normalize(f->ranks.v, f->ranks.n);
         f->missing.n = rankset_normalize(f->missing.v, f->missing.n);
         f->waiting.n = rankset_normalize(f->waiting.v, f->waiting.n);
-        f->dead.n = rankset_normalize(f->dead.v, f->dead.n);
-        f->queued.n = rankset_normalize(f->queued.v, f->queued.n);
-        f->missing_cr.n = rankset_normalize(f->missing_cr.v, f->missing_cr.n);
-        f->waiting_cr.n = rankset_normalize(f->waiting_cr.v, f->waiting_cr.n);
-        struct intvec *own[2];
-        for (size_t k = 0, n = payload_lists(f, own); k < n; k++)
+        struct intvec *own[PAYLOAD_SETS];
+        for (size_t k = 0, n = payload_sets(f, own); k < n; k++)
             own[k]->n = rankset_normalize(own[k]->v, own[k]->n);
         for (size_t k = 0; k < f->nclasses; k++) {
             struct f_class *c = &f->classes[k];

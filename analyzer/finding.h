@@ -8,7 +8,6 @@
 #include "intvec.h"
 
 #include "finding_kinds.h"
-#include "rank_end.h"
 
 /* Kinds, generated from finding_kinds.h (one list: names, severity, priority, traits). */
 enum finding_kind {
@@ -47,40 +46,10 @@ struct f_class {
     double cpu_share; /* the most CPU a rank of the class used while probed (of one CPU) */
 };
 
-/* stuck_in_flight: where one rank's GPU is in the stuck collective, from NCCL's profiler
- * plugin (ls_comm.gpu). */
-struct f_gpu {
-    int rank, comm_rank;
-    uint64_t ch_started, ch_stopped; /* bit c: channel c's kernel started / ended */
-    int has_transfer;                /* the fields below are known */
-    int channel, step, peer, peer_comm_rank, is_send, state;
-    double moved_s_ago; /* since its last kernel or proxy event, -1 unknown */
-};
-
-/* rank_exited/rank_crashed: why its first rank ended, beyond its status (rank_end.h). */
-struct f_exception {
-    struct rank_end end;
-    const char *site;       /* the exception's frame as a symbolizer site, NULL none */
-    const char *cause_site; /* the original cause's, NULL none */
-};
-
-/* A kind's own data, in struct finding's `as` (tag: its kind; finding_kinds.h says which kind
- * has which). A new kind with fields of its own adds its struct here rather than reuse another
- * kind's; finding_add() sets its defaults, finding_free() and findings_normalize() its lists. */
-struct f_in_flight {       /* stuck_in_flight */
-    double since_s;        /* since the last rank issued the call, -1 unknown */
-    struct intvec lagging; /* ranks whose GPU is two or more collectives behind the others */
-    struct f_gpu *gpu;     /* GPU progress per rank (profiler plugin) */
-    size_t ngpu;
-};
-struct f_outside {     /* stuck_outside_nccl */
-    double since_s;    /* since the newest NCCL call of any of its ranks, -1 none */
-    struct intvec odd; /* the ranks of the smallest class, when there are several */
-};
-struct f_straggler {  /* straggler */
-    double late_by_s; /* how late it arrived at its worst collective (the finding's seq) */
-};
-
+/* One finding: a common part every kind has (what the report writers, the ordering and the
+ * wait-for graph read whatever the kind), and in `as` the data of its kind alone. A field is
+ * common only where it means one thing for every kind that fills it; a kind's own data goes in
+ * its payload (finding_kinds.h), never in a field of another kind's. */
 struct finding {
     enum finding_kind kind;
     size_t job;
@@ -94,29 +63,16 @@ struct finding {
     int consequence_of; /* index of the finding this one follows from, -1 none */
     struct f_class *classes;
     size_t nclasses;
-    struct intvec missing, waiting, cycle;
-    struct intvec dead;   /* rank_crashed/rank_exited: the ranks that ended this way */
-    struct intvec queued; /* missing_ranks: missing ranks that queued #seq in a group they never
-                           * ended */
-    struct intvec missing_cr, waiting_cr; /* missing_ranks: the same as comm ranks */
-    int multi_rank; /* missing_ranks: a process holds several ranks of the comm */
-    int en_route;   /* missing_ranks: some missing ranks are running (in no call, not
-                     * stopped), every other one is gone, and the first waiter has waited no
-                     * longer than the comm's arrival spread allows: the running ones are late,
-                     * not stuck (diagnose_missing.c) */
-    int died_in;    /* rank_*: comm/seq name the collective they were blocked in */
-    int refused;    /* nccl_error: NCCL refused the arguments (nothing enqueued) */
-    int rank, src, dst, signal, status, result; /* -1 where not relevant */
-    int vanished;       /* rank_crashed without a recorded signal */
-    const char *reason; /* trace_incomplete: no_trace, truncated, wrapped, ... */
-    const char *object; /* trace_incomplete nccl_static: the object NCCL is linked into (the
-                         * trace's string), NULL none */
-    struct f_exception *exception; /* rank_*: the exception that ended its ranks, NULL none */
-    union {                        /* the kind's own data: the member finding_kinds.h names */
-        struct f_in_flight in_flight;
-        struct f_outside outside;
-        struct f_straggler straggler;
-    } as;
+    /* filled by several kinds, read by the wait-for graph (diagnose_cause.c), the HTML and
+     * live's culprits whatever the kind: */
+    struct intvec missing;    /* ranks it says the others wait for (missing_ranks,
+                               * comm_init_mismatch, p2p_unmatched; duplicate_rank's unclaimed) */
+    struct intvec waiting;    /* ranks it says wait for those (or for its dead, its aborted rank) */
+    int rank;                 /* the one rank it is about (a death's first, the aborting rank, the
+                               * duplicate, the straggler, a failed call's or an incomplete
+                               * trace's when one), -1 none */
+    union finding_payload as; /* its kind's own data: FINDING_PAYLOADS (finding_kinds.h) names
+                               * the member */
 };
 
 struct findings {
@@ -150,7 +106,17 @@ const struct intvec *finding_singled_out(const struct finding *f);
  * they say wait and less their largest class). */
 const struct intvec *finding_kind_names_apart(const struct finding *f);
 
-/* Appends a new finding of `kind` with every optional field unset. Returns it, or NULL when
+/* A death's data (rank_crashed, rank_exited: as.death); NULL for a finding of another kind. */
+const struct f_death *finding_death(const struct finding *f);
+/* The ranks whose end f reports (a death: those that ended so) or follows from
+ * (stuck_outside_nccl: the rank that ended first). Never NULL: empty for the other kinds. */
+const struct intvec *finding_ended(const struct finding *f);
+/* The missing ranks as ranks of the comm (missing_ranks, comm_init_mismatch: as.absent). Never
+ * NULL: empty for the other kinds. */
+const struct intvec *finding_missing_comm_ranks(const struct finding *f);
+
+/* Appends a new finding of `kind` with every optional field unset (its payload's as
+ * FINDING_PAYLOADS says). Returns it, or NULL when
  * out of memory. The pointer is valid until the next finding_add(). */
 struct finding *finding_add(struct findings *fs, enum finding_kind kind, size_t job);
 

@@ -12,14 +12,20 @@
  *             timeline centres on its collective)
  *   what differs  for a mismatch, the words of its summary ("holds different counts")
  *
- * A kind with data of its own (beyond struct finding's common part) has a struct of its own in
- * finding.h, the member of struct finding's union `as` named in the comment of its line here
- * (as.in_flight: struct f_in_flight); a finding's kind says which member holds.
+ * A kind's own data (beyond struct finding's common part, finding.h) is a struct below, in
+ * union finding_payload (struct finding's `as`); FINDING_PAYLOADS says which member holds each
+ * kind's data and what its fields are when unset, and a finding's kind says which member holds.
  *
  * Adding a kind: docs/architecture.md, "Add a finding kind" (tests/cli kinds-documented and
  * kinds-listed check the docs' lists of kinds against this one). */
 #ifndef LOCKSTEP_FINDING_KINDS_H
 #define LOCKSTEP_FINDING_KINDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "intvec.h"
+#include "rank_end.h"
 
 #define FINDING_KINDS(X)                                                                           \
     X(DUPLICATE_RANK, "duplicate_rank", F_SEV_ERROR, 10, 0, NULL)                                  \
@@ -41,13 +47,126 @@
     X(P2P_SIZE_MISMATCH, "p2p_size_mismatch", F_SEV_ERROR, 120, 0, NULL)                           \
     X(DEADLOCK_CYCLE, "deadlock_cycle", F_SEV_ERROR, 130, 0, NULL)                                 \
     X(P2P_UNMATCHED, "p2p_unmatched", F_SEV_ERROR, 140, 0, NULL)                                   \
-    /* as.in_flight: since_s, lagging, gpu */                                                      \
     X(STUCK_IN_FLIGHT, "stuck_in_flight", F_SEV_ERROR, 150, F_T_TIMELINE, NULL)                    \
     X(MISSING_RANKS, "missing_ranks", F_SEV_ERROR, 160, F_T_TIMELINE, NULL)                        \
-    /* as.outside: since_s, odd */                                                                 \
     X(STUCK_OUTSIDE_NCCL, "stuck_outside_nccl", F_SEV_ERROR, 165, 0, NULL)                         \
-    /* as.straggler: late_by_s */                                                                  \
     X(STRAGGLER, "straggler", F_SEV_WARN, 170, F_T_TIMELINE, NULL)                                 \
     X(TRACE_INCOMPLETE, "trace_incomplete", F_SEV_WARN, 180, 0, NULL)
+
+/* What each kind's own data is, beside its kind:
+ *
+ * X(ID, member of union finding_payload, the fields' values when unset...)
+ *   The member `m` is of type struct f_m; finding_add() sets it to (struct f_m){unset...}: list
+ *   `0` where every field's unset value is 0. A kind not listed has no data of its own. */
+#define FINDING_PAYLOADS(X)                                                                        \
+    X(RANK_CRASHED, death, .signal = -1, .status = -1)                                             \
+    X(RANK_EXITED, death, .signal = -1, .status = -1)                                              \
+    X(NCCL_ERROR, nccl_error, .result = -1)                                                        \
+    X(COMM_INIT_MISMATCH, absent, 0)                                                               \
+    X(P2P_SIZE_MISMATCH, p2p, .src = -1, .dst = -1)                                                \
+    X(DEADLOCK_CYCLE, deadlock, 0)                                                                 \
+    X(P2P_UNMATCHED, p2p, .src = -1, .dst = -1)                                                    \
+    X(STUCK_IN_FLIGHT, in_flight, .since_s = -1)                                                   \
+    X(MISSING_RANKS, absent, 0)                                                                    \
+    X(STUCK_OUTSIDE_NCCL, outside, .since_s = -1)                                                  \
+    X(STRAGGLER, straggler, .late_by_s = -1)                                                       \
+    X(TRACE_INCOMPLETE, incomplete, 0)
+
+/* rank_crashed, rank_exited: the ranks that ended one way, and how. */
+struct f_death {
+    struct intvec dead; /* the ranks that ended this way */
+    int signal;         /* rank_crashed: the signal that ended them, -1 none (vanished) */
+    int status;         /* rank_exited: their exit status, -1 none */
+    int vanished;       /* rank_crashed: they died without an exit record (no signal known) */
+    int died_in;        /* the finding's comm/seq name the collective they were blocked in */
+    struct f_exception *exception; /* the exception that ended its first rank, NULL none */
+};
+
+/* rank_exited/rank_crashed: why its first rank ended, beyond its status (rank_end.h). */
+struct f_exception {
+    struct rank_end end;
+    const char *site;       /* the exception's frame as a symbolizer site, NULL none */
+    const char *cause_site; /* the original cause's, NULL none */
+};
+
+/* nccl_error: what NCCL returned. */
+struct f_nccl_error {
+    int result;  /* the ncclResult_t of the failed call */
+    int refused; /* NCCL refused the arguments (nothing enqueued) */
+};
+
+/* missing_ranks and comm_init_mismatch: ranks absent from a communicator's call or creation
+ * (the finding's `missing`), in the communicator's numbering. */
+struct f_absent {
+    struct intvec missing_cr; /* the missing ranks as ranks of the comm */
+    /* missing_ranks alone: */
+    struct intvec waiting_cr; /* the waiting ranks as ranks of the comm */
+    struct intvec queued;     /* missing ranks that queued #seq in a group they never ended */
+    int multi_rank;           /* a process holds several ranks of the comm */
+    int en_route; /* some missing ranks are running (in no call, not stopped), every other one
+                   * is gone, and the first waiter has waited no longer than the comm's arrival
+                   * spread allows: the running ones are late, not stuck (diagnose_missing.c) */
+};
+
+/* p2p_unmatched, p2p_size_mismatch: the pair of the send and receive. */
+struct f_p2p {
+    int src, dst; /* global ranks of the sender and the receiver */
+};
+
+/* deadlock_cycle */
+struct f_deadlock {
+    struct intvec cycle; /* its ranks, in the order each waits for the next */
+};
+
+/* stuck_in_flight */
+struct f_in_flight {
+    double since_s;        /* since the last rank issued the call, -1 unknown */
+    struct intvec lagging; /* ranks whose GPU is two or more collectives behind the others */
+    struct f_gpu *gpu;     /* GPU progress per rank (profiler plugin) */
+    size_t ngpu;
+};
+
+/* stuck_in_flight: where one rank's GPU is in the stuck collective, from NCCL's profiler
+ * plugin (ls_comm.gpu). */
+struct f_gpu {
+    int rank, comm_rank;
+    uint64_t ch_started, ch_stopped; /* bit c: channel c's kernel started / ended */
+    int has_transfer;                /* the fields below are known */
+    int channel, step, peer, peer_comm_rank, is_send, state;
+    double moved_s_ago; /* since its last kernel or proxy event, -1 unknown */
+};
+
+/* stuck_outside_nccl */
+struct f_outside {
+    double since_s;        /* since the newest NCCL call of any of its ranks, -1 none */
+    struct intvec odd;     /* the ranks of the smallest class, when there are several */
+    struct intvec follows; /* the rank that ended first, whose end its ranks most likely
+                            * follow (one at most) */
+};
+
+/* straggler */
+struct f_straggler {
+    double late_by_s; /* how late it arrived at its worst collective (the finding's seq) */
+};
+
+/* trace_incomplete */
+struct f_incomplete {
+    const char *reason; /* no_trace, truncated, wrapped, unreadable, ... */
+    const char *object; /* nccl_static: the object NCCL is linked into (the trace's string),
+                         * NULL none */
+};
+
+/* struct finding's `as`: the member FINDING_PAYLOADS names for the finding's kind. */
+union finding_payload {
+    struct f_death death;
+    struct f_nccl_error nccl_error;
+    struct f_absent absent;
+    struct f_p2p p2p;
+    struct f_deadlock deadlock;
+    struct f_in_flight in_flight;
+    struct f_outside outside;
+    struct f_straggler straggler;
+    struct f_incomplete incomplete;
+};
 
 #endif

@@ -189,8 +189,8 @@ static int build_lanes(struct p2p_pic *pic)
 
 static int in_cycle(const struct finding *fd, int rank)
 {
-    for (size_t i = 0; i < fd->cycle.n; i++)
-        if (fd->cycle.v[i] == rank)
+    for (size_t i = 0; i < fd->as.deadlock.cycle.n; i++)
+        if (fd->as.deadlock.cycle.v[i] == rank)
             return 1;
     return 0;
 }
@@ -210,8 +210,8 @@ static void find_cycle_calls(struct p2p_pic *pic)
         const struct finding *fd = &pic->in->fs->v[i];
         if (fd->kind != F_DEADLOCK_CYCLE || fd->job != pic->c->job)
             continue;
-        for (size_t k = 0; k < fd->cycle.n; k++) {
-            size_t v = waitgraph_node_of_rank(g, fd->cycle.v[k]);
+        for (size_t k = 0; k < fd->as.deadlock.cycle.n; k++) {
+            size_t v = waitgraph_node_of_rank(g, fd->as.deadlock.cycle.v[k]);
             if (v == (size_t)-1)
                 continue;
             const struct wg_node *n = &g->nodes[v];
@@ -219,12 +219,12 @@ static void find_cycle_calls(struct p2p_pic *pic)
                 const struct wg_edge *ed = &g->edges[e];
                 const struct wg_node *to = &g->nodes[ed->to];
                 if (to->kind == WG_RANK && in_cycle(fd, to->rank))
-                    add_cycle_call(pic, fd->cycle.v[k], ed->call, to->rank);
+                    add_cycle_call(pic, fd->as.deadlock.cycle.v[k], ed->call, to->rank);
                 for (size_t e2 = to->edge0; to->kind == WG_CALL && e2 < to->edge0 + to->nedges;
                      e2++) {
                     const struct wg_node *t2 = &g->nodes[g->edges[e2].to];
                     if (t2->kind == WG_RANK && in_cycle(fd, t2->rank))
-                        add_cycle_call(pic, fd->cycle.v[k], ed->call, t2->rank);
+                        add_cycle_call(pic, fd->as.deadlock.cycle.v[k], ed->call, t2->rank);
                 }
             }
         }

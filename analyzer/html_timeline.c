@@ -151,8 +151,8 @@ static struct intvec blamed_ranks(const struct finding *f)
         intvec_push(&v, apart->v[i]);
     if (f->rank >= 0)
         intvec_push(&v, f->rank);
-    for (size_t i = 0; i < f->cycle.n; i++)
-        intvec_push(&v, f->cycle.v[i]);
+    for (size_t i = 0; f->kind == F_DEADLOCK_CYCLE && i < f->as.deadlock.cycle.n; i++)
+        intvec_push(&v, f->as.deadlock.cycle.v[i]);
     if (finding_kind_has(f->kind, F_T_MISMATCH) && f->nclasses > 1) {
         size_t big = 0;
         for (size_t k = 1; k < f->nclasses; k++)

@@ -262,8 +262,8 @@ static const struct intvec *culprit_ranks(const struct finding *f)
 {
     if (finding_singled_out(f)->n)
         return finding_singled_out(f);
-    if (f->dead.n)
-        return &f->dead;
+    if (finding_ended(f)->n)
+        return finding_ended(f);
     const struct intvec *smallest = NULL;
     for (size_t i = 0; f->nclasses >= 2 && i < f->nclasses; i++)
         if (f->classes[i].ranks.n && (!smallest || f->classes[i].ranks.n < smallest->n))

@@ -113,9 +113,9 @@ static void write_exc(struct json_writer *w, const char *key, const struct rank_
 
 /* rank_exited/rank_crashed: `exception` (with its original `cause` when chained, and `source`)
  * and `nccl_warning`, each only when known. */
-static void write_exception(struct json_writer *w, const struct finding *f)
+static void write_exception(struct json_writer *w, const struct f_death *death)
 {
-    const struct rank_end *e = f->exception ? &f->exception->end : NULL;
+    const struct rank_end *e = death->exception ? &death->exception->end : NULL;
     if (e && e->has_exception) {
         write_exc(w, "exception", &e->exception);
         json_string(w, "source", e->source);
@@ -185,15 +185,18 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         json_int(w, "consequence_of", f->consequence_of);
     else
         json_null(w, "consequence_of");
+    /* the kind's own keys (its payload, finding_kinds.h) */
+    const struct f_absent *absent = &f->as.absent;
+    const struct f_death *death = &f->as.death;
     switch (f->kind) {
     case F_MISSING_RANKS:
         json_int_array(w, "missing", f->missing.v, f->missing.n);
         json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
-        json_int_array(w, "queued", f->queued.v, f->queued.n);
-        json_int_array(w, "missing_comm_ranks", f->missing_cr.v, f->missing_cr.n);
-        json_int_array(w, "waiting_comm_ranks", f->waiting_cr.v, f->waiting_cr.n);
-        json_bool(w, "several_ranks_per_process", f->multi_rank);
-        json_bool(w, "en_route", f->en_route);
+        json_int_array(w, "queued", absent->queued.v, absent->queued.n);
+        json_int_array(w, "missing_comm_ranks", absent->missing_cr.v, absent->missing_cr.n);
+        json_int_array(w, "waiting_comm_ranks", absent->waiting_cr.v, absent->waiting_cr.n);
+        json_bool(w, "several_ranks_per_process", absent->multi_rank);
+        json_bool(w, "en_route", absent->en_route);
         break;
     case F_DUPLICATE_RANK:
         json_int(w, "rank", f->rank);
@@ -206,15 +209,15 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
     case F_COMM_INIT_MISMATCH:
         json_int_array(w, "missing", f->missing.v, f->missing.n);
         json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
-        json_int_array(w, "missing_comm_ranks", f->missing_cr.v, f->missing_cr.n);
+        json_int_array(w, "missing_comm_ranks", absent->missing_cr.v, absent->missing_cr.n);
         break;
     case F_P2P_UNMATCHED:
     case F_P2P_SIZE_MISMATCH:
-        json_int(w, "src", f->src);
-        json_int(w, "dst", f->dst);
+        json_int(w, "src", f->as.p2p.src);
+        json_int(w, "dst", f->as.p2p.dst);
         break;
     case F_DEADLOCK_CYCLE:
-        json_int_array(w, "cycle", f->cycle.v, f->cycle.n);
+        json_int_array(w, "cycle", f->as.deadlock.cycle.v, f->as.deadlock.cycle.n);
         break;
     case F_STRAGGLER:
         json_int(w, "rank", f->rank);
@@ -227,8 +230,8 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
             json_double(w, "since_s", f->as.outside.since_s);
         else
             json_null(w, "since_s");
-        if (f->dead.n)
-            json_int(w, "follows_death_of", f->dead.v[0]);
+        if (f->as.outside.follows.n)
+            json_int(w, "follows_death_of", f->as.outside.follows.v[0]);
         break;
     case F_STUCK_IN_FLIGHT:
         json_double(w, "since_s", f->as.in_flight.since_s);
@@ -237,33 +240,33 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         break;
     case F_RANK_CRASHED:
         json_int(w, "rank", f->rank);
-        if (f->vanished)
+        if (death->vanished)
             json_null(w, "signal");
         else
-            json_int(w, "signal", f->signal);
-        json_bool(w, "vanished", f->vanished);
+            json_int(w, "signal", death->signal);
+        json_bool(w, "vanished", death->vanished);
         json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
-        json_int_array(w, "dead", f->dead.v, f->dead.n);
-        json_bool(w, "died_waiting", f->died_in);
-        write_exception(w, f);
+        json_int_array(w, "dead", death->dead.v, death->dead.n);
+        json_bool(w, "died_waiting", death->died_in);
+        write_exception(w, death);
         break;
     case F_RANK_EXITED:
         json_int(w, "rank", f->rank);
-        json_int(w, "status", f->status);
+        json_int(w, "status", death->status);
         json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
-        json_int_array(w, "dead", f->dead.v, f->dead.n);
-        json_bool(w, "died_waiting", f->died_in);
-        write_exception(w, f);
+        json_int_array(w, "dead", death->dead.v, death->dead.n);
+        json_bool(w, "died_waiting", death->died_in);
+        write_exception(w, death);
         break;
     case F_NCCL_ERROR:
-        json_int(w, "result", f->result);
-        json_string(w, "result_name", names_result(f->result));
-        json_bool(w, "refused", f->refused);
+        json_int(w, "result", f->as.nccl_error.result);
+        json_string(w, "result_name", names_result(f->as.nccl_error.result));
+        json_bool(w, "refused", f->as.nccl_error.refused);
         break;
     case F_TRACE_INCOMPLETE:
-        json_string(w, "reason", f->reason ? f->reason : "unknown");
-        if (f->object)
-            json_string(w, "object", f->object);
+        json_string(w, "reason", f->as.incomplete.reason ? f->as.incomplete.reason : "unknown");
+        if (f->as.incomplete.object)
+            json_string(w, "object", f->as.incomplete.object);
         break;
     default:
         break;

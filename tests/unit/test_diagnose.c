@@ -253,7 +253,7 @@ START_TEST(crash_is_root_cause)
     load(fx);
     ck_assert_uint_eq(fx->fs.n, 2);
     ck_assert_int_eq(fx->fs.v[0].kind, F_RANK_CRASHED);
-    ck_assert_int_eq(fx->fs.v[0].signal, 11);
+    ck_assert_int_eq(fx->fs.v[0].as.death.signal, 11);
     ck_assert_int_eq(fx->fs.v[0].consequence_of, -1);
     ck_assert_int_eq(fx->fs.v[1].kind, F_MISSING_RANKS);
     ck_assert_int_eq(fx->fs.v[1].consequence_of, 0);
@@ -299,8 +299,8 @@ START_TEST(deadlock_across_comms)
     const struct finding *f = find(fx, F_DEADLOCK_CYCLE, &at);
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(at, 0);
-    ck_assert_uint_eq(f->cycle.n, 2);
-    ck_assert(intvec_has(&f->cycle, 2));
+    ck_assert_uint_eq(f->as.deadlock.cycle.n, 2);
+    ck_assert(intvec_has(&f->as.deadlock.cycle, 2));
     for (size_t i = 0; i < fx->fs.n; i++)
         if (fx->fs.v[i].kind == F_MISSING_RANKS)
             ck_assert_int_ge(fx->fs.v[i].consequence_of, 0);
@@ -394,8 +394,8 @@ START_TEST(p2p_seq_is_not_a_collective_seq)
     const struct finding *f = find(fx, F_P2P_UNMATCHED, NULL);
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(f->seq, 1);
-    ck_assert_int_eq(f->src, 0);
-    ck_assert_int_eq(f->dst, 1);
+    ck_assert_int_eq(f->as.p2p.src, 0);
+    ck_assert_int_eq(f->as.p2p.dst, 1);
     const struct finding *w = find(fx, F_TRACE_INCOMPLETE, NULL);
     ck_assert_msg(w == NULL, "unexpected: %s", w ? w->summary : "");
     fixture_free(fx);
