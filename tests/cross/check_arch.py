@@ -13,6 +13,8 @@ through binfmt_misc).
    reverse); and the diagnosis of the arm64 run must be the x86-64 run's (the same findings, ranks,
    calls, sequence numbers and call sites; process ids, times and communicator ids differ between
    any two runs and are left out).
+4. The aarch64 wheel: built with the cross file, tagged linux_aarch64, installed for that
+   platform, and its lockstep (under qemu-user) diagnoses a job as the x86-64 build does.
 
 Usage: check_arch.py --x86 BUILD_DIR --aarch64 CROSS_BUILD_DIR
 Ends with "check_arch: N passed, N failed".
@@ -161,6 +163,74 @@ def strip_addresses(s):
     return re.sub(r"\+0x[0-9a-f]+", "+0x?", s)
 
 
+def clean_copy(dest):
+    """The source tree as git sees it (tracked files and new ones not ignored): no build
+    folder goes into the wheel."""
+    git = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others",
+                          "--exclude-standard"], capture_output=True, check=True)
+    for rel in git.stdout.decode().split("\0"):
+        src = os.path.join(ROOT, rel)
+        if rel and os.path.isfile(src):
+            os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+            shutil.copy2(src, os.path.join(dest, rel))
+
+
+def wheel(tmp, x86):
+    py = "/usr/bin/python3"  # Debian's, with python3-mesonpy, python3-build, python3-wheel
+    need = subprocess.run([py, "-c", "import mesonpy, build, wheel"], capture_output=True)
+    if need.returncode != 0:
+        check("aarch64 wheel", False, "building it needs Debian's python3-mesonpy python3-build "
+              "python3-wheel (scripts/test installs them)")
+        return
+    src, dist, target = (os.path.join(tmp, n) for n in ("wsrc", "dist", "installed"))
+    clean_copy(src)
+    cross = os.path.join(src, "cross", "aarch64-linux-gnu.ini")
+    p = subprocess.run([py, "-m", "build", "--wheel", "--no-isolation", "--outdir", dist,
+                        f"-Csetup-args=--cross-file={cross}", "-Ccompile-args=-j2", src],
+                       capture_output=True, text=True, timeout=900)
+    built = sorted(os.listdir(dist)) if os.path.isdir(dist) else []
+    check(f"aarch64 wheel built with the cross file: {built}", p.returncode == 0 and
+          len(built) == 1, p.stdout[-1500:] + p.stderr[-1500:])
+    if p.returncode != 0 or len(built) != 1:
+        return
+    # meson-python names the platform of the Python that ran it; the wheel holds aarch64 code.
+    p = subprocess.run([py, "-m", "wheel", "tags", "--remove", "--platform-tag", "linux_aarch64",
+                        os.path.join(dist, built[0])], capture_output=True, text=True)
+    whl = sorted(os.listdir(dist))
+    check(f"aarch64 wheel tagged: {whl}", p.returncode == 0 and len(whl) == 1 and
+          whl[0].endswith("-py3-none-linux_aarch64.whl"), p.stdout + p.stderr)
+    if len(whl) != 1:
+        return
+    whl = os.path.join(dist, whl[0])
+    import zipfile
+    names = zipfile.ZipFile(whl).namelist()
+    shim = [n for n in names if n.endswith(".data/data/lib/lockstep/liblockstep.so")]
+    if shim:
+        with zipfile.ZipFile(whl) as z:
+            z.extract(shim[0], tmp)
+        machine = subprocess.run(["readelf", "-h", os.path.join(tmp, shim[0])],
+                                 capture_output=True, text=True).stdout
+    check("aarch64 wheel: its shim is an aarch64 object", bool(shim) and "AArch64" in machine,
+          f"{shim}")
+    p = subprocess.run([py, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet",
+                        "--platform", "linux_aarch64", "--only-binary=:all:", "--target", target,
+                        whl], capture_output=True, text=True, timeout=300)
+    exe = os.path.join(target, "bin", "lockstep")
+    check("aarch64 wheel: pip installs it for linux_aarch64", p.returncode == 0 and
+          os.path.exists(exe), p.stdout[-800:] + p.stderr[-800:])
+    if not os.path.exists(exe):
+        return
+    d = os.path.join(tmp, "wheel-job")
+    subprocess.run([x86.tracegen, "--out", d, "--ranks", "8", "--colls", "20", "--missing", "4"],
+                   check=True, capture_output=True)
+    a = subprocess.run([exe, "analyze", d], capture_output=True, text=True, env=analyzer_env())
+    b = subprocess.run([x86.lockstep, "analyze", d], capture_output=True, text=True,
+                       env=analyzer_env())
+    check("aarch64 wheel: its lockstep (under qemu-user) diagnoses a job as the x86-64 build does",
+          a.returncode == 1 and a.stdout == b.stdout and "rank 4 never called it" in a.stdout,
+          f"exit {a.returncode}: {a.stdout[:600]} {a.stderr[:300]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--x86", required=True)
@@ -204,6 +274,10 @@ def main():
             kinds = [f["kind"] for f in a]
             check(f"{mode}: the diagnosis from arm64 traces is the x86-64 one ({', '.join(kinds)})",
                   a_s == b_s and len(a) > 0, first_difference(a_s, b_s))
+
+        # 4. The aarch64 wheel: built from a clean copy with the cross file, tagged for
+        # linux_aarch64, installed for that platform, and its lockstep run (under qemu-user).
+        wheel(tmp, x86)
     finally:
         if os.environ.get("KEEP"):
             print(f"(files kept in {tmp})")

@@ -13,7 +13,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import expect, run  # noqa: E402
+from harness import expect, needs, run  # noqa: E402
 from report_ranks import per_rank  # noqa: E402
 
 LOCKSTEP = os.environ["LOCKSTEP_BIN"]
@@ -213,6 +213,7 @@ def case_hangs_async(tmp):
            f"burst_pauses (async): exit {p.returncode}, {p.stderr}")
 
 
+@needs("ptrace")
 def case_prepare_data(tmp):
     """The busy rank is named as alive and not in NCCL, with where it is right now."""
     p, report = run_hang(tmp, "prepare_data")

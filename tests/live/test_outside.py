@@ -18,7 +18,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import expect, run  # noqa: E402
+from harness import expect, needs, run  # noqa: E402
 from test_live import LAUNCH, LOCKSTEP, base_env, expect_job_gone  # noqa: E402
 
 OUTSIDE = os.environ["OUTSIDE"]
@@ -77,6 +77,7 @@ def expect_stalled_outside(p, what):
                                              f"NCCL: {p.stderr[-1500:]}")
 
 
+@needs("ptrace")
 def case_lock(tmp):
     """Ranks 1-3 wait in a socket barrier, rank 0 on a lock it already holds: stalled outside
     NCCL (exit 3), rank 0 named apart as the odd one, each class with where it waits and what
@@ -179,6 +180,7 @@ def case_download(tmp):
            f"download: findings {report and report['findings']}")
 
 
+@needs("ptrace")
 def case_exited(tmp):
     """Rank 2 exits with status 1 instead of joining the socket barrier: rank 0 waits in accept,
     ranks 1 and 3 in their read. The stall outside NCCL follows from rank 2's exit (the root
@@ -198,6 +200,7 @@ def case_exited(tmp):
     expect_job_gone(d)
 
 
+@needs("ptrace")
 def case_python(tmp):
     """The Python ranks: the classes name the Python lines (the lock taken twice in
     load_shard, the recv of the barrier)."""

@@ -19,7 +19,7 @@ import time
 
 from test_live import (LAUNCH, LOCKSTEP, SCENARIOS, SHIM, remove_tagged_segments,  # noqa: E402
                        tagged_env)
-from harness import Skip, expect, run  # noqa: E402
+from harness import Skip, expect, needs, run  # noqa: E402
 from report_ranks import per_rank  # noqa: E402
 TAG = "rl%d" % os.getpid()  # names this case's emulator segments (LOCKSTEP_EMU_TAG)
 FOLDERS = []  # trace folders of this case's runs: what is left of their jobs is killed at exit
@@ -118,6 +118,7 @@ def rank_cmd(mode, extra=""):
 # ---------------------------------------------------------------- 4. no process left behind
 
 
+@needs("subreaper")
 def case_orphans(tmp):
     """A launcher script that backgrounds its ranks and exits without waiting: two with
     setsid, two by a double fork. run keeps watching them, diagnoses their hang, stops them
@@ -139,6 +140,7 @@ def case_orphans(tmp):
     expect_nothing_left(d, p)
 
 
+@needs("subreaper")
 def case_orphans_finish(tmp):
     """Ranks that outlive their launcher and end by themselves: run waits for them and exits
     with the job's status: 0 when they end well, the crash's status when one crashes (the rank

@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import Skip, expect, run  # noqa: E402
+from harness import Skip, expect, needs, run  # noqa: E402
 from report_ranks import per_rank  # noqa: E402
 from test_live import LAUNCH, LOCKSTEP, SHIM, base_env  # noqa: E402
 
@@ -82,6 +82,7 @@ def work_where(rank):
     return None, ""
 
 
+@needs("ptrace")
 def case_untouched(tmp):
     """Every way to wait, at once, each job of 2 ranks; stacks read over and over while they
     wait. Each wait keeps its length and ends normally; the stacks name where it waits (for
@@ -158,6 +159,7 @@ def lockstep_run(tmp, how, np=3, extra=None, wrap=()):
     return p, report
 
 
+@needs("ptrace")
 def case_diagnosis(tmp):
     """The diagnosis of a hang whose late rank waits outside NCCL names where it waits: a
     thread blocked in epoll_wait (read without stopping it), the data-loader thread a main

@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import Failure, Skip, expect, run  # noqa: E402
+from harness import Failure, Skip, expect, needs, run  # noqa: E402
 from report_ranks import check_classes, per_rank  # noqa: E402
 import summary_equiv  # noqa: E402
 
@@ -899,6 +899,7 @@ def case_pid_reused(tmp):
         stop_job(job, d)
 
 
+@needs("ptrace")
 def case_snapshot(tmp):
     """What a runner gathers is a snapshot: its ranks were alive when copied, whatever happened
     to them after; a rank is never both gone and alive in one report (live-two_nodes)."""
