@@ -473,8 +473,8 @@ static int snapshot(uint32_t tid)
 }
 #endif
 
-/* Holds the thread just long enough to copy its registers and stack (x86-64, aarch64; elsewhere long
- * enough to unwind it), then lets it go and unwinds the copy. Returns 0 when read, -1 when it
+/* Holds the thread just long enough to copy its registers and stack (x86-64, aarch64; elsewhere
+ * long enough to unwind it), then lets it go and unwinds the copy. Returns 0 when read, -1 when it
  * is gone, -2 when ptrace was refused (errno kept). */
 static int read_stopped(unw_addr_space_t as, uint32_t tid, struct live_thread *t)
 {
