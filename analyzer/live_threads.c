@@ -203,6 +203,20 @@ static int acc_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
     return mem_read(addr, val, sizeof *val) == 0 ? 0 : -UNW_EINVAL;
 }
 
+/* libunwind's numbers of the registers a thread read without stopping has (its pc and stack
+ * pointer from /proc, its frame pointer guessed), and of the last one a held thread's copy has. */
+#if defined(__x86_64__)
+#define REG_PC   UNW_X86_64_RIP
+#define REG_SP   UNW_X86_64_RSP
+#define REG_FP   UNW_X86_64_RBP
+#define REG_LAST UNW_X86_64_RIP
+#elif defined(__aarch64__)
+#define REG_PC   UNW_AARCH64_PC
+#define REG_SP   UNW_AARCH64_SP
+#define REG_FP   UNW_AARCH64_X29
+#define REG_LAST UNW_AARCH64_PC
+#endif
+
 static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write,
                           void *arg)
 {
@@ -211,48 +225,22 @@ static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val
         return _UPT_access_reg(as, reg, val, write, cx.upt);
     if (write)
         return -UNW_EINVAL;
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
     if (cx.have_regs) {
-        if (reg < 0 || reg > UNW_X86_64_RIP)
+        if (reg < 0 || reg > REG_LAST)
             return -UNW_EBADREG;
         *val = cx.regs[reg];
         return 0;
     }
-    switch (reg) {
-    case UNW_X86_64_RIP:
+    if (reg == REG_PC)
         *val = cx.rip;
-        return 0;
-    case UNW_X86_64_RSP:
+    else if (reg == REG_SP)
         *val = cx.rsp;
-        return 0;
-    case UNW_X86_64_RBP:
+    else if (reg == REG_FP)
         *val = cx.rbp;
-        return 0;
-    default:
+    else
         *val = 0; /* not known without stopping the thread; unwinding needs few others */
-        return 0;
-    }
-#elif defined(__aarch64__)
-    if (cx.have_regs) {
-        if (reg < 0 || reg > UNW_AARCH64_PC)
-            return -UNW_EBADREG;
-        *val = cx.regs[reg];
-        return 0;
-    }
-    switch (reg) {
-    case UNW_AARCH64_PC:
-        *val = cx.rip;
-        return 0;
-    case UNW_AARCH64_SP:
-        *val = cx.rsp;
-        return 0;
-    case UNW_AARCH64_X29:
-        *val = cx.rbp;
-        return 0;
-    default:
-        *val = 0; /* not known without stopping the thread; unwinding needs few others */
-        return 0;
-    }
+    return 0;
 #else
     (void)reg;
     return -UNW_EBADREG;
