@@ -40,8 +40,8 @@ static void *substitute(void *handle, const char *name, const char *version)
 
 /* Called by the trampolines for names starting "nccl", "pn", "cu" or "Py". Returns the address to
  * answer with, or NULL to have glibc answer (the trampoline jumps to it with the caller's
- * return address). The shim's own lookups (resolve.c, python.c, completion.c) are always
- * forwarded. */
+ * return address). A lookup from the shim's own code is always forwarded (its own lookups call
+ * ls_dl_lookup() and do not come here). */
 HIDDEN void *ls_dlsym_hook(void *handle, const char *name, const char *version, void *caller)
 {
     if (ls_in_shim(caller) || !atomic_load_explicit(&hook_ready, memory_order_acquire))
