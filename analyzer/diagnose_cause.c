@@ -275,16 +275,32 @@ static long owner_of_cycle(const struct cause *x, const struct wg_scc *s)
     return -1;
 }
 
-/* True when p, stopped by the job's teardown after rank e died, was not behind e: its last
- * call had returned no earlier than e's last call began (or e made none). It was running
- * through the step e died in, not stuck before it; whether it would have reached the call
- * others wait in, e's death made moot. */
+/* The highest sequence number of a collective p entered on communicator `comm`, 0 none. */
+static uint64_t last_seq_on(const struct m_proc *p, uint64_t comm)
+{
+    uint64_t seq = 0;
+    for (size_t i = 0; p->t && i < p->t->nrecords; i++) {
+        const struct ls_record *r = &p->t->records[i];
+        if (r->comm_id == comm && ls_op_is_collective(r->op) && r->seq > seq)
+            seq = r->seq;
+    }
+    return seq;
+}
+
+/* True when p, stopped by the job's teardown after rank e died, was not behind e: p had made,
+ * and returned from, every collective e had entered on e's last communicator (e died outside
+ * NCCL after a call p had finished too, or made none), so p was running through the step e
+ * died in, not stuck before it; whether it would have reached the call others wait in, e's
+ * death made moot. A rank e waited for (e died in a call p never entered: a watchdog's abort)
+ * is behind. */
 static int not_behind(const struct m_proc *p, const struct m_proc *e)
 {
-    const struct ls_record *mine = p->last_call, *theirs = e->last_call;
+    const struct ls_record *theirs = e->last_call;
     if (!theirs)
         return 1;
-    return mine && mine->exit_ns && mine->exit_ns >= theirs->enter_ns;
+    if (e->died_in || !ls_op_is_collective(theirs->op) || !theirs->seq)
+        return 0;
+    return last_seq_on(p, theirs->comm_id) >= theirs->seq;
 }
 
 /* The death that owns a rank the job's teardown stopped while it ran outside NCCL: the earlier

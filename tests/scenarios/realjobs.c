@@ -9,7 +9,8 @@
  *   SCENARIO_VICTIM       the rank that misbehaves (default the last)
  *   SCENARIO_STEPS        training steps before the failure (default 3)
  *   SCENARIO_STEP_MS      compute per training step, ms (default 10)
- *   SCENARIO_DELAY_MS     how long the late rank stays busy (default 60000)
+ *   SCENARIO_DELAY_MS     how long the late rank stays busy (default 60000); restart: how long
+ *                         the victim computes before it segfaults (default 0)
  *   SCENARIO_BUSY         how the late rank is busy: "compute" (default) or "sleep"
  *   SCENARIO_WATCHDOG_MS  the watchdog's timeout (default 0: no watchdog)
  *   SCENARIO_WATCHDOG     what it does then: "abort" (SIGABRT, default) or "commabort"
@@ -268,8 +269,10 @@ static void mode_restart(void)
     run_steps(world_comm, steps);
     if (listed(tp_env_str("SCENARIO_LATE", ""), rank)) /* evaluation work before the barrier */
         compute_ms(tp_env_int("SCENARIO_LATE_MS", 0));
-    if (rank == victim && strcmp(what, "segv") == 0)
+    if (rank == victim && strcmp(what, "segv") == 0) {
+        compute_ms(tp_env_int("SCENARIO_DELAY_MS", 0));
         bad_pointer();
+    }
     if (rank == victim && strcmp(what, "oom") == 0)
         raise(SIGKILL);
     if (rank == victim && strcmp(what, "hang") == 0)

@@ -534,13 +534,14 @@ def case_slurm_steps(tmp):
 
 
 def case_crash_while_others_compute(tmp):
-    """Rank 3 segfaults at the end of its steps while ranks 1-2 still compute (evaluation,
-    0.5 s) and rank 0 waits at the barrier; a fail-fast launcher stops the job at once. The
+    """Rank 3 segfaults 0.5 s after its last step while ranks 1-2 still compute (evaluation,
+    2 s) and rank 0 waits at the barrier; a fail-fast launcher stops the job at once. The
     crash is the one root cause: ranks 1-2, stopped by the teardown while they ran through the
     step rank 3 died in (not behind it), are no hang of their own, and rank 0's wait follows
-    from the crash, explained by rank 3."""
+    from the crash, explained by rank 3. (realjobs-watchdog_abort is the other side: the rank
+    the dead ranks waited for is behind them, and the cause.)"""
     d = scenario(tmp, "restart", env={"SCENARIO_PLAN": "segv", "SCENARIO_LATE": "1,2",
-                                      "SCENARIO_LATE_MS": "500"},
+                                      "SCENARIO_LATE_MS": "2000", "SCENARIO_DELAY_MS": "500"},
                  launcher=("--fail-fast",), want_rc=128 + 11)
     r, text = analyze(d)
     f = one_root(r, "rank_crashed")
