@@ -47,9 +47,17 @@ class Graph:
         self.src = src
         self.files = []  # every source file and header, relative to src
         for root in ROOTS:
-            for name in sorted(os.listdir(os.path.join(src, root))):
-                if name.endswith(SOURCE_EXT + (".h",)):
-                    self.files.append(root + "/" + name)
+            for folder, dirs, names in os.walk(os.path.join(src, root)):
+                dirs.sort()
+                rel = os.path.relpath(folder, src)
+                for name in sorted(names):
+                    if name.endswith(SOURCE_EXT + (".h",)):
+                        self.files.append(rel + "/" + name)
+        # `#include "x.h"`: the including file's folder first, then every folder of its tree
+        # (analyzer/meson.build puts each of the analyzer's folders on the include path).
+        self.by_name = {}
+        for f in self.files:
+            self.by_name.setdefault((root_of(f), os.path.basename(f)), []).append(f)
         present = set(self.files)
         self.node_of = {}
         for f in self.files:
@@ -72,6 +80,9 @@ class Graph:
             text = strip_comments_keep_includes(read(os.path.join(self.src, f)))
             for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, flags=re.M):
                 target = os.path.normpath(os.path.join(os.path.dirname(f), inc))
+                if target not in self.node_of and "/" not in inc:
+                    found = self.by_name.get((root_of(f), inc), [])
+                    target = found[0] if len(found) == 1 else target
                 if target in self.node_of:
                     self.add(self.node_of[f], self.node_of[target], "includes " + target)
 
@@ -109,7 +120,8 @@ class Graph:
         return None
 
     def node_of_object(self, obj):
-        """analyzer/liblockstep_analyzer.a.p/window.c.o -> analyzer/window.c."""
+        """analyzer/liblockstep_analyzer.a.p/read_window.c.o -> analyzer/read/window.c (meson
+        names an object by its source's path from the meson.build, `/` made `_`)."""
         base = os.path.basename(obj)
         if not base.endswith(".o"):
             return None
@@ -118,10 +130,12 @@ class Graph:
         folder = os.path.basename(os.path.dirname(os.path.dirname(obj)))
         if name.startswith(".._"):  # ../shim/x.c built into an analyzer target: the shim's counts
             return None
-        rel = folder + "/" + name
-        if not parent.endswith(".p") or rel not in self.node_of:
+        if not parent.endswith(".p"):
             return None
-        return self.node_of[rel]
+        for f in self.files:
+            if f.startswith(folder + "/") and f[len(folder) + 1:].replace("/", "_") == name:
+                return self.node_of[f]
+        return None
 
     def inline_calls(self):
         """Calls in the inline functions of a header that has no .c of its own."""
