@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check_layers.py -- the graph of includes and calls between the source files of analyzer/ and
-shim/, checked for circles (docs/architecture.md, "Layers").
+shim/, checked for circles and, in the analyzer, for the order of its folders
+(docs/architecture.md, "Layers").
 
 Usage: check_layers.py SOURCE_ROOT BUILD_ROOT [NM]
 
@@ -13,6 +14,10 @@ are one node); a header with no .c of its own is a node of its own. An edge a ->
   - a's object leaves undefined a global symbol (function or variable) that b's object defines
     (`nm` on the objects the build made: what the linker joins, inline code included);
   - a header with no .c calls, in the body of one of its inline functions, a function b defines.
+The analyzer's files lie in one folder per stage, in an order (ANALYZER_FOLDERS, lowest first):
+an edge from a file to a file of a later folder fails the check (UPWARD), and so does a file in
+a folder the order does not name (FOLDER), or two files of one name in two folders (NAME: every
+folder is on the include path).
 A circle is a strongly connected component of more than one node. Every circle among analyzer
 files fails the check; a circle in shim/ passes only when docs/architecture.md allows exactly its
 files, on a line `- allowed circle: shim/a.c shim/b.c ...`; an allowed circle that is no longer
@@ -28,6 +33,9 @@ import subprocess
 import sys
 
 ROOTS = ("analyzer", "shim")
+# The analyzer's folders, lowest first ("" is analyzer/ itself): a file may need files of its own
+# folder and of those before it, never of one after it (analyzer/meson.build lists them so).
+ANALYZER_FOLDERS = ("base", "read", "model", "diagnose", "report", "", "live", "cmd")
 SOURCE_EXT = (".c", ".S")
 
 
@@ -252,6 +260,45 @@ def objects_of(build):
     return sorted(chosen.values())
 
 
+def folder_of(node):
+    """analyzer/read/window.c -> "read"; analyzer/analysis.c -> ""."""
+    parts = node.split("/")
+    return "/".join(parts[1:-1])
+
+
+def check_folders(g):
+    """Every analyzer file in a folder of ANALYZER_FOLDERS, and no edge to a later folder.
+    Returns how many failures it printed."""
+    failed = 0
+    rank = {f: i for i, f in enumerate(ANALYZER_FOLDERS)}
+    mine = [n for n in g.nodes if root_of(n) == "analyzer"]
+    for n in mine:
+        if folder_of(n) not in rank:
+            print("FOLDER not in the order of check_layers.py's ANALYZER_FOLDERS: " + n)
+            failed += 1
+    for a in mine:
+        for b in sorted(g.edges[a]):
+            fa, fb = folder_of(a), folder_of(b)
+            if root_of(b) == "analyzer" and fa in rank and fb in rank and rank[fb] > rank[fa]:
+                print("UPWARD %s -> %s (folder %s needs the later %s): %s" %
+                      (a, b, fa or "analyzer/", fb or "analyzer/", ", ".join(g.edges[a][b][:3])))
+                failed += 1
+    names = {}
+    for f in g.files:
+        if root_of(f) == "analyzer":
+            names.setdefault(os.path.basename(f), []).append(f)
+    for name, where in sorted(names.items()):
+        if len(where) > 1:  # `#include "x.h"` would take the first folder on the include path
+            print("NAME %s in more than one folder: %s" % (name, " ".join(where)))
+            failed += 1
+    counts = {}
+    for n in mine:
+        counts[folder_of(n)] = counts.get(folder_of(n), 0) + 1
+    print("analyzer folders, lowest first: " +
+          ", ".join("%s %d" % (f or "analyzer/", counts.get(f, 0)) for f in ANALYZER_FOLDERS))
+    return failed
+
+
 def main():
     if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
@@ -277,6 +324,7 @@ def main():
                 for b in sorted(g.edges[a]):
                     if b in c:
                         print("    %s -> %s: %s" % (a, b, ", ".join(g.edges[a][b][:3])))
+    failed += check_folders(g)
     unbuilt = [n for n in g.nodes if n.endswith(SOURCE_EXT) and n not in g.built]
     if unbuilt:  # its calls are not seen: said, and an allowed circle through it not required
         print("not built here, its calls unseen: " + " ".join(unbuilt))
