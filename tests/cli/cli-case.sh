@@ -367,7 +367,7 @@ man-render)
     version=$("$LOCKSTEP" --version | awk '{ print $2 }')
     for c in "" $COMMANDS; do
         m="$MAN_DIR/lockstep-$c.1"
-        [ -n "$c" ] || m="$SRC/docs/man/lockstep.1"
+        [ -n "$c" ] || m="$MAN_DIR/lockstep.1"
         [ -f "$m" ] || fail "no man page $m"
         grep -q "^\.TH .*\"lockstep $version\"" "$m" || fail "$m: .TH does not say lockstep $version"
         groff -man -Tutf8 -ww -z "$m" 2>"$D/err" || fail "groff $m"
@@ -379,7 +379,7 @@ man-render)
     done
     # the command list of lockstep(1) is that of --help
     "$LOCKSTEP" --help | awk '/^commands:/ { on = 1; next } on && /^  / { print $1 }' | sort >"$D/a"
-    groff -man -Tascii -P-cbou "$SRC/docs/man/lockstep.1" |
+    groff -man -Tascii -P-cbou "$MAN_DIR/lockstep.1" |
         awk '/^COMMANDS/ { on = 1; next } /^[A-Z]/ { on = 0 } on && /^       [a-z]/ { print $1 }' |
         grep -v '^help$' | sort >"$D/b"
     diff "$D/a" "$D/b" || fail "lockstep(1) lists other commands than --help"
@@ -405,8 +405,9 @@ man-options)
     ;;
 formats-listed)
     # one table of formats (analyzer/report/output.c); the help of each command that writes reports,
-    # lockstep(1)'s FORMATS, docs/analyzer.md's table of formats and the completion list the
-    # same names (a format added to the table and missing from one of them fails here)
+    # lockstep(1)'s FORMATS (made from the table), docs/analyzer.md's table of formats and the
+    # completion list the same names (a format added to the table and missing from the docs'
+    # table fails here)
     formats_of_table >"$D/table"
     [ "$(wc -l <"$D/table")" -ge 5 ] || fail "read only $(wc -l <"$D/table") formats from output.c"
     for c in $REPORT_COMMANDS; do
@@ -420,7 +421,7 @@ formats-listed)
         lacks "$D/h" "--format"
     done
     awk '/^\.SH FORMATS/ { on = 1; next } /^\.SH/ { on = 0 } on && prev == ".TP" { print $2 }
-         { prev = $0 }' "$SRC/docs/man/lockstep.1" >"$D/man"
+         { prev = $0 }' "$MAN_DIR/lockstep.1" >"$D/man"
     same "lockstep(1) FORMATS (<) against output.c (>)" "$(cat "$D/man")" "$(cat "$D/table")"
     awk '/^\| format \| file \|/ { t = 1; next } t && !/^\|/ { t = 0 } t' "$SRC/docs/analyzer.md" |
         grep -oE '^\| `[a-z0-9_]+`' | grep -oE '[a-z0-9_]+' >"$D/doc"
