@@ -52,14 +52,14 @@ static int resolve_driver(void)
     void *h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
     if (!h)
         return -1;
-    *(void **)&cu.event_create = dlsym(h, "cuEventCreate");
-    *(void **)&cu.event_record = dlsym(h, "cuEventRecord");
-    *(void **)&cu.event_query = dlsym(h, "cuEventQuery");
-    *(void **)&cu.stream_is_capturing = dlsym(h, "cuStreamIsCapturing");
-    *(void **)&cu.stream_get_ctx = dlsym(h, "cuStreamGetCtx");
-    *(void **)&cu.ctx_set_current = dlsym(h, "cuCtxSetCurrent");
-    *(void **)&cu.ctx_get_current = dlsym(h, "cuCtxGetCurrent");
-    *(void **)&cu.get_error_string = dlsym(h, "cuGetErrorString");
+    *(void **)&cu.event_create = ls_dl_lookup(h, "cuEventCreate", NULL);
+    *(void **)&cu.event_record = ls_dl_lookup(h, "cuEventRecord", NULL);
+    *(void **)&cu.event_query = ls_dl_lookup(h, "cuEventQuery", NULL);
+    *(void **)&cu.stream_is_capturing = ls_dl_lookup(h, "cuStreamIsCapturing", NULL);
+    *(void **)&cu.stream_get_ctx = ls_dl_lookup(h, "cuStreamGetCtx", NULL);
+    *(void **)&cu.ctx_set_current = ls_dl_lookup(h, "cuCtxSetCurrent", NULL);
+    *(void **)&cu.ctx_get_current = ls_dl_lookup(h, "cuCtxGetCurrent", NULL);
+    *(void **)&cu.get_error_string = ls_dl_lookup(h, "cuGetErrorString", NULL);
     dlclose(h); /* the program keeps it loaded */
     return cu.event_create && cu.event_record && cu.event_query && cu.stream_is_capturing ? 0 : -1;
 }

@@ -9,11 +9,8 @@
 #include "callsite_cache.h"
 #include "shim.h"
 
-/* Reserves a new block of tickets for the calling thread, which has a slot (record.c). */
-void ls_block_reserve(struct ls_trace *t);
-
-/* Leaves a call the fast path entered when ls_fast_exit() cannot do it all inline: a refused
- * result (the general path gives its sequence number back), an entry timed by the kernel's
+/* fast_call.c: leaves a call the fast path entered when ls_fast_exit() cannot do it all inline: a
+ * refused result (the general path gives its sequence number back), an entry timed by the kernel's
  * clock (before the first TSC conversion), a call-site count to flush, or a block of tickets
  * to reserve (ls_thread.fast_limit). Returns `result`. */
 __attribute__((visibility("hidden"))) int ls_fast_exit_rare(unsigned op, int peer, int result);
@@ -198,17 +195,18 @@ static inline __attribute__((always_inline)) int ls_fast_exit(unsigned op, int p
 #define LS_UNPAREN_(...) __VA_ARGS__
 
 /* Defines ls_general_`name`, the general path of the wrapper `name` of a collective or
- * point-to-point call `op` (a constant), with `linkage` (static, or hidden for fast_wrap.S). It
+ * point-to-point call `op` (a constant), with `linkage` (static, or hidden for fast_wrap.S) and
+ * `self` the wrapper's address for ls_resolve() to refuse (NULL for fast_wrap.S's). It
  * takes the wrapper's own arguments (its caller's return address and frame come through
  * ls_thread), so that the wrapper reaches it with a jump. A call the fast path declined only for
  * its call site (not remembered, or Python frames to record) has it captured here and is still
  * recorded by the fast path. */
-#define LS_WRAP_GENERAL(linkage, name, params, args, op, comm_, count_, dtype_, redop_, peer_,     \
-                        send_, recv_, stream_)                                                     \
+#define LS_WRAP_GENERAL(linkage, self, name, params, args, op, comm_, count_, dtype_, redop_,      \
+                        peer_, send_, recv_, stream_)                                              \
     linkage __attribute__((noinline)) ncclResult_t ls_general_##name params                        \
     {                                                                                              \
         const void *caller_pc = ls_t.general_pc, *caller_cfa = ls_t.general_cfa;                   \
-        ls_fn_##name##_t real = LS_REAL(name);                                                     \
+        ls_fn_##name##_t real = LS_REAL_NOT(name, self);                                           \
         if (LS_UNLIKELY(!real))                                                                    \
             return ncclSystemError;                                                                \
         uint32_t site = 0;                                                                         \
@@ -231,8 +229,8 @@ static inline __attribute__((always_inline)) int ls_fast_exit(unsigned op, int p
         LS_RECORD_FORWARD(real, args, a);                                                          \
     }
 
-/* The test build counts the calls the wrappers' own fast path recorded (record.c says how many
- * at exit with LOCKSTEP_TEST_FAST_COUNT=1); fast_wrap.S counts its own. */
+/* The test build counts the calls the wrappers' own fast path recorded (fast_call.c says how
+ * many at exit with LOCKSTEP_TEST_FAST_COUNT=1); fast_wrap.S counts its own. */
 #ifdef LS_TEST_KNOBS
 extern __attribute__((visibility("hidden"))) uint64_t ls_test_fast_calls;
 #define LS_TEST_FAST_CALL()                                                                        \
@@ -247,8 +245,8 @@ extern __attribute__((visibility("hidden"))) uint64_t ls_test_fast_calls;
 #define LS_WRAP_FAST(name, params, args, op, comm_, count_, dtype_, redop_, peer_, send_, recv_,   \
                      stream_)                                                                      \
     LS_FORWARD_DECL(name, ncclResult_t, params);                                                   \
-    LS_WRAP_GENERAL(static, name, params, args, op, comm_, count_, dtype_, redop_, peer_, send_,   \
-                    recv_, stream_)                                                                \
+    LS_WRAP_GENERAL(static, (void *)name, name, params, args, op, comm_, count_, dtype_, redop_,   \
+                    peer_, send_, recv_, stream_)                                                  \
     ncclResult_t name params                                                                       \
     {                                                                                              \
         ls_fn_##name##_t real = atomic_load_explicit((_Atomic(ls_fn_##name##_t) *)&ls_real_##name, \
@@ -273,13 +271,14 @@ extern __attribute__((visibility("hidden"))) uint64_t ls_test_fast_calls;
     }
 
 /* Declares what fast_wrap.S's wrapper `name` uses: the real function and the general path,
- * both hidden. */
+ * both hidden. The general path does not name the wrapper (ls_resolve() refuses it as one of
+ * the shim's own symbols): the assembly needs this file's code, never the other way round. */
 #define LS_WRAP_ASM(name, params, args, op, comm_, count_, dtype_, redop_, peer_, send_, recv_,    \
                     stream_)                                                                       \
     typedef ncclResult_t(*ls_fn_##name##_t) params;                                                \
     __attribute__((visibility("hidden"))) ls_fn_##name##_t ls_real_##name;                         \
-    LS_WRAP_GENERAL(__attribute__((visibility("hidden"))), name, params, args, op, comm_, count_,  \
-                    dtype_, redop_, peer_, send_, recv_, stream_)
+    LS_WRAP_GENERAL(__attribute__((visibility("hidden"))), NULL, name, params, args, op, comm_,    \
+                    count_, dtype_, redop_, peer_, send_, recv_, stream_)
 
 /* The collectives' wrappers are fast_wrap.S's on x86-64 (LS_FAST_C forces the C ones). */
 #if defined(__x86_64__) && !defined(LS_FAST_C)

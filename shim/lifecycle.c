@@ -1,4 +1,7 @@
-/* lifecycle.c -- heartbeat, fatal signals and process exit: how a traced process ended. */
+/* lifecycle.c -- starting to record on the first call (ls_active()), forks, the heartbeat, fatal
+ * signals and process exit: how a traced process ended. Above what it starts (the trace file,
+ * the clock, completion, call sites, Python frames, why it ended), below every caller that may
+ * be a process's first (the wrappers, record.c, blind.c, the plugin): docs/architecture.md. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -191,7 +194,10 @@ static void on_process_exit(int status, void *arg)
     }
 }
 
-void ls_lifecycle_start(struct ls_trace *t)
+/* Installs the heartbeat thread, the fatal-signal handlers (chaining to the program's own)
+ * and the exit hooks for the trace just created. Failures are reported once and leave
+ * recording on. */
+static void lifecycle_start(struct ls_trace *t)
 {
     static int exit_hook;
     if (!exit_hook) {
@@ -229,7 +235,7 @@ int ls_start_thread(void *(*fn)(void *), void *arg, size_t stack)
  * or a sanitizer runtime holding an allocator lock, which the child would inherit held. Once
  * in its loop it holds none (it only sleeps, reads clocks and polls events). So wait for it
  * to get there, 200 ms at most. */
-void ls_lifecycle_before_fork(void)
+static void before_fork(void)
 {
     for (int i = 0; i < 2000 && atomic_load(&heartbeat_state) == 1; i++) {
         struct timespec ts = {0, 100000};
@@ -237,11 +243,70 @@ void ls_lifecycle_before_fork(void)
     }
 }
 
-void ls_lifecycle_after_fork_child(void)
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Frames per Python call site for this process's trace: LOCKSTEP_PYTHON_DEPTH where an
+ * interpreter is loaded, else 0 (no python site table; docs/python.md). */
+static uint32_t python_depth(const struct ls_config *cfg)
 {
+    return cfg->py_depth && ls_python_present() ? cfg->py_depth : 0;
+}
+
+/* Called in the child after fork(): the child gets a trace of its own on its first call. */
+static void after_fork_child(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    start_lock = fresh;
+    if (atomic_load(&ls_g.state) == LS_STATE_ON)
+        ls_trace_unmap(&ls_g.trace);
+    ls_comms_reset();
+    ls_callsites_reset();
+    ls_python_reset();
+    ls_trace_strings_reset();
+    ls_completion_reset();
     atomic_store(&heartbeat_state, 0); /* the child has no heartbeat thread until it starts one */
     atomic_store(&heartbeat_stop, 0);
     atomic_store(&heartbeat_busy, 0);
+    ls_stderr_tail_after_fork_child();
+    ls_knobs_reset();
+    atomic_store(&ls_g.state, LS_STATE_OFF);
+    ls_generation_bump();
+    ls_t.group_depth = 0;
+    ls_t.group_id = 0;
+}
+
+struct ls_trace *ls_active(void)
+{
+    int s = atomic_load_explicit(&ls_g.state, memory_order_acquire);
+    if (LS_LIKELY(s == LS_STATE_ON))
+        return &ls_g.trace;
+    if (s == LS_STATE_DISABLED)
+        return NULL;
+
+    pthread_mutex_lock(&start_lock);
+    s = atomic_load_explicit(&ls_g.state, memory_order_acquire);
+    if (s == LS_STATE_OFF) {
+        static int atfork_done;
+        if (!atfork_done) {
+            pthread_atfork(before_fork, NULL, after_fork_child);
+            atfork_done = 1;
+        }
+        ls_config_read(&ls_g.cfg);
+        if (ls_g.cfg.disabled) {
+            s = LS_STATE_DISABLED;
+        } else if (ls_trace_create(&ls_g.trace, &ls_g.cfg, python_depth(&ls_g.cfg)) == 0) {
+            ls_g.pid = getpid();
+            lifecycle_start(&ls_g.trace);
+            ls_end_why_note(&ls_g.trace);
+            ls_completion_start(&ls_g.trace);
+            s = LS_STATE_ON;
+        } else {
+            s = LS_STATE_DISABLED;
+        }
+        atomic_store_explicit(&ls_g.state, s, memory_order_release);
+    }
+    pthread_mutex_unlock(&start_lock);
+    return s == LS_STATE_ON ? &ls_g.trace : NULL;
 }
 
 /* _exit and _Exit skip on_exit handlers: record the status, then leave. */

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "plugin.h"
+#include "plugin_events.h"
 
 /* The process-wide state of the plugin. */
 static pthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -29,7 +29,7 @@ static const struct ls_bridge *find_bridge(void)
 {
     if (!bridge_checked) {
         const struct ls_bridge *(*get)(void) =
-            (const struct ls_bridge *(*)(void))dlsym(RTLD_DEFAULT, LS_BRIDGE_SYMBOL);
+            (const struct ls_bridge *(*)(void))ls_dl_lookup(RTLD_DEFAULT, LS_BRIDGE_SYMBOL, NULL);
         const struct ls_bridge *b = get ? get() : NULL;
         if (b && b->version >= LS_BRIDGE_VERSION && b->size >= sizeof(*b) && b->active)
             bridge = b;
@@ -63,7 +63,7 @@ static void chain_load(int version)
     }
     char sym[32];
     snprintf(sym, sizeof sym, "ncclProfiler_v%d", version);
-    void *table = dlsym(lib, sym);
+    void *table = ls_dl_lookup(lib, sym, NULL);
     if (!table) {
         ls_warn("profiler plugin %s has no %s (NCCL speaks version %d to lockstep's plugin); it "
                 "is not chained",

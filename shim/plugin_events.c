@@ -6,7 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "plugin.h"
+#include "plugin_events.h"
 
 static pthread_mutex_t claim_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char claimed[LS_DEFAULT_COMMS * 8]; /* shim comm entries taken by a context */

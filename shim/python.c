@@ -89,18 +89,18 @@ static void *libpython_handle(void)
 
 static void *sym(void *lib, const char *name)
 {
-    void *p = dlsym(RTLD_DEFAULT, name);
+    void *p = ls_dl_lookup(RTLD_DEFAULT, name, NULL);
     if (!p && lib)
-        p = dlsym(lib, name);
+        p = ls_dl_lookup(lib, name, NULL);
     return p;
 }
 
 int ls_python_present(void)
 {
-    if (dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+    if (ls_dl_lookup(RTLD_DEFAULT, "Py_IsInitialized", NULL))
         return 1;
     void *lib = libpython_handle();
-    int found = lib && dlsym(lib, "Py_IsInitialized");
+    int found = lib && ls_dl_lookup(lib, "Py_IsInitialized", NULL);
     if (lib)
         dlclose(lib);
     return found;

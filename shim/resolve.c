@@ -47,10 +47,10 @@ static void *lookup_in(void *handle, const char *name, void *self)
 {
     char pname[128];
     snprintf(pname, sizeof pname, "p%s", name);
-    void *fn = dlsym(handle, pname);
+    void *fn = ls_dl_lookup(handle, pname, NULL);
     if (fn && fn != self && !is_self(fn))
         return fn;
-    fn = dlsym(handle, name);
+    fn = ls_dl_lookup(handle, name, NULL);
     if (fn && fn != self && !is_self(fn))
         return fn;
     return NULL;

@@ -151,6 +151,19 @@ uint32_t ls_trace_add_string(struct ls_trace *t, const char *s);
 /* Re-initializes the string lock (after fork). */
 void ls_trace_strings_reset(void);
 
+/* ---- the tail of stderr (stderr_tail.c) ---- */
+
+/* stderr_tail.c interposes the C library's write(): what the process writes to fd 2 is kept in
+ * a ring of the last 8 KiB while `on` (LOCKSTEP_STDERR_TAIL, set before main by end_why.c). */
+void ls_stderr_tail_keep(int on);
+
+/* Copies the tail's last bytes (at most len - 1), from its first whole line, into `out`
+ * (NUL-terminated); returns how many. Waits 100 ms at most for a writer in the ring. */
+size_t ls_stderr_tail_copy(char *out, size_t len);
+
+/* In a forked child: its stderr tail starts empty. */
+void ls_stderr_tail_after_fork_child(void);
+
 /* ---- why the process ended (end_why.c) ---- */
 
 /* Notes in t's end_why what the environment says now: TORCHELASTIC_ERROR_FILE and NCCL's debug
@@ -160,9 +173,6 @@ void ls_end_why_note(struct ls_trace *t);
 /* At exit with a non-zero status: keeps the tail of what the process wrote to stderr and NCCL's
  * last warning in t's end_why. Once per process; nothing for status 0. */
 void ls_end_why_record(struct ls_trace *t, int status);
-
-/* In a forked child: its stderr tail starts empty. */
-void ls_end_why_after_fork_child(void);
 
 /* ---- process-wide state (state.c) ---- */
 
@@ -264,11 +274,6 @@ void ls_generation_bump(void);
 /* Bumps ls_fast_epoch (every thread leaves the fast path until its next general call). */
 void ls_fast_epoch_bump(void);
 
-/* Returns the trace to record into, starting it on first use (file, heartbeat, signal and exit
- * hooks), or NULL when recording is off (disabled, or the trace could not be created: then
- * one line was printed and every later call is forwarded untouched). */
-struct ls_trace *ls_active(void);
-
 /* Kernel thread id of the caller, cached per thread. */
 uint32_t ls_tid(void);
 
@@ -331,18 +336,16 @@ static inline uint64_t ls_now(void)
  * already (clock.c): the copy the fast path reads (fast_call.h, ls_fast_clock()). */
 void ls_clock_thread_current(void);
 
-/* ---- lifecycle: heartbeat, signals, exit, fork (lifecycle.c) ---- */
+/* ---- lifecycle: the start, heartbeat, signals, exit, fork (lifecycle.c) ---- */
 
-/* Installs the heartbeat thread, the fatal-signal handlers (chaining to the program's own)
- * and the exit hooks for the trace just created. Failures are reported once and leave
- * recording on. */
-void ls_lifecycle_start(struct ls_trace *t);
-void ls_lifecycle_before_fork(void);
+/* Returns the trace to record into, starting it on first use (file, heartbeat, signal, exit
+ * and fork hooks), or NULL when recording is off (disabled, or the trace could not be created:
+ * then one line was printed and every later call is forwarded untouched). */
+struct ls_trace *ls_active(void);
 
 /* Starts fn(arg) on a detached thread with a stack of `stack` bytes that takes no signals.
  * Returns pthread_create's result. */
 int ls_start_thread(void *(*fn)(void *), void *arg, size_t stack);
-void ls_lifecycle_after_fork_child(void);
 
 /* Re-installs the signal handlers if the program replaced them since (keeping theirs as the
  * ones to chain to). Cheap enough for communicator creation, not for every call. */
@@ -395,12 +398,16 @@ void *ls_resolve(const char *name, void *self);
     static ls_fn_##name##_t ls_real_##name
 
 /* Evaluates to the real `name`, resolving it on first use; NULL if there is none. */
-#define LS_REAL(name)                                                                              \
+#define LS_REAL(name) LS_REAL_NOT(name, (void *)name)
+
+/* LS_REAL() refusing `self` (the wrapper's own address, or NULL: ls_resolve() refuses every
+ * symbol of the shim's own object anyway). */
+#define LS_REAL_NOT(name, self)                                                                    \
     ({                                                                                             \
         ls_fn_##name##_t ls_r_ = atomic_load_explicit(                                             \
             (_Atomic(ls_fn_##name##_t) *)&ls_real_##name, memory_order_acquire);                   \
         LS_LIKELY(ls_r_ != NULL)                                                                   \
-        ? ls_r_ : (ls_real_##name = (ls_fn_##name##_t)ls_resolve(#name, (void *)name));            \
+        ? ls_r_ : (ls_real_##name = (ls_fn_##name##_t)ls_resolve(#name, (self)));                  \
     })
 
 /* ---- symbols of loaded objects (elf_lookup.c) ---- */
@@ -430,7 +437,12 @@ const void *ls_elf_dynamic(const struct dl_phdr_info *info);
 /* The file name part of `path` ("" for NULL). */
 const char *ls_path_base(const char *path);
 
-/* ---- dlsym and dlvsym (dlsym.c) ---- */
+/* ---- the C library's dlsym and dlvsym, the shim's own mapping (dl_real.c) ---- */
+
+/* What the C library's dlsym(handle, name) (version NULL) or dlvsym(handle, name, version)
+ * returns, called as the shim: the shim's own lookups call this, never the dlsym the shim
+ * exports for the program (dlsym.c). NULL when the C library's is nowhere (said once). */
+void *ls_dl_lookup(void *handle, const char *name, const char *version);
 
 /* True when `addr` lies in liblockstep.so's own mapping. Async-signal-safe, usable before
  * the shim's constructors ran. */
@@ -622,6 +634,10 @@ void ls_call_issued(struct ls_call *c, const void *stream);
 
 /* Writes the return of a call started by ls_call_enter. */
 void ls_call_exit(struct ls_call *c, int result);
+
+/* Reserves a new block of tickets for the calling thread, which has a slot (for the fast path
+ * too: fast_call.c). */
+void ls_block_reserve(struct ls_trace *t);
 
 /* Sets fields of a record still owned by the caller (before ls_call_exit): communicator
  * creations know their id and rank only in the wrapper. */

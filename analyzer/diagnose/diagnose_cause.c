@@ -275,6 +275,30 @@ static long owner_of_cycle(const struct cause *x, const struct wg_scc *s)
     return -1;
 }
 
+/* True when p, stopped by the job's teardown after rank e died, was not behind e: its last
+ * call had returned no earlier than e's last call began (or e made none). It was running
+ * through the step e died in, not stuck before it; whether it would have reached the call
+ * others wait in, e's death made moot. */
+static int not_behind(const struct m_proc *p, const struct m_proc *e)
+{
+    const struct ls_record *mine = p->last_call, *theirs = e->last_call;
+    if (!theirs)
+        return 1;
+    return mine && mine->exit_ns && mine->exit_ns >= theirs->enter_ns;
+}
+
+/* The death that owns a rank the job's teardown stopped while it ran outside NCCL: the earlier
+ * death that brought the stop, when the rank was not behind the dead one; -1 otherwise (a
+ * rank that had fallen behind, or a stop that followed no death, is judged as it is). */
+static long owner_of_stopped(const struct cause *x, const struct wg_node *v)
+{
+    const struct m_proc *p = v->proc, *e = p ? p->stopped_after : NULL;
+    if (v->state != WG_RUNNING || !p || !p->stopped_with_job || !e || p->current || e->rank < 0 ||
+        e->rank >= x->nranks || !not_behind(p, e))
+        return -1;
+    return x->by_rank[e->rank].own;
+}
+
 static long owner_of(const struct cause *x, size_t c)
 {
     const struct wg_scc *s = &x->g->sccs[c];
@@ -290,18 +314,33 @@ static long owner_of(const struct cause *x, size_t c)
         return -1;
     if (x->by_rank[v->rank].own >= 0)
         return x->by_rank[v->rank].own;
+    long stopped = owner_of_stopped(x, v);
+    if (stopped >= 0)
+        return stopped;
     return x->waited[node] ? x->by_rank[v->rank].blame : -1;
 }
 
-/* Sink a explains a wait better than sink b: one with an owner first, then the earlier owner,
- * then the owner of the more urgent kind. */
+/* Sink c is a rank the job's teardown stopped, owned by the death that brought it
+ * (owner_of_stopped()). */
+static int stopped_by_teardown(const struct cause *x, size_t c)
+{
+    const struct wg_scc *s = &x->g->sccs[c];
+    const struct wg_node *v = &x->g->nodes[x->g->members[s->node0]];
+    return !s->cycle && v->kind == WG_RANK && v->rank >= 0 && v->rank < x->nranks &&
+           x->by_rank[v->rank].own < 0 && owner_of_stopped(x, v) >= 0;
+}
+
+/* Sink a explains a wait better than sink b: one with an owner first (of one owner, its own
+ * rank first), then the earlier owner, then the owner of the more urgent kind. */
 static int better_sink(size_t a, size_t b, void *ctx)
 {
     const struct cause *x = ctx;
     long oa = x->owner[a], ob = x->owner[b];
     if ((oa >= 0) != (ob >= 0))
         return oa >= 0;
-    if (oa < 0 || oa == ob)
+    if (oa >= 0 && oa == ob) /* the owner's own rank before one it owns through the teardown */
+        return !stopped_by_teardown(x, a) && stopped_by_teardown(x, b);
+    if (oa < 0)
         return 0;
     const struct finding *fa = F(x, oa), *fb = F(x, ob);
     if (fa->time_ns != fb->time_ns && fa->time_ns && fb->time_ns)

@@ -12,7 +12,9 @@ A node is a source file: a .c (or .S) with its header of the same name (window.c
 are one node); a header with no .c of its own is a node of its own. An edge a -> b says a needs b:
   - a includes b's header (`#include "..."` in a.c or in a.h);
   - a's object leaves undefined a global symbol (function or variable) that b's object defines
-    (`nm` on the objects the build made: what the linker joins, inline code included);
+    (`nm` on the objects the build made: what the linker joins, inline code included), b in
+    a's tree, or a file of the other tree that a's build compiles in (the analyzer is never
+    linked with the shim's write(), dlsym() or _exit());
   - a header with no .c calls, in the body of one of its inline functions, a function b defines.
 The analyzer's files lie in one folder per stage, in an order (ANALYZER_FOLDERS, lowest first):
 an edge from a file to a file of a later folder fails the check (UPWARD), and so does a file in
@@ -94,9 +96,13 @@ class Graph:
                 if target in self.node_of:
                     self.add(self.node_of[f], self.node_of[target], "includes " + target)
 
-    def symbols(self, nm, objects):
+    def symbols(self, nm, objects, borrowed):
         defined, undefined = {}, {}
         self.built = set()
+        self.borrowed = {}  # root -> the other tree's files its build compiles in
+        for root, rel in borrowed:
+            if rel in self.node_of:
+                self.borrowed.setdefault(root, set()).add(self.node_of[rel])
         for obj in objects:
             node = self.node_of_object(obj)
             if node is None:
@@ -121,10 +127,14 @@ class Graph:
 
     def definer(self, name, root):
         """The file that defines `name`: in `root` first (the analyzer and the shim are linked
-        apart), else in the other tree (the analyzer builds shim/python_layouts.c in)."""
-        for r in (root,) + tuple(x for x in ROOTS if x != root):
-            if name in self.defined.get(r, {}):
-                return self.defined[r][name]
+        apart), else a file of the other tree that `root`'s build compiles in (the analyzer
+        builds shim/python_layouts.c in; it never links the shim's write() or dlsym())."""
+        if name in self.defined.get(root, {}):
+            return self.defined[root][name]
+        for r in ROOTS:
+            b = self.defined.get(r, {}).get(name)
+            if r != root and b in self.borrowed.get(root, ()):
+                return b
         return None
 
     def node_of_object(self, obj):
@@ -299,6 +309,18 @@ def check_folders(g):
     return failed
 
 
+def borrowed_of(build):
+    """(root, file) for each file of another tree that root's targets compile in: meson names
+    its object ../shim/x.c as .._shim_x.c.o."""
+    found = set()
+    for root in ROOTS:
+        for obj in glob.glob(os.path.join(build, root, "*.p", ".._*.o")):
+            parts = os.path.basename(obj)[3:-2].split("_", 1)
+            if len(parts) == 2 and parts[0] in ROOTS:
+                found.add((root, parts[0] + "/" + parts[1]))
+    return sorted(found)
+
+
 def main():
     if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
@@ -307,7 +329,7 @@ def main():
     objects = objects_of(build)
     g = Graph(src)
     g.includes()
-    g.symbols(nm, objects)
+    g.symbols(nm, objects, borrowed_of(build))
     g.inline_calls()
     comps = components(g.nodes, g.edges)
     lv = levels(comps, g.edges)

@@ -20,6 +20,8 @@ Usage: check_arch.py --x86 BUILD_DIR --aarch64 CROSS_BUILD_DIR
 Ends with "check_arch: N passed, N failed".
 """
 import argparse
+import base64
+import hashlib
 import json
 import os
 import re
@@ -27,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -175,6 +178,31 @@ def clean_copy(dest):
             shutil.copy2(src, os.path.join(dest, rel))
 
 
+def retag(path, platform):
+    """Rewrites wheel `path` for `platform`: its name and its WHEEL file's Tag lines, RECORD's
+    line for WHEEL with them; every other member as it was (its mode too: the commands stay
+    executable). Debian 12's `wheel` has no `wheel tags`, and its unpack/pack loses the modes."""
+    name = os.path.basename(path)
+    m = re.match(r"(.+-py3-none-)linux_x86_64\.whl$", name)
+    if not m:
+        raise ValueError(f"{name}: not a py3-none-linux_x86_64 wheel")
+    out = os.path.join(os.path.dirname(path), m.group(1) + platform + ".whl")
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
+        infos = zin.infolist()
+        wheel_file = next(i.filename for i in infos if i.filename.endswith(".dist-info/WHEEL"))
+        data = re.sub(r"-linux_x86_64$", "-" + platform, zin.read(wheel_file).decode(),
+                      flags=re.M).encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        for info in infos:
+            body = data if info.filename == wheel_file else zin.read(info)
+            if info.filename.endswith(".dist-info/RECORD"):
+                body = re.sub(rf"^{re.escape(wheel_file)},[^\n]*$",
+                              f"{wheel_file},sha256={digest},{len(data)}", body.decode(),
+                              flags=re.M).encode()
+            zout.writestr(info, body)
+    os.remove(path)
+
+
 def wheel(tmp, x86):
     py = "/usr/bin/python3"  # Debian's, with python3-mesonpy, python3-build, python3-wheel
     need = subprocess.run([py, "-c", "import mesonpy, build, wheel"], capture_output=True)
@@ -194,15 +222,17 @@ def wheel(tmp, x86):
     if p.returncode != 0 or len(built) != 1:
         return
     # meson-python names the platform of the Python that ran it; the wheel holds aarch64 code.
-    p = subprocess.run([py, "-m", "wheel", "tags", "--remove", "--platform-tag", "linux_aarch64",
-                        os.path.join(dist, built[0])], capture_output=True, text=True)
+    try:
+        retag(os.path.join(dist, built[0]), "linux_aarch64")
+        out = ""
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
+        out = str(e)
     whl = sorted(os.listdir(dist))
-    check(f"aarch64 wheel tagged: {whl}", p.returncode == 0 and len(whl) == 1 and
-          whl[0].endswith("-py3-none-linux_aarch64.whl"), p.stdout + p.stderr)
+    check(f"aarch64 wheel tagged: {whl}", not out and len(whl) == 1 and
+          whl[0].endswith("-py3-none-linux_aarch64.whl"), out)
     if len(whl) != 1:
         return
     whl = os.path.join(dist, whl[0])
-    import zipfile
     names = zipfile.ZipFile(whl).namelist()
     shim = [n for n in names if n.endswith(".data/data/lib/lockstep/liblockstep.so")]
     if shim:

@@ -19,9 +19,10 @@
  *                         hang), indexed by TORCHELASTIC_RESTART_COUNT
  *   SCENARIO_NDEV         GPUs per process (initall, multigpu; default 4 and 2)
  *   SCENARIO_FAR          far_apart: collectives issued past the stuck one (default 3000)
- *   SCENARIO_LATE         oom_kill: ranks (comma-separated) that compute SCENARIO_LATE_MS more
- *                         than the others in every step from SCENARIO_LATE_FROM on (default 1):
- *                         ranks that are always late, or (from the last step) stuck
+ *   SCENARIO_LATE         ranks (comma-separated) that compute SCENARIO_LATE_MS more than the
+ *                         others: oom_kill, in every step from SCENARIO_LATE_FROM on (default
+ *                         1): ranks that are always late, or (from the last step) stuck;
+ *                         restart, once before the barrier that ends the attempt
  * async_error needs the victim's NCCL to report an asynchronous error after step
  * SCENARIO_STEPS: on the emulator LOCKSTEP_EMU_ASYNC_ERROR=VICTIM:STEPS (tests/emulator).
  * wrong_world needs a launcher that gives some ranks a WORLD_SIZE too small for their RANK
@@ -265,6 +266,8 @@ static void mode_restart(void)
     if (!what)
         what = "clean";
     run_steps(world_comm, steps);
+    if (listed(tp_env_str("SCENARIO_LATE", ""), rank)) /* evaluation work before the barrier */
+        compute_ms(tp_env_int("SCENARIO_LATE_MS", 0));
     if (rank == victim && strcmp(what, "segv") == 0)
         bad_pointer();
     if (rank == victim && strcmp(what, "oom") == 0)

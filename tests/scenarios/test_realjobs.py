@@ -533,6 +533,26 @@ def case_slurm_steps(tmp):
     expect(all(g["job"] == "77.0" for g in r["findings"]), f"findings of step 1: {kinds(r)}")
 
 
+def case_crash_while_others_compute(tmp):
+    """Rank 3 segfaults at the end of its steps while ranks 1-2 still compute (evaluation,
+    0.5 s) and rank 0 waits at the barrier; a fail-fast launcher stops the job at once. The
+    crash is the one root cause: ranks 1-2, stopped by the teardown while they ran through the
+    step rank 3 died in (not behind it), are no hang of their own, and rank 0's wait follows
+    from the crash, explained by rank 3."""
+    d = scenario(tmp, "restart", env={"SCENARIO_PLAN": "segv", "SCENARIO_LATE": "1,2",
+                                      "SCENARIO_LATE_MS": "500"},
+                 launcher=("--fail-fast",), want_rc=128 + 11)
+    r, text = analyze(d)
+    f = one_root(r, "rank_crashed")
+    expect(f["dead"] == [3] and f["signal"] == 11, f"{f}")
+    missing = [g for g in r["findings"] if g["kind"] == "missing_ranks"]
+    expect(len(missing) == 1 and missing[0]["consequence_of"] == r["findings"].index(f) and
+           missing[0]["waiting"] == [0] and missing[0]["missing"] == [1, 2, 3],
+           f"the barrier's wait: {[(g['kind'], g['summary']) for g in r['findings']]}")
+    one_line(text, r"waits for rank 3, which crashed with SIGSEGV",
+             "that rank 0's wait ends in rank 3's crash")
+
+
 # ---------------------------------------------------------------- 4. failed calls
 
 

@@ -1,7 +1,7 @@
-/* plugin.h -- internal interfaces of lockstep's NCCL profiler plugin (plugin.c, plugin_events.c).
- */
-#ifndef LOCKSTEP_PLUGIN_H
-#define LOCKSTEP_PLUGIN_H
+/* plugin_events.h -- what lockstep's NCCL profiler plugin keeps of NCCL's communicators and
+ * events, and what plugin_events.c does with them; plugin.c (NCCL's entry points) calls it. */
+#ifndef LOCKSTEP_PLUGIN_EVENTS_H
+#define LOCKSTEP_PLUGIN_EVENTS_H
 
 #include <pthread.h>
 #include <stdint.h>
