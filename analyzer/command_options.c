@@ -248,6 +248,14 @@ static void roff_options(FILE *f, const struct command_help *h)
     fputs(".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nthe full help\n", f);
 }
 
+/* lockstep(1)'s FORMATS: one paragraph per format of output.c's table, in its order. */
+static void roff_formats(FILE *f)
+{
+    const struct output_format *fmt;
+    for (size_t i = 0; (fmt = output_format_at(i)) != NULL; i++)
+        fprintf(f, ".TP\n.B %s\n%s\n", fmt->name, fmt->man);
+}
+
 int command_man_page(FILE *f, const struct command_help *h, const char *template)
 {
     FILE *in = fopen(template, "r");
@@ -263,19 +271,30 @@ int command_man_page(FILE *f, const struct command_help *h, const char *template
         return -1;
     }
     char line[4096];
+    int rc = 0;
     while (fgets(line, sizeof(line), in)) {
-        if (strcmp(line, ".\\\" @SYNOPSIS@\n") == 0)
+        int command_mark =
+            strcmp(line, ".\\\" @SYNOPSIS@\n") == 0 || strcmp(line, ".\\\" @OPTIONS@\n") == 0;
+        if (command_mark && !h) {
+            if (rc == 0)
+                fprintf(stderr, "lockstep: %s: a command's SYNOPSIS or OPTIONS in lockstep(1)\n",
+                        template);
+            rc = -1;
+        } else if (strcmp(line, ".\\\" @SYNOPSIS@\n") == 0)
             roff_usage(m, h);
         else if (strcmp(line, ".\\\" @OPTIONS@\n") == 0)
             roff_options(m, h);
+        else if (strcmp(line, ".\\\" @FORMAT-LIST@\n") == 0)
+            roff_formats(m);
         else
             fputs(line, m);
     }
     fclose(in);
     fclose(m);
-    print_formats(f, text);
+    if (rc == 0)
+        print_formats(f, text);
     free(text);
-    return 0;
+    return rc;
 }
 
 void command_list_options(FILE *f, const struct command_help *h)

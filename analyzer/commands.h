@@ -93,7 +93,9 @@ int command_usage_error(const struct command_help *h, const char *fmt, ...)
 int command_parse(const struct command_help *h, int argc, char **argv, void *ctx);
 
 /* Writes h's man page from `template` to `f`: a line `.\" @SYNOPSIS@` becomes the synopsis,
- * `.\" @OPTIONS@` the options (roff), the rest is copied. Returns 0, -1 after a message. */
+ * `.\" @OPTIONS@` the options (roff), `.\" @FORMAT-LIST@` a paragraph per format of output.c's
+ * table (lockstep(1)'s FORMATS), the rest is copied. h is NULL for lockstep(1) itself, which
+ * has no SYNOPSIS or OPTIONS mark. Returns 0, -1 after a message. */
 int command_man_page(FILE *f, const struct command_help *h, const char *template);
 
 /* Prints one line per option of `h`, "--NAME ARG" ("--NAME" for a flag; "-L ARG" after it

@@ -5,7 +5,7 @@
 # names an option of a command.
 
 # The formats of --format NAME[=FILE], as the lockstep being completed lists them (its help
-# prints the table in analyzer/output.c).
+# prints the table in analyzer/report/output.c).
 _lockstep_formats() {
     "$1" help analyze 2>/dev/null | sed -n 's/^ *formats: //p' | tr -d ,
 }

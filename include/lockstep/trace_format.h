@@ -385,15 +385,60 @@ enum ls_python_state {
  * never renumber, append before LS_OP_COUNT), the name, and the classes the predicates below
  * read (LS_OPC_*). A new op's classes are declared on its own line, so no range check can leave
  * it out.
- *   X(ID, number, name, classes) */
+ *   X(ID, number, name, classes)
+ *
+ * Which NCCL introduced a call: an op whose wrapper stands under `#if NCCL_VERSION_CODE >=
+ * NCCL_VERSION(2, X, 0)` in shim/wrap_*.c (its types are newer than the oldest headers lockstep
+ * builds against) says that version in the comment above its line ("(2.29+)"). Every other op
+ * is declared by NCCL 2.28's nccl.h (checked against 2.28.9) and its wrapper needs no #if: Send
+ * and Recv came with NCCL 2.7, CommInitRankConfig and CommFinalize with 2.14, CommSplit with
+ * 2.18, CommInitRankScalable with 2.23, CommShrink with 2.27; AlltoAll, Gather, Scatter,
+ * GroupSimulateEnd and CommRevoke are recent too (look them up before counting on an older
+ * NCCL); the first collectives, groups, CommInitRank, InitAll, Destroy and Abort are old.
+ * NCCL's nccl.h names no versions: take a new call's from NCCL's release notes, or from the
+ * first release whose nccl.h declares it.
+ *
+ * What a wrapper records of a call: LS_CALL_ARGS(op, comm, count, dtype, redop, peer, send, recv,
+ * stream) (shim/shim.h), nine positional slots that become the record's fields:
+ *   op      LS_OP_ID of the line below
+ *   comm    the ncclComm_t (ls_record.comm_id and comm_rank come from the shim's table of it)
+ *   count   ls_record.count: elements as NCCL takes them (see ls_record), or the op's own
+ *           number (bytes, descriptors, flags: the comment on its line says which); 0 none
+ *   dtype   ncclDataType_t, -1 none (stored as LS_DTYPE_NONE)
+ *   redop   ncclRedOp_t for LS_OPC_REDOP ops, else -1
+ *   peer    the root of an LS_OPC_ROOTED op, the peer of Send/Recv and the one-sided ops, else -1
+ *   send    the send buffer (or the op's one pointer: a window, a registered buffer), NULL none
+ *   recv    the receive buffer, NULL none
+ *   stream  the cudaStream_t the op is enqueued on, NULL for host-only calls
+ * The analyzer compares the members' calls under one seq by op, count and dtype, and by redop
+ * and peer where the op's classes say they matter (model_calls_agree()), so a slot an op does
+ * not have is -1 or 0, never a guess. */
 enum ls_op_class {
-    LS_OPC_COLL = 1 << 0,     /* a collective: advances the communicator's sequence number */
-    LS_OPC_P2P = 1 << 1,      /* Send/Recv: per-peer sequence numbers */
-    LS_OPC_ROOTED = 1 << 2,   /* a collective whose `peer` holds a root */
-    LS_OPC_REDOP = 1 << 3,    /* a reduction: `redop` matters */
-    LS_OPC_COMM = 1 << 4,     /* communicator lifecycle (and window registration) */
-    LS_OPC_ONESIDED = 1 << 5, /* one-sided puts and signals (2.29+): no sequence number */
-    LS_OPC_INIT = 1 << 6,     /* creates a communicator from a unique id */
+    /* A collective: numbered per communicator (seq from 1) by the shim, its GPU completion
+     * tracked (shim/completion.c); the model lines the members' calls up by seq, so the
+     * missing-rank, mismatch, straggler and abort passes, the wait-for graph's edges to the
+     * members not in #seq yet, and the HTML timeline see it. */
+    LS_OPC_COLL = 1 << 0,
+    /* Send/Recv: numbered per (communicator, peer); the model matches each half with the peer's
+     * (p2p pass: unmatched sends and receives, the graph's edge to the peer). */
+    LS_OPC_P2P = 1 << 1,
+    /* A collective whose `peer` holds a root: members that name different roots differ (mismatch
+     * pass), and the reports print the root. */
+    LS_OPC_ROOTED = 1 << 2,
+    /* A reduction: `redop` matters, members that pass different ones differ (mismatch pass). */
+    LS_OPC_REDOP = 1 << 3,
+    /* Communicator lifecycle (and window registration): no sequence number; a rank in one (but
+     * CommFinalize) is blocked in it (model_blocked_ops()), and the wait-for graph follows the
+     * creations and splits among them (LS_OPC_INIT, CommSplit) to the ranks not there yet. */
+    LS_OPC_COMM = 1 << 4,
+    /* One-sided puts and signals (2.29+): no sequence number, not a call a rank is blocked in
+     * (model_blocked_ops()) and no edge of the wait-for graph: the reports show the call, the
+     * diagnosis does not reason about it. */
+    LS_OPC_ONESIDED = 1 << 5,
+    /* Creates a communicator from a unique id: the wait-for graph waits through it for the
+     * members that have not joined, and a refused init is a configuration error (process pass);
+     * members that disagree on the size, or never joined, are comm_init_mismatch. */
+    LS_OPC_INIT = 1 << 6,
 };
 #define LS_OPS(X)                                                                                  \
     X(NONE, 0, "None", 0)                                                                          \

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check_layers.py -- the graph of includes and calls between the source files of analyzer/ and
-shim/, checked for circles (docs/architecture.md, "Layers").
+shim/, checked for circles and, in the analyzer, for the order of its folders
+(docs/architecture.md, "Layers").
 
 Usage: check_layers.py SOURCE_ROOT BUILD_ROOT [NM]
 
@@ -15,6 +16,10 @@ are one node); a header with no .c of its own is a node of its own. An edge a ->
     a's tree, or a file of the other tree that a's build compiles in (the analyzer is never
     linked with the shim's write(), dlsym() or _exit());
   - a header with no .c calls, in the body of one of its inline functions, a function b defines.
+The analyzer's files lie in one folder per stage, in an order (ANALYZER_FOLDERS, lowest first):
+an edge from a file to a file of a later folder fails the check (UPWARD), and so does a file in
+a folder the order does not name (FOLDER), or two files of one name in two folders (NAME: every
+folder is on the include path).
 A circle is a strongly connected component of more than one node. Every circle among analyzer
 files fails the check; a circle in shim/ passes only when docs/architecture.md allows exactly its
 files, on a line `- allowed circle: shim/a.c shim/b.c ...`; an allowed circle that is no longer
@@ -30,6 +35,9 @@ import subprocess
 import sys
 
 ROOTS = ("analyzer", "shim")
+# The analyzer's folders, lowest first ("" is analyzer/ itself): a file may need files of its own
+# folder and of those before it, never of one after it (analyzer/meson.build lists them so).
+ANALYZER_FOLDERS = ("base", "read", "model", "diagnose", "report", "", "live", "cmd")
 SOURCE_EXT = (".c", ".S")
 
 
@@ -49,9 +57,17 @@ class Graph:
         self.src = src
         self.files = []  # every source file and header, relative to src
         for root in ROOTS:
-            for name in sorted(os.listdir(os.path.join(src, root))):
-                if name.endswith(SOURCE_EXT + (".h",)):
-                    self.files.append(root + "/" + name)
+            for folder, dirs, names in os.walk(os.path.join(src, root)):
+                dirs.sort()
+                rel = os.path.relpath(folder, src)
+                for name in sorted(names):
+                    if name.endswith(SOURCE_EXT + (".h",)):
+                        self.files.append(rel + "/" + name)
+        # `#include "x.h"`: the including file's folder first, then every folder of its tree
+        # (analyzer/meson.build puts each of the analyzer's folders on the include path).
+        self.by_name = {}
+        for f in self.files:
+            self.by_name.setdefault((root_of(f), os.path.basename(f)), []).append(f)
         present = set(self.files)
         self.node_of = {}
         for f in self.files:
@@ -74,6 +90,9 @@ class Graph:
             text = strip_comments_keep_includes(read(os.path.join(self.src, f)))
             for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, flags=re.M):
                 target = os.path.normpath(os.path.join(os.path.dirname(f), inc))
+                if target not in self.node_of and "/" not in inc:
+                    found = self.by_name.get((root_of(f), inc), [])
+                    target = found[0] if len(found) == 1 else target
                 if target in self.node_of:
                     self.add(self.node_of[f], self.node_of[target], "includes " + target)
 
@@ -119,7 +138,8 @@ class Graph:
         return None
 
     def node_of_object(self, obj):
-        """analyzer/liblockstep_analyzer.a.p/window.c.o -> analyzer/window.c."""
+        """analyzer/liblockstep_analyzer.a.p/read_window.c.o -> analyzer/read/window.c (meson
+        names an object by its source's path from the meson.build, `/` made `_`)."""
         base = os.path.basename(obj)
         if not base.endswith(".o"):
             return None
@@ -128,10 +148,12 @@ class Graph:
         folder = os.path.basename(os.path.dirname(os.path.dirname(obj)))
         if name.startswith(".._"):  # ../shim/x.c built into an analyzer target: the shim's counts
             return None
-        rel = folder + "/" + name
-        if not parent.endswith(".p") or rel not in self.node_of:
+        if not parent.endswith(".p"):
             return None
-        return self.node_of[rel]
+        for f in self.files:
+            if f.startswith(folder + "/") and f[len(folder) + 1:].replace("/", "_") == name:
+                return self.node_of[f]
+        return None
 
     def inline_calls(self):
         """Calls in the inline functions of a header that has no .c of its own."""
@@ -248,6 +270,45 @@ def objects_of(build):
     return sorted(chosen.values())
 
 
+def folder_of(node):
+    """analyzer/read/window.c -> "read"; analyzer/analysis.c -> ""."""
+    parts = node.split("/")
+    return "/".join(parts[1:-1])
+
+
+def check_folders(g):
+    """Every analyzer file in a folder of ANALYZER_FOLDERS, and no edge to a later folder.
+    Returns how many failures it printed."""
+    failed = 0
+    rank = {f: i for i, f in enumerate(ANALYZER_FOLDERS)}
+    mine = [n for n in g.nodes if root_of(n) == "analyzer"]
+    for n in mine:
+        if folder_of(n) not in rank:
+            print("FOLDER not in the order of check_layers.py's ANALYZER_FOLDERS: " + n)
+            failed += 1
+    for a in mine:
+        for b in sorted(g.edges[a]):
+            fa, fb = folder_of(a), folder_of(b)
+            if root_of(b) == "analyzer" and fa in rank and fb in rank and rank[fb] > rank[fa]:
+                print("UPWARD %s -> %s (folder %s needs the later %s): %s" %
+                      (a, b, fa or "analyzer/", fb or "analyzer/", ", ".join(g.edges[a][b][:3])))
+                failed += 1
+    names = {}
+    for f in g.files:
+        if root_of(f) == "analyzer":
+            names.setdefault(os.path.basename(f), []).append(f)
+    for name, where in sorted(names.items()):
+        if len(where) > 1:  # `#include "x.h"` would take the first folder on the include path
+            print("NAME %s in more than one folder: %s" % (name, " ".join(where)))
+            failed += 1
+    counts = {}
+    for n in mine:
+        counts[folder_of(n)] = counts.get(folder_of(n), 0) + 1
+    print("analyzer folders, lowest first: " +
+          ", ".join("%s %d" % (f or "analyzer/", counts.get(f, 0)) for f in ANALYZER_FOLDERS))
+    return failed
+
+
 def borrowed_of(build):
     """(root, file) for each file of another tree that root's targets compile in: meson names
     its object ../shim/x.c as .._shim_x.c.o."""
@@ -285,6 +346,7 @@ def main():
                 for b in sorted(g.edges[a]):
                     if b in c:
                         print("    %s -> %s: %s" % (a, b, ", ".join(g.edges[a][b][:3])))
+    failed += check_folders(g)
     unbuilt = [n for n in g.nodes if n.endswith(SOURCE_EXT) and n not in g.built]
     if unbuilt:  # its calls are not seen: said, and an allowed circle through it not required
         print("not built here, its calls unseen: " + " ".join(unbuilt))

@@ -37,9 +37,9 @@ man_options() {
          { prev = $0 }' "$1" | sed 's/\\-/-/g' | long_options
 }
 same() { diff <(echo "$2") <(echo "$3") >"$D/diff" || { cat "$D/diff" >&2; fail "$1"; }; }
-# The names of the format table (analyzer/output.c's formats[] rows), in its order, one a line.
+# The names of the format table (analyzer/report/output.c's formats[] rows), in its order, one a line.
 formats_of_table() {
-    sed -n '/^static const struct output_format formats\[\] = {/,/^};/p' "$SRC/analyzer/output.c" |
+    sed -n '/^static const struct output_format formats\[\] = {/,/^};/p' "$SRC/analyzer/report/output.c" |
         grep -oE '^ *\{"[a-z0-9_]+"' | grep -oE '[a-z0-9_]+'
 }
 # The commands that write reports, and so take --format.
@@ -86,7 +86,7 @@ case $CASE in
 version)
     run --version; expect_rc 0
     ver=$(sed -n "s/^#define LS_FORMAT_VERSION *\([0-9]*\).*/\1/p" "$SRC/include/lockstep/trace_format.h")
-    rep=$(sed -n "s/^#define REPORT_FORMAT_VERSION *\([0-9]*\).*/\1/p" "$SRC/analyzer/report.h")
+    rep=$(sed -n "s/^#define REPORT_FORMAT_VERSION *\([0-9]*\).*/\1/p" "$SRC/analyzer/report/report.h")
     contains "$D/out" "trace format $ver"
     contains "$D/out" "JSON report format $rep"
     grep -qE '^lockstep [0-9]+\.[0-9]+\.[0-9]+ ' "$D/out" || fail "no version number"
@@ -272,9 +272,9 @@ dump-pending)
     contains "$D/rec0" "Success"
     ;;
 kinds-documented)
-    # every finding kind of the one list (analyzer/finding_kinds.h) has its row in
+    # every finding kind of the one list (analyzer/diagnose/finding_kinds.h) has its row in
     # docs/report-format.md's table of kinds, and the table names no kind the list lacks
-    grep -oE '^ *X\([A-Z0-9_]+, "[a-z0-9_]+"' "$SRC/analyzer/finding_kinds.h" |
+    grep -oE '^ *X\([A-Z0-9_]+, "[a-z0-9_]+"' "$SRC/analyzer/diagnose/finding_kinds.h" |
         sed -E 's/.*"(.*)"/\1/' | sort -u >"$D/listed"
     [ "$(wc -l <"$D/listed")" -ge 10 ] || fail "read only $(wc -l <"$D/listed") kinds from finding_kinds.h"
     awk '/^\| kind \| extra keys \|/ { t = 1; next } t && !/^\|/ { t = 0 } t' \
@@ -286,12 +286,12 @@ kinds-documented)
     [ -z "$extra" ] || fail "docs/report-format.md names kinds finding_kinds.h lacks: $extra"
     ;;
 kinds-listed)
-    # every finding kind of the one list (analyzer/finding_kinds.h) has its line in the prose
+    # every finding kind of the one list (analyzer/diagnose/finding_kinds.h) has its line in the prose
     # lists docs/analyzer.md keeps: "Diagnosis rules in short" names each kind, and the order
     # of root causes names them all in their priority's order (the table of docs/report-format.md
     # is kinds-documented's)
     sed -nE 's/^ *X\(([A-Z0-9_]+), "([a-z0-9_]+)", [A-Z_]+, ([0-9]+),.*/\3 \2/p' \
-        "$SRC/analyzer/finding_kinds.h" | sort -n | cut -d' ' -f2 >"$D/by_priority"
+        "$SRC/analyzer/diagnose/finding_kinds.h" | sort -n | cut -d' ' -f2 >"$D/by_priority"
     [ "$(wc -l <"$D/by_priority")" -ge 10 ] ||
         fail "read only $(wc -l <"$D/by_priority") kinds from finding_kinds.h"
     awk '/^## Diagnosis rules in short/ { on = 1; next } /^## / { on = 0 } on' \
@@ -367,7 +367,7 @@ man-render)
     version=$("$LOCKSTEP" --version | awk '{ print $2 }')
     for c in "" $COMMANDS; do
         m="$MAN_DIR/lockstep-$c.1"
-        [ -n "$c" ] || m="$SRC/docs/man/lockstep.1"
+        [ -n "$c" ] || m="$MAN_DIR/lockstep.1"
         [ -f "$m" ] || fail "no man page $m"
         grep -q "^\.TH .*\"lockstep $version\"" "$m" || fail "$m: .TH does not say lockstep $version"
         groff -man -Tutf8 -ww -z "$m" 2>"$D/err" || fail "groff $m"
@@ -379,7 +379,7 @@ man-render)
     done
     # the command list of lockstep(1) is that of --help
     "$LOCKSTEP" --help | awk '/^commands:/ { on = 1; next } on && /^  / { print $1 }' | sort >"$D/a"
-    groff -man -Tascii -P-cbou "$SRC/docs/man/lockstep.1" |
+    groff -man -Tascii -P-cbou "$MAN_DIR/lockstep.1" |
         awk '/^COMMANDS/ { on = 1; next } /^[A-Z]/ { on = 0 } on && /^       [a-z]/ { print $1 }' |
         grep -v '^help$' | sort >"$D/b"
     diff "$D/a" "$D/b" || fail "lockstep(1) lists other commands than --help"
@@ -404,9 +404,10 @@ man-options)
     done
     ;;
 formats-listed)
-    # one table of formats (analyzer/output.c); the help of each command that writes reports,
-    # lockstep(1)'s FORMATS, docs/analyzer.md's table of formats and the completion list the
-    # same names (a format added to the table and missing from one of them fails here)
+    # one table of formats (analyzer/report/output.c); the help of each command that writes reports,
+    # lockstep(1)'s FORMATS (made from the table), docs/analyzer.md's table of formats and the
+    # completion list the same names (a format added to the table and missing from the docs'
+    # table fails here)
     formats_of_table >"$D/table"
     [ "$(wc -l <"$D/table")" -ge 5 ] || fail "read only $(wc -l <"$D/table") formats from output.c"
     for c in $REPORT_COMMANDS; do
@@ -420,7 +421,7 @@ formats-listed)
         lacks "$D/h" "--format"
     done
     awk '/^\.SH FORMATS/ { on = 1; next } /^\.SH/ { on = 0 } on && prev == ".TP" { print $2 }
-         { prev = $0 }' "$SRC/docs/man/lockstep.1" >"$D/man"
+         { prev = $0 }' "$MAN_DIR/lockstep.1" >"$D/man"
     same "lockstep(1) FORMATS (<) against output.c (>)" "$(cat "$D/man")" "$(cat "$D/table")"
     awk '/^\| format \| file \|/ { t = 1; next } t && !/^\|/ { t = 0 } t' "$SRC/docs/analyzer.md" |
         grep -oE '^\| `[a-z0-9_]+`' | grep -oE '[a-z0-9_]+' >"$D/doc"
@@ -556,10 +557,10 @@ assert [i["fingerprint"] for i in runs[0]] == [i["fingerprint"] for i in runs[1]
 PY
     ;;
 settings-documented)
-    # the one table of the analyzer's settings (analyzer/settings.h, SETTINGS) and
+    # the one table of the analyzer's settings (analyzer/base/settings.h, SETTINGS) and
     # docs/analyzer.md's table of settings: the same variables, in order, with the same
     # defaults and meanings
-    python3 - "$SRC/analyzer/settings.h" "$SRC/docs/analyzer.md" <<'PY' || fail "settings"
+    python3 - "$SRC/analyzer/base/settings.h" "$SRC/docs/analyzer.md" <<'PY' || fail "settings"
 import re, sys
 h = open(sys.argv[1]).read()
 rows = re.findall(r'X\(SET_\w+, "(\w+)", SETTING_\w+, [^,]+, [^,]+, "([^"]*)",\s*\\\n\s*"([^"]*)"\)', h)
@@ -572,7 +573,7 @@ assert rows == docs, "\n".join(f"{a} <> {b}" for a, b in zip(rows + [None] * 9, 
 PY
     # and every LOCKSTEP_* variable the analyzer names is read through it (the shim's knobs
     # that run_dir.c foresees aside)
-    grep -n 'getenv' "$SRC"/analyzer/*.c | grep -v '^[^:]*/settings\.c:' | grep 'LOCKSTEP_' &&
+    grep -n 'getenv' "$SRC"/analyzer/*.c "$SRC"/analyzer/*/*.c | grep -v '^[^:]*/settings\.c:' | grep 'LOCKSTEP_' &&
         fail "a LOCKSTEP_* variable read outside settings.c"
     ;;
 setting-bad-value)

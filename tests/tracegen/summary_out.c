@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../analyzer/node_summary.h"
-#include "../../analyzer/summary_writer.h"
-#include "../../analyzer/trace_reader.h"
+#include "../../analyzer/read/node_summary.h"
+#include "../../analyzer/read/summary_writer.h"
+#include "../../analyzer/read/trace_reader.h"
 #include "sim.h"
 
 /* The summary of the ranks [lo, hi) of one host into out_dir/HOST.summary. */

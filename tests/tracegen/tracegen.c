@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "lockstep/trace_format.h"
-#include "../../analyzer/window.h"
+#include "../../analyzer/read/window.h"
 #include "scenario.h"
 
 static const char usage[] =

@@ -17,6 +17,18 @@ struct model *model_build(struct tr_trace **traces, size_t ntraces);
 /* Frees the model (not the traces). NULL is fine. */
 void model_free(struct model *m);
 
+struct stop_mark;
+
+/* For every process of `m` whose trace folder (or node summary) holds a stop record
+ * (stop_mark.h), on the record's host, that started before the stop and ended at or after it
+ * began (its end record, or its last sign of life for one killed without one): sets its
+ * stopped_by (model_stops.c). `*marks` holds
+ * `*nmarks` records already known (those node summaries carried, their folder the summary's
+ * path; NULL, 0 for none); the records of the traces' folders are added (the array is to be
+ * freed with free() once the model is). Unreadable records get one line on stderr each.
+ * Returns how many processes it marked, -1 when out of memory. */
+long stop_mark_attach(struct model *m, struct stop_mark **marks, size_t *nmarks);
+
 /* Returns the member's record of collective #seq, or NULL when it was not issued or was
  * overwritten (see model_seq_lost()). */
 const struct ls_record *model_member_coll(const struct m_member *mb, uint64_t seq);

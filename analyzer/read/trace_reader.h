@@ -83,8 +83,8 @@ struct tr_trace {
     int truncated;             /* file shorter than hdr.file_size */
     size_t lost_to_truncation; /* ring slots beyond the end of a truncated file */
     /* A trace loaded from a node summary (summary_reader.h); all zero for a trace file. */
-    struct tr_node *node;          /* the summary's call sites and strings, shared by its traces
-                                    * (sites[].frames, sites[].py and strings point there) */
+    struct tr_node *node; /* the summary's call sites and strings, shared by its traces
+                           * (sites[].frames, sites[].py and strings point there) */
     void (*node_free)(struct tr_trace *t); /* how trace_free() frees it: the summary reader's */
     int node_liveness;             /* enum liveness the node's /proc said when it summarized */
     const char *node_liveness_why; /* its words, "" none */

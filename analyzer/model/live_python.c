@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "../shim/python_layout.h"
+#include "../../shim/python_layout.h"
 #include "live_python.h"
 
 #define MAX_FRAMES  24

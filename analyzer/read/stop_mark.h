@@ -46,15 +46,4 @@ char *stop_mark_text(const char *dir);
 int stop_mark_parse(const char *text, size_t len, const char *where, struct stop_mark *s, char *err,
                     size_t errlen);
 
-struct model;
-
-/* For every process of `m` whose trace folder (or node summary) holds a stop record, on the
- * record's host, that started before the stop and ended at or after it began (its end record,
- * or its last sign of life for one killed without one): sets its stopped_by. `*marks` holds
- * `*nmarks` records already known (those node summaries carried, their folder the summary's
- * path; NULL, 0 for none); the records of the traces' folders are added (the array is to be
- * freed with free() once the model is). Unreadable records get one line on stderr each.
- * Returns how many processes it marked, -1 when out of memory. */
-long stop_mark_attach(struct model *m, struct stop_mark **marks, size_t *nmarks);
-
 #endif

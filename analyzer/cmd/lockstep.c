@@ -1,7 +1,8 @@
 /* lockstep.c -- the lockstep command: finds the subcommand in one table and runs it.
  * Two spellings are for the build, not the user (not in --help): `lockstep --man-page COMMAND
- * TEMPLATE` writes a command's man page from its template (docs/man/meson.build), and `lockstep
- * --list-options COMMAND` lists its options for the bash completion (command_list_options()). */
+ * TEMPLATE` writes a command's man page from its template (docs/man/meson.build; COMMAND
+ * `lockstep`: lockstep(1) itself), and `lockstep --list-options COMMAND` lists its options for
+ * the bash completion (command_list_options()). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -67,10 +68,13 @@ static int help(int argc, char **argv)
     return command_help(stdout, c->help, 0);
 }
 
-/* --man-page COMMAND TEMPLATE, --list-options COMMAND (argv[0] the spelling). */
+/* --man-page COMMAND TEMPLATE, --list-options COMMAND (argv[0] the spelling); `--man-page
+ * lockstep TEMPLATE` is lockstep(1) itself. */
 static int build_aid(int argc, char **argv)
 {
     int man = strcmp(argv[0], "--man-page") == 0;
+    if (man && argc == 3 && strcmp(argv[1], "lockstep") == 0)
+        return command_man_page(stdout, NULL, argv[2]) < 0 ? 2 : 0;
     const struct command *c = argc == (man ? 3 : 2) ? find_command(argv[1]) : NULL;
     if (!c) {
         fprintf(stderr, "lockstep: %s wants a command%s\n", argv[0], man ? " and a template" : "");

@@ -46,10 +46,14 @@ struct output_format {
     const char *name; /* what commands call it: "text", "json", "html", ... */
     const char *ext;  /* the file name ending it is usually given: ".json" */
     output_write_fn *write;
+    const char *man; /* what it is, in roff: its paragraph of lockstep(1)'s FORMATS */
 };
 
 /* Returns the format called `name`, or NULL when the table has none. */
 const struct output_format *output_find(const char *name);
+
+/* Returns the table's format number i (0 first), NULL past the last. */
+const struct output_format *output_format_at(size_t i);
 
 /* Writes the names of the table's formats, in its order, separated by `sep`, into buf (cut to
  * fit, NUL-terminated): "text|json|html|..." for help texts and messages. */

@@ -45,12 +45,21 @@ int output_set_ranks(struct output_opts *opts, const char *which, const char *op
 }
 
 static const struct output_format formats[] = {
-    {"text", ".txt", output_text},          /* report_text.c: for people */
-    {"json", ".json", output_json},         /* report_json.c: docs/report-format.md */
-    {"html", ".html", output_html},         /* report_html.c: one self-contained page */
-    {"perfetto", ".json", output_perfetto}, /* export_perfetto.c: Chrome trace events */
-    {"github", ".txt", output_github},      /* output_github.c: ::error annotations */
-    {"gitlab", ".json", output_gitlab},     /* output_gitlab.c: Code Quality report */
+    {"text", ".txt", output_text, /* report_text.c */
+     "the report for people, root cause first (the default on standard output)"},
+    {"json", ".json", output_json, /* report_json.c */
+     "the JSON report (docs/report\\-format.md)"},
+    {"html", ".html", output_html, /* report_html.c */
+     "one self\\-contained page with a timeline of the last collectives"},
+    {"perfetto", ".json", output_perfetto, /* export_perfetto.c */
+     "every call as Chrome trace events, for ui.perfetto.dev or chrome://tracing"},
+    {"github", ".txt", output_github, /* output_github.c */
+     "GitHub Actions ::error annotations at the divergent call sites, their files relative to "
+     "the\n"
+     "repository (\\fBGITHUB_WORKSPACE\\fR, else the folder holding .git)"},
+    {"gitlab", ".json", output_gitlab, /* output_gitlab.c */
+     "a GitLab Code Quality report (a JSON array of issues), its paths relative to the "
+     "repository"},
 };
 #define NFORMATS (sizeof(formats) / sizeof(formats[0]))
 
@@ -68,6 +77,11 @@ void output_names(char *buf, size_t len, const char *sep)
     buf[0] = 0;
     for (size_t i = 0; i < NFORMATS && n < len; i++)
         n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? sep : "", formats[i].name);
+}
+
+const struct output_format *output_format_at(size_t i)
+{
+    return i < NFORMATS ? &formats[i] : NULL;
 }
 
 int output_plan_add_to(struct output_plan *p, const char *name, const char *path,
