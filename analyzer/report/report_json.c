@@ -135,6 +135,16 @@ static void write_exception(struct json_writer *w, const struct f_death *death)
     }
 }
 
+/* What a death's finding says after how the rank ended: who waits for it, who died, whether it
+ * died inside a call, its exception. */
+static void write_death(struct json_writer *w, const struct finding *f, const struct f_death *death)
+{
+    json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+    json_int_array(w, "dead", death->dead.v, death->dead.n);
+    json_bool(w, "died_waiting", death->died_in);
+    write_exception(w, death);
+}
+
 static void write_gpu_progress(struct json_writer *w, const struct finding *f)
 {
     json_begin_array(w, "gpu_progress");
@@ -245,18 +255,12 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         else
             json_int(w, "signal", death->signal);
         json_bool(w, "vanished", death->vanished);
-        json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
-        json_int_array(w, "dead", death->dead.v, death->dead.n);
-        json_bool(w, "died_waiting", death->died_in);
-        write_exception(w, death);
+        write_death(w, f, death);
         break;
     case F_RANK_EXITED:
         json_int(w, "rank", f->rank);
         json_int(w, "status", death->status);
-        json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
-        json_int_array(w, "dead", death->dead.v, death->dead.n);
-        json_bool(w, "died_waiting", death->died_in);
-        write_exception(w, death);
+        write_death(w, f, death);
         break;
     case F_NCCL_ERROR:
         json_int(w, "result", f->as.nccl_error.result);
