@@ -23,6 +23,8 @@ struct cause {
     size_t first;
     const struct waitgraph *g;
     long *owner;                   /* per component: the finding that owns it, -1 none */
+    char *teardown;                /* per component: owned through the job's teardown (a rank it
+                                    * stopped: owner_of_stopped()), not as the owner's own */
     size_t *reach;                 /* per component: the sink its waits end in */
     char *waited;                  /* per node: some wait that is not soft ends at it */
     struct rank_findings *by_rank; /* world_size slots */
@@ -315,7 +317,9 @@ static long owner_of_stopped(const struct cause *x, const struct wg_node *v)
     return x->by_rank[e->rank].own;
 }
 
-static long owner_of(const struct cause *x, size_t c)
+/* The finding that owns sink c; *teardown set when it owns it as a rank the job's teardown
+ * stopped rather than as its own. */
+static long owner_of(const struct cause *x, size_t c, char *teardown)
 {
     const struct wg_scc *s = &x->g->sccs[c];
     if (s->cycle)
@@ -331,19 +335,11 @@ static long owner_of(const struct cause *x, size_t c)
     if (x->by_rank[v->rank].own >= 0)
         return x->by_rank[v->rank].own;
     long stopped = owner_of_stopped(x, v);
-    if (stopped >= 0)
+    if (stopped >= 0) {
+        *teardown = 1;
         return stopped;
+    }
     return x->waited[node] ? x->by_rank[v->rank].blame : -1;
-}
-
-/* Sink c is a rank the job's teardown stopped, owned by the death that brought it
- * (owner_of_stopped()). */
-static int stopped_by_teardown(const struct cause *x, size_t c)
-{
-    const struct wg_scc *s = &x->g->sccs[c];
-    const struct wg_node *v = &x->g->nodes[x->g->members[s->node0]];
-    return !s->cycle && v->kind == WG_RANK && v->rank >= 0 && v->rank < x->nranks &&
-           x->by_rank[v->rank].own < 0 && owner_of_stopped(x, v) >= 0;
 }
 
 /* Sink a explains a wait better than sink b: one with an owner first (of one owner, its own
@@ -355,7 +351,7 @@ static int better_sink(size_t a, size_t b, void *ctx)
     if ((oa >= 0) != (ob >= 0))
         return oa >= 0;
     if (oa >= 0 && oa == ob) /* the owner's own rank before one it owns through the teardown */
-        return !stopped_by_teardown(x, a) && stopped_by_teardown(x, b);
+        return !x->teardown[a] && x->teardown[b];
     if (oa < 0)
         return 0;
     const struct finding *fa = F(x, oa), *fb = F(x, ob);
@@ -570,6 +566,7 @@ static void explain(struct cause *x, struct finding *f, size_t from)
 static void cause_free(struct cause *x)
 {
     free(x->owner);
+    free(x->teardown);
     free(x->reach);
     free(x->waited);
     free(x->by_rank);
@@ -579,13 +576,14 @@ static void cause_free(struct cause *x)
 int diagnose_causes(struct diag *d, size_t first)
 {
     const struct waitgraph *g = d->graph;
-    struct cause x = {d, d->out, first, g, NULL, NULL, NULL, NULL, d->j->world_size};
+    struct cause x = {d, d->out, first, g, NULL, NULL, NULL, NULL, NULL, d->j->world_size};
     size_t nf = d->out->n - first;
     char *owns = calloc(nf + 1, 1);
     x.owner = malloc((g->nsccs + 1) * sizeof(*x.owner));
+    x.teardown = calloc(g->nsccs + 1, 1);
     x.waited = calloc(g->nnodes + 1, 1);
     x.by_rank = malloc(((size_t)x.nranks + 1) * sizeof(*x.by_rank));
-    if (!owns || !x.owner || !x.waited || !x.by_rank) {
+    if (!owns || !x.owner || !x.teardown || !x.waited || !x.by_rank) {
         free(owns);
         cause_free(&x);
         return -1;
@@ -596,7 +594,7 @@ int diagnose_causes(struct diag *d, size_t first)
         x.waited[g->edges[e].to] |= !g->edges[e].soft;
     index_ranks(&x);
     for (size_t c = 0; c < g->nsccs; c++) {
-        x.owner[c] = g->sccs[c].sink ? owner_of(&x, c) : -1;
+        x.owner[c] = g->sccs[c].sink ? owner_of(&x, c, &x.teardown[c]) : -1;
         if (x.owner[c] >= 0)
             owns[x.owner[c] - (long)first] = 1;
     }
