@@ -33,6 +33,8 @@ import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+from source_tree import clean_copy  # noqa: E402
 
 # (mode, ranks, environment): hangs of different kinds, each with a culprit rank.
 SCENARIOS = [
@@ -166,18 +168,6 @@ def strip_addresses(s):
     return re.sub(r"\+0x[0-9a-f]+", "+0x?", s)
 
 
-def clean_copy(dest):
-    """The source tree as git sees it (tracked files and new ones not ignored): no build
-    folder goes into the wheel."""
-    git = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others",
-                          "--exclude-standard"], capture_output=True, check=True)
-    for rel in git.stdout.decode().split("\0"):
-        src = os.path.join(ROOT, rel)
-        if rel and os.path.isfile(src):
-            os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
-            shutil.copy2(src, os.path.join(dest, rel))
-
-
 def retag(path, platform):
     """Rewrites wheel `path` for `platform`: its name and its WHEEL file's Tag lines, RECORD's
     line for WHEEL with them; every other member as it was (its mode too: the commands stay
@@ -211,7 +201,7 @@ def wheel(tmp, x86):
               "python3-wheel (scripts/test installs them)")
         return
     src, dist, target = (os.path.join(tmp, n) for n in ("wsrc", "dist", "installed"))
-    clean_copy(src)
+    clean_copy(ROOT, src)
     cross = os.path.join(src, "cross", "aarch64-linux-gnu.ini")
     p = subprocess.run([py, "-m", "build", "--wheel", "--no-isolation", "--outdir", dist,
                         f"-Csetup-args=--cross-file={cross}", "-Ccompile-args=-j2", src],

@@ -18,6 +18,7 @@ import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Skip, expect, run  # noqa: E402
+from source_tree import clean_copy  # noqa: E402
 
 SOURCE = os.environ["SOURCE_ROOT"]
 BUILD = os.environ["BUILD_ROOT"]
@@ -101,26 +102,6 @@ def expect_no_gpu_libs(paths, label):
                f"{label}: {path} keeps a run path:\n{dyn}")
 
 
-def clean_copy(dest):
-    """Copies the source tree as git sees it (tracked files and new ones not ignored), so no
-    build folder of the developer goes into the wheel."""
-    os.makedirs(dest)
-    git = subprocess.run(["git", "-C", SOURCE, "ls-files", "-z", "--cached", "--others",
-                          "--exclude-standard"], capture_output=True)
-    if git.returncode == 0:
-        for rel in git.stdout.decode().split("\0"):
-            src = os.path.join(SOURCE, rel)
-            if rel and os.path.isfile(src):  # a tracked file deleted in the work tree is skipped
-                os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
-                shutil.copy2(src, os.path.join(dest, rel))
-        return
-
-    def ignore(d, names):  # not a git checkout: leave out every meson build folder
-        return [n for n in names if n == ".git" or n.startswith(".mesonpy-") or
-                os.path.exists(os.path.join(d, n, "meson-private"))]
-    shutil.copytree(SOURCE, dest, dirs_exist_ok=True, ignore=ignore)
-
-
 def case_wheel(tmp):
     need = subprocess.run([SYSTEM_PYTHON, "-c", "import mesonpy, build, ensurepip"],
                           capture_output=True, text=True) if os.path.exists(SYSTEM_PYTHON) else None
@@ -128,7 +109,7 @@ def case_wheel(tmp):
         raise Skip("building the wheel needs the Debian packages python3-mesonpy python3-build "
                    "python3-venv patchelf (scripts/test installs them)")
     src, dist = os.path.join(tmp, "src"), os.path.join(tmp, "dist")
-    clean_copy(src)
+    clean_copy(SOURCE, src)
     sh([SYSTEM_PYTHON, "-m", "build", "--wheel", "--no-isolation", "--outdir", dist,
         "-Ccompile-args=-j2", src], "python3 -m build --wheel", timeout=540)
     wheels = os.listdir(dist)
