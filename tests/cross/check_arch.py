@@ -34,6 +34,7 @@ import zipfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+from harness import elf_machine  # noqa: E402
 from source_tree import clean_copy  # noqa: E402
 
 # (mode, ranks, environment): hangs of different kinds, each with a culprit rank.
@@ -68,10 +69,7 @@ class Build:
         for p in (self.lockstep, self.tracegen, self.shim, self.launch, self.scenarios):
             if not os.path.exists(p):
                 sys.exit(f"check_arch: {p} is missing: build {self.d} first")
-        machine = subprocess.run(["readelf", "-h", self.shim], capture_output=True,
-                                 text=True).stdout
-        want = "AArch64" if arch == "aarch64" else "X86-64"
-        if want not in machine:
+        if elf_machine(self.shim) != arch:
             sys.exit(f"check_arch: {self.shim} is not an {arch} object")
 
 
@@ -228,10 +226,9 @@ def wheel(tmp, x86):
     if shim:
         with zipfile.ZipFile(whl) as z:
             z.extract(shim[0], tmp)
-        machine = subprocess.run(["readelf", "-h", os.path.join(tmp, shim[0])],
-                                 capture_output=True, text=True).stdout
-    check("aarch64 wheel: its shim is an aarch64 object", bool(shim) and "AArch64" in machine,
-          f"{shim}")
+    machine = elf_machine(os.path.join(tmp, shim[0])) if shim else None
+    check("aarch64 wheel: its shim is an aarch64 object", machine == "aarch64",
+          f"{shim}: {machine}")
     p = subprocess.run([py, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet",
                         "--platform", "linux_aarch64", "--only-binary=:all:", "--target", target,
                         whl], capture_output=True, text=True, timeout=300)
