@@ -31,14 +31,22 @@ ensure_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
 }
 
-# Configures the build folder once (meson finds NCCL; see scripts/find-nccl), then builds.
-build_all() {
-    if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-        say "configuring $BUILD_DIR (meson setup)"
-        meson setup "$BUILD_DIR" "$@"
+# Configures build folder DIR once with meson setup's ARGS (meson finds NCCL; see
+# scripts/find-nccl), then builds it: build_in DIR [ARGS...].
+build_in() {
+    local dir=$1
+    shift
+    if [ ! -f "$dir/build.ninja" ]; then
+        say "configuring $dir (meson setup${*:+ $*})"
+        meson setup "$dir" "$@"
     else
-        say "build folder $BUILD_DIR already configured"
+        say "build folder $dir already configured"
     fi
-    say "building (meson compile -C $BUILD_DIR)"
-    meson compile -C "$BUILD_DIR"
+    say "building (meson compile -C $dir)"
+    meson compile -C "$dir"
+}
+
+# The main build folder, $BUILD_DIR: build_all [ARGS...].
+build_all() {
+    build_in "$BUILD_DIR" "$@"
 }
