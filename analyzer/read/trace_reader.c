@@ -594,10 +594,99 @@ static int load_ring(struct loader *ld, uint64_t max_records)
     return 0;
 }
 
+/* True when a record names a call site or communicator the tables as read do not hold. A
+ * writer publishes an entry before the first record that names it, so in a live trace these
+ * are entries published between the header's read and the ring's. */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int names_late_entries(const struct tr_trace *t)
+{
+    uint64_t *ids = xcalloc(t->ncomms, sizeof(*ids));
+    if (!ids)
+        return 0;
+    for (uint32_t i = 0; i < t->ncomms; i++)
+        ids[i] = t->comms[i].comm_id;
+    qsort(ids, t->ncomms, sizeof(*ids), cmp_u64);
+    int late = 0;
+    uint64_t known = 0;
+    for (size_t i = 0; i < t->nrecords && !late; i++) {
+        const struct ls_record *r = &t->records[i];
+        if (r->callsite > t->nsites)
+            late = 1;
+        else if (r->comm_id && r->comm_id != known) {
+            late = !bsearch(&r->comm_id, ids, t->ncomms, sizeof(*ids), cmp_u64);
+            known = r->comm_id;
+        }
+    }
+    free(ids);
+    return late;
+}
+
+static void free_tables(struct tr_trace *t)
+{
+    for (uint32_t i = 0; i < t->nsites; i++)
+        free(t->sites[i].frames);
+    free(t->sites);
+    for (uint32_t i = 0; i < t->npysites; i++)
+        free(t->pysites[i].frames);
+    free(t->pysites);
+    free(t->comms);
+    free(t->peers);
+    free(t->strings);
+    t->sites = NULL;
+    t->pysites = NULL;
+    t->comms = NULL;
+    t->peers = NULL;
+    t->strings = NULL;
+    t->nsites = t->npysites = t->ncomms = t->npeers = 0;
+    t->strings_len = 0;
+}
+
+/* The tables are append-only. When the records name entries published after the header was
+ * read (a live trace: a new call site, a communicator made a moment ago), reads the tables
+ * again, once, with the counts the header has now, so that a rank's waiting call is not shown
+ * without its call site. Counts that shrank or passed their capacity leave the tables as
+ * they were read (the records' late ids are then dropped). */
+static int reload_late_tables(struct loader *ld)
+{
+    struct tr_trace *t = ld->t;
+    if (!names_late_entries(t))
+        return 0;
+    struct ls_header now;
+    if (read_exact(ld, 0, &now, sizeof(now)) < 0)
+        return 0;
+    struct ls_header *h = &t->hdr;
+    if (now.comm_count < h->comm_count || now.comm_count > h->comm_cap ||
+        now.peer_count < h->peer_count || now.peer_count > h->peer_cap ||
+        now.site_count < h->site_count || now.site_count > h->site_cap ||
+        now.pysite_count < h->pysite_count || now.pysite_count > h->pysite_cap ||
+        now.str_used < h->str_used || now.str_used > h->str_cap)
+        return 0;
+    if (now.comm_count == h->comm_count && now.peer_count == h->peer_count &&
+        now.site_count == h->site_count && now.pysite_count == h->pysite_count &&
+        now.str_used == h->str_used)
+        return 0;
+    free_tables(t);
+    h->comm_count = now.comm_count;
+    h->peer_count = now.peer_count;
+    h->site_count = now.site_count;
+    h->pysite_count = now.pysite_count;
+    h->str_used = now.str_used;
+    if (load_comms(ld) < 0 || load_peers(ld) < 0 || load_strings(ld) < 0 || load_pysites(ld) < 0 ||
+        load_sites(ld) < 0)
+        return -1;
+    return 0;
+}
+
 static int check_record_sites(struct loader *ld)
 {
-    /* Records may name sites published after the header's site_count was read: drop those ids
-     * rather than trust an entry that was not checked. */
+    /* Records may still name sites beyond the table (its count shrank or was not yet
+     * published when read again): drop those ids rather than trust an entry that was not
+     * checked. */
     struct tr_trace *t = ld->t;
     for (size_t i = 0; i < t->nrecords; i++)
         if (t->records[i].callsite > t->nsites)
@@ -625,7 +714,8 @@ static struct tr_trace *load(struct source src, const char *name, uint64_t max_r
     t->truncated = ok && src.size < t->hdr.file_size;
     if (!ok || check_tables_present(&ld) < 0 || load_comms(&ld) < 0 || load_peers(&ld) < 0 ||
         load_strings(&ld) < 0 || load_pysites(&ld) < 0 || load_sites(&ld) < 0 ||
-        load_ring(&ld, max_records) < 0 || check_record_sites(&ld) < 0) {
+        load_ring(&ld, max_records) < 0 || reload_late_tables(&ld) < 0 ||
+        check_record_sites(&ld) < 0) {
         trace_free(t);
         return NULL;
     }
@@ -797,15 +887,7 @@ void trace_free(struct tr_trace *t)
         t->node_free(t); /* its tables are the summary's */
         return;
     }
-    for (uint32_t i = 0; i < t->nsites; i++)
-        free(t->sites[i].frames);
-    free(t->sites);
-    for (uint32_t i = 0; i < t->npysites; i++)
-        free(t->pysites[i].frames);
-    free(t->pysites);
-    free(t->comms);
-    free(t->peers);
-    free(t->strings);
+    free_tables(t);
     free(t->records);
     free(t->busy_tickets);
     free(t->void_tickets);

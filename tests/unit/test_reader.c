@@ -1,5 +1,6 @@
 /* test_reader.c -- the trace reader against good, truncated and corrupted files. */
 #include <check.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,37 @@ static void teardown(void)
     free(good);
 }
 
+/* A writer publishing between the reader's reads, played deterministically: while `stale` is
+ * set, the first whole header the reader reads from a file has the table counts it had before
+ * the last call site and communicator were published; every later read sees the file as it
+ * is. (This program's pread, pread64 where files have 64-bit offsets as here, is the one the
+ * reader calls: it interposes on libc's.) */
+static struct {
+    int armed;
+    uint32_t comm_count, site_count;
+    uint64_t str_used;
+} stale;
+
+static ssize_t stale_view(ssize_t n, void *buf, off_t off)
+{
+    if (stale.armed && off == 0 && n >= (ssize_t)sizeof(struct ls_header)) {
+        struct ls_header *h = buf;
+        h->comm_count = stale.comm_count;
+        h->site_count = stale.site_count;
+        h->str_used = stale.str_used;
+        stale.armed = 0;
+    }
+    return n;
+}
+
+ssize_t pread(int fd, void *buf, size_t len, off_t off)
+{
+    static ssize_t (*real)(int, void *, size_t, off_t);
+    if (!real)
+        real = (ssize_t(*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
+    return stale_view(real(fd, buf, len, off), buf, off);
+}
+
 static struct ls_header *hdr_of(unsigned char *b)
 {
     return (struct ls_header *)b;
@@ -136,6 +168,77 @@ START_TEST(good_file_loads)
     ck_assert_int_eq(s->py->frames[1].line, 88);
     ck_assert_ptr_nonnull(trace_comm(t, 0x1111));
     trace_free(t);
+}
+END_TEST
+
+/* A live trace read while a rank enters a call from a new call site on a communicator made a
+ * moment ago: the ticket was reserved before the header was read (threads take tickets in
+ * blocks), the site and the communicator were published after. The reader reads the tables
+ * again and names both; without that, the waiting call's site is "?" and its communicator
+ * unknown. */
+START_TEST(late_site_and_comm_are_read_again)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/late.trace", dir);
+    struct tw_caps caps = {.ring = 64,
+                           .comms = 8,
+                           .peers = 8,
+                           .sites = 8,
+                           .stack_depth = 4,
+                           .strings = 4096,
+                           .pysites = 4,
+                           .py_depth = 3};
+    struct tw_file *f = tw_create(path, &caps);
+    ck_assert_ptr_nonnull(f);
+    struct ls_header *h = tw_header(f);
+    h->rank = 0;
+    h->world_size = 4;
+    struct ls_comm c = {.comm_id = 0x77, .nranks = 4, .rank = 0};
+    tw_comm(f, &c);
+    struct tw_frame step[1] = {{"/no/such/train", "train_step", 0x1234, 0x10}};
+    uint32_t s1 = tw_site(f, step, 1);
+    struct ls_record r = {.op = LS_OP_ALLREDUCE,
+                          .comm_id = 0x77,
+                          .seq = 1,
+                          .count = 1024,
+                          .dtype = 7,
+                          .peer = -1,
+                          .callsite = s1,
+                          .enter_ns = 1000};
+    tw_end(f, tw_begin(f, &r), 2000, 0);
+    stale.comm_count = h->comm_count;
+    stale.site_count = h->site_count;
+    stale.str_used = h->str_used;
+    struct ls_comm sub = {.comm_id = 0x88, .nranks = 2, .rank = 0};
+    tw_comm(f, &sub);
+    struct tw_frame bar[1] = {{"/no/such/train", "barrier", 0x2234, 0x8}};
+    r.callsite = tw_site(f, bar, 1);
+    r.comm_id = 0x88;
+    r.count = 1;
+    r.enter_ns = 3000;
+    tw_begin(f, &r);
+    ck_assert_int_eq(tw_close(f), 0);
+
+    char err[256] = "";
+    stale.armed = 1;
+    struct tr_trace *t = trace_load(path, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_msg(!stale.armed, "the reader did not read the header through pread");
+    ck_assert_uint_eq(t->nrecords, 2);
+    const struct tr_site *s = trace_site(t, t->records[1].callsite);
+    ck_assert_msg(s != NULL, "the waiting call's site (published after the header was read) "
+                             "is unknown");
+    ck_assert_str_eq(s->frames[0].symbol, "barrier");
+    ck_assert_ptr_nonnull(trace_comm(t, 0x88));
+    ck_assert_str_eq(trace_site(t, t->records[0].callsite)->frames[0].symbol, "train_step");
+    trace_free(t);
+
+    /* Read whole, the same file needs no second reading and says the same. */
+    t = trace_load(path, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_str_eq(trace_site(t, t->records[1].callsite)->frames[0].symbol, "barrier");
+    trace_free(t);
+    unlink(path);
 }
 END_TEST
 
@@ -754,6 +857,7 @@ int main(void)
     tcase_add_test(tc, op_classes_come_from_one_list);
     tcase_add_test(tc, pending_needs_both_markers);
     tcase_add_test(tc, missing_file_names_it);
+    tcase_add_test(tc, late_site_and_comm_are_read_again);
     tcase_add_test(tc, truncated_ring_loads_incomplete);
     tcase_add_test(tc, truncated_header_fails);
     tcase_add_test(tc, corruptions_are_named);
