@@ -50,6 +50,123 @@ static int has_job_id(const struct tr_trace *t)
     return t->hdr.job[0] != 0;
 }
 
+#define NONE ((size_t)-1) /* no unit, parent, attempt or component */
+
+/* ---- anonymous traces that name no communicator yet ----------------------------------------
+ * A trace is created at its process's first NCCL call. Until that call has published a
+ * communicator (ncclCommInitRank under way, or only ncclGetVersion or ncclGetUniqueId so far,
+ * as PyTorch makes them long before its first collective creates a communicator) it shares
+ * nothing with its job's other traces. Without a job id it would be a job of its own, missing
+ * every other rank, and its job would miss it. Such a trace that claims a rank and a world size
+ * joins the component of anonymous traces claiming that world size that had started last when
+ * it started (the earliest one when none had); where no component claims it, those of one
+ * world size form one. The attempts are then told apart as for a job id. */
+
+struct component {
+    int32_t world;
+    uint64_t start;
+    size_t root;
+};
+
+static int cmp_component(const void *a, const void *b)
+{
+    const struct component *x = a, *y = b;
+    if (x->world != y->world)
+        return (x->world > y->world) - (x->world < y->world);
+    if (x->start != y->start)
+        return (x->start > y->start) - (x->start < y->start);
+    return (x->root > y->root) - (x->root < y->root);
+}
+
+static int commless_claiming(const struct tr_trace *t)
+{
+    return !has_job_id(t) && t->ncomms == 0 && t->hdr.rank >= 0 && t->hdr.world_size > 0;
+}
+
+/* The world size a trace claims: its launcher's, else its largest communicator's; -1. */
+static int32_t claimed_world(const struct tr_trace *t)
+{
+    if (t->hdr.world_size > 0)
+        return t->hdr.world_size;
+    int32_t w = -1;
+    for (uint32_t c = 0; c < t->ncomms; c++)
+        if (t->comms[c].nranks > w)
+            w = t->comms[c].nranks;
+    return w;
+}
+
+static int adopt_commless(const struct model *m, size_t n, size_t *parent)
+{
+    struct component *comps = malloc((n ? n : 1) * sizeof(*comps));
+    struct component *loose = malloc((n ? n : 1) * sizeof(*loose));
+    size_t *slot = malloc((n ? n : 1) * sizeof(*slot)); /* root -> its entry in comps */
+    if (!comps || !loose || !slot) {
+        free(comps);
+        free(loose);
+        free(slot);
+        return -1;
+    }
+    size_t nc = 0, nl = 0;
+    for (size_t i = 0; i < n; i++)
+        slot[i] = NONE;
+    for (size_t i = 0; i < n; i++) {
+        const struct tr_trace *t = m->procs[i].t;
+        if (commless_claiming(t)) {
+            loose[nl++] = (struct component){t->hdr.world_size, t->hdr.start_ns, i};
+            continue;
+        }
+        if (has_job_id(t) || t->ncomms == 0)
+            continue;
+        size_t r = uf_find(parent, i);
+        int32_t w = claimed_world(t);
+        if (slot[r] == NONE) {
+            slot[r] = nc;
+            comps[nc++] = (struct component){w, t->hdr.start_ns, r};
+            continue;
+        }
+        struct component *c = &comps[slot[r]];
+        if (c->world <= 0)
+            c->world = w;
+        if (t->hdr.start_ns < c->start)
+            c->start = t->hdr.start_ns;
+    }
+    qsort(comps, nc, sizeof(*comps), cmp_component);
+    qsort(loose, nl, sizeof(*loose), cmp_component);
+    for (size_t k = 0; k < nl; k++) {
+        /* comps[lo..hi) claim this world size; take the last that started by this start. */
+        size_t lo = 0, hi = nc;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (comps[mid].world < loose[k].world)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        size_t first = lo;
+        hi = nc;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (comps[mid].world < loose[k].world ||
+                (comps[mid].world == loose[k].world && comps[mid].start <= loose[k].start))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        size_t to;
+        if (first < nc && comps[first].world == loose[k].world)
+            to = comps[lo > first ? lo - 1 : first].root;
+        else if (k > 0 && loose[k - 1].world == loose[k].world)
+            to = loose[k - 1].root; /* no component of this size: those of one size are one */
+        else
+            continue;
+        parent[uf_find(parent, loose[k].root)] = uf_find(parent, to);
+    }
+    free(comps);
+    free(loose);
+    free(slot);
+    return 0;
+}
+
 /* ---- attempts ----------------------------------------------------------------------------
  * A job id (or, without one, a set of processes sharing communicators) can hold several
  * attempts: a launcher that restarts a failed job, an elastic re-rendezvous, a requeue or a user
@@ -70,8 +187,6 @@ static int has_job_id(const struct tr_trace *t)
  * that never got to call NCCL (blind) join the attempt that had started last when they started.
  * Cost: a union-find over communicator ids, a sort of the units and one of the followers, hash
  * maps of pids and of (attempt, rank): O(n log n) in the processes. */
-
-#define NONE ((size_t)-1) /* no unit, parent or attempt */
 
 /* One process of the job id, as the numbering sees it. */
 struct attempt_proc {
@@ -493,7 +608,7 @@ int model_assign_jobs(struct model *m)
     char(*names)[LS_JOB_LEN + 16] = calloc(n ? n : 1, sizeof(*names));
     m->jobs = calloc(n ? n : 1, sizeof(*m->jobs));
     if (!parent || !group_of || !members || !attempt_of || !names || !m->jobs ||
-        union_by_comms(m, NULL, n, parent, has_job_id) < 0)
+        union_by_comms(m, NULL, n, parent, has_job_id) < 0 || adopt_commless(m, n, parent) < 0)
         goto oom;
     /* Groups: one per job id, one per component of the traces without one. */
     size_t ngroups = 0, anon = 0;

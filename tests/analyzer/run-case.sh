@@ -452,6 +452,19 @@ anon-jobs)
     analyze_json "$D/t"; expect_rc 1
     check 'len(r["jobs"]) == 2' 'kinds == ["missing_ranks"]' 'f0["missing"] == [2]'
     ;;
+anon-never-join)
+    # Without a job id, a rank that has not made its first NCCL call has a trace (made at the
+    # call's entry) that names no communicator yet. It belongs to the job of its world size,
+    # not to one of its own that would miss every other rank; another anonymous job of another
+    # size in the folder keeps its own rank that has not joined.
+    gen --ranks 8 --colls 20 --job "" --never-join 2
+    gen --ranks 3 --colls 5 --job "" --seed 9 --pid-base 7000 --never-join 1
+    analyze_json "$D/t"; expect_rc 1
+    check 'sorted((j["world_size"], j["traces"]) for j in r["jobs"]) == [(3, 3), (8, 8)]' \
+        'kinds == ["comm_init_mismatch", "comm_init_mismatch"]' \
+        'sorted(f["missing"] for f in F) == [[1], [2]]' \
+        'all(f["consequence_of"] is None for f in F)'
+    ;;
 subdir)
     gen --ranks 2 --colls 3
     mkdir -p "$D/top/node1"
