@@ -199,11 +199,44 @@ static void mode_pp_chain(void)
 
 /* ---- a node fails: its ranks die together, the others wait on ----------------------------- */
 
-/* The last node's ranks are killed together after the step's AllReduce, as when the node
- * loses power or its kernel panics. */
-void node_lost(void)
+/* The last node's ranks die at one instant after the step's AllReduce, as when the node loses
+ * power or its kernel panics: each computes, then publishes its pid next to the job's id file;
+ * the node's first rank kills them all with SIGKILL in one loop, itself last. (Each raising
+ * SIGKILL after its own compute let them die hundreds of milliseconds apart on a loaded
+ * machine, which is no node failure.) */
+void node_lost(int first, int size)
 {
     compute_ms(step_ms);
+    const char *base = getenv("LOCKSTEP_TEST_IDFILE");
+    if (!base || !*base)
+        raise(SIGKILL);
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof(path), "%s.node-pid.%d", base, rank);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+        tp_die("cannot publish this rank's pid at %s", path);
+    if (rank != first)
+        for (;;)
+            pause();
+    pid_t pids[64];
+    int n = size < 64 ? size : 64;
+    for (int r = 0; r < n; r++) {
+        snprintf(path, sizeof(path), "%s.node-pid.%d", base, first + r);
+        int pid = 0;
+        for (;;) {
+            FILE *g = fopen(path, "r");
+            int ok = g && fscanf(g, "%d", &pid) == 1;
+            if (g)
+                fclose(g);
+            if (ok)
+                break;
+            tp_sleep_ms(1);
+        }
+        pids[r] = (pid_t)pid;
+    }
+    for (int r = 1; r < n; r++)
+        kill(pids[r], SIGKILL);
     raise(SIGKILL);
 }
 
@@ -214,7 +247,7 @@ static void mode_node_failure(void)
     for (int i = 0; i < steps; i++)
         train_step(world_comm);
     if (doomed)
-        node_lost();
+        node_lost(world - node_size, node_size);
     train_step(world_comm);
 }
 
