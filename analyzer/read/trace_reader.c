@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "idmap.h"
+
 /* Where bytes come from: an open file (read with pread) or a memory buffer. */
 struct source {
     int fd;
@@ -597,32 +599,21 @@ static int load_ring(struct loader *ld, uint64_t max_records)
 /* True when a record names a call site or communicator the tables as read do not hold. A
  * writer publishes an entry before the first record that names it, so in a live trace these
  * are entries published between the header's read and the ring's. */
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static int names_late_entries(const struct tr_trace *t)
 {
-    uint64_t *ids = xcalloc(t->ncomms, sizeof(*ids));
-    if (!ids)
-        return 0;
+    struct idmap comms = {0};
     for (uint32_t i = 0; i < t->ncomms; i++)
-        ids[i] = t->comms[i].comm_id;
-    qsort(ids, t->ncomms, sizeof(*ids), cmp_u64);
+        if (idmap_put(&comms, t->comms[i].comm_id, i) < 0) {
+            idmap_free(&comms);
+            return 0;
+        }
     int late = 0;
-    uint64_t known = 0;
+    size_t at;
     for (size_t i = 0; i < t->nrecords && !late; i++) {
         const struct ls_record *r = &t->records[i];
-        if (r->callsite > t->nsites)
-            late = 1;
-        else if (r->comm_id && r->comm_id != known) {
-            late = !bsearch(&r->comm_id, ids, t->ncomms, sizeof(*ids), cmp_u64);
-            known = r->comm_id;
-        }
+        late = r->callsite > t->nsites || (r->comm_id && !idmap_get(&comms, r->comm_id, &at));
     }
-    free(ids);
+    idmap_free(&comms);
     return late;
 }
 

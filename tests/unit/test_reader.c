@@ -181,7 +181,8 @@ END_TEST
  * moment ago: the ticket was reserved before the header was read (threads take tickets in
  * blocks), the site and the communicator were published after. The reader reads the tables
  * again and names both; without that, the waiting call's site is "?" and its communicator
- * unknown. */
+ * unknown. Run twice: the new call site and communicator (_i 0), the communicator alone, the
+ * call made from a site already known (_i 1). */
 START_TEST(late_site_and_comm_are_read_again)
 {
     char path[128];
@@ -211,7 +212,8 @@ START_TEST(late_site_and_comm_are_read_again)
     struct ls_comm sub = {.comm_id = 0x88, .nranks = 2, .rank = 0};
     tw_comm(f, &sub);
     struct tw_frame bar[1] = {{"/no/such/train", "barrier", 0x2234, 0x8}};
-    r.callsite = tw_site(f, bar, 1);
+    const char *site = _i == 0 ? "barrier" : "train_step";
+    r.callsite = _i == 0 ? tw_site(f, bar, 1) : s1;
     r.comm_id = 0x88;
     r.count = 1;
     r.enter_ns = 3000;
@@ -227,15 +229,17 @@ START_TEST(late_site_and_comm_are_read_again)
     const struct tr_site *s = trace_site(t, t->records[1].callsite);
     ck_assert_msg(s != NULL, "the waiting call's site (published after the header was read) "
                              "is unknown");
-    ck_assert_str_eq(s->frames[0].symbol, "barrier");
-    ck_assert_ptr_nonnull(trace_comm(t, 0x88));
+    ck_assert_str_eq(s->frames[0].symbol, site);
+    ck_assert_msg(trace_comm(t, 0x88) != NULL,
+                  "the communicator (published after the header was read) is unknown");
     ck_assert_str_eq(trace_site(t, t->records[0].callsite)->frames[0].symbol, "train_step");
     trace_free(t);
 
     /* Read whole, the same file needs no second reading and says the same. */
     t = trace_load(path, err, sizeof(err));
     ck_assert_msg(t != NULL, "%s", err);
-    ck_assert_str_eq(trace_site(t, t->records[1].callsite)->frames[0].symbol, "barrier");
+    ck_assert_str_eq(trace_site(t, t->records[1].callsite)->frames[0].symbol, site);
+    ck_assert_ptr_nonnull(trace_comm(t, 0x88));
     trace_free(t);
     unlink(path);
 }
@@ -856,7 +860,7 @@ int main(void)
     tcase_add_test(tc, op_classes_come_from_one_list);
     tcase_add_test(tc, pending_needs_both_markers);
     tcase_add_test(tc, missing_file_names_it);
-    tcase_add_test(tc, late_site_and_comm_are_read_again);
+    tcase_add_loop_test(tc, late_site_and_comm_are_read_again, 0, 2);
     tcase_add_test(tc, truncated_ring_loads_incomplete);
     tcase_add_test(tc, truncated_header_fails);
     tcase_add_test(tc, corruptions_are_named);
