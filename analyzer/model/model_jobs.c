@@ -133,17 +133,8 @@ static int adopt_commless(const struct model *m, size_t n, size_t *parent)
     qsort(comps, nc, sizeof(*comps), cmp_component);
     qsort(loose, nl, sizeof(*loose), cmp_component);
     for (size_t k = 0; k < nl; k++) {
-        /* comps[lo..hi) claim this world size; take the last that started by this start. */
+        /* lo: the first component past this world size and start, in (world, start) order. */
         size_t lo = 0, hi = nc;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (comps[mid].world < loose[k].world)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        size_t first = lo;
-        hi = nc;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
             if (comps[mid].world < loose[k].world ||
@@ -153,8 +144,10 @@ static int adopt_commless(const struct model *m, size_t n, size_t *parent)
                 hi = mid;
         }
         size_t to;
-        if (first < nc && comps[first].world == loose[k].world)
-            to = comps[lo > first ? lo - 1 : first].root;
+        if (lo > 0 && comps[lo - 1].world == loose[k].world)
+            to = comps[lo - 1].root; /* the last of its size that had started */
+        else if (lo < nc && comps[lo].world == loose[k].world)
+            to = comps[lo].root; /* none had: the earliest of its size */
         else if (k > 0 && loose[k - 1].world == loose[k].world)
             to = loose[k - 1].root; /* no component of this size: those of one size are one */
         else

@@ -464,6 +464,19 @@ anon-never-join)
         'kinds == ["comm_init_mismatch", "comm_init_mismatch"]' \
         'sorted(f["missing"] for f in F) == [[1], [2]]' \
         'all(f["consequence_of"] is None for f in F)'
+    # Two starts of one anonymous 4-rank job (a restart): the rank that has not joined goes
+    # with its own start, the one that had started last when it started, whether that start is
+    # the earlier (it hung there) or the later one.
+    for hung in earlier later; do
+        rm -rf "$D/t"
+        a=() b=()
+        [ $hung = earlier ] && a=(--never-join 2) || b=(--never-join 2)
+        gen --ranks 4 --colls 10 --job "" --stall 120 "${a[@]}"
+        gen --ranks 4 --colls 10 --job "" --seed 9 --pid-base 7000 --stall 5 "${b[@]}"
+        analyze_json "$D/t"; expect_rc 1
+        check 'len(r["jobs"]) == 2' 'all(j["traces"] == 4 for j in r["jobs"])' \
+            'kinds == ["comm_init_mismatch"]' 'f0["missing"] == [2]' 'f0["waiting"] == [0, 1, 3]'
+    done
     ;;
 subdir)
     gen --ranks 2 --colls 3
