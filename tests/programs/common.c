@@ -148,14 +148,34 @@ void *tp_alloc(size_t bytes)
     return p;
 }
 
-static int read_id(const char *path, ncclUniqueId *id)
+static int read_whole(const char *path, void *buf, size_t len)
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         return 0;
-    ssize_t n = read(fd, id, sizeof(*id));
+    ssize_t n = read(fd, buf, len);
     close(fd);
-    return n == (ssize_t)sizeof(*id);
+    return n == (ssize_t)len;
+}
+
+void tp_publish(const char *path, const void *buf, size_t len)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        tp_die("cannot create %s: %s", tmp, strerror(errno));
+    if (write(fd, buf, len) != (ssize_t)len)
+        tp_die("cannot write %s: %s", tmp, strerror(errno));
+    close(fd);
+    if (rename(tmp, path) != 0)
+        tp_die("cannot rename to %s: %s", path, strerror(errno));
+}
+
+void tp_await(const char *path, void *buf, size_t len)
+{
+    while (!read_whole(path, buf, len))
+        tp_sleep_ms(2);
 }
 
 ncclUniqueId tp_exchange_id(const char *tag)
@@ -169,7 +189,7 @@ ncclUniqueId tp_exchange_id(const char *tag)
         TP_CHECK(ncclGetUniqueId(&id));
         return id;
     }
-    char path[4096], tmp[4200];
+    char path[4096];
     /* A launcher that restarts the job (torchrun --max-restarts) reuses the environment: each
      * attempt exchanges a fresh id. */
     const char *attempt = getenv("TORCHELASTIC_RESTART_COUNT");
@@ -179,19 +199,10 @@ ncclUniqueId tp_exchange_id(const char *tag)
         snprintf(path, sizeof(path), "%s.%s", base, tag);
     if (tp_rank() == 0) {
         TP_CHECK(ncclGetUniqueId(&id));
-        snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0)
-            tp_die("cannot create %s: %s", tmp, strerror(errno));
-        if (write(fd, &id, sizeof(id)) != (ssize_t)sizeof(id))
-            tp_die("cannot write %s: %s", tmp, strerror(errno));
-        close(fd);
-        if (rename(tmp, path) != 0)
-            tp_die("cannot rename to %s: %s", path, strerror(errno));
+        tp_publish(path, &id, sizeof(id));
         return id;
     }
-    while (!read_id(path, &id))
-        tp_sleep_ms(2);
+    tp_await(path, &id, sizeof(id));
     return id;
 }
 

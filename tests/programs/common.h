@@ -41,6 +41,13 @@ uint64_t tp_mono_ms(void);
 /* Print "rank R: <message>" on stderr and exit 1. */
 void tp_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
+/* Publishes `len` bytes at `path` whole (written to a temp file, then renamed), so a reader
+ * never sees part of them. Exits 1 on failure. */
+void tp_publish(const char *path, const void *buf, size_t len);
+
+/* Waits until `path` holds the `len` bytes tp_publish() put there, and reads them. */
+void tp_await(const char *path, void *buf, size_t len);
+
 /* An ncclUniqueId all ranks agree on. Rank 0 makes it with ncclGetUniqueId and
  * writes it atomically (temp file + rename) to $LOCKSTEP_TEST_IDFILE.<tag>;
  * the others poll until that file appears. Each tag must be used once per

@@ -210,12 +210,10 @@ void node_lost(int first, int size)
     const char *base = getenv("LOCKSTEP_TEST_IDFILE");
     if (!base || !*base)
         raise(SIGKILL);
-    char path[4200], tmp[4300];
+    char path[4200];
     snprintf(path, sizeof(path), "%s.node-pid.%d", base, rank);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
-        tp_die("cannot publish this rank's pid at %s", path);
+    pid_t self = getpid();
+    tp_publish(path, &self, sizeof(self));
     if (rank != first)
         for (;;)
             pause();
@@ -223,17 +221,7 @@ void node_lost(int first, int size)
     int n = size < 64 ? size : 64;
     for (int r = 0; r < n; r++) {
         snprintf(path, sizeof(path), "%s.node-pid.%d", base, first + r);
-        int pid = 0;
-        for (;;) {
-            FILE *g = fopen(path, "r");
-            int ok = g && fscanf(g, "%d", &pid) == 1;
-            if (g)
-                fclose(g);
-            if (ok)
-                break;
-            tp_sleep_ms(1);
-        }
-        pids[r] = (pid_t)pid;
+        tp_await(path, &pids[r], sizeof(pids[r]));
     }
     for (int r = 1; r < n; r++)
         kill(pids[r], SIGKILL);
