@@ -8,31 +8,18 @@
 #include <unistd.h>
 
 #include "trace_reader.h"
-#include "trace_writer.h"
 #include "unit_run.h"
+#include "unit_traces.h"
 
 static char dir[64];
 static unsigned char *good;
 static size_t good_len;
 
-/* Room for a few communicators, sites and Python sites, and `ring` records. */
-static struct tw_caps small_caps(uint64_t ring)
-{
-    return (struct tw_caps){.ring = ring,
-                            .comms = 8,
-                            .peers = 8,
-                            .sites = 8,
-                            .stack_depth = 4,
-                            .strings = 4096,
-                            .pysites = 4,
-                            .py_depth = 3};
-}
-
 /* Writes a small trace: 2 comms, a site called from Python, `nrec` collectives, one in
  * flight. */
 static void make_trace(const char *path, uint64_t ring, int nrec)
 {
-    struct tw_caps caps = small_caps(ring);
+    struct tw_caps caps = unit_small_caps(ring);
     struct tw_file *f = tw_create(path, &caps);
     ck_assert_ptr_nonnull(f);
     struct ls_header *h = tw_header(f);
@@ -187,7 +174,7 @@ START_TEST(late_site_and_comm_are_read_again)
 {
     char path[128];
     snprintf(path, sizeof(path), "%s/late.trace", dir);
-    struct tw_caps caps = small_caps(64);
+    struct tw_caps caps = unit_small_caps(64);
     struct tw_file *f = tw_create(path, &caps);
     ck_assert_ptr_nonnull(f);
     struct ls_header *h = tw_header(f);

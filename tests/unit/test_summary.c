@@ -13,8 +13,8 @@
 #include "summary_records.h"
 #include "summary_writer.h"
 #include "trace_reader.h"
-#include "trace_writer.h"
 #include "unit_run.h"
+#include "unit_traces.h"
 
 START_TEST(varint_round_trips)
 {
@@ -112,14 +112,7 @@ static void make_trace(const char *name, int rank, uint64_t ring, int nrec, int 
 {
     char path[256];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    struct tw_caps caps = {.ring = ring,
-                           .comms = 8,
-                           .peers = 8,
-                           .sites = 8,
-                           .stack_depth = 4,
-                           .strings = 4096,
-                           .pysites = 4,
-                           .py_depth = 3};
+    struct tw_caps caps = unit_small_caps(ring);
     struct tw_file *f = tw_create(path, &caps);
     ck_assert_ptr_nonnull(f);
     struct ls_header *h = tw_header(f);
