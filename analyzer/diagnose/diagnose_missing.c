@@ -392,7 +392,16 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
                      sizeof(rs));
         if (k->seconds_ago >= 0)
             timefmt_duration(t, sizeof(t), (uint64_t)(k->seconds_ago * 1e9));
-        if (strcmp(k->role, "waiting") == 0)
+        if (strcmp(k->role, "waiting") == 0 && !k->has_call) {
+            /* Entered by the communicator's count, no record read: overwritten, or (none
+             * lost) being written as the trace was read. */
+            const struct m_member *mb = k->comm_ranks.n ? &c->members[k->comm_ranks.v[0]] : NULL;
+            finding_detail(f, "waiting: %s entered #%llu (%s communicator counts it), %s", rs,
+                           (unsigned long long)seq, k->ranks.n == 1 ? "its" : "their",
+                           mb && model_seq_lost(mb, seq)
+                               ? "the trace ring overwrote the record"
+                               : "the record was not yet written when the trace was read");
+        } else if (strcmp(k->role, "waiting") == 0)
             finding_detail(f, "waiting: %s (%s) in %s #%llu from %s", rs, k->state,
                            ls_op_name((unsigned)k->op), (unsigned long long)seq,
                            k->callsite ? k->callsite : "?");

@@ -78,7 +78,7 @@ static int check_member(struct diag *d, const struct m_comm *c, int cr, size_t f
             continue;
         }
         if (model_p2p_issued(peer, c->id, cr, want) >= r->seq)
-            continue; /* issued but overwritten in the peer's ring */
+            continue; /* issued: overwritten in the peer's ring, or being written */
         if (add_unmatched(d, c, me, cr, r, peer, NULL, first) < 0)
             return -1;
     }

@@ -350,7 +350,20 @@ const struct ls_record *model_member_coll(const struct m_member *mb, uint64_t se
 
 int model_seq_lost(const struct m_member *mb, uint64_t seq)
 {
-    return seq >= 1 && seq <= mb->issued && !model_member_coll(mb, seq);
+    if (seq < 1 || seq > mb->issued || model_member_coll(mb, seq))
+        return 0;
+    /* The ring keeps the newest records: a collective newer than every one the member's
+     * records hold was not overwritten. Its record is being written (the shim counts a call
+     * just before it publishes the record), or was published after the ring was read. */
+    if (mb->ncolls && seq > mb->colls[mb->ncolls - 1]->seq)
+        return 0;
+    return mb->proc && model_lost_records(mb->proc); /* nor where the trace lost none */
+}
+
+int model_lost_records(const struct m_proc *p)
+{
+    const struct tr_trace *t = p->t;
+    return t->wrapped || t->unread || t->lost_to_truncation;
 }
 
 int model_seq_unread(const struct m_member *mb, uint64_t seq)

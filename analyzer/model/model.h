@@ -37,9 +37,15 @@ const struct ls_record *model_member_coll(const struct m_member *mb, uint64_t se
  * later (mb->ncolls when none): where a walk through its records from #seq starts. */
 size_t model_member_coll_index(const struct m_member *mb, uint64_t seq);
 
-/* True when the member issued #seq but the records read do not hold it: overwritten in the
- * ring, or older than the window the analysis read (see model_seq_unread()). */
+/* True when the member issued #seq but the records read do not hold it because its trace
+ * lost records: overwritten in the ring, cut off by truncation, or older than the window the
+ * analysis read (see model_seq_unread()). A collective newer than every record the member
+ * holds is not lost: its record is being written. */
 int model_seq_lost(const struct m_member *mb, uint64_t seq);
+
+/* True when the process's records read are not all it wrote: its ring wrapped, its file was
+ * cut short, or the analysis read a window of them. */
+int model_lost_records(const struct m_proc *p);
 
 /* True when #seq is lost (model_seq_lost()) and may still be in the ring: older than every
  * collective read of a trace whose older records were left unread. */

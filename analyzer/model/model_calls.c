@@ -142,7 +142,7 @@ int model_gpu_stuck(const struct m_comm *c, uint64_t k, const struct ls_record *
         if (mb->issued < k || !mb->entry || c->gpu_completed >= k ||
             mb->proc->t->hdr.completion != LS_COMPLETION_EVENTS)
             return 0;
-        if (!r) { /* issued, its record overwritten: trace_incomplete says so */
+        if (!r) { /* issued, its record overwritten or being written */
             n++;
             continue;
         }

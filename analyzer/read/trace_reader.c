@@ -637,38 +637,30 @@ static void free_tables(struct tr_trace *t)
     t->strings_len = 0;
 }
 
-/* The tables are append-only. When the records name entries published after the header was
- * read (a live trace: a new call site, a communicator made a moment ago), reads the tables
- * again, once, with the counts the header has now, so that a rank's waiting call is not shown
- * without its call site. Counts that shrank or passed their capacity leave the tables as
- * they were read (the records' late ids are then dropped). */
-static int reload_late_tables(struct loader *ld)
+/* Frees what one reading of the file made, keeping the path: a fresh snapshot follows. */
+static void clear_snapshot(struct tr_trace *t)
+{
+    free_tables(t);
+    free(t->records);
+    free(t->busy_tickets);
+    free(t->void_tickets);
+    char *path = t->path;
+    *t = (struct tr_trace){.path = path};
+}
+
+/* One reading of the file in the writer's order of publication: the header, then the tables,
+ * then the ring. Live counters in the tables (a communicator's collectives issued and
+ * completed, the peers' sends and receives) are then never newer than the records read after
+ * them. */
+static int load_snapshot(struct loader *ld, uint64_t max_records)
 {
     struct tr_trace *t = ld->t;
-    if (!names_late_entries(t))
-        return 0;
-    struct ls_header now;
-    if (read_exact(ld, 0, &now, sizeof(now)) < 0)
-        return 0;
-    struct ls_header *h = &t->hdr;
-    if (now.comm_count < h->comm_count || now.comm_count > h->comm_cap ||
-        now.peer_count < h->peer_count || now.peer_count > h->peer_cap ||
-        now.site_count < h->site_count || now.site_count > h->site_cap ||
-        now.pysite_count < h->pysite_count || now.pysite_count > h->pysite_cap ||
-        now.str_used < h->str_used || now.str_used > h->str_cap)
-        return 0;
-    if (now.comm_count == h->comm_count && now.peer_count == h->peer_count &&
-        now.site_count == h->site_count && now.pysite_count == h->pysite_count &&
-        now.str_used == h->str_used)
-        return 0;
-    free_tables(t);
-    h->comm_count = now.comm_count;
-    h->peer_count = now.peer_count;
-    h->site_count = now.site_count;
-    h->pysite_count = now.pysite_count;
-    h->str_used = now.str_used;
-    if (load_comms(ld) < 0 || load_peers(ld) < 0 || load_strings(ld) < 0 || load_pysites(ld) < 0 ||
-        load_sites(ld) < 0)
+    int ok = check_header(ld, &t->hdr) == 0;
+    t->file_bytes = ld->src.size;
+    t->truncated = ok && ld->src.size < t->hdr.file_size;
+    if (!ok || check_tables_present(ld) < 0 || load_comms(ld) < 0 || load_peers(ld) < 0 ||
+        load_strings(ld) < 0 || load_pysites(ld) < 0 || load_sites(ld) < 0 ||
+        load_ring(ld, max_records) < 0)
         return -1;
     return 0;
 }
@@ -700,13 +692,20 @@ static struct tr_trace *load(struct source src, const char *name, uint64_t max_r
         return NULL;
     }
     struct loader ld = {src, t->path, t, err, errlen};
-    int ok = check_header(&ld, &t->hdr) == 0;
-    t->file_bytes = src.size;
-    t->truncated = ok && src.size < t->hdr.file_size;
-    if (!ok || check_tables_present(&ld) < 0 || load_comms(&ld) < 0 || load_peers(&ld) < 0 ||
-        load_strings(&ld) < 0 || load_pysites(&ld) < 0 || load_sites(&ld) < 0 ||
-        load_ring(&ld, max_records) < 0 || reload_late_tables(&ld) < 0 ||
-        check_record_sites(&ld) < 0) {
+    /* The tables are append-only, and an entry is published before the first record that
+     * names it. Records naming entries the tables as read do not hold were written after the
+     * header was read (a live trace: a new call site, a communicator made a moment ago; a
+     * thread's ticket block was reserved earlier). The file is then read once more, whole and
+     * in the same order, so that a waiting call has its site and communicator. Reloading the
+     * tables alone would pair counters newer than the ring with the older records: a
+     * collective issued after the ring was read would look issued and overwritten. What the
+     * second reading still finds late is dropped. */
+    int rc = load_snapshot(&ld, max_records);
+    if (rc == 0 && names_late_entries(t)) {
+        clear_snapshot(t);
+        rc = load_snapshot(&ld, max_records);
+    }
+    if (rc < 0 || check_record_sites(&ld) < 0) {
         trace_free(t);
         return NULL;
     }

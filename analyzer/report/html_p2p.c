@@ -20,9 +20,19 @@
 #define HEAD_H        34
 #define ARROW_W       64 /* room right of the columns for the cycle's arrows */
 
-enum half_status { HALF_DONE, HALF_WAITING, HALF_NOT_POSTED, HALF_LOST, HALF_NO_TRACE };
+/* HALF_UNRECORDED: issued (the peer counters say so), no record read, none lost (as
+ * html_timeline.c's CELL_UNRECORDED). */
+enum half_status {
+    HALF_DONE,
+    HALF_WAITING,
+    HALF_NOT_POSTED,
+    HALF_LOST,
+    HALF_UNRECORDED,
+    HALF_NO_TRACE
+};
 
-static const char *const half_class[] = {"done", "waiting", "not-posted", "lost", "no-trace"};
+static const char *const half_class[] = {"done", "waiting",    "not-posted",
+                                         "lost", "unrecorded", "no-trace"};
 
 /* One side of send/receive #seq: the sender's Send or the receiver's Recv. */
 struct half {
@@ -96,7 +106,9 @@ static struct half half_of(const struct m_comm *c, int owner, int peer, unsigned
             return h;
         }
     }
-    h.status = model_p2p_issued(mb, c->id, peer, (int)op) >= seq ? HALF_LOST : HALF_NOT_POSTED;
+    h.status = model_p2p_issued(mb, c->id, peer, (int)op) < seq ? HALF_NOT_POSTED
+               : model_lost_records(mb->proc)                   ? HALF_LOST
+                                                                : HALF_UNRECORDED;
     return h;
 }
 
@@ -284,6 +296,11 @@ static void write_half_title(const struct p2p_pic *pic, const struct half *h, ui
     else if (h->status == HALF_LOST)
         fprintf(f, "%s \xc2\xb7 %s #%" PRIu64 " %s %s: issued, the trace ring overwrote it", me,
                 what, seq, dir, peer);
+    else if (h->status == HALF_UNRECORDED)
+        fprintf(f,
+                "%s \xc2\xb7 %s #%" PRIu64 " %s %s: issued, no record of it read: being written, "
+                "or half-written when the process died",
+                me, what, seq, dir, peer);
     else
         fprintf(f, "%s: no trace", me);
     if (h->cycle) {
@@ -305,9 +322,11 @@ static void write_half(struct p2p_pic *pic, struct half *h, uint64_t seq, int x,
     if (h->status == HALF_NOT_POSTED)
         fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h1\">no %s #%" PRIu64 "</text>", x + w / 2,
                 y + 14, what, seq);
-    else if (h->status == HALF_LOST || h->status == HALF_NO_TRACE)
+    else if (h->status == HALF_LOST || h->status == HALF_UNRECORDED || h->status == HALF_NO_TRACE)
         fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h1\">%s</text>", x + w / 2, y + 14,
-                h->status == HALF_LOST ? "overwritten" : "no trace");
+                h->status == HALF_LOST         ? "overwritten"
+                : h->status == HALF_UNRECORDED ? "no record"
+                                               : "no trace");
     else
         fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h1\">%s #%" PRIu64 "</text>", x + w / 2, y + 14,
                 what, seq);

@@ -24,7 +24,16 @@
 #define CELL_H       36
 #define HEAD_H       34
 
-enum cell_status { CELL_DONE, CELL_WAITING, CELL_NOT_REACHED, CELL_LOST, CELL_NO_TRACE };
+/* CELL_UNRECORDED: issued (the member's counter says so), no record read, none lost: being
+ * written, or half-written when the process died. */
+enum cell_status {
+    CELL_DONE,
+    CELL_WAITING,
+    CELL_NOT_REACHED,
+    CELL_LOST,
+    CELL_UNRECORDED,
+    CELL_NO_TRACE
+};
 
 /* What one rank did at one sequence number. */
 struct cell {
@@ -57,7 +66,8 @@ struct timeline {
     int svg_id;
 };
 
-static const char *const status_name[] = {"done", "waiting", "not-reached", "lost", "no-trace"};
+static const char *const status_name[] = {"done", "waiting",    "not-reached",
+                                          "lost", "unrecorded", "no-trace"};
 
 static const char *op_fill(unsigned op)
 {
@@ -129,7 +139,9 @@ static struct cell member_cell(const struct timeline *tl, const struct m_member 
         c.py = symbolizer_python(mb->proc->t, c.r->callsite);
         c.status = model_op_complete(mb->proc, c.r) ? CELL_DONE : CELL_WAITING;
     } else
-        c.status = model_seq_lost(mb, seq) ? CELL_LOST : CELL_NOT_REACHED;
+        c.status = model_seq_lost(mb, seq) ? CELL_LOST
+                   : seq <= mb->issued     ? CELL_UNRECORDED
+                                           : CELL_NOT_REACHED;
     return c;
 }
 
@@ -352,6 +364,10 @@ static void write_cell_title(const struct timeline *tl, const struct lane *ln, c
         fputs("never entered (other ranks did)", f);
     else if (c->status == CELL_LOST)
         fputs("issued, but the trace ring overwrote the record", f);
+    else if (c->status == CELL_UNRECORDED)
+        fputs("issued, no record of it read: being written, or half-written when the process "
+              "died",
+              f);
     else
         fputs("no trace of these ranks", f);
     fputs("</title>", f);
@@ -385,9 +401,10 @@ static void write_cell(const struct timeline *tl, const struct lane *ln, size_t 
         short_size(l2, sizeof(l2), c->r);
     } else {
         snprintf(l1, sizeof(l1), "%s",
-                 c->status == CELL_NOT_REACHED ? "not reached"
-                 : c->status == CELL_LOST      ? "overwritten"
-                                               : "no trace");
+                 c->status == CELL_NOT_REACHED  ? "not reached"
+                 : c->status == CELL_LOST       ? "overwritten"
+                 : c->status == CELL_UNRECORDED ? "no record"
+                                                : "no trace");
         l2[0] = 0;
     }
     fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"c1\">%s</text>", x + w / 2, y + (l2[0] ? 15 : 22),

@@ -222,6 +222,19 @@ half-written)
     check 'f0["kind"] == "rank_crashed"' 'f0["rank"] == 3' \
         'any(f["reason"] == "half_written" and f["ranks"] == [3] for f in F if f["kind"] == "trace_incomplete")'
     ;;
+entering)
+    # Traces read as ranks 0 and 2 enter AllReduce #5: their communicator counts it (the shim
+    # counts a call just before it publishes the record), the record is not there yet. They
+    # entered it; no record was lost (no ring wrapped), so no trace is incomplete.
+    gen --ranks 4 --colls 5 --missing 1 --entering 0 --entering 2 --stall 0.03
+    analyze_json "$D/t"; expect_rc 1
+    check 'kinds == ["missing_ranks"]' 'f0["seq"] == 5' 'f0["missing"] == [1]' \
+        'f0["waiting"] == [0, 2, 3]'
+    run analyze "$D/t"; expect_rc 1
+    contains "$D/out.txt" "waiting: ranks 0,2 entered #5 (their communicator counts it), the record was not yet written"
+    run analyze --format html "$D/t"; expect_rc 1
+    contains "$D/out.txt" '<g class="cell unrecorded focus" data-col="4"><title>ranks 0,2 · #5: issued, no record of it read'
+    ;;
 wrapped)
     gen --ranks 4 --colls 300 --ring 64
     analyze_json "$D/t"; expect_rc 0

@@ -6,11 +6,14 @@
 
 /* How a rank leaves the program early (a "stop" injection). */
 enum stop_how {
-    STOP_IDLE,   /* stays alive, makes no more NCCL calls (busy elsewhere) */
-    STOP_EXIT,   /* exit(arg) */
-    STOP_CRASH,  /* killed by signal arg, seen by the shim's handler */
-    STOP_VANISH, /* SIGKILL/OOM: no end recorded, heartbeat stops */
-    STOP_BUSY,   /* dies while writing the record of world collective #seq */
+    STOP_IDLE,     /* stays alive, makes no more NCCL calls (busy elsewhere) */
+    STOP_EXIT,     /* exit(arg) */
+    STOP_CRASH,    /* killed by signal arg, seen by the shim's handler */
+    STOP_VANISH,   /* SIGKILL/OOM: no end recorded, heartbeat stops */
+    STOP_BUSY,     /* dies while writing the record of world collective #seq */
+    STOP_ENTERING, /* caught entering world collective #seq: its counter counts it, its
+                    * record is not published yet (the shim counts a call just before it
+                    * publishes the record); stays alive */
 };
 
 struct stop {

@@ -251,6 +251,11 @@ static void issue_collective(struct sim *s, struct rank_state *rs, const struct 
     struct ls_comm *c = rs->comm[st->comm];
     uint64_t seq = ++c->coll_issued;
     const struct stop *sp = st->comm == 0 ? program_stop_at(sc, rs->rank, (int)seq) : NULL;
+    if (sp && sp->how == STOP_ENTERING) {
+        rs->stopped_how = STOP_IDLE;
+        rs->done = 1;
+        return;
+    }
     uint64_t t =
         record(rs, st->op, st->comm, seq, st->count, st->dtype, st->redop, st->peer, 0, st->site);
     if (sp && sp->how == STOP_BUSY) {

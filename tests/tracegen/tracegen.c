@@ -34,6 +34,8 @@ static const char usage[] =
     "  --exit R:STATUS[:SEQ] rank R exits with STATUS (SEQ K+1: after its last call)\n"
     "  --vanish R[:SEQ]     rank R disappears without an end record (SIGKILL/OOM)\n"
     "  --half-written R[:SEQ] rank R dies while writing the record of collective SEQ\n"
+    "  --entering R[:SEQ]   the traces are read as rank R enters collective SEQ: its counter\n"
+    "                       counts it, its record is not written yet (use a short --stall)\n"
     "  --mismatch KIND:R[:SEQ] KIND op|count|dtype|redop|root: rank R's collective SEQ differs\n"
     "  --straggler R:SECONDS rank R reaches every world collective SECONDS late\n"
     "  --p2p-skip-recv R    rank R skips its receive in the last iteration (needs --p2p)\n"
@@ -73,6 +75,7 @@ enum {
     O_EXIT,
     O_VANISH,
     O_HALF,
+    O_ENTERING,
     O_MISMATCH,
     O_STRAGGLER,
     O_SKIPRECV,
@@ -108,6 +111,7 @@ static const struct option options[] = {{"out", 1, 0, O_OUT},
                                         {"exit", 1, 0, O_EXIT},
                                         {"vanish", 1, 0, O_VANISH},
                                         {"half-written", 1, 0, O_HALF},
+                                        {"entering", 1, 0, O_ENTERING},
                                         {"mismatch", 1, 0, O_MISMATCH},
                                         {"straggler", 1, 0, O_STRAGGLER},
                                         {"p2p-skip-recv", 1, 0, O_SKIPRECV},
@@ -270,6 +274,9 @@ int main(int argc, char **argv)
             break;
         case O_HALF:
             ok = add_stop(&sc, STOP_BUSY, optarg, 1) == 0;
+            break;
+        case O_ENTERING:
+            ok = add_stop(&sc, STOP_ENTERING, optarg, 1) == 0;
             break;
         case O_MISMATCH:
             ok = parse_mismatch(&sc, optarg) == 0;

@@ -95,16 +95,25 @@ static void teardown(void)
 /* A writer publishing between the reader's reads, played deterministically: while `stale` is
  * set, the first whole header the reader reads from a file has the table counts it had before
  * the last call site and communicator were published; every later read sees the file as it
- * is. (This program's pread, pread64 where files have 64-bit offsets as here, is the one the
- * reader calls: it interposes on libc's.) */
+ * is. When `after_ring` is set, it is called once, after the first read at or past
+ * `ring_off` (the writer going on once the reader has read the ring). (This program's pread,
+ * pread64 where files have 64-bit offsets as here, is the one the reader calls: it
+ * interposes on libc's.) */
 static struct {
     int armed;
     uint32_t comm_count, site_count;
     uint64_t str_used;
+    void (*after_ring)(void);
+    uint64_t ring_off;
 } stale;
 
 static ssize_t stale_view(ssize_t n, void *buf, off_t off)
 {
+    if (stale.after_ring && n > 0 && (uint64_t)off >= stale.ring_off) {
+        void (*go_on)(void) = stale.after_ring;
+        stale.after_ring = NULL;
+        go_on();
+    }
     if (stale.armed && off == 0 && n >= (ssize_t)sizeof(struct ls_header)) {
         struct ls_header *h = buf;
         h->comm_count = stale.comm_count;
@@ -121,6 +130,27 @@ ssize_t pread(int fd, void *buf, size_t len, off_t off)
     if (!real)
         real = (ssize_t(*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
     return stale_view(real(fd, buf, len, off), buf, off);
+}
+
+/* Makes `dir`/name, a small trace of rank `rank` of 4, for the writer to fill while it is read;
+ * its path is left in path (128 bytes). */
+static struct tw_file *live_file(const char *name, int rank, char *path)
+{
+    snprintf(path, 128, "%s/%s", dir, name);
+    struct tw_caps caps = unit_small_caps(64);
+    struct tw_file *f = tw_create(path, &caps);
+    ck_assert_ptr_nonnull(f);
+    tw_header(f)->rank = rank;
+    tw_header(f)->world_size = 4;
+    return f;
+}
+
+/* The header's table counts as they are now are the ones the reader's first reading sees. */
+static void stale_counts_now(const struct ls_header *h)
+{
+    stale.comm_count = h->comm_count;
+    stale.site_count = h->site_count;
+    stale.str_used = h->str_used;
 }
 
 static struct ls_header *hdr_of(unsigned char *b)
@@ -173,13 +203,7 @@ END_TEST
 START_TEST(late_site_and_comm_are_read_again)
 {
     char path[128];
-    snprintf(path, sizeof(path), "%s/late.trace", dir);
-    struct tw_caps caps = unit_small_caps(64);
-    struct tw_file *f = tw_create(path, &caps);
-    ck_assert_ptr_nonnull(f);
-    struct ls_header *h = tw_header(f);
-    h->rank = 0;
-    h->world_size = 4;
+    struct tw_file *f = live_file("late.trace", 0, path);
     struct ls_comm c = {.comm_id = 0x77, .nranks = 4, .rank = 0};
     tw_comm(f, &c);
     struct tw_frame step[1] = {{"/no/such/train", "train_step", 0x1234, 0x10}};
@@ -193,9 +217,7 @@ START_TEST(late_site_and_comm_are_read_again)
                           .callsite = s1,
                           .enter_ns = 1000};
     tw_end(f, tw_begin(f, &r), 2000, 0);
-    stale.comm_count = h->comm_count;
-    stale.site_count = h->site_count;
-    stale.str_used = h->str_used;
+    stale_counts_now(tw_header(f));
     struct ls_comm sub = {.comm_id = 0x88, .nranks = 2, .rank = 0};
     tw_comm(f, &sub);
     struct tw_frame bar[1] = {{"/no/such/train", "barrier", 0x2234, 0x8}};
@@ -228,6 +250,69 @@ START_TEST(late_site_and_comm_are_read_again)
     ck_assert_str_eq(trace_site(t, t->records[1].callsite)->frames[0].symbol, site);
     ck_assert_ptr_nonnull(trace_comm(t, 0x88));
     trace_free(t);
+    unlink(path);
+}
+END_TEST
+
+/* The writer of the trace late_counters_follow_the_ring reads: it issues AllReduce #1 on the
+ * communicator it made (the counter first, as the shim does, then the record). */
+static struct {
+    struct tw_file *f;
+    struct ls_comm *comm;
+} going_on;
+
+static void issue_first_allreduce(void)
+{
+    going_on.comm->coll_issued = 1;
+    struct ls_record r = {.op = LS_OP_ALLREDUCE,
+                          .comm_id = going_on.comm->comm_id,
+                          .seq = 1,
+                          .count = 1024,
+                          .dtype = 7,
+                          .peer = -1,
+                          .enter_ns = 5000};
+    tw_begin(going_on.f, &r);
+}
+
+/* A live trace read as a rank comes out of ncclCommInitRank and enters its first collective:
+ * the header is read before the communicator is published, the ring holds the init record
+ * that names it, and the rank issues AllReduce #1 after the ring was read. The reader reads
+ * the file again for the late communicator; the communicator's counter it then has must not
+ * be newer than the records it has: a collective counted with no record looks issued and
+ * overwritten (a false "ring wrapped" finding), though no record was lost. */
+START_TEST(late_counters_follow_the_ring)
+{
+    char path[128];
+    struct tw_file *f = live_file("counters.trace", 1, path);
+    stale_counts_now(tw_header(f));
+    struct ls_comm c = {.comm_id = 0x99, .nranks = 4, .rank = 1};
+    struct ls_comm *comm = tw_comm(f, &c);
+    struct ls_record init = {
+        .op = LS_OP_COMM_INIT_RANK, .comm_id = 0x99, .count = 4, .peer = -1, .enter_ns = 1000};
+    tw_end(f, tw_begin(f, &init), 4000, 0);
+    going_on.f = f;
+    going_on.comm = comm;
+    stale.ring_off = tw_header(f)->ring_off;
+    stale.after_ring = issue_first_allreduce;
+    stale.armed = 1;
+
+    char err[256] = "";
+    struct tr_trace *t = trace_load(path, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_msg(!stale.armed && !stale.after_ring, "the reader did not read through pread");
+    const struct ls_comm *e = trace_comm(t, 0x99);
+    ck_assert_msg(e != NULL, "the communicator (published after the header was read) is unknown");
+    uint64_t newest = 0;
+    for (size_t i = 0; i < t->nrecords; i++)
+        if (t->records[i].comm_id == 0x99 && t->records[i].seq > newest)
+            newest = t->records[i].seq;
+    ck_assert_msg(e->coll_issued <= newest,
+                  "the communicator counts %llu collectives, the records read hold up to #%llu: "
+                  "the counters were read after the ring",
+                  (unsigned long long)e->coll_issued, (unsigned long long)newest);
+    ck_assert_uint_eq(t->nrecords, 2);
+    trace_free(t);
+    ck_assert_int_eq(tw_close(f), 0);
     unlink(path);
 }
 END_TEST
@@ -848,6 +933,7 @@ int main(void)
     tcase_add_test(tc, pending_needs_both_markers);
     tcase_add_test(tc, missing_file_names_it);
     tcase_add_loop_test(tc, late_site_and_comm_are_read_again, 0, 2);
+    tcase_add_test(tc, late_counters_follow_the_ring);
     tcase_add_test(tc, truncated_ring_loads_incomplete);
     tcase_add_test(tc, truncated_header_fails);
     tcase_add_test(tc, corruptions_are_named);
