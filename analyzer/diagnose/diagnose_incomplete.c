@@ -56,7 +56,9 @@ static int process_damage(struct diag *d, const struct m_proc *p)
                         p->rank, (unsigned long long)t->file_bytes,
                         (unsigned long long)t->hdr.file_size, t->lost_to_truncation, t->path);
     }
-    if (t->nbusy) {
+    /* A busy slot of a process still alive (or stopped) is a record being written as the
+     * trace was read, not a damaged one. */
+    if (t->nbusy && !model_alive(p)) {
         struct finding *f = add(d, "half_written");
         if (!f || intvec_push(&f->ranks, p->rank) < 0)
             return -1;

@@ -224,9 +224,10 @@ half-written)
     ;;
 entering)
     # Traces read as ranks 0 and 2 enter AllReduce #5: their communicator counts it (the shim
-    # counts a call just before it publishes the record), the record is not there yet. They
-    # entered it; no record was lost (no ring wrapped), so no trace is incomplete.
-    gen --ranks 4 --colls 5 --missing 1 --entering 0 --entering 2 --stall 0.03
+    # counts a call just before it publishes the record); rank 0's record is not there yet,
+    # rank 2's is being written (its slot busy). They entered it; no record was lost (no ring
+    # wrapped) and no process died while writing, so no trace is incomplete.
+    gen --ranks 4 --colls 5 --missing 1 --entering 0 --writing 2 --stall 0.03
     analyze_json "$D/t"; expect_rc 1
     check 'kinds == ["missing_ranks"]' 'f0["seq"] == 5' 'f0["missing"] == [1]' \
         'f0["waiting"] == [0, 2, 3]'

@@ -74,7 +74,7 @@ int program_next(const struct scenario *sc, struct rank_state *rs)
         return 0;
     }
     const struct stop *st = program_stop_at(sc, r, i);
-    if (st && st->how != STOP_BUSY && st->how != STOP_ENTERING) {
+    if (st && st->how != STOP_BUSY && st->how != STOP_ENTERING && st->how != STOP_WRITING) {
         rs->stopped_how = (int)st->how;
         rs->stop_arg = st->arg;
         return 0;

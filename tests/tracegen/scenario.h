@@ -14,6 +14,8 @@ enum stop_how {
     STOP_ENTERING, /* caught entering world collective #seq: its counter counts it, its
                     * record is not published yet (the shim counts a call just before it
                     * publishes the record); stays alive */
+    STOP_WRITING,  /* caught writing its record of world collective #seq (the slot marked
+                    * busy); stays alive */
 };
 
 struct stop {

@@ -258,9 +258,9 @@ static void issue_collective(struct sim *s, struct rank_state *rs, const struct 
     }
     uint64_t t =
         record(rs, st->op, st->comm, seq, st->count, st->dtype, st->redop, st->peer, 0, st->site);
-    if (sp && sp->how == STOP_BUSY) {
+    if (sp && (sp->how == STOP_BUSY || sp->how == STOP_WRITING)) {
         tw_set_busy(rs->f, t);
-        rs->stopped_how = STOP_VANISH;
+        rs->stopped_how = sp->how == STOP_BUSY ? STOP_VANISH : STOP_IDLE;
         rs->done = 1;
         return;
     }

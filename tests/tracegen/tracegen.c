@@ -36,6 +36,8 @@ static const char usage[] =
     "  --half-written R[:SEQ] rank R dies while writing the record of collective SEQ\n"
     "  --entering R[:SEQ]   the traces are read as rank R enters collective SEQ: its counter\n"
     "                       counts it, its record is not written yet (use a short --stall)\n"
+    "  --writing R[:SEQ]    the traces are read as rank R writes its record of collective SEQ\n"
+    "                       (alive; use a short --stall)\n"
     "  --mismatch KIND:R[:SEQ] KIND op|count|dtype|redop|root: rank R's collective SEQ differs\n"
     "  --straggler R:SECONDS rank R reaches every world collective SECONDS late\n"
     "  --p2p-skip-recv R    rank R skips its receive in the last iteration (needs --p2p)\n"
@@ -76,6 +78,7 @@ enum {
     O_VANISH,
     O_HALF,
     O_ENTERING,
+    O_WRITING,
     O_MISMATCH,
     O_STRAGGLER,
     O_SKIPRECV,
@@ -112,6 +115,7 @@ static const struct option options[] = {{"out", 1, 0, O_OUT},
                                         {"vanish", 1, 0, O_VANISH},
                                         {"half-written", 1, 0, O_HALF},
                                         {"entering", 1, 0, O_ENTERING},
+                                        {"writing", 1, 0, O_WRITING},
                                         {"mismatch", 1, 0, O_MISMATCH},
                                         {"straggler", 1, 0, O_STRAGGLER},
                                         {"p2p-skip-recv", 1, 0, O_SKIPRECV},
@@ -277,6 +281,9 @@ int main(int argc, char **argv)
             break;
         case O_ENTERING:
             ok = add_stop(&sc, STOP_ENTERING, optarg, 1) == 0;
+            break;
+        case O_WRITING:
+            ok = add_stop(&sc, STOP_WRITING, optarg, 1) == 0;
             break;
         case O_MISMATCH:
             ok = parse_mismatch(&sc, optarg) == 0;
