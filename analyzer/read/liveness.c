@@ -116,6 +116,11 @@ int liveness_trace_snapshot(const struct tr_trace *t)
 
 enum liveness liveness_trace_local(const struct tr_trace *t, const char **why)
 {
+    if (!t->node && t->read_liveness_asked && t->hdr.end_kind == LS_END_RUNNING) {
+        if (why)
+            *why = t->read_liveness_why;
+        return (enum liveness)t->read_liveness;
+    }
     if (!t->node)
         return liveness_local(&t->hdr, why);
     if (why)

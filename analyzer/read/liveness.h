@@ -39,9 +39,11 @@ int liveness_in_snapshot(const char *trace_path);
  * summary made among gathered copies. */
 int liveness_trace_snapshot(const struct tr_trace *t);
 
-/* What the host of trace t says of its process: liveness_local() of its header for a trace
- * file, and for a trace of a node summary what the node's /proc said when it made the summary
- * (this host's /proc is never asked about it). `why` as for liveness_local(). */
+/* What the host of trace t says of its process: for a trace file, liveness_local() of its
+ * header as the reader asked it when it read the file (before the tables and the ring, so the
+ * verdict is never newer than the records), else now; for a trace of a node summary what the
+ * node's /proc said when it made the summary (this host's /proc is never asked about it).
+ * `why` as for liveness_local(). */
 enum liveness liveness_trace_local(const struct tr_trace *t, const char **why);
 
 /* True for RUNNING and STOPPED. */

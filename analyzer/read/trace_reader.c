@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "idmap.h"
+#include "liveness.h"
 
 /* Where bytes come from: an open file (read with pread) or a memory buffer. */
 struct source {
@@ -656,6 +657,14 @@ static int load_snapshot(struct loader *ld, uint64_t max_records)
 {
     struct tr_trace *t = ld->t;
     int ok = check_header(ld, &t->hdr) == 0;
+    if (ok && ld->src.fd >= 0 && t->hdr.end_kind == LS_END_RUNNING) {
+        t->read_liveness = (int)liveness_local(&t->hdr, &t->read_liveness_why);
+        t->read_liveness_asked = 1;
+        /* Gone: its file is final now, and its end may have been recorded since the header
+         * was read. */
+        if (t->read_liveness == LIVENESS_DEAD)
+            ok = check_header(ld, &t->hdr) == 0;
+    }
     t->file_bytes = ld->src.size;
     t->truncated = ok && ld->src.size < t->hdr.file_size;
     if (!ok || check_tables_present(ld) < 0 || load_comms(ld) < 0 || load_peers(ld) < 0 ||

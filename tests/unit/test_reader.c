@@ -4,9 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "live_proc.h"
+#include "liveness.h"
 #include "trace_reader.h"
 #include "unit_run.h"
 #include "unit_traces.h"
@@ -96,7 +100,8 @@ static void teardown(void)
  * set, the first whole header the reader reads from a file has the table counts it had before
  * the last call site and communicator were published; every later read sees the file as it
  * is. When `after_ring` is set, it is called once, after the first read at or past
- * `ring_off` (the writer going on once the reader has read the ring). (This program's pread,
+ * `ring_off` (the writer going on once the reader has read the ring); `after_header` once,
+ * after the first whole header read. (This program's pread,
  * pread64 where files have 64-bit offsets as here, is the one the reader calls: it
  * interposes on libc's.) */
 static struct {
@@ -104,11 +109,17 @@ static struct {
     uint32_t comm_count, site_count;
     uint64_t str_used;
     void (*after_ring)(void);
+    void (*after_header)(void);
     uint64_t ring_off;
 } stale;
 
 static ssize_t stale_view(ssize_t n, void *buf, off_t off)
 {
+    if (stale.after_header && off == 0 && n >= (ssize_t)sizeof(struct ls_header)) {
+        void (*go_on)(void) = stale.after_header;
+        stale.after_header = NULL;
+        go_on();
+    }
     if (stale.after_ring && n > 0 && (uint64_t)off >= stale.ring_off) {
         void (*go_on)(void) = stale.after_ring;
         stale.after_ring = NULL;
@@ -311,6 +322,102 @@ START_TEST(late_counters_follow_the_ring)
                   "the counters were read after the ring",
                   (unsigned long long)e->coll_issued, (unsigned long long)newest);
     ck_assert_uint_eq(t->nrecords, 2);
+    trace_free(t);
+    ck_assert_int_eq(tw_close(f), 0);
+    unlink(path);
+}
+END_TEST
+
+/* A process of this host that sleeps until killed, for traces whose liveness is asked. */
+static struct {
+    pid_t pid;
+    struct ls_header *h; /* its trace's header, in the writer's mapping */
+} sleeper;
+
+static void sleeper_start(struct tw_file *f)
+{
+    sleeper.pid = fork();
+    ck_assert_int_ge(sleeper.pid, 0);
+    if (sleeper.pid == 0) {
+        for (;;)
+            pause();
+    }
+    struct proc_sample ps;
+    ck_assert_int_eq(proc_sample(sleeper.pid, &ps), 0);
+    sleeper.h = tw_header(f);
+    sleeper.h->pid = sleeper.pid;
+    sleeper.h->proc_start_ticks = ps.start_ticks;
+    gethostname(sleeper.h->host, sizeof(sleeper.h->host) - 1);
+}
+
+static void sleeper_dies(void)
+{
+    kill(sleeper.pid, SIGKILL);
+    waitpid(sleeper.pid, NULL, 0);
+}
+
+/* Its shim records the exit as the process ends. */
+static void sleeper_exits(void)
+{
+    sleeper.h->end_kind = LS_END_EXITED;
+    sleeper.h->end_status = 0;
+    sleeper_dies();
+}
+
+/* A live job is read one trace at a time: a rank read while it waited in a collective may be
+ * gone once the others were read. Its liveness is what /proc said as its records were read,
+ * never later: a process that dies once its trace was read was alive in what was read (else
+ * a rank inside #k looks dead there while the ranks read before it have not reached #k). */
+START_TEST(liveness_is_asked_before_the_records)
+{
+    char path[128];
+    struct tw_file *f = live_file("alive.trace", 3, path);
+    sleeper_start(f);
+    struct ls_comm c = {.comm_id = 0x99, .nranks = 4, .rank = 3};
+    tw_comm(f, &c);
+    struct ls_record r = {.op = LS_OP_ALLREDUCE,
+                          .comm_id = 0x99,
+                          .seq = 2,
+                          .count = 1024,
+                          .dtype = 7,
+                          .peer = -1,
+                          .enter_ns = 5000};
+    tw_begin(f, &r);
+    stale.ring_off = tw_header(f)->ring_off;
+    stale.after_ring = sleeper_dies;
+    char err[256] = "";
+    struct tr_trace *t = trace_load(path, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_msg(!stale.after_ring, "the reader did not read the ring through pread");
+    const char *why = "";
+    ck_assert_msg(liveness_trace_local(t, &why) == LIVENESS_RUNNING,
+                  "a process alive when its records were read is called dead (%s)", why);
+    trace_free(t);
+    /* Read again now, it is gone. */
+    t = trace_load(path, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_int_eq(liveness_trace_local(t, &why), LIVENESS_DEAD);
+    trace_free(t);
+    ck_assert_int_eq(tw_close(f), 0);
+    unlink(path);
+}
+END_TEST
+
+/* A process that ends between the reader's look at its header and the question to /proc: its
+ * end is in the file by then, and the reader, finding it gone, reads the header again: an
+ * exit, not a process gone without an end record. */
+START_TEST(an_end_recorded_after_the_header_is_read)
+{
+    char path[128];
+    struct tw_file *f = live_file("ended.trace", 2, path);
+    sleeper_start(f);
+    stale.after_header = sleeper_exits;
+    char err[256] = "";
+    struct tr_trace *t = trace_load(path, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_msg(!stale.after_header, "the reader did not read the header through pread");
+    ck_assert_msg(t->hdr.end_kind == LS_END_EXITED,
+                  "the exit recorded before the process was found gone is not read");
     trace_free(t);
     ck_assert_int_eq(tw_close(f), 0);
     unlink(path);
@@ -934,6 +1041,8 @@ int main(void)
     tcase_add_test(tc, missing_file_names_it);
     tcase_add_loop_test(tc, late_site_and_comm_are_read_again, 0, 2);
     tcase_add_test(tc, late_counters_follow_the_ring);
+    tcase_add_test(tc, liveness_is_asked_before_the_records);
+    tcase_add_test(tc, an_end_recorded_after_the_header_is_read);
     tcase_add_test(tc, truncated_ring_loads_incomplete);
     tcase_add_test(tc, truncated_header_fails);
     tcase_add_test(tc, corruptions_are_named);
