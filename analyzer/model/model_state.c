@@ -244,13 +244,13 @@ static enum liveness decide_liveness(struct m_proc *p, const struct m_job *job,
     const struct ls_header *h = &p->t->hdr;
     enum liveness v = LIVENESS_UNKNOWN;
     const char *why = "";
-    int snapshot = p->t->node ? liveness_trace_snapshot(p->t) : in_snapshot(snap, p->t->path);
+    int snapshot = p->t->node ? trace_snapshot(p->t) : in_snapshot(snap, p->t->path);
     if (sidecar_current(p, snapshot)) {
         v = liveness_from_activity(p->live->activity);
         why = "as the live probe saw it";
     }
     if (v == LIVENESS_UNKNOWN && !snapshot)
-        v = liveness_trace_local(p->t, &why);
+        v = trace_liveness(p->t, &why);
     if (v == LIVENESS_UNKNOWN) {
         /* A copy taken while the job ran (a snapshot) may be seconds older than another
          * node's; traces no run copied stopped where their processes did: a process silent for

@@ -108,24 +108,3 @@ int liveness_in_snapshot(const char *trace_path)
     struct stat st;
     return stat(mark, &st) == 0 && S_ISREG(st.st_mode);
 }
-
-int liveness_trace_snapshot(const struct tr_trace *t)
-{
-    return t->node ? t->node_snapshot : liveness_in_snapshot(t->path);
-}
-
-enum liveness liveness_trace_local(const struct tr_trace *t, const char **why)
-{
-    if (!t->node && t->read_liveness_asked && t->hdr.end_kind == LS_END_RUNNING) {
-        if (why)
-            *why = t->read_liveness_why;
-        return (enum liveness)t->read_liveness;
-    }
-    if (!t->node)
-        return liveness_local(&t->hdr, why);
-    if (why)
-        *why = t->node_liveness_why ? t->node_liveness_why : "";
-    return t->node_liveness >= LIVENESS_UNKNOWN && t->node_liveness <= LIVENESS_DEAD
-               ? (enum liveness)t->node_liveness
-               : LIVENESS_UNKNOWN;
-}

@@ -4,7 +4,6 @@
 #define LOCKSTEP_LIVENESS_H
 
 #include "lockstep/trace_format.h"
-#include "trace_reader.h"
 
 enum liveness {
     LIVENESS_UNKNOWN = 0, /* cannot be told here: another host, or /proc cannot be read */
@@ -34,17 +33,6 @@ enum liveness liveness_of_pid(int pid, uint64_t start_ticks);
 /* True when the trace at `path` lies in a folder of gathered copies (LIVENESS_SNAPSHOT_MARK
  * next to it). */
 int liveness_in_snapshot(const char *trace_path);
-
-/* True when trace t is a snapshot: a gathered copy (liveness_in_snapshot()), or a trace of a node
- * summary made among gathered copies. */
-int liveness_trace_snapshot(const struct tr_trace *t);
-
-/* What the host of trace t says of its process: for a trace file, liveness_local() of its
- * header as the reader asked it when it read the file (before the tables and the ring, so the
- * verdict is never newer than the records), else now; for a trace of a node summary what the
- * node's /proc said when it made the summary (this host's /proc is never asked about it).
- * `why` as for liveness_local(). */
-enum liveness liveness_trace_local(const struct tr_trace *t, const char **why);
 
 /* True for RUNNING and STOPPED. */
 int liveness_alive(enum liveness v);

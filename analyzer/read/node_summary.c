@@ -81,9 +81,9 @@ static char *read_sidecar(const char *trace_path, size_t *len)
 int node_summary_add(struct summary_writer *w, const char *path, const struct tr_trace *t)
 {
     /* What this host knows of the process; of a trace from a summary, what its node knew. */
-    struct summary_facts f = {.snapshot = liveness_trace_snapshot(t), .why = ""};
+    struct summary_facts f = {.snapshot = trace_snapshot(t), .why = ""};
     if (!f.snapshot || t->node)
-        f.liveness = (int)liveness_trace_local(t, &f.why);
+        f.liveness = (int)trace_liveness(t, &f.why);
     char *sidecar = NULL;
     if (t->node) {
         f.sidecar = t->node_sidecar;

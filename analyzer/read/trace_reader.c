@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "idmap.h"
-#include "liveness.h"
 
 /* Where bytes come from: an open file (read with pread) or a memory buffer. */
 struct source {
@@ -658,7 +657,7 @@ static int load_snapshot(struct loader *ld, uint64_t max_records)
     struct tr_trace *t = ld->t;
     int ok = check_header(ld, &t->hdr) == 0;
     if (ok && ld->src.fd >= 0 && t->hdr.end_kind == LS_END_RUNNING) {
-        t->read_liveness = (int)liveness_local(&t->hdr, &t->read_liveness_why);
+        t->read_liveness = liveness_local(&t->hdr, &t->read_liveness_why);
         t->read_liveness_asked = 1;
         /* Gone: its file is final now, and its end may have been recorded since the header
          * was read. */
@@ -892,6 +891,27 @@ void trace_free(struct tr_trace *t)
     free(t->void_tickets);
     free(t->path);
     free(t);
+}
+
+int trace_snapshot(const struct tr_trace *t)
+{
+    return t->node ? t->node_snapshot : liveness_in_snapshot(t->path);
+}
+
+enum liveness trace_liveness(const struct tr_trace *t, const char **why)
+{
+    if (!t->node && t->read_liveness_asked && t->hdr.end_kind == LS_END_RUNNING) {
+        if (why)
+            *why = t->read_liveness_why;
+        return t->read_liveness;
+    }
+    if (!t->node)
+        return liveness_local(&t->hdr, why);
+    if (why)
+        *why = t->node_liveness_why ? t->node_liveness_why : "";
+    return t->node_liveness >= LIVENESS_UNKNOWN && t->node_liveness <= LIVENESS_DEAD
+               ? (enum liveness)t->node_liveness
+               : LIVENESS_UNKNOWN;
 }
 
 const struct tr_site *trace_site(const struct tr_trace *t, uint32_t callsite)

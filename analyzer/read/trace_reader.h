@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "liveness.h"
 #include "lockstep/trace_format.h"
 
 /* Bounds a reader accepts beyond those in trace_format.h: larger tables are taken as corrupt. */
@@ -81,12 +82,12 @@ struct tr_trace {
                                 * threads still write are read besides: trace_ring_ranges()) */
     uint64_t file_bytes;       /* size of the file as read */
     /* A file whose header recorded no end: what this host's /proc said of its process when
-     * the file was read, after its header and before its tables and ring (liveness_local(),
-     * an enum liveness; read_liveness_asked 0: not asked, a buffer or an ended process). The
+     * the file was read, after its header and before its tables and ring (liveness_local();
+     * read_liveness_asked 0: not asked, a buffer or an ended process). The
      * records read are then never older than the verdict: a process that dies once its
      * trace was read was alive in what was read. */
     int read_liveness_asked;
-    int read_liveness;
+    enum liveness read_liveness;
     const char *read_liveness_why;
     int truncated;             /* file shorter than hdr.file_size */
     size_t lost_to_truncation; /* ring slots beyond the end of a truncated file */
@@ -105,6 +106,17 @@ struct tr_trace {
  * truncated file still loads when its header and tables are whole: `truncated` is then set
  * and the records past the end are missing. Safe on files a live process is still writing. */
 struct tr_trace *trace_load(const char *path, char *err, size_t errlen);
+
+/* True when trace t is a snapshot: a gathered copy (liveness_in_snapshot()), or a trace of a
+ * node summary made among gathered copies. */
+int trace_snapshot(const struct tr_trace *t);
+
+/* What the host of trace t says of its process: for a trace file, liveness_local() of its
+ * header as the reader asked it when it read the file (before the tables and the ring, so the
+ * verdict is never newer than the records), else now; for a trace of a node summary what the
+ * node's /proc said when it made the summary (this host's /proc is never asked about it).
+ * `why` as for liveness_local(). */
+enum liveness trace_liveness(const struct tr_trace *t, const char **why);
 
 /* Same as trace_load() but reads only the newest `max_records` tickets of the ring (all of
  * them when 0); `unread` counts the older ones the ring still holds. Tables and header are

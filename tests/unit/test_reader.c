@@ -390,13 +390,13 @@ START_TEST(liveness_is_asked_before_the_records)
     ck_assert_msg(t != NULL, "%s", err);
     ck_assert_msg(!stale.after_ring, "the reader did not read the ring through pread");
     const char *why = "";
-    ck_assert_msg(liveness_trace_local(t, &why) == LIVENESS_RUNNING,
+    ck_assert_msg(trace_liveness(t, &why) == LIVENESS_RUNNING,
                   "a process alive when its records were read is called dead (%s)", why);
     trace_free(t);
     /* Read again now, it is gone. */
     t = trace_load(path, err, sizeof(err));
     ck_assert_msg(t != NULL, "%s", err);
-    ck_assert_int_eq(liveness_trace_local(t, &why), LIVENESS_DEAD);
+    ck_assert_int_eq(trace_liveness(t, &why), LIVENESS_DEAD);
     trace_free(t);
     ck_assert_int_eq(tw_close(f), 0);
     unlink(path);
