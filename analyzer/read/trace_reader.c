@@ -637,7 +637,8 @@ static void free_tables(struct tr_trace *t)
     t->strings_len = 0;
 }
 
-/* Frees what one reading of the file made, keeping the path: a fresh snapshot follows. */
+/* Frees what one reading of the file made, keeping the path (a fresh snapshot follows, or
+ * trace_free() frees the rest). */
 static void clear_snapshot(struct tr_trace *t)
 {
     free_tables(t);
@@ -885,10 +886,7 @@ void trace_free(struct tr_trace *t)
         t->node_free(t); /* its tables are the summary's */
         return;
     }
-    free_tables(t);
-    free(t->records);
-    free(t->busy_tickets);
-    free(t->void_tickets);
+    clear_snapshot(t);
     free(t->path);
     free(t);
 }
@@ -900,7 +898,7 @@ int trace_snapshot(const struct tr_trace *t)
 
 enum liveness trace_liveness(const struct tr_trace *t, const char **why)
 {
-    if (!t->node && t->read_liveness_asked && t->hdr.end_kind == LS_END_RUNNING) {
+    if (!t->node && t->read_liveness_asked) {
         if (why)
             *why = t->read_liveness_why;
         return t->read_liveness;

@@ -81,16 +81,16 @@ struct tr_trace {
     uint64_t window_from;      /* oldest ticket of the window's newest run (older blocks that
                                 * threads still write are read besides: trace_ring_ranges()) */
     uint64_t file_bytes;       /* size of the file as read */
+    int truncated;             /* file shorter than hdr.file_size */
+    size_t lost_to_truncation; /* ring slots beyond the end of a truncated file */
     /* A file whose header recorded no end: what this host's /proc said of its process when
      * the file was read, after its header and before its tables and ring (liveness_local();
-     * read_liveness_asked 0: not asked, a buffer or an ended process). The
-     * records read are then never older than the verdict: a process that dies once its
-     * trace was read was alive in what was read. */
+     * read_liveness_asked 0: not asked, a buffer or an ended process). The records read are
+     * then never older than the verdict: a process that dies once its trace was read was
+     * alive in what was read. */
     int read_liveness_asked;
     enum liveness read_liveness;
     const char *read_liveness_why;
-    int truncated;             /* file shorter than hdr.file_size */
-    size_t lost_to_truncation; /* ring slots beyond the end of a truncated file */
     /* A trace loaded from a node summary (summary_reader.h); all zero for a trace file. */
     struct tr_node *node; /* the summary's call sites and strings, shared by its traces
                            * (sites[].frames, sites[].py and strings point there) */

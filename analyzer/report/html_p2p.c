@@ -297,10 +297,8 @@ static void write_half_title(const struct p2p_pic *pic, const struct half *h, ui
         fprintf(f, "%s \xc2\xb7 %s #%" PRIu64 " %s %s: issued, the trace ring overwrote it", me,
                 what, seq, dir, peer);
     else if (h->status == HALF_UNRECORDED)
-        fprintf(f,
-                "%s \xc2\xb7 %s #%" PRIu64 " %s %s: issued, no record of it read: being written, "
-                "or half-written when the process died",
-                me, what, seq, dir, peer);
+        fprintf(f, "%s \xc2\xb7 %s #%" PRIu64 " %s %s: " HTML_UNRECORDED_WHY, me, what, seq, dir,
+                peer);
     else
         fprintf(f, "%s: no trace", me);
     if (h->cycle) {

@@ -365,9 +365,7 @@ static void write_cell_title(const struct timeline *tl, const struct lane *ln, c
     else if (c->status == CELL_LOST)
         fputs("issued, but the trace ring overwrote the record", f);
     else if (c->status == CELL_UNRECORDED)
-        fputs("issued, no record of it read: being written, or half-written when the process "
-              "died",
-              f);
+        fputs(HTML_UNRECORDED_WHY, f);
     else
         fputs("no trace of these ranks", f);
     fputs("</title>", f);

@@ -164,6 +164,18 @@ static void stale_counts_now(const struct ls_header *h)
     stale.str_used = h->str_used;
 }
 
+/* An AllReduce of 1024 floats, #seq on comm, entered at enter_ns, from no known site. */
+static struct ls_record allreduce(uint64_t comm, uint64_t seq, uint64_t enter_ns)
+{
+    return (struct ls_record){.op = LS_OP_ALLREDUCE,
+                              .comm_id = comm,
+                              .seq = seq,
+                              .count = 1024,
+                              .dtype = 7,
+                              .peer = -1,
+                              .enter_ns = enter_ns};
+}
+
 static struct ls_header *hdr_of(unsigned char *b)
 {
     return (struct ls_header *)b;
@@ -219,14 +231,8 @@ START_TEST(late_site_and_comm_are_read_again)
     tw_comm(f, &c);
     struct tw_frame step[1] = {{"/no/such/train", "train_step", 0x1234, 0x10}};
     uint32_t s1 = tw_site(f, step, 1);
-    struct ls_record r = {.op = LS_OP_ALLREDUCE,
-                          .comm_id = 0x77,
-                          .seq = 1,
-                          .count = 1024,
-                          .dtype = 7,
-                          .peer = -1,
-                          .callsite = s1,
-                          .enter_ns = 1000};
+    struct ls_record r = allreduce(0x77, 1, 1000);
+    r.callsite = s1;
     tw_end(f, tw_begin(f, &r), 2000, 0);
     stale_counts_now(tw_header(f));
     struct ls_comm sub = {.comm_id = 0x88, .nranks = 2, .rank = 0};
@@ -275,13 +281,7 @@ static struct {
 static void issue_first_allreduce(void)
 {
     going_on.comm->coll_issued = 1;
-    struct ls_record r = {.op = LS_OP_ALLREDUCE,
-                          .comm_id = going_on.comm->comm_id,
-                          .seq = 1,
-                          .count = 1024,
-                          .dtype = 7,
-                          .peer = -1,
-                          .enter_ns = 5000};
+    struct ls_record r = allreduce(going_on.comm->comm_id, 1, 5000);
     tw_begin(going_on.f, &r);
 }
 
@@ -375,13 +375,7 @@ START_TEST(liveness_is_asked_before_the_records)
     sleeper_start(f);
     struct ls_comm c = {.comm_id = 0x99, .nranks = 4, .rank = 3};
     tw_comm(f, &c);
-    struct ls_record r = {.op = LS_OP_ALLREDUCE,
-                          .comm_id = 0x99,
-                          .seq = 2,
-                          .count = 1024,
-                          .dtype = 7,
-                          .peer = -1,
-                          .enter_ns = 5000};
+    struct ls_record r = allreduce(0x99, 2, 5000);
     tw_begin(f, &r);
     stale.ring_off = tw_header(f)->ring_off;
     stale.after_ring = sleeper_dies;
