@@ -51,12 +51,35 @@ def env_with(extra=None, shim=False):
 
 # ---- shim cost per call -------------------------------------------------------------------
 
+# The clocks the shim's runs had, as their trace headers say (clock_source at offset 2760).
+SHIM_CLOCKS = set()
+CLOCK_WORDS = {0: "clock_gettime (no counter trusted)", 1: "the CPU's counter (the kernel clocks "
+               "on the TSC; aarch64's generic timer)", 2: "an invariant TSC beside the kernel's "
+               "own clocksource"}
+
+
+def note_clock(folder):
+    for f in glob.glob(os.path.join(folder, "*.trace")):
+        with open(f, "rb") as t:
+            t.seek(2760)
+            b = t.read(4)
+        if len(b) == 4:
+            SHIM_CLOCKS.add(int.from_bytes(b, "little"))
+
+
+def clock_words():
+    return "; ".join(CLOCK_WORDS.get(c, f"clock source {c}") for c in sorted(SHIM_CLOCKS)) or \
+        "not seen"
+
+
 def bench_run(args, shim, extra=None):
     """Runs shim_bench once; returns its key/value output as floats."""
     p = subprocess.run([path("bench", "shim_bench"), *map(str, args)], env=env_with(extra, shim),
                        capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise SystemExit(f"shim_bench {args} failed: {p.stderr}")
+    if shim:
+        note_clock(A.trace_dir)
     shutil.rmtree(A.trace_dir, ignore_errors=True)
     return {k: float(v) for k, v in (l.split() for l in p.stdout.splitlines())}
 
@@ -136,6 +159,8 @@ def callgrind_ir(args, shim, extra=None):
     try:
         p = subprocess.run(cmd, env=env_with(dict(extra or {}, LOCKSTEP_DIR=d), shim),
                            capture_output=True, text=True, timeout=1200)
+        if shim:
+            note_clock(d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
     m = re.search(r"Collected : (\d+)", p.stderr)
@@ -747,7 +772,9 @@ def shim_section(ns, ir):
         "shim doing around each call what recording it must cost at least (`shim_bench --floor "
         "1`: two `rdtsc`, one `lock xadd` on a shared counter, one 128-byte record written into "
         "a `MAP_SHARED` ring). TSC cycles are the thread's CPU time per call in TSC cycles (the "
-        "TSC's rate read with `rdtsc` over the timed loop: this VM has no hardware counters).")
+        "TSC's rate read with `rdtsc` over the timed loop: this VM has no hardware counters). "
+        f"The shim's timestamps in these runs came from {clock_words()} (the traces' "
+        "`clock_source`).")
     out()
     out("| case | calls timed | no shim ns/call | with ns/call | cost ns/call | cost TSC cycles/call "
         "| cycles / floor's |")

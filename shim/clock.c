@@ -11,31 +11,78 @@
 struct ls_clock_conv ls_clock_conv;
 
 static uint64_t prev_tsc, prev_ns; /* the heartbeat's previous sample */
-static int tsc_usable = -1;        /* -1 unknown, 0 no, 1 yes */
+static int tsc_usable = -1;        /* -1 unknown, else enum ls_clock_source (0: none) */
 
-/* The counter is usable unless LOCKSTEP_CLOCK is "realtime": on x86-64 when the kernel runs its
- * own clock on the TSC (it checked that the TSC is invariant and synchronized across CPUs); on
- * aarch64 always, as the architecture makes the generic timer one system-wide count at a
- * constant rate (the kernel's clocksource is always that timer there; it is not read, as under
- * an emulator the file is the host's). */
-static int tsc_trusted(void)
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+/* Reads up to `cap - 1` bytes of a small sysfs file into `buf` (NUL-terminated); 0 when it
+ * cannot be read. open/read, not stdio: this runs on the heartbeat thread, which never
+ * allocates (a fork of the main thread while another thread holds an allocator lock leaves it
+ * held). */
+static size_t read_small(const char *path, char *buf, size_t cap)
 {
-    if (ls_knob_int(LS_KNOB_CLOCK) == LS_KNOB_CLOCK_REALTIME)
-        return 0;
-#if defined(__aarch64__)
-    return ls_ticks_hz() != 0;
-#endif
-    /* open/read, not stdio: this runs on the heartbeat thread, which never allocates (a fork
-     * of the main thread while another thread holds an allocator lock leaves it held). */
-    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
-                  O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    char name[32];
-    ssize_t n = read(fd, name, sizeof name - 1);
+    ssize_t n = read(fd, buf, cap - 1);
     close(fd);
-    int ok = n >= 3 && strncmp(name, "tsc", 3) == 0 && (n == 3 || name[3] == '\n');
-    return ok;
+    buf[n > 0 ? n : 0] = '\0';
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* True when the space- or newline-separated list `list` holds the word `word`. */
+static int has_word(const char *list, const char *word)
+{
+    size_t len = strlen(word);
+    for (const char *p = list; (p = strstr(p, word)) != NULL; p += len)
+        if ((p == list || p[-1] == ' ' || p[-1] == '\n') &&
+            (p[len] == '\0' || p[len] == ' ' || p[len] == '\n'))
+            return 1;
+    return 0;
+}
+
+/* The CPU says its TSC is invariant: constant rate in every P-, C- and T-state (CPUID
+ * 0x80000007, EDX bit 8; Linux's constant_tsc and nonstop_tsc). Hypervisors pass it on only
+ * where they keep the guest's TSC at a constant rate across vCPUs and migrations. */
+static int tsc_invariant(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u)
+        return 0;
+    __get_cpuid(0x80000007u, &a, &b, &c, &d);
+    return (d >> 8) & 1;
+}
+#endif
+
+/* Which counter the shim may read (enum ls_clock_source), LS_CLOCK_REALTIME for none:
+ * LOCKSTEP_CLOCK=realtime says none. On x86-64 the TSC when the kernel runs its own clock on it
+ * (it checked that the TSC is invariant and synchronized across CPUs), or when the CPU says it
+ * is invariant and the kernel still offers it as a clocksource (its watchdog withdraws a TSC it
+ * caught drifting), though it clocks on another source: kvm-clock, hyperv_clocksource and
+ * xen prefer their own, over an invariant TSC all the same. On aarch64 always the generic
+ * timer, which the architecture makes one system-wide count at a constant rate (the kernel's
+ * clocksource is not read: under an emulator the file is the host's). */
+static int counter_trusted(void)
+{
+    if (ls_knob_int(LS_KNOB_CLOCK) == LS_KNOB_CLOCK_REALTIME)
+        return LS_CLOCK_REALTIME;
+#if defined(__aarch64__)
+    return ls_ticks_hz() != 0 ? LS_CLOCK_TSC : LS_CLOCK_REALTIME;
+#elif defined(__x86_64__) || defined(__i386__)
+#define CLOCKSOURCE_DIR "/sys/devices/system/clocksource/clocksource0/"
+    char name[64], avail[512];
+    if (read_small(CLOCKSOURCE_DIR "current_clocksource", name, sizeof name) &&
+        has_word(name, "tsc"))
+        return LS_CLOCK_TSC;
+    if (tsc_invariant() &&
+        read_small(CLOCKSOURCE_DIR "available_clocksource", avail, sizeof avail) &&
+        has_word(avail, "tsc"))
+        return LS_CLOCK_TSC_INVARIANT;
+    return LS_CLOCK_REALTIME;
+#else
+    return LS_CLOCK_REALTIME;
+#endif
 }
 
 /* Reads CLOCK_REALTIME between two TSC reads; returns the TSC at the middle. The narrowest of
@@ -61,7 +108,7 @@ static uint64_t sample(uint64_t *ns)
 void ls_clock_calibrate(void)
 {
     if (tsc_usable < 0)
-        tsc_usable = LS_HAVE_TICKS && tsc_trusted();
+        tsc_usable = LS_HAVE_TICKS ? counter_trusted() : LS_CLOCK_REALTIME;
     if (!tsc_usable)
         return;
     uint64_t ns, tsc = sample(&ns);
@@ -114,4 +161,11 @@ void ls_clock_thread_current(void)
     ls_t.clock_base_ns = base_ns;
     ls_t.clock_mult = mult;
     ls_t.clock_gen = mult ? gen : ~0u; /* no conversion yet: the fast path's check fails */
+}
+
+int ls_clock_source(void)
+{
+    return atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire) && tsc_usable > 0
+               ? tsc_usable
+               : LS_CLOCK_REALTIME;
 }

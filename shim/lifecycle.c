@@ -84,9 +84,8 @@ static void *heartbeat_main(void *arg)
                 ls_realtime_ns() + (atomic_load_explicit(&ls_clock_conv.gen, memory_order_relaxed)
                                         ? CALIBRATE_EVERY_NS
                                         : 20 * MS);
-            if (atomic_load_explicit(&ls_clock_conv.gen, memory_order_relaxed))
-                atomic_store_explicit((_Atomic uint32_t *)&t->hdr->clock_source, LS_CLOCK_TSC,
-                                      memory_order_relaxed);
+            atomic_store_explicit((_Atomic uint32_t *)&t->hdr->clock_source,
+                                  (uint32_t)ls_clock_source(), memory_order_relaxed);
         }
         atomic_store_explicit((_Atomic uint64_t *)&t->hdr->heartbeat_ns, ls_now(),
                               memory_order_relaxed);

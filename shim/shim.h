@@ -309,6 +309,10 @@ extern struct ls_clock_conv ls_clock_conv;
  * so ls_now() keeps asking the kernel. This function can't fail. */
 void ls_clock_calibrate(void);
 
+/* Where the shim's timestamps come from now (enum ls_clock_source, for the trace header):
+ * LS_CLOCK_REALTIME until a conversion is published or when no counter is trusted. */
+int ls_clock_source(void);
+
 /* CLOCK_REALTIME in ns: from the TSC once calibrated (a few ns; within a few microseconds of
  * the kernel's clock, recalibrated every second), else clock_gettime. */
 static inline uint64_t ls_now(void)

@@ -136,9 +136,15 @@ struct ls_stream {
 /* Where record timestamps come from (ls_header.clock_source). Either way they are
  * CLOCK_REALTIME ns, comparable across nodes. */
 enum ls_clock_source {
-    LS_CLOCK_REALTIME = 0, /* clock_gettime(CLOCK_REALTIME) on every call */
-    LS_CLOCK_TSC = 1,      /* the TSC, converted with a rate and offset the shim recalibrates
-                            * against CLOCK_REALTIME every second (within a few us of it) */
+    /* clock_gettime(CLOCK_REALTIME) on every call */
+    LS_CLOCK_REALTIME = 0,
+    /* the CPU's counter (x86-64: the TSC the kernel clocks on; aarch64: the generic timer),
+     * converted with a rate and offset the shim recalibrates against CLOCK_REALTIME every second
+     * (within a few us of it) */
+    LS_CLOCK_TSC = 1,
+    /* the same, from a TSC the CPU calls invariant while the kernel clocks on another source
+     * (kvm-clock, hyperv, xen) */
+    LS_CLOCK_TSC_INVARIANT = 2,
 };
 
 /* One thread of the process that records calls: whether it is inside one. The first

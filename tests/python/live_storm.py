@@ -1,7 +1,9 @@
-"""live_storm.py -- a Python program that pushes and pops frames as fast as it can (recursion,
-generators, exceptions, comprehensions) for SECONDS seconds after one NCCL call, while the
-test interrupts it with the shim's live-stack signal thousands of times: every interruption
-reads the frame chain wherever the interpreter was. Prints "ok" when it got to the end."""
+"""live_storm.py SECONDS [STOP_FILE] -- a Python program that pushes and pops frames as fast as
+it can (recursion, generators, exceptions, comprehensions) after one NCCL call, while the test
+interrupts it with the shim's live-stack signal thousands of times: every interruption reads the
+frame chain wherever the interpreter was. It churns for SECONDS seconds, or with STOP_FILE until
+that file exists (SECONDS is then only a bound), so a slow machine gets as many interruptions
+as a fast one. Prints "ok" when it got to the end."""
 import os
 import sys
 import time
@@ -26,13 +28,19 @@ def recurse(k):
     return recurse(k - 1)
 
 
-def churn(seconds):
+def churn(seconds, stop_file):
     end = time.monotonic() + seconds
     n = 0
     while time.monotonic() < end:
         for depth in range(0, 40, 3):
             recurse(depth)
         n += 1
+        if stop_file:
+            try:  # os.stat, not os.path.exists: no Python frame of a library in the stacks
+                os.stat(stop_file)
+                break
+            except FileNotFoundError:
+                pass
     return n
 
 
@@ -40,7 +48,7 @@ def main():
     lib.pr_init()
     pyranks.check(lib.pr_all_reduce(4), "all_reduce")  # the trace and the layout check
     print("ready", flush=True)
-    churn(float(sys.argv[1]))
+    churn(float(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)
     pyranks.check(lib.pr_all_reduce(4), "all_reduce after")
     pyranks.check(lib.pr_destroy(), "destroy")
     print("ok", flush=True)

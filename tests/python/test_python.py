@@ -447,52 +447,79 @@ def case_layout_check(tmp):
 def case_live_storm(tmp):
     """The live-stack handler reads Python frames wherever the signal lands, halfway through a
     frame push included: 2,000 signals into a process churning frames never crash it, and
-    every text it leaves names only this script's functions, well formed."""
+    every text it leaves names only this script's functions, well formed. The script churns
+    until the storm is over, and every fourth signal waits (10 s at most) for its capture to be
+    whole before it is read, so the count does not depend on how fast the machine is."""
     need_python()
     import struct
     d = os.path.join(tmp, "t")
     os.makedirs(d)
     path = script("live_storm.py")
+    stop = os.path.join(tmp, "stop")
     # The in-process sampler is an opt-in (lockstep run --signal-stacks sets this).
     env = rank_env(d, {"RANK": "0", "WORLD_SIZE": "1",
                        "LOCKSTEP_STACK_SIGNAL": str(signal.SIGRTMAX - 3)})
-    p = subprocess.Popen([PYTHON, path, "4"], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    # stderr to a file: nobody reads a pipe during the storm, and a crash report may be long
+    errf = open(os.path.join(tmp, "stderr"), "w+")
+    p = subprocess.Popen([PYTHON, path, "600", stop], env=env, stdout=subprocess.PIPE,
+                         stderr=errf, text=True)
+    signals = 2000
     try:
         expect(p.stdout.readline().strip() == "ready", "the script did not start")
         (trace,) = [os.path.join(d, f) for f in os.listdir(d) if f.endswith(".trace")]
         fd = os.open(trace, os.O_RDONLY)
-        hdr = os.pread(fd, 4096, 0)
-        sig = struct.unpack_from("<i", hdr, 1200)[0]
+
+        def live():
+            hdr = os.pread(fd, 4096, 0)
+            return (struct.unpack_from("<Q", hdr, 920)[0],
+                    hdr[2800:3056].split(b"\0", 1)[0].decode("ascii", "replace"))
+
+        sig = struct.unpack_from("<i", os.pread(fd, 4096, 0), 1200)[0]
         expect(sig > 0, "no live-stack signal in the header")
-        seen, texts = 0, set()
+        seen, texts, waited = 0, set(), 0
         ok_frame = re.compile(r"^live_storm\.py:\d+ \((gen|recurse|churn|main|<module>|"
                               r"recurse\.<locals>\.<listcomp>)\)$")
-        for i in range(2000):
+        for i in range(signals):
             if p.poll() is not None:
-                break
+                errf.seek(0)
+                expect(False, f"the script ended ({p.returncode}) after {i} signals: "
+                       f"{errf.read()[-3000:]}")
+            before = live()[0]
             os.kill(p.pid, sig)
-            if i % 4 == 0:
-                time.sleep(0.0005 * (i % 7))
-            hdr = os.pread(fd, 4096, 0)
-            seq = struct.unpack_from("<Q", hdr, 920)[0]
-            text = hdr[2800:3056].split(b"\0", 1)[0].decode("ascii", "replace")
-            if seq % 2 == 0 and text:
+            if i % 4:
+                continue  # a burst: the next signal may land inside this one's handler
+            # Signals of one real-time number queue: this one's capture follows the earlier ones.
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                seq, text = live()
+                if seq != before and seq % 2 == 0:
+                    break
+                time.sleep(0.0002)
+            else:
+                waited += 1
+                continue
+            if text:
                 seen += 1
                 texts.add(text)
         os.close(fd)
-        out, err = p.communicate(timeout=60)
+        with open(stop, "w"):
+            pass
+        out, _ = p.communicate(timeout=120)
     finally:
         if p.poll() is None:
             p.kill()
+        errf.seek(0)
+        err = errf.read()
+        errf.close()
     expect(p.returncode == 0 and "ok" in out, f"exited {p.returncode}: {out} {err[-2000:]}")
-    expect(seen > 100, f"only {seen} live texts read")
+    expect(waited == 0, f"{waited} of {signals // 4} captures never became whole in 10 s")
+    expect(seen > 100, f"only {seen} live texts read of {signals // 4} captures waited for")
     bad = [t for t in texts
            if not all(ok_frame.match(f) or (f == "..." and k > 0)
                       for k, f in enumerate(t.split(" <- ")))]
     expect(not bad, f"{len(bad)} malformed live texts, e.g. {bad[:3]}")
     expect(any("(recurse) <- live_storm.py:" in t for t in texts), f"texts {list(texts)[:5]}")
-    print(f"{seen} live Python stacks read under a storm of 2000 signals, {len(texts)} "
+    print(f"{seen} live Python stacks read under a storm of {signals} signals, {len(texts)} "
           "distinct, all well formed")
 
 

@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import expect, run  # noqa: E402
+from harness import elf_machine, expect, run  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
 LAUNCH = os.environ["LAUNCH_RANKS"]
@@ -338,6 +338,26 @@ def case_fast_path(tmp):
     expect(counted == 16 * 3000, f"the call sites of the 48,000 calls count {counted}")
 
 
+def machine_counter():
+    """The counter this machine lets the shim read (the header's clock_source), worked out
+    apart from the shim: 1 where the kernel clocks on the TSC (and always on aarch64), 2 where
+    the TSC is invariant (/proc/cpuinfo's constant_tsc and nonstop_tsc) and listed as available
+    while the kernel clocks on another source (kvm-clock), 0 elsewhere."""
+    if elf_machine(TEST_SHIM) == "aarch64":  # the build's, under qemu-user too
+        return 1
+    cs = "/sys/devices/system/clocksource/clocksource0/"
+    try:
+        current = open(cs + "current_clocksource").read().split()
+        available = open(cs + "available_clocksource").read().split()
+        flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo")
+                      if line.startswith("flags")), [])
+    except OSError:
+        return 0
+    if current == ["tsc"]:
+        return 1
+    return 2 if "tsc" in available and {"constant_tsc", "nonstop_tsc"} <= set(flags) else 0
+
+
 def case_fast_tour(tmp):
     """Every collective's wrapper on its fast path (fast_wrap.S on x86-64) writes the record its
     general path writes: 2 ranks call the nine collectives from one call site each, 12 rounds
@@ -373,7 +393,16 @@ def case_fast_tour(tmp):
         # The shim says which path it was built with: the one meson configured (FAST_PATH).
         expect(len(said) == 2 and all(m.group(2) == FAST_PATH for m in said),
                f"the shim's fast path is {[m.group(2) for m in said]}, the build's {FAST_PATH}")
+        ranks = by_rank(traces(d))
+        sources = sorted(t["clock_source"] for t in ranks.values())
         if clock == "realtime":
+            expect(sources == [0, 0], f"LOCKSTEP_CLOCK=realtime: clock sources {sources}")
+        else:
+            want = machine_counter()
+            expect(sources == [want, want], f"clock sources in the headers {sources}, this "
+                   f"machine offers {want} (1: the kernel clocks on the TSC, 2: an invariant TSC "
+                   f"beside another clocksource)")
+        if clock == "realtime" or want == 0:
             expect(fast == [0, 0], f"the {FAST_PATH} fast path ran without a clock conversion: "
                    f"{fast}")
         else:
@@ -385,7 +414,6 @@ def case_fast_tour(tmp):
                 for w in (line.split() for line in p.stdout.splitlines())
                 if len(w) == 4 and w[0] == "bufs"}
         expect(sorted(bufs) == [0, 1], f"buffer addresses printed: {p.stdout}")
-        ranks = by_rank(traces(d))
         expect(sorted(ranks) == [0, 1], f"traces for ranks {sorted(ranks)}")
         for rank, t in ranks.items():
             send, recv = bufs[rank]
