@@ -227,6 +227,8 @@ static long owner_of_call(const struct cause *x, const struct wg_node *v)
 {
     if (v->state == WG_GPU_STUCK)
         return finding_at(x, F_STUCK_IN_FLIGHT, v->comm, v->seq, 0);
+    if (v->state == WG_ALONE)
+        return finding_at(x, F_MISSING_RANKS, v->comm, v->seq, 0);
     if (v->state != WG_MISMATCH)
         return -1;
     if (v->call_kind == WG_CALL_P2P)
@@ -261,10 +263,13 @@ static long owner_of_absent(const struct cause *x, const struct wg_node *v)
 }
 
 /* The deadlock_cycle finding of a cycle, or for one rank waiting for itself (a process holding
- * several ranks of a collective) the missing_ranks of that collective. */
+ * several ranks of a collective) or a cycle whose ranks are out of order (wg_scc.behind) the
+ * missing_ranks of that collective. */
 static long owner_of_cycle(const struct cause *x, const struct wg_scc *s)
 {
     const struct waitgraph *g = x->g;
+    if (s->behind != (size_t)-1) /* out of order: the collective its culprits never made */
+        return finding_at(x, F_MISSING_RANKS, g->nodes[s->behind].comm, g->nodes[s->behind].seq, 0);
     for (size_t k = 0; k < s->nnodes; k++) {
         const struct wg_node *v = &g->nodes[g->members[s->node0 + k]];
         if (s->nranks == 1 && v->kind == WG_CALL)
@@ -472,10 +477,9 @@ static void sink_words(const struct waitgraph *g, const struct wg_node *v, char 
             snprintf(buf, len, "never reached NCCL (no trace)");
         return;
     case WG_MISMATCH:
-        snprintf(buf, len, "can never complete: its ranks called different things");
-        return;
     case WG_GPU_STUCK:
-        snprintf(buf, len, "is stuck on the GPU: every rank issued it, no GPU completed it");
+    case WG_ALONE:
+        snprintf(buf, len, "%s", waitgraph_call_sink_words(v->state));
         return;
     default:
         snprintf(buf, len, "waits in a cycle of ranks that wait on each other (a deadlock)");
@@ -581,7 +585,7 @@ int diagnose_causes(struct diag *d, size_t first)
     char *owns = calloc(nf + 1, 1);
     x.owner = malloc((g->nsccs + 1) * sizeof(*x.owner));
     x.teardown = calloc(g->nsccs + 1, 1);
-    x.waited = calloc(g->nnodes + 1, 1);
+    x.waited = waitgraph_waited(g);
     x.by_rank = malloc(((size_t)x.nranks + 1) * sizeof(*x.by_rank));
     if (!owns || !x.owner || !x.teardown || !x.waited || !x.by_rank) {
         free(owns);
@@ -590,8 +594,6 @@ int diagnose_causes(struct diag *d, size_t first)
     }
     for (int r = 0; r < x.nranks; r++)
         x.by_rank[r] = (struct rank_findings){-1, -1};
-    for (size_t e = 0; e < g->nedges; e++)
-        x.waited[g->edges[e].to] |= !g->edges[e].soft;
     index_ranks(&x);
     for (size_t c = 0; c < g->nsccs; c++) {
         x.owner[c] = g->sccs[c].sink ? owner_of(&x, c, &x.teardown[c]) : -1;

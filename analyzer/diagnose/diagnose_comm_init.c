@@ -113,7 +113,8 @@ static int add_unjoined(struct diag *d, struct finding *f, size_t x)
         const struct wg_node *t = &g->nodes[g->edges[e].to];
         untraced += t->kind == WG_ABSENT;
         if ((t->rank >= 0 && intvec_push(&f->missing, t->rank) < 0) ||
-            intvec_push(&f->as.absent.missing_cr, g->edges[e].comm_rank) < 0)
+            (g->edges[e].comm_rank >= 0 &&
+             intvec_push(&f->as.absent.missing_cr, g->edges[e].comm_rank) < 0))
             return -1;
     }
     return untraced;

@@ -119,7 +119,8 @@ int diagnose_deadlock(struct diag *d)
 {
     const struct waitgraph *g = d->graph;
     for (size_t c = 0; c < g->nsccs; c++)
-        if (g->sccs[c].cycle && g->sccs[c].nranks >= 2 && add_cycle(d, &g->sccs[c]) < 0)
+        if (g->sccs[c].cycle && g->sccs[c].nranks >= 2 && g->sccs[c].behind == (size_t)-1 &&
+            add_cycle(d, &g->sccs[c]) < 0)
             return -1;
     return 0;
 }

@@ -237,6 +237,29 @@ static void en_route_words(struct diag *d, struct finding *f, const struct absen
     intvec_free(&dead);
 }
 
+/* The summary of a collective only its waiting ranks made (f->as.absent.alone): "rank 0 made
+ * AllGather #4 on comm ... (...), which no other member will make: ranks 1-3 finished without
+ * it (exited with status 0 after destroying comm ...)". */
+static void alone_summary(struct finding *f, const struct absent *ab, size_t nab,
+                          const char *waiting, const char *call)
+{
+    struct intvec who = {0};
+    int ended = 1;
+    for (size_t i = 0; i < nab; i++) {
+        intvec_push(&who, ab[i].mb->proc->rank);
+        ended &= ab[i].mb->entry &&
+                 (ab[i].mb->entry->flags & (LS_COMM_DESTROYED | LS_COMM_FINALIZED)) != 0;
+    }
+    who.n = rankset_normalize(who.v, who.n);
+    char missing[256], how[96];
+    describe_ranks(who.v, who.n, missing, sizeof missing);
+    snprintf(how, sizeof how, "exited with status 0%s",
+             ended ? " after ending the communicator" : "");
+    finding_summary(f, "%s made %s, which no other member will make: %s finished without it (%s)",
+                    waiting, call, missing, how);
+    intvec_free(&who);
+}
+
 static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
 {
     struct finding *f = diag_finding_at(d, F_MISSING_RANKS, c->id, seq);
@@ -299,6 +322,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
      * way (then a dead missing member is the whole story). */
     size_t node = waitgraph_call_node(d->graph, WG_CALL_COLL, c->id, seq);
     f->as.absent.en_route = node != (size_t)-1 && d->graph->nodes[node].en_route;
+    f->as.absent.alone = node != (size_t)-1 && d->graph->nodes[node].state == WG_ALONE;
     /* Every traced member entered it: the ones without a trace are the missing ones. */
     int only_untraced = nab == 0 && untraced.n > 0;
     for (size_t i = 0; only_untraced && i < untraced.n; i++) {
@@ -342,6 +366,10 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
         free(crs);
         goto done;
     }
+    if (f->as.absent.alone) {
+        alone_summary(f, ab, nab, waiting, call);
+        goto details;
+    }
     absent_words(d, f, ab, nab, absent, sizeof(absent));
     /* One process (or one class) absent: where it is. */
     int one_proc = nab > 0;
@@ -374,6 +402,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
         }
     }
     finding_summary(f, "%s %s in %s; %s%s", waiting, verb, call, absent, where);
+details:
     if (f->as.absent.multi_rank)
         finding_detail(f,
                        "one process holds several ranks of comm %08llx (ncclCommInitAll, or one "

@@ -377,26 +377,27 @@ static int add_deaths(struct diag *d)
     struct death_group *groups = NULL;
     size_t ngroups = 0;
     struct running run;
-    if (list_running(d, &run) < 0)
+    char *waited = waitgraph_waited(d->graph);
+    if (!waited || list_running(d, &run) < 0) {
+        free(waited);
         return -1;
+    }
     int rc = 0;
     for (size_t i = 0; i < d->j->nprocs && rc == 0; i++) {
         const struct m_proc *p = d->j->procs[i];
         if (model_alive(p) || p->stopped_with_job)
             continue;
         const struct ls_header *h = &p->t->hdr;
-        if (p->state == RANK_EXITED && h->end_status == 0 && !p->died_in) {
-            struct intvec waiting = {0};
-            rc = peers_waiting_on(d, &run, p, &waiting);
-            size_t n = waiting.n;
-            intvec_free(&waiting);
-            if (n == 0)
-                continue; /* a clean exit nobody waits for */
-        }
-        if (rc == 0)
-            rc = add_death(d, &run, p, &groups, &ngroups);
+        /* A clean exit is a finding only where the graph has something wait for it: a rank
+         * that finished while the others made a call it never makes (the graph's WG_ALONE) is
+         * not the cause of their wait. */
+        if (p->state == RANK_EXITED && h->end_status == 0 && !p->died_in &&
+            !waited[waitgraph_rank_node(d->graph, p)])
+            continue;
+        rc = add_death(d, &run, p, &groups, &ngroups);
     }
     running_free(&run);
+    free(waited);
     for (size_t i = 0; i < ngroups && rc == 0; i++)
         summarize_death(d, &d->out->v[groups[i].finding], &groups[i]);
     free(groups);

@@ -106,6 +106,9 @@ struct f_absent {
     int en_route; /* some missing ranks are running (in no call, not stopped), every other one
                    * is gone, and the first waiter has waited no longer than the comm's arrival
                    * spread allows: the running ones are late, not stuck (diagnose_missing.c) */
+    int alone;    /* only the waiting ranks made it: every missing one finished without it and
+                   * they outnumber the waiting ones (the graph's WG_ALONE): the waiting ranks
+                   * are the odd ones */
 };
 
 /* p2p_unmatched, p2p_size_mismatch: the pair of the send and receive. */

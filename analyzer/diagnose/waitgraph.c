@@ -202,13 +202,35 @@ static int add_stream_waits(struct builder *b, size_t node, const struct m_comm 
     return n;
 }
 
+/* True when collective #k of c, which `entered` members reached, can never complete because
+ * every member that did not reach it finished without it (model_finished()) and they outnumber
+ * the ones that did: those made a call the program's other ranks do not make (a metric logged
+ * under `if rank == 0` at the end of training), the others ended as the program means them to.
+ * Where the finished ones are fewer, they are the odd ones (a rank whose data ran out a step
+ * early) and the collective waits for them. */
+static int alone(const struct m_comm *c, uint64_t k, int entered)
+{
+    int finished = 0;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc && i < c->nranks)
+            return 0; /* a member without a trace: nothing known */
+        if (!mb->proc || model_member_entered(mb, k))
+            continue;
+        if (!model_finished(mb->proc))
+            return 0;
+        finished++;
+    }
+    return finished > entered;
+}
+
 /* Fills collective node `node` (#k of c): edges to the members that never reached it, else its
- * terminal state: a mismatch, stuck on the GPU, or completing; members that reached it and died
- * inside it are what it waits for. */
+ * terminal state: a mismatch, stuck on the GPU, only its waiters' (alone()), or completing;
+ * members that reached it and died inside it are what it waits for. */
 static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uint64_t k)
 {
     size_t e0 = b->g->nedges, absent = 0;
-    int world = -1;
+    int world = -1, entered = 0;
     const struct ls_record *first = NULL;
     int agree = 1;
     for (int i = 0; i < c->nmembers; i++) {
@@ -229,6 +251,7 @@ static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uin
             absent++;
             continue;
         }
+        entered++;
         const struct ls_record *r = model_member_coll(mb, k);
         if (r && first && !model_calls_agree(first, r))
             agree = 0;
@@ -242,6 +265,9 @@ static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uin
     if (!agree || divergence(c) <= k) {
         b->g->nedges = e0; /* it can never complete, whoever else comes */
         x->state = WG_MISMATCH;
+    } else if (absent && alone(c, k, entered)) {
+        b->g->nedges = e0; /* nobody else will come: the finished ranks are not its cause */
+        x->state = WG_ALONE;
     } else if (absent) {
         x->state = WG_WAITS;
         x->waits_on_members = 1;
@@ -264,19 +290,66 @@ static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uin
     return 0;
 }
 
+/* True when process p is a member of c. */
+static int is_member(const struct m_comm *c, const struct m_proc *p)
+{
+    for (int i = 0; i < c->nmembers; i++)
+        if (c->members[i].proc == p)
+            return 1;
+    return 0;
+}
+
+/* Edges from creation node `node` of c to the processes of the job that must be its members no
+ * trace shows joined (`nmissing` of them), when the traces identify them: the job's processes
+ * that are not members of c, when there are no more of them than members missing (each is one),
+ * or when every one of them is blocked in NCCL (whichever of them it is, it cannot come: an AND
+ * wait on all of them says as much). Returns how many members the edges stand for, -1 when out
+ * of memory. */
+static int add_candidates(struct builder *b, size_t node, const struct m_comm *c, int nmissing)
+{
+    size_t ncand = 0, blocked = 0;
+    for (size_t i = 0; i < b->j->nprocs; i++) {
+        const struct m_proc *p = b->j->procs[i];
+        const struct ls_record *op;
+        if (!is_member(c, p)) {
+            ncand++;
+            blocked += model_was_running(p) && model_blocked_ops(p, &op, 1) > 0;
+        }
+    }
+    if (ncand == 0 || (ncand > (size_t)nmissing && blocked < ncand))
+        return 0;
+    for (size_t i = 0; i < b->j->nprocs; i++)
+        if (!is_member(c, b->j->procs[i]) && add_edge(b, node, i, WG_E_UNJOINED, -1, NULL) < 0)
+            return -1;
+    return ncand < (size_t)nmissing ? (int)ncand : nmissing;
+}
+
 /* The members of the parent P of a split that have not reached the split whose counter the
- * waiting member's entry `pe` shows, and the members of an init's comm c no trace holds. */
+ * waiting member's entry `pe` shows, and the members of an init's comm c no trace holds: by
+ * global rank where c is the world's, else the processes that must be them where the traces
+ * tell (add_candidates()), else absent nodes. */
 static int fill_init(struct builder *b, size_t node, const struct m_comm *c,
                      const struct ls_comm *pe)
 {
     size_t e0 = b->g->nedges;
-    int world = -1;
+    int world = -1, nmissing = 0, named = 0;
+    if (!pe) {
+        for (int i = 0; i < c->nranks && i < c->nmembers; i++)
+            nmissing += !c->members[i].proc;
+        world = model_comm_world_like(b->g->m, c);
+        if (nmissing && !world && (named = add_candidates(b, node, c, nmissing)) < 0)
+            return -1;
+    }
     for (int i = 0; i < c->nmembers; i++) {
         const struct m_member *mb = &c->members[i];
         int missing = pe ? mb->proc && mb->entry && mb->entry->split_count < pe->split_count
                          : !mb->proc && i < c->nranks;
         if (!missing)
             continue;
+        if (!mb->proc && named > 0) { /* one of the processes add_candidates() named */
+            named--;
+            continue;
+        }
         size_t t = mb->proc ? waitgraph_rank_node(b->g, mb->proc) : member_node(b, c, i, &world);
         if (t == (size_t)-1 || add_edge(b, node, t, WG_E_UNJOINED, i, NULL) < 0)
             return -1;

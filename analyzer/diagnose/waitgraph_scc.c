@@ -84,6 +84,42 @@ static size_t number_components(struct waitgraph *g)
     return ncomp;
 }
 
+/* The collective node of cycle component c whose missing members are out of order, or
+ * (size_t)-1 when c is a deadlock. A cycle through one collective and creations of
+ * communicators (inits, splits) and nothing else closes because the ranks the collective waits
+ * for went into a creation its other members do not make (yet): a rank that creates a group
+ * alone (a checkpoint group made under `if rank == 0`), ranks that split a communicator while
+ * the rest go on with its next collective. The collective's members had made every earlier
+ * call in lockstep; the ones it waits for are behind, and the creation's wait on the others is
+ * its consequence. Cycles through two collectives (each waits for ranks in the other: a lock
+ * order inverted between communicators), through sends and receives, or through creations
+ * alone (two groups created in different orders) are deadlocks. */
+static size_t out_of_order(const struct waitgraph *g, size_t c)
+{
+    const struct wg_scc *s = &g->sccs[c];
+    size_t coll = (size_t)-1, creations = 0;
+    for (size_t k = 0; k < s->nnodes; k++) {
+        size_t v = g->members[s->node0 + k];
+        const struct wg_node *n = &g->nodes[v];
+        if (n->kind == WG_RANK) {
+            for (size_t e = n->edge0; e < n->edge0 + n->nedges; e++)
+                if (!g->edges[e].soft && g->nodes[g->edges[e].to].scc == c &&
+                    g->nodes[g->edges[e].to].kind != WG_CALL)
+                    return (size_t)-1; /* a send or receive waits inside the cycle */
+            continue;
+        }
+        if (n->kind != WG_CALL)
+            continue;
+        if (n->call_kind == WG_CALL_INIT)
+            creations++;
+        else if (n->call_kind != WG_CALL_COLL || coll != (size_t)-1)
+            return (size_t)-1;
+        else
+            coll = v;
+    }
+    return creations ? coll : (size_t)-1;
+}
+
 int waitgraph_components(struct waitgraph *g)
 {
     size_t ncomp = number_components(g);
@@ -120,6 +156,9 @@ int waitgraph_components(struct waitgraph *g)
         else if (g->nodes[ed->from].kind == WG_RANK || g->sccs[a].nnodes > 1)
             g->sccs[a].cycle = g->sccs[a].nranks >= 1; /* a way back to where it started */
     }
+    for (size_t c = 0; c < ncomp; c++)
+        g->sccs[c].behind =
+            g->sccs[c].cycle && g->sccs[c].nranks >= 2 ? out_of_order(g, c) : (size_t)-1;
     return 0;
 }
 
@@ -200,14 +239,44 @@ out:
     return len;
 }
 
+char *waitgraph_waited(const struct waitgraph *g)
+{
+    char *waited = calloc(g->nnodes + 1, 1);
+    for (size_t e = 0; waited && e < g->nedges; e++)
+        waited[g->edges[e].to] |= !g->edges[e].soft;
+    return waited;
+}
+
 const char *waitgraph_state_name(enum wg_state s)
 {
     static const char *const names[WG_STATE_COUNT] = {
         [WG_WAITS] = "waits",         [WG_RUNNING] = "running",       [WG_STOPPED] = "stopped",
         [WG_DEAD] = "dead",           [WG_NO_TRACE] = "no_trace",     [WG_MISMATCH] = "mismatch",
-        [WG_GPU_STUCK] = "gpu_stuck", [WG_COMPLETING] = "completing",
+        [WG_GPU_STUCK] = "gpu_stuck", [WG_COMPLETING] = "completing", [WG_ALONE] = "alone",
     };
     return (unsigned)s < WG_STATE_COUNT ? names[s] : "?";
+}
+
+int waitgraph_call_is_sink(const struct waitgraph *g, size_t v)
+{
+    const struct wg_node *n = &g->nodes[v];
+    return n->kind == WG_CALL &&
+           (n->state == WG_MISMATCH || n->state == WG_GPU_STUCK || n->state == WG_ALONE);
+}
+
+const char *waitgraph_call_sink_words(enum wg_state s)
+{
+    switch (s) {
+    case WG_MISMATCH:
+        return "can never complete: its ranks called different things";
+    case WG_GPU_STUCK:
+        return "is stuck on the GPU: every rank issued it, no GPU completed it";
+    case WG_ALONE:
+        return "can never complete: only its waiters made it, every other member finished "
+               "without it";
+    default:
+        return "";
+    }
 }
 
 const char *waitgraph_edge_name(enum wg_edge_kind k)

@@ -24,9 +24,20 @@ size_t waitgraph_path(const struct waitgraph *g, const size_t *reach, size_t fro
 size_t *waitgraph_reach(const struct waitgraph *g, int (*better)(size_t a, size_t b, void *ctx),
                         void *ctx);
 
+/* Per node, 1 when some wait that is not soft ends at it (an edge leads to it). Returns the array
+ * (free() it), or NULL when out of memory. */
+char *waitgraph_waited(const struct waitgraph *g);
+
 /* Names for people and for the JSON report ("waits", "running", ...; "collective", "gpu",
  * "member", ...). */
 const char *waitgraph_state_name(enum wg_state s);
 const char *waitgraph_edge_name(enum wg_edge_kind k);
+
+/* True when node v is a call where waits end by itself: it can never complete (its ranks called
+ * different things, or only its waiters made it) or the GPU is stuck on it. */
+int waitgraph_call_is_sink(const struct waitgraph *g, size_t v);
+
+/* What such a call is, after its name ("can never complete: ..."); "" for other states. */
+const char *waitgraph_call_sink_words(enum wg_state s);
 
 #endif

@@ -33,6 +33,8 @@ enum wg_state {
     WG_MISMATCH,   /* a call whose members called different things: it can never complete */
     WG_GPU_STUCK,  /* a collective every member issued and no GPU completed */
     WG_COMPLETING, /* a call every member reached as called: nothing to wait for */
+    WG_ALONE,      /* a collective only its waiters made: every other member finished (exited
+                    * 0) without it, and they outnumber the waiters; it can never complete */
     WG_STATE_COUNT
 };
 
@@ -92,6 +94,10 @@ struct wg_scc {
     uint8_t sink;         /* no edge leaves it (soft edges aside) */
     uint8_t cycle;        /* ranks wait on each other around it (two ranks or more, or one rank
                            * waiting for itself) */
+    size_t behind;        /* a cycle that is no deadlock: the collective node of it whose
+                           * missing members are behind their peers (they went elsewhere, into
+                           * a creation, before a collective the others make: waitgraph_scc.c,
+                           * out_of_order()), (size_t)-1 none */
 };
 
 struct waitgraph {

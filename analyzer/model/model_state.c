@@ -39,6 +39,12 @@ int model_was_running(const struct m_proc *p)
     return model_alive(p) || p->stopped_with_job;
 }
 
+int model_finished(const struct m_proc *p)
+{
+    return p->state == RANK_EXITED && p->t->hdr.end_status == 0 && !p->died_in && !p->failed &&
+           !p->stopped_with_job;
+}
+
 int model_killed_from_outside(const struct m_proc *p)
 {
     int sig = p->t->hdr.end_signal;

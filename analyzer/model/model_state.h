@@ -44,6 +44,10 @@ int model_alive(const struct m_proc *p);
  * treats such a rank as still doing what it did when killed. */
 int model_was_running(const struct m_proc *p);
 
+/* True when the process finished: it exited with status 0, by itself, neither inside a call nor
+ * after one failed (a rank that ended its work as the program meant it to). */
+int model_finished(const struct m_proc *p);
+
 /* True when the process was killed from outside: SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT
  * recorded, or vanished without an end record. */
 int model_killed_from_outside(const struct m_proc *p);

@@ -46,13 +46,6 @@ static double box_y(const struct box *b)
     return PAD + 18 + (double)b->row * ROW_H;
 }
 
-/* True when node v is a call where waits end: it can never complete, or the GPU is stuck. */
-static int sink_call(const struct waitgraph *g, size_t v)
-{
-    const struct wg_node *n = &g->nodes[v];
-    return n->kind == WG_CALL && (n->state == WG_MISMATCH || n->state == WG_GPU_STUCK);
-}
-
 static void add_box(struct layout *l, size_t cls, size_t node, size_t depth)
 {
     if (l->nbox == MAX_BOXES) {
@@ -78,7 +71,7 @@ static void place(struct layout *l)
     const struct waitgraph *g = l->g;
     for (size_t e = 0; e < g->nedges; e++) {
         size_t t = g->edges[e].to;
-        if (sink_call(g, t) && l->node_box[t] == (size_t)-1 && l->nbox < MAX_BOXES / 4)
+        if (waitgraph_call_is_sink(g, t) && l->node_box[t] == (size_t)-1 && l->nbox < MAX_BOXES / 4)
             add_box(l, (size_t)-1, t, 0);
     }
     for (size_t k = 0; k < l->ncl; k++)
@@ -153,10 +146,7 @@ static void write_box(FILE *f, const struct layout *l, const struct box *b)
     } else {
         const struct wg_node *n = &l->g->nodes[b->node];
         report_call_words(l->g, b->node, NULL, head, sizeof head);
-        snprintf(words, sizeof words, "%s",
-                 n->state == WG_MISMATCH
-                     ? "can never complete: its ranks called different things"
-                     : "stuck on the GPU: issued everywhere, completed nowhere");
+        snprintf(words, sizeof words, "%s", waitgraph_call_sink_words(n->state));
     }
     fprintf(f, "<g class=\"wclass%s%s\"><title>", sink ? " sink" : "", c ? "" : " call");
     if (c) {

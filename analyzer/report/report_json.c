@@ -207,6 +207,7 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         json_int_array(w, "waiting_comm_ranks", absent->waiting_cr.v, absent->waiting_cr.n);
         json_bool(w, "several_ranks_per_process", absent->multi_rank);
         json_bool(w, "en_route", absent->en_route);
+        json_bool(w, "alone", absent->alone);
         break;
     case F_DUPLICATE_RANK:
         json_int(w, "rank", f->rank);

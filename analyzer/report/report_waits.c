@@ -275,16 +275,14 @@ void report_wait_words(const struct report_wait_class *cl, char *buf, size_t len
             report_call_words(g, ed->to, ed->call, call, sizeof call);
             if (t->state == WG_WAITS)
                 call_targets(g, ed->to, who, sizeof who);
+            char sink[200] = "";
+            if (waitgraph_call_is_sink(g, ed->to))
+                snprintf(sink, sizeof sink, " (it %s)", waitgraph_call_sink_words(t->state));
             used += (size_t)snprintf(
                 buf + used, len - used, "%s%s %s%s%s", used ? "; " : "",
                 ed->kind == WG_E_GPU ? (many ? "wait on their GPUs for" : "waits on its GPU for")
                                      : (many ? "wait in" : "waits in"),
-                call, t->state == WG_WAITS ? " for " : "",
-                t->state == WG_WAITS ? who
-                : t->state == WG_MISMATCH
-                    ? " (it can never complete: its ranks called different things)"
-                : t->state == WG_GPU_STUCK ? " (stuck on the GPU)"
-                                           : "");
+                call, t->state == WG_WAITS ? " for " : "", t->state == WG_WAITS ? who : sink);
             continue;
         }
         node_words(g, ed->to, who, sizeof who);

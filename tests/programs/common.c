@@ -83,6 +83,28 @@ void tp_sleep_ms(int ms)
         ;
 }
 
+void tp_compute_ms(int ms)
+{
+    uint64_t end = tp_mono_ms() + (uint64_t)ms;
+    volatile double x = 1.0;
+    while (tp_mono_ms() < end)
+        for (int i = 0; i < 20000; i++)
+            x = x * 1.0000001 + 1e-9;
+}
+
+const struct tp_mode *tp_pick_mode(int argc, char **argv, const char *prog,
+                                   const struct tp_mode *modes, size_t n)
+{
+    for (size_t i = 0; argc > 1 && i < n; i++)
+        if (strcmp(argv[1], modes[i].name) == 0)
+            return &modes[i];
+    fprintf(stderr, "usage: %s MODE; modes:", prog);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, " %s", modes[i].name);
+    fprintf(stderr, "\n");
+    return NULL;
+}
+
 typedef CUresult (*tp_cu_init_fn)(unsigned int);
 typedef CUresult (*tp_cu_sync_fn)(CUstream);
 

@@ -91,6 +91,22 @@ uint64_t tp_fnv(uint64_t h, const void *p, size_t n);
 /* Sleep for ms milliseconds, resuming after signal handlers. */
 void tp_sleep_ms(int ms);
 
+/* Computes (spins) for ms milliseconds: a rank's own work, outside NCCL. */
+void tp_compute_ms(int ms);
+
+/* One failure mode of a scenario program: its name on the command line, what it runs, and the
+ * rank that misbehaves by default (-1: the last one). */
+struct tp_mode {
+    const char *name;
+    void (*run)(void);
+    int victim;
+};
+
+/* The mode argv[1] names among `modes` (n of them), or NULL after a usage line on stderr that
+ * lists them (`prog MODE; modes: ...`). */
+const struct tp_mode *tp_pick_mode(int argc, char **argv, const char *prog,
+                                   const struct tp_mode *modes, size_t n);
+
 /* Wait for the NCCL work this process issued on the default stream, as a
  * training loop does when it reads a result (loss.item(), a host copy). In
  * the emulator's async mode (LOCKSTEP_EMU_ASYNC=1) this is

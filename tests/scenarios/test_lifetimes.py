@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""test_lifetimes.py -- hangs that lie in the lives of communicators and of ranks, end to end:
+NCCL programs (lifetimes.c) run as ranks on the CPU emulator under the real shim, stopped by
+their launcher (or by `lockstep run`), then judged post-mortem and live. A group created by one
+rank alone, groups created in different orders, a split only some ranks make, ranks that
+finished while another made one call more: each case names the one root cause a person acts on
+(docs/analyzer.md, "Lifetimes"). Sizes and timings are drawn at random (the seed is printed;
+LOCKSTEP_TEST_SEED repeats).
+
+Usage: test_lifetimes.py CASE   (paths come from the environment meson sets)
+"""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import expect, run  # noqa: E402
+import test_realjobs as rj  # noqa: E402
+from test_realjobs import follows, one_root, roots  # noqa: E402
+
+LIFETIMES = os.environ["LIFETIMES"]
+rng = rj.rng
+note = rj.note
+
+
+def cmd(mode, np):
+    return [rj.LAUNCH, "--np", str(np), "--seed", str(rng.randrange(1 << 30)),
+            "--stop-when-stuck", str(round(rng.uniform(0.5, 1.2), 2)), "--timeout", "90", "--",
+            LIFETIMES, mode]
+
+
+def post_mortem(tmp, mode, np, env=None):
+    """Runs `lifetimes MODE` as np ranks until the launcher stops the hung job; returns the
+    report and its text."""
+    d = os.path.join(tmp, "traces")
+    os.makedirs(d, exist_ok=True)
+    p = subprocess.run(cmd(mode, np), env=rj.rank_env(d, env), capture_output=True, text=True,
+                       timeout=180)
+    print(p.stderr[-3000:], end="")
+    expect(p.returncode == rj.HUNG, f"launcher exited {p.returncode}, want {rj.HUNG}")
+    return rj.analyze(d)
+
+
+def live(tmp, mode, np, env=None):
+    """`lockstep run --stall 2` on `lifetimes MODE`: the report and its text."""
+    js = os.path.join(tmp, "run.json")
+    p = subprocess.run([rj.LOCKSTEP, "run", "--dir", os.path.join(tmp, "run"), "--stall", "2",
+                        "--json", js, "--", rj.LAUNCH, "--np", str(np), "--seed",
+                        str(rng.randrange(1 << 30)), "--", LIFETIMES, mode],
+                       env=rj.clean_env(env), capture_output=True, text=True, timeout=240)
+    print(p.stderr[-3000:], end="")
+    expect(p.returncode == 3, f"lockstep run exited {p.returncode}, want 3:\n{p.stdout}\n"
+                              f"{p.stderr[-2000:]}")
+    return json.load(open(js)), p.stdout
+
+
+def summaries(r):
+    return [(f["kind"], f["summary"]) for f in r["findings"]]
+
+
+def no_untraced_words(r):
+    """No finding says a member with a trace never reached NCCL."""
+    for f in r["findings"]:
+        expect("no trace" not in f["summary"], f"a member with a trace is called untraced: "
+                                               f"{f['summary']}")
+
+
+# ---------------------------------------------------------------- endings
+
+
+def check_alone(r, text, np, victim):
+    f = one_root(r, "missing_ranks")
+    others = sorted(set(range(np)) - {victim})
+    expect(f["waiting"] == [victim] and f["missing"] == others and f["alone"],
+           f"waiting {f['waiting']} missing {f['missing']} alone {f.get('alone')}: {f['summary']}")
+    expect("no other member will make" in f["summary"] and "finished without it" in f["summary"],
+           f"the summary does not say the others finished: {f['summary']}")
+    for g in roots(r):
+        expect(g["kind"] != "rank_exited", f"a clean exit is a root cause: {g['summary']}")
+    rj.one_line(text, r"finished without it \(exited with status 0", "that the others finished")
+
+
+def case_alone_at_exit(tmp):
+    """The victim logs one metric more at the end of training; every other rank finishes (exits
+    0, after destroying the communicator or not). The victim made a call nobody else will make:
+    it is the root cause, not the ranks that finished ("ranks 1-7 exited with status 0 while rank
+    0 still waits for them" was the report)."""
+    np, steps, destroy = rng.randrange(3, 9), rng.randrange(1, 4), rng.choice(["0", "1"])
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {steps} steps, destroy {destroy}")
+    env = {"SCENARIO_STEPS": str(steps), "SCENARIO_DESTROY": destroy,
+           "SCENARIO_VICTIM": str(victim)}
+    check_alone(*post_mortem(tmp, "alone_at_exit", np, env), np, victim)
+
+
+def case_alone_at_exit_live(tmp):
+    """The same under `lockstep run`."""
+    np, victim = rng.randrange(3, 7), 0
+    note(f"{np} ranks, victim {victim}")
+    check_alone(*live(tmp, "alone_at_exit", np, {"SCENARIO_DESTROY": "1"}), np, victim)
+
+
+def case_finished_early(tmp):
+    """The other side of the same rule: one rank's data ran out a step early, it finished while
+    the others started one step more. The rank that finished is the odd one: its clean exit is
+    the root cause the others wait for."""
+    np, steps = rng.randrange(3, 9), rng.randrange(2, 4)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {steps} steps")
+    r, _ = post_mortem(tmp, "finished_early", np, {"SCENARIO_STEPS": str(steps),
+                                                    "SCENARIO_VICTIM": str(victim)})
+    f = one_root(r, "rank_exited")
+    expect(f["dead"] == [victim] and f["status"] == 0 and
+           f["waiting"] == sorted(set(range(np)) - {victim}), f"{f}")
+    follows(r, "missing_ranks", 0, missing=[victim], alone=False)
+
+
+# ---------------------------------------------------------------- creations
+
+
+def check_ckpt(r, text, np, victim, steps):
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [victim] and f["waiting"] == sorted(set(range(np)) - {victim}) and
+           f["seq"] == steps + 1, f"missing {f['missing']} waiting {f['waiting']} seq {f['seq']}: "
+                                  f"{f['summary']}")
+    expect("CommInitRank" in f["summary"], f"the summary does not say where rank {victim} is: "
+                                           f"{f['summary']}")
+    for g in r["findings"]:
+        if g["kind"] == "missing_ranks":
+            expect(g["missing"] == [victim], f"another rank called missing: {g['summary']}")
+    init = follows(r, "comm_init_mismatch", 0)[0]
+    expect(init["waiting"] == [victim] and victim not in init["missing"] and init["missing"],
+           f"the checkpoint group's creation: {init['summary']}")
+    no_untraced_words(r)
+
+
+def case_ckpt_group(tmp):
+    """A checkpoint saved under `if rank == victim` creates its 2-rank group at first use; the
+    other member never does and goes on with everyone else into the next step. The victim went
+    elsewhere before a collective its peers had all made: it is behind on the world, and the
+    cycle (the creation waits for ranks that wait for the victim) is its consequence. Was: the
+    creation's members called untraced ("no trace: it never reached NCCL") and named by no rank."""
+    np, steps = rng.randrange(3, 9), rng.randrange(1, 4)
+    victim = rng.randrange(np - 1)
+    note(f"{np} ranks, victim {victim}, {steps} steps")
+    r, text = post_mortem(tmp, "ckpt_group", np, {"SCENARIO_STEPS": str(steps),
+                                                   "SCENARIO_VICTIM": str(victim)})
+    check_ckpt(r, text, np, victim, steps)
+
+
+def case_ckpt_group_live(tmp):
+    np, victim = rng.randrange(3, 7), 0
+    note(f"{np} ranks, victim {victim}")
+    check_ckpt(*live(tmp, "ckpt_group", np), np, victim, 2)
+
+
+def check_init_order(r, np):
+    f = one_root(r, "deadlock_cycle")
+    expect(sorted(f["ranks"]) == list(range(np)), f"cycle ranks {f['ranks']}: {f['summary']}")
+    low, high = list(range(np // 2)), list(range(np // 2, np))
+    got = sorted(sorted(g["missing"]) for g in r["findings"] if g["kind"] == "comm_init_mismatch")
+    expect(got == sorted([low, high]), f"the creations' missing ranks {got}, want {low} and "
+                                       f"{high}: {summaries(r)}")
+    no_untraced_words(r)
+
+
+def case_init_order(tmp):
+    """Two world-sized groups created in different orders by the two halves of the job: each
+    half waits in one creation for the other half, which waits in the other creation. A deadlock,
+    its members named by rank (they have traces), though no creation is the world's numbering."""
+    np = rng.choice([2, 4, 6, 8])
+    note(f"{np} ranks")
+    check_init_order(post_mortem(tmp, "init_order", np)[0], np)
+
+
+def case_init_order_live(tmp):
+    np = rng.choice([2, 4, 6])
+    note(f"{np} ranks")
+    check_init_order(live(tmp, "init_order", np)[0], np)
+
+
+def check_split(r, np, splitters, steps):
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == list(range(splitters)) and
+           f["waiting"] == list(range(splitters, np)) and f["seq"] == steps + 1,
+           f"missing {f['missing']} waiting {f['waiting']} seq {f['seq']}: {f['summary']}")
+    expect("CommSplit" in f["summary"], f"the summary does not say the missing ranks split the "
+                                        f"world: {f['summary']}")
+    expect(not [g for g in r["findings"] if g["kind"] == "deadlock_cycle"],
+           f"a deadlock reported: {summaries(r)}")
+
+
+def case_split_vs_coll(tmp):
+    """Some ranks split the world (a side group only they think they need) while the others go
+    on into the world's next collective: one communicator, two paths at the same point. Not a
+    deadlock between ranks: the ranks in the split never made the collective the rest wait in."""
+    np, steps = rng.randrange(3, 9), rng.randrange(1, 4)
+    splitters = rng.randrange(1, np)
+    note(f"{np} ranks, {splitters} split, {steps} steps")
+    r, _ = post_mortem(tmp, "split_vs_coll", np, {"SCENARIO_STEPS": str(steps),
+                                                   "SCENARIO_SPLITTERS": str(splitters)})
+    check_split(r, np, splitters, steps)
+
+
+def case_split_vs_coll_live(tmp):
+    np = rng.randrange(3, 7)
+    splitters = rng.randrange(1, np)
+    note(f"{np} ranks, {splitters} split")
+    check_split(live(tmp, "split_vs_coll", np, {"SCENARIO_SPLITTERS": str(splitters)})[0], np,
+                splitters, 2)
+
+
+if __name__ == "__main__":
+    sys.exit(run(globals(), "lockstep-lifetimes-"))
