@@ -48,41 +48,9 @@ static _Atomic uint64_t adopted_counter;
 int (*ls_query_rank)(uintptr_t h, int *rank);
 int (*ls_query_count)(uintptr_t h, int *count);
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
-uint64_t ls_comm_id_from_unique(const void *bytes, size_t n)
-{
-    const unsigned char *p = bytes;
-    uint64_t h = 0x6c6f636b73746570ull ^ n;
-    for (size_t i = 0; i < n; i += 8) {
-        uint64_t w = 0;
-        memcpy(&w, p + i, n - i < 8 ? n - i : 8);
-        h = mix64(h ^ w) + 0x9e3779b97f4a7c15ull;
-    }
-    h = mix64(h);
-    return h ? h : 1;
-}
-
-uint64_t ls_comm_id_child(uint64_t parent, uint32_t counter, int64_t tag, uint64_t extra)
-{
-    uint64_t h = mix64(parent ^ 0x73706c6974ull);
-    h = mix64(h ^ counter);
-    h = mix64(h ^ (uint64_t)tag);
-    h = mix64(h ^ extra);
-    return h ? h : 1;
-}
-
 static size_t handle_hash(uintptr_t h)
 {
-    return (size_t)(mix64(h) % HANDLE_SLOTS);
+    return (size_t)(ls_mix64(h) % HANDLE_SLOTS);
 }
 
 /* Looks the handle up without locking; -1 when unknown. */
@@ -162,6 +130,7 @@ int ls_comm_register(struct ls_trace *t, uintptr_t h, uint64_t id, uint64_t pare
     c->created_ns = ls_now();
     c->create_site = site;
     c->cuda_dev = -1;
+    c->flags |= LS_COMM_READY_TRACKED;
     if (rank < 0 || nranks < 0)
         c->flags |= LS_COMM_RANK_PENDING;
     read_config(c, config);
@@ -285,8 +254,9 @@ int ls_comm_lookup(struct ls_trace *t, uintptr_t h)
     }
     if (idx < 0 && h) {
         /* A communicator made before recording started: an id of our own, rank from NCCL. */
-        uint64_t id = ls_comm_id_child(
-            (uint64_t)getpid(), (uint32_t)atomic_fetch_add(&adopted_counter, 1), -2, (uint64_t)h);
+        uint64_t id =
+            ls_comm_id_child((uint64_t)getpid(), (uint32_t)atomic_fetch_add(&adopted_counter, 1),
+                             LS_COMM_TAG_ADOPTED, (uint64_t)h);
         idx = ls_comm_register(t, h, id, 0, -1, -1, LS_OP_NONE, -1, -1, 0, NULL);
         if (idx >= 0)
             fill_rank_info(&t->comms[idx], h);
@@ -294,6 +264,25 @@ int ls_comm_lookup(struct ls_trace *t, uintptr_t h)
     ls_t.cached_handle = h;
     ls_t.cached_idx = idx;
     return idx;
+}
+
+void ls_comm_created_pending(struct ls_trace *t, int idx)
+{
+    atomic_fetch_or_explicit((_Atomic uint32_t *)&t->comms[idx].flags, LS_COMM_NONBLOCKING,
+                             memory_order_relaxed);
+    atomic_fetch_add_explicit(&ls_g.pending_creations, 1, memory_order_relaxed);
+}
+
+void ls_comm_note_ready(struct ls_trace *t, uintptr_t h)
+{
+    int idx = ls_comm_lookup(t, h);
+    if (idx < 0)
+        return;
+    int32_t expect = ncclInProgress;
+    if (atomic_compare_exchange_strong_explicit((_Atomic int32_t *)&t->comms[idx].init_result,
+                                                &expect, ncclSuccess, memory_order_relaxed,
+                                                memory_order_relaxed))
+        atomic_fetch_sub_explicit(&ls_g.pending_creations, 1, memory_order_relaxed);
 }
 
 void ls_comm_end(struct ls_trace *t, uintptr_t h, uint32_t flag)
@@ -328,7 +317,7 @@ struct ls_peer *ls_peer_get(struct ls_trace *t, int idx, int peer)
 {
     const size_t nslots = sizeof peer_slots / sizeof peer_slots[0];
     uint64_t key = ((uint64_t)(uint32_t)(idx + 1) << 32) | (uint32_t)peer;
-    size_t i = (size_t)(mix64(key) % nslots);
+    size_t i = (size_t)(ls_mix64(key) % nslots);
     for (size_t n = 0; n < nslots; n++, i = (i + 1) % nslots) {
         struct peer_slot *s = &peer_slots[i];
         uint64_t cur = atomic_load_explicit(&s->key, memory_order_acquire);

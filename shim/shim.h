@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <time.h>
 
+#include "lockstep/comm_id.h"
 #include "lockstep/room.h"
 #include "lockstep/trace_format.h"
 
@@ -186,6 +187,8 @@ struct ls_global {
     _Atomic uint64_t group_counter;
     int completion_by_plugin; /* the profiler plugin's build: completion comes from NCCL's
                                * events, never from CUDA events (set before the first start) */
+    _Atomic int pending_creations; /* nonblocking creations not yet seen ready: only while
+                                    * some are does ncclCommGetAsyncError look its comm up */
 };
 
 extern struct ls_global ls_g;
@@ -502,9 +505,15 @@ void ls_comm_resolve_pending(struct ls_trace *t, uintptr_t want);
  * handle when the communicator is gone. */
 void ls_comm_end(struct ls_trace *t, uintptr_t h, uint32_t flag);
 
-/* Identity helpers: ids every member computes alike. Never 0. */
-uint64_t ls_comm_id_from_unique(const void *bytes, size_t n);
-uint64_t ls_comm_id_child(uint64_t parent, uint32_t counter, int64_t tag, uint64_t extra);
+/* Notes that entry `idx`'s creation returned ncclInProgress: a nonblocking creation, pending
+ * until ncclCommGetAsyncError reports it ready (ls_comm_note_ready()). */
+void ls_comm_created_pending(struct ls_trace *t, int idx);
+
+/* ncclCommGetAsyncError reported communicator `h` ready (ncclSuccess): a pending creation of it
+ * is complete, its init_result ncclSuccess from now on. */
+void ls_comm_note_ready(struct ls_trace *t, uintptr_t h);
+
+/* Identity helpers, ids every member computes alike: lockstep/comm_id.h. */
 
 /* Returns the peer-table entry for (idx, peer), creating it; NULL when the table is full. */
 struct ls_peer *ls_peer_get(struct ls_trace *t, int idx, int peer);

@@ -54,6 +54,8 @@ static void after_create(struct ls_trace *t, int idx, ncclComm_t *out, ncclResul
         return;
     struct ls_comm *c = &t->comms[idx];
     atomic_store_explicit((_Atomic int32_t *)&c->init_result, res, memory_order_relaxed);
+    if (res == ncclInProgress)
+        ls_comm_created_pending(t, idx);
     if (res != ncclSuccess && res != ncclInProgress) {
         atomic_fetch_or_explicit((_Atomic uint32_t *)&c->flags, LS_COMM_INIT_FAILED,
                                  memory_order_relaxed);
@@ -140,7 +142,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
     /* One communicator, all of whose ranks live in this process: an id of our own. */
     static _Atomic uint32_t counter;
     uint64_t id = ls_comm_id_child(c.t->hdr->start_ns ^ (uint64_t)getpid(),
-                                   atomic_fetch_add(&counter, 1), -4, 0);
+                                   atomic_fetch_add(&counter, 1), LS_COMM_TAG_INITALL, 0);
     ls_call_set(&c, id, -1, (uint64_t)ndev, id);
     ncclResult_t res = real(comm, ndev, devlist);
     for (int i = 0; res == ncclSuccess && comm && i < ndev; i++) {
@@ -204,7 +206,8 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Hash of the excluded ranks, independent of the order the caller listed them in. */
+/* Hash of the excluded ranks, independent of the order the caller listed them in and of
+ * repeats (ls_comm_shrink_extra(): the analyzer finds which ranks a shrink excluded by it). */
 static uint64_t excluded_hash(const int *list, int n)
 {
     if (!list || n <= 0)
@@ -212,10 +215,14 @@ static uint64_t excluded_hash(const int *list, int n)
     int local[256];
     int *sorted = n <= 256 ? local : malloc((size_t)n * sizeof(int));
     if (!sorted)
-        return ls_comm_id_from_unique(list, (size_t)n * sizeof(int));
+        return ls_comm_shrink_extra(list, n);
     memcpy(sorted, list, (size_t)n * sizeof(int));
     qsort(sorted, (size_t)n, sizeof(int), cmp_int);
-    uint64_t h = ls_comm_id_from_unique(sorted, (size_t)n * sizeof(int));
+    int u = 0;
+    for (int i = 0; i < n; i++)
+        if (u == 0 || sorted[u - 1] != sorted[i])
+            sorted[u++] = sorted[i];
+    uint64_t h = ls_comm_shrink_extra(sorted, u);
     if (sorted != local)
         free(sorted);
     return h;
@@ -235,7 +242,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
         return real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
     uint64_t parent_id = pidx >= 0 ? c.t->comms[pidx].comm_id : 0;
     uint32_t counter = next_split_counter(c.t, pidx);
-    uint64_t id = ls_comm_id_child(parent_id, counter, -3,
+    uint64_t id = ls_comm_id_child(parent_id, counter, LS_COMM_TAG_SHRINK,
                                    excluded_hash(excludeRanksList, excludeRanksCount));
     ls_call_set(&c, parent_id, c.comm_rank, id, (uint64_t)(uint32_t)excludeRanksCount);
     int idx = ls_comm_register(c.t, 0, id, parent_id, -1, -1, LS_OP_COMM_SHRINK, excludeRanksCount,
@@ -265,7 +272,8 @@ ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqu
     uint64_t parent_id = pidx >= 0 ? c.t->comms[pidx].comm_id : 0;
     uint64_t id = 1;
     if (parent_id)
-        id = ls_comm_id_child(parent_id, next_split_counter(c.t, pidx), -5, (uint64_t)nRanks);
+        id = ls_comm_id_child(parent_id, next_split_counter(c.t, pidx), LS_COMM_TAG_GROW,
+                              (uint64_t)nRanks);
     else if (uniqueId)
         id = ls_comm_id_from_unique(uniqueId, sizeof *uniqueId);
     ls_call_set(&c, parent_id, comm ? c.comm_rank : rank, (uint64_t)nRanks, id);
@@ -368,6 +376,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
         return real(comm, asyncError); /* NCCL polling inside the user's call: part of it */
     uint64_t enter_ns = ls_now();
     ncclResult_t res = real(comm, asyncError);
+    if (LS_UNLIKELY(atomic_load_explicit(&ls_g.pending_creations, memory_order_relaxed) > 0) &&
+        res == ncclSuccess && asyncError && *asyncError == ncclSuccess &&
+        atomic_load_explicit(&ls_g.state, memory_order_acquire) == LS_STATE_ON)
+        ls_comm_note_ready(&ls_g.trace, (uintptr_t)comm); /* a nonblocking creation ended */
     if (LS_LIKELY(res != ncclSuccess || !asyncError || !async_failed(*asyncError)))
         return res;
     struct ls_call_args a = comm_args;

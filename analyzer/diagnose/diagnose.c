@@ -148,6 +148,8 @@ static int cmp_order(const void *a, const void *b)
 {
     const struct order_key *x = a, *y = b;
     const struct finding *f = &sort_fs->v[x->index], *g = &sort_fs->v[y->index];
+    if (f->history != g->history) /* the present first, then what the job recovered from */
+        return f->history - g->history;
     if (x->depth != y->depth)
         return x->depth < y->depth ? -1 : 1;
     int pf = finding_kind_priority(f->kind), pg = finding_kind_priority(g->kind);

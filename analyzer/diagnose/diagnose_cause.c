@@ -9,6 +9,7 @@
 #include "diagnose_pass.h"
 #include "names.h"
 #include "rankset.h"
+#include "timefmt.h"
 #include "untraced.h"
 
 /* Per global rank, the findings that can own its node when it is a sink. */
@@ -170,8 +171,11 @@ static void index_ranks(struct cause *x)
         case F_NCCL_ERROR:
             for (size_t k = 0; k < f->ranks.n; k++) {
                 int r = f->ranks.v[k];
-                if (r >= 0 && r < j->world_size && j->by_rank[r] &&
-                    model_nothing_after(j->by_rank[r], f->time_ns)) {
+                const struct m_proc *q = r >= 0 && r < j->world_size ? j->by_rank[r] : NULL;
+                const struct ls_record *failed = q ? q->failed : NULL;
+                if (q && model_nothing_after(q, f->time_ns) &&
+                    !(failed && f->has_comm && failed->comm_id == f->comm &&
+                      !model_failure_ended_work(q, failed))) {
                     long m = mismatch_behind_error(x, f, r);
                     note_rank(x, r, m >= 0 ? m : (long)i, 0);
                     if (m >= 0 && F(x, m)->has_seq)
@@ -233,6 +237,8 @@ static long owner_of_call(const struct cause *x, const struct wg_node *v)
         return -1;
     if (v->call_kind == WG_CALL_P2P)
         return finding_at(x, F_P2P_SIZE_MISMATCH, v->comm, v->seq, 0);
+    if (v->call_kind == WG_CALL_INIT) /* members made different creations at one counter */
+        return finding_at(x, F_COMM_INIT_MISMATCH, v->comm, v->seq, 0);
     return finding_at(x, F_OP_MISMATCH, v->comm, v->seq, 1);
 }
 
@@ -319,6 +325,8 @@ static long owner_of_stopped(const struct cause *x, const struct wg_node *v)
     if (v->state != WG_RUNNING || !p || !p->stopped_with_job || !e || p->current || e->rank < 0 ||
         e->rank >= x->nranks || !not_behind(p, e))
         return -1;
+    if (model_handled_after(x->d->j, e->death_hi))
+        return -1; /* the job recovered from that death before the stop: not what it followed */
     return x->by_rank[e->rank].own;
 }
 
@@ -387,7 +395,14 @@ static size_t anchors(const struct cause *x, const struct finding *f, size_t *ou
         ranks = finding_ended(f);
         break;
     case F_NCCL_ERROR:
-        ranks = &f->ranks;
+        /* A collective the ranks gave up waiting in (a watchdog's abort or revoke) failed for
+         * what the wait was for: the members it was missing. Else where its ranks' NCCL work
+         * ended, unless the job went on past it. */
+        c = f->has_seq ? (size_t)finding_at(x, F_MISSING_RANKS, f->comm, f->seq, 0) : (size_t)-1;
+        if (c != (size_t)-1 && F(x, (long)c)->missing.n)
+            ranks = &F(x, (long)c)->missing;
+        else if (!f->time_ns || f->time_ns >= x->d->j->recovered_ns)
+            ranks = &f->ranks;
         break;
     case F_P2P_UNMATCHED:
     case F_COMM_INIT_MISMATCH:
@@ -423,9 +438,13 @@ static void call_words(const struct ls_record *r, const struct wg_node *v, char 
 {
     unsigned op = r ? r->op : LS_OP_NONE;
     uint64_t comm = r ? r->comm_id : v->comm, seq = r ? r->seq : v->seq;
-    if (v && v->kind == WG_CALL && v->call_kind == WG_CALL_INIT)
+    if (v && v->kind == WG_CALL && v->call_kind == WG_CALL_INIT && r && ls_op_makes_child(op) &&
+        r->comm_id)
+        snprintf(buf, len, "%s of comm %08llx", ls_op_name(op),
+                 (unsigned long long)(v->comm >> 32));
+    else if (v && v->kind == WG_CALL && v->call_kind == WG_CALL_INIT)
         snprintf(buf, len, "the creation of comm %08llx",
-                 (unsigned long long)((r && r->op != LS_OP_COMM_SPLIT ? r->aux : v->comm) >> 32));
+                 (unsigned long long)((r ? r->aux : v->comm) >> 32));
     else if (seq)
         snprintf(buf, len, "%s #%llu on comm %08llx", r ? ls_op_name(op) : "collective",
                  (unsigned long long)seq, (unsigned long long)(comm >> 32));
@@ -565,6 +584,100 @@ static void explain(struct cause *x, struct finding *f, size_t from)
     finding_detail(f, "why: %s", words);
 }
 
+/* ---- history: failures the job recovered from ---------------------------------------------- */
+
+/* The communicator of job j made first after time t on which collectives were made, and when
+ * (*created); NULL none. */
+static const struct m_comm *replacement(const struct m_job *j, uint64_t t, uint64_t *created)
+{
+    const struct m_comm *best = NULL;
+    *created = 0;
+    for (size_t i = 0; i < j->ncomms; i++) {
+        const struct m_comm *c = j->comms[i];
+        uint64_t at = UINT64_MAX;
+        for (int k = 0; k < c->nmembers; k++)
+            if (c->members[k].entry && c->members[k].entry->created_ns < at)
+                at = c->members[k].entry->created_ns;
+        if (at > t && at != UINT64_MAX && c->max_issued && (!best || at < *created)) {
+            best = c;
+            *created = at;
+        }
+    }
+    return best;
+}
+
+/* The detail of history finding f: how the job went on ("history: the job went on without it:
+ * 312 ms later it made comm e55e9621 (CommShrink of comm 036786e6) and 4 collectives on it;
+ * nothing waits for this now"). */
+static void history_words(const struct cause *x, struct finding *f)
+{
+    uint64_t at = 0;
+    const struct m_comm *c = replacement(x->d->j, f->time_ns, &at);
+    char gap[32], how[96] = "";
+    if (!c) {
+        char gap[32];
+        timefmt_duration(gap, sizeof gap, x->d->j->recovering_ns - f->time_ns);
+        finding_detail(f,
+                       "history: the job began to recover from it with NCCL's fault tolerance "
+                       "(ncclCommRevoke, ncclCommShrink: the newest %s after it); nothing waits "
+                       "for this now",
+                       gap);
+        return;
+    }
+    timefmt_duration(gap, sizeof gap, at - f->time_ns);
+    if (c->parent)
+        snprintf(how, sizeof how, " (%s of comm %08llx)", ls_op_name(c->create_op),
+                 (unsigned long long)(c->parent >> 32));
+    else
+        snprintf(how, sizeof how, " (%s)", ls_op_name(c->create_op));
+    finding_detail(f,
+                   "history: the job went on without it: %s later it made comm %08llx%s and %llu "
+                   "collective%s on it; nothing waits for this now",
+                   gap, (unsigned long long)(c->id >> 32), how, (unsigned long long)c->max_issued,
+                   c->max_issued == 1 ? "" : "s");
+}
+
+/* Marks as history every finding about a failure the job recovered from: a root cause older
+ * than the job's newest communicator with a completed collective (it replaced its communicators
+ * after the failure and went on), or than its newest revoke or shrink (it began to recover:
+ * model_handled_after()), that owns no sink any rank waiting now reaches; and the findings that
+ * follow from it (a wait of now would reach the sink of its cause, so they are not of now
+ * either). History is told after the present and explains nothing of it: "rank 6 died at ...,
+ * the job shrank its world without it and went on". */
+static int mark_history(struct cause *x)
+{
+    const struct waitgraph *g = x->g;
+    const struct m_job *j = x->d->j;
+    char *current = calloc(g->nsccs + 1, 1);
+    if (!current)
+        return -1;
+    for (size_t v = 0; v < g->nnodes; v++)
+        if (waitgraph_waits(g, v))
+            current[x->reach[g->nodes[v].scc]] = 1;
+    for (size_t i = x->first; i < x->fs->n; i++) {
+        struct finding *f = F(x, (long)i);
+        if (f->consequence_of >= 0 || !f->time_ns || !model_handled_after(j, f->time_ns))
+            continue;
+        int now = 0;
+        for (size_t c = 0; c < g->nsccs && !now; c++)
+            now = x->owner[c] == (long)i && current[c];
+        if (now)
+            continue;
+        f->history = 1;
+        history_words(x, f);
+    }
+    for (size_t i = x->first; i < x->fs->n; i++) { /* consequences: of their root's time */
+        struct finding *f = F(x, (long)i);
+        long at = f->consequence_of;
+        for (int hops = 0; at >= 0 && F(x, at)->consequence_of >= 0 && hops < 64; hops++)
+            at = F(x, at)->consequence_of;
+        if (at >= 0)
+            f->history = F(x, at)->history;
+    }
+    free(current);
+    return 0;
+}
+
 /* ---- the pass ---------------------------------------------------------------------------- */
 
 static void cause_free(struct cause *x)
@@ -629,6 +742,11 @@ int diagnose_causes(struct diag *d, size_t first)
             f->consequence_of = (int)x.owner[best];
             explain(&x, f, from);
         }
+    }
+    if (mark_history(&x) < 0) {
+        free(owns);
+        cause_free(&x);
+        return -1;
     }
     diagnose_first_failure(d, first, x.owner);
     free(owns);

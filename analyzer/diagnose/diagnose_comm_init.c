@@ -206,13 +206,146 @@ static int add_absent(struct diag *d, const struct m_comm *c, struct intvec *abs
     return 0;
 }
 
+/* True when graph node v is a creation of a child of its communicator (a split, shrink or grow
+ * some member waits in). */
+static int child_creation(const struct wg_node *v)
+{
+    return v->kind == WG_CALL && v->call_kind == WG_CALL_INIT && v->call &&
+           ls_op_makes_child(v->call->op) && v->call->comm_id;
+}
+
+/* Words for one member's record q of a child creation of c at split counter `counter`:
+ * "CommShrink (excluding ranks 1,4)", "CommSplit (color 2)". */
+static void creation_words(const struct m_comm *c, uint32_t counter, const struct ls_record *q,
+                           char *buf, size_t len)
+{
+    unsigned char *ex = q->op == LS_OP_COMM_SHRINK ? model_shrink_excluded(c, q, counter) : NULL;
+    if (ex) {
+        struct intvec who = {0};
+        for (int i = 0; i < c->nmembers; i++)
+            if (ex[i])
+                intvec_push(&who, diag_member_rank(c, i) >= 0 ? diag_member_rank(c, i) : i);
+        char ranks[200];
+        describe_ranks(who.v, who.n, ranks, sizeof ranks);
+        snprintf(buf, len, "CommShrink (excluding %s)", ranks);
+        intvec_free(&who);
+        free(ex);
+    } else if (q->op == LS_OP_COMM_SHRINK)
+        snprintf(buf, len, "CommShrink (excluding %llu rank%s)", (unsigned long long)q->aux,
+                 q->aux == 1 ? "" : "s");
+    else if (q->op == LS_OP_COMM_SPLIT && (int32_t)(q->aux >> 32) < 0)
+        snprintf(buf, len, "CommSplit (no color)");
+    else if (q->op == LS_OP_COMM_SPLIT)
+        snprintf(buf, len, "CommSplit (color %d)", (int)(int32_t)(q->aux >> 32));
+    else
+        snprintf(buf, len, "%s", ls_op_name(q->op));
+}
+
+/* Members of comm c that made different creations at its split counter `counter` (graph node
+ * x, WG_MISMATCH): one class per distinct creation, "ranks 0-2 CommShrink (excluding 1 rank);
+ * rank 3 CommSplit (color 0)". */
+static int add_creation_mismatch(struct diag *d, const struct m_comm *c, size_t x, uint32_t counter)
+{
+    struct finding *f = diag_finding_at(d, F_COMM_INIT_MISMATCH, c->id, counter + 1);
+    if (!f)
+        return -1;
+    f->has_seq = 0; /* a creation has no sequence number of its own */
+    f->time_ns = d->graph->nodes[x].since_ns;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        const struct ls_record *q =
+            mb->proc ? model_child_creation(mb->proc, mb->entry, counter) : NULL;
+        if (!q)
+            continue;
+        struct f_class key = describe_class(d, mb->proc, q, "created");
+        key.count = q->op == LS_OP_COMM_SHRINK ? q->aux : key.count;
+        size_t k = 0;
+        for (; k < f->nclasses; k++) /* one class per creation, whatever its call site */
+            if (f->classes[k].op == key.op && f->classes[k].count == key.count)
+                break;
+        if (k < f->nclasses ? intvec_push(&f->classes[k].ranks, mb->proc->rank) < 0
+                            : finding_class_add(f, &key, mb->proc->rank) < 0)
+            return -1;
+        if (intvec_push(&f->ranks, mb->proc->rank) < 0)
+            return -1;
+    }
+    char line[1024] = "";
+    size_t used = 0;
+    for (size_t k = 0; k < f->nclasses && used < sizeof line; k++) {
+        char ranks[256], what[300];
+        const struct f_class *cl = &f->classes[k];
+        describe_ranks(cl->ranks.v, cl->ranks.n, ranks, sizeof ranks);
+        const struct m_proc *p =
+            d->j->by_rank && cl->ranks.v[0] >= 0 && cl->ranks.v[0] < d->j->world_size
+                ? d->j->by_rank[cl->ranks.v[0]]
+                : NULL;
+        const struct ls_record *q =
+            p ? model_child_creation(p, trace_comm(p->t, c->id), counter) : NULL;
+        if (q)
+            creation_words(c, counter, q, what, sizeof what);
+        else
+            snprintf(what, sizeof what, "%s", ls_op_name((unsigned)cl->op));
+        used += (size_t)snprintf(line + used, sizeof line - used, "%s%s %s (from %s)",
+                                 k ? "; " : "", ranks, what, cl->callsite ? cl->callsite : "?");
+    }
+    finding_summary(f,
+                    "the members of comm %08llx made different communicators at its creation "
+                    "#%u: %s; NCCL matches a communicator's splits and shrinks in the order its "
+                    "members make them, so none of them can complete",
+                    (unsigned long long)(c->id >> 32), counter + 1, line);
+    return 0;
+}
+
+/* Findings for the graph's child creations: members waiting in a split, shrink or grow for
+ * members of the parent that have not reached it (but those a shrink excluded), and creations
+ * its members made differently. Marks in `told` (one byte per communicator of the job) the
+ * parents done, whose children's own creations need no finding of their own. */
+static int add_child_creations(struct diag *d, unsigned char *told)
+{
+    const struct waitgraph *g = d->graph;
+    for (size_t x = 0; x < g->nnodes; x++) {
+        const struct wg_node *v = &g->nodes[x];
+        if (!child_creation(v) || (v->state != WG_WAITS && v->state != WG_MISMATCH))
+            continue;
+        const struct m_comm *c = model_comm(d->m, d->job, v->comm);
+        if (!c)
+            continue;
+        for (size_t i = 0; i < d->j->ncomms; i++)
+            told[i] |= d->j->comms[i] == c;
+        struct intvec none = {0};
+        int rc = v->state == WG_MISMATCH ? add_creation_mismatch(d, c, x, (uint32_t)v->seq - 1)
+                                         : add_absent(d, c, &none, x);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* True when comm c is the child of a parent add_child_creations() told of. */
+static int child_told(const struct diag *d, const struct m_comm *c, const unsigned char *told)
+{
+    for (size_t i = 0; c->parent && i < d->j->ncomms; i++)
+        if (told[i] && d->j->comms[i]->id == c->parent)
+            return 1;
+    return 0;
+}
+
 int diagnose_comm_init(struct diag *d)
 {
+    unsigned char *told = calloc(d->j->ncomms + 1, 1);
+    if (!told || add_child_creations(d, told) < 0) {
+        free(told);
+        return -1;
+    }
     for (size_t i = 0; i < d->j->ncomms; i++) {
         const struct m_comm *c = d->j->comms[i];
+        if (child_told(d, c, told))
+            continue;
         if (c->size_disagrees) {
-            if (add_size_disagreement(d, c) < 0)
+            if (add_size_disagreement(d, c) < 0) {
+                free(told);
                 return -1;
+            }
             continue;
         }
         if (c->nranks <= 0 || c->njoined >= c->nranks)
@@ -225,8 +358,11 @@ int diagnose_comm_init(struct diag *d)
         if (rc == 0 && (absent.n || x != (size_t)-1))
             rc = add_absent(d, c, &absent, x);
         intvec_free(&absent);
-        if (rc < 0)
+        if (rc < 0) {
+            free(told);
             return -1;
+        }
     }
+    free(told);
     return 0;
 }

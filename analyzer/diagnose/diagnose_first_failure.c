@@ -60,7 +60,7 @@ static size_t failed_roots(const struct first *x, struct failure *out, size_t ma
     size_t n = 0;
     for (size_t c = 0; c < g->nsccs; c++) {
         long o = x->owner[c];
-        if (!g->sccs[c].sink || o < 0 || F(x, o)->consequence_of >= 0)
+        if (!g->sccs[c].sink || o < 0 || F(x, o)->consequence_of >= 0 || F(x, o)->history)
             continue;
         for (size_t k = 0; k < g->sccs[c].nnodes; k++) {
             const struct wg_node *v = &g->nodes[g->members[g->sccs[c].node0 + k]];

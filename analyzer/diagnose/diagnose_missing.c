@@ -296,7 +296,10 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
                 intvec_push(&f->as.absent.waiting_cr, i) < 0 ||
                 finding_class_add_member(f, &key, rank, i) < 0)
                 goto oom;
-            all_waiting_alive &= model_was_running(mb->proc);
+            /* "waited": it is gone, or its call failed and it went on (a watchdog gave up) */
+            all_waiting_alive &=
+                model_was_running(mb->proc) &&
+                !(r && names_result_is_error(r->result) && !model_failure_ended_work(mb->proc, r));
             if (r && (f->time_ns == 0 || r->enter_ns < f->time_ns)) {
                 f->time_ns = r->enter_ns;
                 example = mb;

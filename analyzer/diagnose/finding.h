@@ -61,6 +61,9 @@ struct finding {
     uint64_t comm, seq;
     uint64_t time_ns;   /* when it happened, for ordering; 0 unknown */
     int consequence_of; /* index of the finding this one follows from, -1 none */
+    int history;        /* a failure the job recovered from: it replaced the communicators
+                         * after it, completed collectives on them, and nothing waits for it
+                         * now (diagnose_cause.c); reported after every finding of the present */
     struct f_class *classes;
     size_t nclasses;
     /* filled by several kinds, read by the wait-for graph (diagnose_cause.c), the HTML and

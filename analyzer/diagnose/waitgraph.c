@@ -324,15 +324,41 @@ static int add_candidates(struct builder *b, size_t node, const struct m_comm *c
     return ncand < (size_t)nmissing ? (int)ncand : nmissing;
 }
 
-/* The members of the parent P of a split that have not reached the split whose counter the
- * waiting member's entry `pe` shows, and the members of an init's comm c no trace holds: by
- * global rank where c is the world's, else the processes that must be them where the traces
- * tell (add_candidates()), else absent nodes. */
+/* True when a member of c that made its creation at split counter `counter` made another
+ * communicator than the waiter's record `r` of it (model_creations_differ()). */
+static int creation_differs(const struct m_comm *c, uint32_t counter, const struct ls_record *r)
+{
+    for (int i = 0; r && i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        const struct ls_record *q =
+            mb->proc ? model_child_creation(mb->proc, mb->entry, counter) : NULL;
+        if (q && model_creations_differ(r, q))
+            return 1;
+    }
+    return 0;
+}
+
+/* The members of the parent P of a split (or shrink, or grow) that have not reached the creation
+ * whose counter the waiting member's entry `pe` shows (but those a shrink excluded), or a
+ * mismatch when members made different creations there; and the members of an init's comm c no
+ * trace holds: by global rank where c is the world's, else the processes that must be them where
+ * the traces tell (add_candidates()), else absent nodes. */
 static int fill_init(struct builder *b, size_t node, const struct m_comm *c,
                      const struct ls_comm *pe)
 {
     size_t e0 = b->g->nedges;
     int world = -1, nmissing = 0, named = 0;
+    unsigned char *excluded = NULL;
+    if (pe && pe->split_count > 0) {
+        uint32_t counter = pe->split_count - 1;
+        const struct ls_record *r = b->g->nodes[node].call;
+        if (creation_differs(c, counter, r)) {
+            b->g->nodes[node].state = WG_MISMATCH; /* it can never complete */
+            return 0;
+        }
+        if (r && r->op == LS_OP_COMM_SHRINK)
+            excluded = model_shrink_excluded(c, r, counter);
+    }
     if (!pe) {
         for (int i = 0; i < c->nranks && i < c->nmembers; i++)
             nmissing += !c->members[i].proc;
@@ -342,7 +368,8 @@ static int fill_init(struct builder *b, size_t node, const struct m_comm *c,
     }
     for (int i = 0; i < c->nmembers; i++) {
         const struct m_member *mb = &c->members[i];
-        int missing = pe ? mb->proc && mb->entry && mb->entry->split_count < pe->split_count
+        int missing = pe ? mb->proc && mb->entry && mb->entry->split_count < pe->split_count &&
+                               !(excluded && excluded[i])
                          : !mb->proc && i < c->nranks;
         if (!missing)
             continue;
@@ -351,9 +378,12 @@ static int fill_init(struct builder *b, size_t node, const struct m_comm *c,
             continue;
         }
         size_t t = mb->proc ? waitgraph_rank_node(b->g, mb->proc) : member_node(b, c, i, &world);
-        if (t == (size_t)-1 || add_edge(b, node, t, WG_E_UNJOINED, i, NULL) < 0)
+        if (t == (size_t)-1 || add_edge(b, node, t, WG_E_UNJOINED, i, NULL) < 0) {
+            free(excluded);
             return -1;
+        }
     }
+    free(excluded);
     b->g->nodes[node].state = b->g->nedges > e0 ? WG_WAITS : WG_COMPLETING;
     return 0;
 }
@@ -402,7 +432,7 @@ static size_t rank_waits(const struct m_proc *p, const struct ls_record **out)
     for (size_t i = 0; i < n; i++) {
         int later = 0;
         if (!ls_op_issues_work(ops[i]->op) && !ls_op_is_init(ops[i]->op) &&
-            ops[i]->op != LS_OP_COMM_SPLIT)
+            !(ls_op_makes_child(ops[i]->op) && ops[i]->comm_id))
             continue;               /* an abort or a destroy waits for nobody else */
         if (!host_waits(p, ops[i])) /* work its GPU has not done: in order per stream */
             for (size_t j = 0; j < k && !later; j++)
@@ -410,7 +440,9 @@ static size_t rank_waits(const struct m_proc *p, const struct ls_record **out)
         if (!later)
             out[k++] = ops[i];
     }
-    if (k == 0 && p->failed && model_nothing_after(p, p->failed->enter_ns))
+    /* nonblocking creations it polls from outside NCCL, or gave up on before it ended */
+    k += model_pending_creations(p, out + k, MAX_WAITS - k);
+    if (k == 0 && p->failed && model_failure_ended_work(p, p->failed))
         out[k++] = p->failed;
     return k;
 }
@@ -485,11 +517,11 @@ static int wait_p2p(struct builder *b, size_t from, const struct m_comm *c,
     return add_edge(b, from, waitgraph_rank_node(b->g, peer->proc), kind, r->peer, r);
 }
 
-/* The creation (or split) r of p's: the edge to its node. */
+/* The creation (or split, shrink, grow) r of p's: the edge to its node. */
 static int wait_init(struct builder *b, size_t from, const struct ls_record *r)
 {
     const struct m_proc *p = b->g->nodes[from].proc;
-    int split = r->op == LS_OP_COMM_SPLIT;
+    int split = ls_op_makes_child(r->op) && r->comm_id;
     const struct m_comm *c = model_comm(b->g->m, b->g->job, split ? r->comm_id : r->aux);
     const struct ls_comm *pe = split ? trace_comm(p->t, r->comm_id) : NULL;
     if (!c || (split && !pe))
@@ -512,7 +544,7 @@ static int fill_rank(struct builder *b, size_t i)
         const struct ls_record *r = ops[k];
         const struct m_comm *c = model_comm(b->g->m, b->g->job, r->comm_id);
         int rc = 0;
-        if (ls_op_is_init(r->op) || r->op == LS_OP_COMM_SPLIT)
+        if (ls_op_is_init(r->op) || ls_op_makes_child(r->op))
             rc = wait_init(b, i, r);
         else if (!c)
             continue;

@@ -143,6 +143,11 @@ static void member_why(const struct monitor *m, const struct mon_member *mb, cha
     else if (w == MON_WAIT_GPU_P2P)
         snprintf(why, len, "rank %d (pid %d) waits for its GPU to complete a send or receive on it",
                  rank, t->h.pid);
+    else if (w == MON_WAIT_CREATION)
+        snprintf(why, len,
+                 "rank %d (pid %d) waits for its nonblocking creation to complete (no thread "
+                 "inside NCCL: it polls ncclCommGetAsyncError)",
+                 rank, t->h.pid);
     else
         snprintf(why, len,
                  "rank %d (pid %d) waits inside a call on it (a send, a receive or "

@@ -64,6 +64,8 @@ enum mon_wait {
     MON_WAIT_GPU,     /* its GPU has not completed the newest collective on it, nor any member's */
     MON_WAIT_CALL,    /* a thread long inside a call on it (a send, a receive, a group's end) */
     MON_WAIT_GPU_P2P, /* a GPU stream long stuck in a send or receive on it */
+    MON_WAIT_CREATION, /* its nonblocking creation has not completed (ls_comm_creation_pending:
+                        * polled with ncclCommGetAsyncError, no thread inside NCCL) */
 };
 
 struct mon_calls;   /* monitor_calls.h: what its threads long inside a call are in */

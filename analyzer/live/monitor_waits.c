@@ -81,6 +81,8 @@ int mon_waits_update(struct monitor *m, struct mon_trace *t, uint64_t now_ns, ui
             t->waits[e] = MON_WAIT_COLL;
         else if (behind && coll_open_everywhere(m, t, e))
             t->waits[e] = MON_WAIT_GPU;
+        else if (ls_comm_creation_pending(c))
+            t->waits[e] = MON_WAIT_CREATION;
     }
     mark_from_records(m, t, in_call, now_ns, now_real_ns);
     for (uint32_t e = 0; e < t->nindexed && e < t->ncomms; e++)
@@ -146,5 +148,15 @@ int mon_trace_outstanding(const struct monitor *m, const struct mon_trace *t, ch
                  t->h.rank, t->h.pid);
         return 2;
     }
-    return disagreement(m, t, why, len) ? 3 : 0;
+    if (disagreement(m, t, why, len))
+        return 3;
+    for (uint32_t e = 0; e < t->nindexed && e < t->ncomms; e++)
+        if (ls_comm_creation_pending(&t->comms[e])) {
+            snprintf(why, len,
+                     "rank %d (pid %d) waits for the nonblocking creation of comm %08llx to "
+                     "complete",
+                     t->h.rank, t->h.pid, (unsigned long long)(t->comms[e].comm_id >> 32));
+            return 4;
+        }
+    return 0;
 }

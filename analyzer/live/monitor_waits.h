@@ -22,8 +22,9 @@ int mon_waits_update(struct monitor *m, struct mon_trace *t, uint64_t now_ns, ui
  * work not known complete (a stream
  * behind its last event, unless it made no send or receive and every newest collective it
  * issued was completed by some member's GPU: the analysis's own rule); or 3, it is a live
- * member of a communicator whose live members disagree on how many collectives they issued. Reads
- * the communicators' last tally. */
+ * member of a communicator whose live members disagree on how many collectives they issued; or
+ * 4, it waits for a nonblocking creation to complete (ls_comm_creation_pending()), polling from
+ * outside NCCL. Reads the communicators' last tally. */
 int mon_trace_outstanding(const struct monitor *m, const struct mon_trace *t, char *why,
                           size_t len);
 

@@ -64,6 +64,26 @@ const struct ls_record *model_p2p_half(const struct m_member *peer, int my_cr,
  * peer issued on comm `comm_id`: its peer table (which survives wraps) or its records. */
 uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_cr, int want_op);
 
+/* Process p's record of the child creation (Split, Shrink, Grow) it made of communicator
+ * `pe` (its entry of it) at split counter `counter`, counted back from its newest (records lost
+ * to a wrapped ring are the oldest); NULL when it has not made that one or its record is gone. */
+const struct ls_record *model_child_creation(const struct m_proc *p, const struct ls_comm *pe,
+                                             uint32_t counter);
+
+/* True when two members' records of the creation at one split counter of a communicator make
+ * different communicators that NCCL cannot match: a split beside a shrink, shrinks excluding
+ * different ranks, grows to different sizes. */
+int model_creations_differ(const struct ls_record *a, const struct ls_record *b);
+
+/* The members of parent c that shrink `r` (made at split counter `counter`) excluded, marked in
+ * excluded[] (c->nmembers bytes) by comm rank: those its child id names among the members that
+ * had not reached the counter (the shim hashes the excluded ranks into the id, lockstep/comm_id.h:
+ * the subset that hashes to it is the one the caller passed), else as many of them (the record's
+ * excluded count) as are gone or aborted the parent, the rest in comm rank order. Returns
+ * excluded[] (free() it), NULL for none or when out of memory. */
+unsigned char *model_shrink_excluded(const struct m_comm *c, const struct ls_record *r,
+                                     uint32_t counter);
+
 /* True when c looks like its job's world: the world's size, and every traced member's global
  * rank equal to its comm rank. Then a comm rank no trace holds is that global rank. */
 int model_comm_world_like(const struct model *m, const struct m_comm *c);
@@ -82,6 +102,12 @@ static inline int model_calls_agree(const struct ls_record *a, const struct ls_r
 /* True when p made no call that issues work and succeeded after time t: a failure at t is where
  * its NCCL work ended (a wait given up on, or what ended the program). */
 int model_nothing_after(const struct m_proc *p, uint64_t t);
+
+/* True when p's failed call r is where its NCCL work ended: it made no call that issues work
+ * and succeeded after it (model_nothing_after()), and it did not revoke r's communicator
+ * itself (ncclCommRevoke: NCCL's way to stop a communicator so as to shrink or rebuild it;
+ * such a rank is recovering from the failure, whatever it does until its next call). */
+int model_failure_ended_work(const struct m_proc *p, const struct ls_record *r);
 
 /* Process p's newest ncclCommAbort or ncclCommRevoke of communicator `comm` among the records
  * read, NULL none. */

@@ -3,6 +3,7 @@
  * members diverge, a collective stuck on every GPU, how far apart members usually arrive. */
 #include <stdlib.h>
 
+#include "lockstep/comm_id.h"
 #include "model.h"
 
 int model_member_entered(const struct m_member *mb, uint64_t seq)
@@ -40,6 +41,107 @@ uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_
     return n;
 }
 
+const struct ls_record *model_child_creation(const struct m_proc *p, const struct ls_comm *pe,
+                                             uint32_t counter)
+{
+    if (!pe || counter >= pe->split_count)
+        return NULL;
+    uint32_t at = pe->split_count; /* the newest record is the newest child's: counted back */
+    for (size_t i = p->t->nrecords; i-- > 0;) {
+        const struct ls_record *r = &p->t->records[i];
+        if (r->comm_id == pe->comm_id && ls_op_makes_child(r->op) && --at == counter)
+            return r;
+    }
+    return NULL;
+}
+
+int model_creations_differ(const struct ls_record *a, const struct ls_record *b)
+{
+    if (a->op != b->op)
+        return 1;
+    /* A shrink's child id names its excluded ranks, a grow's its size: members that name other
+     * ones make other communicators. A split's names its color, which members differ in. */
+    return a->op != LS_OP_COMM_SPLIT && a->count != b->count;
+}
+
+/* Subsets of the unreached members tried when looking for the ones a shrink excluded. */
+#define SHRINK_TRIES 200000
+
+/* Marks in excluded[] (by comm rank of the parent c) the `k` members of `cand` (ncand comm
+ * ranks, ascending) whose exclusion gives the shrink's child id `child` at split counter
+ * `counter`: the shim hashes the excluded ranks into the id (lockstep/comm_id.h), so the
+ * subset that hashes to it is the one the caller passed. Returns 1 when found. */
+static int excluded_by_id(const struct m_comm *c, uint32_t counter, uint64_t child, const int *cand,
+                          int ncand, int k, unsigned char *excluded)
+{
+    int pick[8], sel[8];
+    if (k < 1 || k > 8 || k > ncand)
+        return 0;
+    for (int i = 0; i < k; i++)
+        pick[i] = i;
+    for (long tries = 0; tries < SHRINK_TRIES; tries++) {
+        for (int i = 0; i < k; i++)
+            sel[i] = cand[pick[i]];
+        if (ls_comm_id_child(c->id, counter, LS_COMM_TAG_SHRINK, ls_comm_shrink_extra(sel, k)) ==
+            child) {
+            for (int i = 0; i < k; i++)
+                excluded[sel[i]] = 1;
+            return 1;
+        }
+        int i = k - 1; /* the next k-subset in lexicographic order */
+        while (i >= 0 && pick[i] == ncand - k + i)
+            i--;
+        if (i < 0)
+            return 0;
+        pick[i]++;
+        for (int j = i + 1; j < k; j++)
+            pick[j] = pick[j - 1] + 1;
+    }
+    return 0;
+}
+
+unsigned char *model_shrink_excluded(const struct m_comm *c, const struct ls_record *r,
+                                     uint32_t counter)
+{
+    int k = (int)r->aux, ncand = 0;
+    if (k <= 0 || c->nmembers <= 0)
+        return NULL;
+    unsigned char *excluded = calloc((size_t)c->nmembers, 1);
+    int *cand = malloc((size_t)c->nmembers * sizeof(int));
+    if (!excluded || !cand) {
+        free(excluded);
+        free(cand);
+        return NULL;
+    }
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc || !mb->entry || mb->entry->split_count <= counter)
+            cand[ncand++] = i;
+    }
+    int found = excluded_by_id(c, counter, r->count, cand, ncand, k, excluded);
+    if (!found) { /* a member that made a creation there may be excluded too: every member */
+        int *all = malloc((size_t)c->nmembers * sizeof(int));
+        for (int i = 0; all && i < c->nmembers; i++)
+            all[i] = i;
+        found = all && excluded_by_id(c, counter, r->count, all, c->nmembers, k, excluded);
+        free(all);
+    }
+    if (!found) {
+        for (int pass = 0; pass < 2 && k > 0; pass++)
+            for (int j = 0; j < ncand && k > 0; j++) {
+                const struct m_member *mb = &c->members[cand[j]];
+                int gone =
+                    !mb->proc || !model_was_running(mb->proc) || model_comm_abort(mb->proc, c->id);
+                if (!excluded[cand[j]] && (pass == 1 || gone)) {
+                    excluded[cand[j]] = 1;
+                    k--;
+                }
+            }
+    }
+    free(cand);
+    return excluded;
+}
+
 int model_comm_world_like(const struct model *m, const struct m_comm *c)
 {
     if (c->nranks != m->jobs[c->job].world_size)
@@ -58,6 +160,14 @@ int model_nothing_after(const struct m_proc *p, uint64_t t)
             return 0;
     }
     return 1;
+}
+
+int model_failure_ended_work(const struct m_proc *p, const struct ls_record *r)
+{
+    if (!model_nothing_after(p, r->enter_ns))
+        return 0;
+    const struct ls_record *a = model_comm_abort(p, r->comm_id);
+    return !a || a->op != LS_OP_COMM_REVOKE;
 }
 
 const struct ls_record *model_comm_abort(const struct m_proc *p, uint64_t comm)

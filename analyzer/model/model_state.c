@@ -39,6 +39,11 @@ int model_was_running(const struct m_proc *p)
     return model_alive(p) || p->stopped_with_job;
 }
 
+int model_handled_after(const struct m_job *job, uint64_t t)
+{
+    return t < job->recovered_ns || t < job->recovering_ns;
+}
+
 int model_finished(const struct m_proc *p)
 {
     return p->state == RANK_EXITED && p->t->hdr.end_status == 0 && !p->died_in && !p->failed &&
@@ -164,6 +169,38 @@ size_t model_blocked_ops(const struct m_proc *p, const struct ls_record **out, s
     for (size_t i = 0; i < t->nrecords && n < max; i++)
         if (gpu_pending(p, &t->records[i]))
             out[n++] = &t->records[i];
+    return n;
+}
+
+/* True when entry c's nonblocking creation never completed before the process aborted or
+ * destroyed it: it gave up waiting for the members that had not joined. */
+static int creation_given_up(const struct ls_comm *c)
+{
+    return (c->flags & LS_COMM_READY_TRACKED) && (c->flags & LS_COMM_NONBLOCKING) &&
+           (c->flags & (LS_COMM_ABORTED | LS_COMM_DESTROYED)) &&
+           c->init_result == LS_NCCL_IN_PROGRESS && c->coll_done == 0;
+}
+
+size_t model_pending_creations(const struct m_proc *p, const struct ls_record **out, size_t max)
+{
+    const struct tr_trace *t = p->t;
+    size_t n = 0;
+    int running = model_was_running(p);
+    for (uint32_t e = 0; e < t->ncomms && n < max; e++) {
+        const struct ls_comm *c = &t->comms[e];
+        if (running ? !ls_comm_creation_pending(c) : !creation_given_up(c))
+            continue;
+        for (size_t i = t->nrecords; i-- > 0;) {
+            const struct ls_record *r = &t->records[i];
+            int made = (ls_op_is_init(r->op) && r->aux == c->comm_id) ||
+                       (ls_op_makes_child(r->op) && r->comm_id && r->count == c->comm_id);
+            if (made) {
+                if (!is_pending(r)) /* a call still in flight is a blocked op already */
+                    out[n++] = r;
+                break;
+            }
+        }
+    }
     return n;
 }
 
@@ -490,7 +527,8 @@ static int took_whole_hosts(const struct m_job *job, struct m_proc **w, size_t n
  * nothing of the attempt outlived it. A first wave that took every rank of its hosts while
  * ranks elsewhere lived on is a node failure: deaths of their own. A death without an end
  * record whose window reaches a wave of recorded signals came before it: a launcher signals only
- * the living, and the shim records the signal of the living. */
+ * the living, and the shim records the signal of the living. A death the job recovered from
+ * (model_handled_after()) is not what a later wave stopped it for. */
 static void mark_wave(const struct m_job *job, struct m_proc **w, size_t n,
                       const struct death_index *x, size_t alive, uint64_t last_death)
 {
@@ -502,6 +540,8 @@ static void mark_wave(const struct m_job *job, struct m_proc **w, size_t n,
     if (w[0]->state == RANK_CRASHED && v && v->death_lo <= lo &&
         (!first || v->death_lo < first->death_lo))
         first = v;
+    if (first && model_handled_after(job, first->death_hi))
+        first = NULL; /* the job recovered from that death: not what it stopped for */
     if (!first && n >= 2 && took_whole_hosts(job, w, n, hi)) {
         for (size_t k = 0; k < n; k++)
             w[k]->node_failure = 1;
@@ -573,10 +613,32 @@ out:
     return rc;
 }
 
+/* The newest creation time of a communicator of p's on which p completed a collective (it
+ * returned with success), 0 none; and into *recovering the newest entry into a revoke, shrink
+ * or grow of p's (NCCL's calls to recover from a failure), 0 none. */
+static uint64_t newest_used_creation(const struct m_proc *p, uint64_t *recovering)
+{
+    uint64_t best = 0;
+    *recovering = 0;
+    for (size_t i = 0; i < p->t->nrecords; i++) {
+        const struct ls_record *r = &p->t->records[i];
+        if ((r->op == LS_OP_COMM_REVOKE || r->op == LS_OP_COMM_SHRINK ||
+             r->op == LS_OP_COMM_GROW) &&
+            r->enter_ns > *recovering)
+            *recovering = r->enter_ns;
+        if (!ls_op_is_collective(r->op) || !r->exit_ns || r->result != 0)
+            continue;
+        const struct ls_comm *e = trace_comm(p->t, r->comm_id);
+        if (e && e->created_ns > best)
+            best = e->created_ns;
+    }
+    return best;
+}
+
 int model_state_build(struct model *m)
 {
     for (size_t j = 0; j < m->njobs; j++)
-        m->jobs[j].now_ns = 0;
+        m->jobs[j].now_ns = m->jobs[j].recovered_ns = m->jobs[j].recovering_ns = 0;
     for (size_t i = 0; i < m->nprocs; i++) {
         struct m_proc *p = &m->procs[i];
         p->last_seen_ns = model_last_seen(p->t);
@@ -587,6 +649,9 @@ int model_state_build(struct model *m)
             return -1;
         struct m_job *job = &m->jobs[p->job];
         job->now_ns = max_u64(job->now_ns, p->last_seen_ns);
+        uint64_t recovering;
+        job->recovered_ns = max_u64(job->recovered_ns, newest_used_creation(p, &recovering));
+        job->recovering_ns = max_u64(job->recovering_ns, recovering);
     }
     /* A job lockstep stopped is described as it was when the stop began. */
     for (size_t j = 0; j < m->njobs; j++)

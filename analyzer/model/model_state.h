@@ -33,6 +33,13 @@ int model_op_launched(const struct m_proc *p, const struct ls_record *r);
  * in-flight call, or every op of the group whose GroupEnd it is in. Returns how many. */
 size_t model_blocked_ops(const struct m_proc *p, const struct ls_record **out, size_t max);
 
+/* Fills `out` (up to max) with the creation records of p's nonblocking communicators whose
+ * creation has not completed (ls_comm_creation_pending()) and whose call returned: p waits on
+ * the members that have not joined while it polls outside NCCL. For a process that ended, those
+ * it aborted or destroyed before they completed: the wait it gave up on (its end follows from
+ * what that wait was for). Returns how many. */
+size_t model_pending_creations(const struct m_proc *p, const struct ls_record **out, size_t max);
+
 /* Name of a rank state ("in_call", "idle", "exited", "crashed", "vanished"). */
 const char *model_state_name(enum rank_state s);
 
@@ -43,6 +50,11 @@ int model_alive(const struct m_proc *p);
  * or scheduler killing the ranks of a job that had already failed or hung. The diagnosis
  * treats such a rank as still doing what it did when killed. */
 int model_was_running(const struct m_proc *p);
+
+/* True when job handled a failure at time t: it made new communicators after it and completed
+ * collectives on them (m_job.recovered_ns), or began to recover with NCCL's fault tolerance
+ * calls after it (revoke, shrink, grow: m_job.recovering_ns). */
+int model_handled_after(const struct m_job *job, uint64_t t);
 
 /* True when the process finished: it exited with status 0, by itself, neither inside a call nor
  * after one failed (a rank that ended its work as the program meant it to). */

@@ -162,6 +162,13 @@ struct m_job {
     uint64_t now_ns;         /* reference time: newest heartbeat, end or call of the job; when
                               * lockstep stopped it, the stop's time (stop_mark.h) */
     uint64_t newest_ns;      /* the newest heartbeat, end or call of the job, stopped or not */
+    uint64_t recovered_ns;   /* the newest creation of a communicator on which a collective
+                              * completed: a failure before it that nothing waits for now is one
+                              * the job replaced its communicators after and went on from
+                              * (model_state.c); 0 none */
+    uint64_t recovering_ns;  /* the newest entry into a call of NCCL's fault tolerance (revoke,
+                              * shrink, grow): the job was recovering from what failed before;
+                              * 0 none */
 };
 
 struct model {

@@ -195,6 +195,7 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         json_int(w, "consequence_of", f->consequence_of);
     else
         json_null(w, "consequence_of");
+    json_bool(w, "history", f->history);
     /* the kind's own keys (its payload, finding_kinds.h) */
     const struct f_absent *absent = &f->as.absent;
     const struct f_death *death = &f->as.death;

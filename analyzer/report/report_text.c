@@ -151,11 +151,13 @@ static void print_finding(FILE *out, const struct finding *f, size_t index, cons
 {
     int root = f->consequence_of < 0;
     const char *colour = finding_kind_severity(f->kind) == F_SEV_WARN ? st->yellow
-                         : root                                       ? st->red
+                         : root && !f->history                        ? st->red
                                                                       : st->dim;
     fprintf(out, "%s%zu. [%s]%s", colour, index + 1, finding_kind_name(f->kind), st->off);
     if (!root)
         fprintf(out, " %s(follows from %d)%s", st->dim, f->consequence_of + 1, st->off);
+    if (f->history)
+        fprintf(out, " %s(handled)%s", st->dim, st->off);
     fprintf(out, " %s%s%s\n", root ? st->bold : "", f->summary ? f->summary : "", st->off);
     for (size_t k = 0; k < f->ndetails; k++)
         fprintf(out, "     %s\n", f->details[k]);
@@ -191,10 +193,12 @@ void report_text(FILE *out, const struct report_input *in, int color)
         if (!report_job_shown(in, j))
             continue;
         const struct m_job *job = &in->m->jobs[j];
-        size_t n = 0, roots = 0;
+        size_t n = 0, roots = 0, handled = 0;
         for (size_t i = 0; i < in->fs->n; i++) {
-            n += in->fs->v[i].job == j;
-            roots += in->fs->v[i].job == j && in->fs->v[i].consequence_of < 0;
+            const struct finding *f = &in->fs->v[i];
+            n += f->job == j;
+            roots += f->job == j && f->consequence_of < 0 && !f->history;
+            handled += f->job == j && f->history;
         }
         char attempt[64] = "";
         if (job->nattempts > 1)
@@ -203,6 +207,9 @@ void report_text(FILE *out, const struct report_input *in, int color)
                 job->name, attempt, st.off, job->world_size, job->nprocs);
         if (n == 0)
             fprintf(out, "no problems found\n");
+        else if (handled)
+            fprintf(out, "%zu finding%s, %zu independent, %zu handled earlier\n", n,
+                    n == 1 ? "" : "s", roots, handled);
         else
             fprintf(out, "%zu finding%s, %zu independent\n", n, n == 1 ? "" : "s", roots);
         print_earlier(out, in, j, &st);

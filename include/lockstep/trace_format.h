@@ -276,6 +276,11 @@ struct ls_header {
 #define LS_COMM_INIT_FAILED (1u << 6)
 /* ncclCommGetAsyncError reported an error on it: its first report is an AsyncError record. */
 #define LS_COMM_ASYNC_ERROR (1u << 7)
+/* init_result follows a nonblocking creation's end: it stays ncclInProgress (7), which the
+ * creating call returned, until ncclCommGetAsyncError first reports the communicator ready,
+ * and becomes ncclSuccess then. Without this flag (older shims) ncclInProgress says nothing of
+ * whether the creation completed since. */
+#define LS_COMM_READY_TRACKED (1u << 8)
 
 /* Where a communicator's oldest unfinished collective is on the GPU, as lockstep's NCCL profiler
  * plugin (libnccl-profiler-lockstep.so) saw it in NCCL's kernel-channel and proxy events. A
@@ -445,6 +450,11 @@ enum ls_op_class {
      * members that have not joined, and a refused init is a configuration error (process pass);
      * members that disagree on the size, or never joined, are comm_init_mismatch. */
     LS_OPC_INIT = 1 << 6,
+    /* Makes a child of its communicator (ls_record.comm_id) at the parent's split counter: the
+     * members of the parent are to make their child creations in the same order (a split, a
+     * shrink, a grow), and the wait-for graph waits through it for the members not there yet
+     * (but those a shrink excluded). */
+    LS_OPC_CHILD = 1 << 7,
 };
 #define LS_OPS(X)                                                                                  \
     X(NONE, 0, "None", 0)                                                                          \
@@ -467,8 +477,8 @@ enum ls_op_class {
     X(COMM_INIT_RANK_CONFIG, 16, "CommInitRankConfig", LS_OPC_COMM | LS_OPC_INIT)                  \
     X(COMM_INIT_ALL, 17, "CommInitAll", LS_OPC_COMM | LS_OPC_INIT)                                 \
     X(COMM_INIT_RANK_SCALABLE, 18, "CommInitRankScalable", LS_OPC_COMM | LS_OPC_INIT)              \
-    X(COMM_SPLIT, 19, "CommSplit", LS_OPC_COMM)                                                    \
-    X(COMM_SHRINK, 20, "CommShrink", LS_OPC_COMM)                                                  \
+    X(COMM_SPLIT, 19, "CommSplit", LS_OPC_COMM | LS_OPC_CHILD)                                     \
+    X(COMM_SHRINK, 20, "CommShrink", LS_OPC_COMM | LS_OPC_CHILD)                                   \
     X(COMM_FINALIZE, 21, "CommFinalize", LS_OPC_COMM)                                              \
     X(COMM_DESTROY, 22, "CommDestroy", LS_OPC_COMM)                                                \
     X(COMM_ABORT, 23, "CommAbort", LS_OPC_COMM)                                                    \
@@ -483,7 +493,7 @@ enum ls_op_class {
     /* ncclWaitSignal (2.29+): count = descriptors */                                              \
     X(WAIT_SIGNAL, 29, "WaitSignal", LS_OPC_ONESIDED)                                              \
     /* ncclCommGrow (2.29+): count = new size */                                                   \
-    X(COMM_GROW, 30, "CommGrow", LS_OPC_COMM)                                                      \
+    X(COMM_GROW, 30, "CommGrow", LS_OPC_COMM | LS_OPC_CHILD)                                       \
     /* ncclCommSuspend (2.30+): count = flags; ncclCommResume (2.30+) */                           \
     X(COMM_SUSPEND, 31, "CommSuspend", LS_OPC_COMM)                                                \
     X(COMM_RESUME, 32, "CommResume", LS_OPC_COMM)                                                  \
@@ -698,6 +708,12 @@ static inline int ls_op_is_init(unsigned op)
     return (ls_op_classes(op) & LS_OPC_INIT) != 0;
 }
 
+/* True for the ops that make a child of their communicator (Split, Shrink, Grow). */
+static inline int ls_op_makes_child(unsigned op)
+{
+    return (ls_op_classes(op) & LS_OPC_CHILD) != 0;
+}
+
 /* True for one-sided communication (2.29+): puts and signals to a peer, waits for signals.
  * They take no sequence number. */
 static inline int ls_op_is_onesided(unsigned op)
@@ -722,6 +738,18 @@ enum ls_nccl_result {
 static inline int ls_result_refused(int result)
 {
     return result == LS_NCCL_INVALID_ARGUMENT || result == LS_NCCL_INVALID_USAGE;
+}
+
+/* True while communicator entry `e` waits for its nonblocking creation to complete: its
+ * creating call returned ncclInProgress, ncclCommGetAsyncError has not reported it ready since
+ * (LS_COMM_READY_TRACKED), no collective on it completed, and it was not ended. The member
+ * waits on the others joining even while none of its threads is inside NCCL. */
+static inline int ls_comm_creation_pending(const struct ls_comm *e)
+{
+    return (e->flags & LS_COMM_READY_TRACKED) && (e->flags & LS_COMM_NONBLOCKING) &&
+           e->init_result == LS_NCCL_IN_PROGRESS && e->coll_done == 0 &&
+           !(e->flags & (LS_COMM_FINALIZED | LS_COMM_DESTROYED | LS_COMM_ABORTED |
+                         LS_COMM_REVOKED | LS_COMM_INIT_FAILED));
 }
 
 /* True while a record's call has not returned: no exit time and no result yet. */

@@ -299,13 +299,22 @@ static int cmp_int(const void *a, const void *b)
 
 /* New communicator of the parent's ranks minus excludeRanksList, in parent
  * order; only the remaining ranks need to call it (an excluded caller gets
- * NULL at once). Named from hash(parent key, counter, sorted excluded list). */
+ * NULL at once). Named from hash(parent key, counter, sorted excluded list).
+ * As NCCL: NCCL_SHRINK_ABORT first terminates the parent's operations in flight
+ * (they return ncclSystemError), and a parent that is revoked or has an
+ * asynchronous error can then be shrunk; without it the parent must be healthy,
+ * or revoked (a revoked communicator can be shrunk once quiescent). */
 ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                              ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
-    (void)shrinkFlags;
-    ncclResult_t res = emu_comm_check(comm);
-    if (res == ncclSuccess)
+    ncclResult_t res = ncclSuccess;
+    if (!comm || comm->magic != EMU_COMM_MAGIC) {
+        emu_set_error("emulator: ncclCommShrink: invalid communicator");
+        return ncclInvalidArgument;
+    }
+    if (shrinkFlags & NCCL_SHRINK_ABORT)
+        atomic_store(&comm->aborted, 1); /* ops blocked in other threads return now */
+    else if (!atomic_load(&comm->revoked) && (res = emu_comm_check(comm)) == ncclSuccess)
         res = ensure_ready(comm);
     if (res != ncclSuccess)
         return res;

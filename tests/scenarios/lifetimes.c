@@ -12,11 +12,22 @@
  *   SCENARIO_DESTROY    alone_at_exit, finished_early: 1 (default) the finishing ranks destroy
  *                       the world communicator before they exit 0, 0 they just exit
  *   SCENARIO_SPLITTERS  split_vs_coll: how many ranks (the lowest) split the world (default 2)
- *   SCENARIO_AFTER      shrink_then_hang: steps the survivors make on the shrunk communicator
- *                       before the second failure (default 3)
+ *   SCENARIO_AFTER      shrink_recover_hang: steps the survivors make on the shrunk
+ *                       communicator before the second failure (default 3)
+ *   SCENARIO_VICTIM2    the shrink modes: the survivor that fails next (default the last
+ *                       survivor)
+ *   SCENARIO_HOW        shrink_disagree: what the odd survivor does: "shrink" (default: it
+ *                       excludes one rank more than the others) or "split" (it splits the world
+ *                       instead)
+ *   SCENARIO_WATCHDOG_MS  the shrink modes: how long a collective may take before the
+ *                       survivors' watchdog revokes the world communicator (default 300)
+ *   SCENARIO_GIVE_UP_MS nonblocking_absent: how long the ranks poll a nonblocking creation
+ *                       before they abort it and exit 1 (default 0: they poll forever)
  * Every collective waits for its result with tp_sync(), as a training loop does. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,10 +179,178 @@ static void mode_split_vs_coll(void)
     train_step(world_comm);
 }
 
+/* ---- fault tolerance: shrinking the world after a failure ------------------------------- */
+
+/* The survivors' watchdog: a thread that revokes the world communicator when a collective has
+ * not returned within SCENARIO_WATCHDOG_MS (ncclCommRevoke: the call returns an error, and the
+ * communicator can then be shrunk), as fault-tolerant trainers do. */
+static _Atomic uint64_t coll_since_ms; /* when the main thread entered its collective, 0 none */
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    int limit = tp_env_int("SCENARIO_WATCHDOG_MS", 300);
+    for (;;) {
+        uint64_t since = atomic_load(&coll_since_ms);
+        if (since && tp_mono_ms() - since > (uint64_t)limit) {
+            fprintf(stderr, "rank %d: watchdog: a collective took over %d ms; revoking the world\n",
+                    rank, limit);
+            ncclCommRevoke(world_comm, NCCL_REVOKE_DEFAULT);
+            return NULL;
+        }
+        tp_sleep_ms(10);
+    }
+}
+
+/* One step on the world under the watchdog; returns the all-reduce's result. */
+static ncclResult_t guarded_step(void)
+{
+    tp_compute_ms(step_ms);
+    atomic_store(&coll_since_ms, tp_mono_ms());
+    ncclResult_t res = ncclAllReduce(grad, grad, 1024, ncclFloat32, ncclSum, world_comm, NULL);
+    atomic_store(&coll_since_ms, 0);
+    return res;
+}
+
+/* Trains on the world until the victim dies (SIGKILL in its compute, as the OOM killer does);
+ * the survivors' watchdog revokes the world and their step fails. Returns on the survivors. */
+static void train_until_failure(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, watchdog, NULL) != 0)
+        tp_die("pthread_create failed");
+    for (int i = 0;; i++) {
+        if (rank == victim && i == steps) {
+            tp_compute_ms(step_ms);
+            raise(SIGKILL);
+        }
+        ncclResult_t res = guarded_step();
+        if (res != ncclSuccess) {
+            fprintf(stderr, "rank %d: step %d failed (%s): recovering without rank %d\n", rank, i,
+                    ncclGetErrorString(res), victim);
+            return;
+        }
+    }
+}
+
+/* The survivors drop the dead rank: ncclCommShrink of the revoked world, excluding it. */
+ncclComm_t shrink_world(const int *excluded, int n)
+{
+    ncclComm_t shrunk = NULL;
+    TP_CHECK(ncclCommShrink(world_comm, (int *)excluded, n, &shrunk, NULL, NCCL_SHRINK_DEFAULT));
+    return shrunk;
+}
+
+/* The survivor that fails next: SCENARIO_VICTIM2, else the last rank that is not the victim. */
+static int second_victim(void)
+{
+    return tp_env_int("SCENARIO_VICTIM2", victim == world - 1 ? world - 2 : world - 1);
+}
+
+/* A failure the job recovered from, then a hang of its own: the victim dies, the survivors
+ * shrink the world without it and train SCENARIO_AFTER steps on the shrunk communicator; then a
+ * survivor (SCENARIO_VICTIM2) stays in its data loader. */
+static void mode_shrink_recover_hang(void)
+{
+    train_until_failure();
+    ncclComm_t shrunk = shrink_world(&victim, 1);
+    int after = tp_env_int("SCENARIO_AFTER", 3);
+    for (int i = 0; i < after; i++)
+        train_step(shrunk);
+    if (rank == second_victim())
+        load_batch();
+    train_step(shrunk);
+}
+
+/* The victim dies and the survivors shrink the world without it, but one survivor
+ * (SCENARIO_VICTIM2) is still in its data loader and never comes to the shrink. */
+static void mode_shrink_waits(void)
+{
+    train_until_failure();
+    if (rank == second_victim())
+        load_batch();
+    ncclComm_t shrunk = shrink_world(&victim, 1);
+    train_step(shrunk);
+}
+
+/* A planned shrink that the survivors make differently: the victim is drained (it destroys the
+ * world and exits 0), the others shrink the world without it; one survivor (SCENARIO_VICTIM2)
+ * has another view of the job and excludes one more rank (SCENARIO_HOW=shrink) or splits the
+ * world instead (SCENARIO_HOW=split). */
+static void mode_shrink_disagree(void)
+{
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    if (rank == victim)
+        finish();
+    int odd = second_victim(), other = odd == 0 || victim == 0 ? 1 : 0;
+    if (other == victim || other == odd)
+        other = 2;
+    int both[2] = {victim < other ? victim : other, victim < other ? other : victim};
+    ncclComm_t next = NULL;
+    if (rank == odd && strcmp(tp_env_str("SCENARIO_HOW", "shrink"), "split") == 0)
+        TP_CHECK(ncclCommSplit(world_comm, 0, rank, &next, NULL));
+    else if (rank == odd)
+        next = shrink_world(both, 2);
+    else
+        next = shrink_world(&victim, 1);
+    train_step(next);
+}
+
+/* ---- nonblocking creation -------------------------------------------------------------- */
+
+/* Polls the nonblocking communicator c until ncclCommGetAsyncError says it is ready, as
+ * frameworks do between steps; after SCENARIO_GIVE_UP_MS (0: never) the rank gives up: it
+ * aborts c and exits 1. */
+void wait_ready(ncclComm_t c)
+{
+    int give_up = tp_env_int("SCENARIO_GIVE_UP_MS", 0);
+    uint64_t start = tp_mono_ms();
+    for (;;) {
+        ncclResult_t state = ncclInProgress;
+        TP_CHECK(ncclCommGetAsyncError(c, &state));
+        if (state == ncclSuccess)
+            return;
+        if (state != ncclInProgress)
+            tp_die("rank %d: the creation failed (%d)", rank, (int)state);
+        if (give_up && tp_mono_ms() - start > (uint64_t)give_up) {
+            fprintf(stderr, "rank %d: the communicator is not ready after %d ms; aborting it\n",
+                    rank, give_up);
+            ncclCommAbort(c);
+            exit(1);
+        }
+        tp_sleep_ms(10);
+    }
+}
+
+/* The world's communicator is created nonblocking (config.blocking = 0): ncclCommInitRankConfig
+ * returns ncclInProgress and the ranks poll it; the victim is still in its data loader and
+ * never calls the init. No thread of the waiting ranks is inside NCCL. */
+static void mode_nonblocking_absent(void)
+{
+    ncclUniqueId id = exchange_id_from("nbworld", 0);
+    if (rank == victim)
+        load_batch();
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t c = NULL;
+    ncclResult_t res = ncclCommInitRankConfig(&c, world, id, rank, &config);
+    if (res != ncclSuccess && res != ncclInProgress)
+        tp_die("rank %d: ncclCommInitRankConfig returned %d", rank, (int)res);
+    wait_ready(c);
+    train_step(c);
+}
+
 static const struct tp_mode modes[] = {
-    {"alone_at_exit", mode_alone_at_exit, 0}, {"finished_early", mode_finished_early, -1},
-    {"ckpt_group", mode_ckpt_group, 0},       {"init_order", mode_init_order, 0},
+    {"alone_at_exit", mode_alone_at_exit, 0},
+    {"finished_early", mode_finished_early, -1},
+    {"ckpt_group", mode_ckpt_group, 0},
+    {"init_order", mode_init_order, 0},
     {"split_vs_coll", mode_split_vs_coll, 0},
+    {"shrink_recover_hang", mode_shrink_recover_hang, 1},
+    {"shrink_waits", mode_shrink_waits, 1},
+    {"shrink_disagree", mode_shrink_disagree, 1},
+    {"nonblocking_absent", mode_nonblocking_absent, -1},
 };
 
 int main(int argc, char **argv)
@@ -186,7 +365,8 @@ int main(int argc, char **argv)
     steps = tp_env_int("SCENARIO_STEPS", 2);
     step_ms = tp_env_int("SCENARIO_STEP_MS", 5);
     delay_ms = tp_env_int("SCENARIO_DELAY_MS", 60000);
-    tp_init_world(&world_comm);
+    if (m->run != mode_nonblocking_absent) /* it creates its world itself */
+        tp_init_world(&world_comm);
     m->run();
     return 0;
 }

@@ -25,19 +25,22 @@ rng = rj.rng
 note = rj.note
 
 
-def cmd(mode, np):
-    return [rj.LAUNCH, "--np", str(np), "--seed", str(rng.randrange(1 << 30)),
-            "--stop-when-stuck", str(round(rng.uniform(0.5, 1.2), 2)), "--timeout", "90", "--",
+def cmd(mode, np, stop=None):
+    """The launcher's command: it stops the job once no rank made progress in the emulator for
+    half a second to a second while one waits there, or with `stop` its own options (a plain
+    timeout where a rank never reaches the emulator)."""
+    stop = stop or ("--stop-when-stuck", str(round(rng.uniform(0.5, 1.2), 2)), "--timeout", "90")
+    return [rj.LAUNCH, "--np", str(np), "--seed", str(rng.randrange(1 << 30)), *stop, "--",
             LIFETIMES, mode]
 
 
-def post_mortem(tmp, mode, np, env=None):
+def post_mortem(tmp, mode, np, env=None, stop=None):
     """Runs `lifetimes MODE` as np ranks until the launcher stops the hung job; returns the
     report and its text."""
     d = os.path.join(tmp, "traces")
     os.makedirs(d, exist_ok=True)
-    p = subprocess.run(cmd(mode, np), env=rj.rank_env(d, env), capture_output=True, text=True,
-                       timeout=180)
+    p = subprocess.run(cmd(mode, np, stop), env=rj.rank_env(d, env), capture_output=True,
+                       text=True, timeout=180)
     print(p.stderr[-3000:], end="")
     expect(p.returncode == rj.HUNG, f"launcher exited {p.returncode}, want {rj.HUNG}")
     return rj.analyze(d)
@@ -210,6 +213,162 @@ def case_split_vs_coll_live(tmp):
     note(f"{np} ranks, {splitters} split")
     check_split(live(tmp, "split_vs_coll", np, {"SCENARIO_SPLITTERS": str(splitters)})[0], np,
                 splitters, 2)
+
+
+# ---------------------------------------------------------------- shrinking after a failure
+
+
+def second_victim(np, victim):
+    return np - 2 if victim == np - 1 else np - 1
+
+
+def check_history(r, victim, root_index=0):
+    """Every finding about the victim's death is history (after the present, not its cause)."""
+    about = [f for f in r["findings"] if f["kind"] == "rank_crashed" and victim in f["dead"]]
+    expect(about, f"no finding says rank {victim} died: {summaries(r)}")
+    for i, f in enumerate(r["findings"]):
+        old = f["kind"] == "rank_crashed" or (f["kind"] in ("nccl_error", "missing_ranks") and
+                                               victim in f.get("missing", []) + f["ranks"] and
+                                               f["consequence_of"] is not None)
+        if f["kind"] == "rank_crashed":
+            expect(f["history"] and i > root_index, f"the death of rank {victim} is not history "
+                                                    f"after the present: {summaries(r)}")
+        if f["history"]:
+            expect(i > root_index, f"history before the present: {summaries(r)}")
+        elif old and i != root_index:
+            expect(False, f"a finding of the recovered failure is not history: {f['summary']}")
+    now = [f for f in roots(r) if not f["history"] and f["kind"] != "trace_incomplete"]
+    expect(len(now) == 1, f"{len(now)} root causes of the present: {summaries(r)}")
+
+
+def check_recover_hang(r, np, victim, v2):
+    f = r["findings"][0]
+    survivors = sorted(set(range(np)) - {victim, v2})
+    expect(f["kind"] == "missing_ranks" and f["consequence_of"] is None and not f["history"] and
+           f["missing"] == [v2] and f["waiting"] == survivors,
+           f"first finding, want rank {v2} missing from the shrunk world: {summaries(r)}")
+    check_history(r, victim)
+
+
+def case_shrink_recover_hang(tmp):
+    """A failure the job recovered from, then a hang of its own: the victim dies, the survivors'
+    watchdog revokes the world, they shrink it without the victim and train on; then one
+    survivor stays in its data loader. The present hang is the root cause; the death is history,
+    told after it, and nothing of the present follows from it (was: the death first, the hang
+    its consequence through the launcher's teardown)."""
+    np, steps, after = rng.randrange(4, 9), rng.randrange(1, 3), rng.randrange(1, 5)
+    victim = rng.randrange(np)
+    v2 = second_victim(np, victim)
+    note(f"{np} ranks, victim {victim}, then {v2}, {steps} steps before, {after} after")
+    r, _ = post_mortem(tmp, "shrink_recover_hang", np,
+                       {"SCENARIO_STEPS": str(steps), "SCENARIO_AFTER": str(after),
+                        "SCENARIO_VICTIM": str(victim)})
+    check_recover_hang(r, np, victim, v2)
+
+
+def case_shrink_recover_hang_live(tmp):
+    np, victim = rng.randrange(4, 7), 1
+    note(f"{np} ranks, victim {victim}")
+    r, _ = live(tmp, "shrink_recover_hang", np, {"SCENARIO_VICTIM": str(victim)})
+    check_recover_hang(r, np, victim, second_victim(np, victim))
+
+
+def case_shrink_waits(tmp):
+    """The victim dies, the survivors shrink the world without it, but one survivor is still in
+    its data loader: the shrink waits for it. A creation like any other: a comm_init_mismatch
+    names the survivor, never the rank the shrink excluded on purpose (was: no finding of the
+    shrink at all)."""
+    np, victim = rng.randrange(4, 9), rng.randrange(4)
+    v2 = second_victim(np, victim)
+    note(f"{np} ranks, victim {victim}, then {v2}")
+    r, _ = post_mortem(tmp, "shrink_waits", np, {"SCENARIO_VICTIM": str(victim)})
+    f = r["findings"][0]
+    expect(f["kind"] == "comm_init_mismatch" and f["consequence_of"] is None and
+           f["missing"] == [v2] and f["waiting"] == sorted(set(range(np)) - {victim, v2}) and
+           "CommShrink" in f["summary"], f"first finding: {summaries(r)}")
+    for g in r["findings"]:
+        expect(victim not in g.get("missing", []) or g["history"],
+               f"the excluded rank {victim} is named as a culprit: {g['summary']}")
+    check_history(r, victim)
+
+
+def check_disagree(r, np, victim, odd, how):
+    f = one_root(r, "comm_init_mismatch")
+    cls = sorted(sorted(c["ranks"]) for c in f["classes"])
+    others = sorted(set(range(np)) - {victim, odd})
+    expect(cls == sorted([[odd], others]), f"classes {cls}, want [{odd}] apart from {others}: "
+                                           f"{f['summary']}")
+    expect(("CommSplit" if how == "split" else "excluding ranks") in f["summary"],
+           f"the summary does not say what rank {odd} made: {f['summary']}")
+    for g in r["findings"]:
+        expect(victim not in g.get("missing", []) and g["kind"] != "rank_exited",
+               f"the drained rank {victim} is blamed: {g['summary']}")
+
+
+def case_shrink_disagree(tmp):
+    """A planned shrink: the victim is drained (destroys the world, exits 0) and the others shrink
+    the world without it, but one survivor has another view of the job: it excludes one rank more,
+    or splits the world instead. Members made different communicators at one creation of the
+    world: none can complete (was: no finding, or the drained rank blamed)."""
+    np, victim, how = rng.randrange(4, 9), rng.randrange(3), rng.choice(["shrink", "split"])
+    odd = second_victim(np, victim)
+    note(f"{np} ranks, drained {victim}, odd {odd} ({how})")
+    r, _ = post_mortem(tmp, "shrink_disagree", np, {"SCENARIO_VICTIM": str(victim),
+                                                    "SCENARIO_HOW": how})
+    check_disagree(r, np, victim, odd, how)
+
+
+def case_shrink_disagree_live(tmp):
+    np, victim, how = rng.randrange(4, 7), 1, rng.choice(["shrink", "split"])
+    odd = second_victim(np, victim)
+    note(f"{np} ranks, drained {victim}, odd {odd} ({how})")
+    r, _ = live(tmp, "shrink_disagree", np, {"SCENARIO_VICTIM": str(victim), "SCENARIO_HOW": how})
+    check_disagree(r, np, victim, odd, how)
+
+
+# ---------------------------------------------------------------- nonblocking creation
+
+
+def check_nonblocking(r, np, victim, gave_up):
+    f = one_root(r, "comm_init_mismatch")
+    waiting = sorted(set(range(np)) - {victim})
+    expect(f["missing"] == [victim] and f["waiting"] == waiting and
+           "CommInitRankConfig" in f["summary"],
+           f"missing {f['missing']} waiting {f['waiting']}: {f['summary']}")
+    if gave_up:
+        ex = follows(r, "rank_exited", 0)
+        expect(sorted(x for g in ex for x in g["dead"]) == waiting,
+               f"the ranks that gave up: {summaries(r)}")
+
+
+def case_nonblocking_absent(tmp):
+    """The world is created nonblocking: the ranks' ncclCommInitRankConfig returns
+    ncclInProgress and they poll ncclCommGetAsyncError, no thread inside NCCL, while the victim
+    is still in its data loader and never calls the init. A creation waiting for a member like
+    any other (was: no finding: nobody was inside a call). With SCENARIO_GIVE_UP_MS the waiting
+    ranks abort the pending communicator and exit 1: their exits follow from the member that
+    never came (was: their exits the root cause, the victim a second one)."""
+    np, gave_up = rng.randrange(3, 9), rng.choice([0, 1])
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {'they give up' if gave_up else 'they poll'}")
+    env = {"SCENARIO_VICTIM": str(victim)}
+    if gave_up:
+        env["SCENARIO_GIVE_UP_MS"] = str(rng.randrange(300, 1200))
+    # The victim never reaches the emulator: a plain timeout stops the job.
+    r, _ = post_mortem(tmp, "nonblocking_absent", np, env,
+                       ("--timeout", str(round(rng.uniform(3, 4.5), 2))))
+    check_nonblocking(r, np, victim, gave_up)
+
+
+def case_nonblocking_absent_live(tmp):
+    """The same under `lockstep run`: it notices the stall although no rank is inside NCCL (the
+    pending creation is a wait) and stops the job with status 3 (was: it never noticed; the
+    launcher's own timeout ended the job)."""
+    np = rng.randrange(3, 7)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}")
+    r, _ = live(tmp, "nonblocking_absent", np, {"SCENARIO_VICTIM": str(victim)})
+    check_nonblocking(r, np, victim, False)
 
 
 if __name__ == "__main__":
