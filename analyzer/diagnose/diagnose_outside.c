@@ -145,8 +145,7 @@ int diagnose_outside(struct diag *d)
         /* Every running rank outside NCCL, waiting for nothing the graph knows (a rank that
          * polls a nonblocking creation waits there), and probed after its last call. */
         if (p->state == RANK_IN_CALL || p->current || !p->live || p->live->nthreads == 0 ||
-            p->live->work_thread < 0 ||
-            waitgraph_waits(d->graph, waitgraph_rank_node(d->graph, p)))
+            p->live->work_thread < 0 || waitgraph_waits(d->graph, waitgraph_rank_node(d->graph, p)))
             return 0;
         uint64_t t = p->last_call ? p->last_call->enter_ns : 0;
         if (p->last_call && p->last_call->exit_ns > t)

@@ -60,10 +60,10 @@ struct mon_jobs {
 /* What a running member waits in on one of its communicators (mon_trace.waits). */
 enum mon_wait {
     MON_WAIT_NONE = 0,
-    MON_WAIT_COLL,    /* inside a collective on it (issued > returned, a call in flight) */
-    MON_WAIT_GPU,     /* its GPU has not completed the newest collective on it, nor any member's */
-    MON_WAIT_CALL,    /* a thread long inside a call on it (a send, a receive, a group's end) */
-    MON_WAIT_GPU_P2P, /* a GPU stream long stuck in a send or receive on it */
+    MON_WAIT_COLL,     /* inside a collective on it (issued > returned, a call in flight) */
+    MON_WAIT_GPU,      /* its GPU has not completed the newest collective on it, nor any member's */
+    MON_WAIT_CALL,     /* a thread long inside a call on it (a send, a receive, a group's end) */
+    MON_WAIT_GPU_P2P,  /* a GPU stream long stuck in a send or receive on it */
     MON_WAIT_CREATION, /* its nonblocking creation has not completed (ls_comm_creation_pending:
                         * polled with ncclCommGetAsyncError, no thread inside NCCL) */
 };
