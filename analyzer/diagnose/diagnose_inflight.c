@@ -142,6 +142,19 @@ static int add_stuck(struct diag *d, const struct m_comm *c, uint64_t k,
     return f->summary ? 0 : -1;
 }
 
+/* True when call node x waits only for members that died inside it: stuck on every GPU all
+ * the same, the stuck collective follows from their deaths (the graph's edges say so). */
+static int only_died_in(const struct diag *d, size_t x)
+{
+    const struct wg_node *v = &d->graph->nodes[x];
+    if (v->state != WG_WAITS || v->nedges == 0)
+        return 0;
+    for (size_t e = v->edge0; e < v->edge0 + v->nedges; e++)
+        if (d->graph->edges[e].kind != WG_E_DIED_IN)
+            return 0;
+    return 1;
+}
+
 int diagnose_inflight(struct diag *d)
 {
     for (size_t ci = 0; ci < d->j->ncomms; ci++) {
@@ -157,7 +170,7 @@ int diagnose_inflight(struct diag *d)
         const struct ls_record *last;
         /* Queued on some member's stream behind older work that is stuck itself: not this one. */
         size_t x = waitgraph_call_node(d->graph, WG_CALL_COLL, c->id, k);
-        if (x != (size_t)-1 && d->graph->nodes[x].state != WG_GPU_STUCK)
+        if (x != (size_t)-1 && d->graph->nodes[x].state != WG_GPU_STUCK && !only_died_in(d, x))
             continue;
         if (model_gpu_stuck(c, k, &last) && add_stuck(d, c, k, last) < 0)
             return -1;

@@ -224,6 +224,39 @@ static int alone(const struct m_comm *c, uint64_t k, int entered)
     return finished > entered;
 }
 
+/* Edges from collective node `node` of c to the members that entered it and died (not stopped
+ * with the job). Returns how many, -1 when out of memory. */
+static int add_died_in(struct builder *b, size_t node, const struct m_comm *c)
+{
+    int n = 0;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_proc *p = c->members[i].proc;
+        if (!p || model_was_running(p))
+            continue;
+        if (add_edge(b, node, waitgraph_rank_node(b->g, p), WG_E_DIED_IN, i, NULL) < 0)
+            return -1;
+        n++;
+    }
+    return n;
+}
+
+/* True when some member of c died inside collective #k (it was its call when it ended) while
+ * another member still runs in it: the ones that run wait for the dead. */
+static int died_inside(const struct m_comm *c, uint64_t k)
+{
+    int dead = 0, running = 0;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_proc *p = c->members[i].proc;
+        if (!p)
+            continue;
+        if (!model_was_running(p))
+            dead |= p->died_in && p->died_in->comm_id == c->id && p->died_in->seq == k;
+        else
+            running = 1;
+    }
+    return dead && running;
+}
+
 /* Fills collective node `node` (#k of c): edges to the members that never reached it, else its
  * terminal state: a mismatch, stuck on the GPU, only its waiters' (alone()), or completing;
  * members that reached it and died inside it are what it waits for. */
@@ -272,6 +305,11 @@ static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uin
         x->state = WG_WAITS;
         x->waits_on_members = 1;
         settle_en_route(b, node, c, e0);
+    } else if (died_inside(c, k) && add_died_in(b, node, c) > 0) {
+        /* Ranks still wait in it for members that died inside it: a rank whose link or GPU
+         * failed there and whose watchdog gave up (aborted, crashed) before the others' did.
+         * It can complete only with them, stuck on the GPU or not. */
+        b->g->nodes[node].state = WG_WAITS;
     } else if (model_gpu_stuck(c, k, &last)) {
         int queued = add_stream_waits(b, node, c, k);
         if (queued < 0)
@@ -279,13 +317,9 @@ static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uin
         b->g->nodes[node].state = queued ? WG_WAITS : WG_GPU_STUCK;
         b->g->nodes[node].waits_on_members = queued > 0;
     } else {
-        for (int i = 0; i < c->nmembers; i++) {
-            const struct m_proc *p = c->members[i].proc;
-            if (p && !model_was_running(p) &&
-                add_edge(b, node, waitgraph_rank_node(b->g, p), WG_E_DIED_IN, i, NULL) < 0)
-                return -1;
-        }
-        x->state = b->g->nedges > e0 ? WG_WAITS : WG_COMPLETING;
+        if (add_died_in(b, node, c) < 0)
+            return -1;
+        b->g->nodes[node].state = b->g->nedges > e0 ? WG_WAITS : WG_COMPLETING;
     }
     return 0;
 }

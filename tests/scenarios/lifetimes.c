@@ -341,6 +341,40 @@ static void mode_nonblocking_absent(void)
     train_step(c);
 }
 
+/* ---- a rank whose link dies inside a collective -------------------------------------------- */
+
+/* The victim's NCCL watchdog: after SCENARIO_WATCHDOG_MS it takes the network error its link
+ * gave, aborts the communicator and ends the process (SIGABRT), as PyTorch's does with
+ * TORCH_NCCL_ASYNC_ERROR_HANDLING. */
+static void *link_watchdog(void *arg)
+{
+    (void)arg;
+    tp_sleep_ms(tp_env_int("SCENARIO_WATCHDOG_MS", 300));
+    fprintf(stderr, "rank %d: NCCL WARN network error on its link; aborting the communicator\n",
+            rank);
+    ncclCommAbort(world_comm);
+    abort();
+    return NULL;
+}
+
+/* Async (GPU-like) mode: the victim's link dies in the next collective (its GPU never completes
+ * it: LOCKSTEP_EMU_HANG_COLL), so no member's GPU does; its watchdog aborts and ends it while
+ * the others still wait in that collective. */
+static void mode_link_down(void)
+{
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    if (rank == victim) {
+        setenv("LOCKSTEP_EMU_HANG_COLL", "1", 1); /* counted from the next collective */
+        pthread_t t;
+        if (pthread_create(&t, NULL, link_watchdog, NULL) != 0)
+            tp_die("pthread_create failed");
+    }
+    train_step(world_comm);
+    while (rank == victim) /* its synchronize ends with the abort: the watchdog ends it */
+        pause();
+}
+
 static const struct tp_mode modes[] = {
     {"alone_at_exit", mode_alone_at_exit, 0},
     {"finished_early", mode_finished_early, -1},
@@ -351,6 +385,7 @@ static const struct tp_mode modes[] = {
     {"shrink_waits", mode_shrink_waits, 1},
     {"shrink_disagree", mode_shrink_disagree, 1},
     {"nonblocking_absent", mode_nonblocking_absent, -1},
+    {"link_down", mode_link_down, 1},
 };
 
 int main(int argc, char **argv)

@@ -371,5 +371,35 @@ def case_nonblocking_absent_live(tmp):
     check_nonblocking(r, np, victim, False)
 
 
+# ---------------------------------------------------------------- a death inside a collective
+
+
+def check_link_down(r, victim):
+    f = one_root(r, "rank_crashed")
+    expect(f["dead"] == [victim] and f["signal"] == 6, f"{f['summary']}")
+    follows(r, "stuck_in_flight", 0, seq=f["seq"])
+
+
+def case_link_down(tmp):
+    """Async mode: the victim's link dies inside a collective every rank issued, so no GPU
+    completes it; its watchdog aborts the communicator and ends the process (SIGABRT) while the
+    others still wait in it. The rank that died inside the collective is what it waits for, GPU
+    stuck or not (was: stuck_in_flight with nobody singled out)."""
+    np, steps = rng.randrange(3, 9), rng.randrange(1, 4)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {steps} steps")
+    r, _ = post_mortem(tmp, "link_down", np, {"LOCKSTEP_EMU_ASYNC": "1",
+                                              "SCENARIO_STEPS": str(steps),
+                                              "SCENARIO_VICTIM": str(victim)})
+    check_link_down(r, victim)
+
+
+def case_link_down_live(tmp):
+    np, victim = rng.randrange(3, 7), 1
+    note(f"{np} ranks, victim {victim}")
+    r, _ = live(tmp, "link_down", np, {"LOCKSTEP_EMU_ASYNC": "1", "SCENARIO_VICTIM": str(victim)})
+    check_link_down(r, victim)
+
+
 if __name__ == "__main__":
     sys.exit(run(globals(), "lockstep-lifetimes-"))
