@@ -496,7 +496,8 @@ int cmd_run(int argc, char **argv)
             if (where)
                 live_diagnose(where, &o, where == dir, 1, stalled ? &stall : NULL);
             gather_release(&g);
-            struct stop_job sj = {.launcher = c.job_done ? 0 : c.job, .own_children = 1};
+            struct stop_job sj = {
+                .launcher = c.job_done ? 0 : c.job, .own_children = 1, .job = -1};
             live_stop(&m, &o, &sj, c.job_done ? cmd[0] : NULL, "run", stalled ? &stall : NULL);
             mon_stall_free(&stall);
             monitor_free(&m);

@@ -206,6 +206,17 @@ static int publish(struct watch *w, int up, int force)
     return live_facts_publish(w->metrics, w->status, &w->m, &w->stalled, up);
 }
 
+/* The monitor's job that stall `s` is part of: the job itself, or the job of the stalled
+ * communicator's first member; -1 unknown. */
+static long stalled_job(const struct monitor *m, const struct mon_stall *s)
+{
+    if (s->scope == MON_STALL_JOB)
+        return (long)s->part.at;
+    if (s->part.at < m->comms.n && m->comms.v[s->part.at].nmembers)
+        return (long)m->t[m->comms.v[s->part.at].members[0].trace].job;
+    return -1;
+}
+
 /* A stall found: said, diagnosed live and remembered (its part is passed over while it stays
  * stalled); without --keep the job is stopped with --kill. */
 static void on_stall(struct watch *w, struct mon_stall *stall)
@@ -216,7 +227,9 @@ static void on_stall(struct watch *w, struct mon_stall *stall)
     if (live_stalled_add(&w->stalled, &w->m, stall, &first) < 0)
         fprintf(stderr, "lockstep: out of memory remembering the stall\n");
     if (w->kill_job) {
+        /* The job that stalled, not another one writing to the same folder. */
         struct stop_job job = {0};
+        job.job = (long)stalled_job(&w->m, stall);
         live_stop(&w->m, &w->o, &job, NULL, "watch", stall);
     }
 }

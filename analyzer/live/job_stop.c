@@ -165,11 +165,20 @@ static void rescan(struct stopper *s)
     monitor_poll(s->m);
     if (proctree_scan(&s->tree) < 0)
         return;
+    size_t n = s->tree.n + 1;
+    unsigned char *below_launcher = calloc(n, 1), *below_rank = calloc(n, 1), *below = calloc(n, 1);
+    if (below && s->job->own_children)
+        proctree_mark_own(&s->tree, below);
     for (size_t i = 0; i < s->m->n; i++) {
         const struct mon_trace *t = &s->m->t[i];
         const struct proc_node *p = proctree_find(&s->tree, t->h.pid);
         if (!t->running_here || !p ||
             (t->h.proc_start_ticks && p->start_ticks != t->h.proc_start_ticks))
+            continue;
+        /* Another job writing to the same folder is not this one's to stop: under run only the
+         * processes below it are the job's; under watch, the traces of the job that stalled. */
+        if ((s->job->own_children && below && !below[p - s->tree.v]) ||
+            (s->job->job >= 0 && t->job != (size_t)s->job->job))
             continue;
         int is_launcher = s->job->launcher > 0 && p->pid == s->job->launcher;
         struct stop_proc *e =
@@ -177,13 +186,9 @@ static void rescan(struct stopper *s)
         if (e)
             e->rank = t->h.rank; /* also a launcher that is a rank itself */
     }
-    size_t n = s->tree.n + 1;
-    unsigned char *below_launcher = calloc(n, 1), *below_rank = calloc(n, 1), *below = calloc(n, 1);
     if (below_launcher && below_rank && below) {
         mark_below(s, STOP_ROLE_LAUNCHER, below_launcher);
         mark_below(s, STOP_ROLE_RANK, below_rank);
-        if (s->job->own_children)
-            proctree_mark_own(&s->tree, below);
         for (size_t i = 0; i < s->tree.n; i++) {
             const struct proc_node *p = &s->tree.v[i];
             if (!(below[i] || below_launcher[i] || below_rank[i]) || p->state == 'Z' ||

@@ -51,7 +51,10 @@ struct stop_job {
     pid_t launcher;   /* CMD's pid, the leader of its process group; 0 when it already ended
                        * or the job has none (watch) */
     int own_children; /* this process is the job's subreaper (lockstep run): every process
-                       * below it is the job's, and it reaps them */
+                       * below it is the job's, and it reaps them; a traced rank that is not
+                       * below it (another job writing to the same folder) is not stopped */
+    long job;         /* the job of the monitor (monitor.jobs index) whose ranks to stop; -1 every
+                       * traced rank running here (and below this process with own_children) */
     double grace_s;   /* how long each step waits for processes to comply */
 };
 

@@ -23,6 +23,8 @@
  *                       survivors' watchdog revokes the world communicator (default 300)
  *   SCENARIO_GIVE_UP_MS nonblocking_absent: how long the ranks poll a nonblocking creation
  *                       before they abort it and exit 1 (default 0: they poll forever)
+ *   SCENARIO_STOP_FILE  train_until: the file whose existence ends training (checked every
+ *                       step; at most 10,000 steps)
  * Every collective waits for its result with tp_sync(), as a training loop does. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -375,6 +377,24 @@ static void mode_link_down(void)
         pause();
 }
 
+/* ---- a healthy job ------------------------------------------------------------------------ */
+
+/* Trains until SCENARIO_STOP_FILE exists, then finishes (destroys the world, exits 0): a job
+ * that must never be stopped by a runner watching another one. */
+static void mode_train_until(void)
+{
+    const char *stop = tp_env_str("SCENARIO_STOP_FILE", "");
+    static float done[1];
+    for (int i = 0; i < 10000 && done[0] == 0; i++) {
+        train_step(world_comm);
+        /* Rank 0 decides for all: every rank makes the same number of steps. */
+        done[0] = rank == 0 && *stop && access(stop, F_OK) == 0;
+        TP_CHECK(ncclAllReduce(done, done, 1, ncclFloat32, ncclSum, world_comm, NULL));
+        tp_sync();
+    }
+    finish();
+}
+
 static const struct tp_mode modes[] = {
     {"alone_at_exit", mode_alone_at_exit, 0},
     {"finished_early", mode_finished_early, -1},
@@ -386,6 +406,7 @@ static const struct tp_mode modes[] = {
     {"shrink_disagree", mode_shrink_disagree, 1},
     {"nonblocking_absent", mode_nonblocking_absent, -1},
     {"link_down", mode_link_down, 1},
+    {"train_until", mode_train_until, -1},
 };
 
 int main(int argc, char **argv)

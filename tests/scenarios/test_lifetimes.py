@@ -401,5 +401,40 @@ def case_link_down_live(tmp):
     check_link_down(r, victim)
 
 
+# ---------------------------------------------------------------- two jobs in one folder
+
+
+def case_two_jobs_live(tmp):
+    """Two jobs write to one trace folder (a shared LOCKSTEP_DIR, the same rank numbers, no job
+    id): `lockstep run` runs job A, which hangs (a checkpoint group only one rank creates), while
+    job B, started beside it by another launcher, trains on. run stops A and diagnoses A; B is
+    never stopped and finishes by itself with status 0 once told to (was: run stopped B too)."""
+    np = rng.randrange(3, 6)
+    d = os.path.join(tmp, "shared")
+    stop = os.path.join(tmp, "stop-b")
+    env_b = rj.rank_env(d, {"SCENARIO_STOP_FILE": stop})
+    b = subprocess.Popen(cmd("train_until", np, ("--timeout", "300")), env=env_b,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        js = os.path.join(tmp, "run.json")
+        p = subprocess.run([rj.LOCKSTEP, "run", "--dir", d, "--stall", "2", "--json", js, "--",
+                            rj.LAUNCH, "--np", str(np), "--seed", str(rng.randrange(1 << 30)),
+                            "--", LIFETIMES, "ckpt_group"],
+                           env=rj.clean_env(), capture_output=True, text=True, timeout=240)
+        print(p.stderr[-3000:], end="")
+        expect(p.returncode == 3, f"lockstep run exited {p.returncode}, want 3:\n{p.stdout}")
+        expect(b.poll() is None, f"job B ended ({b.returncode}) while job A was stopped")
+        r = json.load(open(js))
+        check_ckpt(r, p.stdout, np, 0, 2)
+        with open(stop, "w"):
+            pass
+        out, err = b.communicate(timeout=120)
+        expect(b.returncode == 0, f"job B exited {b.returncode}: {err[-2000:]}")
+    finally:
+        if b.poll() is None:
+            b.kill()
+            b.communicate(timeout=30)
+
+
 if __name__ == "__main__":
     sys.exit(run(globals(), "lockstep-lifetimes-"))
