@@ -50,6 +50,32 @@ static _Atomic int heartbeat_state; /* 0 none, 1 starting, 2 running its loop */
  * them. `busy` is set around those calls; exit sets `stop`, then waits for `busy` to drop. */
 static _Atomic int heartbeat_stop, heartbeat_busy;
 
+/* How often the heartbeat samples the CPU time of the threads with a slot, and the share of
+ * the interval a thread must have used to count as on the CPU. */
+#define CPU_SAMPLE_NS  (100 * MS)
+#define CPU_ON_PERCENT 5
+
+/* Samples the CPU time of every thread with a slot into slot.cpu_ns, and marks slot.on_cpu_ns
+ * now for those that used the CPU since the last sample: what a report written after the process
+ * is gone says of where its thread was (busy, or off the CPU since when). A thread's CPU clock
+ * is read by its id (Linux's per-thread clockid: CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED). */
+static void sample_threads_cpu(struct ls_trace *t, uint64_t now, uint64_t interval)
+{
+    for (int i = 0; i < LS_THREAD_SLOTS; i++) {
+        struct ls_thread_slot *s = &t->hdr->threads[i];
+        uint32_t tid = atomic_load_explicit((_Atomic uint32_t *)&s->tid, memory_order_relaxed);
+        struct timespec ts;
+        if (tid == 0 || clock_gettime((clockid_t)((~tid << 3) | 6u), &ts) != 0)
+            continue;
+        uint64_t cpu = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        uint64_t before =
+            atomic_load_explicit((_Atomic uint64_t *)&s->cpu_ns, memory_order_relaxed);
+        if (before && cpu > before && (cpu - before) * 100 >= interval * CPU_ON_PERCENT)
+            atomic_store_explicit((_Atomic uint64_t *)&s->on_cpu_ns, now, memory_order_relaxed);
+        atomic_store_explicit((_Atomic uint64_t *)&s->cpu_ns, cpu, memory_order_relaxed);
+    }
+}
+
 static void *heartbeat_main(void *arg)
 {
     struct ls_trace *t = arg;
@@ -64,8 +90,13 @@ static void *heartbeat_main(void *arg)
     ls_clock_calibrate();
     uint64_t tick = (uint64_t)(t->hdr->heartbeat_ms ? t->hdr->heartbeat_ms : 1000) * MS;
     uint64_t next_poll = 0, next_calibration = 0; /* the first sample at once */
+    uint64_t last_cpu_sample = 0;
     for (;;) {
         uint64_t now = ls_realtime_ns();
+        if (now - last_cpu_sample >= CPU_SAMPLE_NS) {
+            sample_threads_cpu(t, now, last_cpu_sample ? now - last_cpu_sample : CPU_SAMPLE_NS);
+            last_cpu_sample = now;
+        }
         if (now >= next_poll) {
             int pending = 0;
             atomic_store(&heartbeat_busy, 1);

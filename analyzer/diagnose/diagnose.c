@@ -72,6 +72,17 @@ int diagnose_job(const struct model *m, size_t job, struct symbolizer *sym,
 
 /* ---- the launcher's teardown ------------------------------------------------------------ */
 
+/* True when a root cause among the findings from `first` on names rank r as one others wait
+ * for. */
+static int culprit(const struct diag *d, size_t first, int r)
+{
+    for (size_t i = first; i < d->out->n; i++)
+        if (d->out->v[i].consequence_of < 0 && !d->out->v[i].history &&
+            intvec_has(&d->out->v[i].missing, r))
+            return 1;
+    return 0;
+}
+
 /* Ranks stopped with the job get no finding of their own; the first root cause says, in one
  * line per way of stopping, that they were stopped and when. */
 static int describe_teardown(struct diag *d, size_t first)
@@ -85,6 +96,8 @@ static int describe_teardown(struct diag *d, size_t first)
     char *done = calloc(d->j->nprocs + 1, 1);
     if (!done)
         return -1;
+    for (size_t i = 0; i < d->j->nprocs; i++) /* a rank a root names as missing is a cause */
+        done[i] = culprit(d, first, d->j->procs[i]->rank);
     for (size_t i = 0; i < d->j->nprocs; i++) {
         const struct m_proc *p = d->j->procs[i];
         if (!p->stopped_with_job || done[i])

@@ -168,12 +168,25 @@ static void describe_stopped_with_job(struct diag *d, const struct m_proc *p, co
     }
     outside_for(p, busy, sizeof(busy));
     died_at(d, p, at, sizeof(at));
+    /* Busy or not, from its thread's CPU time the shim sampled (older traces: not known). */
+    uint64_t off_since;
+    int on_cpu = model_thread_busy(p, &off_since);
+    char how[200];
+    if (on_cpu != 0) { /* on the CPU up to the stop (or, in older traces, not known) */
+        snprintf(how, sizeof how, "busy");
+    } else if (off_since && p->death_lo > off_since) {
+        char t[32];
+        ago(t, sizeof(t), (double)(p->death_lo - off_since) / 1e9);
+        snprintf(how, sizeof how, "off the CPU for %s (asleep, in I/O or blocked)", t);
+    } else {
+        snprintf(how, sizeof how, "off the CPU (asleep, in I/O or blocked)");
+    }
     if (at[0])
-        snprintf(buf, len, "it was busy at %s (outside NCCL%s) when %s; its last call was %s", at,
-                 busy, stop, last);
+        snprintf(buf, len, "it was %s at %s (outside NCCL%s) when %s; its last call was %s", how,
+                 at, busy, stop, last);
     else
-        snprintf(buf, len, "it was busy outside NCCL%s when %s; its last call was %s", busy, stop,
-                 last);
+        snprintf(buf, len, "it was %s outside NCCL%s when %s; its last call was %s", how, busy,
+                 stop, last);
 }
 
 /* A rank lockstep's own stop ended (stop_mark.h), as it was when the stop began: "it was alive

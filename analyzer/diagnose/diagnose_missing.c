@@ -260,6 +260,28 @@ static void alone_summary(struct finding *f, const struct absent *ab, size_t nab
     intvec_free(&who);
 }
 
+/* Missing processes up to which each is told where it is. */
+#define WHEREABOUTS_EACH 4
+
+/* " — rank 0: it is gone ...; rank 4: it was busy at ...": where each of a few missing
+ * processes is (they may be missing for different reasons: one dead, one busy). */
+static void each_whereabouts(struct diag *d, const struct absent *ab, size_t nab, char *buf,
+                             size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, " \xe2\x80\x94");
+    for (size_t i = 0; i < nab && used < len; i++) {
+        int told = 0; /* a process holding several of the missing ranks is told once */
+        for (size_t k = 0; k < i; k++)
+            told |= ab[k].mb->proc == ab[i].mb->proc;
+        if (told)
+            continue;
+        char w[1024];
+        describe_whereabouts(d, ab[i].mb->proc, w, sizeof w);
+        used += (size_t)snprintf(buf + used, len - used, "%s rank %d: %.400s", i ? ";" : "",
+                                 ab[i].mb->proc->rank, w);
+    }
+}
+
 static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
 {
     struct finding *f = diag_finding_at(d, F_MISSING_RANKS, c->id, seq);
@@ -343,7 +365,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
             goto oom;
     }
 
-    char waiting[300], call[512] = "", where[1100] = "", absent[1200] = "";
+    char waiting[300], call[512] = "", where[2100] = "", absent[1200] = "";
     name_members(f, "waiting", &f->waiting, &f->as.absent.waiting_cr, waiting, sizeof(waiting));
     if (example)
         describe_call(d, example->proc, model_member_coll(example, seq), call, sizeof(call));
@@ -381,7 +403,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
     int one_class = 0;
     for (size_t i = 0; i < f->nclasses; i++)
         one_class += strcmp(f->classes[i].role, "waiting") != 0;
-    if (nab && (one_proc || one_class == 1)) {
+    if (nab && (one_proc || one_class == 1 || nab <= WHEREABOUTS_EACH)) {
         const struct m_proc *p = ab[0].mb->proc;
         char w[1024];
         describe_whereabouts(d, p, w, sizeof(w));
@@ -400,6 +422,8 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
             snprintf(where + n, sizeof(where) - n, "; %.900s", w);
         } else if (one_proc || nab == 1) {
             snprintf(where, sizeof(where), " \xe2\x80\x94 %.1000s", w);
+        } else if (nab <= WHEREABOUTS_EACH) {
+            each_whereabouts(d, ab, nab, where, sizeof where);
         } else {
             snprintf(where, sizeof(where), " \xe2\x80\x94 like rank %d, %.1000s", p->rank, w);
         }

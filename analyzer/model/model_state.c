@@ -39,6 +39,36 @@ int model_was_running(const struct m_proc *p)
     return model_alive(p) || p->stopped_with_job;
 }
 
+/* How close to a process's end its thread's last time on the CPU must be for it to count as
+ * busy up to the end: the shim samples every 100 ms. */
+#define ON_CPU_SLACK_NS 250000000ull
+
+int model_thread_busy(const struct m_proc *p, uint64_t *since_ns)
+{
+    const struct ls_header *h = &p->t->hdr;
+    const struct ls_thread_slot *best = NULL;
+    uint32_t tid = p->last_call ? p->last_call->tid : 0;
+    for (int i = 0; i < LS_THREAD_SLOTS; i++) {
+        const struct ls_thread_slot *s = &h->threads[i];
+        if (!s->cpu_ns)
+            continue;
+        if (s->tid == tid) {
+            best = s;
+            break;
+        }
+        if (!best || s->last_exit_ns > best->last_exit_ns)
+            best = s;
+    }
+    *since_ns = 0;
+    if (!best)
+        return -1;
+    uint64_t end = model_alive(p) ? p->last_seen_ns : p->death_lo;
+    if (best->on_cpu_ns && best->on_cpu_ns + ON_CPU_SLACK_NS >= end)
+        return 1;
+    *since_ns = best->on_cpu_ns;
+    return 0;
+}
+
 int model_handled_after(const struct m_job *job, uint64_t t)
 {
     return t < job->recovered_ns || t < job->recovering_ns;

@@ -51,6 +51,12 @@ int model_alive(const struct m_proc *p);
  * treats such a rank as still doing what it did when killed. */
 int model_was_running(const struct m_proc *p);
 
+/* Whether the thread of process p that made its last call was on the CPU up to the process's
+ * end (its death, or its last sign of life), from the CPU time the shim's heartbeat samples
+ * (ls_thread_slot.on_cpu_ns): 1 busy; 0 off the CPU (asleep, in I/O, blocked on a lock or a
+ * peer), since *since_ns (0: never seen on it); -1 unknown (an older trace). */
+int model_thread_busy(const struct m_proc *p, uint64_t *since_ns);
+
 /* True when job handled a failure at time t: it made new communicators after it and completed
  * collectives on them (m_job.recovered_ns), or began to recover with NCCL's fault tolerance
  * calls after it (revoke, shrink, grow: m_job.recovering_ns). */

@@ -164,7 +164,12 @@ struct ls_thread_slot {
                              *     it the thread has not used yet are not lost records */
     uint64_t last_enter_ns; /* 32: last time the thread entered a recorded call (live) */
     uint64_t last_exit_ns;  /* 40: last time the thread left a recorded call (live) */
-    uint64_t reserved[2];   /* 48 */
+    uint64_t cpu_ns;        /* 48: the thread's CPU time as the heartbeat last sampled it (every
+                             *     100 ms), 0 never sampled (live) */
+    uint64_t on_cpu_ns;     /* 56: CLOCK_REALTIME of the last sample at which the thread had
+                             *     used the CPU since the one before (5% of the interval or
+                             *     more): busy up to then, off the CPU since (asleep, in I/O,
+                             *     blocked); 0 never seen on it (live) */
 };                          /* 64 bytes */
 
 /* ls_header.completion: whether issued operations' completion is known. */
@@ -748,8 +753,8 @@ static inline int ls_comm_creation_pending(const struct ls_comm *e)
 {
     return (e->flags & LS_COMM_READY_TRACKED) && (e->flags & LS_COMM_NONBLOCKING) &&
            e->init_result == LS_NCCL_IN_PROGRESS && e->coll_done == 0 &&
-           !(e->flags & (LS_COMM_FINALIZED | LS_COMM_DESTROYED | LS_COMM_ABORTED |
-                         LS_COMM_REVOKED | LS_COMM_INIT_FAILED));
+           !(e->flags & (LS_COMM_FINALIZED | LS_COMM_DESTROYED | LS_COMM_ABORTED | LS_COMM_REVOKED |
+                         LS_COMM_INIT_FAILED));
 }
 
 /* True while a record's call has not returned: no exit time and no result yet. */

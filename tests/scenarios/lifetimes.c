@@ -395,6 +395,24 @@ static void mode_train_until(void)
     finish();
 }
 
+/* ---- several members absent ------------------------------------------------------------- */
+
+/* Two ranks fail at once in different ways: the victim is killed in its compute (the OOM
+ * killer), SCENARIO_VICTIM2 stays in its data loader; the others wait in the next collective
+ * for both. */
+static void mode_dead_and_busy(void)
+{
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    if (rank == victim) {
+        tp_compute_ms(step_ms);
+        raise(SIGKILL);
+    }
+    if (rank == tp_env_int("SCENARIO_VICTIM2", world - 1))
+        load_batch();
+    train_step(world_comm);
+}
+
 static const struct tp_mode modes[] = {
     {"alone_at_exit", mode_alone_at_exit, 0},
     {"finished_early", mode_finished_early, -1},
@@ -407,6 +425,7 @@ static const struct tp_mode modes[] = {
     {"nonblocking_absent", mode_nonblocking_absent, -1},
     {"link_down", mode_link_down, 1},
     {"train_until", mode_train_until, -1},
+    {"dead_and_busy", mode_dead_and_busy, 0},
 };
 
 int main(int argc, char **argv)

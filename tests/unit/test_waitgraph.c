@@ -2,13 +2,17 @@
  * AND waits with several absent members, cycles through point-to-point and collectives, waits
  * across communicators, each kind of terminal node, waits only on their way (en route), a process
  * waiting for itself, failures after a peer's death, work queued on a stream, the choice of
- * the sink a wait ends in, and the arrival spread that tells a rank on its way from a stuck one. */
+ * the sink a wait ends in, and the arrival spread that tells a rank on its way from a stuck one;
+ * and the lives of communicators and ranks: creations whose members the traces name, cycles out
+ * of order, finished ranks, shrinks and their exclusions, creations made differently,
+ * nonblocking creations still pending, deaths inside a collective stuck on the GPU. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lockstep/comm_id.h"
 #include "model.h"
 #include "unit_run.h"
 #include "waitgraph.h"
@@ -565,6 +569,229 @@ START_TEST(arrival_spread_member_by_member)
 }
 END_TEST
 
+/* ---- lives: communicators and ranks in time ------------------------------------------------- */
+
+#define COMM_A 0x3000000000000003ull
+#define COMM_B 0x4000000000000004ull
+
+static void exited(struct tr_trace *t, int status, uint64_t at)
+{
+    t->hdr.end_kind = LS_END_EXITED;
+    t->hdr.end_status = status;
+    t->hdr.end_ns = at;
+    t->hdr.heartbeat_ns = at;
+}
+
+/* Rank `t` in the creation of `id` (InitRank), still in the call, as comm rank `cr` of n. */
+static struct ls_record *in_init(struct tr_trace *t, uint64_t id, int n, int cr)
+{
+    comm(t, id, n, cr)->init_result = LS_RESULT_PENDING;
+    struct ls_record *r = rec(t, LS_OP_COMM_INIT_RANK, id, cr, 0, -1, 1);
+    r->aux = id;
+    return r;
+}
+
+START_TEST(creation_members_named_by_the_traces)
+{
+    /* Two world-sized groups created in different orders: ranks 0,1 in A (comm ranks 0,1), ranks
+     * 2,3 in B as its comm ranks 0,1. Neither is the world's numbering, yet the traces name the
+     * missing members: the other half. A deadlock, not "no trace". */
+    struct job j = {0};
+    world(&j, 4, 1, 0);
+    in_init(j.t[0], COMM_A, 4, 0);
+    in_init(j.t[1], COMM_A, 4, 1);
+    in_init(j.t[2], COMM_B, 4, 0);
+    in_init(j.t[3], COMM_B, 4, 1);
+    build(&j);
+    size_t a = waitgraph_call_node(j.g, WG_CALL_INIT, COMM_A, 0);
+    size_t b = waitgraph_call_node(j.g, WG_CALL_INIT, COMM_B, 0);
+    ck_assert(a != (size_t)-1 && b != (size_t)-1);
+    ck_assert_uint_eq(waits_for(&j, &j.g->nodes[a]), 0xc);
+    ck_assert_uint_eq(waits_for(&j, &j.g->nodes[b]), 0x3);
+    const struct wg_scc *s = scc_of(&j, rank_node(&j, 0));
+    ck_assert(s->cycle && s->sink && s->nranks == 4);
+    ck_assert(s->behind == (size_t)-1); /* creations alone: a deadlock */
+    done(&j);
+}
+END_TEST
+
+START_TEST(cycle_out_of_order)
+{
+    /* Rank 0 creates a 2-rank group alone; ranks 1-3 went on into the world's #3. Every rank the
+     * creation could wait for is blocked, so it waits for all of them; the cycle closes through
+     * one collective and a creation: out of order, the collective's node is the culprit's. */
+    struct job j = {0};
+    world(&j, 4, 2, 0xe);
+    in_init(j.t[0], COMM_A, 2, 0);
+    build(&j);
+    size_t x = waitgraph_call_node(j.g, WG_CALL_INIT, COMM_A, 0);
+    ck_assert(x != (size_t)-1);
+    ck_assert_uint_eq(waits_for(&j, &j.g->nodes[x]), 0xe);
+    const struct wg_scc *s = scc_of(&j, rank_node(&j, 0));
+    ck_assert(s->cycle && s->sink);
+    ck_assert(s->behind == waitgraph_call_node(j.g, WG_CALL_COLL, W, 3));
+    done(&j);
+}
+END_TEST
+
+START_TEST(creation_candidates_unknown)
+{
+    /* The same, but rank 3 runs (computes): which of 1-3 the group waits for cannot be told, so
+     * its missing member stays unnamed (no edge to a rank that may not be it). */
+    struct job j = {0};
+    world(&j, 4, 2, 0x6);
+    in_init(j.t[0], COMM_A, 2, 0);
+    build(&j);
+    size_t x = waitgraph_call_node(j.g, WG_CALL_INIT, COMM_A, 0);
+    ck_assert_uint_eq(waits_for(&j, &j.g->nodes[x]), 0);
+    ck_assert_uint_eq(j.g->nodes[x].nedges, 1); /* an absent member */
+    done(&j);
+}
+END_TEST
+
+START_TEST(split_beside_a_collective)
+{
+    /* Ranks 0,1 split the world; 2,3 went on into its #3. One communicator, two paths: the
+     * cycle is out of order, owned through the collective. */
+    struct job j = {0};
+    world(&j, 4, 2, 0xc);
+    for (int r = 0; r < 2; r++) {
+        j.t[r]->comms[0].split_count = 1;
+        struct ls_record *sp = rec(j.t[r], LS_OP_COMM_SPLIT, W, r, 0, -1, 1);
+        sp->count = CHILD;
+    }
+    build(&j);
+    const struct wg_scc *s = scc_of(&j, rank_node(&j, 0));
+    ck_assert(s->cycle && s->nranks == 4);
+    ck_assert(s->behind == waitgraph_call_node(j.g, WG_CALL_COLL, W, 3));
+    done(&j);
+}
+END_TEST
+
+START_TEST(finished_ranks)
+{
+    /* Rank 0 alone in #3; ranks 1-3 finished (exited 0) after #2: the collective can never
+     * complete and waits for nobody. The other way round, one finished rank of four is the one
+     * the collective waits for. */
+    struct job j = {0};
+    world(&j, 4, 2, 0x1);
+    for (int r = 1; r < 4; r++)
+        exited(j.t[r], 0, NOW - 5000 * MS);
+    build(&j);
+    const struct wg_node *x = coll(&j, W, 3);
+    ck_assert_int_eq(x->state, WG_ALONE);
+    ck_assert_uint_eq(x->nedges, 0);
+    ck_assert(scc_of(&j, x)->sink);
+    done(&j);
+
+    struct job k = {0};
+    world(&k, 4, 2, 0x7);
+    exited(k.t[3], 0, NOW - 5000 * MS);
+    build(&k);
+    ck_assert_int_eq(coll(&k, W, 3)->state, WG_WAITS);
+    ck_assert_uint_eq(waits_for(&k, coll(&k, W, 3)), 0x8);
+    done(&k);
+}
+END_TEST
+
+/* Rank t in the shrink of the world at split counter 0 excluding `excluded` (n of them,
+ * ascending), still in the call. */
+static void in_shrink(struct tr_trace *t, int cr, const int *excluded, int n)
+{
+    t->comms[0].split_count = 1;
+    struct ls_record *r = rec(t, LS_OP_COMM_SHRINK, W, cr, 0, -1, 1);
+    r->count = ls_comm_id_child(W, 0, LS_COMM_TAG_SHRINK, ls_comm_shrink_extra(excluded, n));
+    r->aux = (uint64_t)n;
+}
+
+START_TEST(shrink_excludes)
+{
+    /* Rank 1 died; ranks 0 and 2 shrink the world without it, rank 3 has not come yet. The
+     * shrink waits for rank 3 only: the rank it excluded (found by its child id) is no culprit. */
+    struct job j = {0};
+    world(&j, 4, 2, 0);
+    crashed(j.t[1], 9, NOW - 5000 * MS);
+    int one[1] = {1};
+    in_shrink(j.t[0], 0, one, 1);
+    in_shrink(j.t[2], 2, one, 1);
+    build(&j);
+    size_t x = waitgraph_call_node(j.g, WG_CALL_INIT, W, 1);
+    ck_assert(x != (size_t)-1);
+    ck_assert_int_eq(j.g->nodes[x].state, WG_WAITS);
+    ck_assert_uint_eq(waits_for(&j, &j.g->nodes[x]), 0x8);
+    unsigned char *ex = model_shrink_excluded(model_comm(j.m, 0, W), j.t[0]->records + 2, 0);
+    ck_assert_ptr_nonnull(ex);
+    ck_assert(ex[1] && !ex[0] && !ex[2] && !ex[3]);
+    free(ex);
+    done(&j);
+}
+END_TEST
+
+START_TEST(creations_made_differently)
+{
+    /* Ranks 0,2 shrink the world without rank 1; rank 3 excludes ranks 0 and 1: at one split
+     * counter, two communicators that NCCL cannot match. */
+    struct job j = {0};
+    world(&j, 4, 2, 0);
+    exited(j.t[1], 0, NOW - 5000 * MS);
+    int one[1] = {1}, two[2] = {0, 1};
+    in_shrink(j.t[0], 0, one, 1);
+    in_shrink(j.t[2], 2, one, 1);
+    in_shrink(j.t[3], 3, two, 2);
+    build(&j);
+    size_t x = waitgraph_call_node(j.g, WG_CALL_INIT, W, 1);
+    ck_assert(x != (size_t)-1);
+    ck_assert_int_eq(j.g->nodes[x].state, WG_MISMATCH);
+    ck_assert(scc_of(&j, &j.g->nodes[x])->sink);
+    done(&j);
+}
+END_TEST
+
+START_TEST(nonblocking_creation_pending)
+{
+    /* Ranks 0-2 created comm A nonblocking (their calls returned ncclInProgress) and poll it
+     * from outside NCCL; rank 3 never called the init. The pending creation is a wait. Once
+     * ready (init_result 0) it is none. */
+    for (int ready = 0; ready < 2; ready++) {
+        struct job j = {0};
+        world(&j, 4, 1, 0);
+        for (int r = 0; r < 3; r++) {
+            struct ls_comm *c = comm(j.t[r], COMM_A, 4, r);
+            c->flags = LS_COMM_NONBLOCKING | LS_COMM_READY_TRACKED;
+            c->init_result = ready ? 0 : LS_NCCL_IN_PROGRESS;
+            struct ls_record *i = rec(j.t[r], LS_OP_COMM_INIT_RANK_CONFIG, COMM_A, r, 0, -1, 0);
+            i->aux = COMM_A;
+            i->result = LS_NCCL_IN_PROGRESS;
+        }
+        build(&j);
+        ck_assert_int_eq(rank_node(&j, 0)->state, ready ? WG_RUNNING : WG_WAITS);
+        if (!ready) {
+            size_t x = waitgraph_call_node(j.g, WG_CALL_INIT, COMM_A, 0);
+            ck_assert(x != (size_t)-1);
+            ck_assert_uint_eq(waits_for(&j, &j.g->nodes[x]), 0x8);
+        }
+        done(&j);
+    }
+}
+END_TEST
+
+START_TEST(died_inside_a_gpu_stuck_collective)
+{
+    /* Both ranks issued the child's #1, stuck on the GPU; rank 1 died inside it (its watchdog
+     * aborted): the collective waits for the dead rank, not for the GPU alone. */
+    struct job j = {0};
+    gpu_job(&j, 0);
+    crashed(j.t[1], 6, NOW - 100 * MS);
+    build(&j);
+    const struct wg_node *x = coll(&j, CHILD, 1);
+    ck_assert_int_eq(x->state, WG_WAITS);
+    ck_assert_uint_eq(waits_for(&j, x), 0x2);
+    ck_assert_int_eq(j.g->edges[x->edge0].kind, WG_E_DIED_IN);
+    ck_assert_int_eq(ends_in(&j, 0), 1);
+    done(&j);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("waitgraph");
@@ -583,6 +810,15 @@ static Suite *suite(void)
     tcase_add_test(tc, failure_after_a_death);
     tcase_add_test(tc, healthy_job_has_no_waits);
     tcase_add_test(tc, arrival_spread_member_by_member);
+    tcase_add_test(tc, creation_members_named_by_the_traces);
+    tcase_add_test(tc, cycle_out_of_order);
+    tcase_add_test(tc, creation_candidates_unknown);
+    tcase_add_test(tc, split_beside_a_collective);
+    tcase_add_test(tc, finished_ranks);
+    tcase_add_test(tc, shrink_excludes);
+    tcase_add_test(tc, creations_made_differently);
+    tcase_add_test(tc, nonblocking_creation_pending);
+    tcase_add_test(tc, died_inside_a_gpu_stuck_collective);
     suite_add_tcase(s, tc);
     return s;
 }
