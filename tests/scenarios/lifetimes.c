@@ -413,6 +413,24 @@ static void mode_dead_and_busy(void)
     train_step(world_comm);
 }
 
+/* ---- a rank asleep ----------------------------------------------------------------------- */
+
+/* The victim waits for something of its own outside NCCL, off the CPU (a file on a slow share,
+ * a lock): the others wait in the next collective for it. */
+__attribute__((noinline)) void wait_for_shard(void)
+{
+    tp_sleep_ms(delay_ms);
+}
+
+static void mode_asleep(void)
+{
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    if (rank == victim)
+        wait_for_shard();
+    train_step(world_comm);
+}
+
 static const struct tp_mode modes[] = {
     {"alone_at_exit", mode_alone_at_exit, 0},
     {"finished_early", mode_finished_early, -1},
@@ -426,6 +444,7 @@ static const struct tp_mode modes[] = {
     {"link_down", mode_link_down, 1},
     {"train_until", mode_train_until, -1},
     {"dead_and_busy", mode_dead_and_busy, 0},
+    {"asleep", mode_asleep, -1},
 };
 
 int main(int argc, char **argv)

@@ -472,5 +472,27 @@ def case_dead_and_busy_live(tmp):
     check_dead_and_busy(live(tmp, "dead_and_busy", np)[0], np, 0, np - 1)
 
 
+# ---------------------------------------------------------------- busy or asleep, after the fact
+
+
+def case_asleep(tmp):
+    """A rank waits off the CPU for something of its own (a sleep, a file, a lock) while the
+    others wait for it in the next collective; the launcher stops the job. The report written
+    after the job is gone says it was off the CPU (and since when, once it had been on it), from
+    the CPU time the shim's heartbeat sampled (was: "busy outside NCCL", as for a rank at
+    work)."""
+    np, steps = rng.randrange(3, 7), rng.randrange(1, 3)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {steps} steps")
+    r, text = post_mortem(tmp, "asleep", np, {"SCENARIO_STEPS": str(steps),
+                                              "SCENARIO_VICTIM": str(victim)},
+                          ("--stop-when-stuck", str(round(rng.uniform(1, 2), 2)), "--timeout",
+                           "90"))
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [victim], f"{f['summary']}")
+    rj.one_line(text, r"it was off the CPU( for [0-9.]+ m?s)? \(asleep, in I/O or blocked\)",
+                "that the missing rank was off the CPU")
+
+
 if __name__ == "__main__":
     sys.exit(run(globals(), "lockstep-lifetimes-"))
