@@ -328,7 +328,8 @@ static long owner_of_stopped(const struct cause *x, const struct wg_node *v)
     if (model_handled_after(x->d->j, e->death_hi))
         return -1; /* the job recovered from that death before the stop: not what it followed */
     uint64_t off_since;
-    if (x->waited[waitgraph_rank_node(x->g, p)] && model_thread_busy(p, &off_since) == 1)
+    if (model_thread_busy(p, &off_since) == 1 &&
+        waitgraph_late_at(x->g, waitgraph_rank_node(x->g, p), p->death_lo))
         return -1; /* it was at work of its own up to the stop, while others had waited for it
                     * past the time ranks of the communicator take to gather: a cause of its
                     * own, not a rank the death left running */

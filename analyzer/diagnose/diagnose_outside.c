@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "diagnose_pass.h"
+#include "live.h"
 #include "rankset.h"
 #include "timefmt.h"
 
@@ -134,42 +135,10 @@ static int probed_running(const struct m_proc *p)
     return model_alive(p) || (p->stopped_by && p->live);
 }
 
-int diagnose_outside(struct diag *d)
+/* Sorts f's classes, names the odd and the waiting ranks, and writes its words; `last_call` is
+ * the newest NCCL call of its ranks (0 none). Returns 0, -1 when out of memory. */
+static int describe(struct diag *d, struct finding *f, uint64_t last_call)
 {
-    size_t alive = 0;
-    uint64_t last_call = 0;
-    for (size_t i = 0; i < d->j->nprocs; i++) {
-        const struct m_proc *p = d->j->procs[i];
-        if (!probed_running(p))
-            continue;
-        /* Every running rank outside NCCL, waiting for nothing the graph knows (a rank that
-         * polls a nonblocking creation waits there), and probed after its last call. */
-        if (p->state == RANK_IN_CALL || p->current || !p->live || p->live->nthreads == 0 ||
-            p->live->work_thread < 0 || waitgraph_waits(d->graph, waitgraph_rank_node(d->graph, p)))
-            return 0;
-        uint64_t t = p->last_call ? p->last_call->enter_ns : 0;
-        if (p->last_call && p->last_call->exit_ns > t)
-            t = p->last_call->exit_ns;
-        if (p->live->probed_ns && t > p->live->probed_ns)
-            return 0;
-        if (t > last_call)
-            last_call = t;
-        alive++;
-    }
-    if (alive == 0)
-        return 0;
-    struct finding *f = finding_add(d->out, F_STUCK_OUTSIDE_NCCL, d->job);
-    if (!f)
-        return -1;
-    for (size_t i = 0; i < d->j->nprocs; i++) {
-        const struct m_proc *p = d->j->procs[i];
-        if (!probed_running(p))
-            continue;
-        struct f_class k;
-        class_key(p, &k);
-        if (finding_class_add(f, &k, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0)
-            return -1;
-    }
     /* The job's processes come in ascending rank, so each class's ranks do: no sort first. */
     sort_classes(f);
     /* The odd class: the smallest, when the ranks are not all in one place. */
@@ -221,4 +190,100 @@ int diagnose_outside(struct diag *d)
                        t[0] ? " before their last NCCL call)" : "");
     }
     return f->summary ? 0 : -1;
+}
+
+/* How long before its stop every rank must have been outside NCCL and off the CPU for a job
+ * stopped from outside to have been stuck outside NCCL, post mortem. */
+#define OUTSIDE_QUIET_NS 1000000000ull
+
+/* The class key of process p, which the job's stop ended outside NCCL, from its trace alone:
+ * where its end stack has it (the shim's handler of the stop's signal), off the CPU or not. */
+static void ended_class_key(struct diag *d, const struct m_proc *p, struct f_class *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->role = "stuck";
+    k->op = k->dtype = k->redop = k->root = -1;
+    k->seconds_ago = -1;
+    char where[512];
+    if (live_end_where(d->sym, p->t, where, sizeof where) == 0)
+        innermost(where, k->where, sizeof(k->where));
+    else
+        snprintf(k->where, sizeof(k->where), "an unknown place (no end stack: SIGKILL)");
+    snprintf(k->blocked, sizeof(k->blocked), "a sleep, I/O or a lock (off the CPU)");
+}
+
+/* Post mortem: a job the launcher (or a scheduler) stopped while every rank was outside NCCL,
+ * waiting for nothing the graph knows, its last NCCL call returned, and its thread off the CPU
+ * for at least OUTSIDE_QUIET_NS before the stop (the shim's CPU samples): a job stuck outside
+ * NCCL, as a live probe would have seen it (a barrier, a lock or a store key of its own). A rank
+ * busy on the CPU, or a rank whose CPU is not known (an older trace), may have been at work:
+ * nothing is said then. Returns 1 when it added the finding, 0 when not, -1 out of memory. */
+static int stopped_outside(struct diag *d)
+{
+    if (d->j->nprocs == 0)
+        return 0;
+    uint64_t last_call = 0;
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct m_proc *p = d->j->procs[i];
+        uint64_t off_since;
+        if (!p->stopped_with_job || p->current || p->live || !p->last_call ||
+            waitgraph_waits(d->graph, waitgraph_rank_node(d->graph, p)) ||
+            ls_record_pending(p->last_call) || model_thread_busy(p, &off_since) != 0)
+            return 0;
+        uint64_t left = p->last_call->exit_ns > off_since ? p->last_call->exit_ns : off_since;
+        if (p->death_lo < left + OUTSIDE_QUIET_NS)
+            return 0;
+        if (p->last_call->exit_ns > last_call)
+            last_call = p->last_call->exit_ns;
+    }
+    struct finding *f = finding_add(d->out, F_STUCK_OUTSIDE_NCCL, d->job);
+    if (!f)
+        return -1;
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct m_proc *p = d->j->procs[i];
+        struct f_class k;
+        ended_class_key(d, p, &k);
+        if (finding_class_add(f, &k, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0)
+            return -1;
+    }
+    return describe(d, f, last_call) < 0 ? -1 : 1;
+}
+
+int diagnose_outside(struct diag *d)
+{
+    size_t alive = 0;
+    uint64_t last_call = 0;
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct m_proc *p = d->j->procs[i];
+        if (!probed_running(p))
+            continue;
+        /* Every running rank outside NCCL, waiting for nothing the graph knows (a rank that
+         * polls a nonblocking creation waits there), and probed after its last call. */
+        if (p->state == RANK_IN_CALL || p->current || !p->live || p->live->nthreads == 0 ||
+            p->live->work_thread < 0 || waitgraph_waits(d->graph, waitgraph_rank_node(d->graph, p)))
+            return 0;
+        uint64_t t = p->last_call ? p->last_call->enter_ns : 0;
+        if (p->last_call && p->last_call->exit_ns > t)
+            t = p->last_call->exit_ns;
+        if (p->live->probed_ns && t > p->live->probed_ns)
+            return 0;
+        if (t > last_call)
+            last_call = t;
+        alive++;
+    }
+    if (alive == 0)
+        return stopped_outside(d) < 0 ? -1 : 0;
+    struct finding *f = finding_add(d->out, F_STUCK_OUTSIDE_NCCL, d->job);
+    if (!f)
+        return -1;
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct m_proc *p = d->j->procs[i];
+        if (!probed_running(p))
+            continue;
+        struct f_class k;
+        class_key(p, &k);
+        if (finding_class_add(f, &k, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0)
+            return -1;
+    }
+    return describe(d, f, last_call);
 }

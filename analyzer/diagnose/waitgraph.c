@@ -131,6 +131,14 @@ static enum wg_edge_kind absence(const struct m_comm *c, const struct m_member *
     return WG_E_MEMBER;
 }
 
+/* How long after its first waiter entered collective #seq of c a member may still be on its
+ * way: four times the comm's usual arrival spread, at least EN_ROUTE_FLOOR_NS. */
+static uint64_t gather_allowance(const struct m_comm *c, uint64_t seq)
+{
+    uint64_t allow = 4 * model_arrival_spread(c, seq);
+    return allow < EN_ROUTE_FLOOR_NS ? EN_ROUTE_FLOOR_NS : allow;
+}
+
 /* Marks the collective en route when its absent members are all either gone or running towards
  * it (in no call, not stopped), some run, and its first waiter has waited no longer than four
  * times the comm's usual arrival spread (at least a second): then the running ones are late,
@@ -152,8 +160,7 @@ static void settle_en_route(struct builder *b, size_t node, const struct m_comm 
     }
     if (!running || !x->since_ns)
         return;
-    uint64_t allow = 4 * model_arrival_spread(c, x->seq), now = b->j->now_ns;
-    allow = allow < EN_ROUTE_FLOOR_NS ? EN_ROUTE_FLOOR_NS : allow;
+    uint64_t allow = gather_allowance(c, x->seq), now = b->j->now_ns;
     if (now > x->since_ns && now - x->since_ns > allow)
         return;
     x->en_route = 1;
@@ -712,6 +719,20 @@ size_t waitgraph_node_of_rank(const struct waitgraph *g, int rank)
     if (rank >= 0 && rank < j->world_size && j->by_rank[rank])
         return waitgraph_rank_node(g, j->by_rank[rank]);
     return waitgraph_absent_node(g, rank);
+}
+
+int waitgraph_late_at(const struct waitgraph *g, size_t v, uint64_t at)
+{
+    for (size_t e = 0; e < g->nedges; e++) {
+        const struct wg_node *x = &g->nodes[g->edges[e].from];
+        if (g->edges[e].to != v || g->edges[e].kind != WG_E_MEMBER || x->kind != WG_CALL ||
+            x->call_kind != WG_CALL_COLL || !x->since_ns || at <= x->since_ns)
+            continue;
+        const struct m_comm *c = model_comm(g->m, g->job, x->comm);
+        if (c && at - x->since_ns > gather_allowance(c, x->seq))
+            return 1;
+    }
+    return 0;
 }
 
 int waitgraph_waits(const struct waitgraph *g, size_t node)

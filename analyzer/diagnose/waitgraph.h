@@ -31,6 +31,11 @@ size_t waitgraph_absent_node(const struct waitgraph *g, int rank);
 /* The node standing for global rank r: its process's, else its absent node, else (size_t)-1. */
 size_t waitgraph_node_of_rank(const struct waitgraph *g, int rank);
 
+/* True when a collective waited for node v (a member that never called it) for longer than
+ * its members usually take to gather by time `at` (four times its arrival spread, at least a
+ * second): v was not on its way then but late on its own. */
+int waitgraph_late_at(const struct waitgraph *g, size_t v, uint64_t at);
+
 /* True when the node is a rank that waits for something (directly). */
 int waitgraph_waits(const struct waitgraph *g, size_t node);
 

@@ -107,11 +107,16 @@ static void add_thread(int pid, unsigned tid, struct mon_activity *a, int *sleep
         return;
     a->threads++;
     snprintf(path, sizeof path, "/proc/%d/task/%u/schedstat", pid, tid);
-    unsigned long long ns;
-    if (proc_read_small(path, buf, sizeof buf) > 0 && sscanf(buf, "%llu", &ns) == 1)
+    unsigned long long ns, waited, runs;
+    int got = proc_read_small(path, buf, sizeof buf) > 0
+                  ? sscanf(buf, "%llu %llu %llu", &ns, &waited, &runs)
+                  : 0;
+    if (got >= 1)
         a->cpu_ns += ns;
     else
         a->cpu_ns += st.cpu_ns; /* no schedstat: clock ticks */
+    if (got == 3)
+        a->wakeups += runs;
     if (st.state == 'D')
         a->disk_wait = 1;
     else if (st.state == 'S' && !a->timed_sleep && !a->gpu_wait &&
@@ -177,12 +182,15 @@ int mon_activity_sample(int pid, const struct mon_activity *prev, struct mon_act
             snprintf(why, len, "%.1f MB/s of I/O", io / 1e6);
         return 1;
     }
-    if (now->disk_wait || now->timed_sleep || now->gpu_wait) {
+    /* A timed sleep that keeps waking up to sleep again polls: a wait, not a pause. */
+    int pause =
+        now->timed_sleep && now->wakeups - prev->wakeups <= (uint64_t)MON_ACTIVITY_PAUSE_WAKEUPS;
+    if (now->disk_wait || pause || now->gpu_wait) {
         if (why)
             snprintf(why, len, "%s",
-                     now->disk_wait     ? "a disk wait"
-                     : now->timed_sleep ? "a timed sleep"
-                                        : "a wait for its GPU");
+                     now->disk_wait ? "a disk wait"
+                     : pause        ? "a timed sleep"
+                                    : "a wait for its GPU");
         return 1;
     }
     return 0;

@@ -18,10 +18,17 @@
 #define MON_ACTIVITY_CPU_SHARE 0.05
 #define MON_ACTIVITY_IO_PER_S  (128 * 1024)
 
+/* A timed sleep is a pause of the program's own (time.sleep(5) between steps) while its threads
+ * woke up at most this often between two samples: one sleep. A thread that wakes up again and
+ * again to sleep some more, using no CPU to speak of, polls: for a barrier, a file or a store key
+ * of the program's own, which is a wait like any other. */
+#define MON_ACTIVITY_PAUSE_WAKEUPS 2
+
 /* What one sample saw of a process and its children. */
 struct mon_activity {
     uint64_t cpu_ns;   /* CPU time of the counted threads so far */
     uint64_t io_bytes; /* bytes read and written (rchar + wchar) so far */
+    uint64_t wakeups;  /* times the counted threads were scheduled in so far (schedstat) */
     uint64_t taken_ns; /* CLOCK_MONOTONIC of the sample, 0 none yet */
     int threads;       /* counted threads */
     int disk_wait;     /* a counted thread was in uninterruptible (disk) wait */

@@ -431,6 +431,45 @@ static void mode_asleep(void)
     train_step(world_comm);
 }
 
+/* ---- a barrier of the program's own --------------------------------------------------------- */
+
+/* A host-side barrier through the launcher's id folder (as a store-based barrier is): each rank
+ * publishes its arrival and polls, off the CPU, for everyone else's. */
+__attribute__((noinline)) void host_barrier(const char *name)
+{
+    const char *base = getenv("LOCKSTEP_TEST_IDFILE");
+    if (!base || !*base)
+        tp_die("LOCKSTEP_TEST_IDFILE is not set (use launch-ranks)");
+    char path[4200];
+    snprintf(path, sizeof path, "%s.%s.%d", base, name, rank);
+    tp_publish(path, &rank, sizeof rank);
+    for (int r = 0; r < world; r++) {
+        snprintf(path, sizeof path, "%s.%s.%d", base, name, r);
+        while (access(path, F_OK) != 0) /* a store's poll: every 20 ms */
+            tp_sleep_ms(20);
+    }
+}
+
+static pthread_mutex_t ckpt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The victim takes a lock it already holds (a checkpoint hook that locks twice): it blocks off
+ * the CPU forever, never reaching the barrier the others wait in. */
+__attribute__((noinline)) void save_state(void)
+{
+    pthread_mutex_lock(&ckpt_lock);
+    pthread_mutex_lock(&ckpt_lock); /* never returns: the lock is not recursive */
+}
+
+static void mode_outside_barrier(void)
+{
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    if (rank == victim)
+        save_state();
+    host_barrier("epoch-end");
+    train_step(world_comm);
+}
+
 static const struct tp_mode modes[] = {
     {"alone_at_exit", mode_alone_at_exit, 0},
     {"finished_early", mode_finished_early, -1},
@@ -445,6 +484,7 @@ static const struct tp_mode modes[] = {
     {"train_until", mode_train_until, -1},
     {"dead_and_busy", mode_dead_and_busy, 0},
     {"asleep", mode_asleep, -1},
+    {"outside_barrier", mode_outside_barrier, -1},
 };
 
 int main(int argc, char **argv)

@@ -494,5 +494,41 @@ def case_asleep(tmp):
                 "that the missing rank was off the CPU")
 
 
+# ---------------------------------------------------------------- stuck outside NCCL
+
+
+def check_outside(r, np, victim, live_run):
+    f = one_root(r, "stuck_outside_nccl")
+    expect(sorted(f["ranks"]) == list(range(np)), f"{f['summary']}")
+    if live_run:  # the probe tells the odd one: the rank in the lock
+        expect(f["odd"] == [victim] and "save_state" in f["summary"], f"{f['summary']}")
+    else:
+        expect("off the CPU" in f["summary"], f"{f['summary']}")
+
+
+def case_outside_barrier(tmp):
+    """Every rank waits outside NCCL after collectives that completed everywhere: the others in a
+    barrier of the program's own (a store polled every 20 ms), the victim in a lock it already
+    holds. Post mortem (the launcher's timeout): stuck outside NCCL, every rank off the CPU for
+    seconds before the stop (was: no finding at all)."""
+    np = rng.randrange(3, 7)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}")
+    r, _ = post_mortem(tmp, "outside_barrier", np, {"SCENARIO_VICTIM": str(victim)},
+                       ("--timeout", str(round(rng.uniform(3, 4.5), 2))))
+    check_outside(r, np, victim, False)
+
+
+def case_outside_barrier_live(tmp):
+    """The same under `lockstep run`: the pollers of the barrier wake up again and again to sleep
+    some more, which is a wait and not a pause of their own, so the stall is noticed and the
+    probe names the rank in the lock (was: run never noticed: their sleeps counted as activity)."""
+    np = rng.randrange(3, 6)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}")
+    check_outside(live(tmp, "outside_barrier", np, {"SCENARIO_VICTIM": str(victim)})[0], np,
+                  victim, True)
+
+
 if __name__ == "__main__":
     sys.exit(run(globals(), "lockstep-lifetimes-"))
