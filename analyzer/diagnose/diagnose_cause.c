@@ -274,6 +274,10 @@ static long owner_of_absent(const struct cause *x, const struct wg_node *v)
 static long owner_of_cycle(const struct cause *x, const struct wg_scc *s)
 {
     const struct waitgraph *g = x->g;
+    if (s->behind != (size_t)-1 && g->nodes[s->behind].kind == WG_RANK) { /* every wait's hub */
+        int r = g->nodes[s->behind].rank;
+        return r >= 0 && r < x->nranks ? x->by_rank[r].blame : -1;
+    }
     if (s->behind != (size_t)-1) /* out of order: the collective its culprits never made */
         return finding_at(x, F_MISSING_RANKS, g->nodes[s->behind].comm, g->nodes[s->behind].seq, 0);
     for (size_t k = 0; k < s->nnodes; k++) {
@@ -590,6 +594,44 @@ static void explain(struct cause *x, struct finding *f, size_t from)
     finding_detail(f, "why: %s", words);
 }
 
+/* ---- cycles out of order -------------------------------------------------------------------- */
+
+/* Says on the owner of each cycle that is no deadlock (wg_scc.behind) why it is not one. */
+static void tell_out_of_order(struct cause *x)
+{
+    const struct waitgraph *g = x->g;
+    for (size_t c = 0; c < g->nsccs; c++) {
+        const struct wg_scc *s = &g->sccs[c];
+        long o = x->owner[c];
+        if (s->behind == (size_t)-1 || o < 0)
+            continue;
+        struct intvec ranks = {0};
+        for (size_t k = 0; k < s->nnodes; k++)
+            if (g->nodes[g->members[s->node0 + k]].kind == WG_RANK)
+                intvec_push(&ranks, g->nodes[g->members[s->node0 + k]].rank);
+        ranks.n = rankset_normalize(ranks.v, ranks.n);
+        char who[256];
+        describe_ranks(ranks.v, ranks.n, who, sizeof who);
+        const struct wg_node *b = &g->nodes[s->behind];
+        if (b->kind == WG_RANK)
+            finding_detail(
+                F(x, o),
+                "why not a deadlock: %s wait on each other in a cycle, but every wait of "
+                "it comes back to rank %d, which went elsewhere before calls its peers "
+                "made (an exchange skipped, communicators used in another order): it is "
+                "out of order, they wait for it",
+                who, b->rank);
+        else
+            finding_detail(F(x, o),
+                           "why not a deadlock: %s wait on each other in a cycle that closes "
+                           "through a communicator's creation: the ranks collective #%llu on comm "
+                           "%08llx waits for went into a creation its other members do not make, "
+                           "before a call they had all made in lockstep: they are out of order",
+                           who, (unsigned long long)b->seq, (unsigned long long)(b->comm >> 32));
+        intvec_free(&ranks);
+    }
+}
+
 /* ---- history: failures the job recovered from ---------------------------------------------- */
 
 /* The communicator of job j made first after time t on which collectives were made, and when
@@ -749,6 +791,7 @@ int diagnose_causes(struct diag *d, size_t first)
             explain(&x, f, from);
         }
     }
+    tell_out_of_order(&x);
     if (mark_history(&x) < 0) {
         free(owns);
         cause_free(&x);

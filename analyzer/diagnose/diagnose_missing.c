@@ -282,6 +282,19 @@ static void each_whereabouts(struct diag *d, const struct absent *ab, size_t nab
     }
 }
 
+/* True when the missing processes of ab[0..nab) are all described alike (where they are). */
+static int alike(struct diag *d, const struct absent *ab, size_t nab)
+{
+    char first[1024], other[1024];
+    describe_whereabouts(d, ab[0].mb->proc, first, sizeof first);
+    for (size_t i = 1; i < nab; i++) {
+        describe_whereabouts(d, ab[i].mb->proc, other, sizeof other);
+        if (strcmp(first, other) != 0)
+            return 0;
+    }
+    return 1;
+}
+
 static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
 {
     struct finding *f = diag_finding_at(d, F_MISSING_RANKS, c->id, seq);
@@ -422,7 +435,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
             snprintf(where + n, sizeof(where) - n, "; %.900s", w);
         } else if (one_proc || nab == 1) {
             snprintf(where, sizeof(where), " \xe2\x80\x94 %.1000s", w);
-        } else if (nab <= WHEREABOUTS_EACH) {
+        } else if (nab <= WHEREABOUTS_EACH && !alike(d, ab, nab)) { /* a few, apart */
             each_whereabouts(d, ab, nab, where, sizeof where);
         } else {
             snprintf(where, sizeof(where), " \xe2\x80\x94 like rank %d, %.1000s", p->rank, w);

@@ -120,6 +120,77 @@ static size_t out_of_order(const struct waitgraph *g, size_t c)
     return creations ? coll : (size_t)-1;
 }
 
+/* Components larger than this are not searched for a hub (a deadlock of many ranks stays one). */
+#define HUB_MAX_NODES 256
+
+/* True when the nodes of component c but `skip` still hold a cycle (soft edges aside): an
+ * iterative depth-first search of the component's subgraph, colours 0 new, 1 on the path, 2
+ * done. */
+static int cycle_without(const struct waitgraph *g, size_t c, size_t skip, unsigned char *colour,
+                         size_t *stack, size_t *at)
+{
+    const struct wg_scc *s = &g->sccs[c];
+    for (size_t k = 0; k < s->nnodes; k++)
+        colour[g->members[s->node0 + k]] = 0;
+    colour[skip] = 2;
+    for (size_t k = 0; k < s->nnodes; k++) {
+        size_t root = g->members[s->node0 + k];
+        if (colour[root])
+            continue;
+        size_t sp = 0;
+        stack[sp] = root;
+        at[sp++] = g->nodes[root].edge0;
+        colour[root] = 1;
+        while (sp) {
+            size_t v = stack[sp - 1], end = g->nodes[v].edge0 + g->nodes[v].nedges;
+            if (at[sp - 1] == end) {
+                colour[v] = 2;
+                sp--;
+                continue;
+            }
+            const struct wg_edge *e = &g->edges[at[sp - 1]++];
+            size_t w = e->to;
+            if (e->soft || g->nodes[w].scc != c || colour[w] == 2)
+                continue;
+            if (colour[w] == 1)
+                return 1;
+            colour[w] = 1;
+            stack[sp] = w;
+            at[sp++] = g->nodes[w].edge0;
+        }
+    }
+    return 0;
+}
+
+/* The rank node every cycle of component c passes through, when exactly one does, else
+ * (size_t)-1: a rank the others' waits all come back to, and whose removal leaves no cycle. A
+ * rank that skipped an exchange (a ring step under a causal mask) and went on into the next
+ * collective is one: its neighbours wait in the exchange for it, it waits in the collective for
+ * them, and no cycle closes without it; each neighbour closes only its own. In a plain cycle
+ * (A waits for B, B for A) every rank is on every cycle: no one is singled out, a deadlock. */
+static size_t hub_rank(const struct waitgraph *g, size_t c)
+{
+    const struct wg_scc *s = &g->sccs[c];
+    if (s->nnodes > HUB_MAX_NODES || s->nranks < 3)
+        return (size_t)-1;
+    unsigned char *colour = calloc(g->nnodes + 1, 1);
+    size_t *stack = malloc((s->nnodes + 1) * sizeof(*stack)),
+           *at = malloc((s->nnodes + 1) * sizeof(*at));
+    size_t hub = (size_t)-1;
+    int found = 0;
+    for (size_t k = 0; colour && stack && at && k < s->nnodes && found < 2; k++) {
+        size_t v = g->members[s->node0 + k];
+        if (g->nodes[v].kind == WG_RANK && !cycle_without(g, c, v, colour, stack, at)) {
+            hub = v;
+            found++;
+        }
+    }
+    free(colour);
+    free(stack);
+    free(at);
+    return found == 1 ? hub : (size_t)-1;
+}
+
 int waitgraph_components(struct waitgraph *g)
 {
     size_t ncomp = number_components(g);
@@ -156,9 +227,12 @@ int waitgraph_components(struct waitgraph *g)
         else if (g->nodes[ed->from].kind == WG_RANK || g->sccs[a].nnodes > 1)
             g->sccs[a].cycle = g->sccs[a].nranks >= 1; /* a way back to where it started */
     }
-    for (size_t c = 0; c < ncomp; c++)
-        g->sccs[c].behind =
-            g->sccs[c].cycle && g->sccs[c].nranks >= 2 ? out_of_order(g, c) : (size_t)-1;
+    for (size_t c = 0; c < ncomp; c++) {
+        struct wg_scc *s = &g->sccs[c];
+        s->behind = s->cycle && s->nranks >= 2 ? out_of_order(g, c) : (size_t)-1;
+        if (s->cycle && s->behind == (size_t)-1)
+            s->behind = hub_rank(g, c);
+    }
     return 0;
 }
 

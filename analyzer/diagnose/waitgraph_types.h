@@ -94,10 +94,11 @@ struct wg_scc {
     uint8_t sink;         /* no edge leaves it (soft edges aside) */
     uint8_t cycle;        /* ranks wait on each other around it (two ranks or more, or one rank
                            * waiting for itself) */
-    size_t behind;        /* a cycle that is no deadlock: the collective node of it whose
-                           * missing members are behind their peers (they went elsewhere, into
-                           * a creation, before a collective the others make: waitgraph_scc.c,
-                           * out_of_order()), (size_t)-1 none */
+    size_t behind;        /* a cycle that is no deadlock, (size_t)-1 none: the collective node
+                           * of it whose missing members are behind their peers (they went into
+                           * a creation before a collective the others make: waitgraph_scc.c,
+                           * out_of_order()), or the rank node every cycle of it passes through
+                           * (it skipped an exchange its neighbours wait in: hub_rank()) */
 };
 
 struct waitgraph {

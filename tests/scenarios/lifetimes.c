@@ -470,6 +470,33 @@ static void mode_outside_barrier(void)
     train_step(world_comm);
 }
 
+/* ---- one rank out of order inside a cycle --------------------------------------------------- */
+
+static float ring_send[256], ring_recv[256];
+
+/* One step of ring attention: each rank sends its block to the next rank and receives the
+ * previous rank's, in one group, then the step's gradients are all-reduced. */
+void ring_exchange(void)
+{
+    TP_CHECK(ncclGroupStart());
+    TP_CHECK(ncclSend(ring_send, 256, ncclFloat32, (rank + 1) % world, world_comm, NULL));
+    TP_CHECK(ncclRecv(ring_recv, 256, ncclFloat32, (rank + world - 1) % world, world_comm, NULL));
+    TP_CHECK(ncclGroupEnd());
+    tp_sync();
+}
+
+/* At step SCENARIO_STEPS the victim takes a causal-mask shortcut: it skips the exchange and goes
+ * on into the all-reduce. Its neighbours wait in the exchange for it, it waits in the all-reduce
+ * for them: a cycle that only the victim closes. */
+static void mode_ring_skip(void)
+{
+    for (int i = 0; i <= steps; i++) {
+        if (!(i == steps && rank == victim))
+            ring_exchange();
+        train_step(world_comm);
+    }
+}
+
 static const struct tp_mode modes[] = {
     {"alone_at_exit", mode_alone_at_exit, 0},
     {"finished_early", mode_finished_early, -1},
@@ -485,6 +512,7 @@ static const struct tp_mode modes[] = {
     {"dead_and_busy", mode_dead_and_busy, 0},
     {"asleep", mode_asleep, -1},
     {"outside_barrier", mode_outside_barrier, -1},
+    {"ring_skip", mode_ring_skip, 1},
 };
 
 int main(int argc, char **argv)

@@ -530,5 +530,41 @@ def case_outside_barrier_live(tmp):
                   victim, True)
 
 
+# ---------------------------------------------------------------- out of order inside a cycle
+
+
+def check_ring_skip(r, text, np, victim):
+    f = one_root(r, "p2p_unmatched")
+    nbrs = {(victim + 1) % np, (victim - 1) % np}
+    expect({f["src"], f["dst"]} & {victim} and ({f["src"], f["dst"]} - {victim}) <= nbrs,
+           f"the root's pair {f['src']} -> {f['dst']}, want rank {victim} and a neighbour: "
+           f"{f['summary']}")
+    expect(not [g for g in r["findings"] if g["kind"] == "deadlock_cycle"],
+           f"a deadlock reported: {summaries(r)}")
+    rj.one_line(text, rf"every wait of it comes back to rank {victim}", "why it is no deadlock")
+
+
+def case_ring_skip(tmp):
+    """Ring attention: each step exchanges blocks with the ring's neighbours, then all-reduces.
+    One rank takes a causal-mask shortcut and skips the exchange: its neighbours wait in the
+    exchange for it, it waits in the all-reduce for them. The waits close into a cycle, but every
+    cycle comes back to the rank that left calls out: it is the root, not a deadlock of three
+    ranks alike (was: deadlock_cycle over it and its neighbours)."""
+    np, steps = rng.randrange(3, 9), rng.randrange(1, 3)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {steps} steps")
+    r, text = post_mortem(tmp, "ring_skip", np, {"SCENARIO_STEPS": str(steps),
+                                                 "SCENARIO_VICTIM": str(victim)})
+    check_ring_skip(r, text, np, victim)
+
+
+def case_ring_skip_live(tmp):
+    np = rng.randrange(3, 7)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}")
+    r, text = live(tmp, "ring_skip", np, {"SCENARIO_VICTIM": str(victim)})
+    check_ring_skip(r, text, np, victim)
+
+
 if __name__ == "__main__":
     sys.exit(run(globals(), "lockstep-lifetimes-"))

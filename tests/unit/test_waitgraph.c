@@ -792,6 +792,34 @@ START_TEST(died_inside_a_gpu_stuck_collective)
 }
 END_TEST
 
+START_TEST(hub_of_a_cycle)
+{
+    /* Rank 1 skipped a ring exchange and went on into the world's #3; rank 0 waits to send to it,
+     * rank 2 to receive from it; rank 3 waits in #3 with rank 1. Every cycle comes back to rank
+     * 1: it is the hub, no deadlock. A plain cycle of two ranks (each receives from the other
+     * first) singles nobody out. */
+    struct job j = {0};
+    world(&j, 4, 2, 0xa);
+    rec(j.t[0], LS_OP_SEND, W, 0, 1, 1, 1);
+    rec(j.t[2], LS_OP_RECV, W, 2, 1, 1, 1);
+    build(&j);
+    const struct wg_scc *s = scc_of(&j, rank_node(&j, 1));
+    ck_assert(s->cycle && s->nranks == 3);
+    ck_assert(s->behind == waitgraph_node_of_rank(j.g, 1));
+    done(&j);
+
+    struct job k = {0};
+    world(&k, 2, 2, 0);
+    rec(k.t[0], LS_OP_RECV, W, 0, 1, 1, 1);
+    rec(k.t[1], LS_OP_RECV, W, 1, 1, 0, 1);
+    build(&k);
+    const struct wg_scc *p = scc_of(&k, rank_node(&k, 0));
+    ck_assert(p->cycle && p->nranks == 2);
+    ck_assert(p->behind == (size_t)-1);
+    done(&k);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("waitgraph");
@@ -819,6 +847,7 @@ static Suite *suite(void)
     tcase_add_test(tc, creations_made_differently);
     tcase_add_test(tc, nonblocking_creation_pending);
     tcase_add_test(tc, died_inside_a_gpu_stuck_collective);
+    tcase_add_test(tc, hub_of_a_cycle);
     suite_add_tcase(s, tc);
     return s;
 }
