@@ -4,37 +4,8 @@
 #include <stdio.h>
 
 #include "diagnose_pass.h"
+#include "rankset.h"
 #include "timefmt.h"
-
-/* Puts in `out` the members of c waiting in a collective on c the aborter never issued, or in a
- * send/receive with the aborter. Returns the smallest such collective seq (0 none), or
- * UINT64_MAX when out of memory. */
-static uint64_t waiters(const struct m_comm *c, const struct m_member *aborter, struct intvec *out)
-{
-    const struct ls_record *ops[64];
-    uint64_t k = 0;
-    for (int i = 0; i < c->nmembers; i++) {
-        const struct m_member *mb = &c->members[i];
-        if (!mb->proc || mb->proc == aborter->proc || !model_was_running(mb->proc))
-            continue;
-        size_t n = model_blocked_ops(mb->proc, ops, 64);
-        for (size_t j = 0; j < n; j++) {
-            const struct ls_record *r = ops[j];
-            if (r->comm_id != c->id)
-                continue;
-            int coll = ls_op_is_collective(r->op) && r->seq > aborter->issued;
-            int p2p = ls_op_is_p2p(r->op) && diag_member_rank(c, r->peer) == aborter->proc->rank;
-            if (!coll && !p2p)
-                continue;
-            if (intvec_push(out, mb->proc->rank) < 0)
-                return UINT64_MAX;
-            if (coll && (k == 0 || r->seq < k))
-                k = r->seq;
-            break;
-        }
-    }
-    return k;
-}
 
 static int add_aborted(struct diag *d, const struct m_comm *c, const struct m_member *mb,
                        const struct ls_record *r, struct intvec *waiting, uint64_t k)
@@ -89,11 +60,12 @@ static int check_member(struct diag *d, const struct m_comm *c, int idx)
             return 0; /* one process holding several ranks: its abort is checked once */
     const struct ls_record *r = model_comm_abort(mb->proc, c->id);
     struct intvec waiting = {0};
-    uint64_t k = waiters(c, mb, &waiting);
-    int rc = 0;
-    if (k == UINT64_MAX)
-        rc = -1;
-    else if (waiting.n) /* else nobody waits on it: an orderly abort */
+    uint64_t k = 0;
+    /* Who waits for it on c, as the graph has it (its edges of an aborter: WG_E_ABORTED). */
+    int rc = waitgraph_waiters(d->graph, waitgraph_rank_node(d->graph, mb->proc), c->id,
+                               1u << WG_E_ABORTED, 1, &waiting, &k);
+    waiting.n = rankset_normalize(waiting.v, waiting.n);
+    if (rc == 0 && waiting.n) /* else nobody waits on it: an orderly abort */
         rc = add_aborted(d, c, mb, r, &waiting, k);
     intvec_free(&waiting);
     return rc;

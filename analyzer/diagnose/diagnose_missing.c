@@ -13,14 +13,6 @@
 #include "timefmt.h"
 #include "untraced.h"
 
-/* How a member stands towards collective #k. */
-enum stand {
-    ENTERED, /* handed it to NCCL (and has not completed it) */
-    QUEUED,  /* issued it inside a group it never ended */
-    ABORTED, /* aborted or revoked the communicator before issuing it */
-    MISSING, /* never issued it */
-};
-
 /* True when op r completed without an error: returned (with its group), done on its GPU where
  * that is tracked, and neither the call nor its group failed. A call that failed (a watchdog
  * aborted it) did not complete: the rank entered it and waited. */
@@ -34,18 +26,6 @@ static int done(const struct m_proc *p, const struct ls_record *r)
             return 0;
     }
     return 1;
-}
-
-static enum stand stand_of(const struct m_comm *c, const struct m_member *mb, uint64_t seq)
-{
-    if (model_member_entered(mb, seq))
-        return ENTERED;
-    if (mb->issued >= seq)
-        return QUEUED;
-    if (model_comm_abort(mb->proc, c->id) ||
-        (mb->entry && (mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED))))
-        return ABORTED;
-    return MISSING;
 }
 
 /* True when some member tracks completion on its GPU. */
@@ -165,7 +145,7 @@ static int own_ranks(const struct m_comm *c, const struct m_proc *p, uint64_t se
 
 struct absent {
     int cr;
-    enum stand stand;
+    enum model_stand stand;
     const struct m_member *mb;
 };
 
@@ -174,14 +154,14 @@ static void absent_words(struct diag *d, struct finding *f, const struct absent 
                          char *buf, size_t len)
 {
     static const char *const roles[] = {
-        [QUEUED] = "queued", [ABORTED] = "aborted", [MISSING] = "missing"};
+        [MODEL_QUEUED] = "queued", [MODEL_ABORTED] = "aborted", [MODEL_MISSING] = "missing"};
     size_t used = 0;
     buf[0] = 0;
-    for (int s = QUEUED; s <= MISSING; s++) {
+    for (int s = MODEL_QUEUED; s <= MODEL_MISSING; s++) {
         struct intvec g = {0}, cr = {0};
         const struct absent *one = NULL;
         for (size_t i = 0; i < nab; i++)
-            if (ab[i].stand == (enum stand)s) {
+            if (ab[i].stand == (enum model_stand)s) {
                 intvec_push(&g, ab[i].mb->proc->rank);
                 intvec_push(&cr, ab[i].cr);
                 one = one ? one : &ab[i];
@@ -190,14 +170,14 @@ static void absent_words(struct diag *d, struct finding *f, const struct absent 
             continue;
         char who[300], what[700] = "";
         name_members(f, roles[s], &g, &cr, who, sizeof(who));
-        if (s == QUEUED) {
+        if (s == MODEL_QUEUED) {
             const struct ls_record *r = model_member_coll(one->mb, f->seq);
             const char *site = r ? symbolizer_site(d->sym, one->mb->proc->t, r->callsite) : "?";
             snprintf(what, sizeof(what),
                      "%s queued it in a group that never ended (issued from %s, no "
                      "ncclGroupEnd since)",
                      who, site);
-        } else if (s == ABORTED) {
+        } else if (s == MODEL_ABORTED) {
             snprintf(what, sizeof(what), "%s aborted the communicator instead", who);
         } else {
             snprintf(what, sizeof(what), "%s never called it", who);
@@ -322,8 +302,8 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
         int rank = mb->proc->rank;
         if (intvec_push(&f->ranks, rank) < 0)
             goto oom;
-        enum stand s = stand_of(c, mb, seq);
-        if (s == ENTERED) {
+        enum model_stand s = model_member_stand(c, mb, seq);
+        if (s == MODEL_ENTERED) {
             const struct ls_record *r = model_member_coll(mb, seq);
             struct f_class key = describe_class(d, mb->proc, r, "waiting");
             key.state = mb->proc->stopped ? "stopped" : model_state_name(mb->proc->state);
@@ -343,16 +323,16 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
         }
         ab[nab++] = (struct absent){i, s, mb};
         const struct m_proc *p = mb->proc;
-        const struct ls_record *r = s == QUEUED    ? model_member_coll(mb, seq)
-                                    : s == ABORTED ? model_comm_abort(mb->proc, c->id)
+        const struct ls_record *r = s == MODEL_QUEUED    ? model_member_coll(mb, seq)
+                                    : s == MODEL_ABORTED ? model_comm_abort(mb->proc, c->id)
                                     : p->state == RANK_IN_CALL && p->current ? p->current
                                                                              : p->last_call;
         if (intvec_push(&f->missing, rank) < 0 || intvec_push(&f->as.absent.missing_cr, i) < 0 ||
-            (s == QUEUED && intvec_push(&f->as.absent.queued, rank) < 0) ||
+            (s == MODEL_QUEUED && intvec_push(&f->as.absent.queued, rank) < 0) ||
             add_absent_class(d, f, mb, i,
-                             s == QUEUED    ? "queued"
-                             : s == ABORTED ? "aborted"
-                                            : "missing",
+                             s == MODEL_QUEUED    ? "queued"
+                             : s == MODEL_ABORTED ? "aborted"
+                                                  : "missing",
                              r) < 0)
             goto oom;
     }
@@ -420,7 +400,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
         const struct m_proc *p = ab[0].mb->proc;
         char w[1024];
         describe_whereabouts(d, p, w, sizeof(w));
-        if (ab[0].stand == ABORTED) {
+        if (ab[0].stand == MODEL_ABORTED) {
             const struct ls_record *r = model_comm_abort(ab[0].mb->proc, c->id);
             char t[32] = "";
             if (r)
@@ -510,8 +490,83 @@ oom:
     return -1;
 }
 
+/* Members that never came to the teardown of a communicator others wait in (NCCL 2.31's
+ * finalize and destroy wait for every member: the graph's WG_CALL_TEARDOWN node x): a
+ * missing_ranks without a sequence number. */
+static int add_teardown(struct diag *d, const struct m_comm *c, size_t x)
+{
+    const struct waitgraph *g = d->graph;
+    struct finding *f = diag_finding_at(d, F_MISSING_RANKS, c->id, 0);
+    if (!f)
+        return -1;
+    f->has_seq = 0;
+    const struct ls_record *example = NULL;
+    const struct m_proc *holder = NULL;
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct wg_edge *e = waitgraph_edge(g, i, x);
+        if (!e)
+            continue;
+        if (intvec_push(&f->waiting, g->nodes[i].rank) < 0 ||
+            intvec_push(&f->ranks, g->nodes[i].rank) < 0)
+            return -1;
+        if (e->call && (!example || e->call->enter_ns < example->enter_ns)) {
+            example = e->call;
+            holder = g->nodes[i].proc;
+        }
+    }
+    const struct wg_node *v = &g->nodes[x];
+    const struct m_proc *one = NULL;
+    for (size_t e = v->edge0; e < v->edge0 + v->nedges; e++) {
+        const struct wg_node *t = &g->nodes[g->edges[e].to];
+        if (intvec_push(&f->as.absent.missing_cr, g->edges[e].comm_rank) < 0 ||
+            (t->rank >= 0 &&
+             (intvec_push(&f->missing, t->rank) < 0 || intvec_push(&f->ranks, t->rank) < 0)))
+            return -1;
+        one = t->proc;
+    }
+    f->time_ns = example ? example->enter_ns : 0;
+    char waiting[256], missing[256] = "?", call[512] = "", where[1100] = "";
+    describe_ranks(f->waiting.v, f->waiting.n, waiting, sizeof waiting);
+    if (f->missing.n)
+        describe_ranks(f->missing.v, f->missing.n, missing, sizeof missing);
+    if (example)
+        describe_call(d, holder, example, call, sizeof call);
+    if (f->missing.n == 1 && one) {
+        char w[1024];
+        describe_whereabouts(d, one, w, sizeof w);
+        snprintf(where, sizeof where, " \xe2\x80\x94 %.1000s", w);
+    }
+    finding_summary(f,
+                    "%s %s in %s, which waits for every member of comm %08llx (NCCL 2.31 and "
+                    "later); %s never came to its teardown%s",
+                    waiting, f->waiting.n == 1 ? "waits" : "wait", call,
+                    (unsigned long long)(c->id >> 32), missing, where);
+    int dead = f->missing.n > 0;
+    for (size_t i = 0; i < f->missing.n; i++) {
+        const struct m_proc *p = f->missing.v[i] < d->j->world_size && d->j->by_rank
+                                     ? d->j->by_rank[f->missing.v[i]]
+                                     : NULL;
+        dead &= p && !model_was_running(p);
+    }
+    if (dead)
+        finding_detail(f, "hint: a member that is gone never comes: a communicator one of whose "
+                          "members died is to be aborted (ncclCommAbort), not finalized or "
+                          "destroyed");
+    return f->summary ? 0 : -1;
+}
+
 int diagnose_missing(struct diag *d)
 {
+    const struct waitgraph *g = d->graph;
+    for (size_t x = 0; x < g->nnodes; x++) {
+        const struct wg_node *v = &g->nodes[x];
+        const struct m_comm *c =
+            v->kind == WG_CALL && v->call_kind == WG_CALL_TEARDOWN && v->state == WG_WAITS
+                ? model_comm(d->m, d->job, v->comm)
+                : NULL;
+        if (c && add_teardown(d, c, x) < 0)
+            return -1;
+    }
     for (size_t i = 0; i < d->j->ncomms; i++) {
         const struct m_comm *c = d->j->comms[i];
         uint64_t seq = stall_seq(c);

@@ -8,117 +8,11 @@
 
 #include "diagnose_pass.h"
 #include "names.h"
+#include "rankset.h"
 #include "timefmt.h"
 
 /* Dead ranks named one per detail line, at most; the rest are counted. */
 #define DETAIL_RANKS 4
-
-/* True when process p is a member of comm c that has not issued #seq (any member, for
- * seq UINT64_MAX: a dead member holds up every collective of the comm). Looks at p's own
- * communicator entries (a few), not at c's members (thousands); a process holding several
- * ranks of c lags when one of them does. */
-static int lags(const struct m_comm *c, const struct m_proc *p, uint64_t seq)
-{
-    for (uint32_t i = 0; i < p->t->ncomms; i++) {
-        const struct ls_comm *e = &p->t->comms[i];
-        if (e->comm_id == c->id && (seq == UINT64_MAX || e->coll_issued < seq))
-            return 1;
-    }
-    return 0;
-}
-
-/* The job's processes that were running (model_was_running()), in job order: the only ones
- * that can wait on a dead rank. Listed once, so that a job whose ranks all exited costs one
- * pass, not one per exited rank; what each is blocked on (model_blocked_ops(), with its
- * communicator) is gathered the first time a dead rank asks, once for all of them. */
-struct running {
-    const struct m_proc **v;
-    size_t n;
-    int have_ops;
-    size_t *first;                /* v[i]'s ops are ops[first[i]] .. ops[first[i + 1] - 1] */
-    const struct ls_record **ops; /* what they are blocked on */
-    const struct m_comm **comms;  /* the communicator of each op, NULL unknown */
-};
-
-static int list_running(const struct diag *d, struct running *r)
-{
-    memset(r, 0, sizeof(*r));
-    r->v = malloc((d->j->nprocs + 1) * sizeof(*r->v));
-    if (!r->v)
-        return -1;
-    for (size_t i = 0; i < d->j->nprocs; i++)
-        if (model_was_running(d->j->procs[i]))
-            r->v[r->n++] = d->j->procs[i];
-    return 0;
-}
-
-static void running_free(struct running *r)
-{
-    free(r->v);
-    free(r->first);
-    free(r->ops);
-    free(r->comms);
-}
-
-static int gather_ops(const struct diag *d, struct running *run)
-{
-    const struct ls_record *ops[64];
-    size_t cap = run->n + 1, n = 0;
-    run->first = malloc((run->n + 1) * sizeof(*run->first));
-    run->ops = malloc(cap * sizeof(*run->ops));
-    run->comms = malloc(cap * sizeof(*run->comms));
-    if (!run->first || !run->ops || !run->comms)
-        return -1;
-    for (size_t i = 0; i < run->n; i++) {
-        run->first[i] = n;
-        size_t k = model_blocked_ops(run->v[i], ops, 64);
-        if (n + k > cap) {
-            cap = (n + k) * 2;
-            const struct ls_record **o = realloc(run->ops, cap * sizeof(*o));
-            if (o)
-                run->ops = o;
-            const struct m_comm **c = realloc(run->comms, cap * sizeof(*c));
-            if (c)
-                run->comms = c;
-            if (!o || !c)
-                return -1;
-        }
-        for (size_t j = 0; j < k; j++, n++) {
-            run->ops[n] = ops[j];
-            run->comms[n] = model_comm(d->m, d->job, ops[j]->comm_id);
-        }
-    }
-    run->first[run->n] = n;
-    run->have_ops = 1;
-    return 0;
-}
-
-/* Adds to `waiting` the live ranks blocked on something p never provided. */
-static int peers_waiting_on(struct diag *d, struct running *run, const struct m_proc *p,
-                            struct intvec *waiting)
-{
-    if (!run->have_ops && gather_ops(d, run) < 0)
-        return -1;
-    for (size_t i = 0; i < run->n; i++) {
-        const struct m_proc *q = run->v[i];
-        if (q == p)
-            continue;
-        int waits = 0;
-        for (size_t k = run->first[i]; k < run->first[i + 1] && !waits; k++) {
-            const struct ls_record *r = run->ops[k];
-            const struct m_comm *c = run->comms[k];
-            if (!c)
-                continue;
-            if (ls_op_is_collective(r->op))
-                waits = lags(c, p, r->seq) || (!model_was_running(p) && lags(c, p, UINT64_MAX));
-            else if (ls_op_is_p2p(r->op) && diag_member_rank(c, r->peer) == p->rank)
-                waits = 1;
-        }
-        if (waits && intvec_push(waiting, q->rank) < 0)
-            return -1;
-    }
-    return 0;
-}
 
 /* What makes two ends the same for a person: how, and in which call (or after which failed
  * call) it happened. */
@@ -199,8 +93,8 @@ static int attach_exception(struct diag *d, struct finding *f, const struct rank
     return 0;
 }
 
-static int add_death(struct diag *d, struct running *run, const struct m_proc *p,
-                     struct death_group **groups, size_t *ngroups)
+static int add_death(struct diag *d, const struct m_proc *p, struct death_group **groups,
+                     size_t *ngroups)
 {
     struct rank_end end;
     rank_end_read(p->t, &end);
@@ -243,8 +137,11 @@ static int add_death(struct diag *d, struct running *run, const struct m_proc *p
         f->rank = p->rank;
     if (p->death_lo < f->time_ns)
         f->time_ns = p->death_lo;
+    /* The live ranks the graph has wait for it (in a call it never made, or died inside, or a
+     * send or receive to it). */
     if (intvec_push(&f->as.death.dead, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0 ||
-        peers_waiting_on(d, run, p, &f->waiting) < 0)
+        waitgraph_waiters(d->graph, waitgraph_rank_node(d->graph, p), 0, 0, 1, &f->waiting, NULL) <
+            0)
         return -1;
     if (f->as.death.dead.n <= DETAIL_RANKS) {
         char where[1024];
@@ -320,6 +217,7 @@ static void summarize_death(struct diag *d, struct finding *f, const struct deat
         if (!intvec_has(&f->as.death.dead, f->waiting.v[i]))
             intvec_push(&others, f->waiting.v[i]);
     intvec_free(&f->waiting);
+    others.n = rankset_normalize(others.v, others.n); /* several dead ranks: waited for alike */
     f->waiting = others;
     for (size_t i = 0; i < f->waiting.n; i++)
         intvec_push(&f->ranks, f->waiting.v[i]);
@@ -376,12 +274,9 @@ static int add_deaths(struct diag *d)
 {
     struct death_group *groups = NULL;
     size_t ngroups = 0;
-    struct running run;
     char *waited = waitgraph_waited(d->graph);
-    if (!waited || list_running(d, &run) < 0) {
-        free(waited);
+    if (!waited)
         return -1;
-    }
     int rc = 0;
     for (size_t i = 0; i < d->j->nprocs && rc == 0; i++) {
         const struct m_proc *p = d->j->procs[i];
@@ -394,9 +289,8 @@ static int add_deaths(struct diag *d)
         if (p->state == RANK_EXITED && h->end_status == 0 && !p->died_in &&
             !waited[waitgraph_rank_node(d->graph, p)])
             continue;
-        rc = add_death(d, &run, p, &groups, &ngroups);
+        rc = add_death(d, p, &groups, &ngroups);
     }
-    running_free(&run);
     free(waited);
     for (size_t i = 0; i < ngroups && rc == 0; i++)
         summarize_death(d, &d->out->v[groups[i].finding], &groups[i]);

@@ -120,15 +120,17 @@ static uint64_t divergence(const struct m_comm *c)
     return seq ? seq : UINT64_MAX;
 }
 
-/* How a member that has not entered collective #k stands towards it. */
+/* The edge of a member that has not entered collective #k (model_member_stand()). */
 static enum wg_edge_kind absence(const struct m_comm *c, const struct m_member *mb, uint64_t k)
 {
-    if (mb->issued >= k)
+    switch (model_member_stand(c, mb, k)) {
+    case MODEL_QUEUED:
         return WG_E_QUEUED;
-    if (model_comm_abort(mb->proc, c->id) ||
-        (mb->entry && (mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED))))
+    case MODEL_ABORTED:
         return WG_E_ABORTED;
-    return WG_E_MEMBER;
+    default:
+        return WG_E_MEMBER;
+    }
 }
 
 /* How long after its first waiter entered collective #seq of c a member may still be on its
@@ -429,6 +431,50 @@ static int fill_init(struct builder *b, size_t node, const struct m_comm *c,
     return 0;
 }
 
+/* NCCL from 2.31 on: a finalize or destroy waits until every member came to it. */
+#define NCCL_TEARDOWN_WAITS 23100
+
+/* True when p's call r is a finalize or destroy that waits for the other members: NCCL 2.31 and
+ * later (the trace's nccl_version), still in the call. */
+static int teardown_waits(const struct m_proc *p, const struct ls_record *r)
+{
+    return (r->op == LS_OP_COMM_FINALIZE || r->op == LS_OP_COMM_DESTROY) &&
+           p->t->hdr.nccl_version >= NCCL_TEARDOWN_WAITS && ls_record_pending(r);
+}
+
+/* True when member mb has come to the teardown of c: it finalized or destroyed it, or is in
+ * its finalize or destroy now. */
+static int came_to_teardown(const struct m_comm *c, const struct m_member *mb)
+{
+    if (mb->entry && (mb->entry->flags & (LS_COMM_FINALIZED | LS_COMM_DESTROYED)))
+        return 1;
+    const struct ls_record *ops[MAX_WAITS];
+    size_t n = model_blocked_ops(mb->proc, ops, MAX_WAITS);
+    for (size_t i = 0; i < n; i++)
+        if (ops[i]->comm_id == c->id &&
+            (ops[i]->op == LS_OP_COMM_FINALIZE || ops[i]->op == LS_OP_COMM_DESTROY))
+            return 1;
+    return 0;
+}
+
+/* Fills teardown node `node` of c: edges to the members that have not come to it (and to its
+ * members without a trace). */
+static int fill_teardown(struct builder *b, size_t node, const struct m_comm *c)
+{
+    size_t e0 = b->g->nedges;
+    int world = -1;
+    for (int i = 0; i < c->nmembers; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (mb->proc ? came_to_teardown(c, mb) : i >= c->nranks)
+            continue;
+        size_t t = mb->proc ? waitgraph_rank_node(b->g, mb->proc) : member_node(b, c, i, &world);
+        if (t == (size_t)-1 || add_edge(b, node, t, WG_E_MEMBER, i, NULL) < 0)
+            return -1;
+    }
+    b->g->nodes[node].state = b->g->nedges > e0 ? WG_WAITS : WG_COMPLETING;
+    return 0;
+}
+
 /* The node of a call, made and filled the first time a rank waits in it: collective #seq of c,
  * the creation of c (seq 0) or its split (`split`: the waiting member's entry of the parent c,
  * seq its split counter), a p2p pair src -> dst whose halves differ. (size_t)-1 when out of
@@ -454,6 +500,8 @@ static size_t call_node(struct builder *b, enum wg_call_kind kind, const struct 
         rc = fill_coll(b, n, c, seq);
     else if (kind == WG_CALL_INIT)
         rc = fill_init(b, n, c, split);
+    else if (kind == WG_CALL_TEARDOWN)
+        rc = fill_teardown(b, n, c);
     else
         x->state = WG_MISMATCH; /* a p2p pair whose halves do not fit */
     return rc < 0 ? (size_t)-1 : n;
@@ -473,8 +521,8 @@ static size_t rank_waits(const struct m_proc *p, const struct ls_record **out)
     for (size_t i = 0; i < n; i++) {
         int later = 0;
         if (!ls_op_issues_work(ops[i]->op) && !ls_op_is_init(ops[i]->op) &&
-            !(ls_op_makes_child(ops[i]->op) && ops[i]->comm_id))
-            continue;               /* an abort or a destroy waits for nobody else */
+            !(ls_op_makes_child(ops[i]->op) && ops[i]->comm_id) && !teardown_waits(p, ops[i]))
+            continue; /* an abort (or, before NCCL 2.31, a destroy) waits for nobody else */
         if (!host_waits(p, ops[i])) /* work its GPU has not done: in order per stream */
             for (size_t j = 0; j < k && !later; j++)
                 later = !host_waits(p, out[j]) && out[j]->stream == ops[i]->stream;
@@ -575,6 +623,18 @@ static int wait_init(struct builder *b, size_t from, const struct ls_record *r)
     return add_edge(b, from, x, WG_E_INIT, r->comm_rank, r);
 }
 
+/* The finalize or destroy r of p's (teardown_waits()): the edge to its node. */
+static int wait_teardown(struct builder *b, size_t from, const struct m_comm *c,
+                         const struct ls_record *r)
+{
+    size_t x = call_node(b, WG_CALL_TEARDOWN, c, 0, -1, -1, r, NULL);
+    if (x == (size_t)-1)
+        return -1;
+    if (b->g->nodes[x].state == WG_COMPLETING)
+        return 0;
+    return add_edge(b, from, x, WG_E_COLL, r->comm_rank, r);
+}
+
 static int fill_rank(struct builder *b, size_t i)
 {
     const struct m_proc *p = b->j->procs[i];
@@ -593,6 +653,8 @@ static int fill_rank(struct builder *b, size_t i)
             rc = wait_coll(b, i, c, r);
         else if (ls_op_is_p2p(r->op))
             rc = wait_p2p(b, i, c, r);
+        else if (r->op == LS_OP_COMM_FINALIZE || r->op == LS_OP_COMM_DESTROY)
+            rc = wait_teardown(b, i, c, r);
         if (rc < 0)
             return -1;
         n = &b->g->nodes[i]; /* the array may have moved */
@@ -719,6 +781,43 @@ size_t waitgraph_node_of_rank(const struct waitgraph *g, int rank)
     if (rank >= 0 && rank < j->world_size && j->by_rank[rank])
         return waitgraph_rank_node(g, j->by_rank[rank]);
     return waitgraph_absent_node(g, rank);
+}
+
+int waitgraph_waiters(const struct waitgraph *g, size_t v, uint64_t comm, unsigned kinds,
+                      int running, struct intvec *out, uint64_t *first_seq)
+{
+    char *into = calloc(g->nnodes + 1, 1); /* call nodes with an edge to v */
+    if (!into)
+        return -1;
+    for (size_t e = 0; e < g->nedges; e++)
+        if (g->edges[e].to == v && g->nodes[g->edges[e].from].kind == WG_CALL &&
+            !g->edges[e].soft && (!comm || g->nodes[g->edges[e].from].comm == comm) &&
+            (!kinds || (kinds & (1u << g->edges[e].kind))))
+            into[g->edges[e].from] = 1;
+    if (first_seq)
+        *first_seq = 0;
+    int rc = 0;
+    for (size_t q = 0; q < g->nnodes && rc == 0; q++) {
+        const struct wg_node *n = &g->nodes[q];
+        if (q == v || n->kind != WG_RANK || (running && !model_was_running(n->proc)))
+            continue;
+        int waits = 0;
+        for (size_t e = n->edge0; e < n->edge0 + n->nedges; e++) {
+            const struct wg_edge *ed = &g->edges[e];
+            int direct = ed->to == v && (!comm || (ed->call && ed->call->comm_id == comm));
+            if (!direct && !into[ed->to])
+                continue;
+            waits = 1;
+            const struct wg_node *x = &g->nodes[ed->to];
+            if (first_seq && !direct && x->call_kind == WG_CALL_COLL &&
+                (!*first_seq || x->seq < *first_seq))
+                *first_seq = x->seq;
+        }
+        if (waits && n->rank >= 0)
+            rc = intvec_push(out, n->rank);
+    }
+    free(into);
+    return rc;
 }
 
 int waitgraph_late_at(const struct waitgraph *g, size_t v, uint64_t at)

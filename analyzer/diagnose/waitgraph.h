@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "intvec.h"
 #include "model.h"
 #include "waitgraph_scc.h"
 #include "waitgraph_types.h"
@@ -30,6 +31,14 @@ size_t waitgraph_absent_node(const struct waitgraph *g, int rank);
 
 /* The node standing for global rank r: its process's, else its absent node, else (size_t)-1. */
 size_t waitgraph_node_of_rank(const struct waitgraph *g, int rank);
+
+/* Appends to `out` the global ranks that wait for node v itself: in a call that waits for v
+ * (by an edge whose kind is in the mask `kinds`, bit 1 << enum wg_edge_kind; 0 any), or in a
+ * send or receive straight to it; only waits on communicator `comm` when not 0, only ranks still
+ * running (model_was_running()) with `running`. *first_seq (may be NULL) gets the smallest
+ * collective sequence number among those calls, 0 none. Returns 0, -1 when out of memory. */
+int waitgraph_waiters(const struct waitgraph *g, size_t v, uint64_t comm, unsigned kinds,
+                      int running, struct intvec *out, uint64_t *first_seq);
 
 /* True when a collective waited for node v (a member that never called it) for longer than
  * its members usually take to gather by time `at` (four times its arrival spread, at least a

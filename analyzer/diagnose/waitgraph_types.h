@@ -15,10 +15,12 @@
 enum wg_node_kind { WG_RANK, WG_ABSENT, WG_CALL };
 
 enum wg_call_kind {
-    WG_CALL_COLL, /* collective #seq of comm */
-    WG_CALL_INIT, /* the creation of comm (InitRank family), or a split of comm (seq: its
-                   * parent split counter) */
-    WG_CALL_P2P,  /* send/receive #seq of comm between two comm ranks whose halves differ */
+    WG_CALL_COLL,     /* collective #seq of comm */
+    WG_CALL_INIT,     /* the creation of comm (InitRank family), or a split of comm (seq: its
+                       * parent split counter) */
+    WG_CALL_P2P,      /* send/receive #seq of comm between two comm ranks whose halves differ */
+    WG_CALL_TEARDOWN, /* the finalize/destroy of comm, which from NCCL 2.31 on waits for every
+                       * member to come to it */
 };
 
 /* Why a node waits for nothing (a terminal), or WG_WAITS. */

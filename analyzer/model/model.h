@@ -55,6 +55,16 @@ int model_seq_unread(const struct m_member *mb, uint64_t seq);
  * even when the record was overwritten) outside a group, or in a group it has ended. */
 int model_member_entered(const struct m_member *mb, uint64_t seq);
 
+/* How a member stands towards collective #seq of its communicator c. */
+enum model_stand {
+    MODEL_ENTERED, /* handed it to NCCL (model_member_entered()) */
+    MODEL_QUEUED,  /* issued it inside a group it never ended */
+    MODEL_ABORTED, /* aborted or revoked the communicator before issuing it */
+    MODEL_MISSING, /* never issued it */
+};
+enum model_stand model_member_stand(const struct m_comm *c, const struct m_member *mb,
+                                    uint64_t seq);
+
 /* The peer's half of p2p record r issued by comm rank my_cr (send #k from a to b pairs with
  * receive #k on b from a), NULL when the records read do not hold it. */
 const struct ls_record *model_p2p_half(const struct m_member *peer, int my_cr,

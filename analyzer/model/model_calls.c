@@ -14,6 +14,18 @@ int model_member_entered(const struct m_member *mb, uint64_t seq)
     return !r || model_op_launched(mb->proc, r); /* overwritten records were entered */
 }
 
+enum model_stand model_member_stand(const struct m_comm *c, const struct m_member *mb, uint64_t seq)
+{
+    if (model_member_entered(mb, seq))
+        return MODEL_ENTERED;
+    if (mb->issued >= seq)
+        return MODEL_QUEUED;
+    if (model_comm_abort(mb->proc, c->id) ||
+        (mb->entry && (mb->entry->flags & (LS_COMM_ABORTED | LS_COMM_REVOKED))))
+        return MODEL_ABORTED;
+    return MODEL_MISSING;
+}
+
 const struct ls_record *model_p2p_half(const struct m_member *peer, int my_cr,
                                        const struct ls_record *r)
 {

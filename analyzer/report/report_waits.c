@@ -235,6 +235,11 @@ void report_call_words(const struct waitgraph *g, size_t call, const struct ls_r
                        size_t len)
 {
     const struct wg_node *c = &g->nodes[call];
+    if (c->call_kind == WG_CALL_TEARDOWN) {
+        snprintf(buf, len, "%s of comm %08llx", r ? ls_op_name(r->op) : "the teardown",
+                 (unsigned long long)(c->comm >> 32));
+        return;
+    }
     if (c->call_kind == WG_CALL_INIT) {
         if (r && r->op == LS_OP_COMM_SPLIT)
             snprintf(buf, len, "CommSplit of comm %08llx", (unsigned long long)(c->comm >> 32));

@@ -60,6 +60,8 @@ struct emu_chan {            /* one ordered (src,dst) p2p mailbox */
 struct emu_hdr {
     _Atomic uint32_t joined; /* number of ranks attached */
     _Atomic uint32_t detached;
+    _Atomic uint32_t ending; /* ranks in (or past) finalize/destroy, with NCCL >= 2.31's
+                              * teardown that waits for every member (emu_version()) */
 } __attribute__((aligned(64)));
 
 /* ---- process-side communicator ---- */
@@ -90,6 +92,7 @@ struct ncclComm {
     unsigned char *p2p;
     int attached;
     _Atomic int ready; /* 1 once every rank joined */
+    int ending;        /* this process counted itself in hdr->ending (teardown_barrier()) */
     _Atomic int aborted;
     _Atomic int revoked;
     _Atomic int users;   /* queued/running ops and async jobs */
@@ -173,6 +176,11 @@ void emu_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *emu_last_error(void);
 void emu_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t emu_fnv(uint64_t h, const void *p, size_t n);
+/* The NCCL version the emulator is (ncclGetVersion): LOCKSTEP_EMU_VERSION (a version code such
+ * as 23100), else the nccl.h it was built against. From 2.31 (23100) on, finalize and destroy
+ * wait for every member to reach them, as NCCL's do. */
+int emu_version(void);
+
 void emu_backoff_reset(unsigned *us);
 void emu_backoff_sleep(unsigned *us);
 int emu_config_blocking(const ncclConfig_t *config, int dflt);

@@ -366,6 +366,21 @@ EMU_ALIAS(ncclCommShrink);
 
 /* ---- teardown ---- */
 
+/* NCCL >= 2.31 (emu_version()): finalize and destroy wait until every member of the
+ * communicator has come to its teardown, an untimed barrier (a member that never comes, or
+ * died, holds the others there). Counted once per process; an aborted comm does not wait. */
+static void teardown_barrier(struct ncclComm *comm)
+{
+    if (emu_version() < 23100 || !comm->attached || comm->ending)
+        return;
+    comm->ending = 1;
+    atomic_fetch_add(&comm->hdr->ending, 1);
+    unsigned bo;
+    emu_backoff_reset(&bo);
+    while (atomic_load(&comm->hdr->ending) < (uint32_t)comm->nranks && !atomic_load(&comm->aborted))
+        emu_backoff_sleep(&bo);
+}
+
 /* Detach from the segment; the comm stays valid for queries until destroyed. */
 ncclResult_t pncclCommFinalize(ncclComm_t comm)
 {
@@ -374,6 +389,7 @@ ncclResult_t pncclCommFinalize(ncclComm_t comm)
         return ncclInvalidArgument;
     }
     wait_unused(comm);
+    teardown_barrier(comm);
     emu_prof_comm_fini(comm);
     emu_detach(comm);
     return ncclSuccess;
@@ -390,6 +406,7 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm)
         return ncclInvalidArgument;
     }
     wait_unused(comm);
+    teardown_barrier(comm);
     emu_prof_comm_fini(comm);
     emu_detach(comm);
     emu_comm_free(comm);

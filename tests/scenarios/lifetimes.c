@@ -497,6 +497,33 @@ static void mode_ring_skip(void)
     }
 }
 
+/* ---- teardown that waits for every member (NCCL 2.31: LOCKSTEP_EMU_VERSION=23100) ------------ */
+
+/* The victim is still writing its last checkpoint when the others finish: their
+ * ncclCommDestroy waits for every member of the world, as NCCL's does from 2.31 on. */
+static void mode_teardown_waits(void)
+{
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    if (rank == victim)
+        load_batch();
+    finish();
+}
+
+/* A failure recovered from, then the teardown: the victim dies, the survivors shrink the world
+ * without it and train SCENARIO_AFTER steps; at the end they destroy the shrunk communicator and
+ * then the world, whose destroy waits for every member, the dead one too. */
+static void mode_teardown_after_shrink(void)
+{
+    train_until_failure();
+    ncclComm_t shrunk = shrink_world(&victim, 1);
+    int after = tp_env_int("SCENARIO_AFTER", 3);
+    for (int i = 0; i < after; i++)
+        train_step(shrunk);
+    TP_CHECK(ncclCommDestroy(shrunk));
+    TP_CHECK(ncclCommDestroy(world_comm));
+}
+
 static const struct tp_mode modes[] = {
     {"alone_at_exit", mode_alone_at_exit, 0},
     {"finished_early", mode_finished_early, -1},
@@ -513,6 +540,8 @@ static const struct tp_mode modes[] = {
     {"asleep", mode_asleep, -1},
     {"outside_barrier", mode_outside_barrier, -1},
     {"ring_skip", mode_ring_skip, 1},
+    {"teardown_waits", mode_teardown_waits, -1},
+    {"teardown_after_shrink", mode_teardown_after_shrink, 1},
 };
 
 int main(int argc, char **argv)

@@ -566,5 +566,55 @@ def case_ring_skip_live(tmp):
     check_ring_skip(r, text, np, victim)
 
 
+# ---------------------------------------------------------------- teardown (NCCL 2.31)
+
+NCCL_231 = {"LOCKSTEP_EMU_VERSION": "23100"}
+
+
+def check_teardown(r, np, victim):
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [victim] and f["waiting"] == sorted(set(range(np)) - {victim}) and
+           f.get("seq") is None and "never came to its teardown" in f["summary"] and
+           "CommDestroy" in f["summary"], f"{f['summary']}")
+    expect("rank_exited" not in [g["kind"] for g in r["findings"]], f"{summaries(r)}")
+
+
+def case_teardown_waits(tmp):
+    """NCCL 2.31 and later: ncclCommDestroy waits for every member. The ranks finish and destroy
+    the world while one is still writing its checkpoint: they wait in the destroy for it. A wait
+    on the other members like any other, not a call every peer reached (was: no finding)."""
+    np, steps = rng.randrange(3, 9), rng.randrange(1, 4)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {steps} steps")
+    r, _ = post_mortem(tmp, "teardown_waits", np, dict(NCCL_231, SCENARIO_STEPS=str(steps),
+                                                       SCENARIO_VICTIM=str(victim)))
+    check_teardown(r, np, victim)
+
+
+def case_teardown_waits_live(tmp):
+    np = rng.randrange(3, 7)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}")
+    check_teardown(live(tmp, "teardown_waits", np, dict(NCCL_231, SCENARIO_VICTIM=str(victim)))[0],
+                   np, victim)
+
+
+def case_teardown_after_shrink(tmp):
+    """A chain: the victim dies, the survivors shrink the world without it and train on, then at
+    the end destroy the shrunk communicator and the world, whose destroy (NCCL 2.31) waits for
+    the dead member. The death is no history then: the survivors hang because of it now."""
+    np, after = rng.randrange(4, 9), rng.randrange(1, 4)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {after} steps after the shrink")
+    r, _ = post_mortem(tmp, "teardown_after_shrink", np,
+                       dict(NCCL_231, SCENARIO_VICTIM=str(victim), SCENARIO_AFTER=str(after)))
+    f = r["findings"][0]
+    expect(f["kind"] == "rank_crashed" and f["dead"] == [victim] and not f.get("history") and
+           f["consequence_of"] is None, f"first finding: {summaries(r)}")
+    t = [g for g in r["findings"] if g["kind"] == "missing_ranks" and g.get("seq") is None]
+    expect(t and t[0]["missing"] == [victim] and t[0]["consequence_of"] == 0 and
+           "CommDestroy" in t[0]["summary"], f"the destroy's wait: {summaries(r)}")
+
+
 if __name__ == "__main__":
     sys.exit(run(globals(), "lockstep-lifetimes-"))
