@@ -124,20 +124,10 @@ static int add_unjoined(struct diag *d, struct finding *f, size_t x)
 static int add_waiting(struct diag *d, struct finding *f, const struct m_comm *c, size_t x,
                        char *call, size_t len)
 {
-    const struct waitgraph *g = d->graph;
-    const struct ls_record *example = NULL;
-    const struct m_proc *holder = NULL;
-    for (size_t i = 0; i < d->j->nprocs; i++) {
-        const struct wg_edge *e = waitgraph_edge(g, i, x);
-        if (!e)
-            continue;
-        if (intvec_push(&f->waiting, g->nodes[i].rank) < 0)
-            return -1;
-        if (!example || (e->call && e->call->enter_ns < example->enter_ns)) {
-            example = e->call;
-            holder = g->nodes[i].proc;
-        }
-    }
+    const struct ls_record *example;
+    const struct m_proc *holder;
+    if (diag_call_waiters(d, x, f, &example, &holder) < 0)
+        return -1;
     if (example) {
         f->time_ns = example->enter_ns;
         snprintf(call, len, "%s of comm %08llx (%d ranks, from %s)", ls_op_name(example->op),

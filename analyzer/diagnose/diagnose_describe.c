@@ -312,6 +312,26 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
     }
 }
 
+int diag_call_waiters(struct diag *d, size_t x, struct finding *f, const struct ls_record **example,
+                      const struct m_proc **holder)
+{
+    const struct waitgraph *g = d->graph;
+    *example = NULL;
+    *holder = NULL;
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct wg_edge *e = waitgraph_edge(g, i, x);
+        if (!e)
+            continue;
+        if (intvec_push(&f->waiting, g->nodes[i].rank) < 0)
+            return -1;
+        if (e->call && (!*example || e->call->enter_ns < (*example)->enter_ns)) {
+            *example = e->call;
+            *holder = g->nodes[i].proc;
+        }
+    }
+    return 0;
+}
+
 struct f_class describe_class(struct diag *d, const struct m_proc *p, const struct ls_record *r,
                               const char *role)
 {

@@ -500,20 +500,13 @@ static int add_teardown(struct diag *d, const struct m_comm *c, size_t x)
     if (!f)
         return -1;
     f->has_seq = 0;
-    const struct ls_record *example = NULL;
-    const struct m_proc *holder = NULL;
-    for (size_t i = 0; i < d->j->nprocs; i++) {
-        const struct wg_edge *e = waitgraph_edge(g, i, x);
-        if (!e)
-            continue;
-        if (intvec_push(&f->waiting, g->nodes[i].rank) < 0 ||
-            intvec_push(&f->ranks, g->nodes[i].rank) < 0)
+    const struct ls_record *example;
+    const struct m_proc *holder;
+    if (diag_call_waiters(d, x, f, &example, &holder) < 0)
+        return -1;
+    for (size_t i = 0; i < f->waiting.n; i++)
+        if (intvec_push(&f->ranks, f->waiting.v[i]) < 0)
             return -1;
-        if (e->call && (!example || e->call->enter_ns < example->enter_ns)) {
-            example = e->call;
-            holder = g->nodes[i].proc;
-        }
-    }
     const struct wg_node *v = &g->nodes[x];
     const struct m_proc *one = NULL;
     for (size_t e = v->edge0; e < v->edge0 + v->nedges; e++) {

@@ -84,6 +84,12 @@ struct f_class describe_class(struct diag *d, const struct m_proc *p, const stru
 /* Seconds from t to the job's reference time (>= 0). */
 double diag_seconds_ago(const struct diag *d, uint64_t t);
 
+/* Appends to f->waiting the ranks waiting in call node x of the graph, and sets *example to
+ * the earliest of their records of it (its process into *holder); NULL, NULL when none has one.
+ * Returns 0, -1 when out of memory. */
+int diag_call_waiters(struct diag *d, size_t x, struct finding *f, const struct ls_record **example,
+                      const struct m_proc **holder);
+
 /* Global rank of comm rank `cr` of c, -1 when no trace joined as it. */
 int diag_member_rank(const struct m_comm *c, int cr);
 
