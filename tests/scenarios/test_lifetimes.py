@@ -616,5 +616,29 @@ def case_teardown_after_shrink(tmp):
            "CommDestroy" in t[0]["summary"], f"the destroy's wait: {summaries(r)}")
 
 
+# ---------------------------------------------------------------- at scale
+
+
+def case_ring_skip_64(tmp):
+    """ring_skip at 64 ranks: the rank that skipped the exchange is still the one root."""
+    np, victim = 64, rng.randrange(64)
+    note(f"{np} ranks, victim {victim}")
+    r, text = post_mortem(tmp, "ring_skip", np, {"SCENARIO_VICTIM": str(victim),
+                                                 "SCENARIO_STEP_MS": "1"})
+    check_ring_skip(r, text, np, victim)
+
+
+def case_shrink_recover_hang_64(tmp):
+    """shrink_recover_hang at 64 ranks: the hang of now first, the recovered death history."""
+    np, victim = 64, rng.randrange(63)
+    v2 = second_victim(np, victim)
+    note(f"{np} ranks, victim {victim}, then {v2}")
+    r, _ = post_mortem(tmp, "shrink_recover_hang", np,
+                       {"SCENARIO_VICTIM": str(victim), "SCENARIO_STEP_MS": "1",
+                        "SCENARIO_WATCHDOG_MS": "1500"},
+                       ("--stop-when-stuck", "3", "--timeout", "150"))
+    check_recover_hang(r, np, victim, v2)
+
+
 if __name__ == "__main__":
     sys.exit(run(globals(), "lockstep-lifetimes-"))
