@@ -65,21 +65,15 @@ static int check_member(struct diag *d, const struct m_comm *c, int cr, size_t f
         const struct ls_record *r = me->p2p[i];
         if (model_op_complete(me->proc, r) || !model_op_launched(me->proc, r))
             continue;
-        if (r->peer < 0 || r->peer >= c->nmembers || !c->members[r->peer].proc)
-            continue; /* the peer has no trace: trace_incomplete says so */
-        const struct m_member *peer = &c->members[r->peer];
-        int want = r->op == LS_OP_SEND ? LS_OP_RECV : LS_OP_SEND;
-        const struct ls_record *other = model_p2p_half(peer, cr, r);
-        if (other) {
-            if (other->count != r->count || other->dtype != r->dtype) {
-                if (add_unmatched(d, c, me, cr, r, peer, other, first) < 0)
-                    return -1;
-            }
+        /* Which halves match is the model's one answer (the graph asks it too); a peer without
+         * a trace is trace_incomplete's to tell, a posted half (in the ring, overwritten or
+         * being written) nothing to. */
+        const struct ls_record *other;
+        enum model_half how = model_p2p_match(c, r, &other);
+        if (how == MODEL_HALF_UNTRACED || how == MODEL_HALF_POSTED)
             continue;
-        }
-        if (model_p2p_issued(peer, c->id, cr, want) >= r->seq)
-            continue; /* issued: overwritten in the peer's ring, or being written */
-        if (add_unmatched(d, c, me, cr, r, peer, NULL, first) < 0)
+        if (add_unmatched(d, c, me, cr, r, &c->members[r->peer],
+                          how == MODEL_HALF_DIFFERS ? other : NULL, first) < 0)
             return -1;
     }
     return 0;

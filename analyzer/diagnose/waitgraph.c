@@ -584,20 +584,19 @@ static int wait_p2p(struct builder *b, size_t from, const struct m_comm *c,
     if (r->peer < 0 || r->peer >= c->nmembers)
         return 0;
     const struct m_member *peer = &c->members[r->peer];
-    if (!peer->proc) {
+    const struct ls_record *half;
+    enum model_half how = model_p2p_match(c, r, &half);
+    if (how == MODEL_HALF_UNTRACED) {
         int world = -1;
         size_t t = member_node(b, c, r->peer, &world);
         return t == (size_t)-1 ? -1 : add_edge(b, from, t, kind, r->peer, r);
     }
-    const struct ls_record *half = model_p2p_half(peer, cr, r);
-    if (half && (half->count != r->count || half->dtype != r->dtype)) {
+    if (how == MODEL_HALF_DIFFERS) {
         size_t x =
             call_node(b, WG_CALL_P2P, c, r->seq, send ? cr : r->peer, send ? r->peer : cr, r, NULL);
         return x == (size_t)-1 ? -1 : add_edge(b, from, x, WG_E_P2P, r->peer, r);
     }
-    int posted = half ? model_op_launched(peer->proc, half)
-                      : model_p2p_issued(peer, c->id, cr, send ? LS_OP_RECV : LS_OP_SEND) >= r->seq;
-    if (posted) {
+    if (how == MODEL_HALF_POSTED) {
         if (names_result_is_error(r->result) && !model_was_running(peer->proc))
             return add_edge(b, from, waitgraph_rank_node(b->g, peer->proc), WG_E_REMOTE, r->peer,
                             r);

@@ -70,6 +70,20 @@ enum model_stand model_member_stand(const struct m_comm *c, const struct m_membe
 const struct ls_record *model_p2p_half(const struct m_member *peer, int my_cr,
                                        const struct ls_record *r);
 
+/* How the other half of send or receive r (of a member of c) stands. */
+enum model_half {
+    MODEL_HALF_UNTRACED, /* the peer has no trace (or r names no member) */
+    MODEL_HALF_POSTED,   /* the peer handed its half to NCCL (issued it outside a group, or in a
+                          * group it ended; or its counters say it issued it), the same size */
+    MODEL_HALF_DIFFERS,  /* the peer's half has another count or datatype: it cannot complete */
+    MODEL_HALF_MISSING,  /* the peer never posted it (or queued it in a group it never ended) */
+};
+/* The one answer to which halves of a send/receive pair match: model_p2p_half() and the
+ * peer's counters. *other gets the peer's record of the half when the records read hold it,
+ * else NULL. */
+enum model_half model_p2p_match(const struct m_comm *c, const struct ls_record *r,
+                                const struct ls_record **other);
+
 /* How many halves towards comm rank my_cr of kind `want_op` (LS_OP_SEND or LS_OP_RECV) the
  * peer issued on comm `comm_id`: its peer table (which survives wraps) or its records. */
 uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_cr, int want_op);

@@ -38,6 +38,23 @@ const struct ls_record *model_p2p_half(const struct m_member *peer, int my_cr,
     return NULL;
 }
 
+enum model_half model_p2p_match(const struct m_comm *c, const struct ls_record *r,
+                                const struct ls_record **other)
+{
+    *other = NULL;
+    if (r->peer < 0 || r->peer >= c->nmembers || !c->members[r->peer].proc)
+        return MODEL_HALF_UNTRACED;
+    const struct m_member *peer = &c->members[r->peer];
+    const struct ls_record *half = model_p2p_half(peer, r->comm_rank, r);
+    *other = half;
+    if (half && (half->count != r->count || half->dtype != r->dtype))
+        return MODEL_HALF_DIFFERS;
+    int want = r->op == LS_OP_SEND ? LS_OP_RECV : LS_OP_SEND;
+    int posted = half ? model_op_launched(peer->proc, half)
+                      : model_p2p_issued(peer, c->id, r->comm_rank, want) >= r->seq;
+    return posted ? MODEL_HALF_POSTED : MODEL_HALF_MISSING;
+}
+
 uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_cr, int want_op)
 {
     uint64_t n = 0;
