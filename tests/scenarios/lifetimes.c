@@ -524,6 +524,32 @@ static void mode_teardown_after_shrink(void)
     TP_CHECK(ncclCommDestroy(world_comm));
 }
 
+/* ---- a nonblocking split inside a cycle ------------------------------------------------------ */
+
+/* The victim makes a side group of the world nonblocking (config.blocking = 0: the split returns
+ * ncclInProgress) and polls the world until it is ready, while the others go on into the
+ * world's next collective: a creation polled from outside NCCL closes a cycle with a
+ * collective. */
+void make_side_group_nonblocking(void)
+{
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t side = NULL;
+    ncclResult_t res = ncclCommSplit(world_comm, 0, rank, &side, &config);
+    if (res != ncclSuccess && res != ncclInProgress)
+        tp_die("rank %d: ncclCommSplit returned %d", rank, (int)res);
+    wait_ready(world_comm);
+}
+
+static void mode_nonblocking_split_cycle(void)
+{
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    if (rank == victim)
+        make_side_group_nonblocking();
+    train_step(world_comm);
+}
+
 static const struct tp_mode modes[] = {
     {"alone_at_exit", mode_alone_at_exit, 0},
     {"finished_early", mode_finished_early, -1},
@@ -542,6 +568,7 @@ static const struct tp_mode modes[] = {
     {"ring_skip", mode_ring_skip, 1},
     {"teardown_waits", mode_teardown_waits, -1},
     {"teardown_after_shrink", mode_teardown_after_shrink, 1},
+    {"nonblocking_split_cycle", mode_nonblocking_split_cycle, 0},
 };
 
 int main(int argc, char **argv)

@@ -616,6 +616,37 @@ def case_teardown_after_shrink(tmp):
            "CommDestroy" in t[0]["summary"], f"the destroy's wait: {summaries(r)}")
 
 
+def check_nb_split(r, np, victim, steps):
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [victim] and f["waiting"] == sorted(set(range(np)) - {victim}) and
+           f["seq"] == steps + 1, f"{f['summary']}")
+    expect("CommSplit" in f["summary"], f"the summary does not say where rank {victim} went: "
+                                        f"{f['summary']}")
+    expect("deadlock_cycle" not in [g["kind"] for g in r["findings"]], f"{summaries(r)}")
+
+
+def case_nonblocking_split_cycle(tmp):
+    """A chain of two lives: one rank makes a side group of the world nonblocking and polls it
+    from outside NCCL, the others go on into the world's next collective. The pending creation
+    waits for them, they wait for it: a cycle through a collective and a creation, out of order,
+    its root the rank that went into the creation."""
+    np, steps = rng.randrange(3, 9), rng.randrange(1, 3)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {steps} steps")
+    r, _ = post_mortem(tmp, "nonblocking_split_cycle", np,
+                       {"SCENARIO_STEPS": str(steps), "SCENARIO_VICTIM": str(victim)},
+                       ("--timeout", str(round(rng.uniform(3, 4.5), 2))))
+    check_nb_split(r, np, victim, steps)
+
+
+def case_nonblocking_split_cycle_live(tmp):
+    np = rng.randrange(3, 7)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}")
+    check_nb_split(live(tmp, "nonblocking_split_cycle", np, {"SCENARIO_VICTIM": str(victim)})[0],
+                   np, victim, 2)
+
+
 # ---------------------------------------------------------------- at scale
 
 
