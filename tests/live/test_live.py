@@ -136,6 +136,10 @@ HANGS = {
 
 # The stall threshold of the hang cases: the ranks reach their hang within milliseconds.
 HANG_STALL = 1
+# The threshold of the runs that must not stall: pauses and slow steps outlast it, and ranks that
+# wake late from a pause on a loaded 2-core machine must not (at 0.5 s a slow step was taken for
+# a stall; at 1 s a rank that overslept a pause by 2 s in CI was a real straggler).
+PAUSE_STALL = 2.5
 
 
 def run_hang(tmp, mode):
@@ -196,9 +200,12 @@ def case_hangs_async(tmp):
     expect("rank 3's GPU never started #5" in p.stdout,
            f"stream_blocked: the victim's GPU evidence is missing:\n{p.stdout}")
     expect_job_gone(d)
-    # Long pauses between steps in async mode: not a stall.
-    p, report, d = lockstep_run(tmp, "pauses", stall=1,
-                                extra_env={"LOCKSTEP_EMU_ASYNC": "1", "SCENARIO_DELAY_MS": "2000",
+    # Long pauses between steps in async mode: not a stall. The pause is longer than the stall
+    # threshold, and the threshold longer than a rank can oversleep the pause on a loaded CI
+    # machine (at 1 s, one rank woke 2 s after the others there: a real straggler for 1 s).
+    p, report, d = lockstep_run(tmp, "pauses", stall=PAUSE_STALL,
+                                extra_env={"LOCKSTEP_EMU_ASYNC": "1",
+                                           "SCENARIO_DELAY_MS": str(int(PAUSE_STALL * 1500)),
                                            "SCENARIO_STEPS": "2"})
     expect(p.returncode == 0 and report["findings"] == [],
            f"pauses (async): exit {p.returncode}, {p.stderr}")
@@ -206,8 +213,9 @@ def case_hangs_async(tmp):
     # heartbeat covers a burst's tail with an event of its own, from a thread that has no CUDA
     # context (the stream's context made current first): all done, not a stall. On a GPU the
     # heartbeat could not, so a job waiting in a Gloo barrier was stopped with "no problems".
-    p, report, d = lockstep_run(tmp, "burst_pauses", np=2, stall=1,
-                                extra_env={"LOCKSTEP_EMU_ASYNC": "1", "SCENARIO_DELAY_MS": "3000",
+    p, report, d = lockstep_run(tmp, "burst_pauses", np=2, stall=PAUSE_STALL,
+                                extra_env={"LOCKSTEP_EMU_ASYNC": "1",
+                                           "SCENARIO_DELAY_MS": str(int(PAUSE_STALL * 1500)),
                                            "SCENARIO_STEPS": "2"})
     expect(p.returncode == 0 and report["findings"] == [],
            f"burst_pauses (async): exit {p.returncode}, {p.stderr}")
@@ -232,11 +240,11 @@ def case_no_false_stall(tmp):
     """Long pauses with nothing outstanding, and slow steps that keep finishing: not stalls.
     The pauses last 2.5 times the stall threshold, the steps 1.5 times (the last rank an eighth
     longer than the others: they wait in NCCL for 0.19 thresholds)."""
-    stall = 1.0  # at 0.5 s a loaded 2-core machine once took a slow step for a stall
+    stall = PAUSE_STALL
     for mode, delay in (("pauses", 2.5 * stall), ("slow_steps", 1.5 * stall)):
         p, report, d = lockstep_run(tmp, mode, np=4, stall=stall,
                                     extra_env={"SCENARIO_DELAY_MS": str(int(delay * 1000)),
-                                               "SCENARIO_STEPS": "3"})
+                                               "SCENARIO_STEPS": "2"})
         expect(p.returncode == 0, f"{mode}: lockstep run exited {p.returncode}\n{p.stderr}")
         expect("no progress" not in p.stderr, f"{mode}: taken for a stall: {p.stderr}")
         expect(report is not None and report["findings"] == [],
