@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import expect, run  # noqa: E402
+from harness import emulated, expect, run  # noqa: E402
 import test_realjobs as rj  # noqa: E402
 from test_realjobs import follows, one_root, roots  # noqa: E402
 
@@ -500,7 +500,9 @@ def case_asleep(tmp):
 def check_outside(r, np, victim, live_run):
     f = one_root(r, "stuck_outside_nccl")
     expect(sorted(f["ranks"]) == list(range(np)), f"{f['summary']}")
-    if live_run:  # the probe tells the odd one: the rank in the lock
+    if live_run and emulated():  # live stacks need ptrace, which qemu-user lacks
+        note("under emulation: the probe cannot read stacks, the odd rank is not checked")
+    elif live_run:  # the probe tells the odd one: the rank in the lock
         expect(f["odd"] == [victim] and "save_state" in f["summary"], f"{f['summary']}")
     else:
         expect("off the CPU" in f["summary"], f"{f['summary']}")
