@@ -16,9 +16,12 @@ static int already(const struct diag *d, size_t first, int src, int dst, uint64_
     return 0;
 }
 
+/* `other`: the peer's half of another size or type; `queued`: the peer's half recorded in a
+ * group it never ended (never posted, model_p2p_match()). */
 static int add_unmatched(struct diag *d, const struct m_comm *c, const struct m_member *me,
                          int my_cr, const struct ls_record *r, const struct m_member *peer,
-                         const struct ls_record *other, size_t first)
+                         const struct ls_record *other, const struct ls_record *queued,
+                         size_t first)
 {
     int send = r->op == LS_OP_SEND;
     int src = send ? me->proc->rank : peer->proc->rank;
@@ -52,8 +55,18 @@ static int add_unmatched(struct diag *d, const struct m_comm *c, const struct m_
     if (intvec_push(&f->missing, peer->proc->rank) < 0)
         return -1;
     describe_whereabouts(d, peer->proc, where, sizeof(where));
-    finding_summary(f, "rank %d waits in %s; rank %d never posted the matching %s \xe2\x80\x94 %s",
-                    me->proc->rank, call, peer->proc->rank, send ? "Recv" : "Send", where);
+    if (queued) {
+        char call2[512];
+        describe_call(d, peer->proc, queued, call2, sizeof(call2));
+        finding_summary(f,
+                        "rank %d waits in %s; rank %d never posted the matching %s: it queued "
+                        "%s in a group it never ended (no ncclGroupEnd after it) \xe2\x80\x94 %s",
+                        me->proc->rank, call, peer->proc->rank, send ? "Recv" : "Send", call2,
+                        where);
+    } else
+        finding_summary(f,
+                        "rank %d waits in %s; rank %d never posted the matching %s \xe2\x80\x94 %s",
+                        me->proc->rank, call, peer->proc->rank, send ? "Recv" : "Send", where);
     (void)my_cr;
     return 0;
 }
@@ -73,7 +86,8 @@ static int check_member(struct diag *d, const struct m_comm *c, int cr, size_t f
         if (how == MODEL_HALF_UNTRACED || how == MODEL_HALF_POSTED)
             continue;
         if (add_unmatched(d, c, me, cr, r, &c->members[r->peer],
-                          how == MODEL_HALF_DIFFERS ? other : NULL, first) < 0)
+                          how == MODEL_HALF_DIFFERS ? other : NULL,
+                          how == MODEL_HALF_MISSING ? other : NULL, first) < 0)
             return -1;
     }
     return 0;

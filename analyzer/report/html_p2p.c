@@ -101,8 +101,12 @@ static struct half half_of(const struct m_comm *c, int owner, int peer, unsigned
     for (size_t i = mb->np2p; i-- > 0;) {
         const struct ls_record *q = mb->p2p[i];
         if (q->op == op && q->peer == peer && q->seq == seq) {
+            /* Posted as the diagnosis has it (model_p2p_match()): a half queued in a group its
+             * rank never ended is recorded but was never posted. */
             h.r = q;
-            h.status = model_op_complete(mb->proc, q) ? HALF_DONE : HALF_WAITING;
+            h.status = !model_op_launched(mb->proc, q)  ? HALF_NOT_POSTED
+                       : model_op_complete(mb->proc, q) ? HALF_DONE
+                                                        : HALF_WAITING;
             return h;
         }
     }
@@ -280,7 +284,12 @@ static void write_half_title(const struct p2p_pic *pic, const struct half *h, ui
     const char *what = h->op == LS_OP_SEND ? "Send" : "Recv";
     const char *dir = h->op == LS_OP_SEND ? "to" : "from";
     fputs("<title>", f);
-    if (h->r) {
+    if (h->r && h->status == HALF_NOT_POSTED)
+        fprintf(f,
+                "%s queued %s #%" PRIu64 " %s %s in a group it never ended (no ncclGroupEnd): "
+                "never posted",
+                me, what, seq, dir, peer);
+    else if (h->r) {
         const struct tr_trace *t = pic->c->members[h->owner].proc->t;
         fprintf(f, "%s \xc2\xb7 %s #%" PRIu64 " %s %s: count %" PRIu64 " %s\nfrom ", me, what, seq,
                 dir, peer, h->r->count, ls_dtype_name(h->r->dtype));
@@ -318,8 +327,8 @@ static void write_half(struct p2p_pic *pic, struct half *h, uint64_t seq, int x,
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"3\"/>", x, y, w, HALF_H);
     const char *what = h->op == LS_OP_SEND ? "Send" : "Recv";
     if (h->status == HALF_NOT_POSTED)
-        fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h1\">no %s #%" PRIu64 "</text>", x + w / 2,
-                y + 14, what, seq);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h1\">%s %s #%" PRIu64 "</text>", x + w / 2,
+                y + 14, h->r ? "queued" : "no", what, seq);
     else if (h->status == HALF_LOST || h->status == HALF_UNRECORDED || h->status == HALF_NO_TRACE)
         fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h1\">%s</text>", x + w / 2, y + 14,
                 h->status == HALF_LOST         ? "overwritten"

@@ -28,6 +28,7 @@
  * Every collective waits for its result with tp_sync(), as a training loop does. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -497,6 +498,49 @@ static void mode_ring_skip(void)
     }
 }
 
+static jmp_buf exchange_failed;
+
+/* The exchange as the victim runs it at the failing step: its send is queued in the group, then
+ * an exception (a Python error in the attention kernel's launcher) unwinds past the receive and
+ * the group's end: the send is recorded, never posted. */
+void ring_exchange_throws(void)
+{
+    TP_CHECK(ncclGroupStart());
+    TP_CHECK(ncclSend(ring_send, 256, ncclFloat32, (rank + 1) % world, world_comm, NULL));
+    longjmp(exchange_failed, 1);
+}
+
+/* 1 when the exchange threw (the victim's handler runs then). */
+static int exchange_threw(void)
+{
+    if (setjmp(exchange_failed) != 0)
+        return 1;
+    ring_exchange_throws();
+    return 0;
+}
+
+/* The victim's handler: it logs and writes a checkpoint before it would go on (long). */
+__attribute__((noinline)) void handle_exchange_error(void)
+{
+    load_batch();
+}
+
+/* At step SCENARIO_STEPS the victim's exchange throws after queuing its send, and its handler
+ * writes a checkpoint. As ring_skip, except that the victim has a record of the send its
+ * neighbour waits for: queued in a group never ended, it was never posted. */
+static void mode_ring_open_group(void)
+{
+    for (int i = 0; i <= steps; i++) {
+        if (i == steps && rank == victim) {
+            if (exchange_threw())
+                handle_exchange_error();
+        } else {
+            ring_exchange();
+        }
+        train_step(world_comm);
+    }
+}
+
 /* ---- teardown that waits for every member (NCCL 2.31: LOCKSTEP_EMU_VERSION=23100) ------------ */
 
 /* The victim is still writing its last checkpoint when the others finish: their
@@ -569,6 +613,7 @@ static const struct tp_mode modes[] = {
     {"teardown_waits", mode_teardown_waits, -1},
     {"teardown_after_shrink", mode_teardown_after_shrink, 1},
     {"nonblocking_split_cycle", mode_nonblocking_split_cycle, 0},
+    {"ring_open_group", mode_ring_open_group, 1},
 };
 
 int main(int argc, char **argv)

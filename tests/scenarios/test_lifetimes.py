@@ -11,6 +11,7 @@ Usage: test_lifetimes.py CASE   (paths come from the environment meson sets)
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -558,6 +559,57 @@ def case_ring_skip(tmp):
     r, text = post_mortem(tmp, "ring_skip", np, {"SCENARIO_STEPS": str(steps),
                                                  "SCENARIO_VICTIM": str(victim)})
     check_ring_skip(r, text, np, victim)
+
+
+def case_ring_open_group(tmp):
+    """As ring_skip, but the victim's exchange throws after it queued its send: the send is in
+    its trace, in a group it never ended. Never posted, as the diagnosis has it: the victim is the
+    root; the finding says its send was queued in a group it never ended (was: "never posted
+    the matching Send ... its last call was Send #k"), and the HTML report's picture of the sends
+    and receives draws that send as never posted ("queued"), not as a send waiting for its
+    receive (was: drawn waiting, the picture telling another story than the diagnosis)."""
+    np, steps = rng.randrange(3, 9), rng.randrange(1, 3)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {steps} steps")
+    d = os.path.join(tmp, "traces")
+    os.makedirs(d, exist_ok=True)
+    p = subprocess.run(cmd("ring_open_group", np, None),
+                       env=rj.rank_env(d, {"SCENARIO_STEPS": str(steps),
+                                           "SCENARIO_VICTIM": str(victim)}),
+                       capture_output=True, text=True, timeout=180)
+    print(p.stderr[-3000:], end="")
+    expect(p.returncode == rj.HUNG, f"launcher exited {p.returncode}, want {rj.HUNG}")
+    r, text = rj.analyze(d)
+    f = one_root(r, "p2p_unmatched")
+    expect(victim in (f["src"], f["dst"]) and
+           {f["src"], f["dst"]} - {victim} <= {(victim + 1) % np, (victim - 1) % np},
+           f"the root's pair {f['src']} -> {f['dst']}, want rank {victim} and a neighbour: "
+           f"{f['summary']}")
+    expect(not [g for g in r["findings"] if g["kind"] == "deadlock_cycle"],
+           f"a deadlock reported: {summaries(r)}")
+    if f["src"] == victim:  # the victim's send, recorded and never posted, is named as such
+        expect(f"it queued Send #{steps + 1}" in f["summary"] and
+               "in a group it never ended" in f["summary"],
+               f"the summary does not say the send was queued in a group never ended: "
+               f"{f['summary']}")
+    page = os.path.join(tmp, "report.html")
+    a = subprocess.run([rj.LOCKSTEP, "analyze", "--html", page, d], env=rj.clean_env(),
+                       capture_output=True, text=True, timeout=120)
+    expect(a.returncode == 1 and os.path.exists(page), f"analyze --html exited {a.returncode}")
+    html = open(page).read()
+    nxt = (victim + 1) % np
+    lane = re.search(rf'<g class="pair lane[^"]*" data-sender="{victim}" data-receiver="{nxt}">'
+                     r'(.*?)</g>\n', html, re.S)
+    expect(lane, f"no lane for rank {victim}'s sends to rank {nxt}")
+    halves = re.findall(r'<g class="half (send|recv) ([a-z-]+)( cycle)?"><title>(.*?)</title>',
+                        lane.group(1), re.S)
+    send = [h for h in halves if h[0] == "send"][-1]
+    expect(send[1] == "not-posted" and
+           send[3].startswith(f"rank {victim} queued Send #{steps + 1} to rank {nxt} in a group "
+                              f"it never ended"),
+           f"rank {victim}'s queued send is drawn {send[1]!r}: {send[3]!r}")
+    recv = [h for h in halves if h[0] == "recv"][-1]
+    expect(recv[1] == "waiting", f"rank {nxt}'s receive is drawn {recv[1]!r}: {recv[3]!r}")
 
 
 def case_ring_skip_live(tmp):
