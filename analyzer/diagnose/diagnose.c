@@ -73,13 +73,18 @@ int diagnose_job(const struct model *m, size_t job, struct symbolizer *sym,
 /* ---- the launcher's teardown ------------------------------------------------------------ */
 
 /* True when a root cause among the findings from `first` on names rank r as one others wait
- * for. */
+ * for (or, in a call only its waiters made, as one of them). */
 static int culprit(const struct diag *d, size_t first, int r)
 {
-    for (size_t i = first; i < d->out->n; i++)
-        if (d->out->v[i].consequence_of < 0 && !d->out->v[i].history &&
-            intvec_has(&d->out->v[i].missing, r))
+    for (size_t i = first; i < d->out->n; i++) {
+        const struct finding *f = &d->out->v[i];
+        /* a call only its waiters made: they are the odd ones, the missing ended as meant */
+        int alone =
+            (f->kind == F_MISSING_RANKS || f->kind == F_COMM_INIT_MISMATCH) && f->as.absent.alone;
+        if (f->consequence_of < 0 && !f->history &&
+            intvec_has(alone ? &f->waiting : &f->missing, r))
             return 1;
+    }
     return 0;
 }
 

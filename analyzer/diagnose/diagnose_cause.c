@@ -231,8 +231,9 @@ static long owner_of_call(const struct cause *x, const struct wg_node *v)
 {
     if (v->state == WG_GPU_STUCK)
         return finding_at(x, F_STUCK_IN_FLIGHT, v->comm, v->seq, 0);
-    if (v->state == WG_ALONE)
-        return finding_at(x, F_MISSING_RANKS, v->comm, v->seq, 0);
+    if (v->state == WG_ALONE) /* a creation only its waiters made, or a collective */
+        return finding_at(x, v->call_kind == WG_CALL_INIT ? F_COMM_INIT_MISMATCH : F_MISSING_RANKS,
+                          v->comm, v->seq, 0);
     if (v->state != WG_MISMATCH)
         return -1;
     if (v->call_kind == WG_CALL_P2P)

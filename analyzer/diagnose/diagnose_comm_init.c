@@ -286,6 +286,69 @@ static int add_creation_mismatch(struct diag *d, const struct m_comm *c, size_t 
     return 0;
 }
 
+/* A child creation of c at split counter `counter` that only the members waiting in it made
+ * (graph node x, WG_ALONE): the others finished without it or wait for its makers. "rank 3
+ * made CommSplit (color 1) of comm a7111a16 (its creation #2, from train.py:88), which no other
+ * member will make: ranks 0,2,4 finished without it (exited with status 0); ranks 1,5 wait for
+ * it elsewhere". */
+static int add_alone_creation(struct diag *d, const struct m_comm *c, size_t x, uint32_t counter)
+{
+    struct finding *f = diag_finding_at(d, F_COMM_INIT_MISMATCH, c->id, counter + 1);
+    if (!f)
+        return -1;
+    f->has_seq = 0; /* a creation has no sequence number of its own */
+    f->as.absent.alone = 1;
+    const struct ls_record *example;
+    const struct m_proc *holder;
+    if (diag_call_waiters(d, x, f, &example, &holder) < 0)
+        return -1;
+    f->time_ns = example ? example->enter_ns : d->graph->nodes[x].since_ns;
+    unsigned char *ex = example && example->op == LS_OP_COMM_SHRINK
+                            ? model_shrink_excluded(c, example, counter)
+                            : NULL;
+    struct intvec finished = {0}, held = {0};
+    int rc = 0;
+    for (int i = 0; i < c->nmembers && rc == 0; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (!mb->proc || !mb->entry || (ex && ex[i]) || mb->entry->split_count > counter)
+            continue;
+        rc = intvec_push(&f->missing, mb->proc->rank);
+        if (rc == 0)
+            rc = intvec_push(&f->as.absent.missing_cr, i);
+        if (rc == 0)
+            rc = intvec_push(model_finished(mb->proc) ? &finished : &held, mb->proc->rank);
+    }
+    free(ex);
+    f->missing.n = rankset_normalize(f->missing.v, f->missing.n);
+    for (size_t i = 0; rc == 0 && i < f->waiting.n; i++)
+        rc = intvec_push(&f->ranks, f->waiting.v[i]);
+    for (size_t i = 0; rc == 0 && i < f->missing.n; i++)
+        rc = intvec_push(&f->ranks, f->missing.v[i]);
+    if (rc == 0) {
+        char makers[256], fin[256], hold[256] = "", what[300] = "", tail[400] = "";
+        describe_ranks(f->waiting.v, f->waiting.n, makers, sizeof makers);
+        describe_ranks(finished.v, finished.n, fin, sizeof fin);
+        if (example)
+            creation_words(c, counter, example, what, sizeof what);
+        if (held.n) {
+            held.n = rankset_normalize(held.v, held.n);
+            describe_ranks(held.v, held.n, hold, sizeof hold);
+            snprintf(tail, sizeof tail, "; %s %s for %s elsewhere", hold,
+                     held.n == 1 ? "waits" : "wait", f->waiting.n == 1 ? "it" : "them");
+        }
+        finding_summary(f,
+                        "%s made %s of comm %08llx (its creation #%u, from %s), which no other "
+                        "member will make: %s finished without it (exited with status 0)%s",
+                        makers, what[0] ? what : "a communicator",
+                        (unsigned long long)(c->id >> 32), counter + 1,
+                        example ? symbolizer_site(d->sym, holder->t, example->callsite) : "?", fin,
+                        tail);
+    }
+    intvec_free(&finished);
+    intvec_free(&held);
+    return rc;
+}
+
 /* Findings for the graph's child creations: members waiting in a split, shrink or grow for
  * members of the parent that have not reached it (but those a shrink excluded), and creations
  * its members made differently. Marks in `told` (one byte per communicator of the job) the
@@ -295,7 +358,8 @@ static int add_child_creations(struct diag *d, unsigned char *told)
     const struct waitgraph *g = d->graph;
     for (size_t x = 0; x < g->nnodes; x++) {
         const struct wg_node *v = &g->nodes[x];
-        if (!child_creation(v) || (v->state != WG_WAITS && v->state != WG_MISMATCH))
+        if (!child_creation(v) ||
+            (v->state != WG_WAITS && v->state != WG_MISMATCH && v->state != WG_ALONE))
             continue;
         const struct m_comm *c = model_comm(d->m, d->job, v->comm);
         if (!c)
@@ -304,6 +368,7 @@ static int add_child_creations(struct diag *d, unsigned char *told)
             told[i] |= d->j->comms[i] == c;
         struct intvec none = {0};
         int rc = v->state == WG_MISMATCH ? add_creation_mismatch(d, c, x, (uint32_t)v->seq - 1)
+                 : v->state == WG_ALONE  ? add_alone_creation(d, c, x, (uint32_t)v->seq - 1)
                                          : add_absent(d, c, &none, x);
         if (rc < 0)
             return -1;

@@ -221,23 +221,35 @@ static void en_route_words(struct diag *d, struct finding *f, const struct absen
  * AllGather #4 on comm ... (...), which no other member will make: ranks 1-3 finished without
  * it (exited with status 0 after destroying comm ...)". */
 static void alone_summary(struct finding *f, const struct absent *ab, size_t nab,
-                          const char *waiting, const char *call)
+                          const char *waiting, const char *call, int nwaiting)
 {
-    struct intvec who = {0};
+    struct intvec who = {0}, held = {0};
     int ended = 1;
     for (size_t i = 0; i < nab; i++) {
+        if (!model_finished(ab[i].mb->proc)) { /* it waits for the makers elsewhere */
+            intvec_push(&held, ab[i].mb->proc->rank);
+            continue;
+        }
         intvec_push(&who, ab[i].mb->proc->rank);
         ended &= ab[i].mb->entry &&
                  (ab[i].mb->entry->flags & (LS_COMM_DESTROYED | LS_COMM_FINALIZED)) != 0;
     }
     who.n = rankset_normalize(who.v, who.n);
-    char missing[256], how[96];
+    held.n = rankset_normalize(held.v, held.n);
+    char missing[256], how[96], rest[320] = "";
     describe_ranks(who.v, who.n, missing, sizeof missing);
     snprintf(how, sizeof how, "exited with status 0%s",
              ended ? " after ending the communicator" : "");
-    finding_summary(f, "%s made %s, which no other member will make: %s finished without it (%s)",
-                    waiting, call, missing, how);
+    if (held.n) {
+        char h[256];
+        describe_ranks(held.v, held.n, h, sizeof h);
+        snprintf(rest, sizeof rest, "; %s %s for %s elsewhere", h, held.n == 1 ? "waits" : "wait",
+                 nwaiting == 1 ? "it" : "them");
+    }
+    finding_summary(f, "%s made %s, which no other member will make: %s finished without it (%s)%s",
+                    waiting, call, missing, how, rest);
     intvec_free(&who);
+    intvec_free(&held);
 }
 
 /* Missing processes up to which each is told where it is. */
@@ -385,7 +397,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
         goto done;
     }
     if (f->as.absent.alone) {
-        alone_summary(f, ab, nab, waiting, call);
+        alone_summary(f, ab, nab, waiting, call, (int)f->waiting.n);
         goto details;
     }
     absent_words(d, f, ab, nab, absent, sizeof(absent));

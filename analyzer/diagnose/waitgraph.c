@@ -211,26 +211,113 @@ static int add_stream_waits(struct builder *b, size_t node, const struct m_comm 
     return n;
 }
 
-/* True when collective #k of c, which `entered` members reached, can never complete because
- * every member that did not reach it finished without it (model_finished()) and they outnumber
- * the ones that did: those made a call the program's other ranks do not make (a metric logged
- * under `if rank == 0` at the end of training), the others ended as the program means them to.
- * Where the finished ones are fewer, they are the odd ones (a rank whose data ran out a step
- * early) and the collective waits for them. */
-static int alone(const struct m_comm *c, uint64_t k, int entered)
+/* Communicator `id` of job j, or NULL (j->comms ascend by id). */
+static const struct m_comm *job_comm(const struct m_job *j, uint64_t id)
 {
-    int finished = 0;
+    size_t lo = 0, hi = j->ncomms;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (j->comms[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < j->ncomms && j->comms[lo]->id == id ? j->comms[lo] : NULL;
+}
+
+/* True when p is one of makers[0..n). */
+static int among(const struct m_proc *p, const struct m_proc *const *makers, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (makers[i] == p)
+            return 1;
+    return 0;
+}
+
+/* True when process p, running, waits for one of makers[0..n): in a collective one of them never
+ * reached, or in a send or receive whose other half one of them never posted. Such a member of a
+ * call the makers made cannot come to it before they move on: it neither stops the call nor
+ * says the makers are the odd ones. */
+static int held_by(const struct m_job *j, const struct m_proc *p,
+                   const struct m_proc *const *makers, size_t n)
+{
+    if (!model_was_running(p))
+        return 0;
+    const struct ls_record *ops[MAX_WAITS];
+    size_t nops = model_blocked_ops(p, ops, MAX_WAITS);
+    for (size_t i = 0; i < nops; i++) {
+        const struct m_comm *c = job_comm(j, ops[i]->comm_id);
+        if (!c)
+            continue;
+        if (ls_op_is_collective(ops[i]->op)) {
+            for (int m = 0; m < c->nmembers; m++)
+                if (c->members[m].proc && among(c->members[m].proc, makers, n) &&
+                    !model_member_entered(&c->members[m], ops[i]->seq))
+                    return 1;
+        } else if (ls_op_is_p2p(ops[i]->op)) {
+            const struct ls_record *other;
+            if (model_p2p_match(c, ops[i], &other) == MODEL_HALF_MISSING &&
+                among(c->members[ops[i]->peer].proc, makers, n))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Members of a call only some made, as alone() weighs them. */
+struct alone_tally {
+    const struct m_proc *makers[MAX_WAITS]; /* the ones that made it (the first MAX_WAITS) */
+    size_t nmakers;
+    int made, finished, other; /* made it; finished without it; neither, nor held by a maker */
+};
+
+/* Counts member p of a call as one that made it. */
+static void tally_maker(struct alone_tally *t, const struct m_proc *p)
+{
+    t->made++;
+    if (t->nmakers < MAX_WAITS)
+        t->makers[t->nmakers++] = p;
+}
+
+/* Counts member p of a call as one that did not make it: finished without it, held by a maker
+ * (held_by(), weighed once every maker is counted), or neither. */
+static void tally_absent(const struct m_job *j, struct alone_tally *t, const struct m_proc *p)
+{
+    if (model_finished(p))
+        t->finished++;
+    else if (t->nmakers != (size_t)t->made || !held_by(j, p, t->makers, t->nmakers))
+        t->other++;
+}
+
+/* True when a call that t->made members made can never complete because no other member will
+ * make it: each of those that did not either finished without it (model_finished()) or waits for
+ * one of its makers (held_by()), and the finished ones outnumber the makers: those made a call
+ * the program's other ranks do not make (a metric logged under `if rank == 0` at the end of
+ * training, a split retried on one rank), the others ended as the program means them to or wait
+ * for the makers. Where the finished ones are fewer, they are the odd ones (a rank whose data ran
+ * out a step early) and the call waits for them. */
+static int alone(const struct alone_tally *t)
+{
+    return !t->other && t->finished > t->made;
+}
+
+/* alone() for collective #k of c. */
+static int coll_alone(const struct m_job *j, const struct m_comm *c, uint64_t k)
+{
+    struct alone_tally t = {.nmakers = 0};
     for (int i = 0; i < c->nmembers; i++) {
         const struct m_member *mb = &c->members[i];
         if (!mb->proc && i < c->nranks)
             return 0; /* a member without a trace: nothing known */
-        if (!mb->proc || model_member_entered(mb, k))
-            continue;
-        if (!model_finished(mb->proc))
-            return 0;
-        finished++;
+        if (mb->proc && model_member_entered(mb, k))
+            tally_maker(&t, mb->proc);
     }
-    return finished > entered;
+    for (int i = 0; i < c->nmembers && !t.other; i++) {
+        const struct m_member *mb = &c->members[i];
+        if (mb->proc && !model_member_entered(mb, k))
+            tally_absent(j, &t, mb->proc);
+    }
+    return alone(&t);
 }
 
 /* Edges from collective node `node` of c to the members that entered it and died (not stopped
@@ -307,7 +394,7 @@ static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uin
     if (!agree || divergence(c) <= k) {
         b->g->nedges = e0; /* it can never complete, whoever else comes */
         x->state = WG_MISMATCH;
-    } else if (absent && alone(c, k, entered)) {
+    } else if (absent && coll_alone(b->j, c, k)) {
         b->g->nedges = e0; /* nobody else will come: the finished ranks are not its cause */
         x->state = WG_ALONE;
     } else if (absent) {
@@ -381,6 +468,30 @@ static int creation_differs(const struct m_comm *c, uint32_t counter, const stru
     return 0;
 }
 
+/* alone() for the creation of a child of c (a split, shrink or grow) at the split counter that
+ * the waiting member's entry `pe` shows: its makers are the members that reached it, the others
+ * those that have not (but those a shrink excluded). A split retried on one rank while the
+ * others finished or wait for it on the child they made: no other member will make it. */
+static int child_alone(const struct m_job *j, const struct m_comm *c, const struct ls_comm *pe,
+                       const unsigned char *excluded)
+{
+    struct alone_tally t = {.nmakers = 0};
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < c->nmembers && !t.other; i++) {
+            const struct m_member *mb = &c->members[i];
+            if (!mb->proc && i < c->nranks)
+                return 0; /* a member without a trace: nothing known */
+            if (!mb->proc || !mb->entry || (excluded && excluded[i]))
+                continue;
+            int made = mb->entry->split_count >= pe->split_count;
+            if (pass == 0 && made)
+                tally_maker(&t, mb->proc);
+            else if (pass == 1 && !made)
+                tally_absent(j, &t, mb->proc);
+        }
+    return alone(&t);
+}
+
 /* The members of the parent P of a split (or shrink, or grow) that have not reached the creation
  * whose counter the waiting member's entry `pe` shows (but those a shrink excluded), or a
  * mismatch when members made different creations there; and the members of an init's comm c no
@@ -426,7 +537,13 @@ static int fill_init(struct builder *b, size_t node, const struct m_comm *c,
             return -1;
         }
     }
+    int lone = pe && b->g->nedges > e0 && child_alone(b->j, c, pe, excluded);
     free(excluded);
+    if (lone) {
+        b->g->nedges = e0; /* nobody else will come: the finished ranks are not its cause */
+        b->g->nodes[node].state = WG_ALONE;
+        return 0;
+    }
     b->g->nodes[node].state = b->g->nedges > e0 ? WG_WAITS : WG_COMPLETING;
     return 0;
 }

@@ -347,7 +347,7 @@ const char *waitgraph_call_sink_words(enum wg_state s)
         return "is stuck on the GPU: every rank issued it, no GPU completed it";
     case WG_ALONE:
         return "can never complete: only its waiters made it, every other member finished "
-               "without it";
+               "without it or waits for them";
     default:
         return "";
     }

@@ -35,8 +35,9 @@ enum wg_state {
     WG_MISMATCH,   /* a call whose members called different things: it can never complete */
     WG_GPU_STUCK,  /* a collective every member issued and no GPU completed */
     WG_COMPLETING, /* a call every member reached as called: nothing to wait for */
-    WG_ALONE,      /* a collective only its waiters made: every other member finished (exited
-                    * 0) without it, and they outnumber the waiters; it can never complete */
+    WG_ALONE,      /* a collective or child creation only its waiters made: every other
+                    * member finished (exited 0) without it or waits for its waiters, and the
+                    * finished outnumber the waiters; it can never complete */
     WG_STATE_COUNT
 };
 

@@ -222,6 +222,7 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         json_int_array(w, "missing", f->missing.v, f->missing.n);
         json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
         json_int_array(w, "missing_comm_ranks", absent->missing_cr.v, absent->missing_cr.n);
+        json_bool(w, "alone", absent->alone);
         break;
     case F_P2P_UNMATCHED:
     case F_P2P_SIZE_MISMATCH:

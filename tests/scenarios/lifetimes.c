@@ -110,6 +110,24 @@ static void mode_alone_at_exit(void)
     finish();
 }
 
+/* As alone_at_exit, and the victim then hands its last activations to the next rank, which
+ * waits for them in a receive: the others finish, the next rank waits for the victim, the
+ * victim in its metric. */
+static void mode_alone_then_send(void)
+{
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    int next = (victim + 1) % world;
+    if (rank == victim) {
+        log_final_metric();
+        TP_CHECK(ncclSend(grad, 64, ncclFloat32, next, world_comm, NULL));
+    } else if (rank == next) {
+        TP_CHECK(ncclRecv(grad, 64, ncclFloat32, victim, world_comm, NULL));
+    }
+    tp_sync();
+    finish();
+}
+
 /* The victim's data runs out a step early: it finishes (and exits 0) while the others start
  * one step more. */
 static void mode_finished_early(void)
@@ -594,6 +612,38 @@ static void mode_nonblocking_split_cycle(void)
     train_step(world_comm);
 }
 
+/* ---- a rank that stops training early ------------------------------------------------------- */
+
+/* Early stopping decided on each rank's own validation loss (not all-reduced first): the victim
+ * stops after SCENARIO_STEPS steps and tears the world down, the others train one step more. From
+ * NCCL 2.31 the victim's destroy waits for them, and they wait in the step's all-reduce for it. */
+static void mode_early_stop(void)
+{
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    if (rank != victim)
+        train_step(world_comm);
+    finish();
+}
+
+/* ---- a creation retried on one rank -----------------------------------------------------------
+ */
+
+/* Tensor-parallel groups made by a split wrapped in retry logic: on the victim the first split
+ * "fails" after it completed (an exception in the code that uses the new communicator), so it
+ * splits again; the others already train on the first one. */
+static void mode_retry_split(void)
+{
+    for (int i = 0; i < steps; i++)
+        train_step(world_comm);
+    ncclComm_t tp = NULL;
+    TP_CHECK(ncclCommSplit(world_comm, rank % 2, rank, &tp, NULL));
+    if (rank == victim) /* the retry: a second split of the world nobody else makes */
+        TP_CHECK(ncclCommSplit(world_comm, rank % 2, rank, &tp, NULL));
+    for (int i = 0; i < 2; i++)
+        train_step(tp);
+}
+
 static const struct tp_mode modes[] = {
     {"alone_at_exit", mode_alone_at_exit, 0},
     {"finished_early", mode_finished_early, -1},
@@ -614,6 +664,9 @@ static const struct tp_mode modes[] = {
     {"teardown_after_shrink", mode_teardown_after_shrink, 1},
     {"nonblocking_split_cycle", mode_nonblocking_split_cycle, 0},
     {"ring_open_group", mode_ring_open_group, 1},
+    {"early_stop", mode_early_stop, 0},
+    {"retry_split", mode_retry_split, 0},
+    {"alone_then_send", mode_alone_then_send, 0},
 };
 
 int main(int argc, char **argv)

@@ -106,6 +106,28 @@ def case_alone_at_exit_live(tmp):
     check_alone(*live(tmp, "alone_at_exit", np, {"SCENARIO_DESTROY": "1"}), np, victim)
 
 
+def case_alone_then_send(tmp):
+    """As alone_at_exit, but the victim would then send its last activations to the next rank,
+    which waits for them: the others finished, the next rank waits for the victim elsewhere. The
+    victim's call is still one nobody else will make, and the waiting rank is no reason to doubt
+    it (was: the finished ranks, rank_exited, taken for the cause)."""
+    np, steps = rng.randrange(4, 9), rng.randrange(1, 3)
+    victim = rng.randrange(np)
+    nxt = (victim + 1) % np
+    note(f"{np} ranks, victim {victim}, {steps} steps")
+    r, text = post_mortem(tmp, "alone_then_send", np, {"SCENARIO_STEPS": str(steps),
+                                                       "SCENARIO_VICTIM": str(victim)})
+    f = one_root(r, "missing_ranks")
+    done = sorted(set(range(np)) - {victim, nxt})
+    expect(f["waiting"] == [victim] and f["missing"] == sorted(done + [nxt]) and f["alone"],
+           f"waiting {f['waiting']} missing {f['missing']} alone {f.get('alone')}: {f['summary']}")
+    expect(f"{ranks_words(done)} finished without it" in f["summary"] and
+           f"rank {nxt} waits for it elsewhere" in f["summary"],
+           f"the summary does not tell the finished from the waiting rank: {f['summary']}")
+    for g in roots(r):
+        expect(g["kind"] != "rank_exited", f"a clean exit is a root cause: {g['summary']}")
+
+
 def case_finished_early(tmp):
     """The other side of the same rule: one rank's data ran out a step early, it finished while
     the others started one step more. The rank that finished is the odd one: its clean exit is
@@ -612,6 +634,57 @@ def case_ring_open_group(tmp):
     expect(recv[1] == "waiting", f"rank {nxt}'s receive is drawn {recv[1]!r}: {recv[3]!r}")
 
 
+def ranks_words(v):
+    """Ranks as the report writes them: "rank 3", "ranks 0,2,4", "ranks 0-1,3"."""
+    v, runs = sorted(v), []
+    for k in v:
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    body = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+    return f"rank {body}" if len(v) == 1 else f"ranks {body}"
+
+
+def check_retry_split(r, np, victim):
+    f = one_root(r, "comm_init_mismatch")
+    group = [k for k in range(np) if k % 2 == victim % 2 and k != victim]
+    done = [k for k in range(np) if k % 2 != victim % 2]
+    expect(f.get("alone") is True and f["waiting"] == [victim] and
+           f["missing"] == sorted(group + done), f"{f['summary']}")
+    expect(f"rank {victim} made CommSplit (color {victim % 2})" in f["summary"] and
+           "its creation #2" in f["summary"] and
+           f"{ranks_words(done)} finished without it" in f["summary"] and
+           f"{ranks_words(group)} wait" in f["summary"],
+           f"the summary does not say who made it and where the others are: {f['summary']}")
+    expect("rank_exited" not in [g["kind"] for g in roots(r)], f"{summaries(r)}")
+    m = follows(r, "missing_ranks", r["findings"].index(f))
+    expect(m[0]["missing"] == [victim] and m[0]["waiting"] == group,
+           f"the group's wait for rank {victim}: {summaries(r)}")
+
+
+def case_retry_split(tmp):
+    """Tensor-parallel groups made by a split in retry logic: on one rank the split 'fails' after
+    it completed and is made again, a split of the world nobody else makes. Its group waits for it
+    in their first collective on the child; the other group trains on and finishes. The rank
+    that split again is the root: a creation only it made, which no other member will make (was:
+    the ranks that finished, rank_exited, taken for the cause)."""
+    np = 2 * rng.randrange(2, 5)
+    victim, steps = rng.randrange(np), rng.randrange(1, 3)
+    note(f"{np} ranks, victim {victim}, {steps} steps")
+    r, _ = post_mortem(tmp, "retry_split", np, {"SCENARIO_STEPS": str(steps),
+                                                "SCENARIO_VICTIM": str(victim)})
+    check_retry_split(r, np, victim)
+
+
+def case_retry_split_live(tmp):
+    np = 2 * rng.randrange(2, 4)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}")
+    check_retry_split(live(tmp, "retry_split", np, {"SCENARIO_VICTIM": str(victim)})[0], np,
+                      victim)
+
+
 def case_ring_skip_live(tmp):
     np = rng.randrange(3, 7)
     victim = rng.randrange(np)
@@ -643,6 +716,31 @@ def case_teardown_waits(tmp):
     r, _ = post_mortem(tmp, "teardown_waits", np, dict(NCCL_231, SCENARIO_STEPS=str(steps),
                                                        SCENARIO_VICTIM=str(victim)))
     check_teardown(r, np, victim)
+
+
+def case_early_stop(tmp):
+    """Early stopping decided on each rank's own validation loss: the victim stops and tears the
+    world down while the others train one step more. From NCCL 2.31 its destroy waits for them
+    and they wait in the step's all-reduce for it: the victim is the root (it went into the
+    teardown), the destroy's wait follows; before 2.31 its destroy returns, it exits 0, and that
+    exit is the root."""
+    np, steps = rng.randrange(3, 9), rng.randrange(1, 3)
+    victim, waits = rng.randrange(np), rng.choice([True, False])
+    note(f"{np} ranks, victim {victim}, {steps} steps, teardown waits {waits}")
+    env = dict(NCCL_231 if waits else {}, SCENARIO_STEPS=str(steps), SCENARIO_VICTIM=str(victim))
+    r, _ = post_mortem(tmp, "early_stop", np, env)
+    others = sorted(set(range(np)) - {victim})
+    if waits:
+        f = one_root(r, "missing_ranks")
+        expect(f["missing"] == [victim] and f["waiting"] == others and f["seq"] == steps + 1 and
+               "CommDestroy" in f["summary"], f"{f['summary']}")
+        t = [g for g in follows(r, "missing_ranks", 0) if g.get("seq") is None]
+        expect(t and t[0]["waiting"] == [victim] and t[0]["missing"] == others,
+               f"the destroy's wait: {summaries(r)}")
+    else:
+        f = one_root(r, "rank_exited")
+        expect(f["dead"] == [victim] and f["status"] == 0 and f["waiting"] == others, f"{f}")
+    expect("deadlock_cycle" not in [g["kind"] for g in r["findings"]], f"{summaries(r)}")
 
 
 def case_teardown_waits_live(tmp):
