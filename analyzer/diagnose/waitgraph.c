@@ -211,20 +211,6 @@ static int add_stream_waits(struct builder *b, size_t node, const struct m_comm 
     return n;
 }
 
-/* Communicator `id` of job j, or NULL (j->comms ascend by id). */
-static const struct m_comm *job_comm(const struct m_job *j, uint64_t id)
-{
-    size_t lo = 0, hi = j->ncomms;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (j->comms[mid]->id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < j->ncomms && j->comms[lo]->id == id ? j->comms[lo] : NULL;
-}
-
 /* True when p is one of makers[0..n). */
 static int among(const struct m_proc *p, const struct m_proc *const *makers, size_t n)
 {
@@ -238,7 +224,7 @@ static int among(const struct m_proc *p, const struct m_proc *const *makers, siz
  * reached, or in a send or receive whose other half one of them never posted. Such a member of a
  * call the makers made cannot come to it before they move on: it neither stops the call nor
  * says the makers are the odd ones. */
-static int held_by(const struct m_job *j, const struct m_proc *p,
+static int held_by(const struct builder *b, const struct m_proc *p,
                    const struct m_proc *const *makers, size_t n)
 {
     if (!model_was_running(p))
@@ -246,7 +232,7 @@ static int held_by(const struct m_job *j, const struct m_proc *p,
     const struct ls_record *ops[MAX_WAITS];
     size_t nops = model_blocked_ops(p, ops, MAX_WAITS);
     for (size_t i = 0; i < nops; i++) {
-        const struct m_comm *c = job_comm(j, ops[i]->comm_id);
+        const struct m_comm *c = model_comm(b->g->m, b->g->job, ops[i]->comm_id);
         if (!c)
             continue;
         if (ls_op_is_collective(ops[i]->op)) {
@@ -281,11 +267,11 @@ static void tally_maker(struct alone_tally *t, const struct m_proc *p)
 
 /* Counts member p of a call as one that did not make it: finished without it, held by a maker
  * (held_by(), weighed once every maker is counted), or neither. */
-static void tally_absent(const struct m_job *j, struct alone_tally *t, const struct m_proc *p)
+static void tally_absent(const struct builder *b, struct alone_tally *t, const struct m_proc *p)
 {
     if (model_finished(p))
         t->finished++;
-    else if (t->nmakers != (size_t)t->made || !held_by(j, p, t->makers, t->nmakers))
+    else if (t->nmakers != (size_t)t->made || !held_by(b, p, t->makers, t->nmakers))
         t->other++;
 }
 
@@ -302,7 +288,7 @@ static int alone(const struct alone_tally *t)
 }
 
 /* alone() for collective #k of c. */
-static int coll_alone(const struct m_job *j, const struct m_comm *c, uint64_t k)
+static int coll_alone(const struct builder *b, const struct m_comm *c, uint64_t k)
 {
     struct alone_tally t = {.nmakers = 0};
     for (int i = 0; i < c->nmembers; i++) {
@@ -315,7 +301,7 @@ static int coll_alone(const struct m_job *j, const struct m_comm *c, uint64_t k)
     for (int i = 0; i < c->nmembers && !t.other; i++) {
         const struct m_member *mb = &c->members[i];
         if (mb->proc && !model_member_entered(mb, k))
-            tally_absent(j, &t, mb->proc);
+            tally_absent(b, &t, mb->proc);
     }
     return alone(&t);
 }
@@ -394,7 +380,7 @@ static int fill_coll(struct builder *b, size_t node, const struct m_comm *c, uin
     if (!agree || divergence(c) <= k) {
         b->g->nedges = e0; /* it can never complete, whoever else comes */
         x->state = WG_MISMATCH;
-    } else if (absent && coll_alone(b->j, c, k)) {
+    } else if (absent && coll_alone(b, c, k)) {
         b->g->nedges = e0; /* nobody else will come: the finished ranks are not its cause */
         x->state = WG_ALONE;
     } else if (absent) {
@@ -472,7 +458,7 @@ static int creation_differs(const struct m_comm *c, uint32_t counter, const stru
  * the waiting member's entry `pe` shows: its makers are the members that reached it, the others
  * those that have not (but those a shrink excluded). A split retried on one rank while the
  * others finished or wait for it on the child they made: no other member will make it. */
-static int child_alone(const struct m_job *j, const struct m_comm *c, const struct ls_comm *pe,
+static int child_alone(const struct builder *b, const struct m_comm *c, const struct ls_comm *pe,
                        const unsigned char *excluded)
 {
     struct alone_tally t = {.nmakers = 0};
@@ -487,7 +473,7 @@ static int child_alone(const struct m_job *j, const struct m_comm *c, const stru
             if (pass == 0 && made)
                 tally_maker(&t, mb->proc);
             else if (pass == 1 && !made)
-                tally_absent(j, &t, mb->proc);
+                tally_absent(b, &t, mb->proc);
         }
     return alone(&t);
 }
@@ -537,7 +523,7 @@ static int fill_init(struct builder *b, size_t node, const struct m_comm *c,
             return -1;
         }
     }
-    int lone = pe && b->g->nedges > e0 && child_alone(b->j, c, pe, excluded);
+    int lone = pe && b->g->nedges > e0 && child_alone(b, c, pe, excluded);
     free(excluded);
     if (lone) {
         b->g->nedges = e0; /* nobody else will come: the finished ranks are not its cause */
