@@ -269,6 +269,23 @@ static long owner_of_absent(const struct cause *x, const struct wg_node *v)
     return -1;
 }
 
+/* The finding that says others wait for the rank of hub node v, -1 none. */
+static long hub_blame(const struct cause *x, size_t v)
+{
+    int r = x->g->nodes[v].rank;
+    return r >= 0 && r < x->nranks ? x->by_rank[r].blame : -1;
+}
+
+/* Where a cycle comes back to several ranks (wg_scc.hubs), the finding of the hub that finding
+ * f names missing (the one its wait is for), -1 none: each hub is a root of its own. */
+static long hub_named(const struct cause *x, const struct wg_scc *s, const struct finding *f)
+{
+    for (size_t h = 0; s->nhubs > 1 && h < s->nhubs; h++)
+        if (intvec_has(&f->missing, x->g->nodes[s->hubs[h]].rank))
+            return hub_blame(x, s->hubs[h]);
+    return -1;
+}
+
 /* The deadlock_cycle finding of a cycle, or for one rank waiting for itself (a process holding
  * several ranks of a collective) or a cycle whose ranks are out of order (wg_scc.behind) the
  * missing_ranks of that collective. */
@@ -614,7 +631,26 @@ static void tell_out_of_order(struct cause *x)
         char who[256];
         describe_ranks(ranks.v, ranks.n, who, sizeof who);
         const struct wg_node *b = &g->nodes[s->behind];
-        if (b->kind == WG_RANK)
+        if (s->nhubs > 1) {
+            struct intvec hubs = {0};
+            for (size_t h = 0; h < s->nhubs; h++)
+                intvec_push(&hubs, g->nodes[s->hubs[h]].rank);
+            hubs.n = rankset_normalize(hubs.v, hubs.n);
+            char hw[256];
+            describe_ranks(hubs.v, hubs.n, hw, sizeof hw);
+            for (size_t h = 0; h < s->nhubs; h++) {
+                long o2 = h ? hub_blame(x, s->hubs[h]) : o;
+                if (o2 >= 0 && (h == 0 || o2 != o))
+                    finding_detail(F(x, o2),
+                                   "why not a deadlock: %s wait on each other in a cycle, but "
+                                   "every cycle of it passes through one of %s, which went "
+                                   "elsewhere before calls their peers made (an exchange "
+                                   "skipped): they are out of order, each a cause of its own, "
+                                   "the others wait for them",
+                                   who, hw);
+            }
+            intvec_free(&hubs);
+        } else if (b->kind == WG_RANK)
             finding_detail(
                 F(x, o),
                 "why not a deadlock: %s wait on each other in a cycle, but every wait of "
@@ -761,6 +797,11 @@ int diagnose_causes(struct diag *d, size_t first)
         x.owner[c] = g->sccs[c].sink ? owner_of(&x, c, &x.teardown[c]) : -1;
         if (x.owner[c] >= 0)
             owns[x.owner[c] - (long)first] = 1;
+        for (size_t h = 1; x.owner[c] >= 0 && h < g->sccs[c].nhubs; h++) {
+            long b = hub_blame(&x, g->sccs[c].hubs[h]); /* each hub is a root of its own */
+            if (b >= 0)
+                owns[b - (long)first] = 1;
+        }
     }
     x.reach = waitgraph_reach(g, better_sink, &x);
     if (!x.reach) {
@@ -788,7 +829,8 @@ int diagnose_causes(struct diag *d, size_t first)
             }
         }
         if (best != (size_t)-1) {
-            f->consequence_of = (int)x.owner[best];
+            long o = hub_named(&x, &g->sccs[best], f);
+            f->consequence_of = (int)(o >= 0 && o != (long)i ? o : x.owner[best]);
             explain(&x, f, from);
         }
     }

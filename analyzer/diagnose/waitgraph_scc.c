@@ -126,13 +126,14 @@ static size_t out_of_order(const struct waitgraph *g, size_t c)
 /* True when the nodes of component c but `skip` still hold a cycle (soft edges aside): an
  * iterative depth-first search of the component's subgraph, colours 0 new, 1 on the path, 2
  * done. */
-static int cycle_without(const struct waitgraph *g, size_t c, size_t skip, unsigned char *colour,
-                         size_t *stack, size_t *at)
+static int cycle_without(const struct waitgraph *g, size_t c, const size_t *skip, size_t nskip,
+                         unsigned char *colour, size_t *stack, size_t *at)
 {
     const struct wg_scc *s = &g->sccs[c];
     for (size_t k = 0; k < s->nnodes; k++)
         colour[g->members[s->node0 + k]] = 0;
-    colour[skip] = 2;
+    for (size_t k = 0; k < nskip; k++)
+        colour[skip[k]] = 2;
     for (size_t k = 0; k < s->nnodes; k++) {
         size_t root = g->members[s->node0 + k];
         if (colour[root])
@@ -180,7 +181,7 @@ static size_t hub_rank(const struct waitgraph *g, size_t c)
     int found = 0;
     for (size_t k = 0; colour && stack && at && k < s->nnodes && found < 2; k++) {
         size_t v = g->members[s->node0 + k];
-        if (g->nodes[v].kind == WG_RANK && !cycle_without(g, c, v, colour, stack, at)) {
+        if (g->nodes[v].kind == WG_RANK && !cycle_without(g, c, &v, 1, colour, stack, at)) {
             hub = v;
             found++;
         }
@@ -189,6 +190,91 @@ static size_t hub_rank(const struct waitgraph *g, size_t c)
     free(stack);
     free(at);
     return found == 1 ? hub : (size_t)-1;
+}
+
+/* True when rank node v of component c waits for a rank of c directly (a send or receive whose
+ * other half that rank never posted). */
+static int waits_on_rank_in(const struct waitgraph *g, size_t c, size_t v)
+{
+    const struct wg_node *n = &g->nodes[v];
+    for (size_t e = n->edge0; e < n->edge0 + n->nedges; e++) {
+        const struct wg_node *t = &g->nodes[g->edges[e].to];
+        if (!g->edges[e].soft && t->scc == c && t->kind == WG_RANK)
+            return 1;
+    }
+    return 0;
+}
+
+/* True when a rank not among hubs[0..n) waits in a call one of the hubs waits in (a collective
+ * it reached after the exchange the hubs skipped): it made the calls in the order the hubs did
+ * not, so the hubs are the ones out of order even where the ranks waiting for them are as many. */
+static int order_confirmed(const struct waitgraph *g, const size_t *hubs, size_t n)
+{
+    for (size_t u = 0; u < g->nnodes; u++) {
+        const struct wg_node *a = &g->nodes[u];
+        int hub = 0;
+        for (size_t h = 0; h < n; h++)
+            hub |= hubs[h] == u;
+        if (a->kind != WG_RANK || hub)
+            continue;
+        for (size_t e = a->edge0; e < a->edge0 + a->nedges; e++) {
+            size_t call = g->edges[e].to;
+            if (g->edges[e].soft || g->nodes[call].kind != WG_CALL)
+                continue;
+            for (size_t h = 0; h < n; h++) {
+                const struct wg_node *b = &g->nodes[hubs[h]];
+                for (size_t f = b->edge0; f < b->edge0 + b->nedges; f++)
+                    if (!g->edges[f].soft && g->edges[f].to == call)
+                        return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Several ranks every cycle of component c passes through one of, where no single one does
+ * (hub_rank()): the ranks of c that others of c wait for in a send or receive while they wait
+ * in no send or receive themselves (they went on into a call beyond: a collective, a creation),
+ * when they are at least two, no cycle is left without them, and either they are fewer than the
+ * other ranks of c or a rank beyond c waits in the call they went into (order_confirmed()):
+ * several ranks that skipped a ring exchange (the ranks whose block a causal mask hides wholly),
+ * each its neighbours' culprit. Fills s->hubs; returns how many (0: none). Where the sides are
+ * as many and nobody else shows the order (two ranks each waiting for the other in opposite
+ * orders, a ring of four whose every other rank skipped), nothing singles one side out: a
+ * deadlock. */
+static size_t hub_ranks(const struct waitgraph *g, size_t c)
+{
+    struct wg_scc *s = &g->sccs[c];
+    if (s->nnodes > HUB_MAX_NODES || s->nranks < 3)
+        return 0;
+    size_t n = 0;
+    for (size_t k = 0; k < s->nnodes; k++) {
+        size_t v = g->members[s->node0 + k];
+        if (g->nodes[v].kind != WG_RANK || waits_on_rank_in(g, c, v))
+            continue;
+        int waited = 0;
+        for (size_t i = 0; i < s->nnodes && !waited; i++) {
+            size_t u = g->members[s->node0 + i];
+            const struct wg_node *a = &g->nodes[u];
+            for (size_t e = a->edge0; a->kind == WG_RANK && e < a->edge0 + a->nedges; e++)
+                waited |= !g->edges[e].soft && g->edges[e].to == v;
+        }
+        if (!waited)
+            continue;
+        if (n == WG_MAX_HUBS)
+            return 0;
+        s->hubs[n++] = v;
+    }
+    if (n < 2 || (2 * n >= s->nranks && !order_confirmed(g, s->hubs, n)))
+        return 0;
+    unsigned char *colour = calloc(g->nnodes + 1, 1);
+    size_t *stack = malloc((s->nnodes + 1) * sizeof(*stack)),
+           *at = malloc((s->nnodes + 1) * sizeof(*at));
+    int ok = colour && stack && at && !cycle_without(g, c, s->hubs, n, colour, stack, at);
+    free(colour);
+    free(stack);
+    free(at);
+    return ok ? n : 0;
 }
 
 int waitgraph_components(struct waitgraph *g)
@@ -230,8 +316,15 @@ int waitgraph_components(struct waitgraph *g)
     for (size_t c = 0; c < ncomp; c++) {
         struct wg_scc *s = &g->sccs[c];
         s->behind = s->cycle && s->nranks >= 2 ? out_of_order(g, c) : (size_t)-1;
-        if (s->cycle && s->behind == (size_t)-1)
+        if (s->cycle && s->behind == (size_t)-1) {
             s->behind = hub_rank(g, c);
+            if (s->behind != (size_t)-1) {
+                s->hubs[0] = s->behind;
+                s->nhubs = 1;
+            } else if ((s->nhubs = hub_ranks(g, c)) > 0) {
+                s->behind = s->hubs[0];
+            }
+        }
     }
     return 0;
 }

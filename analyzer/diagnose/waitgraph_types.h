@@ -91,17 +91,25 @@ struct wg_node {
 };
 
 /* A strongly connected component. A sink has no edge out of it: a root cause. */
+/* Most ranks a cycle that is no deadlock may come back to (wg_scc.hubs). */
+#define WG_MAX_HUBS 16
+
 struct wg_scc {
-    size_t node0, nnodes; /* its nodes: members[node0 .. node0 + nnodes) */
-    size_t nranks;        /* WG_RANK nodes among them */
-    uint8_t sink;         /* no edge leaves it (soft edges aside) */
-    uint8_t cycle;        /* ranks wait on each other around it (two ranks or more, or one rank
-                           * waiting for itself) */
-    size_t behind;        /* a cycle that is no deadlock, (size_t)-1 none: the collective node
-                           * of it whose missing members are behind their peers (they went into
-                           * a creation before a collective the others make: waitgraph_scc.c,
-                           * out_of_order()), or the rank node every cycle of it passes through
-                           * (it skipped an exchange its neighbours wait in: hub_rank()) */
+    size_t node0, nnodes;     /* its nodes: members[node0 .. node0 + nnodes) */
+    size_t nranks;            /* WG_RANK nodes among them */
+    uint8_t sink;             /* no edge leaves it (soft edges aside) */
+    uint8_t cycle;            /* ranks wait on each other around it (two ranks or more, or one rank
+                               * waiting for itself) */
+    size_t behind;            /* a cycle that is no deadlock, (size_t)-1 none: the collective node
+                               * of it whose missing members are behind their peers (they went into
+                               * a creation before a collective the others make: waitgraph_scc.c,
+                               * out_of_order()), or the rank node every cycle of it passes through
+                               * (it skipped an exchange its neighbours wait in: hub_rank()), the
+                               * first of hubs[] */
+    size_t hubs[WG_MAX_HUBS]; /* the rank nodes every cycle passes through one of (hub_rank(),
+                               * hub_ranks()): ranks that skipped an exchange; 0 when behind is
+                               * none or a collective */
+    size_t nhubs;
 };
 
 struct waitgraph {

@@ -559,6 +559,36 @@ static void mode_ring_open_group(void)
     }
 }
 
+/* 1 when rank r is among SCENARIO_VICTIMS ("1,4": ranks, comma-separated), else when it is the
+ * victim. */
+static int among_victims(int r)
+{
+    const char *v = getenv("SCENARIO_VICTIMS");
+    if (!v || !*v)
+        return r == victim;
+    for (const char *p = v; *p;) {
+        char *end;
+        long k = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (k == r)
+            return 1;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* ring_skip with several ranks taking the shortcut (SCENARIO_VICTIMS): the ranks whose block is
+ * wholly masked skip the exchange at step SCENARIO_STEPS. */
+static void mode_ring_skip_many(void)
+{
+    for (int i = 0; i <= steps; i++) {
+        if (!(i == steps && among_victims(rank)))
+            ring_exchange();
+        train_step(world_comm);
+    }
+}
+
 /* ---- teardown that waits for every member (NCCL 2.31: LOCKSTEP_EMU_VERSION=23100) ------------ */
 
 /* The victim is still writing its last checkpoint when the others finish: their
@@ -665,6 +695,7 @@ static const struct tp_mode modes[] = {
     {"nonblocking_split_cycle", mode_nonblocking_split_cycle, 0},
     {"ring_open_group", mode_ring_open_group, 1},
     {"early_stop", mode_early_stop, 0},
+    {"ring_skip_many", mode_ring_skip_many, 1},
     {"retry_split", mode_retry_split, 0},
     {"alone_then_send", mode_alone_then_send, 0},
 };

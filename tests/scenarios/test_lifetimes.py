@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -427,6 +428,10 @@ def case_link_down_live(tmp):
 # ---------------------------------------------------------------- two jobs in one folder
 
 
+def traces_in(d):
+    return [f for f in (os.listdir(d) if os.path.isdir(d) else ()) if f.endswith(".trace")]
+
+
 def case_two_jobs_live(tmp):
     """Two jobs write to one trace folder (a shared LOCKSTEP_DIR, the same rank numbers, no job
     id): `lockstep run` runs job A, which hangs (a checkpoint group only one rank creates), while
@@ -436,16 +441,27 @@ def case_two_jobs_live(tmp):
     d = os.path.join(tmp, "shared")
     stop = os.path.join(tmp, "stop-b")
     env_b = rj.rank_env(d, {"SCENARIO_STOP_FILE": stop})
-    b = subprocess.Popen(cmd("train_until", np, ("--timeout", "300")), env=env_b,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    js = os.path.join(tmp, "run.json")
+    # run first (it refuses a folder a running job already writes to), B once A's ranks are in.
+    a_out, a_err = os.path.join(tmp, "run.out"), os.path.join(tmp, "run.err")
+    with open(a_out, "w") as fo, open(a_err, "w") as fe:
+        a = subprocess.Popen([rj.LOCKSTEP, "run", "--dir", d, "--stall", "2", "--json", js, "--",
+                              rj.LAUNCH, "--np", str(np), "--seed", str(rng.randrange(1 << 30)),
+                              "--", LIFETIMES, "ckpt_group"],
+                             env=rj.clean_env(), stdout=fo, stderr=fe, text=True)
+    b = None
     try:
-        js = os.path.join(tmp, "run.json")
-        p = subprocess.run([rj.LOCKSTEP, "run", "--dir", d, "--stall", "2", "--json", js, "--",
-                            rj.LAUNCH, "--np", str(np), "--seed", str(rng.randrange(1 << 30)),
-                            "--", LIFETIMES, "ckpt_group"],
-                           env=rj.clean_env(), capture_output=True, text=True, timeout=240)
+        deadline = time.monotonic() + 120
+        while a.poll() is None and time.monotonic() < deadline and len(traces_in(d)) < np:
+            time.sleep(0.02)
+        b = subprocess.Popen(cmd("train_until", np, ("--timeout", "300")), env=env_b,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        a.wait(timeout=240)
+        p = subprocess.CompletedProcess(a.args, a.returncode, open(a_out).read(),
+                                        open(a_err).read())
         print(p.stderr[-3000:], end="")
-        expect(p.returncode == 3, f"lockstep run exited {p.returncode}, want 3:\n{p.stdout}")
+        expect(p.returncode == 3, f"lockstep run exited {p.returncode}, want 3:\n{p.stdout}\n"
+                                  f"{p.stderr[-2000:]}")
         expect(b.poll() is None, f"job B ended ({b.returncode}) while job A was stopped")
         r = json.load(open(js))
         check_ckpt(r, p.stdout, np, 0, 2)
@@ -454,7 +470,10 @@ def case_two_jobs_live(tmp):
         out, err = b.communicate(timeout=120)
         expect(b.returncode == 0, f"job B exited {b.returncode}: {err[-2000:]}")
     finally:
-        if b.poll() is None:
+        if a.poll() is None:
+            a.kill()
+            a.wait(timeout=30)
+        if b is not None and b.poll() is None:
             b.kill()
             b.communicate(timeout=30)
 
@@ -683,6 +702,52 @@ def case_retry_split_live(tmp):
     note(f"{np} ranks, victim {victim}")
     check_retry_split(live(tmp, "retry_split", np, {"SCENARIO_VICTIM": str(victim)})[0], np,
                       victim)
+
+
+def check_ring_skip_many(r, np, victims):
+    expect(not [g for g in r["findings"] if g["kind"] == "deadlock_cycle"],
+           f"a deadlock reported: {summaries(r)}")
+    rs = [g for g in roots(r) if g["kind"] != "trace_incomplete"]
+    named = {}
+    for g in rs:
+        expect(g["kind"] == "p2p_unmatched", f"a root that is no unmatched exchange: {summaries(r)}")
+        v = {g["src"], g["dst"]} & set(victims)
+        expect(len(v) == 1, f"a root that names no skipper ({victims}): {g['summary']}")
+        named[v.pop()] = r["findings"].index(g)
+    expect(sorted(named) == sorted(victims),
+           f"roots name ranks {sorted(named)}, want each skipper {sorted(victims)} once: "
+           f"{summaries(r)}")
+    for i, g in enumerate(r["findings"]):  # each neighbour's wait follows from its own skipper
+        if g["kind"] != "p2p_unmatched" or i in named.values():
+            continue
+        v = ({g["src"], g["dst"]} & set(victims)).pop()
+        expect(g["consequence_of"] == named[v],
+               f"{g['summary']} follows from {g['consequence_of']}, want {named[v]}")
+
+
+def case_ring_skip_many(tmp):
+    """Ring attention where the ranks whose block a causal mask hides wholly skip the exchange:
+    two or three ranks, next to each other or apart. Their neighbours wait in the exchange for
+    them, they wait in the all-reduce: every cycle passes through one of them, and no single one.
+    Each skipper is a root of its own, its neighbours' waits follow from it (was: deadlock_cycle
+    over them all)."""
+    np = rng.randrange(6, 10)
+    k = 3 if np >= 8 and rng.random() < 0.5 else 2
+    victims = sorted(rng.sample(range(np), k))
+    note(f"{np} ranks, victims {victims}")
+    r, text = post_mortem(tmp, "ring_skip_many", np, {"SCENARIO_STEPS": str(rng.randrange(1, 3)),
+                                                      "SCENARIO_VICTIMS":
+                                                          ",".join(map(str, victims))})
+    check_ring_skip_many(r, np, victims)
+    rj.one_line(text, r"every cycle of it passes through one of", "why it is no deadlock")
+
+
+def case_ring_skip_many_live(tmp):
+    np = rng.randrange(6, 8)
+    victims = sorted(rng.sample(range(np), 2))
+    note(f"{np} ranks, victims {victims}")
+    r, _ = live(tmp, "ring_skip_many", np, {"SCENARIO_VICTIMS": ",".join(map(str, victims))})
+    check_ring_skip_many(r, np, victims)
 
 
 def case_ring_skip_live(tmp):

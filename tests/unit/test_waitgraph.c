@@ -820,6 +820,59 @@ START_TEST(hub_of_a_cycle)
 }
 END_TEST
 
+/* A ring of n ranks in the world, two collectives done; the ranks of `skipped` (a bit each)
+ * skipped step 3's ring exchange and went on into the world's #3, their neighbours wait in it
+ * for them (the left one to send, the right one to receive), the other ranks made it and wait in
+ * #3 too. */
+static void ring_skipped(struct job *j, int n, unsigned skipped)
+{
+    unsigned held = 0; /* the neighbours left waiting in the exchange; the rest are in #3 */
+    for (int r = 0; r < n; r++)
+        if ((skipped >> r) & 1)
+            held |= (1u << ((r + n - 1) % n)) | (1u << ((r + 1) % n));
+    world(j, n, 2, ((1u << n) - 1) & ~(held & ~skipped));
+    for (int r = 0; r < n; r++) {
+        int left = (r + n - 1) % n, right = (r + 1) % n;
+        if (!((skipped >> r) & 1))
+            continue;
+        if (!((skipped >> left) & 1))
+            rec(j->t[left], LS_OP_SEND, W, left, 1, r, 1);
+        if (!((skipped >> right) & 1))
+            rec(j->t[right], LS_OP_RECV, W, right, 1, r, 1);
+    }
+    build(j);
+}
+
+START_TEST(hubs_of_a_cycle)
+{
+    /* Ranks 1 and 4 of six skipped the exchange: every cycle passes through one of the two and no
+     * single one: both are hubs, no deadlock. Ranks 1 and 3 of four doing the same are as many
+     * as the ranks that wait for them, and nobody else is in #3 to show the order: a deadlock. */
+    struct job j = {0};
+    ring_skipped(&j, 6, 0x12);
+    const struct wg_scc *s = scc_of(&j, rank_node(&j, 1));
+    ck_assert(s->cycle && s->nranks == 6);
+    ck_assert_uint_eq(s->nhubs, 2);
+    size_t h1 = waitgraph_node_of_rank(j.g, 1), h4 = waitgraph_node_of_rank(j.g, 4);
+    ck_assert((s->hubs[0] == h1 && s->hubs[1] == h4) || (s->hubs[0] == h4 && s->hubs[1] == h1));
+    ck_assert(s->behind == s->hubs[0]);
+    done(&j);
+
+    struct job k = {0};
+    ring_skipped(&k, 4, 0xa);
+    const struct wg_scc *p = scc_of(&k, rank_node(&k, 0));
+    ck_assert(p->cycle && p->behind == (size_t)-1 && p->nhubs == 0);
+    done(&k);
+
+    /* Ranks 1 and 2 of six side by side: the ranks waiting for them (0, 3) are as many, but ranks
+     * 4 and 5 made the exchange and wait in #3 with them: the order is shown, both are hubs. */
+    struct job m = {0};
+    ring_skipped(&m, 6, 0x6);
+    ck_assert_uint_eq(scc_of(&m, rank_node(&m, 1))->nhubs, 2);
+    done(&m);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("waitgraph");
@@ -848,6 +901,7 @@ static Suite *suite(void)
     tcase_add_test(tc, nonblocking_creation_pending);
     tcase_add_test(tc, died_inside_a_gpu_stuck_collective);
     tcase_add_test(tc, hub_of_a_cycle);
+    tcase_add_test(tc, hubs_of_a_cycle);
     suite_add_tcase(s, tc);
     return s;
 }
