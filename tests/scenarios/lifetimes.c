@@ -223,29 +223,32 @@ static void *watchdog(void *arg)
     }
 }
 
-/* One step on the world under the watchdog; returns the all-reduce's result. */
-static ncclResult_t guarded_step(void)
+/* One step on the world, under the watchdog when `armed`; returns the all-reduce's result. */
+static ncclResult_t guarded_step(int armed)
 {
     tp_compute_ms(step_ms);
-    atomic_store(&coll_since_ms, tp_mono_ms());
+    atomic_store(&coll_since_ms, armed ? tp_mono_ms() : 0);
     ncclResult_t res = ncclAllReduce(grad, grad, 1024, ncclFloat32, ncclSum, world_comm, NULL);
     atomic_store(&coll_since_ms, 0);
     return res;
 }
 
 /* Trains on the world until the victim dies (SIGKILL in its compute, as the OOM killer does);
- * the survivors' watchdog revokes the world and their step fails. Returns on the survivors. */
+ * the survivors' watchdog revokes the world and their step fails. Returns on the survivors. The
+ * watchdog watches the steps from the victim's last on: on a loaded machine a slow rank can hold
+ * an earlier step past its limit, and a world revoked before the death is another story (the
+ * victim, still alive, would then recover without itself). */
 static void train_until_failure(void)
 {
     pthread_t t;
-    if (pthread_create(&t, NULL, watchdog, NULL) != 0)
+    if (rank != victim && pthread_create(&t, NULL, watchdog, NULL) != 0)
         tp_die("pthread_create failed");
     for (int i = 0;; i++) {
         if (rank == victim && i == steps) {
             tp_compute_ms(step_ms);
             raise(SIGKILL);
         }
-        ncclResult_t res = guarded_step();
+        ncclResult_t res = guarded_step(i >= steps);
         if (res != ncclSuccess) {
             fprintf(stderr, "rank %d: step %d failed (%s): recovering without rank %d\n", rank, i,
                     ncclGetErrorString(res), victim);
