@@ -325,24 +325,18 @@ static int add_alone_creation(struct diag *d, const struct m_comm *c, size_t x, 
     for (size_t i = 0; rc == 0 && i < f->missing.n; i++)
         rc = intvec_push(&f->ranks, f->missing.v[i]);
     if (rc == 0) {
-        char makers[256], fin[256], hold[256] = "", what[300] = "", tail[400] = "";
+        char makers[256], what[300] = "", others[700];
         describe_ranks(f->waiting.v, f->waiting.n, makers, sizeof makers);
-        describe_ranks(finished.v, finished.n, fin, sizeof fin);
         if (example)
             creation_words(c, counter, example, what, sizeof what);
-        if (held.n) {
-            held.n = rankset_normalize(held.v, held.n);
-            describe_ranks(held.v, held.n, hold, sizeof hold);
-            snprintf(tail, sizeof tail, "; %s %s for %s elsewhere", hold,
-                     held.n == 1 ? "waits" : "wait", f->waiting.n == 1 ? "it" : "them");
-        }
+        describe_alone_others(&finished, &held, 0, f->waiting.n, others, sizeof others);
         finding_summary(f,
                         "%s made %s of comm %08llx (its creation #%u, from %s), which no other "
-                        "member will make: %s finished without it (exited with status 0)%s",
+                        "member will make: %s",
                         makers, what[0] ? what : "a communicator",
                         (unsigned long long)(c->id >> 32), counter + 1,
-                        example ? symbolizer_site(d->sym, holder->t, example->callsite) : "?", fin,
-                        tail);
+                        example ? symbolizer_site(d->sym, holder->t, example->callsite) : "?",
+                        others);
     }
     intvec_free(&finished);
     intvec_free(&held);

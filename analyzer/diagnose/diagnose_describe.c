@@ -312,6 +312,22 @@ void describe_whereabouts(struct diag *d, const struct m_proc *p, char *buf, siz
     }
 }
 
+void describe_alone_others(struct intvec *finished, struct intvec *held, int ended, size_t nmakers,
+                           char *buf, size_t len)
+{
+    char fin[256], hold[256];
+    finished->n = rankset_normalize(finished->v, finished->n);
+    held->n = rankset_normalize(held->v, held->n);
+    describe_ranks(finished->v, finished->n, fin, sizeof fin);
+    int used = snprintf(buf, len, "%s finished without it (exited with status 0%s)", fin,
+                        ended ? " after ending the communicator" : "");
+    if (held->n && used >= 0 && (size_t)used < len) {
+        describe_ranks(held->v, held->n, hold, sizeof hold);
+        snprintf(buf + used, len - (size_t)used, "; %s %s for %s elsewhere", hold,
+                 held->n == 1 ? "waits" : "wait", nmakers == 1 ? "it" : "them");
+    }
+}
+
 int diag_call_waiters(struct diag *d, size_t x, struct finding *f, const struct ls_record **example,
                       const struct m_proc **holder)
 {

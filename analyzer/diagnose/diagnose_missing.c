@@ -234,20 +234,9 @@ static void alone_summary(struct finding *f, const struct absent *ab, size_t nab
         ended &= ab[i].mb->entry &&
                  (ab[i].mb->entry->flags & (LS_COMM_DESTROYED | LS_COMM_FINALIZED)) != 0;
     }
-    who.n = rankset_normalize(who.v, who.n);
-    held.n = rankset_normalize(held.v, held.n);
-    char missing[256], how[96], rest[320] = "";
-    describe_ranks(who.v, who.n, missing, sizeof missing);
-    snprintf(how, sizeof how, "exited with status 0%s",
-             ended ? " after ending the communicator" : "");
-    if (held.n) {
-        char h[256];
-        describe_ranks(held.v, held.n, h, sizeof h);
-        snprintf(rest, sizeof rest, "; %s %s for %s elsewhere", h, held.n == 1 ? "waits" : "wait",
-                 nwaiting == 1 ? "it" : "them");
-    }
-    finding_summary(f, "%s made %s, which no other member will make: %s finished without it (%s)%s",
-                    waiting, call, missing, how, rest);
+    char others[700];
+    describe_alone_others(&who, &held, ended, (size_t)nwaiting, others, sizeof others);
+    finding_summary(f, "%s made %s, which no other member will make: %s", waiting, call, others);
     intvec_free(&who);
     intvec_free(&held);
 }

@@ -84,6 +84,12 @@ struct f_class describe_class(struct diag *d, const struct m_proc *p, const stru
 /* Seconds from t to the job's reference time (>= 0). */
 double diag_seconds_ago(const struct diag *d, uint64_t t);
 
+/* The other members of a call only its `nmakers` makers made, in words: "ranks 0,2,4 finished
+ * without it (exited with status 0[ after ending the communicator]); ranks 1,5 wait for it
+ * elsewhere" (`finished` and `held` are normalized on the way). */
+void describe_alone_others(struct intvec *finished, struct intvec *held, int ended, size_t nmakers,
+                           char *buf, size_t len);
+
 /* Appends to f->waiting the ranks waiting in call node x of the graph, and sets *example to
  * the earliest of their records of it (its process into *holder); NULL, NULL when none has one.
  * Returns 0, -1 when out of memory. */

@@ -101,12 +101,19 @@ void log_final_metric(void)
     step_on(world_comm, 0, 1);
 }
 
-static void mode_alone_at_exit(void)
+/* SCENARIO_STEPS training steps on the world, then the victim's detour `what` (the others go
+ * straight on): the shape most of these hangs start from. */
+static void train_then_victim(void (*what)(void))
 {
     for (int i = 0; i < steps; i++)
         train_step(world_comm);
     if (rank == victim)
-        log_final_metric();
+        what();
+}
+
+static void mode_alone_at_exit(void)
+{
+    train_then_victim(log_final_metric);
     finish();
 }
 
@@ -152,10 +159,7 @@ void save_checkpoint(void)
 
 static void mode_ckpt_group(void)
 {
-    for (int i = 0; i < steps; i++)
-        train_step(world_comm);
-    if (rank == victim)
-        save_checkpoint();
+    train_then_victim(save_checkpoint);
     train_step(world_comm);
 }
 
@@ -303,10 +307,7 @@ static void mode_shrink_waits(void)
  * world instead (SCENARIO_HOW=split). */
 static void mode_shrink_disagree(void)
 {
-    for (int i = 0; i < steps; i++)
-        train_step(world_comm);
-    if (rank == victim)
-        finish();
+    train_then_victim(finish);
     int odd = second_victim(), other = odd == 0 || victim == 0 ? 1 : 0;
     if (other == victim || other == odd)
         other = 2;
@@ -446,10 +447,7 @@ __attribute__((noinline)) void wait_for_shard(void)
 
 static void mode_asleep(void)
 {
-    for (int i = 0; i < steps; i++)
-        train_step(world_comm);
-    if (rank == victim)
-        wait_for_shard();
+    train_then_victim(wait_for_shard);
     train_step(world_comm);
 }
 
@@ -484,10 +482,7 @@ __attribute__((noinline)) void save_state(void)
 
 static void mode_outside_barrier(void)
 {
-    for (int i = 0; i < steps; i++)
-        train_step(world_comm);
-    if (rank == victim)
-        save_state();
+    train_then_victim(save_state);
     host_barrier("epoch-end");
     train_step(world_comm);
 }
@@ -598,10 +593,7 @@ static void mode_ring_skip_many(void)
  * ncclCommDestroy waits for every member of the world, as NCCL's does from 2.31 on. */
 static void mode_teardown_waits(void)
 {
-    for (int i = 0; i < steps; i++)
-        train_step(world_comm);
-    if (rank == victim)
-        load_batch();
+    train_then_victim(load_batch);
     finish();
 }
 
@@ -638,10 +630,7 @@ void make_side_group_nonblocking(void)
 
 static void mode_nonblocking_split_cycle(void)
 {
-    for (int i = 0; i < steps; i++)
-        train_step(world_comm);
-    if (rank == victim)
-        make_side_group_nonblocking();
+    train_then_victim(make_side_group_nonblocking);
     train_step(world_comm);
 }
 
