@@ -365,6 +365,7 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     }
     if (comm && (comm->flags & LS_COMM_NONBLOCKING))
         flags |= LS_REC_NONBLOCKING;
+    flags |= a->xflags;
 
     /* A process that calls NCCL after a "fatal" signal survived it (its own handler jumped
      * out with siglongjmp): it is running again. */
@@ -387,7 +388,7 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     r->enter_ns = now;
     r->exit_ns = 0;
     r->group_id = ls_t.group_id;
-    r->aux = 0;
+    r->aux = a->aux;
     r->complete_ns = 0;
     r->callsite = site;
     r->tid = ls_t.tid;
@@ -472,7 +473,7 @@ void ls_call_exit(struct ls_call *c, int result)
     ls_t.time_floor = now;
     int issues_work = ls_op_issues_work(c->op);
     int refused = LS_UNLIKELY(ls_result_refused(result)) && issues_work && c->comm_idx >= 0;
-    if (LS_UNLIKELY(refused))
+    if (LS_UNLIKELY(refused) && ls_op_numbered(c->op))
         give_back_seq(c);
     /* Lock our record again while writing its return (record_relock()). */
     struct ls_record *r = record_relock(c);

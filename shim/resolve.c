@@ -56,6 +56,25 @@ static void *lookup_in(void *handle, const char *name, void *self)
     return NULL;
 }
 
+/* Says once per name that the loaded libnccl (`path`) has no `name`: a program built against
+ * newer headers than the NCCL it runs on (ncclAllReduceConfig came with 2.31). The names are
+ * the wrappers' string literals, so their addresses tell them apart. */
+static void lacks(const char *name, const char *path)
+{
+    enum { NAMES = 64 };
+    static const char *_Atomic said[NAMES];
+    for (int i = 0; i < NAMES; i++) {
+        const char *expected = NULL;
+        if (atomic_compare_exchange_strong(&said[i], &expected, name))
+            break; /* first time: say it */
+        if (expected == name)
+            return;
+    }
+    ls_warn("%s called, but the loaded NCCL (%s) has none: it came with a newer NCCL than the one "
+            "loaded; the call returns ncclSystemError",
+            name, path);
+}
+
 void *ls_resolve(const char *name, void *self)
 {
     void *fn = lookup_in(RTLD_NEXT, name, self);
@@ -85,6 +104,10 @@ void *ls_resolve(const char *name, void *self)
         }
     }
 
+    if (f.path[0]) {
+        lacks(name, f.path);
+        return NULL;
+    }
     static _Atomic int warned;
     if (!atomic_exchange(&warned, 1))
         ls_warn("%s called, but no NCCL library is loaded in this process; NCCL calls return "

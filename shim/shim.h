@@ -185,8 +185,8 @@ struct ls_global {
     struct ls_config cfg;
     struct ls_trace trace;
     _Atomic uint64_t group_counter;
-    int completion_by_plugin; /* the profiler plugin's build: completion comes from NCCL's
-                               * events, never from CUDA events (set before the first start) */
+    int completion_by_plugin;      /* the profiler plugin's build: completion comes from NCCL's
+                                    * events, never from CUDA events (set before the first start) */
     _Atomic int pending_creations; /* nonblocking creations not yet seen ready: only while
                                     * some are does ncclCommGetAsyncError look its comm up */
 };
@@ -577,6 +577,8 @@ struct ls_call_args {
     int has_site;           /* `site` was captured for this call already */
     uint32_t site;
     uint64_t enter_ns; /* when the call was entered, for one recorded after it returned; 0: now */
+    uint64_t aux;      /* the record's aux at entry (one-sided signals, a config's user tag) */
+    uint32_t xflags;   /* LS_REC_* flags of the call's own (LS_REC_COLL_CONFIG and its policy) */
 };
 
 /* Fills the caller fields of `a`; used in the exported wrapper itself (not a helper). */

@@ -1,5 +1,7 @@
 /* wrap_coll.c -- the collective, point-to-point and group entry points of NCCL, recorded. */
+#include <lockstep/nccl_next.h>
 #include <nccl.h>
+#include <stddef.h>
 
 #include "fast_call.h"
 #include "shim.h"
@@ -71,6 +73,95 @@ LS_WRAP_FAST(ncclRecv,
               cudaStream_t stream),
              (recvbuff, count, datatype, peer, comm, stream), LS_OP_RECV, comm, count, datatype, -1,
              peer, NULL, recvbuff, stream)
+
+/* ---- the per-collective config calls (NCCL 2.31+) ----
+ *
+ * The same record as the plain twin (the same op, numbered with it), flagged
+ * LS_REC_COLL_CONFIG when a config came, with what of it a diagnosis reads: the user's profiler
+ * tag (aux) and the CTA policy (NCCL_CTA_POLICY_ZERO: no NCCL kernel runs). Forwarded to the
+ * loaded libnccl's own (resolve.c says once when it has none). The general path: no fast path
+ * for these. */
+
+/* Fills a's config fields from `config` (NULL: none); reads only the members the caller's
+ * struct has (its `size`), and nothing of a config NCCL will refuse for its magic. */
+static void config_args(struct ls_call_args *a, const ncclCollConfig_t *config)
+{
+    const struct ls_coll_config_abi *c = (const struct ls_coll_config_abi *)(const void *)config;
+    if (!c || c->magic != 0xcafebeefu)
+        return;
+    a->xflags = LS_REC_COLL_CONFIG;
+    if (c->size >= offsetof(struct ls_coll_config_abi, CTAPolicy) + sizeof c->CTAPolicy &&
+        c->CTAPolicy >= 0 && c->CTAPolicy < 15)
+        a->xflags |= (uint32_t)(c->CTAPolicy + 1) << LS_REC_CTA_SHIFT;
+    if (c->size >= offsetof(struct ls_coll_config_abi, userProfilerTag) + sizeof(uint64_t))
+        a->aux = c->userProfilerTag;
+}
+
+#define LS_WRAP_CONFIG(name, params, args, op_, comm_, count_, dtype_, redop_, peer_, send_,       \
+                       recv_, stream_)                                                             \
+    LS_FORWARD_DECL(name, ncclResult_t, params);                                                   \
+    ncclResult_t name params                                                                       \
+    {                                                                                              \
+        ls_fn_##name##_t real = LS_REAL(name);                                                     \
+        if (LS_UNLIKELY(!real))                                                                    \
+            return ncclSystemError;                                                                \
+        struct ls_call_args a =                                                                    \
+            LS_CALL_ARGS(op_, comm_, count_, dtype_, redop_, peer_, send_, recv_, stream_);        \
+        config_args(&a, config);                                                                   \
+        LS_CALLER(a);                                                                              \
+        LS_RECORD_FORWARD(real, args, a);                                                          \
+    }
+
+LS_WRAP_CONFIG(ncclAllReduceConfig,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                const ncclCollConfig_t *config),
+               (sendbuff, recvbuff, count, datatype, op, comm, stream, config), LS_OP_ALLREDUCE,
+               comm, count, datatype, op, -1, sendbuff, recvbuff, stream)
+
+LS_WRAP_CONFIG(ncclBroadcastConfig,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config),
+               (sendbuff, recvbuff, count, datatype, root, comm, stream, config), LS_OP_BROADCAST,
+               comm, count, datatype, -1, root, sendbuff, recvbuff, stream)
+
+LS_WRAP_CONFIG(ncclReduceConfig,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                const ncclCollConfig_t *config),
+               (sendbuff, recvbuff, count, datatype, op, root, comm, stream, config), LS_OP_REDUCE,
+               comm, count, datatype, op, root, sendbuff, recvbuff, stream)
+
+LS_WRAP_CONFIG(ncclAllGatherConfig,
+               (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config),
+               (sendbuff, recvbuff, sendcount, datatype, comm, stream, config), LS_OP_ALLGATHER,
+               comm, sendcount, datatype, -1, -1, sendbuff, recvbuff, stream)
+
+LS_WRAP_CONFIG(ncclReduceScatterConfig,
+               (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                const ncclCollConfig_t *config),
+               (sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config),
+               LS_OP_REDUCESCATTER, comm, recvcount, datatype, op, -1, sendbuff, recvbuff, stream)
+
+LS_WRAP_CONFIG(ncclAlltoAllConfig,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config),
+               (sendbuff, recvbuff, count, datatype, comm, stream, config), LS_OP_ALLTOALL, comm,
+               count, datatype, -1, -1, sendbuff, recvbuff, stream)
+
+LS_WRAP_CONFIG(ncclGatherConfig,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config),
+               (sendbuff, recvbuff, count, datatype, root, comm, stream, config), LS_OP_GATHER,
+               comm, count, datatype, -1, root, sendbuff, recvbuff, stream)
+
+LS_WRAP_CONFIG(ncclScatterConfig,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config),
+               (sendbuff, recvbuff, count, datatype, root, comm, stream, config), LS_OP_SCATTER,
+               comm, count, datatype, -1, root, sendbuff, recvbuff, stream)
 
 /* ---- groups: the shim keeps its own depth and id per thread ---- */
 

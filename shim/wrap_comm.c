@@ -3,6 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <lockstep/nccl_next.h>
 #include <nccl.h>
 
 #include "shim.h"
@@ -254,7 +255,6 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
     return res;
 }
 
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
 /* Grow: existing ranks pass the communicator (the child id follows from it, as for Split);
  * new ranks pass none and only the unique id, so their entry gets an id of its own. */
 LS_FORWARD_DECL(ncclCommGrow, ncclResult_t,
@@ -284,15 +284,12 @@ ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqu
     ls_call_exit(&c, res);
     return res;
 }
-#endif
 
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
 LS_WRAP(ncclCommSuspend, (ncclComm_t comm, int flags), (comm, flags),
         LS_CALL_ARGS(LS_OP_COMM_SUSPEND, comm, (uint64_t)(uint32_t)flags, -1, -1, -1, NULL, NULL,
                      NULL))
 LS_WRAP(ncclCommResume, (ncclComm_t comm), (comm),
         LS_CALL_ARGS(LS_OP_COMM_RESUME, comm, 0, -1, -1, -1, NULL, NULL, NULL))
-#endif
 
 /* ---- teardown ---- */
 

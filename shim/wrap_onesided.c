@@ -1,10 +1,11 @@
 /* wrap_onesided.c -- memory windows and one-sided communication (puts and signals), recorded
- * where the NCCL headers we build against declare them (windows 2.27+, signals 2.29+). */
+ * whatever NCCL the headers at build time were (lockstep/nccl_next.h declares what 2.28's lack)
+ * and forwarded to the loaded libnccl's own (windows 2.27+, signals 2.29+). */
+#include <lockstep/nccl_next.h>
 #include <nccl.h>
 
 #include "shim.h"
 
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
 LS_WRAP(ncclCommWindowRegister,
         (ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags),
         (comm, buff, size, win, winFlags),
@@ -12,32 +13,50 @@ LS_WRAP(ncclCommWindowRegister,
 
 LS_WRAP(ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), (comm, win),
         LS_CALL_ARGS(LS_OP_WINDOW_DEREGISTER, comm, 0, -1, -1, -1, (const void *)win, NULL, NULL))
-#endif
 
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
+/* A put or a signal: one signal to `peer` on (sigIdx, ctx). */
+#define LS_SIGNAL_ARGS(op, comm, count, dtype, peer, send, recv, stream, sig_idx, ctx)             \
+    ({                                                                                             \
+        struct ls_call_args a_ =                                                                   \
+            LS_CALL_ARGS(op, comm, count, dtype, -1, peer, send, recv, stream);                    \
+        a_.aux = ls_signal_aux(1, (sig_idx), (ctx));                                               \
+        a_;                                                                                        \
+    })
+
 LS_WRAP(ncclPutSignal,
         (const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
          ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
          ncclComm_t comm, cudaStream_t stream),
         (localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm,
          stream),
-        LS_CALL_ARGS(LS_OP_PUT_SIGNAL, comm, count, datatype, -1, peer, localbuff,
-                     (const void *)peerWin, stream))
+        LS_SIGNAL_ARGS(LS_OP_PUT_SIGNAL, comm, count, datatype, peer, localbuff,
+                       (const void *)peerWin, stream, sigIdx, ctx))
 
 LS_WRAP(ncclSignal,
         (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream),
         (peer, sigIdx, ctx, flags, comm, stream),
-        LS_CALL_ARGS(LS_OP_SIGNAL, comm, 0, -1, -1, peer, NULL, NULL, stream))
+        LS_SIGNAL_ARGS(LS_OP_SIGNAL, comm, 0, -1, peer, NULL, NULL, stream, sigIdx, ctx))
 
-/* The peer of a wait on one descriptor; -1 for several (or none). */
-static int wait_peer(int nDesc, const ncclWaitSignalDesc_t *descs)
+/* What a wait waits for: one descriptor's peer and signals; with several, peer -1 and the sum
+ * of their counts (the record has room for one peer). */
+static struct ls_call_args wait_args(int nDesc, const ncclWaitSignalDesc_t *descs, ncclComm_t comm,
+                                     cudaStream_t stream)
 {
-    return nDesc == 1 && descs ? descs[0].peer : -1;
+    struct ls_call_args a = LS_CALL_ARGS(LS_OP_WAIT_SIGNAL, comm, nDesc > 0 ? (uint64_t)nDesc : 0,
+                                         -1, -1, -1, NULL, NULL, stream);
+    if (nDesc == 1 && descs) {
+        a.peer = descs[0].peer;
+        a.aux = ls_signal_aux(descs[0].opCnt > 0 ? (uint32_t)descs[0].opCnt : 0, descs[0].sigIdx,
+                              descs[0].ctx);
+    } else if (nDesc > 1 && descs) {
+        uint32_t sum = 0;
+        for (int i = 0; i < nDesc; i++)
+            sum += descs[i].opCnt > 0 ? (uint32_t)descs[i].opCnt : 0;
+        a.aux = ls_signal_aux(sum, 0, 0);
+    }
+    return a;
 }
 
 LS_WRAP(ncclWaitSignal,
         (int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm, cudaStream_t stream),
-        (nDesc, signalDescs, comm, stream),
-        LS_CALL_ARGS(LS_OP_WAIT_SIGNAL, comm, nDesc > 0 ? (uint64_t)nDesc : 0, -1, -1,
-                     wait_peer(nDesc, signalDescs), NULL, NULL, stream))
-#endif
+        (nDesc, signalDescs, comm, stream), wait_args(nDesc, signalDescs, comm, stream))

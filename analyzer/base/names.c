@@ -62,6 +62,16 @@ char *names_comm_flags(unsigned flags, char *out, size_t len)
     return out;
 }
 
+const char *names_cta_policy(unsigned flags)
+{
+    static const char *const names[] = {"default",   "efficiency", "zero",      "policy 3",
+                                        "policy 4",  "policy 5",   "policy 6",  "policy 7",
+                                        "policy 8",  "policy 9",   "policy 10", "policy 11",
+                                        "policy 12", "policy 13",  "policy 14"};
+    unsigned v = (flags & LS_REC_CTA_MASK) >> LS_REC_CTA_SHIFT;
+    return v ? names[v - 1] : NULL;
+}
+
 const char *names_signal(int sig)
 {
     static const struct {

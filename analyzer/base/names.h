@@ -16,6 +16,11 @@ int names_result_is_error(int result);
  * and returns out. */
 char *names_comm_flags(unsigned flags, char *out, size_t len);
 
+/* The CTA policy a record's flags hold (LS_REC_CTA_*: a nccl*Config call's): "default",
+ * "efficiency", "zero" (no NCCL kernel: the copy engines move the data), "policy <n>" for others;
+ * NULL when unset. Static storage. */
+const char *names_cta_policy(unsigned flags);
+
 /* "SIGSEGV" and the like; "SIG<n>" in a static buffer for others. Never NULL. */
 const char *names_signal(int sig);
 

@@ -66,13 +66,44 @@ static const struct ls_record *group_first_op(const struct m_proc *p, const stru
     return first;
 }
 
+/* ", via ncclAllReduceConfig, tag 42, CTA policy zero": what a collective's config said. */
+static size_t config_args(const struct ls_record *r, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, ", via nccl%sConfig", ls_op_name(r->op));
+    if (r->aux && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, ", tag %llu", (unsigned long long)r->aux);
+    const char *cta = names_cta_policy(r->flags);
+    if (cta && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, ", CTA policy %s", cta);
+    return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
+/* "1 signal from comm rank 1 (index 0, context 0), " and the like for a one-sided call. */
+static void onesided_args(const struct ls_record *r, char *buf, size_t len)
+{
+    unsigned cnt = ls_signal_count(r->aux);
+    int idx = ls_signal_index(r->aux), ctx = ls_signal_ctx(r->aux);
+    if (r->op == LS_OP_WAIT_SIGNAL && r->peer >= 0)
+        snprintf(buf, len, "%u signal%s from comm rank %d on index %d, context %d, ", cnt,
+                 cnt == 1 ? "" : "s", r->peer, idx, ctx);
+    else if (r->op == LS_OP_WAIT_SIGNAL)
+        snprintf(buf, len, "%u signals from %llu peers, ", cnt, (unsigned long long)r->count);
+    else if (r->op == LS_OP_PUT_SIGNAL)
+        snprintf(buf, len, "count %llu, %s to comm rank %d, signal on index %d, context %d, ",
+                 (unsigned long long)r->count, ls_dtype_name(r->dtype), r->peer, idx, ctx);
+    else
+        snprintf(buf, len, "to comm rank %d on index %d, context %d, ", r->peer, idx, ctx);
+}
+
 void describe_call(struct diag *d, const struct m_proc *p, const struct ls_record *r, char *buf,
                    size_t len)
 {
     char args[160] = "";
     size_t n = 0;
     unsigned op = r->op;
-    if (ls_op_issues_work(op)) {
+    if (ls_op_is_onesided(op)) {
+        onesided_args(r, args, sizeof(args));
+    } else if (ls_op_issues_work(op)) {
         n += (size_t)snprintf(args + n, sizeof(args) - n, "count %llu, %s",
                               (unsigned long long)r->count, ls_dtype_name(r->dtype));
         if (ls_op_has_redop(op) && n < sizeof(args))
@@ -82,6 +113,8 @@ void describe_call(struct diag *d, const struct m_proc *p, const struct ls_recor
         if (ls_op_is_p2p(op) && n < sizeof(args))
             n += (size_t)snprintf(args + n, sizeof(args) - n, ", %s comm rank %d",
                                   op == LS_OP_SEND ? "to" : "from", r->peer);
+        if ((r->flags & LS_REC_COLL_CONFIG) && n < sizeof(args))
+            n += config_args(r, args + n, sizeof(args) - n);
         if (n < sizeof(args))
             snprintf(args + n, sizeof(args) - n, ", ");
     }
@@ -362,7 +395,17 @@ struct f_class describe_class(struct diag *d, const struct m_proc *p, const stru
         c.count = r->count;
         c.dtype = r->dtype == LS_DTYPE_NONE ? -1 : r->dtype;
         c.redop = ls_op_has_redop(r->op) ? r->redop : -1;
-        c.root = ls_op_is_rooted(r->op) || ls_op_is_p2p(r->op) ? r->peer : -1;
+        c.root = ls_op_is_rooted(r->op) || ls_op_is_p2p(r->op) || ls_op_is_onesided(r->op) ? r->peer
+                                                                                           : -1;
+        c.config = (r->flags & LS_REC_COLL_CONFIG) != 0;
+        c.user_tag = c.config ? r->aux : 0;
+        c.cta_policy = names_cta_policy(r->flags);
+        if (ls_op_is_onesided(r->op)) {
+            c.signals = 1;
+            c.signal_count = ls_signal_count(r->aux);
+            c.signal_index = ls_signal_index(r->aux);
+            c.signal_ctx = ls_signal_ctx(r->aux);
+        }
         c.seq = r->seq;
         c.comm = r->comm_id;
         c.callsite = symbolizer_site(d->sym, p->t, r->callsite);

@@ -1,5 +1,6 @@
 /* diagnose_p2p.c -- sends and receives that cannot complete: the other side never posted
- * its half (p2p_unmatched) or posted one of another size or type (p2p_size_mismatch). */
+ * its half (p2p_unmatched) or posted one of another size or type (p2p_size_mismatch); waits
+ * for signals (ncclWaitSignal) whose peer never sent them (p2p_unmatched too). */
 #include <stdio.h>
 #include <string.h>
 
@@ -71,6 +72,68 @@ static int add_unmatched(struct diag *d, const struct m_comm *c, const struct m_
     return 0;
 }
 
+/* Rank me's wait r for signals from its peer that never sent as many as it waits for
+ * (model_signal_match()): p2p_unmatched, from the peer to me, naming the peer missing. */
+static int add_unsignalled(struct diag *d, const struct m_comm *c, const struct m_member *me,
+                           const struct ls_record *r, uint64_t sent, uint64_t wanted, size_t first)
+{
+    const struct m_member *peer = &c->members[r->peer];
+    int src = peer->proc->rank, dst = me->proc->rank;
+    if (already(d, first, src, dst, c->id, 0))
+        return 0;
+    struct finding *f = diag_finding_at(d, F_P2P_UNMATCHED, c->id, 0);
+    if (!f)
+        return -1;
+    f->has_seq = 0; /* signals are not numbered */
+    f->as.p2p.src = src;
+    f->as.p2p.dst = dst;
+    f->time_ns = r->enter_ns;
+    if (intvec_push(&f->ranks, src) < 0 || intvec_push(&f->ranks, dst) < 0 ||
+        intvec_push(&f->missing, src) < 0)
+        return -1;
+    struct f_class mine = describe_class(d, me->proc, r, "wait");
+    if (finding_class_add(f, &mine, dst) < 0)
+        return -1;
+    char call[512], where[1024];
+    describe_call(d, me->proc, r, call, sizeof(call));
+    describe_whereabouts(d, peer->proc, where, sizeof(where));
+    /* Of the signals this wait needs, how many came: the peer's earlier ones went to the
+     * member's earlier waits. */
+    uint64_t need = ls_signal_count(r->aux), before = wanted - need;
+    uint64_t came = sent > before ? sent - before : 0;
+    char got[96];
+    if (came)
+        snprintf(got, sizeof got, "sent %llu of the %llu signals", (unsigned long long)came,
+                 (unsigned long long)need);
+    else
+        snprintf(got, sizeof got, "never sent the %llu signal%s", (unsigned long long)need,
+                 need == 1 ? "" : "s");
+    finding_summary(f,
+                    "rank %d waits in %s; rank %d %s it waits for (ncclSignal or ncclPutSignal "
+                    "on index %d, context %d: %llu sent in all, %llu waited for) \xe2\x80\x94 %s",
+                    dst, call, src, got, ls_signal_index(r->aux), ls_signal_ctx(r->aux),
+                    (unsigned long long)sent, (unsigned long long)wanted, where);
+    return 0;
+}
+
+/* The member's waits for signals that cannot complete: their peer never sent the signals. */
+static int check_signals(struct diag *d, const struct m_comm *c, int cr, size_t first)
+{
+    const struct m_member *me = &c->members[cr];
+    for (size_t i = 0; i < me->nsig; i++) {
+        const struct ls_record *r = me->sig[i];
+        uint64_t sent, wanted;
+        if (r->op != LS_OP_WAIT_SIGNAL || model_op_complete(me->proc, r) ||
+            !model_op_launched(me->proc, r) || r->comm_rank != cr)
+            continue;
+        if (model_signal_match(c, r, &sent, &wanted) != MODEL_HALF_MISSING)
+            continue;
+        if (add_unsignalled(d, c, me, r, sent, wanted, first) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int check_member(struct diag *d, const struct m_comm *c, int cr, size_t first)
 {
     const struct m_member *me = &c->members[cr];
@@ -99,7 +162,8 @@ int diagnose_p2p(struct diag *d)
     for (size_t i = 0; i < d->j->ncomms; i++) {
         const struct m_comm *c = d->j->comms[i];
         for (int cr = 0; cr < c->nmembers; cr++)
-            if (c->members[cr].proc && check_member(d, c, cr, first) < 0)
+            if (c->members[cr].proc &&
+                (check_member(d, c, cr, first) < 0 || check_signals(d, c, cr, first) < 0))
                 return -1;
     }
     return 0;

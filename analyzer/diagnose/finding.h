@@ -33,6 +33,12 @@ struct f_class {
     int op, dtype, redop, root;
     uint64_t count, seq;
     uint64_t comm;
+    int config;             /* issued through its nccl*Config twin with a config (2.31+) */
+    uint64_t user_tag;      /* ... the config's userProfilerTag, 0 none */
+    const char *cta_policy; /* ... its CTA policy ("zero"), NULL unset */
+    int signals;            /* a one-sided call: the signals below mean something */
+    unsigned signal_count;  /* signals it puts or waits for */
+    int signal_index, signal_ctx;
     const char *callsite;           /* owned by the symbolizer */
     const struct tr_pysite *python; /* the Python stack of the first rank's call, or NULL */
     const char *state;              /* rank state name, NULL if not relevant */

@@ -708,6 +708,27 @@ static int wait_p2p(struct builder *b, size_t from, const struct m_comm *c,
     return add_edge(b, from, waitgraph_rank_node(b->g, peer->proc), kind, r->peer, r);
 }
 
+/* A wait r of p's for signals on c (ncclWaitSignal, one descriptor): the edge to the peer whose
+ * signals it waits for, whether the peer never sent them or its GPU has not run them yet (the
+ * peer is where to look either way); to the member's node when the peer has no trace. A wait on
+ * several descriptors names no peer: no edge. */
+static int wait_signal(struct builder *b, size_t from, const struct m_comm *c,
+                       const struct ls_record *r)
+{
+    uint64_t sent, wanted;
+    if (r->op != LS_OP_WAIT_SIGNAL || r->peer < 0 || r->peer >= c->nmembers)
+        return 0;
+    if (model_signal_match(c, r, &sent, &wanted) == MODEL_HALF_UNTRACED) {
+        if (c->members[r->peer].proc)
+            return 0; /* the waiter's own member is unknown */
+        int world = -1;
+        size_t t = member_node(b, c, r->peer, &world);
+        return t == (size_t)-1 ? -1 : add_edge(b, from, t, WG_E_SIGNAL, r->peer, r);
+    }
+    return add_edge(b, from, waitgraph_rank_node(b->g, c->members[r->peer].proc), WG_E_SIGNAL,
+                    r->peer, r);
+}
+
 /* The creation (or split, shrink, grow) r of p's: the edge to its node. */
 static int wait_init(struct builder *b, size_t from, const struct ls_record *r)
 {
@@ -755,6 +776,8 @@ static int fill_rank(struct builder *b, size_t i)
             rc = wait_coll(b, i, c, r);
         else if (ls_op_is_p2p(r->op))
             rc = wait_p2p(b, i, c, r);
+        else if (r->op == LS_OP_WAIT_SIGNAL)
+            rc = wait_signal(b, i, c, r);
         else if (r->op == LS_OP_COMM_FINALIZE || r->op == LS_OP_COMM_DESTROY)
             rc = wait_teardown(b, i, c, r);
         if (rc < 0)

@@ -238,14 +238,15 @@ static int order_confirmed(const struct waitgraph *g, const size_t *hubs, size_t
  * when they are at least two, no cycle is left without them, and either they are fewer than the
  * other ranks of c or a rank beyond c waits in the call they went into (order_confirmed()):
  * several ranks that skipped a ring exchange (the ranks whose block a causal mask hides wholly),
- * each its neighbours' culprit. Fills s->hubs; returns how many (0: none). Where the sides are
- * as many and nobody else shows the order (two ranks each waiting for the other in opposite
- * orders, a ring of four whose every other rank skipped), nothing singles one side out: a
- * deadlock. */
+ * each its neighbours' culprit; or, of two ranks, the one the other waits for in an exchange
+ * when a rank beyond them shows the order. Fills s->hubs; returns how many (0: none). Where the
+ * sides are as many and nobody else shows the order (two ranks each waiting for the other in
+ * opposite orders, a ring of four whose every other rank skipped), nothing singles one side out:
+ * a deadlock. */
 static size_t hub_ranks(const struct waitgraph *g, size_t c)
 {
     struct wg_scc *s = &g->sccs[c];
-    if (s->nnodes > HUB_MAX_NODES || s->nranks < 3)
+    if (s->nnodes > HUB_MAX_NODES || s->nranks < 2)
         return 0;
     size_t n = 0;
     for (size_t k = 0; k < s->nnodes; k++) {
@@ -265,7 +266,11 @@ static size_t hub_ranks(const struct waitgraph *g, size_t c)
             return 0;
         s->hubs[n++] = v;
     }
-    if (n < 2 || (2 * n >= s->nranks && !order_confirmed(g, s->hubs, n)))
+    /* Two ranks, one waiting for the other in an exchange (a receive, a wait for signals)
+     * while the other went on into a call a rank beyond them waits in too: every cycle passes
+     * through both, but the order is shown, and the one that went on owes the exchange. */
+    int pair = s->nranks == 2 && n == 1;
+    if ((n < 2 && !pair) || (2 * n >= s->nranks && !order_confirmed(g, s->hubs, n)))
         return 0;
     unsigned char *colour = calloc(g->nnodes + 1, 1);
     size_t *stack = malloc((s->nnodes + 1) * sizeof(*stack)),
@@ -453,7 +458,7 @@ const char *waitgraph_edge_name(enum wg_edge_kind k)
         [WG_E_SEND] = "send",         [WG_E_RECV] = "recv",       [WG_E_P2P] = "p2p",
         [WG_E_MEMBER] = "member",     [WG_E_QUEUED] = "queued",   [WG_E_ABORTED] = "aborted",
         [WG_E_UNJOINED] = "unjoined", [WG_E_DIED_IN] = "died_in", [WG_E_REMOTE] = "remote",
-        [WG_E_STREAM] = "stream",
+        [WG_E_STREAM] = "stream",     [WG_E_SIGNAL] = "signal",
     };
     return (unsigned)k < WG_EDGE_COUNT ? names[k] : "?";
 }

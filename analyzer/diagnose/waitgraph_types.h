@@ -56,6 +56,8 @@ enum wg_edge_kind {
     WG_E_REMOTE,   /* rank -> rank: its call failed after that peer ended */
     WG_E_STREAM,   /* call -> rank: a member whose GPU stream holds older work not completed,
                     * which the collective queues behind */
+    WG_E_SIGNAL,   /* rank -> rank: a wait for signals (ncclWaitSignal) from that peer that
+                    * have not come: never sent, or not yet run on the peer's GPU */
     WG_EDGE_COUNT
 };
 

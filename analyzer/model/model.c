@@ -219,7 +219,8 @@ static int index_records(struct model *m, struct m_proc *p)
     for (size_t i = 0; i < t->nrecords; i++) {
         const struct ls_record *r = &t->records[i];
         int coll = ls_op_is_collective(r->op), p2p = ls_op_is_p2p(r->op);
-        if ((!coll && !p2p) || (r->flags & LS_REC_NOT_ENQUEUED) || (coll && r->seq == 0))
+        int sig = ls_op_is_onesided(r->op);
+        if ((!coll && !p2p && !sig) || (r->flags & LS_REC_NOT_ENQUEUED) || (coll && r->seq == 0))
             continue; /* refused by NCCL: never enqueued, no place in the sequence */
         if (!c || c->id != r->comm_id) {
             c = model_comm(m, p->job, r->comm_id);
@@ -233,6 +234,8 @@ static int index_records(struct model *m, struct m_proc *p)
         if (coll && push_rec(&mb->colls, &mb->ncolls, r) < 0)
             return -1;
         if (p2p && push_rec(&mb->p2p, &mb->np2p, r) < 0)
+            return -1;
+        if (sig && push_rec(&mb->sig, &mb->nsig, r) < 0)
             return -1;
         if (coll && r->seq > mb->issued)
             mb->issued = r->seq;
@@ -406,6 +409,7 @@ void model_free(struct model *m)
         for (int k = 0; k < m->comms[i].nmembers; k++) {
             free(m->comms[i].members[k].colls);
             free(m->comms[i].members[k].p2p);
+            free(m->comms[i].members[k].sig);
         }
         free(m->comms[i].members);
     }

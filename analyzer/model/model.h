@@ -84,6 +84,15 @@ enum model_half {
 enum model_half model_p2p_match(const struct m_comm *c, const struct ls_record *r,
                                 const struct ls_record **other);
 
+/* How the signals wait r (a WaitSignal of a member of c on one descriptor) waits for stand:
+ * MODEL_HALF_POSTED when its peer put or signalled (on r's signal index and context, towards
+ * r's member) as many signals as the member's waits up to r consumed, MODEL_HALF_MISSING when
+ * fewer, MODEL_HALF_UNTRACED when r names no peer (several descriptors) or one with no trace.
+ * *sent and *wanted get the two counts (from the records read: a wrapped ring loses the
+ * oldest). */
+enum model_half model_signal_match(const struct m_comm *c, const struct ls_record *r,
+                                   uint64_t *sent, uint64_t *wanted);
+
 /* How many halves towards comm rank my_cr of kind `want_op` (LS_OP_SEND or LS_OP_RECV) the
  * peer issued on comm `comm_id`: its peer table (which survives wraps) or its records. */
 uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_cr, int want_op);

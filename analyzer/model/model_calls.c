@@ -55,6 +55,46 @@ enum model_half model_p2p_match(const struct m_comm *c, const struct ls_record *
     return posted ? MODEL_HALF_POSTED : MODEL_HALF_MISSING;
 }
 
+/* True when one-sided records a and b are on the same signal index and context. */
+static int same_signal(const struct ls_record *a, const struct ls_record *b)
+{
+    return ls_signal_index(a->aux) == ls_signal_index(b->aux) &&
+           ls_signal_ctx(a->aux) == ls_signal_ctx(b->aux);
+}
+
+/* A one-sided call NCCL took (returned success or in progress, or still in the call). */
+static int signal_taken(const struct ls_record *q)
+{
+    return q->result == LS_RESULT_PENDING || q->result == LS_NCCL_SUCCESS ||
+           q->result == LS_NCCL_IN_PROGRESS;
+}
+
+enum model_half model_signal_match(const struct m_comm *c, const struct ls_record *r,
+                                   uint64_t *sent, uint64_t *wanted)
+{
+    *sent = *wanted = 0;
+    int me = r->comm_rank;
+    if (r->op != LS_OP_WAIT_SIGNAL || r->peer < 0 || r->peer >= c->nmembers || me < 0 ||
+        me >= c->nmembers || !c->members[r->peer].proc || !c->members[me].proc)
+        return MODEL_HALF_UNTRACED;
+    const struct m_member *mine = &c->members[me], *peer = &c->members[r->peer];
+    for (size_t i = 0; i < mine->nsig; i++) {
+        const struct ls_record *q = mine->sig[i];
+        if (q->op == LS_OP_WAIT_SIGNAL && q->peer == r->peer && same_signal(q, r) &&
+            (q == r || signal_taken(q)))
+            *wanted += ls_signal_count(q->aux);
+        if (q == r)
+            break;
+    }
+    for (size_t i = 0; i < peer->nsig; i++) {
+        const struct ls_record *q = peer->sig[i];
+        if ((q->op == LS_OP_SIGNAL || q->op == LS_OP_PUT_SIGNAL) && q->peer == me &&
+            same_signal(q, r) && signal_taken(q) && model_op_launched(peer->proc, q))
+            *sent += ls_signal_count(q->aux) ? ls_signal_count(q->aux) : 1;
+    }
+    return *sent >= *wanted ? MODEL_HALF_POSTED : MODEL_HALF_MISSING;
+}
+
 uint64_t model_p2p_issued(const struct m_member *peer, uint64_t comm_id, int my_cr, int want_op)
 {
     uint64_t n = 0;

@@ -121,6 +121,8 @@ struct m_member {
     size_t ncolls;
     const struct ls_record **p2p; /* sends and receives on this comm, ticket order */
     size_t np2p;
+    const struct ls_record **sig; /* puts, signals and waits for signals, ticket order */
+    size_t nsig;
     uint64_t issued; /* latest collective seq issued (survives wraps) */
 };
 

@@ -56,6 +56,19 @@ static void write_class(struct json_writer *w, const struct f_class *c)
             json_hex64(w, "comm", c->comm);
         if (c->seq)
             json_uint(w, "seq", c->seq);
+        if (c->config) { /* through its nccl*Config twin: what the config said */
+            json_begin_object(w, "config");
+            json_uint(w, "user_tag", c->user_tag);
+            json_string(w, "cta_policy", c->cta_policy);
+            json_end_object(w);
+        }
+        if (c->signals) {
+            json_begin_object(w, "signals");
+            json_uint(w, "count", c->signal_count);
+            json_int(w, "index", c->signal_index);
+            json_int(w, "context", c->signal_ctx);
+            json_end_object(w);
+        }
     } else {
         json_null(w, "op");
         json_null(w, "count");

@@ -293,6 +293,9 @@ void report_wait_words(const struct report_wait_class *cl, char *buf, size_t len
         node_words(g, ed->to, who, sizeof who);
         if (ed->kind == WG_E_REMOTE)
             snprintf(call, sizeof call, "failed after %s ended", who); /* either number */
+        else if (ed->call && !ed->call->seq) /* a wait for signals: not numbered */
+            snprintf(call, sizeof call, "%s in %s on comm %08llx for %s", many ? "wait" : "waits",
+                     ls_op_name(ed->call->op), (unsigned long long)(ed->call->comm_id >> 32), who);
         else if (ed->call)
             snprintf(call, sizeof call, "%s in %s #%llu on comm %08llx for %s",
                      many ? "wait" : "waits", ls_op_name(ed->call->op),

@@ -447,9 +447,10 @@ enum ls_op_class {
      * CommFinalize) is blocked in it (model_blocked_ops()), and the wait-for graph follows the
      * creations and splits among them (LS_OPC_INIT, CommSplit) to the ranks not there yet. */
     LS_OPC_COMM = 1 << 4,
-    /* One-sided puts and signals (2.29+): no sequence number, not a call a rank is blocked in
-     * (model_blocked_ops()) and no edge of the wait-for graph: the reports show the call, the
-     * diagnosis does not reason about it. */
+    /* One-sided puts, signals and waits for signals (2.29+): no sequence number; work on their
+     * stream like a collective (GPU completion tracked). A WaitSignal its stream has not
+     * completed is a call its rank is blocked in (model_blocked_ops()), and the wait-for graph
+     * follows it to the peer whose signals it waits for (ls_record.aux: ls_signal_*()). */
     LS_OPC_ONESIDED = 1 << 5,
     /* Creates a communicator from a unique id: the wait-for graph waits through it for the
      * members that have not joined, and a refused init is a configuration error (process pass);
@@ -491,11 +492,12 @@ enum ls_op_class {
     /* ncclCommWindowRegister (2.27+): count = bytes */                                            \
     X(WINDOW_REGISTER, 25, "CommWindowRegister", LS_OPC_COMM)                                      \
     X(WINDOW_DEREGISTER, 26, "CommWindowDeregister", LS_OPC_COMM)                                  \
-    /* ncclPutSignal (2.29+): one-sided put to `peer` */                                           \
+    /* ncclPutSignal (2.29+): one-sided put to `peer`; aux: its signal (ls_signal_aux()) */        \
     X(PUT_SIGNAL, 27, "PutSignal", LS_OPC_ONESIDED)                                                \
-    /* ncclSignal (2.29+): a signal to `peer` */                                                   \
+    /* ncclSignal (2.29+): a signal to `peer`; aux: the signal (ls_signal_aux()) */                \
     X(SIGNAL, 28, "Signal", LS_OPC_ONESIDED)                                                       \
-    /* ncclWaitSignal (2.29+): count = descriptors */                                              \
+    /* ncclWaitSignal (2.29+): count = descriptors; peer and aux: the one descriptor's peer and    \
+     * signals (ls_signal_aux()), with several: peer -1 and aux's count their sum */               \
     X(WAIT_SIGNAL, 29, "WaitSignal", LS_OPC_ONESIDED)                                              \
     /* ncclCommGrow (2.29+): count = new size */                                                   \
     X(COMM_GROW, 30, "CommGrow", LS_OPC_COMM | LS_OPC_CHILD)                                       \
@@ -533,6 +535,16 @@ _Static_assert(0 LS_OPS(LS_OP_ONE) == LS_OP_COUNT, "LS_OPS must list every op on
     (1u << 5) /* no call: a ticket a thread reserved and gave back unused (its thread ended);      \
                * op is NONE, readers skip it */
 
+#define LS_REC_COLL_CONFIG                                                                         \
+    (1u << 6) /* a collective issued through its nccl*Config twin (NCCL 2.31+) with a config:      \
+               * aux holds the config's userProfilerTag, LS_REC_CTA_* its CTAPolicy */
+/* The CTAPolicy of a nccl*Config call's config (bits 8-11 of flags): 0 unset (the
+ * communicator's), else NCCL_CTA_POLICY_* + 1 (LS_REC_CTA_ZERO: NCCL_CTA_POLICY_ZERO, the
+ * copy engines move the data and no NCCL kernel runs). */
+#define LS_REC_CTA_SHIFT 8
+#define LS_REC_CTA_MASK  (0xfu << LS_REC_CTA_SHIFT)
+#define LS_REC_CTA_ZERO  (3u << LS_REC_CTA_SHIFT)
+
 /* ls_record.result while the call has not returned. */
 #define LS_RESULT_PENDING (-1)
 
@@ -558,7 +570,9 @@ struct ls_record {
     uint64_t exit_ns;     /*  64: CLOCK_REALTIME, 0 while in the call */
     uint64_t group_id;    /*  72: per-process id of the outermost group, 0 outside groups */
     uint64_t aux;         /*  80: op specific: Split: color << 32 | key (as uint32); Init*: the
-                           *      communicator id created; GroupEnd: calls in the group */
+                           *      communicator id created; GroupEnd: calls in the group;
+                           *      a collective with LS_REC_COLL_CONFIG: its userProfilerTag;
+                           *      one-sided ops: their signals (ls_signal_aux()) */
     uint64_t complete_ns; /*  88: when its completion on the GPU was observed, 0 not (yet) */
     uint32_t callsite;    /*  96: call site id (1-based), 0 none */
     uint32_t tid;         /* 100: kernel thread id */
@@ -682,8 +696,15 @@ static inline int ls_op_is_p2p(unsigned op)
     return (ls_op_classes(op) & LS_OPC_P2P) != 0;
 }
 
-/* True for the ops that put work on the GPU in stream order: collectives and Send/Recv. */
+/* True for the ops that put work on the GPU in stream order: collectives, Send/Recv and the
+ * one-sided ops. */
 static inline int ls_op_issues_work(unsigned op)
+{
+    return (ls_op_classes(op) & (LS_OPC_COLL | LS_OPC_P2P | LS_OPC_ONESIDED)) != 0;
+}
+
+/* True for the ops the shim numbers (ls_record.seq): collectives and Send/Recv. */
+static inline int ls_op_numbered(unsigned op)
 {
     return (ls_op_classes(op) & (LS_OPC_COLL | LS_OPC_P2P)) != 0;
 }
@@ -724,6 +745,25 @@ static inline int ls_op_makes_child(unsigned op)
 static inline int ls_op_is_onesided(unsigned op)
 {
     return (ls_op_classes(op) & LS_OPC_ONESIDED) != 0;
+}
+
+/* ls_record.aux of a one-sided op: how many signals (1 for a put or a signal; a wait's opCnt),
+ * on which signal index and context (each kept to 16 bits). */
+static inline uint64_t ls_signal_aux(uint32_t count, int sig_idx, int ctx)
+{
+    return (uint64_t)count << 32 | (uint64_t)(uint16_t)sig_idx << 16 | (uint16_t)ctx;
+}
+static inline uint32_t ls_signal_count(uint64_t aux)
+{
+    return (uint32_t)(aux >> 32);
+}
+static inline int ls_signal_index(uint64_t aux)
+{
+    return (uint16_t)(aux >> 16);
+}
+static inline int ls_signal_ctx(uint64_t aux)
+{
+    return (uint16_t)aux;
 }
 
 /* NCCL's result codes (ncclResult_t) that lockstep tells apart, by name: their values are

@@ -3,10 +3,29 @@
 #define LSEMU_EMU_H
 
 #include <nccl.h>
+#include <lockstep/nccl_next.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The strong names of the entry points newer than the nccl.h at hand (nccl_next.h declares only
+ * the ncclX ones); declared before the hidden region so they are exported like the others. */
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 29, 0)
+extern __typeof__(ncclSignal) pncclSignal;
+extern __typeof__(ncclPutSignal) pncclPutSignal;
+extern __typeof__(ncclWaitSignal) pncclWaitSignal;
+#endif
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 31, 0)
+extern __typeof__(ncclAllReduceConfig) pncclAllReduceConfig;
+extern __typeof__(ncclBroadcastConfig) pncclBroadcastConfig;
+extern __typeof__(ncclReduceConfig) pncclReduceConfig;
+extern __typeof__(ncclAllGatherConfig) pncclAllGatherConfig;
+extern __typeof__(ncclReduceScatterConfig) pncclReduceScatterConfig;
+extern __typeof__(ncclAlltoAllConfig) pncclAlltoAllConfig;
+extern __typeof__(ncclGatherConfig) pncclGatherConfig;
+extern __typeof__(ncclScatterConfig) pncclScatterConfig;
+#endif
 
 /* Everything declared below is internal to the library. */
 #pragma GCC visibility push(hidden)
@@ -19,6 +38,10 @@
 #define EMU_NAME_MAX      96
 #define EMU_DEFAULT_ARENA (256u * 1024u)
 #define EMU_MIN_ARENA     4096u
+/* One-sided signals (ncclSignal, ncclPutSignal, ncclWaitSignal): the signal indices and contexts
+ * the emulator keeps counters for (NCCL's own limits are larger; these keep the segment small). */
+#define EMU_SIG_IDX 16
+#define EMU_SIG_CTX 4
 
 /* Layout of the 128 bytes of an ncclUniqueId produced by this emulator. */
 struct emu_id {
@@ -89,6 +112,7 @@ struct ncclComm {
     struct emu_slot *slots;
     unsigned char *arenas;
     struct emu_chan *chans;
+    _Atomic uint64_t *sigs; /* signals delivered, per (src,dst,sigIdx,ctx) (emu_sig_counter) */
     unsigned char *p2p;
     int attached;
     _Atomic int ready; /* 1 once every rank joined */
@@ -104,6 +128,8 @@ struct ncclComm {
     uint64_t split_counter;
     uint64_t pass_mark; /* progress-pass ordering marks */
     uint64_t *send_mark, *recv_mark;
+    uint64_t sig_mark;      /* progress-pass mark of the signal waits (one lane, issue order) */
+    uint64_t *sig_consumed; /* signals this rank's waits consumed, per (src,sigIdx,ctx) */
     struct emu_redop *redops;
     int nredops;
     pthread_mutex_t lock;
@@ -131,7 +157,23 @@ enum emu_coll_kind {
     EMU_SPLIT
 };
 
-enum emu_op_kind { EMU_OP_COLL = 1, EMU_OP_SEND, EMU_OP_RECV, EMU_OP_JOIN, EMU_OP_SPLIT };
+/* EMU_OP_SIGNAL: ncclSignal/ncclPutSignal (root = peer); EMU_OP_WAITSIG: ncclWaitSignal. */
+enum emu_op_kind {
+    EMU_OP_COLL = 1,
+    EMU_OP_SEND,
+    EMU_OP_RECV,
+    EMU_OP_JOIN,
+    EMU_OP_SPLIT,
+    EMU_OP_SIGNAL,
+    EMU_OP_WAITSIG
+};
+
+/* One descriptor of an ncclWaitSignal, copied at issue time (the caller may reuse its array). */
+struct emu_sigwait {
+    int count; /* opCnt: signals to wait for, then consume */
+    int peer, idx, ctx;
+    int done; /* consumed already (descriptors complete in order) */
+};
 
 enum emu_op_state { EMU_ST_RUN = 0, EMU_ST_DONE, EMU_ST_FAILED, EMU_ST_STUCK };
 
@@ -151,6 +193,11 @@ struct emu_op {
     int root;                /* root, or peer for p2p */
     cudaStream_t stream;     /* the stream it was issued on (async mode) */
     struct emu_redop scalar; /* PreMulSum redop as it was at issue time */
+    uint64_t prof_tag;       /* ncclCollConfig_t.userProfilerTag of a nccl*Config call, 0 none */
+    /* signals: the index and context of a signal; the descriptors of a wait */
+    int sig_idx, sig_ctx;
+    struct emu_sigwait *waits;
+    int nwaits;
     /* progress state */
     int phase;
     uint64_t chunk, nchunks, round, elems;
@@ -207,6 +254,11 @@ int emu_coll_progress(struct emu_op *op);
 int emu_send_progress(struct emu_op *op);
 int emu_recv_progress(struct emu_op *op);
 void emu_redop_capture(struct ncclComm *comm, int redop, struct emu_redop *out);
+
+/* emu_signal.c: one-sided signals */
+_Atomic uint64_t *emu_sig_counter(struct ncclComm *comm, int src, int dst, int idx, int ctx);
+int emu_signal_progress(struct emu_op *op);
+int emu_waitsig_progress(struct emu_op *op);
 
 /* emu_group.c */
 struct emu_op *emu_op_new(int kind, struct ncclComm *comm);

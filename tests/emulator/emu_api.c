@@ -26,9 +26,10 @@ static ncclResult_t fail(ncclResult_t res)
     return res;
 }
 
-static ncclResult_t coll(int kind, const void *sendbuff, void *recvbuff, size_t count,
-                         ncclDataType_t dt, int redop, int root, ncclComm_t comm,
-                         cudaStream_t stream)
+/* A collective of `kind`; tag is the userProfilerTag of a nccl*Config call (0 none). */
+static ncclResult_t coll_tagged(int kind, const void *sendbuff, void *recvbuff, size_t count,
+                                ncclDataType_t dt, int redop, int root, ncclComm_t comm,
+                                cudaStream_t stream, uint64_t tag)
 {
     ncclResult_t res = emu_comm_check(comm);
     if (res != ncclSuccess)
@@ -69,7 +70,15 @@ static ncclResult_t coll(int kind, const void *sendbuff, void *recvbuff, size_t 
         emu_redop_capture(comm, redop, &op->scalar);
     op->root = rooted ? root : -1;
     op->stream = stream;
+    op->prof_tag = tag;
     return emu_submit(op);
+}
+
+static ncclResult_t coll(int kind, const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t dt, int redop, int root, ncclComm_t comm,
+                         cudaStream_t stream)
+{
+    return coll_tagged(kind, sendbuff, recvbuff, count, dt, redop, root, comm, stream, 0);
 }
 
 /* Reduce count elements to recvbuff on root. */
@@ -148,6 +157,130 @@ ncclResult_t pncclScatter(const void *sendbuff, void *recvbuff, size_t count,
     return coll(EMU_SCATTER, sendbuff, recvbuff, count, datatype, -1, root, comm, stream);
 }
 EMU_ALIAS(ncclScatter);
+
+/* ---- per-collective config calls (NCCL 2.31): nccl<Collective>Config ---- */
+
+/* Check a ncclCollConfig_t as NCCL does before anything else, reading it through NCCL's layout
+ * (struct ls_coll_config_abi) so a caller built against older, shorter headers reads right.
+ * NULL is the plain collective. On success *tag is its userProfilerTag. The other members
+ * (CTA counts, algorithm selection) tune a GPU's kernels: the emulator has none, so it ignores
+ * them. */
+static ncclResult_t coll_config(const ncclCollConfig_t *config, uint64_t *tag)
+{
+    *tag = 0;
+    if (!config)
+        return ncclSuccess;
+    const struct ls_coll_config_abi *c = (const void *)config;
+    size_t need = offsetof(struct ls_coll_config_abi, userProfilerTag) + sizeof(uint64_t);
+    if (c->size < need) {
+        emu_set_error("emulator: ncclCollConfig_t size %zu is too small (at least %zu)", c->size,
+                      need);
+        return ncclInvalidArgument;
+    }
+    if (c->magic != 0xcafebeefu) {
+        emu_set_error("emulator: ncclCollConfig_t magic 0x%x is wrong (not initialized with "
+                      "NCCL_COLLCONFIG_INITIALIZER?)",
+                      c->magic);
+        return ncclInvalidArgument;
+    }
+    if (c->forceAlgSelection != 0 && c->forceAlgSelection != 1) {
+        emu_set_error("emulator: ncclCollConfig_t forceAlgSelection %d is not 0 or 1",
+                      c->forceAlgSelection);
+        return ncclInvalidArgument;
+    }
+    if (c->CTAPolicy != NCCL_CONFIG_UNDEF_INT && (c->CTAPolicy < 0 || c->CTAPolicy > 3)) {
+        emu_set_error("emulator: ncclCollConfig_t CTAPolicy %d is not a NCCL_CTA_POLICY_*",
+                      c->CTAPolicy);
+        return ncclInvalidArgument;
+    }
+    *tag = c->userProfilerTag;
+    return ncclSuccess;
+}
+
+/* The config call of collective `kind`: a refused config enqueues nothing; otherwise exactly
+ * the plain collective, with the config's profiler tag on its op. */
+static ncclResult_t coll_with_config(int kind, const void *sendbuff, void *recvbuff, size_t count,
+                                     ncclDataType_t dt, int redop, int root, ncclComm_t comm,
+                                     cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    uint64_t tag;
+    ncclResult_t res = coll_config(config, &tag);
+    if (res != ncclSuccess)
+        return fail(res);
+    return coll_tagged(kind, sendbuff, recvbuff, count, dt, redop, root, comm, stream, tag);
+}
+
+ncclResult_t pncclAllReduceConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                  cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    return coll_with_config(EMU_ALLREDUCE, sendbuff, recvbuff, count, datatype, (int)op, -1, comm,
+                            stream, config);
+}
+EMU_ALIAS(ncclAllReduceConfig);
+
+ncclResult_t pncclBroadcastConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                  ncclDataType_t datatype, int root, ncclComm_t comm,
+                                  cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    return coll_with_config(EMU_BROADCAST, sendbuff, recvbuff, count, datatype, -1, root, comm,
+                            stream, config);
+}
+EMU_ALIAS(ncclBroadcastConfig);
+
+ncclResult_t pncclReduceConfig(const void *sendbuff, void *recvbuff, size_t count,
+                               ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                               cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    return coll_with_config(EMU_REDUCE, sendbuff, recvbuff, count, datatype, (int)op, root, comm,
+                            stream, config);
+}
+EMU_ALIAS(ncclReduceConfig);
+
+ncclResult_t pncclAllGatherConfig(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                  const ncclCollConfig_t *config)
+{
+    return coll_with_config(EMU_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, -1, -1, comm,
+                            stream, config);
+}
+EMU_ALIAS(ncclAllGatherConfig);
+
+ncclResult_t pncclReduceScatterConfig(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                      cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    return coll_with_config(EMU_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, (int)op, -1,
+                            comm, stream, config);
+}
+EMU_ALIAS(ncclReduceScatterConfig);
+
+ncclResult_t pncclAlltoAllConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                 ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                 const ncclCollConfig_t *config)
+{
+    return coll_with_config(EMU_ALLTOALL, sendbuff, recvbuff, count, datatype, -1, -1, comm, stream,
+                            config);
+}
+EMU_ALIAS(ncclAlltoAllConfig);
+
+ncclResult_t pncclGatherConfig(const void *sendbuff, void *recvbuff, size_t count,
+                               ncclDataType_t datatype, int root, ncclComm_t comm,
+                               cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    return coll_with_config(EMU_GATHER, sendbuff, recvbuff, count, datatype, -1, root, comm, stream,
+                            config);
+}
+EMU_ALIAS(ncclGatherConfig);
+
+ncclResult_t pncclScatterConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                ncclDataType_t datatype, int root, ncclComm_t comm,
+                                cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    return coll_with_config(EMU_SCATTER, sendbuff, recvbuff, count, datatype, -1, root, comm,
+                            stream, config);
+}
+EMU_ALIAS(ncclScatterConfig);
 
 /* ---- point-to-point ---- */
 

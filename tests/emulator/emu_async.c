@@ -104,15 +104,23 @@ __attribute__((constructor)) static void async_init(void)
         pthread_once(&api_once, api_load);
 }
 
-/* 1 if q can run on streams: non-empty, only collectives and p2p (joins and
+/* 1 if q can run on streams: non-empty, only collectives, p2p and signals (joins and
  * splits -- communicator creation -- stay synchronous). */
 int emu_async_eligible(const struct emu_queue *q)
 {
     if (!q->head)
         return 0;
     for (const struct emu_op *op = q->head; op; op = op->next)
-        if (op->kind != EMU_OP_COLL && op->kind != EMU_OP_SEND && op->kind != EMU_OP_RECV)
+        switch (op->kind) {
+        case EMU_OP_COLL:
+        case EMU_OP_SEND:
+        case EMU_OP_RECV:
+        case EMU_OP_SIGNAL:
+        case EMU_OP_WAITSIG:
+            break;
+        default:
             return 0;
+        }
     return 1;
 }
 

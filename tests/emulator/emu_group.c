@@ -29,6 +29,7 @@ static void op_free(struct emu_op *op)
     emu_prof_op_free(op);
     free(op->colors);
     free(op->keys);
+    free(op->waits);
     free(op);
 }
 
@@ -201,6 +202,12 @@ static int step(struct emu_op *op, uint64_t pass, int *pending)
     case EMU_OP_RECV:
         mark = &c->recv_mark[op->root];
         break;
+    case EMU_OP_SIGNAL: /* after the sends to that peer issued before it, as data before signal */
+        mark = &c->send_mark[op->root];
+        break;
+    case EMU_OP_WAITSIG: /* waits consume in issue order */
+        mark = &c->sig_mark;
+        break;
     }
     if (mark && *mark == pass) { /* an earlier op on this lane is unfinished */
         *pending = 1;
@@ -225,6 +232,12 @@ static int step(struct emu_op *op, uint64_t pass, int *pending)
             break;
         case EMU_OP_RECV:
             moved = emu_recv_progress(op);
+            break;
+        case EMU_OP_SIGNAL:
+            moved = emu_signal_progress(op);
+            break;
+        case EMU_OP_WAITSIG:
+            moved = emu_waitsig_progress(op);
             break;
         }
     }
@@ -289,6 +302,12 @@ void emu_queue_hold_lanes(struct emu_queue *q, uint64_t pass)
             break;
         case EMU_OP_RECV:
             c->recv_mark[op->root] = pass;
+            break;
+        case EMU_OP_SIGNAL:
+            c->send_mark[op->root] = pass;
+            break;
+        case EMU_OP_WAITSIG:
+            c->sig_mark = pass;
             break;
         }
     }

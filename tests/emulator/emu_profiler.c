@@ -234,6 +234,8 @@ static const char *dtype_name(ncclDataType_t dt)
     return (unsigned)dt < sizeof dtype_names / sizeof dtype_names[0] ? dtype_names[dt] : "Unknown";
 }
 
+/* Collectives and send/recv only: splits and joins are no tasks, and the one-sided signal ops
+ * (EMU_OP_SIGNAL, EMU_OP_WAITSIG) are not fed to plugins (yet), so they get no events. */
 static int profiled(const struct emu_op *op)
 {
     return prof.version && op->comm && op->comm->prof_ctx &&

@@ -118,7 +118,8 @@ struct ncclComm *emu_comm_new(const struct emu_id *id, int nranks, int rank)
     c->blocking = 1;
     c->send_mark = calloc((size_t)nranks, sizeof(uint64_t));
     c->recv_mark = calloc((size_t)nranks, sizeof(uint64_t));
-    if (!c->send_mark || !c->recv_mark) {
+    c->sig_consumed = calloc((size_t)nranks * EMU_SIG_IDX * EMU_SIG_CTX, sizeof(uint64_t));
+    if (!c->send_mark || !c->recv_mark || !c->sig_consumed) {
         emu_comm_free(c);
         return NULL;
     }
@@ -137,6 +138,7 @@ void emu_comm_free(struct ncclComm *c)
         return;
     free(c->send_mark);
     free(c->recv_mark);
+    free(c->sig_consumed);
     free(c->redops);
     c->magic = 0;
     pthread_mutex_destroy(&c->lock);
@@ -152,6 +154,10 @@ ncclResult_t emu_attach(struct ncclComm *c)
     off += round_up(n * sizeof(struct emu_slot), 64);
     uint64_t chans_off = off;
     off += round_up(n * n * sizeof(struct emu_chan), 64);
+    /* One-sided signals: per ordered (src,dst) pair, sigIdx and ctx, the count delivered (only
+     * src adds; dst reads and keeps what it consumed in its process, sig_consumed). */
+    uint64_t sigs_off = off;
+    off += round_up(n * n * EMU_SIG_IDX * EMU_SIG_CTX * sizeof(uint64_t), 64);
     uint64_t arenas_off = off;
     off += n * c->arena;
     uint64_t p2p_off = off;
@@ -182,6 +188,7 @@ ncclResult_t emu_attach(struct ncclComm *c)
     c->hdr = p;
     c->slots = (struct emu_slot *)((char *)p + slots_off);
     c->chans = (struct emu_chan *)((char *)p + chans_off);
+    c->sigs = (_Atomic uint64_t *)((char *)p + sigs_off);
     c->arenas = (unsigned char *)p + arenas_off;
     c->p2p = (unsigned char *)p + p2p_off;
     c->attached = 1;

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
@@ -463,4 +465,37 @@ uint64_t tp_fnv(uint64_t h, const void *p, size_t n)
         h *= 0x100000001b3ull;
     }
     return h;
+}
+
+/* ---- the watchdog of tp_watch_start() ---- */
+
+static _Atomic int watch_returned;
+static pthread_t watch_thread;
+static const char *watch_what;
+static int watch_ms;
+
+static void *watch_main(void *arg)
+{
+    (void)arg;
+    tp_sleep_ms(watch_ms);
+    if (!atomic_load(&watch_returned)) {
+        fprintf(stderr, "rank %d: %s still blocked after %d ms\n", tp_rank(), watch_what, watch_ms);
+        _exit(4);
+    }
+    return NULL;
+}
+
+void tp_watch_start(const char *what, int ms)
+{
+    watch_what = what;
+    watch_ms = ms;
+    atomic_store(&watch_returned, 0);
+    if (pthread_create(&watch_thread, NULL, watch_main, NULL) != 0)
+        tp_die("pthread_create failed");
+}
+
+void tp_watch_end(void)
+{
+    atomic_store(&watch_returned, 1);
+    pthread_join(watch_thread, NULL);
 }

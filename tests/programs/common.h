@@ -91,6 +91,12 @@ uint64_t tp_fnv(uint64_t h, const void *p, size_t n);
 /* Sleep for ms milliseconds, resuming after signal handlers. */
 void tp_sleep_ms(int ms);
 
+/* A watchdog over a call that must return at once (an NCCL call in the emulator's async mode):
+ * unless tp_watch_end() is called within ms milliseconds, the process says "rank R: WHAT still
+ * blocked after MS ms" on stderr and exits 4. One at a time. */
+void tp_watch_start(const char *what, int ms);
+void tp_watch_end(void);
+
 /* Computes (spins) for ms milliseconds: a rank's own work, outside NCCL. */
 void tp_compute_ms(int ms);
 

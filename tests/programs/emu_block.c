@@ -76,19 +76,6 @@ static int nogroup(ncclComm_t comm, int rank)
     return 3;
 }
 
-static _Atomic int returned;
-
-static void *watchdog_main(void *arg)
-{
-    (void)arg;
-    tp_sleep_ms(1000);
-    if (!atomic_load(&returned)) {
-        fprintf(stderr, "rank %d: async AllReduce still blocked after 1 s\n", tp_rank());
-        _exit(4);
-    }
-    return NULL;
-}
-
 /* Async mode (LOCKSTEP_EMU_ASYNC=1): rank 1 skips the second AllReduce. The
  * others' call must return at once (a watchdog exits 4 otherwise) and their
  * default stream must stay busy; they then hang in tp_sync, as GPU ranks hang
@@ -104,12 +91,9 @@ static int async_skip(ncclComm_t comm, int rank)
         TP_CHECK(ncclCommDestroy(comm));
         return 0;
     }
-    pthread_t t;
-    if (pthread_create(&t, NULL, watchdog_main, NULL) != 0)
-        tp_die("pthread_create failed");
+    tp_watch_start("async AllReduce", 1000);
     TP_CHECK(ncclAllReduce(buf, out, 1024, ncclFloat32, ncclSum, comm, NULL));
-    atomic_store(&returned, 1);
-    pthread_join(t, NULL);
+    tp_watch_end();
     CUresult (*query)(CUstream) = NULL;
     void *sym = dlsym(RTLD_DEFAULT, "cuStreamQuery");
     memcpy(&query, &sym, sizeof(query));

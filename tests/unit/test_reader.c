@@ -996,13 +996,19 @@ START_TEST(op_classes_come_from_one_list)
             is_coll |= coll[k] == op;
         ncoll += ls_op_is_collective(op) != 0;
         ck_assert_msg(!!ls_op_is_collective(op) == is_coll, "%s collective?", ls_op_name(op));
-        ck_assert_int_eq(!!ls_op_issues_work(op), is_coll || op == LS_OP_SEND || op == LS_OP_RECV);
+        int onesided = op == LS_OP_PUT_SIGNAL || op == LS_OP_SIGNAL || op == LS_OP_WAIT_SIGNAL;
+        ck_assert_int_eq(!!ls_op_is_onesided(op), onesided);
+        ck_assert_int_eq(!!ls_op_issues_work(op),
+                         is_coll || op == LS_OP_SEND || op == LS_OP_RECV || onesided);
+        ck_assert_int_eq(!!ls_op_numbered(op), is_coll || op == LS_OP_SEND || op == LS_OP_RECV);
         ck_assert_int_eq(!!ls_op_is_p2p(op), op == LS_OP_SEND || op == LS_OP_RECV);
         if (ls_op_is_rooted(op) || ls_op_has_redop(op))
             ck_assert_msg(is_coll, "%s has a root or redop but is no collective", ls_op_name(op));
-        ck_assert_msg(!(ls_op_is_onesided(op) && ls_op_issues_work(op)), "%s", ls_op_name(op));
     }
     ck_assert_uint_eq(ncoll, 9);
+    /* a one-sided op's signals (aux) */
+    uint64_t aux = ls_signal_aux(3, 7, 2);
+    ck_assert(ls_signal_count(aux) == 3 && ls_signal_index(aux) == 7 && ls_signal_ctx(aux) == 2);
     ck_assert(ls_op_is_comm(LS_OP_COMM_RESUME) && ls_op_is_onesided(LS_OP_WAIT_SIGNAL));
     ck_assert(ls_op_is_init(LS_OP_COMM_INIT_RANK_SCALABLE) && !ls_op_is_init(LS_OP_COMM_SPLIT));
     ck_assert_str_eq(ls_op_name(LS_OP_COUNT), "?");
