@@ -1,7 +1,7 @@
 /* diagnose_incomplete.c -- what the traces cannot tell (trace_incomplete): ranks without a
  * trace, truncated files, rings wrapped past a finding's point, half-written records, full
- * tables, processes whose NCCL calls the shim could not see. Runs after the other passes so it can
- * check their sequence numbers. */
+ * tables, processes whose NCCL calls the shim could not see, graph replays it does not record. Runs
+ * after the other passes so it can check their sequence numbers. */
 #include <stdio.h>
 
 #include "diagnose_pass.h"
@@ -211,10 +211,65 @@ static int wrapped_past(struct diag *d, size_t upto)
     return 0;
 }
 
+/* Collectives issued into a CUDA-graph capture run each time the graph is launched, and those
+ * runs are not recorded: when the job hangs, a replay may be where. One trace_incomplete
+ * (graph_captured) naming the ranks that captured collectives and the first of them, only when
+ * another finding says something is wrong. */
+static int graph_captured(struct diag *d, size_t before)
+{
+    int wrong = 0;
+    for (size_t i = 0; i < before && !wrong; i++)
+        wrong = finding_kind_severity(d->out->v[i].kind) == F_SEV_ERROR;
+    if (!wrong)
+        return 0;
+    struct intvec ranks = {0};
+    size_t n = 0;
+    const struct ls_record *first = NULL;
+    const struct m_proc *holder = NULL;
+    for (size_t i = 0; i < d->j->nprocs; i++) {
+        const struct m_proc *p = d->j->procs[i];
+        size_t mine = 0;
+        for (size_t k = 0; k < p->t->nrecords; k++) {
+            const struct ls_record *r = &p->t->records[k];
+            if (!(r->flags & LS_REC_GRAPH_CAPTURED) || !ls_op_issues_work(r->op))
+                continue;
+            mine++;
+            if (!first || r->enter_ns < first->enter_ns)
+                first = r, holder = p;
+        }
+        n += mine;
+        if (mine && p->rank >= 0 && intvec_push(&ranks, p->rank) < 0) {
+            intvec_free(&ranks);
+            return -1;
+        }
+    }
+    if (!n) {
+        intvec_free(&ranks);
+        return 0;
+    }
+    struct finding *f = add(d, "graph_captured");
+    if (!f) {
+        intvec_free(&ranks);
+        return -1;
+    }
+    f->ranks = ranks;
+    char who[256], call[512];
+    describe_ranks(ranks.v, ranks.n, who, sizeof(who));
+    describe_call(d, holder, first, call, sizeof(call));
+    finding_summary(
+        f,
+        "%s issued %zu NCCL call%s into CUDA-graph captures (the first: %s): each launch "
+        "of those graphs runs them again, and those runs are not recorded, so a hang "
+        "inside a replay shows only as ranks waiting outside NCCL (in a stream "
+        "synchronize or a graph launch)",
+        who, n, n == 1 ? "" : "s", call);
+    return 0;
+}
+
 int diagnose_incomplete(struct diag *d)
 {
     size_t before = d->out->n;
-    if (wrapped_past(d, before) < 0 || missing_traces(d) < 0)
+    if (wrapped_past(d, before) < 0 || missing_traces(d) < 0 || graph_captured(d, before) < 0)
         return -1;
     for (size_t i = 0; i < d->j->nprocs; i++)
         if (process_damage(d, d->j->procs[i]) < 0 || blind_process(d, d->j->procs[i]) < 0)

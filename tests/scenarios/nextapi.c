@@ -14,8 +14,11 @@
  *   SCENARIO_PLAIN      config_train: 1 makes the victim issue the plain twins (ncclAllReduce)
  *                       while the others issue the config calls: the same collectives to NCCL
  *   SCENARIO_OPCNT      signal modes: signals each rank puts, and waits for, per step (default 1)
+ * graph_decode needs LOCKSTEP_EMU_ASYNC=1 (streams and capture are the emulated driver's).
  * Every collective waits for its result with tp_sync(), as a training loop does. */
 #define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,10 +170,64 @@ static void mode_signal_short(void)
     tp_sync();
 }
 
+/* ---- CUDA graphs ---- */
+
+/* The emulated driver's function `name` (LOCKSTEP_EMU_ASYNC=1 loads it). */
+static void *cu(const char *name)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    void *p = lib ? dlsym(lib, name) : NULL;
+    if (!p)
+        tp_die("graph_decode: no %s (run with LOCKSTEP_EMU_ASYNC=1)", name);
+    return p;
+}
+
+#define CU_CHECK(call)                                                                             \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS)                                                                    \
+            tp_die("%s failed: %d", #call, (int)r_);                                               \
+    } while (0)
+
+/* graph_decode: an inference server captures its tensor-parallel all-reduce into a CUDA graph
+ * at start-up (the capture runs once here: the emulated driver launches a captured graph once,
+ * at its end), then serves decode steps; the victim stops serving while the others wait in the
+ * next step's all-reduce. */
+static void mode_graph_decode(void)
+{
+    CUresult (*create)(CUstream *, unsigned) =
+        (CUresult(*)(CUstream *, unsigned))cu("cuStreamCreate");
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) =
+        (CUresult(*)(CUstream, CUstreamCaptureMode))cu("cuStreamBeginCapture_v2");
+    CUresult (*end)(CUstream, CUgraph *) =
+        (CUresult(*)(CUstream, CUgraph *))cu("cuStreamEndCapture");
+    CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))cu("cuStreamSynchronize");
+    CUresult (*destroy)(CUgraph) = (CUresult(*)(CUgraph))cu("cuGraphDestroy");
+    CUstream s;
+    CUgraph g;
+    CU_CHECK(create(&s, 0));
+    for (int layer = 0; layer < 2; layer++) { /* one capture per layer's all-reduce */
+        CU_CHECK(begin(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+        TP_CHECK(ncclAllReduce(grad, grad, 256, ncclFloat32, ncclSum, world_comm, (cudaStream_t)s));
+        CU_CHECK(end(s, &g));
+        CU_CHECK(sync(s));
+        CU_CHECK(destroy(g));
+    }
+    for (int st = 0; st < steps; st++) {
+        tp_compute_ms(step_ms);
+        TP_CHECK(ncclAllReduce(grad, grad, 256, ncclFloat32, ncclSum, world_comm, NULL));
+        tp_sync();
+    }
+    if (rank == victim)
+        load_batch();
+    TP_CHECK(ncclAllReduce(grad, grad, 256, ncclFloat32, ncclSum, world_comm, NULL));
+    tp_sync();
+}
+
 static const struct tp_mode modes[] = {
     {"config_train", mode_config_train, 0},     {"config_mismatch", mode_config_mismatch, -1},
     {"signal_missing", mode_signal_missing, 0}, {"signal_order", mode_signal_order, 0},
-    {"signal_short", mode_signal_short, 0},
+    {"signal_short", mode_signal_short, 0},     {"graph_decode", mode_graph_decode, 0},
 };
 
 int main(int argc, char **argv)

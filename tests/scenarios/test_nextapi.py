@@ -219,5 +219,30 @@ def case_signal_short(tmp):
            f"want 'sent {opcnt - 1} of the {opcnt} signals': {f['summary']}")
 
 
+# ---------------------------------------------------------------- CUDA graphs
+
+
+def case_graph_decode(tmp):
+    """An inference server captured its tensor-parallel all-reduces into CUDA graphs, then one
+    rank stops serving. The hang is diagnosed as it is, and the report says what the captures
+    hide: each launch of those graphs runs the collectives again unrecorded, so a hang inside a
+    replay would show only as ranks waiting outside NCCL (was: nothing said so)."""
+    np, steps = rng.randrange(2, 7), rng.randrange(1, 4)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {steps} steps")
+    r, text = post_mortem(tmp, "graph_decode", np, {"SCENARIO_STEPS": str(steps),
+                                                     "SCENARIO_VICTIM": str(victim),
+                                                     "LOCKSTEP_EMU_ASYNC": "1"})
+    f = one_root(r, "missing_ranks")
+    expect(f["missing"] == [victim] and f["seq"] == steps + 3, f"{f['summary']}")
+    g = [x for x in r["findings"] if x["kind"] == "trace_incomplete"
+         and x.get("reason") == "graph_captured"]
+    expect(len(g) == 1, f"no graph_captured finding: {[x['summary'] for x in r['findings']]}")
+    expect(g[0]["ranks"] == list(range(np)) and f"issued {2 * np} NCCL calls into CUDA-graph "
+           f"captures" in g[0]["summary"] and "AllReduce #1 " in g[0]["summary"],
+           f"graph_captured: {g[0]['ranks']} {g[0]['summary']}")
+    rj.one_line(text, r"CUDA-graph captures", "what the captures hide")
+
+
 if __name__ == "__main__":
     sys.exit(run(globals(), "lockstep-nextapi-"))
