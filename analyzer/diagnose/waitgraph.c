@@ -612,6 +612,23 @@ static size_t call_node(struct builder *b, enum wg_call_kind kind, const struct 
 
 /* ---- ranks ------------------------------------------------------------------------------- */
 
+/* True for one-sided work that is not what its rank waits for, though its GPU was not seen to
+ * complete it: a put or a signal (they need nobody), a wait for signals its peer issued every
+ * one of (model_signal_match()). The shim observes a stream one event at a time, so work that
+ * completed just before later work that did not often looks pending: the later work is where
+ * the rank waits, if anywhere, and a peer whose stream is stuck before the signals it issued is
+ * diagnosed where it is stuck. */
+static int waits_for_nobody(const struct m_proc *p, const struct ls_record *r)
+{
+    if (r->op == LS_OP_PUT_SIGNAL || r->op == LS_OP_SIGNAL)
+        return 1;
+    if (r->op != LS_OP_WAIT_SIGNAL || !p->model)
+        return 0;
+    const struct m_comm *c = model_comm(p->model, p->job, r->comm_id);
+    uint64_t sent, wanted;
+    return c && model_signal_match(c, r, &sent, &wanted) == MODEL_HALF_POSTED;
+}
+
 /* The calls p waits in: those it is blocked on (model_blocked_ops(); of the work its GPU has not
  * completed only the oldest per stream, which the rest queue behind), else the call that
  * failed where its NCCL work ended. A rank that died in a node failure waits for nothing. */
@@ -623,6 +640,8 @@ static size_t rank_waits(const struct m_proc *p, const struct ls_record **out)
     size_t n = model_blocked_ops(p, ops, MAX_WAITS), k = 0;
     for (size_t i = 0; i < n; i++) {
         int later = 0;
+        if (waits_for_nobody(p, ops[i]))
+            continue;
         if (!ls_op_issues_work(ops[i]->op) && !ls_op_is_init(ops[i]->op) &&
             !(ls_op_makes_child(ops[i]->op) && ops[i]->comm_id) && !teardown_waits(p, ops[i]))
             continue; /* an abort (or, before NCCL 2.31, a destroy) waits for nobody else */
@@ -708,10 +727,10 @@ static int wait_p2p(struct builder *b, size_t from, const struct m_comm *c,
     return add_edge(b, from, waitgraph_rank_node(b->g, peer->proc), kind, r->peer, r);
 }
 
-/* A wait r of p's for signals on c (ncclWaitSignal, one descriptor): the edge to the peer whose
- * signals it waits for, whether the peer never sent them or its GPU has not run them yet (the
- * peer is where to look either way); to the member's node when the peer has no trace. A wait on
- * several descriptors names no peer: no edge. */
+/* A wait r of p's for signals on c (ncclWaitSignal, one descriptor): the edge to the peer that
+ * never sent the signals it waits for (a wait whose signals were all sent is left out before:
+ * waits_for_nobody()); to the member's node when the peer has no trace. A wait on several
+ * descriptors names no peer: no edge. */
 static int wait_signal(struct builder *b, size_t from, const struct m_comm *c,
                        const struct ls_record *r)
 {

@@ -10,7 +10,11 @@
  *   pnccl   as hang, through the pncclX names (which the shim does not wrap), with the CUDA
  *           driver ($REACH_LIBCUDA) loaded: NCCL in use, and the shim sees none of it
  *   async   as clean, polling ncclCommGetAsyncError after every step as a watchdog does; on an
- *           error it prints "async error N" and exits 1 */
+ *           error it prints "async error N" and exits 1
+ *   newer   as clean, then calls ncclAllReduceConfig (NCCL 2.31) twice by its name, as a
+ *           program built against newer headers than the library it runs on (LIBNCCL an older
+ *           one): the name binds to the shim's wrapper, the only definition; prints "config R R"
+ *           (the two results) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -19,7 +23,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <lockstep/nccl_next.h>
 #include <nccl.h>
+
+/* The program's own reference, bound by the dynamic linker at start (weak: it runs without a
+ * definition too, and then says so). */
+extern __typeof__(ncclAllReduceConfig) ncclAllReduceConfig __attribute__((weak));
 
 typedef ncclResult_t (*get_id_fn)(ncclUniqueId *);
 typedef ncclResult_t (*init_rank_fn)(ncclComm_t *, int, ncclUniqueId, int);
@@ -125,7 +134,7 @@ __attribute__((noinline)) static void watchdog_poll(ncclComm_t comm)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: dlsym_client LIBNCCL clean|hang|dlvsym|pnccl|async\n");
+        fprintf(stderr, "usage: dlsym_client LIBNCCL clean|hang|dlvsym|pnccl|async|newer\n");
         return 2;
     }
     const char *mode = argv[2];
@@ -163,6 +172,14 @@ int main(int argc, char **argv)
             train_step(comm, x, y);
         if (poll)
             watchdog_poll(comm);
+    }
+    if (strcmp(mode, "newer") == 0) {
+        if (!ncclAllReduceConfig)
+            die("ncclAllReduceConfig", "no definition (is the shim preloaded?)");
+        ncclCollConfig_t c = NCCL_COLLCONFIG_INITIALIZER;
+        ncclResult_t a = ncclAllReduceConfig(x, y, 16, ncclFloat32, ncclSum, comm, NULL, &c);
+        ncclResult_t b = ncclAllReduceConfig(x, y, 16, ncclFloat32, ncclSum, comm, NULL, &c);
+        printf("config %d %d\n", (int)a, (int)b);
     }
     check(nccl.destroy(comm), "ncclCommDestroy");
     printf("sum %.1f\n", y[0]);

@@ -26,6 +26,7 @@ VERSIONED_NCCL = os.environ["VERSIONED_NCCL"]
 PROBE2 = os.environ["REACH_PROBE2"]
 WRAP_2_29 = os.environ["WRAP_2_29"]
 WRAP_2_32 = os.environ["WRAP_2_32"]
+OLDER_NCCL = os.environ["OLDER_NCCL"]
 PYNCCL = os.environ["PYNCCL"]
 
 LIBNCCL = os.path.join(EMU_DIR, "libnccl.so.2")  # by absolute path, as frameworks load it
@@ -355,6 +356,23 @@ def case_wrappers_2_29(tmp):
     shim = {l.split()[-1] for l in p.stdout.splitlines()}
     expect({"dlsym", "dlvsym"} <= shim, "shim exports dlsym, dlvsym")
     expect(want <= shim, f"the shim built against 2.28 headers lacks {sorted(want - shim)}")
+
+
+def case_older_nccl(tmp):
+    """A program built against newer NCCL headers than the library it runs on calls
+    ncclAllReduceConfig (2.31): the name binds to the shim's wrapper, which finds no such
+    function in the loaded libnccl, says so once (naming the call and the library) and returns
+    ncclSystemError each time, without a crash; the calls the library has are recorded as ever."""
+    d = os.path.join(tmp, "t")
+    p = run_ranks(1, [CLIENT, OLDER_NCCL, "newer"], d)
+    expect(p.returncode == 0, f"dlsym_client newer: exit {p.returncode}: {p.stderr}")
+    expect("config 2 2" in p.stdout, f"results {p.stdout!r}, want ncclSystemError (2) twice")
+    said = [l for l in lockstep_lines(p.stderr) if "ncclAllReduceConfig" in l]
+    expect(len(said) == 1 and "has none" in said[0] and os.path.basename(OLDER_NCCL) in said[0],
+           f"want one line naming the call and the library: {p.stderr}")
+    (t,) = traces(d).values()
+    ops = [r["op"] for r in t["records"]]
+    expect(ops == ["CommInitRank"] + ["AllReduce"] * 5 + ["CommDestroy"], f"records {ops}")
 
 
 if __name__ == "__main__":
