@@ -870,6 +870,68 @@ START_TEST(hubs_of_a_cycle)
 }
 END_TEST
 
+START_TEST(pair_hub_shown_by_a_third)
+{
+    /* Rank 0 waits to receive from rank 1, which went on into the world's #3: a cycle of two.
+     * Rank 2 waits in #3 too and shows the order: rank 1 is the hub. Without a third rank the
+     * two are a deadlock. */
+    struct job j = {0};
+    world(&j, 3, 2, 0x6);
+    rec(j.t[0], LS_OP_RECV, W, 0, 1, 1, 1);
+    build(&j);
+    const struct wg_scc *s = scc_of(&j, rank_node(&j, 0));
+    ck_assert(s->cycle && s->nranks == 2);
+    ck_assert(s->behind == waitgraph_node_of_rank(j.g, 1));
+    ck_assert_uint_eq(s->nhubs, 1);
+    done(&j);
+
+    struct job k = {0};
+    world(&k, 2, 2, 0x2);
+    rec(k.t[0], LS_OP_RECV, W, 0, 1, 1, 1);
+    build(&k);
+    const struct wg_scc *p = scc_of(&k, rank_node(&k, 0));
+    ck_assert(p->cycle && p->nranks == 2 && p->behind == (size_t)-1);
+    done(&k);
+}
+END_TEST
+
+/* A wait of rank `at`'s for `cnt` signals from comm rank `from` on index 0, still in the call. */
+static void wait_signal(struct job *j, int at, int from, unsigned cnt)
+{
+    struct ls_record *r = rec(j->t[at], LS_OP_WAIT_SIGNAL, W, at, 0, from, 1);
+    r->count = 1;
+    r->aux = ls_signal_aux(cnt, 0, 0);
+}
+
+START_TEST(signal_waits)
+{
+    /* Rank 0 waits for 2 signals from rank 1, which sent one and went on into the world's #3
+     * with rank 2: rank 0 waits for rank 1 (edge "signal"). Once rank 1 sent both, the wait is
+     * no rank's wait (its completion merely unseen): no edge. */
+    for (int sent = 1; sent <= 2; sent++) {
+        struct job j = {0};
+        world(&j, 3, 2, 0x6);
+        for (int k = 0; k < sent; k++) {
+            struct ls_record *q = rec(j.t[1], LS_OP_SIGNAL, W, 1, 0, 0, 0);
+            q->enter_ns -= 5000 * MS, q->exit_ns -= 5000 * MS; /* before its #3 */
+            q->aux = ls_signal_aux(1, 0, 0);
+        }
+        wait_signal(&j, 0, 1, 2);
+        build(&j);
+        const struct wg_edge *e =
+            waitgraph_edge(j.g, waitgraph_node_of_rank(j.g, 0), waitgraph_node_of_rank(j.g, 1));
+        if (sent == 1) {
+            ck_assert_ptr_nonnull(e);
+            ck_assert_int_eq(e->kind, WG_E_SIGNAL);
+            ck_assert_str_eq(waitgraph_edge_name(WG_E_SIGNAL), "signal");
+        } else {
+            ck_assert_ptr_null(e);
+        }
+        done(&j);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("waitgraph");
@@ -898,6 +960,8 @@ static Suite *suite(void)
     tcase_add_test(tc, nonblocking_creation_pending);
     tcase_add_test(tc, died_inside_a_gpu_stuck_collective);
     tcase_add_test(tc, hub_of_a_cycle);
+    tcase_add_test(tc, pair_hub_shown_by_a_third);
+    tcase_add_test(tc, signal_waits);
     tcase_add_test(tc, hubs_of_a_cycle);
     suite_add_tcase(s, tc);
     return s;
