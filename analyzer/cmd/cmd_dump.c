@@ -157,6 +157,9 @@ static void dump_record(const struct ls_record *r)
         snprintf(arg, sizeof(arg), "root %d", r->peer);
     else if (ls_op_is_p2p(r->op))
         snprintf(arg, sizeof(arg), "peer %d", r->peer);
+    else if (ls_op_is_onesided(r->op)) /* peer, then signals x index / context */
+        snprintf(arg, sizeof(arg), "peer %d %ux%d/%d", r->peer, ls_signal_count(r->aux),
+                 ls_signal_index(r->aux), ls_signal_ctx(r->aux));
     else if (r->op == LS_OP_COMM_SPLIT)
         snprintf(arg, sizeof(arg), "color %d key %d", (int32_t)(r->aux >> 32), (int32_t)r->aux);
     else
@@ -167,14 +170,20 @@ static void dump_record(const struct ls_record *r)
                       : r->exit_ns < r->enter_ns
                           ? "-"
                           : timefmt_duration(d, sizeof(d), r->exit_ns - r->enter_ns);
+    char config[96] = ""; /* a nccl*Config call's tag and policy */
+    if (r->flags & LS_REC_COLL_CONFIG) {
+        const char *cta = names_cta_policy(r->flags);
+        snprintf(config, sizeof(config), " config tag %llu%s%s", (unsigned long long)r->aux,
+                 cta ? " cta " : "", cta ? cta : "");
+    }
     printf("%8llu %-14s %016" PRIx64
            " r%-4d #%-6llu n=%-10llu %-7s %-4s %-16s g%llu/%u %s %10s %-11s "
-           "site %u tid %u%s\n",
+           "site %u tid %u%s%s\n",
            (unsigned long long)(r->ticket - 1), ls_op_name(r->op), r->comm_id, r->comm_rank,
            (unsigned long long)r->seq, (unsigned long long)r->count, ls_dtype_name(r->dtype),
            ls_redop_name(r->redop), arg, (unsigned long long)r->group_id, r->group_depth,
            timefmt_wall(w, sizeof(w), r->enter_ns), dur, names_result(r->result), r->callsite,
-           r->tid, r->flags & LS_REC_IN_GROUP ? " in-group" : "");
+           r->tid, r->flags & LS_REC_IN_GROUP ? " in-group" : "", config);
 }
 
 static const struct command_option dump_options[] = {

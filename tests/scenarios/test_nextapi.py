@@ -10,6 +10,7 @@ timings are drawn at random (the seed is printed; LOCKSTEP_TEST_SEED repeats).
 Usage: test_nextapi.py CASE   (paths come from the environment meson sets)
 """
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -80,6 +81,17 @@ def case_config_train(tmp):
     note(f"{np} ranks, victim {victim}, {steps} steps, CTA policy {cta}")
     env = {"SCENARIO_STEPS": str(steps), "SCENARIO_VICTIM": str(victim), "SCENARIO_CTA": str(cta)}
     check_config_train(*post_mortem(tmp, "config_train", np, env), np, victim, steps, cta)
+    want = f"config tag {1000 + steps}" + (f" cta {CTA[cta]}" if cta in CTA else "")
+    expect(want in dump_rank(tmp, (victim + 1) % np), f"lockstep dump shows no '{want}'")
+
+
+def dump_rank(tmp, rank):
+    """`lockstep dump` of rank's trace in tmp/traces."""
+    d = os.path.join(tmp, "traces")
+    (path,) = [os.path.join(d, f) for f in os.listdir(d) if f.endswith(f"-r{rank}.trace")]
+    p = subprocess.run([rj.LOCKSTEP, "dump", path], capture_output=True, text=True, timeout=60)
+    expect(p.returncode == 0, f"lockstep dump exited {p.returncode}: {p.stderr}")
+    return p.stdout
 
 
 def case_config_train_live(tmp):
@@ -211,6 +223,10 @@ def case_signal_short(tmp):
         f = one_root(r, "deadlock_cycle")
         expect(sorted(f["ranks"]) == [0, 1], f"{f['summary']}")
         return
+    nxt = (victim + 1) % np
+    waits = [l for l in dump_rank(tmp, nxt).splitlines() if " WaitSignal " in l]
+    expect(waits and f"peer {victim} {opcnt}x0/0" in waits[-1],
+           f"lockstep dump's last WaitSignal is not 'peer {victim} {opcnt}x0/0': {waits[-1:]}")
     f = one_root(r, "p2p_unmatched")
     sent, wanted = opcnt * (steps + 1) - 1, opcnt * (steps + 1)
     expect(f["src"] == victim and f["dst"] == (victim + 1) % np, f"{f['summary']}")
