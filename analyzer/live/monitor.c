@@ -76,25 +76,28 @@ static int header_moved(const struct ls_header *old, const struct ls_header *h)
 
 /* Reads the comm table of the header just read into t (kept as it was when it cannot be read,
  * or holds fewer entries than were indexed: the writer only adds, a file that says otherwise is
- * not believed); marks the communicators whose entries moved. */
-static void reread_comms(struct monitor *m, struct mon_trace *t, int fd, const struct ls_header *h,
-                         uint64_t now)
+ * not believed); marks the communicators whose entries moved, and returns 1 when one did. That
+ * is progress of the trace's too: the shim numbers a collective (its entry's count) before it
+ * claims the record and the header's times move, so a read in between sees only the entry. */
+static int reread_comms(struct monitor *m, struct mon_trace *t, int fd, const struct ls_header *h,
+                        uint64_t now)
 {
     uint32_t n = h->comm_count; /* at most comm_cap: the reader checked */
     if (n < t->nindexed)
-        return;
+        return 0;
     struct ls_comm *c = n ? malloc(n * sizeof(*c)) : NULL;
     if (!c || pread(fd, c, n * sizeof(*c), (off_t)h->comm_off) != (ssize_t)(n * sizeof(*c))) {
         free(c);
-        return;
+        return 0;
     }
     struct ls_comm *old = t->comms;
     uint32_t nold = t->ncomms;
     t->comms = c;
     t->ncomms = n;
     mon_comms_index(&m->comms, t, (uint32_t)(t - m->t), now);
-    mon_comms_moved(&m->comms, t, old, nold, now);
+    int moved = mon_comms_moved(&m->comms, t, old, nold, now);
     free(old);
+    return moved;
 }
 
 /* Rereads header and comm table of trace t; returns 1 when a progress field changed (the
@@ -120,8 +123,8 @@ static int reread(struct monitor *m, struct mon_trace *t, uint64_t now)
     }
     t->refused = 0;
     int moved = header_moved(&t->h, &h);
-    if (h.comm_count)
-        reread_comms(m, t, fd, &h, now);
+    if (h.comm_count && reread_comms(m, t, fd, &h, now))
+        moved = 1;
     t->h = h;
     int was_running = t->running_here;
     enum liveness here = h.end_kind == LS_END_RUNNING ? liveness_local(&h, NULL) : LIVENESS_DEAD;

@@ -79,14 +79,18 @@ static int entry_moved(const struct ls_comm *a, const struct ls_comm *b)
            a->p2p_recvs != b->p2p_recvs || a->flags != b->flags;
 }
 
-void mon_comms_moved(struct mon_comms *c, const struct mon_trace *t, const struct ls_comm *old,
-                     uint32_t nold, uint64_t now_ns)
+int mon_comms_moved(struct mon_comms *c, const struct mon_trace *t, const struct ls_comm *old,
+                    uint32_t nold, uint64_t now_ns)
 {
     uint32_t n = nold < t->nindexed ? nold : t->nindexed;
     n = n < t->ncomms ? n : t->ncomms;
+    int moved = 0;
     for (uint32_t e = 0; e < n; e++)
-        if (old[e].comm_id == t->comms[e].comm_id && entry_moved(&old[e], &t->comms[e]))
+        if (old[e].comm_id == t->comms[e].comm_id && entry_moved(&old[e], &t->comms[e])) {
             c->v[t->comm_of[e]].last_progress_ns = now_ns;
+            moved = 1;
+        }
+    return moved;
 }
 
 void mon_comms_member_ended(struct mon_comms *c, const struct mon_trace *t, uint64_t now_ns)

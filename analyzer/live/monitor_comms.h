@@ -18,9 +18,10 @@ int mon_comms_index(struct mon_comms *c, struct mon_trace *t, uint32_t ti, uint6
 
 /* Marks progress at `now_ns` on each communicator whose entry in `t` moved from `old` (the
  * entries as read before, `nold` of them) to t->comms: collectives issued, returned or
- * completed, sends or receives entered, its flags. This function can't fail. */
-void mon_comms_moved(struct mon_comms *c, const struct mon_trace *t, const struct ls_comm *old,
-                     uint32_t nold, uint64_t now_ns);
+ * completed, sends or receives entered, its flags. Returns 1 when one did, else 0; this
+ * function can't fail. */
+int mon_comms_moved(struct mon_comms *c, const struct mon_trace *t, const struct ls_comm *old,
+                    uint32_t nold, uint64_t now_ns);
 
 /* Marks progress at `now_ns` on every communicator of `t` (its process ended). */
 void mon_comms_member_ended(struct mon_comms *c, const struct mon_trace *t, uint64_t now_ns);

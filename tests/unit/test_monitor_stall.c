@@ -242,6 +242,29 @@ START_TEST(member_ending_is_progress)
 }
 END_TEST
 
+/* Rank 1 numbered a collective on WORLD (its entry's count moved) and has not claimed its
+ * record yet: its header has not moved (the shim numbers first, then captures the call site,
+ * then claims; under load a poll lands in between). */
+static void numbered_only(struct job *j)
+{
+    j->c[1][1]->coll_issued++;
+}
+
+START_TEST(numbered_collective_is_progress)
+{
+    /* No rank waits; after 10 s of compute rank 1 numbers the next collective and a poll sees
+     * only that: the job moved, so nothing stalls (was: "no progress for 10 s while ranks 1 and
+     * 0 disagree", a healthy job stopped under load). */
+    struct job j;
+    two_comms(&j, 0, 1);
+    poll_aged(&j, numbered_only);
+    ck_assert_uint_eq(trace_named(&j.m, "r1.trace")->last_progress_ns, j.m.last_poll_ns);
+    struct mon_stall s;
+    ck_assert_int_eq(find(&j, &s), 0);
+    finish(&j);
+}
+END_TEST
+
 /* Ranks 0-1 of pair communicator PAIR: rank 0 inside a Send (grouped: a Send returned in group
  * 7, then the group's end inside) to rank 1 for 10 s; ranks 2-3 train on in COMM_B. */
 static void pipeline(struct job *j, int grouped)
@@ -609,6 +632,7 @@ int main(void)
     tcase_add_test(tc, nobody_waits_no_stall);
     tcase_add_test(tc, progress_of_the_comm_itself);
     tcase_add_test(tc, member_ending_is_progress);
+    tcase_add_test(tc, numbered_collective_is_progress);
     tcase_add_test(tc, send_found_in_the_records);
     tcase_add_test(tc, group_end_found_in_the_records);
     tcase_add_test(tc, short_call_not_read);
