@@ -82,35 +82,29 @@ LS_WRAP_FAST(ncclRecv,
  * loaded libnccl's own (resolve.c says once when it has none). The general path: no fast path
  * for these. */
 
-/* Fills a's config fields from `config` (NULL: none); reads only the members the caller's
+/* The call `a` with what `config` says (NULL: nothing); reads only the members the caller's
  * struct has (its `size`), and nothing of a config NCCL will refuse for its magic. */
-static void config_args(struct ls_call_args *a, const ncclCollConfig_t *config)
+static struct ls_call_args with_config(struct ls_call_args a, const ncclCollConfig_t *config)
 {
     const struct ls_coll_config_abi *c = (const struct ls_coll_config_abi *)(const void *)config;
     if (!c || c->magic != 0xcafebeefu)
-        return;
-    a->xflags = LS_REC_COLL_CONFIG;
+        return a;
+    a.xflags = LS_REC_COLL_CONFIG;
     if (c->size >= offsetof(struct ls_coll_config_abi, CTAPolicy) + sizeof c->CTAPolicy &&
         c->CTAPolicy >= 0 && c->CTAPolicy < 15)
-        a->xflags |= (uint32_t)(c->CTAPolicy + 1) << LS_REC_CTA_SHIFT;
+        a.xflags |= (uint32_t)(c->CTAPolicy + 1) << LS_REC_CTA_SHIFT;
     if (c->size >= offsetof(struct ls_coll_config_abi, userProfilerTag) + sizeof(uint64_t))
-        a->aux = c->userProfilerTag;
+        a.aux = c->userProfilerTag;
+    return a;
 }
 
+/* LS_WRAP() of a config call: its plain twin's fields, with_config() of its `config`. */
 #define LS_WRAP_CONFIG(name, params, args, op_, comm_, count_, dtype_, redop_, peer_, send_,       \
                        recv_, stream_)                                                             \
-    LS_FORWARD_DECL(name, ncclResult_t, params);                                                   \
-    ncclResult_t name params                                                                       \
-    {                                                                                              \
-        ls_fn_##name##_t real = LS_REAL(name);                                                     \
-        if (LS_UNLIKELY(!real))                                                                    \
-            return ncclSystemError;                                                                \
-        struct ls_call_args a =                                                                    \
-            LS_CALL_ARGS(op_, comm_, count_, dtype_, redop_, peer_, send_, recv_, stream_);        \
-        config_args(&a, config);                                                                   \
-        LS_CALLER(a);                                                                              \
-        LS_RECORD_FORWARD(real, args, a);                                                          \
-    }
+    LS_WRAP(name, params, args,                                                                    \
+            with_config((struct ls_call_args)LS_CALL_ARGS(op_, comm_, count_, dtype_, redop_,      \
+                                                          peer_, send_, recv_, stream_),           \
+                        config))
 
 LS_WRAP_CONFIG(ncclAllReduceConfig,
                (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,

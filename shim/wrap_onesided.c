@@ -14,28 +14,29 @@ LS_WRAP(ncclCommWindowRegister,
 LS_WRAP(ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), (comm, win),
         LS_CALL_ARGS(LS_OP_WINDOW_DEREGISTER, comm, 0, -1, -1, -1, (const void *)win, NULL, NULL))
 
-/* A put or a signal: one signal to `peer` on (sigIdx, ctx). */
-#define LS_SIGNAL_ARGS(op, comm, count, dtype, peer, send, recv, stream, sig_idx, ctx)             \
-    ({                                                                                             \
-        struct ls_call_args a_ =                                                                   \
-            LS_CALL_ARGS(op, comm, count, dtype, -1, peer, send, recv, stream);                    \
-        a_.aux = ls_signal_aux(1, (sig_idx), (ctx));                                               \
-        a_;                                                                                        \
-    })
+/* The call `a` of a put or a signal: one signal on (sig_idx, ctx). */
+static struct ls_call_args with_signal(struct ls_call_args a, int sig_idx, int ctx)
+{
+    a.aux = ls_signal_aux(1, sig_idx, ctx);
+    return a;
+}
 
-LS_WRAP(ncclPutSignal,
-        (const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
-         ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
-         ncclComm_t comm, cudaStream_t stream),
-        (localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm,
-         stream),
-        LS_SIGNAL_ARGS(LS_OP_PUT_SIGNAL, comm, count, datatype, peer, localbuff,
-                       (const void *)peerWin, stream, sigIdx, ctx))
+LS_WRAP(
+    ncclPutSignal,
+    (const void *localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+     size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+     cudaStream_t stream),
+    (localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream),
+    with_signal((struct ls_call_args)LS_CALL_ARGS(LS_OP_PUT_SIGNAL, comm, count, datatype, -1, peer,
+                                                  localbuff, (const void *)peerWin, stream),
+                sigIdx, ctx))
 
 LS_WRAP(ncclSignal,
         (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream),
         (peer, sigIdx, ctx, flags, comm, stream),
-        LS_SIGNAL_ARGS(LS_OP_SIGNAL, comm, 0, -1, peer, NULL, NULL, stream, sigIdx, ctx))
+        with_signal((struct ls_call_args)LS_CALL_ARGS(LS_OP_SIGNAL, comm, 0, -1, -1, peer, NULL,
+                                                      NULL, stream),
+                    sigIdx, ctx))
 
 /* What a wait waits for: one descriptor's peer and signals; with several, peer -1 and the sum
  * of their counts (the record has room for one peer). */

@@ -17,6 +17,33 @@ static int already(const struct diag *d, size_t first, int src, int dst, uint64_
     return 0;
 }
 
+/* The finding of `kind` about rank me's record r that waits on the pair src -> dst of c (seq
+ * its number, 0 for signals: none), with me's class (`role`) in it; *out NULL when one about
+ * that pair is there already. Returns -1 when out of memory, else 0. */
+static int pair_finding(struct diag *d, enum finding_kind kind, const struct m_comm *c,
+                        uint64_t seq, int src, int dst, const struct m_member *me,
+                        const struct ls_record *r, const char *role, size_t first,
+                        struct finding **out)
+{
+    *out = NULL;
+    if (already(d, first, src, dst, c->id, seq))
+        return 0;
+    struct finding *f = diag_finding_at(d, kind, c->id, seq);
+    if (!f)
+        return -1;
+    f->has_seq = seq != 0;
+    f->as.p2p.src = src;
+    f->as.p2p.dst = dst;
+    f->time_ns = r->enter_ns;
+    if (intvec_push(&f->ranks, src) < 0 || intvec_push(&f->ranks, dst) < 0)
+        return -1;
+    struct f_class mine = describe_class(d, me->proc, r, role);
+    if (finding_class_add(f, &mine, me->proc->rank) < 0)
+        return -1;
+    *out = f;
+    return 0;
+}
+
 /* `other`: the peer's half of another size or type; `queued`: the peer's half recorded in a
  * group it never ended (never posted, model_p2p_match()). */
 static int add_unmatched(struct diag *d, const struct m_comm *c, const struct m_member *me,
@@ -27,20 +54,12 @@ static int add_unmatched(struct diag *d, const struct m_comm *c, const struct m_
     int send = r->op == LS_OP_SEND;
     int src = send ? me->proc->rank : peer->proc->rank;
     int dst = send ? peer->proc->rank : me->proc->rank;
-    if (already(d, first, src, dst, c->id, r->seq))
-        return 0;
-    struct finding *f =
-        diag_finding_at(d, other ? F_P2P_SIZE_MISMATCH : F_P2P_UNMATCHED, c->id, r->seq);
+    struct finding *f;
+    if (pair_finding(d, other ? F_P2P_SIZE_MISMATCH : F_P2P_UNMATCHED, c, r->seq, src, dst, me, r,
+                     send ? "send" : "recv", first, &f) < 0)
+        return -1;
     if (!f)
-        return -1;
-    f->as.p2p.src = src;
-    f->as.p2p.dst = dst;
-    f->time_ns = r->enter_ns;
-    if (intvec_push(&f->ranks, src) < 0 || intvec_push(&f->ranks, dst) < 0)
-        return -1;
-    struct f_class mine = describe_class(d, me->proc, r, send ? "send" : "recv");
-    if (finding_class_add(f, &mine, me->proc->rank) < 0)
-        return -1;
+        return 0;
     char call[512], where[1024];
     describe_call(d, me->proc, r, call, sizeof(call));
     if (other) {
@@ -79,20 +98,12 @@ static int add_unsignalled(struct diag *d, const struct m_comm *c, const struct 
 {
     const struct m_member *peer = &c->members[r->peer];
     int src = peer->proc->rank, dst = me->proc->rank;
-    if (already(d, first, src, dst, c->id, 0))
-        return 0;
-    struct finding *f = diag_finding_at(d, F_P2P_UNMATCHED, c->id, 0);
+    struct finding *f;
+    if (pair_finding(d, F_P2P_UNMATCHED, c, 0, src, dst, me, r, "wait", first, &f) < 0)
+        return -1;
     if (!f)
-        return -1;
-    f->has_seq = 0; /* signals are not numbered */
-    f->as.p2p.src = src;
-    f->as.p2p.dst = dst;
-    f->time_ns = r->enter_ns;
-    if (intvec_push(&f->ranks, src) < 0 || intvec_push(&f->ranks, dst) < 0 ||
-        intvec_push(&f->missing, src) < 0)
-        return -1;
-    struct f_class mine = describe_class(d, me->proc, r, "wait");
-    if (finding_class_add(f, &mine, dst) < 0)
+        return 0;
+    if (intvec_push(&f->missing, src) < 0)
         return -1;
     char call[512], where[1024];
     describe_call(d, me->proc, r, call, sizeof(call));
