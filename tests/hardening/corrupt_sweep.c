@@ -4,13 +4,15 @@
  *
  * Usage: corrupt_sweep TRACE...   Exit 0 when every variant was refused with a message naming
  * it and a problem, or loaded (a truncated one with a trace_incomplete finding); 1 otherwise.
- * A crash or a hang (SIGALRM after 10 s on one variant) ends the run with a message. */
+ * A crash or a hang (10 s of CPU time on one variant, or 2 minutes of wall-clock time) ends the
+ * run with a message. */
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "diagnose.h"
@@ -18,10 +20,15 @@
 #include "report.h"
 #include "trace_reader.h"
 
-/* A variant that takes longer is a hang. TEST_SLOWDOWN=N stretches it N times, for an
- * emulated machine (scripts/test-aarch64: qemu-user runs the same variant 5-10 times slower; the
- * slowest, a communicator whose nranks became 65,284, takes 1.5 s here). */
+/* A variant that works longer is a hang. The bound is CPU time this process spent, not time on
+ * the clock: on a loaded machine (two cores, load 5) a variant gets a third of a core, and a
+ * wall-clock bound failed a healthy sweep there. A loop burns CPU time, so it is still caught;
+ * a wait that burns none (the reader takes no locks, but one may appear) meets the wall-clock
+ * backstop, twelve times longer. TEST_SLOWDOWN=N stretches both N times, for an emulated machine
+ * (scripts/test-aarch64: qemu-user runs the same variant 5-10 times slower; the slowest, a
+ * communicator whose nranks became 65,284, takes 1.5 s of CPU here). */
 #define VARIANT_SECONDS 10
+#define WALL_BACKSTOP   12
 static unsigned variant_seconds = VARIANT_SECONDS;
 
 static FILE *sink;
@@ -30,13 +37,22 @@ static long tried, refused, loaded, loaded_truncated, broken;
 
 static void on_alarm(int sig)
 {
-    (void)sig;
-    static const char msg[] = "corrupt_sweep: HANG on variant ";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    static const char cpu[] = "corrupt_sweep: HANG (CPU time bound) on variant ";
+    static const char wall[] = "corrupt_sweep: HANG (wall-clock backstop) on variant ";
+    const char *msg = sig == SIGPROF ? cpu : wall;
+    ssize_t w = write(STDERR_FILENO, msg, strlen(msg));
     w = write(STDERR_FILENO, current, strlen(current));
     w = write(STDERR_FILENO, "\n", 1);
     (void)w;
     _exit(3);
+}
+
+/* Arms (seconds > 0) or disarms (0) both bounds of one variant. */
+static void bound_variant(unsigned seconds)
+{
+    struct itimerval cpu = {.it_value = {.tv_sec = seconds}};
+    setitimer(ITIMER_PROF, &cpu, NULL);
+    alarm(seconds * WALL_BACKSTOP);
 }
 
 static void bad(const char *why, const char *detail)
@@ -56,14 +72,14 @@ static void try_variant(const unsigned char *buf, size_t len, const char *what, 
     vsnprintf(current, sizeof(current), what, ap);
     va_end(ap);
     tried++;
-    alarm(variant_seconds);
+    bound_variant(variant_seconds);
     char err[1024] = "";
     struct tr_trace *t = trace_load_buffer("variant.trace", buf, len, err, sizeof(err));
     if (!t) {
         refused++;
         if (strncmp(err, "variant.trace: ", 15) != 0 || strlen(err) < 15 + 8)
             bad("refused without naming the file and the problem", err);
-        alarm(0);
+        bound_variant(0);
         return;
     }
     loaded++;
@@ -96,7 +112,7 @@ static void try_variant(const unsigned char *buf, size_t len, const char *what, 
     symbolizer_free(sym);
     model_free(m);
     trace_free(t);
-    alarm(0);
+    bound_variant(0);
 }
 
 static unsigned char *slurp(const char *path, size_t *len)
@@ -225,7 +241,20 @@ int main(int argc, char **argv)
     const char *slow = getenv("TEST_SLOWDOWN");
     if (slow && atoi(slow) > 1)
         variant_seconds = VARIANT_SECONDS * (unsigned)atoi(slow);
+    /* For test_hardening.py's check that the bounds still catch a hang: a bound of N s, and a
+     * first variant that loops (busy) or sleeps (sleep) instead of loading. */
+    const char *bound = getenv("CORRUPT_SWEEP_SECONDS"), *hang = getenv("CORRUPT_SWEEP_HANG");
+    if (bound && atoi(bound) > 0)
+        variant_seconds = (unsigned)atoi(bound);
     signal(SIGALRM, on_alarm);
+    signal(SIGPROF, on_alarm);
+    if (hang) {
+        snprintf(current, sizeof(current), "made to hang (%s)", hang);
+        bound_variant(variant_seconds);
+        for (volatile unsigned long spin = 0;; spin++)
+            if (strcmp(hang, "sleep") == 0)
+                pause();
+    }
     sink = fopen("/dev/null", "w");
     for (int a = 1; a < argc; a++) {
         size_t len;

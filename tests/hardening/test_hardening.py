@@ -137,6 +137,13 @@ def case_corrupt_sweep(tmp):
     points, each used byte of header, tables and records flipped, bad fields: never a crash or
     a hang; refused with a message naming the file, or loaded (truncated: trace_incomplete)."""
     _, files = scenario_traces(tmp)
+    # the bounds that stop a hung variant still stop one: a loop by its CPU time, a sleep by the
+    # wall-clock backstop (twelve times the bound)
+    for hang, bound in (("busy", "CPU time bound"), ("sleep", "wall-clock backstop")):
+        env = dict(os.environ, CORRUPT_SWEEP_SECONDS="1", CORRUPT_SWEEP_HANG=hang)
+        p = subprocess.run([SWEEP] + files, capture_output=True, text=True, timeout=120, env=env)
+        expect(p.returncode == 3 and f"HANG ({bound}) on variant made to hang ({hang})" in p.stderr,
+               f"a {hang} variant was not stopped by the {bound}: exit {p.returncode}, {p.stderr[-500:]}")
     t0 = time.time()
     p = subprocess.run([SWEEP] + files, capture_output=True, text=True, timeout=900)
     expect(p.returncode == 0, f"corrupt_sweep exited {p.returncode}: {p.stderr[-3000:]}")
