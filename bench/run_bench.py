@@ -522,6 +522,150 @@ def live_only():
                     lambda: live_section(stall, live, holds, partial, poll))
 
 
+# ---- detection with the default bounds ----------------------------------------------------
+
+# Hang shapes run under `lockstep run` with no option: (label, program and its arguments, ranks,
+# environment). The program is a path under the build folder. The scenario prepare_data is not
+# among them: its rank computes for 30 s and then goes on (slow, not hung; the live tests hold it
+# to a one-second --stall); it is among the clean jobs.
+DETECT_HANGS = [(mode, ("tests", "scenarios", "scenarios", mode), np, {}) for mode, np in LIVE
+                if mode != "prepare_data"] + [
+    ("bounds asleep (a rank sleeps for good)", ("tests", "live", "bounds", "asleep"), 4, {}),
+    ("bounds locked (a rank on a lock)", ("tests", "live", "bounds", "locked"), 4, {}),
+    ("bounds busy_asleep (8 s of CPU, then asleep)", ("tests", "live", "bounds", "busy_asleep"),
+     4, {"BOUNDS_WORK_MS": "8000"}),
+    ("partial replicas (rank 5 stops, replica 0 trains on)", ("tests", "live", "partial",
+                                                              "replicas"), 8,
+     {"PARTIAL_STEP_MS": "0"}),
+]
+
+# Clean jobs with slow phases: (label, program and arguments, ranks, environment). None of them
+# hangs; a stop is a false stall.
+DETECT_CLEAN = [
+    ("a rank that prepares data for 30 s (CPU) before a barrier (scenario prepare_data)",
+     ("tests", "scenarios", "scenarios", "prepare_data"), 4, {}),
+    ("a 10 s checkpoint (CPU) while the others wait in an AllReduce",
+     ("tests", "live", "bounds", "busy"), 4, {"BOUNDS_WORK_MS": "10000"}),
+    ("a 10 s checkpoint written to disk while the others wait in a socket barrier",
+     ("tests", "live", "outside", "checkpoint"), 4, {"OUTSIDE_WORK_MS": "10000"}),
+    ("a 90 s CPU-busy compile on one rank", ("tests", "live", "bounds", "busy"), 4,
+     {"BOUNDS_WORK_MS": "90000"}),
+    ("an evaluation loop (20 s of CPU) on rank 0 only", ("tests", "live", "bounds", "busy"), 4,
+     {"BOUNDS_WORK_MS": "20000", "BOUNDS_CULPRIT": "0"}),
+    ("a data loader that sleeps 5 s every 10 steps", ("tests", "live", "bounds", "loader"), 4,
+     {"BOUNDS_WORK_MS": "5000", "BOUNDS_STEPS": "45"}),
+    ("first-step initialization of 64 ranks", ("tests", "live", "bounds", "busy"), 64,
+     {"BOUNDS_STEPS": "3", "BOUNDS_WORK_MS": "0"}),
+    ("a 60 s I/O-bound save (1 MiB writes, synced every 16 MiB)",
+     ("tests", "live", "bounds", "save_io"), 4, {"BOUNDS_WORK_MS": "60000"}),
+    ("a 3 s CPU pause (a Python GC pause)", ("tests", "live", "bounds", "busy"), 4,
+     {"BOUNDS_WORK_MS": "3000"}),
+]
+
+
+def detect_one(label, prog, np, extra, tmp, k):
+    """`lockstep run --json FILE -- launch-ranks --np N -- PROG...` with no stall option.
+    Returns (exit status, seconds from the hang to the first line of the report or None, the
+    JSON stall member or None, wall seconds)."""
+    d = os.path.join(tmp, f"traces-{k}")
+    js = os.path.join(tmp, f"report-{k}.json")
+    env = env_with(dict({"OUTSIDE_SOCK": os.path.join(tmp, f"sock-{k}"),
+                         "OUTSIDE_CKPT": os.path.join(tmp, f"ckpt-{k}"),
+                         "BOUNDS_FILE": os.path.join(tmp, f"shard-{k}")}, **extra))
+    cmd = [path("analyzer", "lockstep"), "run", "--dir", d, "--json", js, "--",
+           path("tests", "launcher", "launch-ranks"), "--np", str(np), "--timeout", "900", "--",
+           path(*prog[:-1]), prog[-1]]
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stamps = {}
+    ts = stamp_lines(p, stamps, ("hangs at", "stopped calling at"))
+    p.wait(timeout=1200)
+    wall = time.monotonic() - t0
+    for t in ts:
+        t.join()
+    stall = None
+    if os.path.exists(js):
+        try:
+            stall = json.load(open(js)).get("stall")
+        except ValueError:
+            pass
+    hang = stamps.get("hangs at") or stamps.get("stopped calling at")
+    if p.returncode != 3 or "report" not in stamps:
+        return p.returncode, None, stall, wall
+    if hang:
+        at = int(hang[1].split()[-1])
+    else:
+        at = last_progress_ns(d, stamps.get("stall", stamps["report"]))
+    took = (stamps["report"] - at) / 1e9 if at else None
+    shutil.rmtree(d, ignore_errors=True)
+    return p.returncode, took, stall, wall
+
+
+def detect_latency():
+    """Every hang shape and every clean job of DETECT_* under `lockstep run` with no option,
+    beside A.hogs busy loops (--quick: one of each). Returns (hang rows, clean rows, hogs)."""
+    hangs = DETECT_HANGS[:1] if A.quick else DETECT_HANGS
+    clean = DETECT_CLEAN[-1:] if A.quick else DETECT_CLEAN
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(A.hogs)]
+    rows, crows = [], []
+    try:
+        with tempfile.TemporaryDirectory(prefix="lockstep-bench-detect-", dir=A.work) as tmp:
+            for k, (label, prog, np, extra) in enumerate(hangs):
+                rc, took, stall, wall = detect_one(label, prog, np, extra, tmp, k)
+                rows.append((label, np, rc, took, stall))
+                say(f"detect {label}: exit {rc}, " +
+                    (f"diagnosed {took:.1f} s after it hung ({stall and stall.get('bound')} "
+                     "bound)" if took is not None else "not diagnosed"))
+            for k, (label, prog, np, extra) in enumerate(clean):
+                rc, took, stall, wall = detect_one(label, prog, np, extra, tmp, 100 + k)
+                crows.append((label, np, rc, wall))
+                say(f"clean {label}: exit {rc} after {wall:.1f} s" +
+                    (" (STOPPED)" if rc == 3 else ""))
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    return rows, crows, A.hogs
+
+
+def detect_section(rows, crows, hogs):
+    out("## Detection with the default bounds")
+    out()
+    out("`lockstep run` with no stall option (docs/live.md, \"Two bounds\": 30 s when the ranks "
+        "waited for make no progress, 10 s once the job has a fast rhythm, 300 s while one of "
+        f"them works), beside {hogs} busy loops on this machine's cores (`scripts/bench "
+        "--detect-only`). A hang: the time from the moment it hung (the time the program prints "
+        "as it stops for good, else the last progress recorded in any trace before the stall was "
+        "announced, `bench/last_progress`) to the first line of the printed diagnosis.")
+    out()
+    out("| hang shape | ranks | hung → diagnosis, s | bound | exit |")
+    out("|---|---:|---:|---|---:|")
+    for label, np, rc, took, stall in rows:
+        out(f"| {label} | {np} | " + ("-" if took is None else f"{took:.1f}") +
+            f" | {(stall or {}).get('bound', '-')} | {rc} |")
+    got = sorted(r[3] for r in rows if r[3] is not None)
+    out()
+    out(f"{len(got)} of {len(rows)} diagnosed" +
+        (f": median {statistics.median(got):.1f} s, worst {got[-1]:.1f} s." if got else "."))
+    out()
+    out("Clean jobs with slow phases (none hangs: a stop is a false stall):")
+    out()
+    out("| clean job | ranks | run's exit | seconds | stopped |")
+    out("|---|---:|---:|---:|---|")
+    for label, np, rc, wall in crows:
+        out(f"| {label} | {np} | {rc} | {wall:.1f} | {'yes' if rc == 3 else 'no'} |")
+    stopped = sum(1 for r in crows if r[2] == 3)
+    out()
+    out(f"{stopped} of {len(crows)} clean jobs stopped.")
+    out()
+
+
+def detect_only():
+    """--detect-only: replaces the detection section of an existing report."""
+    rows, crows, hogs = detect_latency()
+    replace_section("## Detection with the default bounds", lambda: detect_section(rows, crows, hogs))
+
+
 # ---- the heartbeat ------------------------------------------------------------------------
 
 def task_totals(pid):
@@ -1044,6 +1188,12 @@ def main():
     ap.add_argument("--live-only", action="store_true",
                     help="measure only the live detection latency and live stacks and replace "
                          "their section of --out")
+    ap.add_argument("--detect-only", action="store_true",
+                    help="run every hang shape and a corpus of clean jobs with slow phases under "
+                         "`lockstep run` with no option, beside --hogs busy loops, and replace "
+                         "their section of --out")
+    ap.add_argument("--hogs", type=int, default=2,
+                    help="busy loops beside --detect-only's runs (default 2)")
     ap.add_argument("--shim-only", action="store_true",
                     help="measure only the shim's cost per call (with the floor) and memory and "
                          "replace the shim section of --out")
@@ -1061,6 +1211,9 @@ def main():
         return
     if A.live_only:
         live_only()
+        return
+    if A.detect_only:
+        detect_only()
         return
     A.trace_dir = tempfile.mkdtemp(prefix="lockstep-bench-shim-", dir=A.work)
     if A.shim_only:

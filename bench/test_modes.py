@@ -38,6 +38,7 @@ SHIM = "## Shim cost per intercepted call"
 MEMORY = "## Memory"
 ANALYZER = "## Analyzer"
 LIVE = "## Live detection latency"
+DETECT = "## Detection with the default bounds"
 PYTHON = "## Python call sites"
 HEARTBEAT = "## The heartbeat"
 TARGETS = "## Targets"
@@ -48,6 +49,7 @@ MODES = {
     "shim": ("--shim-only", [SHIM]),
     "analyzer": ("--analyzer-only", [ANALYZER]),
     "live": ("--live-only", [LIVE]),
+    "detect": ("--detect-only", [DETECT]),
     "python": ("--python-only", [PYTHON]),
     "heartbeat": ("--heartbeat-only", [HEARTBEAT]),
 }
@@ -375,6 +377,35 @@ def check_live(c, lines):
         c.found.append("live stacks")
 
 
+def check_detect(c, lines):
+    """The hang rows each diagnosed (a positive time, a bound, exit 3); the clean rows each with
+    an exit status, none stopped (the quick run's clean job is a 3 s CPU pause); the two summary
+    lines."""
+    rows = table(lines, "| hang shape |")
+    if not rows:
+        c.fail("detect hang table", "missing or empty")
+    good = 0
+    for r in rows or []:
+        m = c.mark()
+        c.number(f"detect '{r[0]}' hung to diagnosis", r[2] if len(r) > 2 else None)
+        if len(r) < 5 or r[3] not in ("short", "long", "fixed") or r[4] != "3":
+            c.fail(f"detect '{r[0]}'", f"bound {r[3:4]} exit {r[4:5]}: not a diagnosed stall")
+        good += c.clean(m)
+    crows = table(lines, "| clean job |")
+    if not crows:
+        c.fail("detect clean table", "missing or empty")
+    for r in crows or []:
+        if len(r) < 5 or r[4] != "no":
+            c.fail(f"detect clean '{r[0]}'", f"stopped: {r}")
+    text = "\n".join(lines)
+    if not re.search(r"(\d+) of (\d+) diagnosed: median (\S+) s, worst (\S+) s", text):
+        c.fail("detect summary", "no 'N of M diagnosed: median, worst' line")
+    if not re.search(r"0 of (\d+) clean jobs stopped", text):
+        c.fail("detect clean summary", "no '0 of N clean jobs stopped' line")
+    c.found.append(f"detect: {good}/{len(rows or [])} hangs diagnosed, "
+                   f"{len(crows or [])} clean jobs not stopped")
+
+
 def check_python(c, lines):
     rows = table(lines, "| configuration | ns per call")
     if not rows:
@@ -522,6 +553,8 @@ def check_mode(mode, a, c, report, seeded):
                 c.found.append(f"Targets' analyzer rows replaced ({len(analyze)})")
     if LIVE in MODES[mode][1]:
         check_live(c, text(LIVE))
+    if DETECT in MODES[mode][1]:
+        check_detect(c, text(DETECT))
     if PYTHON in MODES[mode][1]:
         check_python(c, text(PYTHON))
     if HEARTBEAT in MODES[mode][1]:

@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "gather.h"
 #include "live_cmd.h"
+#include "names.h"
 #include "proctree.h"
 #include "run_dir.h"
 #include "settings.h"
@@ -30,6 +31,10 @@
         * before it makes its trace */
 
 static volatile sig_atomic_t forwarded_signal;
+/* The first interrupt (SIGINT, SIGTERM, SIGHUP) and how many came: the job gets it, and
+ * RUN_INTERRUPT_WAIT_MS later (or at a second one) run stops what is left of it. */
+static volatile sig_atomic_t interrupt_sig, interrupts;
+#define RUN_INTERRUPT_WAIT_MS 2000
 /* SIGPIPE as this process got it: what the job gets (run itself ignores it, so that a closed
  * stdout never stops it from stopping the job, keeping its report files and exiting). */
 static struct sigaction caller_sigpipe;
@@ -37,6 +42,9 @@ static struct sigaction caller_sigpipe;
 static void remember_signal(int sig)
 {
     forwarded_signal = sig;
+    if (!interrupt_sig)
+        interrupt_sig = sig;
+    interrupts++;
 }
 
 /* What the options say: live_opts first (the shared options' functions take it). */
@@ -74,14 +82,20 @@ static const struct command_option run_options[] = {
 
 const struct command_help run_help = {
     "run",
-    "[--dir DIR] [--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--log FILE] "
+    "[--dir DIR] [--stall SECONDS | --stall-short SECONDS --stall-long SECONDS] "
+    "[--format NAME[=FILE]]... [--json FILE] [--log FILE] "
     "[--ranks WHICH] [--grace SECONDS] "
     "[--signal-stacks] -- CMD [ARG...]",
     "run a job under the shim; on a stall diagnose it live, stop it and exit 3",
-    "  runs CMD with the lockstep shim preloaded; when for SECONDS (default 300) the job,\n"
-    "  or one communicator of it, made no progress while one of its ranks waits in it\n"
-    "  (even while the rest of the job trains on), it diagnoses the live job, stops it\n"
-    "  and exits 3. Otherwise it exits with CMD's own status.\n",
+    "  runs CMD with the lockstep shim preloaded; when the job, or one communicator of\n"
+    "  it, made no progress while one of its ranks waits in it (even while the rest of\n"
+    "  the job trains on), it diagnoses the live job, stops it and exits 3. How long:\n"
+    "  30 s when the ranks waited for make no progress at all (asleep, on a lock, dead,\n"
+    "  waiting in NCCL themselves; once the job has a rhythm, 4 times its longest\n"
+    "  healthy pause, down to 10 s), 300 s while one of them works (CPU, I/O, its GPU:\n"
+    "  meanwhile one line on stderr says what the wait is for). --stall S: one bound.\n"
+    "  Ctrl-C (SIGINT, SIGTERM) is passed on; what is left of the job 2 s later is\n"
+    "  stopped, and run exits 128+N. Otherwise it exits with CMD's own status.\n",
     17,
     run_options,
     "  environment: LOCKSTEP_SHIM (the shim), LOCKSTEP_GATHER_DIR (multi-node gather),\n"
@@ -89,7 +103,8 @@ const struct command_help run_help = {
     "  are made without --dir; default /dev/shm/lockstep-UID), LOCKSTEP_RETAIN_HOURS (run\n"
     "  folders of processes gone this long are removed; default 72, 0 keeps them)\n"
     "exit status: CMD's own (128+N for signal N) when it ends by itself, 3 a stall was\n"
-    "diagnosed and the job stopped, 2 bad usage (nothing started)\n",
+    "diagnosed and the job stopped, 128+N interrupted by signal N (130: Ctrl-C), 2 bad\n"
+    "usage (nothing started)\n",
     1};
 
 /* Finds liblockstep.so: LOCKSTEP_SHIM, else from this binary's own path, in the build tree
@@ -415,7 +430,7 @@ int cmd_run(int argc, char **argv)
     if (optind >= argc)
         return command_usage_error(&run_help, "no command to run after '--'");
     char **cmd = argv + optind;
-    if (live_check_json(&o) < 0 || live_start_log(&o) < 0)
+    if (live_check_bounds(&o) < 0 || live_check_json(&o) < 0 || live_start_log(&o) < 0)
         return 2;
 
     char shim[PATH_MAX];
@@ -423,12 +438,13 @@ int cmd_run(int argc, char **argv)
     if (find_shim(shim, sizeof(shim)) < 0 || run_dir_open(&d, given_dir) < 0)
         return 2;
     const char *dir = d.path;
-    fprintf(stderr, "lockstep: tracing %s into %s (stall after %g s without progress)\n", cmd[0],
-            dir, o.stall_s);
+    char bounds[160];
+    live_bounds_words(&o, bounds, sizeof(bounds));
+    fprintf(stderr, "lockstep: tracing %s into %s (%s)\n", cmd[0], dir, bounds);
     struct monitor m;
     if (monitor_init(&m, dir) < 0)
         return 2;
-    monitor_set_stall(&m, o.stall_s);
+    monitor_set_stall(&m, mon_bounds_least(&o.bounds));
     struct gather g;
     if (gather_init(&g, dir) < 0) {
         monitor_free(&m);
@@ -461,13 +477,40 @@ int cmd_run(int argc, char **argv)
     c.job = start_job(cmd, shim, dir, o.signal_stacks);
     if (c.job < 0)
         return 2;
-    int announced = 0, rc;
-    uint64_t done_ms = 0;
+    int announced = 0, rc, stopped_interrupted = 0;
+    uint64_t done_ms = 0, started_ms = timefmt_mono_ns() / 1000000ull, interrupted_ms = 0;
+    struct live_slow_said slow_said = {0};
     for (;;) {
         reap_children(&c);
         if (forwarded_signal) {
-            forward_signal(forwarded_signal, &c, &m);
+            int sig = forwarded_signal;
             forwarded_signal = 0;
+            if (!interrupted_ms && interrupt_sig) {
+                interrupted_ms = timefmt_mono_ns() / 1000000ull;
+                fprintf(stderr,
+                        "lockstep: %s: passed on to the job; what is left of it in %.0f s is "
+                        "stopped (at once on a second one)\n",
+                        names_signal(interrupt_sig), RUN_INTERRUPT_WAIT_MS / 1000.0);
+                live_mark_interrupt(&m, "run", interrupt_sig,
+                                    (double)(interrupted_ms - started_ms) / 1000.0);
+            }
+            forward_signal(sig, &c, &m);
+        }
+        /* Ranks that ignore the interrupt (those a shell started with '&' ignore SIGINT) are
+         * stopped, the way a stall stops them. */
+        if (interrupted_ms && !stopped_interrupted &&
+            (interrupts > 1 ||
+             timefmt_mono_ns() / 1000000ull - interrupted_ms >= RUN_INTERRUPT_WAIT_MS) &&
+            (!c.job_done || monitor_running(&m) > 0)) {
+            stopped_interrupted = 1;
+            struct stop_job sj = {.launcher = c.job_done ? 0 : c.job, .own_children = 1, .job = -1};
+            live_stop_interrupted(&m, &o, &sj);
+            reap_children(&c);
+            /* job_stop() waited for CMD itself: it is gone, ended by the stop. */
+            if (!c.job_done && kill(c.job, 0) != 0) {
+                c.job_done = 1;
+                c.job_status = W_EXITCODE(0, SIGTERM);
+            }
         }
         monitor_poll(&m);
         if (c.job_done) {
@@ -486,8 +529,16 @@ int cmd_run(int argc, char **argv)
             announced = 1;
         }
         struct mon_stall stall;
-        int stalled = monitor_find_stall(&m, o.stall_s, timefmt_mono_ns(), &stall) > 0;
-        if (stalled || gather_stall_elsewhere(&g, &m)) {
+        uint64_t now = timefmt_mono_ns();
+        int stalled =
+            !interrupted_ms && monitor_find_stall_beside(&m, &o.bounds, now, NULL, &stall) > 0;
+        if (!stalled && !interrupted_ms) {
+            struct mon_stall slow;
+            int found = monitor_find_slow(&m, &o.bounds, now, NULL, &slow) > 0;
+            live_announce_slow(found ? &slow : NULL, &slow_said);
+            mon_stall_free(&slow);
+        }
+        if (stalled || (!interrupted_ms && gather_stall_elsewhere(&g, &m))) {
             if (stalled)
                 live_announce_stall(&stall);
             else
@@ -496,8 +547,7 @@ int cmd_run(int argc, char **argv)
             if (where)
                 live_diagnose(where, &o, where == dir, 1, stalled ? &stall : NULL);
             gather_release(&g);
-            struct stop_job sj = {
-                .launcher = c.job_done ? 0 : c.job, .own_children = 1, .job = -1};
+            struct stop_job sj = {.launcher = c.job_done ? 0 : c.job, .own_children = 1, .job = -1};
             live_stop(&m, &o, &sj, c.job_done ? cmd[0] : NULL, "run", stalled ? &stall : NULL);
             mon_stall_free(&stall);
             monitor_free(&m);
@@ -511,6 +561,11 @@ int cmd_run(int argc, char **argv)
     /* CMD did not wait for its ranks: their ends are the job's status. */
     if (announced && rc == 0)
         rc = traced_status(&m);
+    if (interrupted_ms) {
+        rc = 128 + interrupt_sig;
+        fprintf(stderr, "lockstep: the job was interrupted (%s) after %.0f s\n",
+                names_signal(interrupt_sig), (double)(interrupted_ms - started_ms) / 1000.0);
+    }
     mention_untraced();
     monitor_poll(&m);
     const char *where = gather_on_end(&g, &m);

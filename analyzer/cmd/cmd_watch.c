@@ -34,6 +34,7 @@ struct watch {
     sigset_t sleep_mask;          /* the signal mask while it sleeps (SIGTERM, SIGINT let in) */
     struct monitor m;
     struct live_stalled_set stalled; /* the stalls reported and not over */
+    struct live_slow_said slow_said; /* the slow wait said last (live_announce_slow()) */
     uint64_t published_ns;           /* CLOCK_MONOTONIC of the last write of the files */
     int said_over;                   /* said that every traced process has ended */
     int started;                     /* watching began: the files get a last write */
@@ -111,16 +112,19 @@ static const struct command_option watch_options[] = {
 
 const struct command_help watch_help = {
     "watch",
-    "[--stall SECONDS] [--format NAME[=FILE]]... [--json FILE] [--log FILE] [--ranks WHICH] "
+    "[--stall SECONDS | --stall-short SECONDS --stall-long SECONDS] [--format NAME[=FILE]]... "
+    "[--json FILE] [--log FILE] [--ranks WHICH] "
     "[--kill] "
     "[--keep] [--metrics FILE] [--status FILE] [--grace SECONDS] "
     "[--signal-stacks] DIR",
     "watch a job traced into DIR; on a stall diagnose it live and exit 3",
     "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
-    "  and LOCKSTEP_DIR=DIR (DIR must exist; the job may start later); when for SECONDS\n"
-    "  a job, or one communicator of it, made no progress while one of its ranks waits in\n"
-    "  it (even while the rest trains on), it diagnoses the live job and exits 3. When\n"
-    "  every traced process has ended it prints the post-mortem diagnosis.\n",
+    "  and LOCKSTEP_DIR=DIR (DIR must exist; the job may start later); when a job, or\n"
+    "  one communicator of it, made no progress while one of its ranks waits in it (even\n"
+    "  while the rest trains on), it diagnoses the live job and exits 3. How long: as run\n"
+    "  (30 s when the ranks waited for make no progress at all, 300 s while one of them\n"
+    "  works; --stall S: one bound). When every traced process has ended it prints the\n"
+    "  post-mortem diagnosis.\n",
     17,
     watch_options,
     "exit status: 0 nothing found (or stopped by SIGTERM or SIGINT with --keep, --metrics\n"
@@ -260,9 +264,16 @@ static int watch_step(struct watch *w)
     }
     struct mon_stall_known known = {0};
     struct mon_stall stall;
-    int found =
-        live_stalled_known(&w->stalled, &w->m, &known) == 0 &&
-        monitor_find_stall_beside(&w->m, w->o.stall_s, timefmt_mono_ns(), &known, &stall) > 0;
+    int knows = live_stalled_known(&w->stalled, &w->m, &known) == 0;
+    int found = knows && monitor_find_stall_beside(&w->m, &w->o.bounds, timefmt_mono_ns(), &known,
+                                                   &stall) > 0;
+    if (!found) {
+        struct mon_stall slow;
+        int is_slow =
+            knows && monitor_find_slow(&w->m, &w->o.bounds, timefmt_mono_ns(), &known, &slow) > 0;
+        live_announce_slow(is_slow ? &slow : NULL, &w->slow_said);
+        mon_stall_free(&slow);
+    }
     mon_stall_known_free(&known);
     if (found) {
         on_stall(w, &stall);
@@ -287,20 +298,22 @@ static int watch_start(struct watch *w)
                 w->dir, found ? "not a folder" : strerror(errno), w->dir);
         return 2;
     }
-    if (live_check_json(&w->o) < 0 || live_start_log(&w->o) < 0)
+    if (live_check_bounds(&w->o) < 0 || live_check_json(&w->o) < 0 || live_start_log(&w->o) < 0)
         return 2;
     /* A reader of the report that went away (`| head -1`) must not cost the --json file or
      * the exit status: writes fail with EPIPE instead of killing watch. */
     signal(SIGPIPE, SIG_IGN);
     if (monitor_init(&w->m, w->dir) < 0)
         return 2;
-    monitor_set_stall(&w->m, w->o.stall_s);
+    monitor_set_stall(&w->m, mon_bounds_least(&w->o.bounds));
     if (publish(w, 1, 1) < 0) /* the files can be written, before watching */
         return 2;
     if (w->serves)
         catch_stop_signals(w);
-    fprintf(stderr, "lockstep: watching %s (stall after %g s without progress%s)\n", w->dir,
-            w->o.stall_s, w->keep ? "; --keep: until SIGTERM" : "");
+    char bounds[160];
+    live_bounds_words(&w->o, bounds, sizeof(bounds));
+    fprintf(stderr, "lockstep: watching %s (%s%s)\n", w->dir, bounds,
+            w->keep ? "; --keep: until SIGTERM" : "");
     w->started = 1;
     return -1;
 }

@@ -14,6 +14,7 @@
 #include "live_cmd.h"
 #include "live_log.h"
 #include "live_scope.h"
+#include "names.h"
 #include "rankset.h"
 #include "stop_mark.h"
 #include "timefmt.h"
@@ -22,7 +23,8 @@
 void live_opts_init(struct live_opts *o)
 {
     memset(o, 0, sizeof(*o));
-    o->stall_s = 300;
+    o->bounds.short_s = MON_SHORT_S;
+    o->bounds.long_s = MON_LONG_S;
     o->grace_s = job_stop_default_grace();
 }
 
@@ -80,16 +82,85 @@ int live_take_signal_stacks(void *ctx, const char *val)
     return 0;
 }
 
+/* Reads SECONDS of `opt` into `*to`. Returns 0, -1 after a message. */
+static int take_seconds(const char *opt, const char *val, double *to)
+{
+    char *end;
+    double v = strtod(val, &end);
+    if (*end || end == val || !(v > 0) || v > 1e7) {
+        fprintf(stderr, "lockstep: %s wants a positive number of seconds, not '%s'\n", opt, val);
+        return -1;
+    }
+    *to = v;
+    return 0;
+}
+
 int live_take_stall(void *ctx, const char *val)
 {
     struct live_opts *o = ctx;
-    char *end;
-    o->stall_s = strtod(val, &end);
-    if (*end || !(o->stall_s > 0) || o->stall_s > 1e7) {
-        fprintf(stderr, "lockstep: --stall wants a positive number of seconds, not '%s'\n", val);
+    if (take_seconds("--stall", val, &o->bounds.long_s) < 0)
         return -1;
-    }
+    o->bounds.short_s = o->bounds.long_s;
     return 0;
+}
+
+int live_take_stall_short(void *ctx, const char *val)
+{
+    return take_seconds("--stall-short", val, &((struct live_opts *)ctx)->bounds.short_s);
+}
+
+int live_take_stall_long(void *ctx, const char *val)
+{
+    return take_seconds("--stall-long", val, &((struct live_opts *)ctx)->bounds.long_s);
+}
+
+int live_check_bounds(const struct live_opts *o)
+{
+    if (o->bounds.short_s <= o->bounds.long_s)
+        return 0;
+    fprintf(stderr,
+            "lockstep: --stall-short %g is longer than --stall-long %g: a wait whose ranks work "
+            "would be held to less than one whose ranks make no progress (give --stall S for one "
+            "bound)\n",
+            o->bounds.short_s, o->bounds.long_s);
+    return -1;
+}
+
+void live_bounds_words(const struct live_opts *o, char *buf, size_t len)
+{
+    if (o->bounds.short_s >= o->bounds.long_s)
+        snprintf(buf, len, "stall after %g s without progress", o->bounds.long_s);
+    else
+        snprintf(buf, len,
+                 "stall after %g s when the ranks waited for make no progress, %g s while they "
+                 "work",
+                 o->bounds.short_s, o->bounds.long_s);
+}
+
+void live_announce_slow(const struct mon_stall *s, struct live_slow_said *said)
+{
+    if (!s) {
+        said->part = 0;
+        return;
+    }
+    uint64_t part = s->scope == MON_STALL_COMM ? s->part.comm : s->part.at + 1;
+    /* Said again when the part, the rank that works or whether it still works changes. */
+    int asleep = s->busy_ago_s > 1.0; /* four activity samples */
+    if (said->part == part && said->busy_rank == s->busy_rank && said->asleep == asleep)
+        return;
+    said->part = part;
+    said->busy_rank = s->busy_rank;
+    said->asleep = asleep;
+    char what[192], *waiting = rankset_format(s->waiting.v, s->waiting.n);
+    mon_stall_part_words(s, what, sizeof(what));
+    fprintf(stderr,
+            "lockstep: rank%s %s wait%s in %s for %.0f s; %s - not a hang yet (a stall after "
+            "%.0f s while a rank it waits for works, %.0f s once none does)\n",
+            waiting && strpbrk(waiting, ",-") ? "s" : "", waiting ? waiting : "?",
+            waiting && strpbrk(waiting, ",-") ? "" : "s", what, s->part.idle_s, s->awaited,
+            s->long_s, s->short_s);
+    free(waiting);
+    fflush(stderr);
 }
 
 int live_take_grace(void *ctx, const char *val)
@@ -334,15 +405,21 @@ out:
 
 /* Leaves the record of this stop in the trace folder (stop_mark.h), before the first signal:
  * later reports of the folder say who stopped the job, and its ranks are what they were. */
+/* A stop record of `by` (this process, this host, now) whose first signal is `sig`. */
+static void mark_start(struct stop_mark *s, const char *by, int sig)
+{
+    memset(s, 0, sizeof(*s));
+    snprintf(s->by, sizeof(s->by), "%s", by);
+    gethostname(s->host, sizeof(s->host) - 1);
+    s->pid = (int)getpid();
+    s->at_ns = timefmt_now_ns();
+    s->signal = sig;
+}
+
 static void mark_stop(const struct monitor *m, const char *by, const struct mon_stall *stall)
 {
     struct stop_mark s;
-    memset(&s, 0, sizeof(s));
-    snprintf(s.by, sizeof(s.by), "%s", by);
-    gethostname(s.host, sizeof(s.host) - 1);
-    s.pid = (int)getpid();
-    s.at_ns = timefmt_now_ns();
-    s.signal = SIGTERM;
+    mark_start(&s, by, SIGTERM);
     if (stall) {
         s.stall_s = stall->part.idle_s;
         mon_stall_describe(stall, s.what, sizeof(s.what));
@@ -350,6 +427,25 @@ static void mark_stop(const struct monitor *m, const char *by, const struct mon_
         snprintf(s.what, sizeof(s.what), "another node saw the job stall");
     }
     stop_mark_write(m->dir, &s);
+}
+
+void live_mark_interrupt(const struct monitor *m, const char *by, int sig, double after_s)
+{
+    struct stop_mark s;
+    mark_start(&s, by, sig);
+    snprintf(s.what, sizeof(s.what), "interrupted (%s) after %.0f s", names_signal(sig), after_s);
+    stop_mark_write(m->dir, &s);
+}
+
+void live_stop_interrupted(struct monitor *m, struct live_opts *o, struct stop_job *job)
+{
+    struct stop_report r;
+    memset(&r, 0, sizeof(r));
+    job->grace_s = o->grace_s;
+    job_stop(m, job, &r);
+    stop_report_print(stderr, &r);
+    fflush(stderr);
+    stop_report_free(&r);
 }
 
 void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,

@@ -13,7 +13,8 @@
 #include "output.h"
 
 struct live_opts {
-    double stall_s;           /* no progress for this long while something is outstanding */
+    struct mon_bounds bounds; /* how long without progress is a stall (monitor_stall.h): two
+                               * bounds by default, one with --stall */
     struct output_plan files; /* the report files: --format NAME=FILE, --json FILE (each
                                * `written` once live_diagnose() wrote it) */
     const struct output_format *annotations; /* printed after the text report (--format
@@ -25,7 +26,8 @@ struct live_opts {
     struct output_opts report; /* how the report files are written (--ranks all) */
 };
 
-/* The defaults: a stall after 300 s, the stop's grace from job_stop_default_grace(). */
+/* The defaults: the two bounds MON_SHORT_S and MON_LONG_S, the stop's grace from
+ * job_stop_default_grace(). */
 void live_opts_init(struct live_opts *o);
 
 /* The options run and watch share, as CMD_TAKE_CALL functions of their tables (commands.h):
@@ -34,6 +36,8 @@ void live_opts_init(struct live_opts *o);
  * format of output.c's table; on stdout (no FILE) only text or github: stdout has the text
  * report, github's annotations go after it. */
 int live_take_stall(void *ctx, const char *val);         /* --stall SECONDS */
+int live_take_stall_short(void *ctx, const char *val);   /* --stall-short SECONDS */
+int live_take_stall_long(void *ctx, const char *val);    /* --stall-long SECONDS */
 int live_take_format(void *ctx, const char *val);        /* --format NAME[=FILE] */
 int live_take_json(void *ctx, const char *val);          /* --json FILE */
 int live_take_log(void *ctx, const char *val);           /* --log FILE */
@@ -43,8 +47,37 @@ int live_take_signal_stacks(void *ctx, const char *val); /* --signal-stacks */
 
 /* The rows of run's and watch's tables (commands.h) that say the same in both. */
 #define LIVE_OPTION_STALL                                                                          \
-    CMD_CALL("stall", 0, "SECONDS", "how long without progress is a stall (default 300)", NULL,    \
-             live_take_stall)
+    CMD_CALL("stall", 0, "SECONDS",                                                                \
+             "one bound for every wait: this long without progress is a stall\n"                   \
+             "(default: two bounds, --stall-short and --stall-long)",                              \
+             "one bound for every wait: this long without progress is a stall, whatever the "      \
+             "ranks waited\n"                                                                      \
+             "for do (default: the two bounds of \\fB\\-\\-stall\\-short\\fR and "                 \
+             "\\fB\\-\\-stall\\-long\\fR)",                                                        \
+             live_take_stall),                                                                     \
+        CMD_CALL("stall-short", 0, "SECONDS",                                                      \
+                 "a wait whose ranks waited for make no progress at all (asleep,\n"                \
+                 "stopped, in a lock, dead, waiting in NCCL themselves) is a stall\n"              \
+                 "after this (default 30; once the job has a rhythm, 4 times its\n"                \
+                 "longest healthy pause, down to a third of it)",                                  \
+                 "a wait whose ranks waited for make no progress at all (asleep outside I/O, "     \
+                 "stopped, in a\n"                                                                 \
+                 "lock or a host barrier, dead, or waiting in NCCL themselves) is a stall after "  \
+                 "this many seconds\n"                                                             \
+                 "(default 30). Once the job has a rhythm, the bound is 4 times the longest "      \
+                 "pause it came back\n"                                                            \
+                 "from, down to a third of \\fISECONDS\\fR (docs/live.md)",                        \
+                 live_take_stall_short),                                                           \
+        CMD_CALL("stall-long", 0, "SECONDS",                                                       \
+                 "a wait whose ranks waited for are busy (CPU, I/O, their GPU) is\n"               \
+                 "slow, not hung, and a stall only after this (default 300, or 3\n"                \
+                 "times the longest pause the job came back from)",                                \
+                 "a wait whose ranks waited for are busy (on the CPU, in I/O, completing GPU "     \
+                 "work) is slow,\n"                                                                \
+                 "not hung: a stall only after this many seconds (default 300, or 3 times the "    \
+                 "longest pause\n"                                                                 \
+                 "the job came back from). Meanwhile one line on stderr says what it waits for",   \
+                 live_take_stall_long)
 /* The row of --format NAME[=FILE]: `when` says when a file is checked ("CMD starts"), `roff_when`
  * the same in the man page. */
 #define LIVE_OPTION_FORMAT(when, roff_when)                                                        \
@@ -81,6 +114,26 @@ int live_take_signal_stacks(void *ctx, const char *val); /* --signal-stacks */
              live_take_json)
 #define LIVE_OPTION_RANKS                                                                          \
     CMD_CALL("ranks", 0, "WHICH", OUTPUT_RANKS_HELP, OUTPUT_RANKS_MAN, live_take_ranks)
+
+/* Checks the bounds once every option is read: --stall-short above --stall-long is refused.
+ * Returns 0, or -1 after a message. */
+int live_check_bounds(const struct live_opts *o);
+
+/* The bounds in words, for the first line run and watch say: "stall after 30 s when the ranks
+ * waited for make no progress, 300 s while they work" or "stall after 2 s without progress".
+ * This function can't fail (the text is cut to len). */
+void live_bounds_words(const struct live_opts *o, char *buf, size_t len);
+
+/* Says on stderr, once per change, that part `s` (monitor_find_slow()) is slow, not hung:
+ * "lockstep: ranks 0-2 wait in comm 7f3a91c2 ... for 45 s; rank 3 (pid 12) was last busy
+ * 0.1 s ago (92% of a CPU) - not a hang yet (...)". `said` keeps what was said last (zero it
+ * to start); NULL `s`: nothing is slow now. */
+struct live_slow_said {
+    uint64_t part; /* the comm id, or the job index + 1, said last; 0 none */
+    int busy_rank; /* the rank said busy */
+    int asleep;    /* ... said no longer busy */
+};
+void live_announce_slow(const struct mon_stall *s, struct live_slow_said *said);
 
 /* Checks, before a job starts, that every report file (--format NAME=FILE, --json FILE) can be
  * written: opens it for writing (it is made and removed again when it did not exist). Returns
@@ -129,5 +182,15 @@ void live_announce_stall(const struct mon_stall *s);
  * it). This function can't fail. */
 void live_stop(struct monitor *m, struct live_opts *o, struct stop_job *job,
                const char *launcher_cmd, const char *by, const struct mon_stall *stall);
+
+/* Records in the trace folder (stop_mark.h), before the interrupt `sig` (SIGINT, SIGTERM,
+ * SIGHUP) is passed on to the job, that `by` ("run") was interrupted `after_s` seconds after
+ * it started the job: later reports say "interrupted (SIGINT) after 12 s" of the ranks it ended,
+ * not that they crashed. This function can't fail (a mark not written is said on stderr). */
+void live_mark_interrupt(const struct monitor *m, const char *by, int sig, double after_s);
+
+/* Stops a job that did not end after an interrupt (job_stop(), with o->grace_s) and says what
+ * that took on stderr (stdout is the report's). This function can't fail. */
+void live_stop_interrupted(struct monitor *m, struct live_opts *o, struct stop_job *job);
 
 #endif

@@ -135,8 +135,13 @@ static int reread(struct monitor *m, struct mon_trace *t, uint64_t now)
         mon_comms_member_ended(&m->comms, t, now);
         moved = 1;
     }
-    if (moved)
+    if (moved) {
+        if (now - t->last_progress_ns > t->longest_pause_ns)
+            t->longest_pause_ns = now - t->last_progress_ns;
+        if (t->progressions < UINT32_MAX)
+            t->progressions++;
         t->last_progress_ns = now;
+    }
     return moved;
 }
 
@@ -197,6 +202,10 @@ static void sample_activity(struct monitor *m, uint64_t now)
         if (r > 0) {
             t->last_active_ns = now;
             memcpy(t->active_why, why, sizeof why);
+        }
+        if (r == MON_ACTIVE_BUSY) {
+            t->last_busy_ns = now;
+            memcpy(t->busy_why, why, sizeof why);
         }
         t->act = a;
     }

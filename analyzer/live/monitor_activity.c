@@ -167,7 +167,7 @@ int mon_activity_sample(int pid, const struct mon_activity *prev, struct mon_act
         if (add_process(procs[i], now, procs, &nprocs) < 0 && i == 0)
             return -1;
     if (!prev || !prev->taken_ns || now->taken_ns <= prev->taken_ns)
-        return 1;
+        return MON_ACTIVE_BUSY;
     double dt = (double)(now->taken_ns - prev->taken_ns) / 1e9;
     /* Counters of children that ended (or a thread that left) go down: no activity from them. */
     double cpu = now->cpu_ns > prev->cpu_ns ? (double)(now->cpu_ns - prev->cpu_ns) / 1e9 / dt : 0;
@@ -175,12 +175,12 @@ int mon_activity_sample(int pid, const struct mon_activity *prev, struct mon_act
     if (cpu >= MON_ACTIVITY_CPU_SHARE) {
         if (why)
             snprintf(why, len, "%.0f%% of a CPU", cpu * 100);
-        return 1;
+        return MON_ACTIVE_BUSY;
     }
     if (io >= MON_ACTIVITY_IO_PER_S) {
         if (why)
             snprintf(why, len, "%.1f MB/s of I/O", io / 1e6);
-        return 1;
+        return MON_ACTIVE_BUSY;
     }
     /* A timed sleep that keeps waking up to sleep again polls: a wait, not a pause. */
     int pause =
@@ -191,7 +191,7 @@ int mon_activity_sample(int pid, const struct mon_activity *prev, struct mon_act
                      now->disk_wait ? "a disk wait"
                      : pause        ? "a timed sleep"
                                     : "a wait for its GPU");
-        return 1;
+        return now->disk_wait || now->gpu_wait ? MON_ACTIVE_BUSY : MON_ACTIVE_PAUSE;
     }
     return 0;
 }

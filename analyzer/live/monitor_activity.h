@@ -44,10 +44,16 @@ struct mon_activity {
  * monitor, its TCPStore's, CUDA's event handler. Their CPU and sleeps do not count. */
 int mon_background_thread(const char *name);
 
+/* What mon_activity_sample() saw: busy (CPU, I/O, a disk wait, a wait for its GPU: work that
+ * goes on), or only a pause (a timed sleep: active, it wakes up by itself, but it does no work
+ * that another rank could be waiting for to end). */
+enum { MON_ACTIVE_BUSY = 1, MON_ACTIVE_PAUSE = 2 };
+
 /* Samples process `pid` (its threads and its child processes, a few levels down) into `now`.
- * Returns 1 when it was active since `prev` (MON_ACTIVITY_*; a first sample is active), 0 when
- * not, -1 when the process cannot be read (gone). `why` (may be NULL) gets the activity in a
- * few words ("37% of a CPU", "2.1 MB/s of I/O", "a disk wait", "a timed sleep"). */
+ * Returns MON_ACTIVE_BUSY or MON_ACTIVE_PAUSE when it was active since `prev` (MON_ACTIVITY_*;
+ * a first sample is busy), 0 when not, -1 when the process cannot be read (gone). `why` (may be
+ * NULL) gets the activity in a few words ("37% of a CPU", "2.1 MB/s of I/O", "a disk wait", "a
+ * timed sleep"). */
 int mon_activity_sample(int pid, const struct mon_activity *prev, struct mon_activity *now,
                         char *why, size_t len);
 

@@ -95,35 +95,258 @@ static int job_can_stall(const struct mon_job *job, int outside)
            (job->world_size < 0 || job->ranked >= (size_t)job->world_size);
 }
 
-/* The job idle longest of those that can stall (job_can_stall()) and did not move for
- * `stall_ns` (job_moved_ns()), not covered by `known`; -1 none. */
-static long stalled_job(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns,
-                        const struct mon_stall_known *known, int outside)
+/* True when trace `t` waits in NCCL: a thread inside a call, a communicator it waits in (enum
+ * mon_wait), NCCL work on its GPU stream not known complete. Its own CPU does not count then:
+ * a rank that waits in NCCL spins in the library or in the CUDA runtime. */
+static int trace_waits(const struct monitor *m, const struct mon_trace *t)
+{
+    if (!t->running_here)
+        return 0;
+    for (uint32_t e = 0; t->waits && e < t->ncomms; e++)
+        if (t->waits[e] != MON_WAIT_NONE)
+            return 1;
+    char why[4];
+    int rule = mon_trace_outstanding(m, t, why, sizeof(why));
+    return rule == 1 || rule == 2;
+}
+
+/* What the ranks a part waits for do (awaited()). */
+struct awaited {
+    uint64_t busy_ns;    /* the newest moment one of them was busy (monitor_types.h:
+                          * last_busy_ns) or progressed; now when one cannot be seen from
+                          * here (another host); 0 never */
+    long busy_trace;     /* the trace of busy_ns, -1 none */
+    uint64_t pause_ns;   /* the longest pause the part's traces came back from */
+    uint32_t rhythm;     /* how often the part's busiest trace progressed */
+    size_t unstarted;    /* ranks of its job the launcher counts that have no trace yet */
+    unsigned char *seen; /* per trace: visited */
+};
+
+static void await_trace(const struct monitor *m, size_t i, uint64_t now_ns, struct awaited *a);
+
+/* Visits the members of communicator `c` that do not wait in it: the ranks its waiters wait
+ * for. */
+static void await_comm(const struct monitor *m, size_t c, uint64_t now_ns, struct awaited *a)
+{
+    const struct mon_comm *k = &m->comms.v[c];
+    for (size_t i = 0; i < k->nmembers; i++) {
+        const struct mon_member *mb = &k->members[i];
+        const struct mon_trace *t = &m->t[mb->trace];
+        if (!t->waits || t->waits[mb->entry] == MON_WAIT_NONE)
+            await_trace(m, mb->trace, now_ns, a);
+    }
+}
+
+/* Visits trace `i`: a rank that waits in NCCL is followed to the ranks it waits for there
+ * (a chain: a pipeline stage waits for the next, which waits for one that computes); one that
+ * does not is busy when its process was busy or it progressed (a_busy_ns). */
+static void await_trace(const struct monitor *m, size_t i, uint64_t now_ns, struct awaited *a)
+{
+    if (a->seen[i])
+        return;
+    a->seen[i] = 1;
+    const struct mon_trace *t = &m->t[i];
+    uint64_t busy = 0;
+    if (t->elsewhere)
+        busy = now_ns; /* what it does cannot be seen from here: as if busy */
+    else if (t->running_here && !trace_waits(m, t))
+        busy = t->last_busy_ns > t->last_progress_ns ? t->last_busy_ns : t->last_progress_ns;
+    if (busy > a->busy_ns) {
+        a->busy_ns = busy;
+        a->busy_trace = (long)i;
+    }
+    if (!t->running_here || !trace_waits(m, t))
+        return;
+    for (uint32_t e = 0; t->waits && e < t->nindexed && e < t->ncomms; e++)
+        if (t->waits[e] != MON_WAIT_NONE)
+            await_comm(m, t->comm_of[e], now_ns, a);
+}
+
+/* Notes the pauses of trace `i` (one of the part's own). */
+static void part_rhythm(const struct mon_trace *t, struct awaited *a)
+{
+    if (t->longest_pause_ns > a->pause_ns)
+        a->pause_ns = t->longest_pause_ns;
+    if (t->progressions > a->rhythm)
+        a->rhythm = t->progressions;
+}
+
+/* What the ranks that part `at` (a job: `is_job`, else a communicator) waits for do, and its
+ * rhythm. Returns 0, -1 when out of memory. */
+static int awaited(const struct monitor *m, int is_job, size_t at, uint64_t now_ns,
+                   struct awaited *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->busy_trace = -1;
+    a->seen = calloc(m->n ? m->n : 1, 1);
+    if (!a->seen)
+        return -1;
+    if (is_job) {
+        for (size_t i = 0; i < m->n; i++)
+            if (m->t[i].job == at) {
+                part_rhythm(&m->t[i], a);
+                await_trace(m, i, now_ns, a);
+            }
+    } else {
+        const struct mon_comm *k = &m->comms.v[at];
+        int32_t nranks = -1;
+        for (size_t i = 0; i < k->nmembers; i++) {
+            const struct mon_member *mb = &k->members[i];
+            part_rhythm(&m->t[mb->trace], a);
+            if (m->t[mb->trace].comms[mb->entry].nranks > nranks)
+                nranks = m->t[mb->trace].comms[mb->entry].nranks;
+        }
+        await_comm(m, at, now_ns, a);
+        /* Members that never joined: any rank of the job that is not in it may be one. */
+        if (k->nmembers && nranks > 0 && k->nmembers < (size_t)nranks) {
+            size_t job = m->t[k->members[0].trace].job;
+            for (size_t i = 0; i < m->n; i++)
+                if (m->t[i].job == job)
+                    await_trace(m, i, now_ns, a);
+        }
+    }
+    free(a->seen);
+    a->seen = NULL;
+    /* Ranks the launcher started that have no trace yet may still be starting (64 ranks
+     * importing their framework on a few cores): as if they worked. */
+    size_t job = is_job                    ? at
+                 : m->comms.v[at].nmembers ? m->t[m->comms.v[at].members[0].trace].job
+                                           : m->jobs.n;
+    if (job < m->jobs.n && m->jobs.v[job].world_size > 0 &&
+        m->jobs.v[job].ranked < (size_t)m->jobs.v[job].world_size) {
+        a->busy_ns = now_ns;
+        a->busy_trace = -1;
+        a->unstarted = (size_t)m->jobs.v[job].world_size - m->jobs.v[job].ranked;
+    }
+    return 0;
+}
+
+/* Progress events of its busiest trace after which a part has a rhythm: its pauses say how
+ * long a healthy one is. */
+#define RHYTHM_PROGRESSIONS 8
+/* The short bound is at least this share of --stall-short, whatever the rhythm. */
+#define SHORT_FLOOR_SHARE (1.0 / 3)
+/* With a rhythm, the short bound is this many times the longest pause the part came back
+ * from; the long bound at least this many times it too. */
+#define PAUSES_SHORT 4
+#define PAUSES_LONG  3
+
+double mon_bounds_least(const struct mon_bounds *b)
+{
+    return b->short_s >= b->long_s ? b->long_s : b->short_s * SHORT_FLOOR_SHARE;
+}
+
+/* The bounds that hold for a part of rhythm `a` (bounds `b` as given). */
+static void part_bounds(const struct mon_bounds *b, const struct awaited *a, double *short_s,
+                        double *long_s)
+{
+    *short_s = b->short_s;
+    *long_s = b->long_s;
+    if (b->short_s >= b->long_s)
+        return; /* one bound for everything (--stall) */
+    double pause = (double)a->pause_ns / 1e9;
+    if (a->rhythm >= RHYTHM_PROGRESSIONS) {
+        double few = PAUSES_SHORT * pause, floor = b->short_s * SHORT_FLOOR_SHARE;
+        *short_s = few < floor ? floor : few < b->short_s ? few : b->short_s;
+    }
+    if (PAUSES_LONG * pause > *long_s)
+        *long_s = PAUSES_LONG * pause;
+}
+
+/* The verdict on a part idle since `moved_ns`. */
+struct verdict {
+    int stalled;            /* it stalled */
+    int slow;               /* idle past the short bound, not stalled: a rank it waits for works */
+    enum mon_bound bound;   /* the bound that decided (stalled) */
+    double short_s, long_s; /* the bounds that held for it */
+    long busy_trace;        /* the trace that worked last of those it waits for, -1 none */
+    uint64_t busy_ns;       /* ... when */
+    size_t unstarted;       /* ranks of its job not traced yet (struct awaited) */
+};
+
+/* Judges part `at` (a job: `is_job`; `outside`: a job stalled outside NCCL, where nothing is
+ * awaited: no rank worked at all). Returns 0, -1 when out of memory. */
+static int judge(const struct monitor *m, const struct mon_bounds *b, int is_job, int outside,
+                 size_t at, uint64_t moved_ns, uint64_t now_ns, struct verdict *v)
+{
+    memset(v, 0, sizeof(*v));
+    v->busy_trace = -1;
+    double idle = idle_s(moved_ns, now_ns);
+    if (idle < b->short_s * SHORT_FLOOR_SHARE && idle < b->long_s)
+        return 0; /* no bound can hold yet: spare the walk */
+    struct awaited a;
+    if (awaited(m, is_job, at, now_ns, &a) < 0)
+        return -1;
+    part_bounds(b, &a, &v->short_s, &v->long_s);
+    v->busy_trace = outside ? -1 : a.busy_trace;
+    v->busy_ns = outside ? 0 : a.busy_ns;
+    v->unstarted = outside ? 0 : a.unstarted;
+    if (b->short_s >= b->long_s) {
+        v->stalled = idle >= b->long_s;
+        v->bound = MON_BOUND_FIXED;
+        return 0;
+    }
+    if (idle >= v->long_s) {
+        v->stalled = 1;
+        v->bound = MON_BOUND_LONG;
+        return 0;
+    }
+    if (idle < v->short_s)
+        return 0;
+    uint64_t since = v->busy_ns > moved_ns ? v->busy_ns : moved_ns;
+    if (idle_s(since, now_ns) >= v->short_s) {
+        v->stalled = 1;
+        v->bound = MON_BOUND_SHORT;
+    } else {
+        v->slow = 1;
+    }
+    return 0;
+}
+
+/* The job idle longest of those that can stall (job_can_stall()) and stalled (judge()), or
+ * (`slow`) are slow, not covered by `known`; -1 none, -2 out of memory. `v` gets its verdict. */
+static long stalled_job(const struct monitor *m, const struct mon_bounds *b, uint64_t now_ns,
+                        const struct mon_stall_known *known, int outside, int slow,
+                        struct verdict *v)
 {
     long best = -1;
     for (size_t j = 0; j < m->jobs.n; j++) {
         const struct mon_job *job = &m->jobs.v[j];
         uint64_t moved = job_moved_ns(job, outside);
-        if (job_can_stall(job, outside) && now_ns >= moved + stall_ns &&
-            (best < 0 || moved < job_moved_ns(&m->jobs.v[best], outside)) &&
-            !job_known(m, known, j))
+        struct verdict jv;
+        if (!job_can_stall(job, outside) ||
+            (best >= 0 && moved >= job_moved_ns(&m->jobs.v[best], outside)) ||
+            job_known(m, known, j))
+            continue;
+        if (judge(m, b, 1, outside, j, moved, now_ns, &jv) < 0)
+            return -2;
+        if (slow ? jv.slow : jv.stalled) {
             best = (long)j;
+            *v = jv;
+        }
     }
     return best;
 }
 
-/* The communicator idle longest of those a running member waits in, idle `stall_ns`, not
- * covered by `known`; -1. */
-static long stalled_comm(const struct monitor *m, uint64_t stall_ns, uint64_t now_ns,
-                         const struct mon_stall_known *known)
+/* The communicator idle longest of those a running member waits in that stalled (judge()), or
+ * (`slow`) are slow, not covered by `known`; -1 none, -2 out of memory. */
+static long stalled_comm(const struct monitor *m, const struct mon_bounds *b, uint64_t now_ns,
+                         const struct mon_stall_known *known, int slow, struct verdict *v)
 {
     long best = -1;
     for (size_t c = 0; c < m->comms.n; c++) {
         const struct mon_comm *k = &m->comms.v[c];
-        if (k->waiters && now_ns >= k->last_progress_ns + stall_ns &&
-            (best < 0 || k->last_progress_ns < m->comms.v[best].last_progress_ns) &&
-            !comm_known(m, known, k))
+        struct verdict cv;
+        if (!k->waiters ||
+            (best >= 0 && k->last_progress_ns >= m->comms.v[best].last_progress_ns) ||
+            comm_known(m, known, k))
+            continue;
+        if (judge(m, b, 0, 0, c, k->last_progress_ns, now_ns, &cv) < 0)
+            return -2;
+        if (slow ? cv.slow : cv.stalled) {
             best = (long)c;
+            *v = cv;
+        }
     }
     return best;
 }
@@ -266,21 +489,65 @@ static int name_shown(const struct monitor *m, struct mon_stall *s)
 int monitor_find_stall(const struct monitor *m, double stall_s, uint64_t now_ns,
                        struct mon_stall *s)
 {
-    return monitor_find_stall_beside(m, stall_s, now_ns, NULL, s);
+    struct mon_bounds b = {stall_s, stall_s};
+    return monitor_find_stall_beside(m, &b, now_ns, NULL, s);
 }
 
-int monitor_find_stall_beside(const struct monitor *m, double stall_s, uint64_t now_ns,
+/* Words for what the ranks a part waits for did: "rank 7 (pid 12) was last busy 3.2 s ago (92%
+ * of a CPU)". */
+static void busy_words(const struct monitor *m, const struct verdict *v, uint64_t now_ns, char *buf,
+                       size_t len)
+{
+    if (v->unstarted) {
+        snprintf(buf, len, "%zu rank%s of the job ha%s no trace yet and may still be starting",
+                 v->unstarted, v->unstarted == 1 ? "" : "s", v->unstarted == 1 ? "s" : "ve");
+        return;
+    }
+    if (v->busy_trace < 0) {
+        snprintf(buf, len, "no rank it waits for runs or works");
+        return;
+    }
+    const struct mon_trace *t = &m->t[v->busy_trace];
+    if (t->elsewhere)
+        snprintf(buf, len, "rank %d runs on another host, where what it does cannot be seen",
+                 t->h.rank);
+    else if (t->last_busy_ns >= t->last_progress_ns && t->busy_why[0])
+        snprintf(buf, len, "rank %d (pid %d) was last busy %.1f s ago (%s)", t->h.rank, t->h.pid,
+                 idle_s(t->last_busy_ns, now_ns), t->busy_why);
+    else
+        snprintf(buf, len, "rank %d (pid %d) last progressed in NCCL %.1f s ago", t->h.rank,
+                 t->h.pid, idle_s(t->last_progress_ns, now_ns));
+}
+
+/* Fills the bounds and the verdict's words into `s`. */
+static void fill_verdict(const struct monitor *m, const struct verdict *v, uint64_t now_ns,
+                         struct mon_stall *s)
+{
+    s->bound = v->bound;
+    s->short_s = v->short_s;
+    s->long_s = v->long_s;
+    s->busy_rank = v->busy_trace >= 0 ? m->t[v->busy_trace].h.rank : -1;
+    s->busy_ago_s = v->busy_trace >= 0 ? idle_s(v->busy_ns, now_ns) : -1;
+    busy_words(m, v, now_ns, s->awaited, sizeof(s->awaited));
+}
+
+int monitor_find_stall_beside(const struct monitor *m, const struct mon_bounds *b, uint64_t now_ns,
                               const struct mon_stall_known *known, struct mon_stall *s)
 {
     memset(s, 0, sizeof(*s));
-    uint64_t window = (uint64_t)(stall_s * 1e9);
-    long job = stalled_job(m, window, now_ns, known, 0),
-         comm = job < 0 ? stalled_comm(m, window, now_ns, known) : -1;
-    if (job < 0 && comm < 0 && (job = stalled_job(m, window, now_ns, known, 1)) >= 0)
+    struct verdict v = {0};
+    long job = stalled_job(m, b, now_ns, known, 0, 0, &v), comm = -1;
+    if (job == -1)
+        comm = stalled_comm(m, b, now_ns, known, 0, &v);
+    if (job == -1 && comm == -1 && (job = stalled_job(m, b, now_ns, known, 1, 0, &v)) >= 0)
         s->outside_nccl = 1;
+    if (job == -2 || comm == -2)
+        return -1;
     if (job < 0 && comm < 0)
         return 0;
-    s->window_s = stall_s;
+    fill_verdict(m, &v, now_ns, s);
+    s->window_s = v.bound == MON_BOUND_SHORT ? v.short_s : v.long_s;
+    uint64_t window = (uint64_t)(s->window_s * 1e9);
     s->part.at = (size_t)(job >= 0 ? job : comm);
     int rc;
     uint64_t stopped;
@@ -296,6 +563,39 @@ int monitor_find_stall_beside(const struct monitor *m, double stall_s, uint64_t 
     /* Training on: progress for at least half the window after the stalled part stopped. */
     if (rc < 0 || note_progressed(m, job >= 0 ? job : comm, stopped + window / 2, now_ns, s) < 0 ||
         name_shown(m, s) < 0) {
+        mon_stall_free(s);
+        return -1;
+    }
+    return 1;
+}
+
+int monitor_find_slow(const struct monitor *m, const struct mon_bounds *b, uint64_t now_ns,
+                      const struct mon_stall_known *known, struct mon_stall *s)
+{
+    memset(s, 0, sizeof(*s));
+    if (b->short_s >= b->long_s)
+        return 0;
+    /* A communicator first: "ranks 0-2 wait in comm ..." says more than the job would. */
+    struct verdict v = {0};
+    long comm = stalled_comm(m, b, now_ns, known, 1, &v), job = -1;
+    if (comm == -1)
+        job = stalled_job(m, b, now_ns, known, 0, 1, &v);
+    if (job == -2 || comm == -2)
+        return -1;
+    if (job < 0 && comm < 0)
+        return 0;
+    fill_verdict(m, &v, now_ns, s);
+    s->window_s = v.long_s;
+    s->part.at = (size_t)(job >= 0 ? job : comm);
+    int rc;
+    if (job >= 0) {
+        s->part.idle_s = idle_s(m->jobs.v[job].last_progress_ns, now_ns);
+        rc = fill_job(m, (size_t)job, s);
+    } else {
+        s->part.idle_s = idle_s(m->comms.v[comm].last_progress_ns, now_ns);
+        rc = fill_comm(m, &m->comms.v[comm], s);
+    }
+    if (rc < 0) {
         mon_stall_free(s);
         return -1;
     }
@@ -358,6 +658,11 @@ void mon_stall_json(struct json_writer *w, const struct mon_stall *s)
     json_int_array(w, "waiting", s->waiting.v, s->waiting.n);
     json_string(w, "why", s->why);
     json_double(w, "stall_s", s->window_s);
+    static const char *const bounds[] = {"fixed", "short", "long"};
+    json_string(w, "bound", bounds[s->bound]);
+    json_double(w, "short_s", s->short_s);
+    json_double(w, "long_s", s->long_s);
+    json_string(w, "awaited", s->awaited);
     json_bool(w, "partial", s->nprogressed > 0);
     json_uint(w, "progressed_count", s->nprogressed);
     json_begin_array(w, "progressed");

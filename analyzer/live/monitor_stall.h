@@ -15,6 +15,36 @@
 
 enum mon_stall_scope { MON_STALL_JOB, MON_STALL_COMM };
 
+struct mon_stall_known;
+
+/* How long a part may go without progress (docs/live.md, "Two bounds"). A part whose waiting
+ * ranks wait for ranks that make no progress at all (asleep outside I/O, stopped, in a lock or
+ * a host barrier, dead, or waiting in NCCL themselves, followed along the chain) stalls after
+ * `short_s`; while one of those ranks is busy (CPU, I/O, its GPU) or progresses elsewhere, only
+ * after `long_s`. Once a part has a rhythm (it progressed RHYTHM_PROGRESSIONS times), its short
+ * bound is a few times the longest pause it came back from, down to a third of `short_s`, and
+ * its long bound at least three times that pause. short_s >= long_s: one fixed bound
+ * (--stall), no rhythm. */
+struct mon_bounds {
+    double short_s;
+    double long_s;
+};
+
+/* The bounds of run and watch when no --stall is given (docs/live.md). */
+#define MON_SHORT_S 30.0
+#define MON_LONG_S  300.0
+
+/* The least time without progress any bound of `b` can hold a part to (its rhythm counted):
+ * what monitor_set_stall() is told. */
+double mon_bounds_least(const struct mon_bounds *b);
+
+/* Which bound decided a stall. */
+enum mon_bound {
+    MON_BOUND_FIXED = 0, /* the one bound of --stall */
+    MON_BOUND_SHORT,     /* the ranks waited for made no progress */
+    MON_BOUND_LONG,      /* they worked, but for longer than the long bound */
+};
+
 /* A part of the folder: a communicator (comm != 0) or a job (comm 0). */
 struct mon_part {
     uint64_t comm;
@@ -29,15 +59,21 @@ struct mon_part {
 
 struct mon_stall {
     enum mon_stall_scope scope;
-    int outside_nccl;      /* a job (scope JOB) with nothing outstanding in NCCL none of whose
-                            * ranks moved in NCCL or out of it (monitor_activity.h) */
-    struct mon_part part;  /* what stalled: no progress for part.idle_s */
-    struct intvec waiting; /* its ranks that wait in it */
-    char why[256];         /* what one of them waits in, in words */
-    double window_s;       /* the stall time */
-    size_t nprogressed;    /* other communicators (COMM) or jobs (JOB) that kept progressing
-                            * for half the window after the stalled part stopped: the stall is
-                            * partial when there is one */
+    int outside_nccl;       /* a job (scope JOB) with nothing outstanding in NCCL none of whose
+                             * ranks moved in NCCL or out of it (monitor_activity.h) */
+    struct mon_part part;   /* what stalled: no progress for part.idle_s */
+    struct intvec waiting;  /* its ranks that wait in it */
+    char why[256];          /* what one of them waits in, in words */
+    double window_s;        /* the stall time: the bound that decided */
+    enum mon_bound bound;   /* which bound that was */
+    double short_s, long_s; /* the bounds that held for the part (its rhythm counted) */
+    int busy_rank;          /* the rank waited for that worked last, -1 none (awaited) */
+    double busy_ago_s;      /* ... seconds since it last worked, -1 none */
+    char awaited[160];      /* what the ranks waited for did, in words ("rank 7 (pid 12) was
+                             * last busy 3.2 s ago (92% of a CPU)") */
+    size_t nprogressed;     /* other communicators (COMM) or jobs (JOB) that kept progressing
+                             * for half the window after the stalled part stopped: the stall is
+                             * partial when there is one */
     struct mon_part shown[MON_STALL_SHOWN]; /* the most recent of them first */
     size_t nshown;
     struct idmap progressed_comms;  /* ids of every communicator that kept progressing so */
@@ -45,15 +81,23 @@ struct mon_stall {
 };
 
 /* Looks for a stall at `now_ns` (CLOCK_MONOTONIC) after monitor_poll(): a job with something
- * outstanding (monitor_waits.h) none of whose traces progressed for `stall_s`; else a
- * communicator a running member waits in (enum mon_wait) on which no member progressed for
- * `stall_s`, whatever the rest of its job does; else a job with a rank running here, nothing
+ * outstanding (monitor_waits.h) none of whose traces progressed for its bound; else a
+ * communicator a running member waits in (enum mon_wait) on which no member progressed for its
+ * bound, whatever the rest of its job does; else a job with a rank running here, nothing
  * outstanding and no rank on another host, none of whose ranks progressed or was active
- * outside NCCL for `stall_s` (outside_nccl). Of several, the one idle longest, a job first.
- * Returns 1 with `s` filled (free with mon_stall_free(); s->part.at is the job's or the
- * communicator's index), 0 when nothing stalled (`s` zeroed), -1 when out of memory. */
+ * outside NCCL for its short bound (outside_nccl). Of several, the one idle longest, a job
+ * first. monitor_find_stall() holds every part to one bound, `stall_s`. Returns 1 with `s`
+ * filled (free with mon_stall_free(); s->part.at is the job's or the communicator's index), 0
+ * when nothing stalled (`s` zeroed), -1 when out of memory. */
 int monitor_find_stall(const struct monitor *m, double stall_s, uint64_t now_ns,
                        struct mon_stall *s);
+
+/* A part that is slow, not stalled: idle past its short bound while a rank it waits for works
+ * (struct mon_bounds), not covered by `known` (NULL: nothing); the one idle longest. Filled as
+ * a stall is (its window_s the long bound it is held to). Returns 1, 0 none (`s` zeroed), -1
+ * out of memory. */
+int monitor_find_slow(const struct monitor *m, const struct mon_bounds *b, uint64_t now_ns,
+                      const struct mon_stall_known *known, struct mon_stall *s);
 
 /* Parts already reported stalled and not resumed (`watch --keep`, live_stalled.h), for
  * monitor_find_stall_beside() to pass over. Zero it to start. */
@@ -62,12 +106,12 @@ struct mon_stall_known {
     struct idmap jobs;  /* job indexes in monitor.jobs as of the last poll, plus 1 */
 };
 
-/* monitor_find_stall() passing over what `known` covers (NULL: nothing): a known
+/* monitor_find_stall() with bounds `b`, passing over what `known` covers (NULL: nothing): a known
  * communicator, or one in a known job; a known job, or one whose every running trace is a
  * member of a known communicator (its stall is the one reported, seen whole). What is left is
  * a new stall, or the growth of a known one (the rest of its job stopped too). Returns as
  * monitor_find_stall() does. */
-int monitor_find_stall_beside(const struct monitor *m, double stall_s, uint64_t now_ns,
+int monitor_find_stall_beside(const struct monitor *m, const struct mon_bounds *b, uint64_t now_ns,
                               const struct mon_stall_known *known, struct mon_stall *s);
 
 /* Frees the sets of `k`; it is empty and usable again. */

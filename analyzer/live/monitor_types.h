@@ -87,6 +87,13 @@ struct mon_trace {
     uint64_t last_active_ns;   /* CLOCK_MONOTONIC: when it was found, or its process was last
                                 * seen active (CPU, I/O, a disk wait or a timed sleep) */
     char active_why[48];       /* the activity last seen, in words */
+    uint64_t last_busy_ns;     /* CLOCK_MONOTONIC: when its process was last seen busy (CPU,
+                                * I/O, a disk wait, a wait for its GPU: not a timed sleep);
+                                * 0 never */
+    char busy_why[48];         /* ... what it did then, in words */
+    uint64_t longest_pause_ns; /* the longest time it went without progress and then
+                                * progressed: a pause the job came back from */
+    uint32_t progressions;     /* how often it progressed after being found (up to 2^32-1) */
     int running_here;          /* its process runs on this host */
     int elsewhere;             /* no end recorded and its process is not on this host: whether
                                 * it does anything cannot be seen from here */

@@ -421,7 +421,7 @@ static void write_stopped_by(struct json_writer *w, const struct report_input *i
     json_string(w, "host", s->host);
     json_int(w, "pid", s->pid);
     json_uint(w, "at_ns", s->at_ns);
-    json_string(w, "signal", s->signal == SIGKILL ? "SIGKILL" : "SIGTERM");
+    json_string(w, "signal", names_signal(s->signal));
     if (s->stall_s > 0)
         json_double(w, "stall_s", s->stall_s);
     else

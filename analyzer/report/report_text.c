@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rankset.h"
+#include "names.h"
 #include "report.h"
 #include "stop_mark.h"
 #include "timefmt.h"
@@ -81,7 +82,7 @@ static void print_stopped_by(FILE *out, const struct report_input *in, size_t j,
     fprintf(out,
             "%s   stopped by lockstep %s%s at %s (%s to rank%s %s): %s; rank states are as they "
             "were then%s\n",
-            st->dim, s->by, stall, when, s->signal == SIGKILL ? "SIGKILL" : "SIGTERM",
+            st->dim, s->by, stall, when, names_signal(s->signal),
             ranks && strpbrk(ranks, ",-") ? "s" : "", ranks ? ranks : "?", s->what, st->off);
     free(ranks);
 }

@@ -516,6 +516,131 @@ START_TEST(outside_nccl_needs_every_rank_here)
 }
 END_TEST
 
+/* The two bounds (struct mon_bounds): trace `name`'s process last worked `ago` ns before the
+ * last poll (the sampler saw this test's own process; set by hand). */
+static void busy_ago(struct job *j, const char *name, uint64_t ago)
+{
+    struct mon_trace *t = (struct mon_trace *)trace_named(&j->m, name);
+    t->last_busy_ns = j->m.last_poll_ns - ago;
+    snprintf(t->busy_why, sizeof(t->busy_why), "97%% of a CPU");
+}
+
+/* two_comms() with rank 0 waiting in A (and, with `chain`, rank 1 inside a collective on
+ * WORLD), polled, aged 10 s; every trace last worked 10 s ago: as long as A stood still. */
+static void idle_job(struct job *j, int chain)
+{
+    two_comms(j, 1, 1);
+    if (chain)
+        enter_collective(j, 1, 1, 10 * S);
+    poll_aged(j, NULL);
+    for (size_t i = 0; i < j->m.n; i++)
+        j->m.t[i].last_busy_ns = j->m.last_poll_ns - 10 * S;
+}
+
+START_TEST(short_bound_when_the_awaited_rank_does_nothing)
+{
+    /* Rank 0 waits in A for rank 1, which did nothing for 10 s, nor did ranks 2-3: short
+     * bound 5 s. */
+    struct job j;
+    idle_job(&j, 0);
+    struct mon_bounds b = {5, 60};
+    struct mon_stall s;
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &b, j.m.last_poll_ns, NULL, &s), 1);
+    ck_assert_int_eq(s.bound, MON_BOUND_SHORT);
+    ck_assert(s.window_s == 5 && s.short_s == 5 && s.long_s == 60);
+    mon_stall_free(&s);
+    /* One fixed bound of 60 s: nothing yet. */
+    b.short_s = 60;
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &b, j.m.last_poll_ns, NULL, &s), 0);
+    finish(&j);
+}
+END_TEST
+
+START_TEST(long_bound_while_the_awaited_rank_works)
+{
+    struct job j;
+    idle_job(&j, 0);
+    busy_ago(&j, "r1.trace", S / 4); /* rank 1 computes */
+    struct mon_bounds b = {5, 60};
+    struct mon_stall s;
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &b, j.m.last_poll_ns, NULL, &s), 0);
+    /* Slow, not stalled: rank 1 named as the one that works. */
+    ck_assert_int_eq(monitor_find_slow(&j.m, &b, j.m.last_poll_ns, NULL, &s), 1);
+    ck_assert_uint_eq(s.part.comm, COMM_A);
+    ck_assert_int_eq(s.busy_rank, 1);
+    ck_assert_ptr_nonnull(strstr(s.awaited, "rank 1"));
+    ck_assert_ptr_nonnull(strstr(s.awaited, "97% of a CPU"));
+    mon_stall_free(&s);
+    /* Past the long bound it is a stall all the same. */
+    b.long_s = 8;
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &b, j.m.last_poll_ns, NULL, &s), 1);
+    ck_assert_int_eq(s.bound, MON_BOUND_LONG);
+    mon_stall_free(&s);
+    /* Rank 1 stopped working 6 s ago: a stall by the short bound from that moment. */
+    b.long_s = 60;
+    busy_ago(&j, "r1.trace", 6 * S);
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &b, j.m.last_poll_ns, NULL, &s), 1);
+    ck_assert_int_eq(s.bound, MON_BOUND_SHORT);
+    mon_stall_free(&s);
+    busy_ago(&j, "r1.trace", 4 * S);
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &b, j.m.last_poll_ns, NULL, &s), 0);
+    finish(&j);
+}
+END_TEST
+
+START_TEST(awaited_followed_along_the_chain)
+{
+    /* Rank 0 waits in A for rank 1, which waits in WORLD itself (inside a collective): the
+     * ranks of WORLD that do not wait there are what A waits for in the end. */
+    struct job j;
+    idle_job(&j, 1);
+    busy_ago(&j, "r1.trace", 0); /* its spinning in NCCL does not count */
+    struct mon_bounds b = {5, 60};
+    struct mon_stall s;
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &b, j.m.last_poll_ns, NULL, &s), 1);
+    ck_assert_int_eq(s.bound, MON_BOUND_SHORT);
+    mon_stall_free(&s);
+    busy_ago(&j, "r3.trace", S / 2); /* rank 3, at the end of the chain, works */
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &b, j.m.last_poll_ns, NULL, &s), 0);
+    ck_assert_int_eq(monitor_find_slow(&j.m, &b, j.m.last_poll_ns, NULL, &s), 1);
+    ck_assert_int_eq(s.busy_rank, 3);
+    mon_stall_free(&s);
+    finish(&j);
+}
+END_TEST
+
+START_TEST(rhythm_sets_the_bounds)
+{
+    struct job j;
+    idle_job(&j, 0);
+    struct mon_bounds b = {12, 100};
+    struct mon_stall s;
+    /* No rhythm yet: idle 10 s is under the short bound of 12. */
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &b, j.m.last_poll_ns, NULL, &s), 0);
+    /* Steps whose longest pause was 2 s: the short bound is 4 pauses, 8 s. */
+    struct mon_trace *t = (struct mon_trace *)trace_named(&j.m, "r0.trace");
+    t->progressions = 50;
+    t->longest_pause_ns = 2 * S;
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &b, j.m.last_poll_ns, NULL, &s), 1);
+    ck_assert(s.short_s > 7.99 && s.short_s < 8.01);
+    mon_stall_free(&s);
+    /* Pauses of 0.1 s: no lower than a third of 12. */
+    t->longest_pause_ns = S / 10;
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &b, j.m.last_poll_ns, NULL, &s), 1);
+    ck_assert(s.short_s > 3.99 && s.short_s < 4.01);
+    mon_stall_free(&s);
+    /* A healthy pause of 50 s: the short bound stays what was given (9 s), the long one is 3
+     * pauses; rank 1 works, so A is slow. */
+    t->longest_pause_ns = 50 * S;
+    b.short_s = 9;
+    busy_ago(&j, "r1.trace", 0);
+    ck_assert_int_eq(monitor_find_slow(&j.m, &b, j.m.last_poll_ns, NULL, &s), 1);
+    ck_assert(s.short_s == 9 && s.long_s > 149.9 && s.long_s < 150.1);
+    mon_stall_free(&s);
+    finish(&j);
+}
+END_TEST
+
 /* The stall found now is remembered as watch --keep remembers it. */
 static void remember(struct job *j, struct live_stalled_set *set, enum mon_stall_scope scope)
 {
@@ -543,7 +668,8 @@ static int find_beside(struct job *j, const struct live_stalled_set *set)
     struct mon_stall_known known = {0};
     struct mon_stall s;
     ck_assert_int_eq(live_stalled_known(set, &j->m, &known), 0);
-    int rc = monitor_find_stall_beside(&j->m, 2.0, j->m.last_poll_ns, &known, &s);
+    int rc = monitor_find_stall_beside(&j->m, &(struct mon_bounds){2.0, 2.0}, j->m.last_poll_ns,
+                                       &known, &s);
     mon_stall_known_free(&known);
     mon_stall_free(&s);
     return rc;
@@ -614,11 +740,15 @@ START_TEST(growth_of_a_reported_stall)
     struct mon_stall_known known = {0};
     ck_assert_int_eq(idmap_put(&known.comms, COMM_A, 0), 0);
     struct mon_stall s;
-    ck_assert_int_eq(monitor_find_stall_beside(&j.m, 2.0, j.m.last_poll_ns, &known, &s), 1);
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &(struct mon_bounds){2.0, 2.0},
+                                               j.m.last_poll_ns, &known, &s),
+                     1);
     ck_assert_int_eq(s.scope, MON_STALL_JOB);
     mon_stall_free(&s);
     ck_assert_int_eq(idmap_put(&known.comms, WORLD, 0), 0); /* every running trace covered */
-    ck_assert_int_eq(monitor_find_stall_beside(&j.m, 2.0, j.m.last_poll_ns, &known, &s), 0);
+    ck_assert_int_eq(monitor_find_stall_beside(&j.m, &(struct mon_bounds){2.0, 2.0},
+                                               j.m.last_poll_ns, &known, &s),
+                     0);
     mon_stall_known_free(&known);
     finish(&j);
 }
@@ -647,6 +777,10 @@ int main(void)
     tcase_add_test(tc, growth_of_a_reported_stall);
     tcase_add_test(tc, reported_job_resumes_with_its_job);
     tcase_add_test(tc, reported_comm_over_when_a_member_ends);
+    tcase_add_test(tc, short_bound_when_the_awaited_rank_does_nothing);
+    tcase_add_test(tc, long_bound_while_the_awaited_rank_works);
+    tcase_add_test(tc, awaited_followed_along_the_chain);
+    tcase_add_test(tc, rhythm_sets_the_bounds);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }
