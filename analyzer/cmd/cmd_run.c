@@ -90,7 +90,7 @@ const struct command_help run_help = {
     "  runs CMD with the lockstep shim preloaded; when the job, or one communicator of\n"
     "  it, made no progress while one of its ranks waits in it (even while the rest of\n"
     "  the job trains on), it diagnoses the live job, stops it and exits 3. How long:\n"
-    "  30 s when the ranks waited for make no progress at all (asleep, on a lock, dead,\n"
+    "  25 s when the ranks waited for make no progress at all (asleep, on a lock, dead,\n"
     "  waiting in NCCL themselves; once the job has a rhythm, 4 times its longest\n"
     "  healthy pause, down to 10 s), 300 s while one of them works (CPU, I/O, its GPU:\n"
     "  meanwhile one line on stderr says what the wait is for). --stall S: one bound.\n"

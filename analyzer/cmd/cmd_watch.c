@@ -79,7 +79,8 @@ static const struct command_option watch_options[] = {
              "\\fBlockstep_running_ranks\\fR\n"
              "and \\fBlockstep_finding\\fR (the first finding's kind and ranks); per communicator, "
              "at most 64,\n"
-             "\\fBlockstep_comm_stalled\\fR, \\fBlockstep_comm_collective_seq\\fR and\n"
+             "\\fBlockstep_comm_stalled\\fR, \\fBlockstep_comm_slow\\fR, "
+             "\\fBlockstep_comm_collective_seq\\fR and\n"
              "\\fBlockstep_comm_idle_seconds\\fR; \\fBlockstep_communicators\\fR; "
              "\\fBlockstep_watch_up\\fR\n"
              "(0 in the last write). Put it in the folder of node_exporter's textfile collector.",
@@ -122,7 +123,7 @@ const struct command_help watch_help = {
     "  and LOCKSTEP_DIR=DIR (DIR must exist; the job may start later); when a job, or\n"
     "  one communicator of it, made no progress while one of its ranks waits in it (even\n"
     "  while the rest trains on), it diagnoses the live job and exits 3. How long: as run\n"
-    "  (30 s when the ranks waited for make no progress at all, 300 s while one of them\n"
+    "  (25 s when the ranks waited for make no progress at all, 300 s while one of them\n"
     "  works; --stall S: one bound). When every traced process has ended it prints the\n"
     "  post-mortem diagnosis.\n",
     17,
@@ -207,7 +208,9 @@ static int publish(struct watch *w, int up, int force)
     if (!force && now - w->published_ns < WATCH_PUBLISH_NS)
         return 0;
     w->published_ns = now;
-    return live_facts_publish(w->metrics, w->status, &w->m, &w->stalled, up);
+    /* The slow part said last, when it is a communicator (a job's has no row of its own). */
+    uint64_t slow = w->slow_said.part && w->slow_said.is_comm ? w->slow_said.part : 0;
+    return live_facts_publish(w->metrics, w->status, &w->m, &w->stalled, up, slow);
 }
 
 /* The monitor's job that stall `s` is part of: the job itself, or the job of the stalled

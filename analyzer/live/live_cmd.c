@@ -151,6 +151,7 @@ void live_announce_slow(const struct mon_stall *s, struct live_slow_said *said)
     said->part = part;
     said->busy_rank = s->busy_rank;
     said->asleep = asleep;
+    said->is_comm = s->scope == MON_STALL_COMM;
     char what[192], *waiting = rankset_format(s->waiting.v, s->waiting.n);
     mon_stall_part_words(s, what, sizeof(what));
     fprintf(stderr,
@@ -296,16 +297,33 @@ static void print_stall(FILE *out, const struct mon_stall *s)
     free(waiting);
 }
 
+/* Which bound decided stall `s`, and what the ranks waited for did (docs/live.md, "Two
+ * bounds"): nothing with --stall. */
+static void announce_bound(const struct mon_stall *s)
+{
+    if (s->bound == MON_BOUND_SHORT)
+        fprintf(stderr,
+                "lockstep: the short bound (%.0f s) decided: no rank it waits for worked "
+                "meanwhile (%s)\n",
+                s->short_s, s->awaited);
+    else if (s->bound == MON_BOUND_LONG)
+        fprintf(stderr,
+                "lockstep: the long bound (%.0f s) decided: %s; slow for that long is taken for "
+                "a hang\n",
+                s->long_s, s->awaited);
+}
+
 void live_announce_stall(const struct mon_stall *s)
 {
     if (s->scope == MON_STALL_JOB && s->nprogressed == 0) {
         fprintf(stderr, "lockstep: no progress for %.1f s while %s: diagnosing the live job\n",
                 s->part.idle_s, s->why);
-        return;
+    } else {
+        char what[512];
+        mon_stall_describe(s, what, sizeof(what));
+        fprintf(stderr, "lockstep: %s; %s: diagnosing the live job\n", what, s->why);
     }
-    char what[512];
-    mon_stall_describe(s, what, sizeof(what));
-    fprintf(stderr, "lockstep: %s; %s: diagnosing the live job\n", what, s->why);
+    announce_bound(s);
 }
 
 static void stall_member(struct json_writer *w, const void *stall)

@@ -58,15 +58,15 @@ int live_take_signal_stacks(void *ctx, const char *val); /* --signal-stacks */
         CMD_CALL("stall-short", 0, "SECONDS",                                                      \
                  "a wait whose ranks waited for make no progress at all (asleep,\n"                \
                  "stopped, in a lock, dead, waiting in NCCL themselves) is a stall\n"              \
-                 "after this (default 30; once the job has a rhythm, 4 times its\n"                \
-                 "longest healthy pause, down to a third of it)",                                  \
+                 "after this (default 25; once the job has a rhythm, 4 times its\n"                \
+                 "longest healthy pause, down to two fifths of it)",                                  \
                  "a wait whose ranks waited for make no progress at all (asleep outside I/O, "     \
                  "stopped, in a\n"                                                                 \
                  "lock or a host barrier, dead, or waiting in NCCL themselves) is a stall after "  \
                  "this many seconds\n"                                                             \
-                 "(default 30). Once the job has a rhythm, the bound is 4 times the longest "      \
+                 "(default 25). Once the job has a rhythm, the bound is 4 times the longest "      \
                  "pause it came back\n"                                                            \
-                 "from, down to a third of \\fISECONDS\\fR (docs/live.md)",                        \
+                 "from, down to two fifths of \\fISECONDS\\fR (docs/live.md)",                        \
                  live_take_stall_short),                                                           \
         CMD_CALL("stall-long", 0, "SECONDS",                                                       \
                  "a wait whose ranks waited for are busy (CPU, I/O, their GPU) is\n"               \
@@ -119,7 +119,7 @@ int live_take_signal_stacks(void *ctx, const char *val); /* --signal-stacks */
  * Returns 0, or -1 after a message. */
 int live_check_bounds(const struct live_opts *o);
 
-/* The bounds in words, for the first line run and watch say: "stall after 30 s when the ranks
+/* The bounds in words, for the first line run and watch say: "stall after 25 s when the ranks
  * waited for make no progress, 300 s while they work" or "stall after 2 s without progress".
  * This function can't fail (the text is cut to len). */
 void live_bounds_words(const struct live_opts *o, char *buf, size_t len);
@@ -132,6 +132,7 @@ struct live_slow_said {
     uint64_t part; /* the comm id, or the job index + 1, said last; 0 none */
     int busy_rank; /* the rank said busy */
     int asleep;    /* ... said no longer busy */
+    int is_comm;   /* part is a communicator */
 };
 void live_announce_slow(const struct mon_stall *s, struct live_slow_said *said);
 

@@ -51,7 +51,7 @@ static int comm_stalled(const struct monitor *m, const struct mon_stall_known *k
 }
 
 static int gather_comms(struct live_facts *f, const struct monitor *m,
-                        const struct mon_stall_known *known, uint64_t mono)
+                        const struct mon_stall_known *known, uint64_t mono, uint64_t slow_comm)
 {
     struct comm_pick *picks = malloc((m->comms.n ? m->comms.n : 1) * sizeof(*picks));
     if (!picks)
@@ -74,6 +74,7 @@ static int gather_comms(struct live_facts *f, const struct monitor *m,
         c->collective = k->max_issued;
         c->idle_s = since_s(k->last_progress_ns, mono);
         c->stalled = picks[i].stalled;
+        c->slow = !c->stalled && slow_comm && k->id == slow_comm;
     }
     free(picks);
     return 0;
@@ -119,7 +120,7 @@ static void gather_jobs(struct live_facts *f, const struct monitor *m,
 }
 
 int live_facts_gather(struct live_facts *f, const struct monitor *m,
-                      const struct live_stalled_set *set, int up)
+                      const struct live_stalled_set *set, int up, uint64_t slow_comm)
 {
     memset(f, 0, sizeof(*f));
     f->dir = m->dir;
@@ -131,7 +132,7 @@ int live_facts_gather(struct live_facts *f, const struct monitor *m,
     struct mon_stall_known known = {0};
     int rc = live_stalled_known(set, m, &known);
     if (rc == 0)
-        rc = gather_comms(f, m, &known, mono);
+        rc = gather_comms(f, m, &known, mono, slow_comm);
     if (rc == 0)
         gather_jobs(f, m, set, mono);
     mon_stall_known_free(&known);
@@ -139,12 +140,12 @@ int live_facts_gather(struct live_facts *f, const struct monitor *m,
 }
 
 int live_facts_publish(const char *metrics_path, const char *status_path, const struct monitor *m,
-                       const struct live_stalled_set *set, int up)
+                       const struct live_stalled_set *set, int up, uint64_t slow_comm)
 {
     if (!metrics_path && !status_path)
         return 0;
     struct live_facts *f = malloc(sizeof(*f));
-    if (!f || live_facts_gather(f, m, set, up) < 0) {
+    if (!f || live_facts_gather(f, m, set, up, slow_comm) < 0) {
         fprintf(stderr, "lockstep: out of memory gathering the metrics of %s\n", m->dir);
         free(f);
         return -1;

@@ -25,6 +25,8 @@ struct live_comm_fact {
     double idle_s;       /* since a member last progressed on it */
     int stalled;         /* a reported stall is on it: its own, or its job's while a rank waits
                           * in it */
+    int slow;            /* its members wait in it past the short bound for a rank that works:
+                          * slow, not hung (docs/live.md, "Two bounds") */
 };
 
 struct live_job_fact {

@@ -34,6 +34,10 @@ static double comm_stalled(const struct live_comm_fact *c)
 {
     return c->stalled;
 }
+static double comm_slow(const struct live_comm_fact *c)
+{
+    return c->slow;
+}
 static double comm_collective(const struct live_comm_fact *c)
 {
     return (double)c->collective;
@@ -100,6 +104,10 @@ int live_metrics_write(FILE *f, const void *arg)
     fprintf(f, "lockstep_communicators %zu\n", x->comms_total);
     comm_family(f, x, "lockstep_comm_stalled",
                 "1 while a reported stall is on the communicator, else 0.", comm_stalled);
+    comm_family(f, x, "lockstep_comm_slow",
+                "1 while members wait in the communicator past the short bound for a rank that "
+                "works (slow, not hung yet), else 0.",
+                comm_slow);
     comm_family(f, x, "lockstep_comm_collective_seq",
                 "The newest collective sequence number issued on the communicator.",
                 comm_collective);

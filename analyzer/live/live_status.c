@@ -54,6 +54,7 @@ static void comm_json(struct json_writer *w, const struct live_comm_fact *c)
     json_uint(w, "collective_seq", c->collective);
     json_double(w, "idle_s", c->idle_s);
     json_bool(w, "stalled", c->stalled);
+    json_bool(w, "slow", c->slow);
     json_end_object(w);
 }
 

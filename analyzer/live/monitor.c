@@ -136,7 +136,9 @@ static int reread(struct monitor *m, struct mon_trace *t, uint64_t now)
         moved = 1;
     }
     if (moved) {
-        if (now - t->last_progress_ns > t->longest_pause_ns)
+        /* Its first few moves are its start (the program loading, NCCL's creation waiting for
+         * the last rank to start), not a pause between steps. */
+        if (t->progressions >= MON_START_MOVES && now - t->last_progress_ns > t->longest_pause_ns)
             t->longest_pause_ns = now - t->last_progress_ns;
         if (t->progressions < UINT32_MAX)
             t->progressions++;

@@ -116,9 +116,13 @@ struct awaited {
                           * last_busy_ns) or progressed; now when one cannot be seen from
                           * here (another host); 0 never */
     long busy_trace;     /* the trace of busy_ns, -1 none */
+    uint64_t seen_ns;    /* busy_ns as the samples saw it: the time since a rank's last sample
+                          * not counted as work (what calls a part slow) */
     uint64_t pause_ns;   /* the longest pause the part's traces came back from */
     uint32_t rhythm;     /* how often the part's busiest trace progressed */
     size_t unstarted;    /* ranks of its job the launcher counts that have no trace yet */
+    size_t dead, alive;  /* of them, those whose process ended; those that run and do not
+                          * wait in NCCL (or may: another host, not started) */
     unsigned char *seen; /* per trace: visited */
 };
 
@@ -146,15 +150,29 @@ static void await_trace(const struct monitor *m, size_t i, uint64_t now_ns, stru
         return;
     a->seen[i] = 1;
     const struct mon_trace *t = &m->t[i];
-    uint64_t busy = 0;
+    uint64_t busy = 0, seen = 0;
     if (t->elsewhere)
-        busy = now_ns; /* what it does cannot be seen from here: as if busy */
-    else if (t->running_here && !trace_waits(m, t))
+        busy = seen = now_ns; /* what it does cannot be seen from here: as if busy */
+    else if (t->running_here && !trace_waits(m, t) && !t->act.taken_ns)
+        busy = seen = now_ns; /* not sampled yet: what it does is not known */
+    else if (t->running_here && !trace_waits(m, t)) {
         busy = t->last_busy_ns > t->last_progress_ns ? t->last_busy_ns : t->last_progress_ns;
+        seen = busy;
+        /* Idle is what samples saw: the time since the last sample (a monitor that was itself
+         * kept off the CPU samples late) is not counted as idle. */
+        if (now_ns > t->act.taken_ns)
+            busy += now_ns - t->act.taken_ns;
+    }
     if (busy > a->busy_ns) {
         a->busy_ns = busy;
         a->busy_trace = (long)i;
     }
+    if (seen > a->seen_ns)
+        a->seen_ns = seen;
+    if (!t->running_here && !t->elsewhere)
+        a->dead++;
+    else if (t->elsewhere || !trace_waits(m, t))
+        a->alive++;
     if (!t->running_here || !trace_waits(m, t))
         return;
     for (uint32_t e = 0; t->waits && e < t->nindexed && e < t->ncomms; e++)
@@ -214,7 +232,7 @@ static int awaited(const struct monitor *m, int is_job, size_t at, uint64_t now_
                                            : m->jobs.n;
     if (job < m->jobs.n && m->jobs.v[job].world_size > 0 &&
         m->jobs.v[job].ranked < (size_t)m->jobs.v[job].world_size) {
-        a->busy_ns = now_ns;
+        a->busy_ns = a->seen_ns = now_ns;
         a->busy_trace = -1;
         a->unstarted = (size_t)m->jobs.v[job].world_size - m->jobs.v[job].ranked;
     }
@@ -224,8 +242,14 @@ static int awaited(const struct monitor *m, int is_job, size_t at, uint64_t now_
 /* Progress events of its busiest trace after which a part has a rhythm: its pauses say how
  * long a healthy one is. */
 #define RHYTHM_PROGRESSIONS 8
-/* The short bound is at least this share of --stall-short, whatever the rhythm. */
-#define SHORT_FLOOR_SHARE (1.0 / 3)
+/* A communicator whose waiters wait, in the end, only for ranks whose processes ended: no
+ * amount of waiting helps. Its short bound is this share of --stall-short (3 s of the default
+ * 25). Only a communicator's: a job's outstanding calls may be the teardown of a job that ends. */
+#define DEAD_SHARE 0.12
+/* The short bound is at least this share of --stall-short, whatever the rhythm: 10 s of the
+ * default 25, longer than the pauses of a data loader that sleeps a few seconds now and then,
+ * the first time (before its pauses are known). */
+#define SHORT_FLOOR_SHARE 0.4
 /* With a rhythm, the short bound is this many times the longest pause the part came back
  * from; the long bound at least this many times it too. */
 #define PAUSES_SHORT 4
@@ -233,7 +257,7 @@ static int awaited(const struct monitor *m, int is_job, size_t at, uint64_t now_
 
 double mon_bounds_least(const struct mon_bounds *b)
 {
-    return b->short_s >= b->long_s ? b->long_s : b->short_s * SHORT_FLOOR_SHARE;
+    return b->short_s >= b->long_s ? b->long_s : b->short_s * DEAD_SHARE;
 }
 
 /* The bounds that hold for a part of rhythm `a` (bounds `b` as given). */
@@ -272,12 +296,15 @@ static int judge(const struct monitor *m, const struct mon_bounds *b, int is_job
     memset(v, 0, sizeof(*v));
     v->busy_trace = -1;
     double idle = idle_s(moved_ns, now_ns);
-    if (idle < b->short_s * SHORT_FLOOR_SHARE && idle < b->long_s)
+    if (idle < b->short_s * DEAD_SHARE && idle < b->long_s)
         return 0; /* no bound can hold yet: spare the walk */
     struct awaited a;
     if (awaited(m, is_job, at, now_ns, &a) < 0)
         return -1;
     part_bounds(b, &a, &v->short_s, &v->long_s);
+    if (!is_job && !outside && a.dead && !a.alive && !a.unstarted && b->short_s < b->long_s &&
+        b->short_s * DEAD_SHARE < v->short_s)
+        v->short_s = b->short_s * DEAD_SHARE;
     v->busy_trace = outside ? -1 : a.busy_trace;
     v->busy_ns = outside ? 0 : a.busy_ns;
     v->unstarted = outside ? 0 : a.unstarted;
@@ -294,11 +321,12 @@ static int judge(const struct monitor *m, const struct mon_bounds *b, int is_job
     if (idle < v->short_s)
         return 0;
     uint64_t since = v->busy_ns > moved_ns ? v->busy_ns : moved_ns;
+    uint64_t seen = a.seen_ns > moved_ns ? a.seen_ns : moved_ns;
     if (idle_s(since, now_ns) >= v->short_s) {
         v->stalled = 1;
         v->bound = MON_BOUND_SHORT;
-    } else {
-        v->slow = 1;
+    } else if (idle_s(seen, now_ns) < v->short_s) {
+        v->slow = 1; /* a sample saw one of them work: not while only a late sample is awaited */
     }
     return 0;
 }

@@ -22,7 +22,7 @@ struct mon_stall_known;
  * a host barrier, dead, or waiting in NCCL themselves, followed along the chain) stalls after
  * `short_s`; while one of those ranks is busy (CPU, I/O, its GPU) or progresses elsewhere, only
  * after `long_s`. Once a part has a rhythm (it progressed RHYTHM_PROGRESSIONS times), its short
- * bound is a few times the longest pause it came back from, down to a third of `short_s`, and
+ * bound is a few times the longest pause it came back from, down to two fifths of `short_s`, and
  * its long bound at least three times that pause. short_s >= long_s: one fixed bound
  * (--stall), no rhythm. */
 struct mon_bounds {
@@ -31,7 +31,7 @@ struct mon_bounds {
 };
 
 /* The bounds of run and watch when no --stall is given (docs/live.md). */
-#define MON_SHORT_S 30.0
+#define MON_SHORT_S 25.0
 #define MON_LONG_S  300.0
 
 /* The least time without progress any bound of `b` can hold a part to (its rhythm counted):

@@ -12,6 +12,10 @@
 #include "lockstep/trace_format.h"
 #include "monitor_activity.h"
 
+/* Moves of a trace that are its start, not pauses between its steps (mon_trace.longest_pause_ns):
+ * found, NCCL's creation entered, left. */
+#define MON_START_MOVES 3
+
 /* One member: entry `entry` of trace `trace` (indexes into monitor.t and its comms). */
 struct mon_member {
     uint32_t trace, entry;
@@ -92,7 +96,8 @@ struct mon_trace {
                                 * 0 never */
     char busy_why[48];         /* ... what it did then, in words */
     uint64_t longest_pause_ns; /* the longest time it went without progress and then
-                                * progressed: a pause the job came back from */
+                                * progressed: a pause the job came back from (its first
+                                * MON_START_MOVES moves left out) */
     uint32_t progressions;     /* how often it progressed after being found (up to 2^32-1) */
     int running_here;          /* its process runs on this host */
     int elsewhere;             /* no end recorded and its process is not on this host: whether

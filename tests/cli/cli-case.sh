@@ -132,6 +132,10 @@ usage-errors)
     run export "$D"; expect_rc 2; contains "$D/err" "--perfetto OUT.json"
     run dump a b; expect_rc 2; contains "$D/err" "one trace file at a time"
     run run --stall abc -- true; expect_rc 2; contains "$D/err" "--stall wants"
+    run run --stall-short 0 -- true; expect_rc 2; contains "$D/err" "--stall-short wants"
+    run run --stall-short 60 --stall-long 30 -- true; expect_rc 2
+    contains "$D/err" "--stall-short 60 is longer than --stall-long 30"
+    run watch --stall-long x "$D"; expect_rc 2; contains "$D/err" "--stall-long wants"
     run run --format xml -- true; expect_rc 2; contains "$D/err" "--format xml: no such format"
     run frobnicate; expect_rc 2; contains "$D/err" "'frobnicate' is not a command"
     ;;

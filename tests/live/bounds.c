@@ -17,6 +17,8 @@
  *                10), from step BOUNDS_AT on: a data loader that stalls now and then (not a hang)
  *   save_io      writes BOUNDS_WORK_MS worth of 1 MiB blocks to BOUNDS_FILE in write_shard(),
  *                synced every 16 MiB, then goes on (I/O with little CPU; not a hang)
+ *   exits        exits with status 1 (the others wait for a rank whose process ended: a hang
+ *                no waiting ends)
  *   ignore_int   every rank ignores SIGINT, as the ranks a shell script starts with '&' do, and
  *                trains on for BOUNDS_STEPS steps (default here: for good) */
 #define _GNU_SOURCE
@@ -91,15 +93,15 @@ static void __attribute__((noinline)) write_shard(int ms)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    static const char *const modes[] = {"asleep",      "locked",       "busy",
-                                        "busy_asleep", "busy_forever", "ignore_int",
-                                        "loader",      "save_io",      NULL};
+    static const char *const modes[] = {"asleep",       "locked",     "busy",   "busy_asleep",
+                                        "busy_forever", "ignore_int", "loader", "save_io",
+                                        "exits",        NULL};
     int known = 0;
     for (int i = 0; modes[i]; i++)
         known |= strcmp(mode, modes[i]) == 0;
     if (!known)
         tp_die("usage: bounds MODE; modes: asleep locked busy busy_asleep busy_forever "
-               "ignore_int loader save_io");
+               "ignore_int loader save_io exits");
     int ignore_int = strcmp(mode, "ignore_int") == 0;
     if (ignore_int)
         signal(SIGINT, SIG_IGN);
@@ -126,6 +128,11 @@ int main(int argc, char **argv)
                 save_checkpoint(-1);
             else if (strcmp(mode, "save_io") == 0)
                 write_shard(work_ms);
+            else if (strcmp(mode, "exits") == 0) {
+                say_hang();
+                fflush(stderr);
+                _exit(1);
+            }
         }
         TP_CHECK(ncclAllReduce(buf, buf, 256, ncclFloat32, ncclSum, world, NULL));
         tp_sync();

@@ -16,7 +16,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import expect, run  # noqa: E402
-from test_live import LAUNCH, LOCKSTEP, base_env, expect_job_gone, first  # noqa: E402
+from test_live import (LAUNCH, LOCKSTEP, SHIM, base_env, expect_job_gone,  # noqa: E402
+                       first, stop_launchers)
 
 BOUNDS = os.environ["BOUNDS"]
 NP = 4
@@ -55,19 +56,35 @@ def expect_missing_culprit(report, what):
 def case_asleep_default(tmp):
     """No option at all: the culprit sleeps for good in load_batch() while the others wait in
     the all-reduce. The first line says both default bounds; the stall is decided by the short
-    one (at most 30 s: the job's rhythm brings it down to 10 s), long before the long one."""
+    one (at most 25 s: the job's rhythm brings it down to 10 s), long before the long one."""
     p, report, d = run_bounds(tmp, "asleep_default", "asleep")
     first_line = p.stderr.splitlines()[0] if p.stderr else ""
-    expect("stall after 30 s when the ranks waited for make no progress, 300 s while they work"
+    expect("stall after 25 s when the ranks waited for make no progress, 300 s while they work"
            in first_line, f"asleep_default: the first line does not say the bounds: {first_line}")
     stall = stall_of(p, report, "asleep_default", "short")
-    expect(10 <= stall["short_s"] <= 30 and stall["long_s"] >= 300,
+    expect(10 <= stall["short_s"] <= 25 and stall["long_s"] >= 300,
            f"asleep_default: bounds {stall['short_s']} and {stall['long_s']}")
     expect(stall["no_progress_s"] < stall["long_s"],
            f"asleep_default: stopped after {stall['no_progress_s']} s")
+    expect("the short bound (" in p.stderr and "decided: no rank it waits for worked" in p.stderr,
+           f"asleep_default: the bound that decided was not said: {p.stderr[-2000:]}")
     expect_missing_culprit(report, "asleep_default")
     expect("not a hang yet" not in p.stderr,
            f"asleep_default: a sleeping rank was called busy: {p.stderr[-2000:]}")
+    expect_job_gone(d)
+
+
+def case_exits_default(tmp):
+    """No option: the culprit exits while the others wait in the all-reduce for it. A wait only
+    for ranks whose processes ended is held to an eighth of the short bound (3 s): the live
+    diagnosis names the exit."""
+    p, report, d = run_bounds(tmp, "exits_default", "exits")
+    stall = stall_of(p, report, "exits_default", "short")
+    expect(stall["short_s"] <= 3.01 and stall["no_progress_s"] < 10,
+           f"exits_default: short bound {stall['short_s']}, stopped after "
+           f"{stall['no_progress_s']} s")
+    f = first(report, "exits_default")
+    expect(f["kind"] == "rank_exited", f"exits_default: first finding {f['kind']}: {f['summary']}")
     expect_job_gone(d)
 
 
@@ -126,6 +143,8 @@ def case_busy_forever(tmp):
     expect(stall["no_progress_s"] >= 8 - 0.2, f"busy_forever: {stall['no_progress_s']} s")
     expect(f"rank {CULPRIT}" in stall["awaited"] and "of a CPU" in stall["awaited"],
            f"busy_forever: what the awaited rank did: {stall['awaited']}")
+    expect("the long bound (8 s) decided" in p.stderr,
+           f"busy_forever: the bound that decided was not said: {p.stderr[-2000:]}")
     expect_missing_culprit(report, "busy_forever")
     expect_job_gone(d)
 
@@ -165,6 +184,62 @@ def case_interrupt(tmp):
     expect("no exit record" not in out and "crashed" not in out,
            f"interrupt: interrupted ranks reported as crashed: {out[-2500:]}")
     expect_job_gone(d)
+
+
+def case_watch_slow(tmp):
+    """`watch --keep --metrics` beside a job whose rank computes for 8 s while the others wait:
+    the communicator is slow in the metrics (lockstep_comm_slow 1) and the status file, stderr
+    says so once, nothing is reported stalled; afterwards it is 0 again."""
+    d = os.path.join(tmp, "traces")
+    os.mkdir(d, 0o700)
+    prom, status = os.path.join(tmp, "m.prom"), os.path.join(tmp, "status.json")
+    err_path = os.path.join(tmp, "watch.err")
+    with open(err_path, "w") as err:
+        watch = subprocess.Popen([LOCKSTEP, "watch", "--keep", "--stall-short", "2",
+                                  "--stall-long", "120", "--metrics", prom, "--status", status, d],
+                                 env=base_env(), stdout=subprocess.DEVNULL, stderr=err)
+    job = None
+    try:
+        job = subprocess.Popen([LAUNCH, "--np", str(NP), "--", BOUNDS, "busy"],
+                               env=base_env({"LD_PRELOAD": SHIM, "LOCKSTEP_DIR": d,
+                                             "BOUNDS_WORK_MS": "8000"}),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+        seen, seen_status = [], False
+        deadline = time.monotonic() + 120
+        while job.poll() is None and time.monotonic() < deadline:
+            try:
+                text = open(prom).read()
+            except OSError:
+                text = ""
+            seen += [line for line in text.splitlines()
+                     if line.startswith("lockstep_comm_slow{") and line.endswith(" 1")]
+            try:
+                st = json.load(open(status))
+                seen_status |= any(c["slow"] for c in st["communicators"])
+            except (OSError, ValueError, KeyError):
+                pass  # not written yet, or replaced while read
+            time.sleep(0.1)
+        expect(job.wait(timeout=60) == 0, f"watch_slow: the job exited {job.returncode}")
+        expect(seen, "watch_slow: lockstep_comm_slow was never 1 while rank 3 computed")
+        expect(seen_status, "watch_slow: the status file never said a communicator was slow")
+        time.sleep(1.0)  # a write after the job moved on
+        text = open(prom).read()
+        expect(not any(line.startswith("lockstep_comm_slow{") and line.endswith(" 1")
+                       for line in text.splitlines()),
+               f"watch_slow: still slow after the job went on:\n{text}")
+        expect("lockstep_stalls_total" in text and
+               not any(line.startswith("lockstep_stalls_total{") and not line.endswith(" 0")
+                       for line in text.splitlines()),
+               f"watch_slow: a stall was reported:\n{text}")
+        err = open(err_path).read()
+        expect("not a hang yet" in err and "no progress for" not in err,
+               f"watch_slow: watch said:\n{err[-2000:]}")
+    finally:
+        if job:
+            stop_launchers([job])
+        watch.send_signal(signal.SIGTERM)
+        watch.wait(timeout=30)
 
 
 if __name__ == "__main__":
