@@ -554,8 +554,9 @@ DETECT_CLEAN = [
      {"BOUNDS_WORK_MS": "20000", "BOUNDS_CULPRIT": "0"}),
     ("a data loader that sleeps 5 s every 10 steps", ("tests", "live", "bounds", "loader"), 4,
      {"BOUNDS_WORK_MS": "5000", "BOUNDS_STEPS": "45"}),
-    ("first-step initialization of 64 ranks", ("tests", "live", "bounds", "busy"), 64,
-     {"BOUNDS_STEPS": "3", "BOUNDS_WORK_MS": "0"}),
+    ("first-step initialization of 64 ranks (rank r computes 40 s x (r+1)/64 before NCCL's "
+     "creation; the first wait in it for the last)", ("tests", "live", "bounds", "busy"), 64,
+     {"BOUNDS_STEPS": "3", "BOUNDS_WORK_MS": "0", "BOUNDS_START_MS": "40000"}),
     ("a 60 s I/O-bound save (1 MiB writes, synced every 16 MiB)",
      ("tests", "live", "bounds", "save_io"), 4, {"BOUNDS_WORK_MS": "60000"}),
     ("a 3 s CPU pause (a Python GC pause)", ("tests", "live", "bounds", "busy"), 4,

@@ -3,6 +3,9 @@
  * `lockstep run` and `watch` (docs/live.md, "Two bounds") must tell apart.
  *
  * Usage: bounds MODE   (run as N ranks by a launcher)
+ * Before NCCL starts, rank r computes BOUNDS_START_MS * (r + 1) / N ms (default 0): a start-up
+ * (imports, building the model) that ends later on each rank, while those done first wait in
+ * the communicator's creation for the rest.
  * Every rank makes BOUNDS_STEPS (default 30) AllReduces, BOUNDS_STEP_MS (default 100) apart.
  * Before step BOUNDS_AT (default 10) rank BOUNDS_CULPRIT (default the last) does, by MODE:
  *   asleep       sleeps for good in load_batch() (a timed sleep: the others wait for a rank that
@@ -105,6 +108,9 @@ int main(int argc, char **argv)
     int ignore_int = strcmp(mode, "ignore_int") == 0;
     if (ignore_int)
         signal(SIGINT, SIG_IGN);
+    int start_ms = tp_env_int("BOUNDS_START_MS", 0);
+    if (start_ms > 0)
+        tp_compute_ms((int)((long long)start_ms * (tp_rank() + 1) / tp_world_size()));
     ncclComm_t world;
     tp_init_world(&world);
     int rank = tp_rank(), n = tp_world_size();
