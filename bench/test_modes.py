@@ -45,7 +45,7 @@ TARGETS = "## Targets"
 
 # mode: (scripts/bench option, the sections it writes)
 MODES = {
-    "full": (None, [SHIM, MEMORY, ANALYZER, LIVE, PYTHON, HEARTBEAT, TARGETS]),
+    "full": (None, [SHIM, MEMORY, ANALYZER, LIVE, DETECT, PYTHON, HEARTBEAT, TARGETS]),
     "shim": ("--shim-only", [SHIM]),
     "analyzer": ("--analyzer-only", [ANALYZER]),
     "live": ("--live-only", [LIVE]),
