@@ -535,7 +535,7 @@ int cmd_run(int argc, char **argv)
         if (!stalled && !interrupted_ms) {
             struct mon_stall slow;
             int found = monitor_find_slow(&m, &o.bounds, now, NULL, &slow) > 0;
-            live_announce_slow(found ? &slow : NULL, &slow_said);
+            live_announce_slow(&m, found ? &slow : NULL, &slow_said);
             mon_stall_free(&slow);
         }
         if (stalled || (!interrupted_ms && gather_stall_elsewhere(&g, &m))) {

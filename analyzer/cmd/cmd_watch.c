@@ -274,7 +274,7 @@ static int watch_step(struct watch *w)
         struct mon_stall slow;
         int is_slow =
             knows && monitor_find_slow(&w->m, &w->o.bounds, timefmt_mono_ns(), &known, &slow) > 0;
-        live_announce_slow(is_slow ? &slow : NULL, &w->slow_said);
+        live_announce_slow(&w->m, is_slow ? &slow : NULL, &w->slow_said);
         mon_stall_free(&slow);
     }
     mon_stall_known_free(&known);

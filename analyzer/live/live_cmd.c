@@ -14,6 +14,7 @@
 #include "live_cmd.h"
 #include "live_log.h"
 #include "live_scope.h"
+#include "live_threads.h"
 #include "names.h"
 #include "rankset.h"
 #include "stop_mark.h"
@@ -137,7 +138,47 @@ void live_bounds_words(const struct live_opts *o, char *buf, size_t len)
                  o->bounds.short_s, o->bounds.long_s);
 }
 
-void live_announce_slow(const struct mon_stall *s, struct live_slow_said *said)
+/* Where the rank of trace `at` is now, from the live stack of its main thread: its innermost
+ * Python frame, else its three innermost frames with a symbol ("tp_compute_ms <-
+ * save_checkpoint <- main"); "" when the stack cannot be read (ptrace refused, gone). */
+static void busy_where(const struct monitor *m, long at, char *buf, size_t len)
+{
+    buf[0] = 0;
+    if (at < 0 || (size_t)at >= m->n || !m->t[at].running_here)
+        return;
+    const struct mon_trace *t = &m->t[at];
+    struct live_threads *lt = calloc(1, sizeof(*lt));
+    if (!lt || live_threads_read(t->h.pid, &t->h, lt) != 0) {
+        free(lt);
+        return;
+    }
+    const struct live_thread *main_thread = NULL;
+    for (size_t i = 0; i < lt->n && !main_thread; i++)
+        if (lt->v[i].tid == (uint32_t)t->h.pid)
+            main_thread = &lt->v[i];
+    if (main_thread && main_thread->python[0]) {
+        const char *end = strstr(main_thread->python, " <- ");
+        int n = end ? (int)(end - main_thread->python) : (int)strlen(main_thread->python);
+        snprintf(buf, len, "%.*s", n, main_thread->python);
+    } else if (main_thread) {
+        size_t used = 0, shown = 0;
+        for (uint32_t f = 0; f < main_thread->nframes && shown < 3 && used + 1 < len; f++) {
+            const char *sym = main_thread->symbols[f];
+            if (!sym[0])
+                continue;
+            int n = (int)strcspn(sym, "+");
+            int w = snprintf(buf + used, len - used, "%s%.*s", shown ? " <- " : "", n, sym);
+            if (w < 0 || (size_t)w >= len - used)
+                break;
+            used += (size_t)w;
+            shown++;
+        }
+    }
+    free(lt);
+}
+
+void live_announce_slow(const struct monitor *m, const struct mon_stall *s,
+                        struct live_slow_said *said)
 {
     if (!s) {
         said->part = 0;
@@ -152,14 +193,16 @@ void live_announce_slow(const struct mon_stall *s, struct live_slow_said *said)
     said->busy_rank = s->busy_rank;
     said->asleep = asleep;
     said->is_comm = s->scope == MON_STALL_COMM;
-    char what[192], *waiting = rankset_format(s->waiting.v, s->waiting.n);
+    char what[192], where[256] = "", *waiting = rankset_format(s->waiting.v, s->waiting.n);
     mon_stall_part_words(s, what, sizeof(what));
+    if (!asleep)
+        busy_where(m, s->busy_at, where, sizeof(where));
     fprintf(stderr,
-            "lockstep: rank%s %s wait%s in %s for %.0f s; %s - not a hang yet (a stall after "
-            "%.0f s while a rank it waits for works, %.0f s once none does)\n",
+            "lockstep: rank%s %s wait%s in %s for %.0f s; %s%s%s - not a hang yet (a stall "
+            "after %.0f s while a rank it waits for works, %.0f s once none does)\n",
             waiting && strpbrk(waiting, ",-") ? "s" : "", waiting ? waiting : "?",
             waiting && strpbrk(waiting, ",-") ? "" : "s", what, s->part.idle_s, s->awaited,
-            s->long_s, s->short_s);
+            where[0] ? ", now in " : "", where, s->long_s, s->short_s);
     free(waiting);
     fflush(stderr);
 }

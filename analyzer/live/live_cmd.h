@@ -59,14 +59,14 @@ int live_take_signal_stacks(void *ctx, const char *val); /* --signal-stacks */
                  "a wait whose ranks waited for make no progress at all (asleep,\n"                \
                  "stopped, in a lock, dead, waiting in NCCL themselves) is a stall\n"              \
                  "after this (default 25; once the job has a rhythm, 4 times its\n"                \
-                 "longest healthy pause, down to two fifths of it)",                                  \
+                 "longest healthy pause, down to two fifths of it)",                               \
                  "a wait whose ranks waited for make no progress at all (asleep outside I/O, "     \
                  "stopped, in a\n"                                                                 \
                  "lock or a host barrier, dead, or waiting in NCCL themselves) is a stall after "  \
                  "this many seconds\n"                                                             \
                  "(default 25). Once the job has a rhythm, the bound is 4 times the longest "      \
                  "pause it came back\n"                                                            \
-                 "from, down to two fifths of \\fISECONDS\\fR (docs/live.md)",                        \
+                 "from, down to two fifths of \\fISECONDS\\fR (docs/live.md)",                     \
                  live_take_stall_short),                                                           \
         CMD_CALL("stall-long", 0, "SECONDS",                                                       \
                  "a wait whose ranks waited for are busy (CPU, I/O, their GPU) is\n"               \
@@ -124,17 +124,20 @@ int live_check_bounds(const struct live_opts *o);
  * This function can't fail (the text is cut to len). */
 void live_bounds_words(const struct live_opts *o, char *buf, size_t len);
 
-/* Says on stderr, once per change, that part `s` (monitor_find_slow()) is slow, not hung:
- * "lockstep: ranks 0-2 wait in comm 7f3a91c2 ... for 45 s; rank 3 (pid 12) was last busy
- * 0.1 s ago (92% of a CPU) - not a hang yet (...)". `said` keeps what was said last (zero it
- * to start); NULL `s`: nothing is slow now. */
+/* Says on stderr, once per change, that part `s` (monitor_find_slow() of monitor `m`) is slow,
+ * not hung: "lockstep: ranks 0-2 wait in comm 7f3a91c2 ... for 45 s; rank 3 (pid 12) was last
+ * busy 0.1 s ago (92% of a CPU), now in save_checkpoint <- main - not a hang yet (...)": where
+ * the busy rank is comes from its live stack, read from outside (live_threads.h; left out where
+ * that is refused). `said` keeps what was said last (zero it to start); NULL `s`: nothing is
+ * slow now. */
 struct live_slow_said {
     uint64_t part; /* the comm id, or the job index + 1, said last; 0 none */
     int busy_rank; /* the rank said busy */
     int asleep;    /* ... said no longer busy */
     int is_comm;   /* part is a communicator */
 };
-void live_announce_slow(const struct mon_stall *s, struct live_slow_said *said);
+void live_announce_slow(const struct monitor *m, const struct mon_stall *s,
+                        struct live_slow_said *said);
 
 /* Checks, before a job starts, that every report file (--format NAME=FILE, --json FILE) can be
  * written: opens it for writing (it is made and removed again when it did not exist). Returns

@@ -555,6 +555,7 @@ static void fill_verdict(const struct monitor *m, const struct verdict *v, uint6
     s->short_s = v->short_s;
     s->long_s = v->long_s;
     s->busy_rank = v->busy_trace >= 0 ? m->t[v->busy_trace].h.rank : -1;
+    s->busy_at = v->busy_trace;
     s->busy_ago_s = v->busy_trace >= 0 ? idle_s(v->busy_ns, now_ns) : -1;
     busy_words(m, v, now_ns, s->awaited, sizeof(s->awaited));
 }

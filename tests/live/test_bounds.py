@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import expect, run  # noqa: E402
+from harness import emulated, expect, run  # noqa: E402
 from test_live import (LAUNCH, LOCKSTEP, SHIM, base_env, expect_job_gone,  # noqa: E402
                        first, stop_launchers)
 
@@ -112,6 +112,9 @@ def case_busy(tmp):
            "ranks 0-2 wait in" in slow[0],
            f"busy: the slow line does not name the busy rank: {slow[0]}")
     expect(len(slow) <= 3, f"busy: said {len(slow)} times, not once per change: {slow}")
+    # where the busy rank is, from its live stack (read from outside: not under qemu-user)
+    expect(emulated() or ("now in " in slow[0] and "save_checkpoint" in slow[0]),
+           f"busy: the slow line does not say where rank {CULPRIT} is: {slow[0]}")
     expect(report is not None and report["findings"] == [],
            f"busy: findings of a clean run: {report and report['findings']}")
 
