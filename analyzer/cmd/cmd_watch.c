@@ -267,13 +267,12 @@ static int watch_step(struct watch *w)
     }
     struct mon_stall_known known = {0};
     struct mon_stall stall;
+    uint64_t now = timefmt_mono_ns();
     int knows = live_stalled_known(&w->stalled, &w->m, &known) == 0;
-    int found = knows && monitor_find_stall_beside(&w->m, &w->o.bounds, timefmt_mono_ns(), &known,
-                                                   &stall) > 0;
+    int found = knows && monitor_find_stall_beside(&w->m, &w->o.bounds, now, &known, &stall) > 0;
     if (!found) {
         struct mon_stall slow;
-        int is_slow =
-            knows && monitor_find_slow(&w->m, &w->o.bounds, timefmt_mono_ns(), &known, &slow) > 0;
+        int is_slow = knows && monitor_find_slow(&w->m, &w->o.bounds, now, &known, &slow) > 0;
         live_announce_slow(&w->m, is_slow ? &slow : NULL, &w->slow_said);
         mon_stall_free(&slow);
     }

@@ -200,9 +200,9 @@ void live_announce_slow(const struct monitor *m, const struct mon_stall *s,
     fprintf(stderr,
             "lockstep: rank%s %s wait%s in %s for %.0f s; %s%s%s - not a hang yet (a stall "
             "after %.0f s while a rank it waits for works, %.0f s once none does)\n",
-            waiting && strpbrk(waiting, ",-") ? "s" : "", waiting ? waiting : "?",
-            waiting && strpbrk(waiting, ",-") ? "" : "s", what, s->part.idle_s, s->awaited,
-            where[0] ? ", now in " : "", where, s->long_s, s->short_s);
+            s->waiting.n == 1 ? "" : "s", waiting ? waiting : "?", s->waiting.n == 1 ? "s" : "",
+            what, s->part.idle_s, s->awaited, where[0] ? ", now in " : "", where, s->long_s,
+            s->short_s);
     free(waiting);
     fflush(stderr);
 }
@@ -464,8 +464,6 @@ out:
     return rc;
 }
 
-/* Leaves the record of this stop in the trace folder (stop_mark.h), before the first signal:
- * later reports of the folder say who stopped the job, and its ranks are what they were. */
 /* A stop record of `by` (this process, this host, now) whose first signal is `sig`. */
 static void mark_start(struct stop_mark *s, const char *by, int sig)
 {
@@ -477,6 +475,8 @@ static void mark_start(struct stop_mark *s, const char *by, int sig)
     s->signal = sig;
 }
 
+/* Leaves the record of this stop in the trace folder (stop_mark.h), before the first signal:
+ * later reports of the folder say who stopped the job, and its ranks are what they were. */
 static void mark_stop(const struct monitor *m, const char *by, const struct mon_stall *stall)
 {
     struct stop_mark s;

@@ -560,6 +560,19 @@ static void fill_verdict(const struct monitor *m, const struct verdict *v, uint6
     busy_words(m, v, now_ns, s->awaited, sizeof(s->awaited));
 }
 
+/* Fills `s` with the part found, job `job` or else communicator `comm`, and its verdict `v`;
+ * `*stopped` gets when the part last moved. Returns 0, -1 when out of memory. */
+static int fill_part(const struct monitor *m, long job, long comm, const struct verdict *v,
+                     uint64_t now_ns, struct mon_stall *s, uint64_t *stopped)
+{
+    fill_verdict(m, v, now_ns, s);
+    s->part.at = (size_t)(job >= 0 ? job : comm);
+    *stopped = job >= 0 ? job_moved_ns(&m->jobs.v[job], s->outside_nccl)
+                        : m->comms.v[comm].last_progress_ns;
+    s->part.idle_s = idle_s(*stopped, now_ns);
+    return job >= 0 ? fill_job(m, (size_t)job, s) : fill_comm(m, &m->comms.v[comm], s);
+}
+
 int monitor_find_stall_beside(const struct monitor *m, const struct mon_bounds *b, uint64_t now_ns,
                               const struct mon_stall_known *known, struct mon_stall *s)
 {
@@ -574,21 +587,9 @@ int monitor_find_stall_beside(const struct monitor *m, const struct mon_bounds *
         return -1;
     if (job < 0 && comm < 0)
         return 0;
-    fill_verdict(m, &v, now_ns, s);
     s->window_s = v.bound == MON_BOUND_SHORT ? v.short_s : v.long_s;
-    uint64_t window = (uint64_t)(s->window_s * 1e9);
-    s->part.at = (size_t)(job >= 0 ? job : comm);
-    int rc;
-    uint64_t stopped;
-    if (job >= 0) {
-        stopped = job_moved_ns(&m->jobs.v[job], s->outside_nccl);
-        s->part.idle_s = idle_s(stopped, now_ns);
-        rc = fill_job(m, (size_t)job, s);
-    } else {
-        stopped = m->comms.v[comm].last_progress_ns;
-        s->part.idle_s = idle_s(stopped, now_ns);
-        rc = fill_comm(m, &m->comms.v[comm], s);
-    }
+    uint64_t window = (uint64_t)(s->window_s * 1e9), stopped;
+    int rc = fill_part(m, job, comm, &v, now_ns, s, &stopped);
     /* Training on: progress for at least half the window after the stalled part stopped. */
     if (rc < 0 || note_progressed(m, job >= 0 ? job : comm, stopped + window / 2, now_ns, s) < 0 ||
         name_shown(m, s) < 0) {
@@ -613,18 +614,9 @@ int monitor_find_slow(const struct monitor *m, const struct mon_bounds *b, uint6
         return -1;
     if (job < 0 && comm < 0)
         return 0;
-    fill_verdict(m, &v, now_ns, s);
     s->window_s = v.long_s;
-    s->part.at = (size_t)(job >= 0 ? job : comm);
-    int rc;
-    if (job >= 0) {
-        s->part.idle_s = idle_s(m->jobs.v[job].last_progress_ns, now_ns);
-        rc = fill_job(m, (size_t)job, s);
-    } else {
-        s->part.idle_s = idle_s(m->comms.v[comm].last_progress_ns, now_ns);
-        rc = fill_comm(m, &m->comms.v[comm], s);
-    }
-    if (rc < 0) {
+    uint64_t stopped;
+    if (fill_part(m, job, comm, &v, now_ns, s, &stopped) < 0) {
         mon_stall_free(s);
         return -1;
     }
