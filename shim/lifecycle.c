@@ -326,6 +326,7 @@ struct ls_trace *ls_active(void)
             s = LS_STATE_DISABLED;
         } else if (ls_trace_create(&ls_g.trace, &ls_g.cfg, python_depth(&ls_g.cfg)) == 0) {
             ls_g.pid = getpid();
+            ls_pending_clear();
             lifecycle_start(&ls_g.trace);
             ls_end_why_note(&ls_g.trace);
             ls_completion_start(&ls_g.trace);
@@ -342,6 +343,7 @@ struct ls_trace *ls_active(void)
 /* _exit and _Exit skip on_exit handlers: record the status, then leave. */
 static void record_underscore_exit(int status)
 {
+    ls_pending_exit(status);
     if (owns_trace() && ls_g.trace.hdr->end_kind == LS_END_RUNNING) {
         ls_callsites_flush_thread();
         ls_end_why_record(&ls_g.trace, status);

@@ -142,6 +142,15 @@ uint64_t ls_room_ring(int dirfd, const char *dir, const struct ls_config *cfg, u
  * what the folder had free when there is room for it. This function can't fail. */
 void ls_room_mark_blind(int dirfd, const char *dir, const char *trace_name, uint64_t need);
 
+/* The mark of a rank process that has no trace yet (room.h, LS_PENDING_SUFFIX): made at its
+ * start (ls_pending_mark(), from the shim's constructor; nothing for a process without a
+ * launcher's rank, or when the folder does not exist), removed when its trace is made
+ * (ls_pending_clear()) or at an exit with status 0, else given the status (ls_pending_exit()).
+ * Each acts on the mark of the calling process only (a forked child made none). */
+void ls_pending_mark(void);
+void ls_pending_clear(void);
+void ls_pending_exit(int status);
+
 /* Unmaps the trace (the file stays). */
 void ls_trace_unmap(struct ls_trace *t);
 

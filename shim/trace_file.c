@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lockstep/room.h"
 #include "lockstep/trace_header.h"
 #include "shim.h"
 
@@ -81,10 +83,25 @@ static void prune_expired(int dirfd, const struct ls_config *cfg, uint64_t now)
     }
     struct dirent *e;
     int scanned = 0;
+    static const char mark_tail[] = ".trace" LS_PENDING_SUFFIX;
+    size_t mark_len = sizeof mark_tail - 1;
     while ((e = readdir(d)) != NULL && scanned++ < 10000) {
         size_t len = strlen(e->d_name);
-        if (strncmp(e->d_name, "lockstep-", 9) != 0 || len < 7 ||
-            strcmp(e->d_name + len - 6, ".trace") != 0)
+        if (strncmp(e->d_name, "lockstep-", 9) != 0)
+            continue;
+        if (len > mark_len && strcmp(e->d_name + len - mark_len, mark_tail) == 0) {
+            /* A rank's mark from before its first NCCL call, left by a process that never
+             * made a trace and did not end cleanly: its last change is its last sign. */
+            struct stat ms;
+            if (fstatat(dirfd, e->d_name, &ms, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ms.st_mode) &&
+                ms.st_uid == getuid() &&
+                (uint64_t)ms.st_mtim.tv_sec * 1000000000ull + (uint64_t)ms.st_mtim.tv_nsec +
+                        horizon <
+                    now)
+                unlinkat(dirfd, e->d_name, 0);
+            continue;
+        }
+        if (len < 7 || strcmp(e->d_name + len - 6, ".trace") != 0)
             continue;
         int fd = openat(dirfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         if (fd < 0)
@@ -306,6 +323,94 @@ static int link_named(int fd, int dirfd, const char *dir, const struct ls_header
         warn_if_planted(dirfd, dir, name);
     }
     return -1;
+}
+
+/* The pending mark of this process (ls_pending_mark()): its path, and the pid that made it. */
+static char pending_path[LS_DIR_MAX + 300];
+static char pending_line[LS_JOB_LEN + 160];
+static _Atomic int pending_pid;
+
+void ls_pending_mark(void)
+{
+    /* The knobs as they stand, read without a word: a bad value is said once, by the process
+     * that goes on to trace (an exec would say it twice). LOCKSTEP_DISABLE: any value but 0. */
+    const char *off = getenv("LOCKSTEP_DISABLE"), *dir = getenv("LOCKSTEP_DIR");
+    if (off && *off && strcmp(off, "0") != 0)
+        return;
+    struct ls_config cfg;
+    if (dir && *dir)
+        snprintf(cfg.dir, sizeof cfg.dir, "%s", dir);
+    else
+        snprintf(cfg.dir, sizeof cfg.dir, "/dev/shm/lockstep-%u", (unsigned)getuid());
+    struct ls_header id;
+    memset(&id, 0, sizeof id);
+    fill_identity(&id);
+    if (id.rank < 0)
+        return;
+    /* Never made for this: a folder that exists, is a folder, and is ours. */
+    int dirfd = open(cfg.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (dirfd < 0)
+        return;
+    if (fstat(dirfd, &st) != 0 || st.st_uid != getuid() || (st.st_mode & 022)) {
+        close(dirfd);
+        return;
+    }
+    char host[LS_HOST_LEN], rank[16], name[256];
+    safe_name(host, sizeof host, id.host);
+    snprintf(rank, sizeof rank, "r%d", id.rank);
+    trace_name(name, sizeof name, &id, host, rank, 0);
+    snprintf(name + strlen(name), sizeof name - strlen(name), "%s", LS_PENDING_SUFFIX);
+    /* O_TRUNC without O_EXCL: an exec keeps the pid, and the program it became marks again. */
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        close(dirfd);
+        return;
+    }
+    int n = snprintf(pending_line, sizeof pending_line,
+                     "pid=%d start=%llu rank=%d world=%d attempt=%u job=%s", (int)id.pid,
+                     (unsigned long long)id.proc_start_ticks, id.rank, id.world_size, id.attempt,
+                     id.job);
+    char line[sizeof pending_line + 1];
+    int k = snprintf(line, sizeof line, "%s\n", pending_line);
+    int ok = n > 0 && k > 0 && write(fd, line, (size_t)k) == k;
+    close(fd);
+    if (!ok) { /* a full folder: no half mark */
+        unlinkat(dirfd, name, 0);
+        close(dirfd);
+        return;
+    }
+    close(dirfd);
+    snprintf(pending_path, sizeof pending_path, "%s/%s", cfg.dir, name);
+    atomic_store(&pending_pid, (int)id.pid);
+}
+
+void ls_pending_clear(void)
+{
+    if (atomic_load(&pending_pid) != getpid())
+        return;
+    atomic_store(&pending_pid, 0);
+    unlink(pending_path);
+}
+
+void ls_pending_exit(int status)
+{
+    if (atomic_load(&pending_pid) != getpid())
+        return;
+    atomic_store(&pending_pid, 0);
+    if (status == 0) {
+        unlink(pending_path);
+        return;
+    }
+    int fd = open(pending_path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char line[sizeof pending_line + 32];
+    int k = snprintf(line, sizeof line, "%s\nexited=%d\n", pending_line, status);
+    if (k > 0 && (size_t)k < sizeof line && write(fd, line, (size_t)k) != k) {
+        /* the mark without its status says as much: the process ended */
+    }
+    close(fd);
 }
 
 int ls_trace_create(struct ls_trace *t, const struct ls_config *cfg, uint32_t py_depth)

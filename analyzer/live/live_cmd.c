@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "analysis.h"
+#include "live.h"
 #include "live_cmd.h"
 #include "live_log.h"
 #include "live_scope.h"
@@ -138,41 +139,41 @@ void live_bounds_words(const struct live_opts *o, char *buf, size_t len)
                  o->bounds.short_s, o->bounds.long_s);
 }
 
-/* Where the rank of trace `at` is now, from the live stack of its main thread: its innermost
- * Python frame, else its three innermost frames with a symbol ("tp_compute_ms <-
- * save_checkpoint <- main"); "" when the stack cannot be read (ptrace refused, gone). */
-static void busy_where(const struct monitor *m, long at, char *buf, size_t len)
+/* Where the rank of trace `at` is now, from the live stack of its main thread, named as a
+ * report names a probe's: its innermost Python frame, else its innermost frames of the program
+ * as file:line where it has line tables ("bounds.c:58 (work) <- bounds.c:90 (save_checkpoint)
+ * <- bounds.c:212 (main)"), else their symbols; "" when the stack cannot be read (ptrace
+ * refused, gone). */
+static void busy_where(const struct monitor *m, const struct mon_stall *s, char *buf, size_t len)
 {
     buf[0] = 0;
-    if (at < 0 || (size_t)at >= m->n || !m->t[at].running_here)
+    long at = s->busy_at;
+    if (at >= 0 && ((size_t)at >= m->n || !m->t[at].running_here))
         return;
-    const struct mon_trace *t = &m->t[at];
+    if (at < 0 && s->busy_pid <= 0)
+        return;
+    /* A rank with no trace yet has no header: no thread slots, no Python state to read. */
+    static const struct ls_header none;
+    const struct ls_header *h = at >= 0 ? &m->t[at].h : &none;
+    int pid = at >= 0 ? (int)m->t[at].h.pid : s->busy_pid;
     struct live_threads *lt = calloc(1, sizeof(*lt));
-    if (!lt || live_threads_read(t->h.pid, &t->h, lt) != 0) {
+    if (!lt || live_threads_read(pid, h, lt) != 0) {
         free(lt);
         return;
     }
     const struct live_thread *main_thread = NULL;
     for (size_t i = 0; i < lt->n && !main_thread; i++)
-        if (lt->v[i].tid == (uint32_t)t->h.pid)
+        if (lt->v[i].tid == (uint32_t)pid)
             main_thread = &lt->v[i];
     if (main_thread && main_thread->python[0]) {
         const char *end = strstr(main_thread->python, " <- ");
         int n = end ? (int)(end - main_thread->python) : (int)strlen(main_thread->python);
         snprintf(buf, len, "%.*s", n, main_thread->python);
     } else if (main_thread) {
-        size_t used = 0, shown = 0;
-        for (uint32_t f = 0; f < main_thread->nframes && shown < 3 && used + 1 < len; f++) {
-            const char *sym = main_thread->symbols[f];
-            if (!sym[0])
-                continue;
-            int n = (int)strcspn(sym, "+");
-            int w = snprintf(buf + used, len - used, "%s%.*s", shown ? " <- " : "", n, sym);
-            if (w < 0 || (size_t)w >= len - used)
-                break;
-            used += (size_t)w;
-            shown++;
-        }
+        struct symbolizer *sym = symbolizer_new(1);
+        if (sym)
+            live_where_now(sym, pid, main_thread, buf, len);
+        symbolizer_free(sym);
     }
     free(lt);
 }
@@ -196,7 +197,7 @@ void live_announce_slow(const struct monitor *m, const struct mon_stall *s,
     char what[192], where[256] = "", *waiting = rankset_format(s->waiting.v, s->waiting.n);
     mon_stall_part_words(s, what, sizeof(what));
     if (!asleep)
-        busy_where(m, s->busy_at, where, sizeof(where));
+        busy_where(m, s, where, sizeof(where));
     fprintf(stderr,
             "lockstep: rank%s %s wait%s in %s for %.0f s; %s%s%s - not a hang yet (a stall "
             "after %.0f s while a rank it waits for works, %.0f s once none does)\n",

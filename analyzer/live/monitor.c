@@ -159,7 +159,12 @@ static int scan(struct monitor *m)
     int added_any = 0;
     DIR *d = opendir(m->dir);
     struct dirent *e;
+    mon_pending_scan_begin(&m->pending);
     while (d && (e = readdir(d)) != NULL) {
+        if (mon_pending_name(e->d_name)) {
+            mon_pending_seen(&m->pending, m->dir, e->d_name);
+            continue;
+        }
         if (!is_trace_name(e->d_name))
             continue;
         int added = 0;
@@ -211,6 +216,7 @@ static void sample_activity(struct monitor *m, uint64_t now)
         }
         t->act = a;
     }
+    mon_pending_sample(&m->pending, now);
 }
 
 int monitor_poll(struct monitor *m)
@@ -274,6 +280,7 @@ void monitor_free(struct monitor *m)
     }
     free(m->t);
     free(m->dir);
+    mon_pendings_free(&m->pending);
     idmap_free(&m->by_name);
     mon_comms_free(&m->comms);
     mon_jobs_free(&m->jobs);

@@ -120,24 +120,39 @@ struct awaited {
                           * not counted as work (what calls a part slow) */
     uint64_t pause_ns;   /* the longest pause the part's traces came back from */
     uint32_t rhythm;     /* how often the part's busiest trace progressed */
-    size_t unstarted;    /* ranks of its job the launcher counts that have no trace yet */
-    size_t dead, alive;  /* of them, those whose process ended; those that run and do not
+    size_t unstarted;    /* ranks of its job the launcher counts that have no trace yet, nor a
+                          * mark of this host (await_untraced()) */
+    long busy_pending;   /* the mark of busy_ns when a rank without a trace worked last, -1 */
+    long gone_pending;   /* a mark whose process ended before its first NCCL call, -1 none */
+    size_t dead, alive;  /* of them, those whose process ended or that left the communicator
+                          * waited in (await_comm()); those that run and do not
                           * wait in NCCL (or may: another host, not started) */
     unsigned char *seen; /* per trace: visited */
 };
 
 static void await_trace(const struct monitor *m, size_t i, uint64_t now_ns, struct awaited *a);
 
+/* A member that left the communicator (aborted, revoked or destroyed it, or its creation
+ * failed) can never take part in it again, whatever its process does. */
+#define LEFT_COMM (LS_COMM_ABORTED | LS_COMM_REVOKED | LS_COMM_DESTROYED | LS_COMM_INIT_FAILED)
+
 /* Visits the members of communicator `c` that do not wait in it: the ranks its waiters wait
- * for. */
+ * for. One that left it counts as ended: its work elsewhere cannot complete this wait. */
 static void await_comm(const struct monitor *m, size_t c, uint64_t now_ns, struct awaited *a)
 {
     const struct mon_comm *k = &m->comms.v[c];
     for (size_t i = 0; i < k->nmembers; i++) {
         const struct mon_member *mb = &k->members[i];
         const struct mon_trace *t = &m->t[mb->trace];
-        if (!t->waits || t->waits[mb->entry] == MON_WAIT_NONE)
-            await_trace(m, mb->trace, now_ns, a);
+        if (t->waits && t->waits[mb->entry] != MON_WAIT_NONE)
+            continue;
+        if (mb->entry < t->ncomms && (t->comms[mb->entry].flags & LEFT_COMM)) {
+            if (!a->seen[mb->trace])
+                a->dead++;
+            a->seen[mb->trace] = 1;
+            continue;
+        }
+        await_trace(m, mb->trace, now_ns, a);
     }
 }
 
@@ -189,13 +204,76 @@ static void part_rhythm(const struct mon_trace *t, struct awaited *a)
         a->rhythm = t->progressions;
 }
 
+/* The ranks of job `job` that the launcher counts (WORLD_SIZE) and that have no trace: each
+ * is what the marks its processes left before their first NCCL call say (monitor_pending.h):
+ * one of them alive counts as a rank that runs (busy when a sample saw it busy), all of them
+ * ended as a rank that ended. A rank with no mark may still be starting (64 ranks importing
+ * their framework on a few cores), or runs on another host: as if it worked. Returns 0, -1
+ * when out of memory. */
+static int await_untraced(const struct monitor *m, size_t job, uint64_t now_ns, struct awaited *a)
+{
+    size_t world = (size_t)m->jobs.v[job].world_size;
+    const struct mon_trace *one = NULL;
+    for (size_t i = 0; i < m->n && !one; i++)
+        if (m->t[i].job == job)
+            one = &m->t[i];
+    unsigned char *traced = calloc(world, 1);
+    if (!traced)
+        return -1;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->t[i].job == job && m->t[i].h.rank >= 0 && (size_t)m->t[i].h.rank < world)
+            traced[m->t[i].h.rank] = 1;
+    /* Per untraced rank: 1 a mark seen, 2 one of its processes alive. */
+    for (size_t k = 0; one && k < m->pending.n; k++) {
+        const struct mon_pending *pd = &m->pending.v[k];
+        if (!pd->present || pd->pid <= 0 || (size_t)pd->rank >= world || traced[pd->rank] == 1 ||
+            strcmp(pd->job, one->h.job) != 0 || pd->attempt != one->h.attempt)
+            continue;
+        if (!pd->here)
+            continue; /* another host's: what it does cannot be seen from here */
+        unsigned char was = traced[pd->rank];
+        traced[pd->rank] = pd->gone ? (was ? was : 2) : 3;
+        if (pd->gone) {
+            if (a->gone_pending < 0)
+                a->gone_pending = (long)k;
+            continue;
+        }
+        uint64_t busy = pd->act.taken_ns ? pd->last_busy_ns : now_ns, seen = busy;
+        if (pd->act.taken_ns && now_ns > pd->act.taken_ns)
+            busy += now_ns - pd->act.taken_ns; /* as await_trace() counts a late sample */
+        if (busy > a->busy_ns) {
+            a->busy_ns = busy;
+            a->busy_trace = -1;
+            a->busy_pending = (long)k;
+        }
+        if (seen > a->seen_ns)
+            a->seen_ns = seen;
+    }
+    for (size_t r = 0; r < world; r++) {
+        if (traced[r] == 1)
+            continue;
+        if (traced[r] == 2)
+            a->dead++;
+        else if (traced[r] == 3)
+            a->alive++;
+        else
+            a->unstarted++;
+    }
+    free(traced);
+    if (a->unstarted) {
+        a->busy_ns = a->seen_ns = now_ns;
+        a->busy_trace = a->busy_pending = -1;
+    }
+    return 0;
+}
+
 /* What the ranks that part `at` (a job: `is_job`, else a communicator) waits for do, and its
  * rhythm. Returns 0, -1 when out of memory. */
 static int awaited(const struct monitor *m, int is_job, size_t at, uint64_t now_ns,
                    struct awaited *a)
 {
     memset(a, 0, sizeof(*a));
-    a->busy_trace = -1;
+    a->busy_trace = a->busy_pending = a->gone_pending = -1;
     a->seen = calloc(m->n ? m->n : 1, 1);
     if (!a->seen)
         return -1;
@@ -225,26 +303,22 @@ static int awaited(const struct monitor *m, int is_job, size_t at, uint64_t now_
     }
     free(a->seen);
     a->seen = NULL;
-    /* Ranks the launcher started that have no trace yet may still be starting (64 ranks
-     * importing their framework on a few cores): as if they worked. */
     size_t job = is_job                    ? at
                  : m->comms.v[at].nmembers ? m->t[m->comms.v[at].members[0].trace].job
                                            : m->jobs.n;
     if (job < m->jobs.n && m->jobs.v[job].world_size > 0 &&
-        m->jobs.v[job].ranked < (size_t)m->jobs.v[job].world_size) {
-        a->busy_ns = a->seen_ns = now_ns;
-        a->busy_trace = -1;
-        a->unstarted = (size_t)m->jobs.v[job].world_size - m->jobs.v[job].ranked;
-    }
+        m->jobs.v[job].ranked < (size_t)m->jobs.v[job].world_size)
+        return await_untraced(m, job, now_ns, a);
     return 0;
 }
 
 /* Progress events of its busiest trace after which a part has a rhythm: its pauses say how
  * long a healthy one is. */
 #define RHYTHM_PROGRESSIONS 8
-/* A communicator whose waiters wait, in the end, only for ranks whose processes ended: no
- * amount of waiting helps. Its short bound is this share of --stall-short (3 s of the default
- * 25). Only a communicator's: a job's outstanding calls may be the teardown of a job that ends. */
+/* A communicator whose waiters wait, in the end, only for ranks whose processes ended or that
+ * left the communicator they wait in (aborted it, say): no amount of waiting helps. Its short bound
+ * is this share of --stall-short (3 s of the default 25). Only a communicator's: a job's
+ * outstanding calls may be the teardown of a job that ends. */
 #define DEAD_SHARE 0.12
 /* The short bound is at least this share of --stall-short, whatever the rhythm: 10 s of the
  * default 25, longer than the pauses of a data loader that sleeps a few seconds now and then,
@@ -286,6 +360,8 @@ struct verdict {
     long busy_trace;        /* the trace that worked last of those it waits for, -1 none */
     uint64_t busy_ns;       /* ... when */
     size_t unstarted;       /* ranks of its job not traced yet (struct awaited) */
+    long busy_pending;      /* struct awaited's */
+    long gone_pending;
 };
 
 /* Judges part `at` (a job: `is_job`; `outside`: a job stalled outside NCCL, where nothing is
@@ -294,7 +370,7 @@ static int judge(const struct monitor *m, const struct mon_bounds *b, int is_job
                  size_t at, uint64_t moved_ns, uint64_t now_ns, struct verdict *v)
 {
     memset(v, 0, sizeof(*v));
-    v->busy_trace = -1;
+    v->busy_trace = v->busy_pending = v->gone_pending = -1;
     double idle = idle_s(moved_ns, now_ns);
     if (idle < b->short_s * DEAD_SHARE && idle < b->long_s)
         return 0; /* no bound can hold yet: spare the walk */
@@ -306,6 +382,8 @@ static int judge(const struct monitor *m, const struct mon_bounds *b, int is_job
         b->short_s * DEAD_SHARE < v->short_s)
         v->short_s = b->short_s * DEAD_SHARE;
     v->busy_trace = outside ? -1 : a.busy_trace;
+    v->busy_pending = outside ? -1 : a.busy_pending;
+    v->gone_pending = outside ? -1 : a.gone_pending;
     v->busy_ns = outside ? 0 : a.busy_ns;
     v->unstarted = outside ? 0 : a.unstarted;
     if (b->short_s >= b->long_s) {
@@ -531,6 +609,25 @@ static void busy_words(const struct monitor *m, const struct verdict *v, uint64_
                  v->unstarted, v->unstarted == 1 ? "" : "s", v->unstarted == 1 ? "s" : "ve");
         return;
     }
+    if (v->busy_trace < 0 && v->busy_pending >= 0) {
+        const struct mon_pending *pd = &m->pending.v[v->busy_pending];
+        if (pd->last_busy_ns)
+            snprintf(buf, len, "rank %d (pid %d, no NCCL call yet) was last busy %.1f s ago (%s)",
+                     pd->rank, pd->pid, idle_s(pd->last_busy_ns, now_ns), pd->busy_why);
+        else
+            snprintf(buf, len, "rank %d (pid %d, no NCCL call yet) has not been seen busy",
+                     pd->rank, pd->pid);
+        return;
+    }
+    if (v->busy_trace < 0 && v->gone_pending >= 0) {
+        const struct mon_pending *pd = &m->pending.v[v->gone_pending];
+        char st[32] = "";
+        if (pd->exited)
+            snprintf(st, sizeof st, " with status %d", pd->exited);
+        snprintf(buf, len, "rank %d (pid %d) ended%s before its first NCCL call", pd->rank, pd->pid,
+                 st);
+        return;
+    }
     if (v->busy_trace < 0) {
         snprintf(buf, len, "no rank it waits for runs or works");
         return;
@@ -554,9 +651,14 @@ static void fill_verdict(const struct monitor *m, const struct verdict *v, uint6
     s->bound = v->bound;
     s->short_s = v->short_s;
     s->long_s = v->long_s;
-    s->busy_rank = v->busy_trace >= 0 ? m->t[v->busy_trace].h.rank : -1;
+    s->busy_rank = v->busy_trace >= 0     ? m->t[v->busy_trace].h.rank
+                   : v->busy_pending >= 0 ? m->pending.v[v->busy_pending].rank
+                                          : -1;
     s->busy_at = v->busy_trace;
-    s->busy_ago_s = v->busy_trace >= 0 ? idle_s(v->busy_ns, now_ns) : -1;
+    s->busy_pid = v->busy_trace >= 0     ? m->t[v->busy_trace].h.pid
+                  : v->busy_pending >= 0 ? m->pending.v[v->busy_pending].pid
+                                         : 0;
+    s->busy_ago_s = s->busy_rank >= 0 ? idle_s(v->busy_ns, now_ns) : -1;
     busy_words(m, v, now_ns, s->awaited, sizeof(s->awaited));
 }
 

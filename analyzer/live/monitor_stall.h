@@ -69,6 +69,7 @@ struct mon_stall {
     double short_s, long_s; /* the bounds that held for the part (its rhythm counted) */
     int busy_rank;          /* the rank waited for that worked last, -1 none (awaited) */
     long busy_at;           /* ... its trace (index in the monitor's), -1 none */
+    int busy_pid;           /* ... its process, 0 none (a rank with no trace yet has one) */
     double busy_ago_s;      /* ... seconds since it last worked, -1 none */
     char awaited[160];      /* what the ranks waited for did, in words ("rank 7 (pid 12) was
                              * last busy 3.2 s ago (92% of a CPU)") */

@@ -11,6 +11,7 @@
 #include "idmap.h"
 #include "lockstep/trace_format.h"
 #include "monitor_activity.h"
+#include "monitor_pending.h"
 
 /* Moves of a trace that are its start, not pauses between its steps (mon_trace.longest_pause_ns):
  * found, NCCL's creation entered, left. */
@@ -109,10 +110,11 @@ struct monitor {
     char *dir;
     struct mon_trace *t;
     size_t n, cap;
-    struct idmap by_name;      /* file name -> index in t */
-    struct mon_comms comms;    /* every communicator of the traces, by id */
-    struct mon_jobs jobs;      /* the jobs, regrouped at each poll */
-    uint64_t last_progress_ns; /* CLOCK_MONOTONIC: when something last moved */
+    struct idmap by_name;        /* file name -> index in t */
+    struct mon_comms comms;      /* every communicator of the traces, by id */
+    struct mon_jobs jobs;        /* the jobs, regrouped at each poll */
+    struct mon_pendings pending; /* rank processes without a trace yet (monitor_pending.h) */
+    uint64_t last_progress_ns;   /* CLOCK_MONOTONIC: when something last moved */
     uint64_t last_poll_ns;
     uint64_t last_activity_ns;    /* CLOCK_MONOTONIC of the last activity sample of the ranks */
     uint64_t read_calls_after_ns; /* a thread inside one call this long, or a GPU stream stuck

@@ -429,6 +429,42 @@ static void finish_thread(struct symbolizer *sym, struct raw_thread *r)
     where_finish(&w, t->nframes > 0 ? t->frames[0] : "", t->python);
 }
 
+int live_where_now(struct symbolizer *sym, int pid, const struct live_thread *lt, char *buf,
+                   size_t len)
+{
+    buf[0] = 0;
+    char mpath[64];
+    snprintf(mpath, sizeof mpath, "/proc/%d/maps", pid);
+    FILE *maps = fopen(mpath, "r");
+    struct raw_thread *r = calloc(1, sizeof(*r));
+    struct m_live_thread *t = calloc(1, sizeof(*t));
+    if (!maps || !r || !t) {
+        if (maps)
+            fclose(maps);
+        free(r);
+        free(t);
+        return -1;
+    }
+    r->t = t;
+    for (uint32_t i = 0; i < lt->nframes && r->nframes < M_LIVE_FRAMES; i++) {
+        uint64_t off = 0;
+        int k = r->nframes;
+        live_map_pc(maps, lt->pcs[i], r->module[k], sizeof r->module[k], &off);
+        /* As a probe's sidecar holds them (write_thread()): frame 0 one past the pc. */
+        r->off[k] = i == 0 ? off + 1 : off;
+        snprintf(r->sym[k], sizeof r->sym[k], "%s", lt->symbols[i]);
+        r->nframes++;
+    }
+    fclose(maps);
+    snprintf(t->python, sizeof t->python, "%s", lt->python);
+    snprintf(t->syscall, sizeof t->syscall, "%s", lt->syscall);
+    finish_thread(sym, r);
+    snprintf(buf, len, "%s", t->where);
+    free(r);
+    free(t);
+    return buf[0] ? 0 : -1;
+}
+
 /* The thread that stands for the process: the main thread, unless it waits for another one
  * (pthread_join, a condition) while a thread of the program runs or is blocked elsewhere. */
 static void choose_threads(struct m_live *lv, int pid)

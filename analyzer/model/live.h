@@ -47,6 +47,14 @@ int live_end_where(struct symbolizer *sym, const struct tr_trace *t, char *where
  * and returns 0; else writes "" and returns -1. */
 int live_thread_phrase(const struct m_live *lv, int pid, char *buf, size_t len);
 
+/* Where thread `lt` of running process `pid` is, from its stack read now (live_threads_read()),
+ * named as a probe's is in a report: "bounds.c:58 (work) <- bounds.c:90 (save) <- bounds.c:212
+ * (main)" (file:line where the module has line tables), or its Python frames. Returns 0, or -1
+ * when nothing could be placed (buf ""). */
+struct live_thread;
+int live_where_now(struct symbolizer *sym, int pid, const struct live_thread *lt, char *buf,
+                   size_t len);
+
 /* Frees what live_attach() made. */
 void live_set_free(struct live_set *s);
 

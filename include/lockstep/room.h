@@ -28,6 +28,18 @@
  * for it (an empty file takes no blocks: its name alone says which process). */
 #define LS_BLIND_SUFFIX ".blind"
 
+/* What a rank process (one with a launcher's rank: RANK, SLURM_PROCID, ...) leaves beside the
+ * traces from its start until its trace exists (its first NCCL call), so that a watcher can see a
+ * rank that has not reached NCCL yet, and whether it works, sleeps or ended:
+ * "lockstep-HOST-PID-rR.trace.pending", one line
+ * "pid=P start=TICKS rank=R world=W attempt=A job=JOB" (start: the process's start in clock
+ * ticks after boot, /proc/PID/stat field 22; world -1 unknown; JOB to the end of the line),
+ * and a second line "exited=S" when it exits with a non-zero status before its first NCCL call. It
+ * is removed when the trace is made, and when the process exits with status 0 before it (a helper
+ * such as a compiler worker ends that way). Only in a folder that exists (it is never created for
+ * this). */
+#define LS_PENDING_SUFFIX ".pending"
+
 /* The layout of a trace with the shim's default capacities, `stack_depth` frames per call site,
  * `py_depth` Python frames (0: no Python site table) and `ring` records. This function can't
  * fail. */

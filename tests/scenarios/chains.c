@@ -9,6 +9,8 @@
  *   SCENARIO_STEPS      training steps before the failure (default 2)
  *   SCENARIO_STEP_MS    compute per step, ms (default 5)
  *   SCENARIO_DELAY_MS   how long a late rank stays busy (default 60000)
+ *   SCENARIO_BUSY       how the late rank is busy: "compute" (default) or "sleep" (asleep
+ *                       outside NCCL: what a stuck data loader or a lock looks like)
  *   SCENARIO_DIFF       cross_mismatch: what the odd rank changes: "op" (default) or "count"
  *   SCENARIO_TP, SCENARIO_PP   pp_chain: tensor- and pipeline-parallel sizes (default 4, 4;
  *                       the data-parallel size is what is left of the world)
@@ -18,7 +20,8 @@
  *   SCENARIO_NOSYNC     cross_gpu_stuck: 1: the stage ranks go on without waiting for the stuck
  *                       collective (their next one queues behind it on the stream)
  *   SCENARIO_INIT       late_init: what the victim does before its first NCCL call: "busy"
- *                       (default) or "exit" (exits 1)
+ *                       (default: load_batch(), see SCENARIO_BUSY), "exit" (exits 1) or
+ *                       "kill" (SIGKILL, as the OOM killer ends it)
  * Every collective waits for its result with tp_sync(), as a training loop does (a no-op
  * unless LOCKSTEP_EMU_ASYNC=1). */
 #define _GNU_SOURCE
@@ -51,7 +54,10 @@ __attribute__((noinline)) void compute_ms(int ms)
 /* The late rank's own work: a slow shard, a download, a checkpoint. */
 __attribute__((noinline)) void load_batch(void)
 {
-    compute_ms(delay_ms);
+    if (strcmp(tp_env_str("SCENARIO_BUSY", "compute"), "sleep") == 0)
+        tp_sleep_ms(delay_ms);
+    else
+        compute_ms(delay_ms);
 }
 
 /* A child communicator of the world: the ranks of `color` (NCCL_SPLIT_NOCOLOR: none). */
@@ -247,6 +253,10 @@ void prepare_dataset(void)
     if (strcmp(tp_env_str("SCENARIO_INIT", "busy"), "exit") == 0) {
         fprintf(stderr, "rank %d: dataset not found; exiting\n", rank);
         exit(1);
+    }
+    if (strcmp(tp_env_str("SCENARIO_INIT", "busy"), "kill") == 0) {
+        fprintf(stderr, "rank %d: out of memory while loading the dataset\n", rank);
+        raise(SIGKILL); /* the OOM killer: no exit of its own */
     }
     load_batch();
 }

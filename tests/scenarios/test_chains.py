@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import Skip, expect, run  # noqa: E402
+from harness import Skip, emulated, expect, run  # noqa: E402
 import test_realjobs as rj  # noqa: E402
 from test_realjobs import follows, one_line, one_root, roots  # noqa: E402
 
@@ -269,6 +269,53 @@ def case_late_init_live(tmp):
     r, text = lockstep_run(tmp, "late_init", np, {"SCENARIO_VICTIM": str(victim),
                                                   "SCENARIO_INIT": "exit"})
     check_late_init(r, text, np, victim, True)
+
+
+def case_late_init_default(tmp):
+    """`lockstep run` with the default bounds while the victim has not reached NCCL: it left a
+    mark (the shim's, from its start) that says what it does. Ended (exit 1, or SIGKILL as the
+    OOM killer ends it): the others wait for no rank that runs, the short bound of a wait for
+    ended ranks (3 s). Asleep for good: the short bound (25 s). Computing: slow, said once with
+    the rank named as one with no NCCL call yet, and a stall only at the long bound (here 12 s).
+    Had the mark not been read, each would be a rank that may still be starting: the long bound
+    (100 s here, the test's timeout before)."""
+    np, victim = 4, rng.randrange(1, 4)
+    how = rng.choice(["exit", "kill", "sleep", "busy"])
+    note(f"{np} ranks, rank {victim} before its first NCCL call: {how}")
+    env = {"SCENARIO_VICTIM": str(victim), "SCENARIO_INIT": "busy" if how in ("sleep", "busy")
+           else how, "SCENARIO_BUSY": "sleep" if how == "sleep" else "compute",
+           "SCENARIO_DELAY_MS": "3600000"}
+    bounds = ("--stall-short", "3", "--stall-long", "12") if how == "busy" else (
+        "--stall-long", "100")
+    d = os.path.join(tmp, "run")
+    js = os.path.join(tmp, "run.json")
+    cmd = [LOCKSTEP, "run", "--dir", d, *bounds, "--json", js, "--", *chains_cmd("late_init", np)]
+    p = subprocess.run(cmd, env=rj.clean_env(env), capture_output=True, text=True, timeout=170)
+    print(p.stderr[-4000:], end="")
+    expect(p.returncode == 3, f"lockstep run exited {p.returncode}, want 3:\n{p.stdout}")
+    r = json.load(open(js))
+    check_late_init(r, p.stdout, np, victim, True)
+    st = r["stall"]
+    if how in ("exit", "kill"):
+        expect(st["bound"] == "short" and st["short_s"] < 25,
+               f"not the short bound of a wait for a rank that ended: {st}")
+        expect(f"rank {victim} (pid" in st["awaited"] and "ended" in st["awaited"] and
+               "before its first NCCL call" in st["awaited"], f"awaited: {st['awaited']}")
+        if how == "exit":
+            expect("with status 1" in st["awaited"], f"awaited: {st['awaited']}")
+    elif how == "sleep":
+        expect(st["bound"] == "short", f"an asleep rank before NCCL not held to the short bound: "
+                                       f"{st}")
+    else:
+        expect(st["bound"] == "long", f"a computing rank before NCCL stopped before the long "
+                                      f"bound: {st}")
+        slow = [line for line in p.stderr.splitlines() if "not a hang yet" in line]
+        expect(slow and f"rank {victim} (pid" in slow[0] and "no NCCL call yet" in slow[0],
+               f"the slow line does not name rank {victim} as one with no NCCL call yet: "
+               f"{slow}")
+        # where it is, from its live stack (read from outside: not under qemu-user)
+        expect(emulated() or re.search(r"now in .*\(load_batch\)", slow[0]),
+               f"the slow line does not say where rank {victim} is: {slow[0]}")
 
 
 # ---------------------------------------------------------------- refused, then exited

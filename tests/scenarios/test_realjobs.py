@@ -140,12 +140,14 @@ def analyze_paths(paths, want_rc=1):
     return r, t.stdout
 
 
-def lockstep_run(tmp, mode, np=4, env=None, launcher=(), stall=2, want_rc=3, name="run"):
-    """`lockstep run` on a scenario: (report dict, text on stdout, stderr)."""
+def lockstep_run(tmp, mode, np=4, env=None, launcher=(), stall=2, want_rc=3, name="run",
+                 run_args=()):
+    """`lockstep run` on a scenario: (report dict, text on stdout, stderr). stall None: the
+    default bounds."""
     d = os.path.join(tmp, name)
     js = os.path.join(tmp, name + ".json")
-    cmd = [LOCKSTEP, "run", "--dir", d, "--stall", str(stall), "--json", js, "--",
-           *launch_cmd(mode, np, launcher)]
+    cmd = [LOCKSTEP, "run", "--dir", d, *(("--stall", str(stall)) if stall is not None else ()),
+           *run_args, "--json", js, "--", *launch_cmd(mode, np, launcher)]
     e = clean_env({k: v for k, v in (env or {}).items()})
     p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=180)
     print(p.stderr, end="")
@@ -979,8 +981,18 @@ def case_comm_abort(tmp):
 
 
 def case_comm_abort_live(tmp):
-    r, text, err = lockstep_run(tmp, "comm_abort", env={"SCENARIO_ABORT": "abort"})
-    check_abort(r, text, "abort")
+    """With the default bounds: rank 3 computes on after it left the communicator its peers wait
+    in, so its work cannot complete their wait: they wait for no rank that can (as for a dead
+    one), not for a busy rank (slow, the long bound, here 60 s; its work lasts 150 s)."""
+    how = rng.choice(["abort", "revoke"])
+    note(f"rank 3 does ncclComm{how.capitalize()}, then computes")
+    r, text, err = lockstep_run(tmp, "comm_abort", env={"SCENARIO_ABORT": how,
+                                                        "SCENARIO_DELAY_MS": "150000"},
+                                stall=None, run_args=("--stall-long", "60"))
+    check_abort(r, text, how)
+    st = r["stall"]
+    expect(st["bound"] == "short" and st["short_s"] < 25,
+           f"the stall was not the short bound of a wait for ranks that left: {st}")
 
 
 # ---------------------------------------------------------------- 12. errors NCCL reports

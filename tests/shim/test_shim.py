@@ -814,6 +814,71 @@ def case_retention(tmp):
     expect(len([n for n in names if n.endswith(".trace")]) == 2, f"traces now: {names}")
     p = run_ranks(1, [COLL_CHECK], d, env_extra={"LOCKSTEP_RETAIN_HOURS": "0"})
     expect(len([n for n in os.listdir(d) if n.endswith(".trace")]) == 3, "0 keeps everything")
+    # A rank's mark from before NCCL (a process killed before its first call): by its age.
+    marks = [os.path.join(d, f"lockstep-elsewhere-{k}-r3.trace.pending") for k in (7, 8)]
+    for m in marks:
+        with open(m, "w") as f:
+            f.write("pid=7 start=1 rank=3 world=4 attempt=0 job=\n")
+    os.utime(marks[0], (time.time() - 3 * 24 * 3600,) * 2)
+    p = run_ranks(1, [COLL_CHECK], d, env_extra={"LOCKSTEP_RETAIN_HOURS": "48"})
+    names = os.listdir(d)
+    expect(os.path.basename(marks[0]) not in names and os.path.basename(marks[1]) in names,
+           f"a 3-day-old mark kept, or a recent one deleted: {names}")
+
+
+def pending_marks(d):
+    return sorted(n for n in os.listdir(d) if n.endswith(".trace.pending")) if os.path.isdir(
+        d) else []
+
+
+def case_pending_mark(tmp):
+    """A rank process marks itself in the trace folder from its start until its trace exists
+    (include/lockstep/room.h): the mark names it; it goes when the trace is made and at an exit
+    with status 0, and keeps the status of any other exit; a SIGKILL leaves it as it was. No
+    mark without a launcher's rank, in a folder that does not exist, or with LOCKSTEP_DISABLE."""
+    d = os.path.join(tmp, "t")
+    os.makedirs(d, mode=0o700)
+    base = dict(os.environ, LD_PRELOAD=SHIM, LOCKSTEP_DIR=d, LD_LIBRARY_PATH=EMU_DIR + ":" +
+                os.environ.get("LD_LIBRARY_PATH", ""))
+    for k in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+              "PMIX_RANK", "LOCKSTEP_DISABLE", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"):
+        base.pop(k, None)
+    rank = dict(base, RANK="5", WORLD_SIZE="8")
+
+    def sh(script, env):
+        return subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True,
+                              text=True, timeout=30)
+
+    # while it runs: its own mark, naming it
+    p = sh('cat "$LOCKSTEP_DIR"/*-$$-r5.trace.pending; exit 3', rank)
+    m = re.match(r"pid=(\d+) start=(\d+) rank=5 world=8 attempt=0 job=$", p.stdout.strip())
+    expect(p.returncode == 3 and m, f"the mark while it runs: {p.stdout!r} {p.stderr!r}")
+    pid = m.group(1)
+    got = pending_marks(d)
+    expect(len(got) == 1 and got[0].endswith(f"-{pid}-r5.trace.pending"), f"marks {got}")
+    with open(os.path.join(d, got[0])) as f:
+        kept = f.read()
+    expect(kept.endswith("\nexited=3\n"), f"the mark after exit 3: {kept!r}")
+    os.unlink(os.path.join(d, pending_marks(d)[0]))
+    p = sh("exit 0", rank)
+    expect(p.returncode == 0 and pending_marks(d) == [], f"a mark after exit 0: {pending_marks(d)}")
+    p = sh("kill -9 $$", rank)
+    got = pending_marks(d)
+    expect(p.returncode == -9 and len(got) == 1, f"after SIGKILL: {p.returncode} {got}")
+    with open(os.path.join(d, got[0])) as f:
+        expect("exited=" not in f.read(), "a status for a process that had none")
+    os.unlink(os.path.join(d, got[0]))
+    for what, env in (("no rank", base), ("LOCKSTEP_DISABLE=1", dict(rank, LOCKSTEP_DISABLE="1"))):
+        p = sh("exit 4", env)
+        expect(pending_marks(d) == [], f"{what}: a mark {pending_marks(d)}")
+    missing = os.path.join(tmp, "never")
+    p = sh("exit 4", dict(rank, LOCKSTEP_DIR=missing))
+    expect(not os.path.exists(missing), "the folder was made for a mark")
+    # ranks that reach NCCL, then crash (no exit of their own): their traces, no mark left
+    p = run_ranks(2, [prog("crasher"), "segv"], d)
+    expect(p.returncode == 128 + 11, f"crasher: launcher status {p.returncode}")
+    expect(pending_marks(d) == [] and len(traces(d)) == 2,
+           f"marks beside the traces: {os.listdir(d)}")
 
 
 if __name__ == "__main__":
