@@ -378,7 +378,8 @@ def check_live(c, lines):
 
 
 def check_detect(c, lines):
-    """The hang rows each diagnosed (a positive time, a bound, exit 3); the clean rows each with
+    """The hang rows each diagnosed (a positive time, a bound, exit 3, a root cause named and not
+    marked wrong); the clean rows each with
     an exit status, none stopped (the quick run's clean job is a 3 s CPU pause); the two summary
     lines."""
     rows = table(lines, "| hang shape |")
@@ -390,6 +391,8 @@ def check_detect(c, lines):
         c.number(f"detect '{r[0]}' hung to diagnosis", r[2] if len(r) > 2 else None)
         if len(r) < 5 or r[3] not in ("short", "long", "fixed") or r[4] != "3":
             c.fail(f"detect '{r[0]}'", f"bound {r[3:4]} exit {r[4:5]}: not a diagnosed stall")
+        if len(r) < 6 or r[5] in ("", "-") or "wrong" in r[5]:
+            c.fail(f"detect '{r[0]}' root cause", f"{r[5:6]}: none, or not the suite's")
         good += c.clean(m)
     crows = table(lines, "| clean job |")
     if not crows:
@@ -398,7 +401,8 @@ def check_detect(c, lines):
         if len(r) < 5 or r[4] != "no":
             c.fail(f"detect clean '{r[0]}'", f"stopped: {r}")
     text = "\n".join(lines)
-    if not re.search(r"(\d+) of (\d+) diagnosed: median (\S+) s, worst (\S+) s", text):
+    if not re.search(r"(\d+) of (\d+) diagnosed: median (\S+) s, worst (\S+) s; the root cause the "
+                         r"suite's test wants named in (\d+) of (\d+)", text):
         c.fail("detect summary", "no 'N of M diagnosed: median, worst' line")
     if not re.search(r"0 of (\d+) clean jobs stopped", text):
         c.fail("detect clean summary", "no '0 of N clean jobs stopped' line")

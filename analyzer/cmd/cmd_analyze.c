@@ -98,7 +98,8 @@ int cmd_analyze(int argc, char **argv)
     for (; i < argc; i++)
         if (analysis_add_path(&a, argv[i]) < 0)
             goto out;
-    if (a.paths.n == 0 && a.untraced.n) { /* no rank had room for a trace: say which, and why */
+    if (a.paths.n == 0 &&
+        untraced_set_count(&a.untraced)) { /* no rank had room for a trace: say which, and why */
         struct report_input none = analysis_report_input(&a);
         rc = output_plan_write(&ao.plan, &none, &ao.out) < 0 ? 2 : 1;
         goto out;

@@ -519,10 +519,16 @@ static void sink_words(const struct waitgraph *g, const struct wg_node *v, char 
         else
             snprintf(buf, len, "died without an exit record");
         return;
-    case WG_NO_TRACE:
-        if (!untraced_reason(g->m->untraced, v->rank, buf, len))
+    case WG_NO_TRACE: {
+        char mark[96];
+        if (untraced_reason(g->m->untraced, v->rank, buf, len))
+            return;
+        if (untraced_mark_words(g->m->untraced, v->rank, mark, sizeof(mark)))
+            snprintf(buf, len, "never reached NCCL (no trace: %s)", mark);
+        else
             snprintf(buf, len, "never reached NCCL (no trace)");
         return;
+    }
     case WG_MISMATCH:
     case WG_GPU_STUCK:
     case WG_ALONE:

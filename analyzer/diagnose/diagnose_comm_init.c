@@ -5,6 +5,7 @@
 
 #include "diagnose_pass.h"
 #include "rankset.h"
+#include "untraced.h"
 
 static const struct ls_comm *entry_of(const struct m_proc *p, uint64_t id)
 {
@@ -169,7 +170,7 @@ static int add_absent(struct diag *d, const struct m_comm *c, struct intvec *abs
     for (size_t i = 0; i < f->missing.n; i++)
         if (intvec_push(&f->ranks, f->missing.v[i]) < 0)
             return -1;
-    char joined[256], missing[256] = "", where[1024] = "";
+    char joined[256], missing[256] = "", where[1024] = "", mark[200];
     describe_ranks(f->waiting.v, f->waiting.n, joined, sizeof(joined));
     if (f->missing.n)
         describe_ranks(f->missing.v, f->missing.n, missing, sizeof(missing));
@@ -179,6 +180,9 @@ static int add_absent(struct diag *d, const struct m_comm *c, struct intvec *abs
         char w[1024];
         describe_whereabouts(d, d->j->by_rank[f->missing.v[0]], w, sizeof(w));
         snprintf(where, sizeof(where), " \xe2\x80\x94 %.900s", w);
+    } else if (untraced && f->missing.n == 1 &&
+               untraced_mark_words(d->m->untraced, f->missing.v[0], mark, sizeof(mark))) {
+        snprintf(where, sizeof(where), " (no trace: it never reached NCCL \xe2\x80\x94 %s)", mark);
     } else if (untraced) {
         snprintf(where, sizeof(where),
                  " (no trace: %s never reached NCCL \xe2\x80\x94 not started, busy before %s first "

@@ -32,10 +32,13 @@ static int missing_traces(struct diag *d)
     char ranks[256];
     describe_ranks(absent.v, absent.n, ranks, sizeof(ranks));
     f->ranks = absent;
-    char why[700];
+    char why[700], mark[160];
     if (untraced_set_words(d->m->untraced, absent.v, absent.n, why, sizeof(why)))
         finding_summary(f, "%s of %d %s: what %s did cannot be known", ranks, d->j->world_size, why,
                         absent.n == 1 ? "it" : "they");
+    else if (absent.n == 1 && untraced_mark_words(d->m->untraced, absent.v[0], mark, sizeof(mark)))
+        finding_summary(f, "no trace for %s of %d: it made no NCCL call (its mark: %s)", ranks,
+                        d->j->world_size, mark);
     else
         finding_summary(f, "no trace for %s of %d: what %s did cannot be known", ranks,
                         d->j->world_size, absent.n == 1 ? "it" : "they");

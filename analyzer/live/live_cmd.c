@@ -433,7 +433,7 @@ int live_diagnose_first(const char *dir, struct live_opts *o, int probe, int pri
     if (analysis_add_path(&a, dir) < 0)
         goto out;
     if (a.paths.n == 0) { /* no trace: no room for one, or no NCCL call; a report anyway */
-        if (print && a.untraced.n)
+        if (print && untraced_set_count(&a.untraced))
             untraced_set_print(stdout, &a.untraced);
         else if (print && !untraced_print_full(stdout, dir))
             fprintf(stderr, "lockstep: no traces in %s: the job made no NCCL call\n", dir);

@@ -17,22 +17,6 @@ int mon_pending_name(const char *name)
            strcmp(name + n - k, PENDING_TAIL) == 0;
 }
 
-/* This host's name as the shim writes it into trace names (only [A-Za-z0-9._-], others '_'). */
-static void local_host(char *buf, size_t len)
-{
-    char raw[LS_HOST_LEN] = "";
-    if (gethostname(raw, sizeof raw - 1) != 0)
-        snprintf(raw, sizeof raw, "unknown");
-    size_t i = 0;
-    for (; raw[i] && i + 1 < len; i++) {
-        char ch = raw[i];
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                 ch == '-' || ch == '_' || ch == '.';
-        buf[i] = ok ? ch : '_';
-    }
-    buf[i] = 0;
-}
-
 /* Reads mark `pd` (its file in `dir`): its fields once, its exit status while it has none.
  * Returns 0, -1 when it cannot be read or parsed (a mark being written: read again later). */
 static int read_mark(struct mon_pending *pd, const char *dir, int first)
@@ -90,8 +74,6 @@ int mon_pending_seen(struct mon_pendings *p, const char *dir, const char *name)
             }
             return 0;
         }
-    if (!p->host[0])
-        local_host(p->host, sizeof p->host);
     if (p->n == p->cap) {
         size_t cap = p->cap ? 2 * p->cap : 16;
         struct mon_pending *v = realloc(p->v, cap * sizeof(*v));
@@ -107,8 +89,13 @@ int mon_pending_seen(struct mon_pendings *p, const char *dir, const char *name)
         return -1;
     p->n++;
     /* "lockstep-HOST-PID-rR.trace.pending": made here when HOST is this host's name. */
-    size_t hl = strlen(p->host);
-    pd->here = strncmp(name + 9, p->host, hl) == 0 && name[9 + hl] == '-';
+    char host[LS_HOST_LEN + 1];
+    const char *r = strrchr(name, '-'), *end = name + 9;
+    for (const char *q = name + 9; q < r; q++)
+        if (*q == '-')
+            end = q; /* the '-' before PID */
+    snprintf(host, sizeof host, "%.*s", (int)(end - (name + 9)), name + 9);
+    pd->here = end > name + 9 && liveness_file_host_here(host);
     if (read_mark(pd, dir, 1) == 0)
         pd->present = 1;
     else

@@ -29,7 +29,6 @@ struct mon_pending {
 struct mon_pendings {
     struct mon_pending *v;
     size_t n, cap;
-    char host[LS_HOST_LEN]; /* this host's name as trace names write it */
 };
 
 /* Starts a scan of the folder: every mark not seen again is left out (the trace it waited for

@@ -20,6 +20,22 @@ static void read_this_host(void)
     this_host_ok = gethostname(this_host, sizeof(this_host) - 1) == 0;
 }
 
+int liveness_file_host_here(const char *host)
+{
+    pthread_once(&this_host_once, read_this_host);
+    if (!this_host_ok)
+        return 0;
+    size_t i = 0;
+    for (; this_host[i] && i < LS_HOST_LEN; i++) {
+        char ch = this_host[i];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '-' || ch == '_' || ch == '.';
+        if (host[i] != (ok ? ch : '_'))
+            return 0;
+    }
+    return host[i] == 0;
+}
+
 static int same_host(const struct ls_header *h)
 {
     pthread_once(&this_host_once, read_this_host);

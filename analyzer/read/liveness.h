@@ -34,6 +34,10 @@ enum liveness liveness_of_pid(int pid, uint64_t start_ticks);
  * next to it). */
 int liveness_in_snapshot(const char *trace_path);
 
+/* True when `host`, a host name as trace file names write it (the shim keeps [A-Za-z0-9._-] and
+ * writes '_' for any other byte), names this host. */
+int liveness_file_host_here(const char *host);
+
 /* True for RUNNING and STOPPED. */
 int liveness_alive(enum liveness v);
 

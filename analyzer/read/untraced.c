@@ -7,17 +7,20 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "liveness.h"
 #include "lockstep/room.h"
 #include "rankset.h"
 #include "untraced.h"
 
-#define MARK_TAIL ".trace" LS_BLIND_SUFFIX
+#define MARK_TAIL    ".trace" LS_BLIND_SUFFIX
+#define PENDING_TAIL ".trace" LS_PENDING_SUFFIX
 
-/* Host, pid and rank from "lockstep-HOST-PID-rR.trace.blind". Returns 0, or -1 for another name. */
-static int parse_name(const char *name, struct untraced_proc *p)
+/* Host, pid and rank from "lockstep-HOST-PID-rR" and `tail_text` (".trace.blind" or
+ * ".trace.pending"). Returns 0, or -1 for another name. */
+static int parse_tail(const char *name, const char *tail_text, struct untraced_proc *p)
 {
-    size_t n = strlen(name), tail = strlen(MARK_TAIL);
-    if (strncmp(name, "lockstep-", 9) != 0 || n <= 9 + tail || strcmp(name + n - tail, MARK_TAIL))
+    size_t n = strlen(name), tail = strlen(tail_text);
+    if (strncmp(name, "lockstep-", 9) != 0 || n <= 9 + tail || strcmp(name + n - tail, tail_text))
         return -1;
     char stem[256];
     snprintf(stem, sizeof stem, "%.*s", (int)(n - 9 - tail), name + 9);
@@ -32,6 +35,54 @@ static int parse_name(const char *name, struct untraced_proc *p)
     *pid = 0;
     p->pid = atoi(pid + 1);
     snprintf(p->host, sizeof p->host, "%.63s", stem);
+    return 0;
+}
+
+/* Host, pid and rank from "lockstep-HOST-PID-rR.trace.blind". Returns 0, or -1 for another name. */
+static int parse_name(const char *name, struct untraced_proc *p)
+{
+    return parse_tail(name, MARK_TAIL, p);
+}
+
+/* A pending mark named `name` of folder `dirfd`: its pid, start and exit status from its lines.
+ * Returns 0, or -1 for another name or a mark without its first line. */
+static int read_pending(int dirfd, const char *name, struct untraced_mark *k)
+{
+    struct untraced_proc p = {0};
+    if (parse_tail(name, PENDING_TAIL, &p) < 0 || p.rank < 0)
+        return -1;
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    char buf[512];
+    ssize_t got = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[got > 0 ? got : 0] = 0;
+    unsigned long long start;
+    int pid, status;
+    char *nl = strchr(buf, '\n');
+    if (!nl || sscanf(buf, "pid=%d start=%llu", &pid, &start) != 2 || pid <= 0)
+        return -1;
+    memset(k, 0, sizeof *k);
+    k->rank = p.rank;
+    k->pid = pid;
+    k->start_ticks = start;
+    snprintf(k->host, sizeof k->host, "%s", p.host);
+    if (sscanf(nl + 1, "exited=%d", &status) == 1)
+        k->exited = status;
+    return 0;
+}
+
+/* Appends mark `k` to `u` unless it has it. Returns 0, or -1 when out of memory. */
+static int add_mark(struct untraced *u, const struct untraced_mark *k)
+{
+    for (size_t i = 0; i < u->nmarks; i++)
+        if (u->marks[i].pid == k->pid && !strcmp(u->marks[i].host, k->host))
+            return 0;
+    struct untraced_mark *v = realloc(u->marks, (u->nmarks + 1) * sizeof(*v));
+    if (!v)
+        return -1;
+    u->marks = v;
+    u->marks[u->nmarks++] = *k;
     return 0;
 }
 
@@ -87,6 +138,14 @@ int untraced_read(const char *dir, struct untraced *u)
     int rc = 0;
     while ((e = readdir(d)) != NULL) {
         struct untraced_proc p = {.free_bytes = free_now, .folder_bytes = size_now};
+        struct untraced_mark k;
+        if (read_pending(dirfd, e->d_name, &k) == 0) {
+            if (add_mark(u, &k) < 0) {
+                rc = -1;
+                break;
+            }
+            continue;
+        }
         if (parse_name(e->d_name, &p) < 0)
             continue;
         read_line(dirfd, e->d_name, &p);
@@ -189,6 +248,7 @@ static void json_folder(struct json_writer *w, const struct untraced *u)
 
 void untraced_free(struct untraced *u)
 {
+    free(u->marks);
     free(u->v);
     memset(u, 0, sizeof *u);
 }
@@ -200,7 +260,7 @@ int untraced_set_add(struct untraced_set *s, const char *dir)
         untraced_free(&u);
         return -1;
     }
-    if (!u.n)
+    if (!u.n && !u.nmarks)
         return 0;
     struct untraced *v = realloc(s->v, (s->n + 1) * sizeof(*v));
     if (!v) {
@@ -218,9 +278,17 @@ void untraced_set_print(FILE *out, const struct untraced_set *s)
         untraced_print(out, &s->v[i]);
 }
 
+size_t untraced_set_count(const struct untraced_set *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; s && i < s->n; i++)
+        n += s->v[i].n;
+    return n;
+}
+
 void untraced_set_json(struct json_writer *w, const struct untraced_set *s)
 {
-    if (!s || !s->n)
+    if (!untraced_set_count(s))
         return;
     json_begin_array(w, "untraced");
     for (size_t i = 0; i < s->n; i++)
@@ -246,6 +314,39 @@ int untraced_reason(const struct untraced_set *s, int rank, char *buf, size_t le
     return 0;
 }
 
+int untraced_mark_words(const struct untraced_set *s, int rank, char *buf, size_t len)
+{
+    const struct untraced_mark *best = NULL;
+    int best_score = 0;
+    for (size_t i = 0; s && rank >= 0 && i < s->n; i++)
+        for (size_t k = 0; k < s->v[i].nmarks; k++) {
+            const struct untraced_mark *mk = &s->v[i].marks[k];
+            if (mk->rank != rank)
+                continue;
+            int here = liveness_file_host_here(mk->host);
+            int runs = here && liveness_alive(liveness_of_pid(mk->pid, mk->start_ticks));
+            int score = mk->exited ? 4 : runs ? 3 : here ? 2 : 1;
+            if (score > best_score) {
+                best = mk;
+                best_score = score;
+            }
+        }
+    if (!best)
+        return 0;
+    if (best_score == 4)
+        snprintf(buf, len, "pid %d exited with status %d before its first NCCL call", best->pid,
+                 best->exited);
+    else if (best_score == 3)
+        snprintf(buf, len, "pid %d runs and has made no NCCL call yet", best->pid);
+    else if (best_score == 2)
+        snprintf(buf, len, "pid %d ended before its first NCCL call, by a signal (no exit status)",
+                 best->pid);
+    else
+        snprintf(buf, len, "pid %d on %s had made no NCCL call when its folder was read", best->pid,
+                 best->host);
+    return 1;
+}
+
 int untraced_words(const struct untraced_set *s, int rank, char *buf, size_t len)
 {
     if (untraced_reason(s, rank, buf, len))
@@ -256,8 +357,10 @@ int untraced_words(const struct untraced_set *s, int rank, char *buf, size_t len
 
 void untraced_rank_words(const struct untraced_set *s, int rank, char *buf, size_t len)
 {
-    char why[700];
-    untraced_words(s, rank, why, sizeof(why));
+    char why[700], mark[200];
+    if (!untraced_words(s, rank, why, sizeof(why)) &&
+        untraced_mark_words(s, rank, mark, sizeof(mark)))
+        snprintf(why, sizeof(why), "no trace: %s", mark);
     snprintf(buf, len, "rank %d (%.*s)", rank, (int)(len > 24 ? len - 24 : 0), why);
 }
 
@@ -327,10 +430,17 @@ static int set_add(struct untraced_set *s, const char *dir, const struct untrace
 
 int untraced_set_take(struct untraced_set *to, struct untraced_set *from)
 {
-    for (size_t i = 0; i < from->n; i++)
+    for (size_t i = 0; i < from->n; i++) {
         for (size_t k = 0; k < from->v[i].n; k++)
             if (set_add(to, from->v[i].folder, &from->v[i].v[k]) < 0)
                 return -1;
+        struct untraced *u = from->v[i].nmarks ? set_folder(to, from->v[i].folder) : NULL;
+        if (from->v[i].nmarks && !u)
+            return -1;
+        for (size_t k = 0; k < from->v[i].nmarks; k++)
+            if (add_mark(u, &from->v[i].marks[k]) < 0)
+                return -1;
+    }
     untraced_set_free(from);
     return 0;
 }

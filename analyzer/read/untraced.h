@@ -19,10 +19,22 @@ struct untraced_proc {
     uint64_t folder_bytes; /* the whole filesystem */
 };
 
+/* A rank process that marked itself and made no trace (include/lockstep/room.h,
+ * LS_PENDING_SUFFIX): it never made an NCCL call, or had not when the folder was read. Not a
+ * process that could not be traced: never printed or counted as one. */
+struct untraced_mark {
+    int rank, pid;
+    int exited; /* the non-zero status it exited with, 0 none written */
+    uint64_t start_ticks;
+    char host[64];
+};
+
 struct untraced {
     char folder[4096];
     struct untraced_proc *v; /* by rank */
     size_t n;
+    struct untraced_mark *marks;
+    size_t nmarks;
 };
 
 /* Reads the markers in folder `dir` into `u` (none: u->n is 0). Returns 0, or -1 when out of
@@ -70,6 +82,16 @@ int untraced_reason(const struct untraced_set *s, int rank, char *buf, size_t le
 /* untraced_reason(), else "no trace": the words for a rank without a trace. Returns 1 when a
  * marker names it. */
 int untraced_words(const struct untraced_set *s, int rank, char *buf, size_t len);
+
+/* Writes what the pending marks of `s` say of global rank `rank`, which has no trace, into buf
+ * ("pid 812 exited with status 1 before its first NCCL call", "pid 812 runs and has made no
+ * NCCL call yet", "pid 812 ended before its first NCCL call, by a signal (no exit status)") and
+ * returns 1; returns 0 (buf as it was) when no mark names it. A mark with an exit status is
+ * preferred, then one whose process runs here. `s` may be NULL. */
+int untraced_mark_words(const struct untraced_set *s, int rank, char *buf, size_t len);
+
+/* The processes of `s` that could not be traced (its markers; pending marks not counted). */
+size_t untraced_set_count(const struct untraced_set *s);
 
 /* "rank 5 (no trace)", or "rank 5 (could not be traced: ...)" when a marker of `s` names it. */
 void untraced_rank_words(const struct untraced_set *s, int rank, char *buf, size_t len);

@@ -263,6 +263,8 @@ static int write_job(FILE *f, const struct report_input *in, size_t job)
 static int write_untraced(FILE *out, const struct report_input *in)
 {
     for (size_t i = 0; in->untraced && i < in->untraced->n; i++) {
+        if (!in->untraced->v[i].n)
+            continue; /* only pending marks: no process that could not be traced */
         char *line = NULL;
         size_t len = 0;
         FILE *mem = open_memstream(&line, &len);
