@@ -845,12 +845,12 @@ def case_pending_mark(tmp):
         base.pop(k, None)
     rank = dict(base, RANK="5", WORLD_SIZE="8")
 
-    def sh(script, env):
-        return subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True,
+    def probe(env, *how):
+        return subprocess.run([prog("pending_probe"), *how], env=env, capture_output=True,
                               text=True, timeout=30)
 
     # while it runs: its own mark, naming it
-    p = sh('cat "$LOCKSTEP_DIR"/*-$$-r5.trace.pending; exit 3', rank)
+    p = probe(rank, "exit", "3")
     m = re.match(r"pid=(\d+) start=(\d+) rank=5 world=8 attempt=0 job=$", p.stdout.strip())
     expect(p.returncode == 3 and m, f"the mark while it runs: {p.stdout!r} {p.stderr!r}")
     pid = m.group(1)
@@ -859,21 +859,22 @@ def case_pending_mark(tmp):
     with open(os.path.join(d, got[0])) as f:
         kept = f.read()
     expect(kept.endswith("\nexited=3\n"), f"the mark after exit 3: {kept!r}")
-    os.unlink(os.path.join(d, pending_marks(d)[0]))
-    p = sh("exit 0", rank)
-    expect(p.returncode == 0 and pending_marks(d) == [], f"a mark after exit 0: {pending_marks(d)}")
-    p = sh("kill -9 $$", rank)
+    os.unlink(os.path.join(d, got[0]))
+    p = probe(rank, "exit", "0")
+    expect(p.returncode == 0 and "rank=5" in p.stdout and pending_marks(d) == [],
+           f"a mark after exit 0, or none while it ran: {p.stdout!r} {pending_marks(d)}")
+    p = probe(rank, "kill")
     got = pending_marks(d)
     expect(p.returncode == -9 and len(got) == 1, f"after SIGKILL: {p.returncode} {got}")
     with open(os.path.join(d, got[0])) as f:
         expect("exited=" not in f.read(), "a status for a process that had none")
     os.unlink(os.path.join(d, got[0]))
     for what, env in (("no rank", base), ("LOCKSTEP_DISABLE=1", dict(rank, LOCKSTEP_DISABLE="1"))):
-        p = sh("exit 4", env)
-        expect(pending_marks(d) == [], f"{what}: a mark {pending_marks(d)}")
+        p = probe(env, "exit", "4")
+        expect(p.stdout == "" and pending_marks(d) == [], f"{what}: a mark {pending_marks(d)}")
     missing = os.path.join(tmp, "never")
-    p = sh("exit 4", dict(rank, LOCKSTEP_DIR=missing))
-    expect(not os.path.exists(missing), "the folder was made for a mark")
+    p = probe(dict(rank, LOCKSTEP_DIR=missing), "exit", "4")
+    expect(p.returncode == 4 and not os.path.exists(missing), "the folder was made for a mark")
     # ranks that reach NCCL, then crash (no exit of their own): their traces, no mark left
     p = run_ranks(2, [prog("crasher"), "segv"], d)
     expect(p.returncode == 128 + 11, f"crasher: launcher status {p.returncode}")
