@@ -227,11 +227,13 @@ static void fill_job(struct ls_header *h, const char *const *names)
     snprintf(h->job_source, sizeof h->job_source, "%s", which);
 }
 
+/* Where launchers put a process's global rank. */
+static const char *const rank_vars[] = {"RANK",     "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                                        "PMI_RANK", "PMIX_RANK",    "MV2_COMM_WORLD_RANK",
+                                        NULL};
+
 static void fill_identity(struct ls_header *h)
 {
-    static const char *const rank_vars[] = {"RANK",     "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-                                            "PMI_RANK", "PMIX_RANK",    "MV2_COMM_WORLD_RANK",
-                                            NULL};
     static const char *const local_vars[] = {"LOCAL_RANK",
                                              "SLURM_LOCALID",
                                              "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -335,8 +337,8 @@ void ls_pending_mark(void)
     /* The knobs as they stand, read without a word: a bad value is said once, by the process
      * that goes on to trace (an exec would say it twice). LOCKSTEP_DISABLE: any value but 0. */
     const char *off = getenv("LOCKSTEP_DISABLE"), *dir = getenv("LOCKSTEP_DIR");
-    if (off && *off && strcmp(off, "0") != 0)
-        return;
+    if ((off && *off && strcmp(off, "0") != 0) || env_int(rank_vars) < 0)
+        return; /* every process of a job starts here: no /proc reads for one without a rank */
     struct ls_config cfg;
     if (dir && *dir)
         snprintf(cfg.dir, sizeof cfg.dir, "%s", dir);
