@@ -223,7 +223,8 @@ static int await_untraced(const struct monitor *m, size_t job, uint64_t now_ns, 
     for (size_t i = 0; i < m->n; i++)
         if (m->t[i].job == job && m->t[i].h.rank >= 0 && (size_t)m->t[i].h.rank < world)
             traced[m->t[i].h.rank] = 1;
-    /* Per untraced rank: 1 a mark seen, 2 one of its processes alive. */
+    /* Per rank: 1 it has a trace; else 2 every mark of it names an ended process, 3 one names
+     * a process alive; 0 no mark. */
     for (size_t k = 0; one && k < m->pending.n; k++) {
         const struct mon_pending *pd = &m->pending.v[k];
         if (!pd->present || pd->pid <= 0 || (size_t)pd->rank >= world || traced[pd->rank] == 1 ||
@@ -231,8 +232,8 @@ static int await_untraced(const struct monitor *m, size_t job, uint64_t now_ns, 
             continue;
         if (!pd->here)
             continue; /* another host's: what it does cannot be seen from here */
-        unsigned char was = traced[pd->rank];
-        traced[pd->rank] = pd->gone ? (was ? was : 2) : 3;
+        if (!pd->gone || traced[pd->rank] == 0)
+            traced[pd->rank] = pd->gone ? 2 : 3; /* one alive process outweighs ended ones */
         if (pd->gone) {
             if (a->gone_pending < 0)
                 a->gone_pending = (long)k;
