@@ -251,14 +251,40 @@ static void record_republish(struct ls_call *c, struct ls_record *r)
     atomic_store_explicit((_Atomic uint64_t *)&r->ticket, c->ticket + 1, memory_order_release);
 }
 
+/* Flags the record of ticket `tk` captured when it holds work issued on `stream`, and hands it
+ * to the graph the capture builds (its slot locked meanwhile, as record_relock() does). */
+static void captured(struct ls_trace *t, uint64_t tk, const void *stream)
+{
+    struct ls_record *r = &t->ring[tk & t->ring_mask];
+    uint64_t mine = tk + 1;
+    if (!atomic_compare_exchange_strong_explicit((_Atomic uint64_t *)&r->ticket, &mine,
+                                                 LS_TICKET_BUSY | tk, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return;
+    atomic_thread_fence(memory_order_release);
+    if (r->stream == (uint64_t)(uintptr_t)stream && ls_op_issues_work(r->op)) {
+        struct ls_record copy = *r;
+        uint32_t add = LS_REC_GRAPH_CAPTURED;
+        if (ls_graph_note(t, &copy, stream))
+            add |= LS_REC_GRAPH_TRACKED;
+        atomic_fetch_or_explicit((_Atomic uint32_t *)&r->flags, add, memory_order_relaxed);
+    }
+    atomic_store_explicit((_Atomic uint64_t *)&r->ticket, tk + 1, memory_order_release);
+}
+
 void ls_call_issued(struct ls_call *c, const void *stream)
 {
     struct ls_record *r;
-    if (ls_completion_issue(c->t, stream, c->ticket, c->exit_ns) < 0 &&
-        (r = record_relock(c)) != NULL) {
-        atomic_fetch_or_explicit((_Atomic uint32_t *)&r->flags, LS_REC_GRAPH_CAPTURED,
-                                 memory_order_relaxed);
-        record_republish(c, r);
+    if (ls_completion_issue(c->t, stream, c->ticket, c->exit_ns) < 0) {
+        if (c->op != LS_OP_GROUP_END) {
+            captured(c->t, c->ticket, stream);
+        } else if ((r = record_relock(c)) != NULL) { /* the group's calls were captured */
+            atomic_fetch_or_explicit((_Atomic uint32_t *)&r->flags, LS_REC_GRAPH_CAPTURED,
+                                     memory_order_relaxed);
+            record_republish(c, r);
+            for (int i = 0; i < ls_t.ngroup_work; i++)
+                captured(c->t, ls_t.group_work[i], stream);
+        }
     }
     if (c->comm_idx >= 0)
         atomic_store_explicit((_Atomic uint64_t *)&c->t->comms[c->comm_idx].last_stream,
@@ -401,6 +427,9 @@ int ls_call_enter(struct ls_call *c, const struct ls_call_args *a)
     r->result = LS_RESULT_PENDING;
     r->flags = flags;
     atomic_store_explicit((_Atomic uint64_t *)&r->ticket, tk + 1, memory_order_release);
+    if ((flags & LS_REC_IN_GROUP) && issues_work &&
+        ls_t.ngroup_work < (int)(sizeof ls_t.group_work / sizeof ls_t.group_work[0]))
+        ls_t.group_work[ls_t.ngroup_work++] = tk;
 claimed:
 
     if (LS_LIKELY(ls_t.slot != NULL)) {

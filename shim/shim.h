@@ -266,6 +266,8 @@ struct ls_thread {
     int cached_idx;
     const void *group_streams[8]; /* streams the open group issued on */
     int ngroup_streams;
+    uint64_t group_work[64]; /* tickets of the open group's calls that issue work (the first 64) */
+    int ngroup_work;
     uint32_t setup_generation; /* ls_generation when record.c last set the thread up */
     int slot_pid;              /* process whose trace `slot` lies in */
     void *site_cache;          /* callsite.c's recently seen stacks of this thread */
@@ -618,8 +620,40 @@ struct ls_call {
 int ls_call_enter(struct ls_call *c, const struct ls_call_args *a);
 
 /* Tells completion tracking that call `c` put work on `stream` (its own record's stream, or
- * for a GroupEnd each stream of the group). */
+ * for a GroupEnd each stream of the group). Work issued into a stream being captured is
+ * flagged LS_REC_GRAPH_CAPTURED and handed to graph_capture.c. */
 void ls_call_issued(struct ls_call *c, const void *stream);
+
+/* ---- CUDA graphs (graph_capture.c: the calls each graph holds; graph.c: the driver's entry
+ * points, each launch recorded as the calls it replays) ---- */
+
+/* One NCCL call captured into a graph: what each launch of it replays. */
+struct ls_graph_call {
+    uintptr_t comm; /* the ncclComm_t */
+    uint64_t count, sendbuff, recvbuff;
+    uint32_t site; /* the capture's call site */
+    uint64_t aux;  /* the capture's aux (one-sided ops keep their signals) */
+    int32_t peer, redop;
+    uint16_t op;
+    uint8_t dtype;
+    uint32_t xflags; /* the capture's flags a replay keeps (its CTA policy) */
+};
+
+/* Record `r` was issued into `stream` while it was captured: it becomes a call of the graph the
+ * capture builds. Returns 1 when it did (the driver named the graph). */
+int ls_graph_note(struct ls_trace *t, const struct ls_record *r, const void *stream);
+/* Whether any graph holds NCCL calls (launches are worth looking up). */
+int ls_graph_any(void);
+/* `exec` was instantiated from `graph`: it holds a copy of the graph's calls. */
+void ls_graph_instantiated(uintptr_t graph, uintptr_t exec);
+/* A graph (exec 0) or executable graph (exec 1) was destroyed. */
+void ls_graph_forget(uintptr_t key, int exec);
+/* The calls executable `exec` replays at a launch (a malloc'd copy for the caller to free), and
+ * the launch's number (from 1); 0 when it holds none. */
+uint32_t ls_graph_calls(uintptr_t exec, struct ls_graph_call **calls, uint64_t *launch);
+/* The driver's graph entry point `name` the shim wraps, for a lookup by handle that found
+ * `real` in libcuda (dlsym.c), NULL when it wraps none. */
+void *ls_graph_dlsym(const char *name, void *real);
 
 /* The end of a wrapper: records the call `a` describes around forwarding `args` to `real`
  * (forwards alone when it is not recorded: NCCL calling itself, recording off), and returns

@@ -175,6 +175,7 @@ ncclResult_t ncclGroupStart(void)
         ls_t.group_id = atomic_fetch_add(&ls_g.group_counter, 1) + 1;
         ls_t.group_calls = 0;
         ls_t.ngroup_streams = 0;
+        ls_t.ngroup_work = 0;
     }
     struct ls_call c;
     if (!ls_call_enter(&c, &a))

@@ -78,6 +78,19 @@ static size_t config_args(const struct ls_record *r, char *buf, size_t len)
     return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
 }
 
+/* ", replayed by CUDA-graph launch 4 of its capture at decode.c:40" for a replayed call. */
+static size_t replay_args(struct diag *d, const struct m_proc *p, const struct ls_record *r,
+                          char *buf, size_t len)
+{
+    uint32_t site = ls_replay_capture_site(r->aux);
+    int n = snprintf(buf, len, ", replayed by CUDA-graph launch %u",
+                     (unsigned)ls_replay_launch(r->aux));
+    if (site && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " of its capture at %s",
+                      symbolizer_site(d->sym, p->t, site));
+    return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
 /* "1 signal from comm rank 1 (index 0, context 0), " and the like for a one-sided call. */
 static void onesided_args(const struct ls_record *r, char *buf, size_t len)
 {
@@ -98,7 +111,7 @@ static void onesided_args(const struct ls_record *r, char *buf, size_t len)
 void describe_call(struct diag *d, const struct m_proc *p, const struct ls_record *r, char *buf,
                    size_t len)
 {
-    char args[160] = "";
+    char args[480] = "";
     size_t n = 0;
     unsigned op = r->op;
     if (ls_op_is_onesided(op)) {
@@ -115,6 +128,8 @@ void describe_call(struct diag *d, const struct m_proc *p, const struct ls_recor
                                   op == LS_OP_SEND ? "to" : "from", r->peer);
         if ((r->flags & LS_REC_COLL_CONFIG) && n < sizeof(args))
             n += config_args(r, args + n, sizeof(args) - n);
+        if ((r->flags & LS_REC_GRAPH_REPLAY) && n < sizeof(args))
+            n += replay_args(d, p, r, args + n, sizeof(args) - n);
         if (n < sizeof(args))
             snprintf(args + n, sizeof(args) - n, ", ");
     }
@@ -405,6 +420,11 @@ struct f_class describe_class(struct diag *d, const struct m_proc *p, const stru
             c.signal_count = ls_signal_count(r->aux);
             c.signal_index = ls_signal_index(r->aux);
             c.signal_ctx = ls_signal_ctx(r->aux);
+        }
+        if ((r->flags & LS_REC_GRAPH_REPLAY) && !ls_op_is_onesided(r->op)) {
+            uint32_t site = ls_replay_capture_site(r->aux);
+            c.replay_launch = ls_replay_launch(r->aux);
+            c.capture_site = site ? symbolizer_site(d->sym, p->t, site) : NULL;
         }
         c.seq = r->seq;
         c.comm = r->comm_id;

@@ -214,17 +214,18 @@ static int wrapped_past(struct diag *d, size_t upto)
     return 0;
 }
 
-/* Collectives issued into a CUDA-graph capture run each time the graph is launched, and those
- * runs are not recorded: when the job hangs, a replay may be where. One trace_incomplete
- * (graph_captured) naming the ranks that captured collectives and the first of them, only when
- * another finding says something is wrong. */
+/* Collectives issued into a CUDA-graph capture run each time the graph is launched. The shim
+ * records each launch as the calls it replays where it knew the capture's graph
+ * (LS_REC_GRAPH_TRACKED); the launches of any other capture are not recorded: when the job
+ * hangs, a replay may be where. One trace_incomplete (graph_captured) naming the ranks that
+ * captured such collectives and the first of them, when another finding says something is
+ * wrong or a rank that captured them did not exit (the job hung, or was stopped, where nothing
+ * recorded shows why: maybe in a replay). */
 static int graph_captured(struct diag *d, size_t before)
 {
     int wrong = 0;
     for (size_t i = 0; i < before && !wrong; i++)
         wrong = finding_kind_severity(d->out->v[i].kind) == F_SEV_ERROR;
-    if (!wrong)
-        return 0;
     struct intvec ranks = {0};
     size_t n = 0;
     const struct ls_record *first = NULL;
@@ -234,9 +235,11 @@ static int graph_captured(struct diag *d, size_t before)
         size_t mine = 0;
         for (size_t k = 0; k < p->t->nrecords; k++) {
             const struct ls_record *r = &p->t->records[k];
-            if (!(r->flags & LS_REC_GRAPH_CAPTURED) || !ls_op_issues_work(r->op))
+            if (!(r->flags & LS_REC_GRAPH_CAPTURED) || (r->flags & LS_REC_GRAPH_TRACKED) ||
+                !ls_op_issues_work(r->op))
                 continue;
             mine++;
+            wrong |= p->state != RANK_EXITED;
             if (!first || r->enter_ns < first->enter_ns)
                 first = r, holder = p;
         }
@@ -246,7 +249,7 @@ static int graph_captured(struct diag *d, size_t before)
             return -1;
         }
     }
-    if (!n) {
+    if (!n || !wrong) {
         intvec_free(&ranks);
         return 0;
     }

@@ -39,7 +39,9 @@ struct f_class {
     int signals;            /* a one-sided call: the signals below mean something */
     unsigned signal_count;  /* signals it puts or waits for */
     int signal_index, signal_ctx;
-    const char *callsite;           /* owned by the symbolizer */
+    unsigned replay_launch;   /* replayed by this launch of a CUDA graph (from 1), 0 not */
+    const char *capture_site; /* ... where the graph captured it (the symbolizer's), NULL unknown */
+    const char *callsite;     /* owned by the symbolizer */
     const struct tr_pysite *python; /* the Python stack of the first rank's call, or NULL */
     const char *state;              /* rank state name, NULL if not relevant */
     double seconds_ago; /* since the call was entered (or the rank was last seen), < 0 none */

@@ -62,6 +62,12 @@ static void write_class(struct json_writer *w, const struct f_class *c)
             json_string(w, "cta_policy", c->cta_policy);
             json_end_object(w);
         }
+        if (c->replay_launch) { /* replayed by a CUDA-graph launch */
+            json_begin_object(w, "graph");
+            json_uint(w, "launch", c->replay_launch);
+            json_string(w, "captured_at", c->capture_site);
+            json_end_object(w);
+        }
         if (c->signals) {
             json_begin_object(w, "signals");
             json_uint(w, "count", c->signal_count);

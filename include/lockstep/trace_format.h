@@ -535,6 +535,14 @@ _Static_assert(0 LS_OPS(LS_OP_ONE) == LS_OP_COUNT, "LS_OPS must list every op on
     (1u << 5) /* no call: a ticket a thread reserved and gave back unused (its thread ended);      \
                * op is NONE, readers skip it */
 
+#define LS_REC_GRAPH_REPLAY                                                                        \
+    (1u << 7) /* a call a launch of a CUDA graph replayed (cuGraphLaunch): recorded at the launch, \
+               * on its stream, numbered like any call; aux: ls_replay_aux() */
+
+#define LS_REC_GRAPH_TRACKED                                                                       \
+    (1u << 12) /* a captured call (LS_REC_GRAPH_CAPTURED) whose graph the shim knows: each launch  \
+                * of it is recorded as the calls it replays (LS_REC_GRAPH_REPLAY) */
+
 #define LS_REC_COLL_CONFIG                                                                         \
     (1u << 6) /* a collective issued through its nccl*Config twin (NCCL 2.31+) with a config:      \
                * aux holds the config's userProfilerTag, LS_REC_CTA_* its CTAPolicy */
@@ -764,6 +772,23 @@ static inline int ls_signal_index(uint64_t aux)
 static inline int ls_signal_ctx(uint64_t aux)
 {
     return (uint16_t)aux;
+}
+
+/* ls_record.aux of a call a CUDA-graph launch replayed (LS_REC_GRAPH_REPLAY; one-sided ops
+ * keep their signals' aux instead): which launch of its executable graph (from 1, kept to 32
+ * bits) and the call site of its capture (0 none): a server captures at start-up, and the ring
+ * holds only its latest replays. */
+static inline uint64_t ls_replay_aux(uint64_t launch, uint32_t capture_site)
+{
+    return (launch & 0xffffffffull) << 32 | capture_site;
+}
+static inline uint32_t ls_replay_launch(uint64_t aux)
+{
+    return (uint32_t)(aux >> 32);
+}
+static inline uint32_t ls_replay_capture_site(uint64_t aux)
+{
+    return (uint32_t)aux;
 }
 
 /* NCCL's result codes (ncclResult_t) that lockstep tells apart, by name: their values are

@@ -1,9 +1,14 @@
 /* cuda_core.c -- emulated CUDA driver: initialization, version, devices, primary contexts, error
  * strings. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr */
+#endif
 #include "cuda_emu.h"
 #include "wait_board.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -328,4 +333,81 @@ CUresult cuGetErrorName(CUresult error, const char **pStr)
     const struct cu_err *e = find_error(error);
     *pStr = e ? e->name : NULL;
     return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- entry points by name ---- */
+
+/* cuGetProcAddress (CUDA 11.3; _v2 from CUDA 12): how the CUDA runtime finds every driver
+ * function. `symbol` is the base name; `cudaVersion` picks the form a name had then (the rows
+ * below: cuGraphInstantiate is cuGraphInstantiateWithFlags from CUDA 12.0), the per-thread
+ * default stream flag the _ptsz form where there is one. Looked up in this library through the
+ * dynamic linker, as the real driver hands out its own entry points. */
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *symbolStatus)
+{
+    static const struct {
+        const char *name;
+        int since;
+        const char *as;
+    } forms[] = {
+        {"cuGraphInstantiate", 12000, "cuGraphInstantiateWithFlags"},
+        {"cuGraphInstantiate", 11000, "cuGraphInstantiate_v2"},
+        {"cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2"},
+        {"cuGetProcAddress", 12000, "cuGetProcAddress_v2"},
+        {"cuStreamDestroy", 4000, "cuStreamDestroy_v2"},
+        {"cuEventDestroy", 4000, "cuEventDestroy_v2"},
+    };
+    /* Handed out directly, as the real driver does (an interposer of the exported names never
+     * sees these calls unless it wraps what this returns). */
+    const int ptds = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    const struct {
+        const char *name;
+        void *fn;
+    } direct[] = {
+        {"cuGraphLaunch", ptds ? (void *)cuGraphLaunch_ptsz_direct : (void *)cuGraphLaunch_direct},
+        {"cuGraphInstantiate", (void *)cuGraphInstantiateWithFlags_direct},
+        {"cuGraphInstantiateWithFlags", (void *)cuGraphInstantiateWithFlags_direct},
+        {"cuGraphInstantiateWithParams", (void *)cuGraphInstantiateWithParams_direct},
+        {"cuGraphExecDestroy", (void *)cuGraphExecDestroy_direct},
+        {"cuGraphDestroy", (void *)cuGraphDestroy_direct},
+    };
+    if (!symbol || !pfn)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pfn = NULL;
+    if (cudaVersion >= 12000)
+        for (size_t i = 0; i < sizeof direct / sizeof direct[0]; i++)
+            if (strcmp(direct[i].name, symbol) == 0) {
+                *pfn = direct[i].fn;
+                if (symbolStatus)
+                    *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
+                return CUDA_SUCCESS;
+            }
+    const char *name = symbol;
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
+        if (strcmp(forms[i].name, symbol) == 0 && cudaVersion >= forms[i].since) {
+            name = forms[i].as;
+            break;
+        }
+    Dl_info self;
+    void *lib = dladdr((void *)&cu_check_init, &self) && self.dli_fname /* hidden: ours */
+                    ? dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD)
+                    : NULL;
+    if (lib) {
+        char ptsz[128];
+        if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) &&
+            snprintf(ptsz, sizeof ptsz, "%s_ptsz", name) < (int)sizeof ptsz)
+            *pfn = dlsym(lib, ptsz);
+        if (!*pfn)
+            *pfn = dlsym(lib, name);
+        dlclose(lib);
+    }
+    if (symbolStatus)
+        *symbolStatus = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+#undef cuGetProcAddress
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
 }

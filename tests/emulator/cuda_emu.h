@@ -21,6 +21,7 @@
 #define CU_STREAM_MAGIC 0x5354524du
 #define CU_EVENT_MAGIC  0x45564e54u
 #define CU_GRAPH_MAGIC  0x47525048u
+#define CU_EXEC_MAGIC   0x47455843u
 #define CU_DEAD_MAGIC   0xdeadbeefu
 
 /* One primary context per device; never freed. */
@@ -44,6 +45,8 @@ struct CUstream_st {
     int capturing;                        /* between BeginCapture and EndCapture */
     int invalidated;                      /* the capture was invalidated */
     struct cu_wnode *cap_head, *cap_tail; /* work launched while capturing */
+    struct CUgraph_st *cap_graph;         /* the graph being captured (its work comes at the end) */
+    uint64_t cap_id;                      /* the capture's id (cuStreamGetCaptureInfo) */
 };
 
 /* An event: which stream position it waits for. Destroyed events go to a free
@@ -59,9 +62,21 @@ struct CUevent_st {
     struct CUevent_st *free_next;
 };
 
-/* What cuStreamEndCapture hands out: a token, freed by cuGraphDestroy. */
+/* What cuStreamEndCapture hands out: the work captured, in capture order (each captured, see
+ * lsemu_work), freed by cuGraphDestroy. */
 struct CUgraph_st {
     uint32_t magic;
+    int n;
+    struct lsemu_work **work;
+};
+
+/* An executable graph (cuGraphInstantiate*): its own captured copies of the graph's work, so that
+ * the graph may be destroyed first; each cuGraphLaunch launches a clone of each, in order, on
+ * the launch stream. */
+struct CUgraphExec_st {
+    uint32_t magic;
+    int n;
+    struct lsemu_work **work;
 };
 
 /* cuda_core.c */
@@ -79,6 +94,14 @@ double cu_now_ms(void);
 
 /* cuda_stream.c */
 struct CUstream_st *cu_legacy_stream(void);
+/* The graph entry points' own definitions (what cuGetProcAddress hands out). */
+CUresult cuGraphLaunch_direct(CUgraphExec, CUstream);
+CUresult cuGraphLaunch_ptsz_direct(CUgraphExec, CUstream);
+CUresult cuGraphInstantiateWithFlags_direct(CUgraphExec *, CUgraph, unsigned long long);
+CUresult cuGraphInstantiateWithParams_direct(CUgraphExec *, CUgraph,
+                                             CUDA_GRAPH_INSTANTIATE_PARAMS *);
+CUresult cuGraphExecDestroy_direct(CUgraphExec);
+CUresult cuGraphDestroy_direct(CUgraph);
 CUresult cu_get_stream(CUstream h, struct CUstream_st **out);
 
 #pragma GCC visibility pop

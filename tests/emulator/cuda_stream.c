@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Work launched on streams, in launch order (guarded by cu_lock). */
 struct cu_wnode {
@@ -384,10 +385,13 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
         return r;
     pthread_mutex_lock(&cu_lock);
     struct cu_wnode *parked = take_parked(s);
+    struct CUgraph_st *g = s->capturing ? s->cap_graph : NULL;
     s->capturing = 0;
+    s->cap_graph = NULL;
     atomic_store(&s->magic, CU_DEAD_MAGIC);
     pthread_mutex_unlock(&cu_lock);
     discard(parked);
+    free(g);
     return CUDA_SUCCESS;
 }
 
@@ -509,13 +513,64 @@ CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
     r = cu_get_stream(hStream, &s);
     if (r != CUDA_SUCCESS)
         return r;
+    static uint64_t captures; /* guarded by cu_lock */
+    struct CUgraph_st *g = calloc(1, sizeof(*g));
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->magic = CU_GRAPH_MAGIC;
     pthread_mutex_lock(&cu_lock);
-    if (s->capturing)
+    if (s->capturing) {
         r = CUDA_ERROR_ILLEGAL_STATE;
-    else
+    } else {
         s->capturing = 1, s->invalidated = 0;
+        s->cap_graph = g;
+        s->cap_id = ++captures;
+        g = NULL;
+    }
     pthread_mutex_unlock(&cu_lock);
+    free(g);
     return r;
+}
+
+/* What a stream's capture is (CUDA 11.3's form, with the graph being built; no nodes are
+ * reported). */
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out)
+{
+    struct CUstream_st *s;
+    CUresult r = cu_ready_stream(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!captureStatus_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    const char *none = getenv("LOCKSTEP_EMU_NO_CAPTURE_INFO"); /* a driver that cannot say */
+    if (none && strcmp(none, "1") == 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&cu_lock);
+    *captureStatus_out = !s->capturing    ? CU_STREAM_CAPTURE_STATUS_NONE
+                         : s->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                          : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (id_out && s->capturing)
+        *id_out = s->cap_id;
+    if (graph_out)
+        *graph_out = s->capturing ? s->cap_graph : NULL;
+    pthread_mutex_unlock(&cu_lock);
+    if (dependencies_out)
+        *dependencies_out = NULL;
+    if (numDependencies_out)
+        *numDependencies_out = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        size_t *numDependencies_out)
+{
+    return cuStreamGetCaptureInfo_v2(hStream, captureStatus_out, id_out, graph_out,
+                                     dependencies_out, numDependencies_out);
 }
 
 /* CUDA 10.0 form: global capture mode. */
@@ -524,9 +579,8 @@ CUresult cuStreamBeginCapture(CUstream hStream)
     return cuStreamBeginCapture_v2(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
-/* End a capture. Simplification: there is no graph to launch; the work
- * captured is released to the stream now and runs once, as if the graph were
- * launched right away. *phGraph gets a token for cuGraphDestroy. An
+/* End a capture: the work launched on the stream since BeginCapture becomes the graph's (it does
+ * not run now; an executable graph instantiated from it runs copies at each launch). An
  * invalidated capture drops its work, sets *phGraph = NULL and returns
  * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. */
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
@@ -542,34 +596,39 @@ CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
     r = cu_get_stream(hStream, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    struct CUgraph_st *g = calloc(1, sizeof(*g));
-    if (!g)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    g->magic = CU_GRAPH_MAGIC;
-    struct cu_wnode *dropped = NULL;
+    struct CUgraph_st *g = NULL;
+    struct cu_wnode *list = NULL, *dropped = NULL;
     pthread_mutex_lock(&cu_lock);
     if (!s->capturing) {
         r = CUDA_ERROR_ILLEGAL_STATE;
     } else {
-        struct cu_wnode *list = take_parked(s);
+        list = take_parked(s);
+        g = s->cap_graph;
+        s->cap_graph = NULL;
         s->capturing = 0;
         if (s->invalidated) {
             dropped = list;
+            list = NULL;
             r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-        } else if (list && device_start() != 0) {
-            dropped = list;
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        } else {
-            while (list) {
-                struct cu_wnode *next = list->next;
-                activate(list);
-                list = next;
-            }
         }
         s->invalidated = 0;
     }
     pthread_mutex_unlock(&cu_lock);
     discard(dropped);
+    int n = 0;
+    for (struct cu_wnode *k = list; k; k = k->next)
+        n++;
+    if (r == CUDA_SUCCESS && n && !(g->work = calloc((size_t)n, sizeof(*g->work)))) {
+        discard(list);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    while (r == CUDA_SUCCESS && list) {
+        struct cu_wnode *next = list->next;
+        list->w->captured(list->w);
+        g->work[g->n++] = list->w;
+        node_free(list);
+        list = next;
+    }
     if (r != CUDA_SUCCESS) {
         free(g);
         if (r != CUDA_ERROR_ILLEGAL_STATE)
@@ -580,14 +639,124 @@ CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
     return CUDA_SUCCESS;
 }
 
-/* Free a token from cuStreamEndCapture. */
+static void release_all(struct lsemu_work **work, int n)
+{
+    for (int i = 0; i < n; i++)
+        work[i]->release(work[i]);
+    free(work);
+}
+
+/* Free a graph of cuStreamEndCapture with its work (executables made from it keep theirs). */
 CUresult cuGraphDestroy(CUgraph hGraph)
 {
     if (!hGraph || hGraph->magic != CU_GRAPH_MAGIC)
         return CUDA_ERROR_INVALID_VALUE;
     hGraph->magic = CU_DEAD_MAGIC;
+    release_all(hGraph->work, hGraph->n);
     free(hGraph);
     return CUDA_SUCCESS;
+}
+
+/* ---- executable graphs ---- */
+
+/* An executable graph of hGraph: a captured clone of each of its works. */
+static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!phGraphExec || !hGraph || hGraph->magic != CU_GRAPH_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraphExec_st *e = calloc(1, sizeof(*e));
+    if (!e || (hGraph->n && !(e->work = calloc((size_t)hGraph->n, sizeof(*e->work))))) {
+        free(e);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    e->magic = CU_EXEC_MAGIC;
+    for (int i = 0; i < hGraph->n; i++) {
+        struct lsemu_work *c = hGraph->work[i]->clone(hGraph->work[i]);
+        if (!c) {
+            release_all(e->work, e->n);
+            free(e);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        c->captured(c);
+        e->work[e->n++] = c;
+    }
+    *phGraphExec = e;
+    return CUDA_SUCCESS;
+}
+
+/* CUDA 12's cuGraphInstantiate (the header maps that name here). */
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags)
+{
+    (void)flags;
+    return instantiate(phGraphExec, hGraph);
+}
+
+/* CUDA 11's five-argument forms: no error node, no log. */
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                               char *logBuffer, size_t bufferSize)
+{
+    if (phErrorNode)
+        *phErrorNode = NULL;
+    if (logBuffer && bufferSize)
+        logBuffer[0] = 0;
+    return instantiate(phGraphExec, hGraph);
+}
+
+#undef cuGraphInstantiate
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                            char *logBuffer, size_t bufferSize)
+{
+    return cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    CUresult r = instantiate(phGraphExec, hGraph);
+    if (instantiateParams)
+        instantiateParams->result_out =
+            r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+    return r;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    if (!hGraphExec || hGraphExec->magic != CU_EXEC_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    hGraphExec->magic = CU_DEAD_MAGIC;
+    release_all(hGraphExec->work, hGraphExec->n);
+    free(hGraphExec);
+    return CUDA_SUCCESS;
+}
+
+/* Launch an executable graph on a stream: a clone of each of its works, in order, after what the
+ * stream holds (a launch into a capture is not emulated). */
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    struct CUstream_st *s;
+    CUresult r = cu_ready_stream(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!hGraphExec || hGraphExec->magic != CU_EXEC_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&cu_lock);
+    int capturing = s->capturing;
+    pthread_mutex_unlock(&cu_lock);
+    if (capturing)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    for (int i = 0; i < hGraphExec->n && r == CUDA_SUCCESS; i++) {
+        struct lsemu_work *c = hGraphExec->work[i]->clone(hGraphExec->work[i]);
+        if (!c)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        r = (CUresult)launch(c, &s, 1);
+        if (r != CUDA_SUCCESS)
+            c->release(c);
+    }
+    return r;
 }
 
 /* ---- per-thread-default-stream (_ptsz) entry points: the per-thread default
@@ -632,3 +801,25 @@ CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 {
     return cuStreamEndCapture(hStream, phGraph);
 }
+
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return cuGraphLaunch(hGraphExec, hStream);
+}
+
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return cuGraphInstantiateWithParams(phGraphExec, hGraph, instantiateParams);
+}
+
+/* The graph entry points as cuGetProcAddress hands them out (cuda_core.c): this library's own
+ * definitions, not what the dynamic linker binds the names to (an interposer's), as the real
+ * driver hands out its internal functions. */
+#define CU_DIRECT(fn) extern __typeof(fn) fn##_direct __attribute__((alias(#fn)));
+CU_DIRECT(cuGraphLaunch)
+CU_DIRECT(cuGraphLaunch_ptsz)
+CU_DIRECT(cuGraphInstantiateWithFlags)
+CU_DIRECT(cuGraphInstantiateWithParams)
+CU_DIRECT(cuGraphExecDestroy)
+CU_DIRECT(cuGraphDestroy)

@@ -269,6 +269,7 @@ void emu_queue_hold_lanes(struct emu_queue *q, uint64_t pass);
 ncclResult_t emu_queue_run(struct emu_queue *q);
 void emu_queue_push(struct emu_queue *q, struct emu_op *op);
 void emu_queue_free(struct emu_queue *q);
+struct emu_op *emu_op_clone(const struct emu_op *op);
 int emu_group_depth(void);
 void emu_group_start(void);
 ncclResult_t emu_group_end(int simulate);

@@ -187,7 +187,7 @@ static int work_poll(struct lsemu_work *base, uint64_t sweep, int head)
     return moved ? LSEMU_WORK_MOVED : LSEMU_WORK_PENDING;
 }
 
-/* lsemu_work.release: completed or discarded (capture invalidated). */
+/* lsemu_work.release: completed, discarded (capture invalidated), or its graph destroyed. */
 static void work_release(struct lsemu_work *base)
 {
     struct emu_work *w = (struct emu_work *)base;
@@ -197,6 +197,61 @@ static void work_release(struct lsemu_work *base)
     free(w);
 }
 
+/* LOCKSTEP_EMU_HANG_COLL=K[:N]: the K-th collective each communicator runs on the device (of N
+ * ranks only, with N) never completes, as with a dead link (calls still return at once, as on a
+ * GPU). Counts w's collectives as launched and marks w when it holds that one. */
+static void hang_count(struct emu_work *w, int delta)
+{
+    const char *hang = getenv("LOCKSTEP_EMU_HANG_COLL");
+    char *size_at = NULL;
+    uint64_t hang_at = hang ? strtoull(hang, &size_at, 10) : 0;
+    int hang_size = size_at && *size_at == ':' ? atoi(size_at + 1) : 0;
+    for (struct emu_op *op = w->q.head; op; op = op->next)
+        if (op->kind == EMU_OP_COLL && hang_at && (!hang_size || op->comm->nranks == hang_size)) {
+            op->comm->async_colls += (uint64_t)delta;
+            if (delta > 0 && op->comm->async_colls == hang_at)
+                w->hang = 1;
+        }
+}
+
+/* lsemu_work.captured: w went into a CUDA graph; it never runs, its clones do. */
+static void work_captured(struct lsemu_work *base)
+{
+    struct emu_work *w = (struct emu_work *)base;
+    if (w->held) {
+        hold(w, -1);
+        hang_count(w, -1);
+    }
+    w->hang = 0;
+}
+
+static struct lsemu_work *work_clone(struct lsemu_work *base);
+
+static struct emu_work *work_new(void)
+{
+    struct emu_work *w = calloc(1, sizeof(*w));
+    if (!w)
+        abort();
+    w->base.poll = work_poll;
+    w->base.release = work_release;
+    w->base.captured = work_captured;
+    w->base.clone = work_clone;
+    return w;
+}
+
+/* lsemu_work.clone: what one launch of a graph that captured `base` runs: its ops as issued,
+ * launched again (counted in their communicators, and for LOCKSTEP_EMU_HANG_COLL). */
+static struct lsemu_work *work_clone(struct lsemu_work *base)
+{
+    const struct emu_work *from = (const struct emu_work *)base;
+    struct emu_work *w = work_new();
+    for (const struct emu_op *op = from->q.head; op; op = op->next)
+        emu_queue_push(&w->q, emu_op_clone(op));
+    hang_count(w, +1);
+    hold(w, +1);
+    return &w->base;
+}
+
 /* Launch the ops of q (emu_async_eligible) as one work on the distinct
  * streams they were issued on and empty q. Returns ncclSuccess at once; the
  * ops complete later, in stream order. ncclUnhandledCudaError if the emulated
@@ -204,32 +259,20 @@ static void work_release(struct lsemu_work *base)
 ncclResult_t emu_async_launch(struct emu_queue *q)
 {
     pthread_once(&api_once, api_load);
-    struct emu_work *w = calloc(1, sizeof(*w));
+    struct emu_work *w = work_new();
     int n = 0;
     for (struct emu_op *op = q->head; op; op = op->next)
         n++;
     struct CUstream_st **streams = calloc((size_t)n, sizeof(*streams));
-    if (!w || !streams)
+    if (!streams)
         abort();
-    w->base.poll = work_poll;
-    w->base.release = work_release;
     w->q = *q;
     q->head = q->tail = NULL;
     q->error = ncclSuccess;
     n = 0;
-    /* LOCKSTEP_EMU_HANG_COLL=K[:N]: the K-th collective of each communicator (of N ranks only,
-     * with N) never completes on the device, as with a dead link (calls still return at once,
-     * as on a GPU). */
-    const char *hang = getenv("LOCKSTEP_EMU_HANG_COLL");
-    char *size_at = NULL;
-    uint64_t hang_at = hang ? strtoull(hang, &size_at, 10) : 0;
-    int hang_size = size_at && *size_at == ':' ? atoi(size_at + 1) : 0;
-    for (struct emu_op *op = w->q.head; op; op = op->next) {
+    for (struct emu_op *op = w->q.head; op; op = op->next)
         streams[n++] = op->stream;
-        if (op->kind == EMU_OP_COLL && hang_at && (!hang_size || op->comm->nranks == hang_size) &&
-            ++op->comm->async_colls == hang_at)
-            w->hang = 1;
-    }
+    hang_count(w, +1);
     int rc = -1;
     hold(w, +1);
     if (cuda_api)

@@ -9,7 +9,7 @@ struct CUstream_st;
 
 /* Name of the function the emulated libcuda.so.1 exports for libnccl. */
 #define LSEMU_CUDA_API_SYMBOL  "lsemu_cuda_get_api"
-#define LSEMU_CUDA_API_VERSION 1
+#define LSEMU_CUDA_API_VERSION 2
 
 /* What lsemu_work.poll returns. */
 enum { LSEMU_WORK_PENDING = 0, LSEMU_WORK_MOVED = 1, LSEMU_WORK_DONE = 2 };
@@ -24,12 +24,21 @@ enum { LSEMU_WORK_PENDING = 0, LSEMU_WORK_MOVED = 1, LSEMU_WORK_DONE = 2 };
  *   every stream it was launched on (it may run); 0 when it must still wait
  *   (it may only note what it will use, so younger work does not overtake it).
  *   Returns LSEMU_WORK_DONE (only allowed when head), _MOVED or _PENDING.
- * release: the work is finished with: it completed (after poll said DONE), or
- *   it was discarded (its capture was invalidated). Called exactly once; the
- *   work may free itself. */
+ * release: the work is finished with: it completed (after poll said DONE), it
+ *   was discarded (its capture was invalidated), or the graph or executable
+ *   graph holding it was destroyed. Called exactly once; the work may free
+ *   itself.
+ * captured: the work was captured into a graph (cuStreamEndCapture) or copied
+ *   into an executable graph: it never runs itself and stops counting as
+ *   launched work of its communicators; only its clones run.
+ * clone: a fresh copy of a captured work, as it was issued (no progress),
+ *   counted as launched work: what one launch of its graph runs. NULL when
+ *   memory is short. Called from the launching thread. */
 struct lsemu_work {
     int (*poll)(struct lsemu_work *w, uint64_t sweep, int head);
     void (*release)(struct lsemu_work *w);
+    void (*captured)(struct lsemu_work *w);
+    struct lsemu_work *(*clone)(struct lsemu_work *w);
 };
 
 /* Function table returned by lsemu_cuda_get_api(). */
@@ -42,7 +51,9 @@ struct lsemu_cuda_api {
      * (unknown stream), CUDA_ERROR_STREAM_CAPTURE_ISOLATION (some streams
      * capture and some do not) or CUDA_ERROR_OUT_OF_MEMORY. On success libcuda
      * owns the scheduling of w until it calls release. Work on a capturing
-     * stream waits until cuStreamEndCapture, then runs once. Thread-safe. */
+     * stream goes into the capture's graph (captured) and runs, as clones, at
+     * each cuGraphLaunch of an executable graph instantiated from it.
+     * Thread-safe. */
     int (*launch)(struct lsemu_work *w, struct CUstream_st *const *streams, int n);
 };
 

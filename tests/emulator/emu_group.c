@@ -3,6 +3,7 @@
 #include "emu.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Per-thread group state. Ops issued at depth > 0 wait in `group_q` until the
  * outermost ncclGroupEnd progresses them all together -- or, in async mode,
@@ -31,6 +32,33 @@ static void op_free(struct emu_op *op)
     free(op->keys);
     free(op->waits);
     free(op);
+}
+
+/* A copy of op as it was issued, with no progress: what a launch of a CUDA graph that captured it
+ * runs again. Never fails (aborts on OOM). */
+struct emu_op *emu_op_clone(const struct emu_op *op)
+{
+    struct emu_op *c = emu_op_new(op->kind, op->comm);
+    *c = *op;
+    c->next = NULL;
+    c->state = EMU_ST_RUN;
+    c->result = ncclSuccess;
+    c->phase = c->stage = 0;
+    c->chunk = c->nchunks = c->round = c->elems = 0;
+    c->colors = c->keys = NULL;
+    c->newcomm = NULL;
+    c->child = NULL;
+    c->prof = NULL;
+    c->waits = NULL;
+    if (op->nwaits > 0) {
+        c->waits = calloc((size_t)op->nwaits, sizeof(*c->waits));
+        if (!c->waits)
+            abort();
+        memcpy(c->waits, op->waits, (size_t)op->nwaits * sizeof(*c->waits));
+        for (int i = 0; i < op->nwaits; i++)
+            c->waits[i].done = 0;
+    }
+    return c;
 }
 
 /* Append op to q (FIFO). */

@@ -185,7 +185,8 @@ static void events(ncclComm_t *comms, ncclComm_t *other)
     EXPECT(cuStreamDestroy(s2), CUDA_SUCCESS);
 }
 
-/* NCCL work issued into a capturing stream waits until EndCapture, then runs once. */
+/* NCCL work issued into a capturing stream does not run: EndCapture makes it a graph's, and each
+ * launch of an executable graph instantiated from it runs it again. */
 static void capture(ncclComm_t *comms)
 {
     CUstream s0, s1;
@@ -225,10 +226,23 @@ static void capture(ncclComm_t *comms)
     EXPECT(cuStreamIsCapturing(s0, &st), CUDA_SUCCESS);
     if (st != CU_STREAM_CAPTURE_STATUS_NONE)
         tp_die("status %d after EndCapture", st);
-    EXPECT(cuStreamSynchronize(s0), CUDA_SUCCESS);
-    EXPECT(cuStreamSynchronize(s1), CUDA_SUCCESS);
-    verify("AllReduce captured on one side");
-    EXPECT(cuGraphDestroy(g), CUDA_SUCCESS);
+    tp_sleep_ms(50);
+    if (ra[0] != -1 || rb[0] != -1)
+        tp_die("captured AllReduce ran at EndCapture");
+    CUgraphExec ge;
+    EXPECT(cuGraphInstantiateWithFlags(&ge, g, 0), CUDA_SUCCESS);
+    EXPECT(cuGraphDestroy(g), CUDA_SUCCESS); /* the executable keeps what it runs */
+    for (int k = 0; k < 3; k++) {
+        if (k) { /* the other side's call again, outside any graph */
+            fill(-1);
+            half(b, rb, comms[1], s1);
+        }
+        EXPECT(cuGraphLaunch(ge, s0), CUDA_SUCCESS);
+        EXPECT(cuStreamSynchronize(s0), CUDA_SUCCESS);
+        EXPECT(cuStreamSynchronize(s1), CUDA_SUCCESS);
+        verify("AllReduce captured on one side, replayed by a graph launch");
+    }
+    EXPECT(cuGraphExecDestroy(ge), CUDA_SUCCESS);
     EXPECT(cuEventQuery(ev), CUDA_ERROR_CAPTURED_EVENT);
     EXPECT(cuEventRecord(ev, s0), CUDA_SUCCESS);
     EXPECT(cuEventQuery(ev), CUDA_SUCCESS);

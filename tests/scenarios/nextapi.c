@@ -14,7 +14,11 @@
  *   SCENARIO_PLAIN      config_train: 1 makes the victim issue the plain twins (ncclAllReduce)
  *                       while the others issue the config calls: the same collectives to NCCL
  *   SCENARIO_OPCNT      signal modes: signals each rank puts, and waits for, per step (default 1)
- * graph_decode needs LOCKSTEP_EMU_ASYNC=1 (streams and capture are the emulated driver's).
+ *   SCENARIO_GETPROC    graph modes: find the driver's functions through cuGetProcAddress, as
+ *                       the CUDA runtime does (default: dlsym on libcuda)
+ *   SCENARIO_AHEAD      graph_stuck: steps queued beyond the one that never completes (default 3)
+ * The graph modes need LOCKSTEP_EMU_ASYNC=1 (streams, capture and graphs are the emulated
+ * driver's).
  * Every collective waits for its result with tp_sync(), as a training loop does. */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -172,13 +176,24 @@ static void mode_signal_short(void)
 
 /* ---- CUDA graphs ---- */
 
-/* The emulated driver's function `name` (LOCKSTEP_EMU_ASYNC=1 loads it). */
+/* The emulated driver's function `name` (LOCKSTEP_EMU_ASYNC=1 loads it): looked up by handle,
+ * or with SCENARIO_GETPROC=1 through cuGetProcAddress, as the CUDA runtime finds every driver
+ * function (as CUDA 12.8's runtime asks: the name's form of that version, default stream). */
 static void *cu(const char *name)
 {
     void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    void *p = lib ? dlsym(lib, name) : NULL;
+    void *p = NULL;
+    if (lib && tp_env_int("SCENARIO_GETPROC", 0)) {
+        CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+            (CUresult(*)(const char *, void **, int, cuuint64_t,
+                         CUdriverProcAddressQueryResult *))dlsym(lib, "cuGetProcAddress_v2");
+        if (gpa && gpa(name, &p, 12080, CU_GET_PROC_ADDRESS_DEFAULT, NULL) != CUDA_SUCCESS)
+            p = NULL;
+    } else if (lib) {
+        p = dlsym(lib, name);
+    }
     if (!p)
-        tp_die("graph_decode: no %s (run with LOCKSTEP_EMU_ASYNC=1)", name);
+        tp_die("graphs: no %s (run with LOCKSTEP_EMU_ASYNC=1)", name);
     return p;
 }
 
@@ -189,45 +204,89 @@ static void *cu(const char *name)
             tp_die("%s failed: %d", #call, (int)r_);                                               \
     } while (0)
 
-/* graph_decode: an inference server captures its tensor-parallel all-reduce into a CUDA graph
- * at start-up (the capture runs once here: the emulated driver launches a captured graph once,
- * at its end), then serves decode steps; the victim stops serving while the others wait in the
- * next step's all-reduce. */
-static void mode_graph_decode(void)
+#define LAYERS 2
+
+static struct {
+    CUresult (*launch)(CUgraphExec, CUstream);
+    CUresult (*sync)(CUstream);
+    CUstream stream;
+    CUgraphExec exec[LAYERS];
+} g;
+
+/* An inference server's start-up: each layer's tensor-parallel all-reduce captured into a CUDA
+ * graph of its own (vLLM and SGLang capture their decode steps so), instantiated, the graph
+ * itself destroyed (the executable keeps what it needs). Nothing runs yet. */
+__attribute__((noinline)) void capture_decode_graphs(void)
 {
     CUresult (*create)(CUstream *, unsigned) =
         (CUresult(*)(CUstream *, unsigned))cu("cuStreamCreate");
     CUresult (*begin)(CUstream, CUstreamCaptureMode) =
-        (CUresult(*)(CUstream, CUstreamCaptureMode))cu("cuStreamBeginCapture_v2");
+        tp_env_int("SCENARIO_GETPROC", 0)
+            ? (CUresult(*)(CUstream, CUstreamCaptureMode))cu("cuStreamBeginCapture")
+            : (CUresult(*)(CUstream, CUstreamCaptureMode))cu("cuStreamBeginCapture_v2");
     CUresult (*end)(CUstream, CUgraph *) =
         (CUresult(*)(CUstream, CUgraph *))cu("cuStreamEndCapture");
-    CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))cu("cuStreamSynchronize");
+    CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long) =
+        tp_env_int("SCENARIO_GETPROC", 0)
+            ? (CUresult(*)(CUgraphExec *, CUgraph, unsigned long long))cu("cuGraphInstantiate")
+            : (CUresult(*)(CUgraphExec *, CUgraph, unsigned long long))cu(
+                  "cuGraphInstantiateWithFlags");
     CUresult (*destroy)(CUgraph) = (CUresult(*)(CUgraph))cu("cuGraphDestroy");
-    CUstream s;
-    CUgraph g;
-    CU_CHECK(create(&s, 0));
-    for (int layer = 0; layer < 2; layer++) { /* one capture per layer's all-reduce */
-        CU_CHECK(begin(s, CU_STREAM_CAPTURE_MODE_RELAXED));
-        TP_CHECK(ncclAllReduce(grad, grad, 256, ncclFloat32, ncclSum, world_comm, (cudaStream_t)s));
-        CU_CHECK(end(s, &g));
-        CU_CHECK(sync(s));
-        CU_CHECK(destroy(g));
+    g.launch = (CUresult(*)(CUgraphExec, CUstream))cu("cuGraphLaunch");
+    g.sync = (CUresult(*)(CUstream))cu("cuStreamSynchronize");
+    CU_CHECK(create(&g.stream, 0));
+    for (int layer = 0; layer < LAYERS; layer++) {
+        CUgraph graph;
+        CU_CHECK(begin(g.stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+        TP_CHECK(ncclAllReduce(grad, grad, 256 << layer, ncclFloat32, ncclSum, world_comm,
+                               (cudaStream_t)g.stream));
+        CU_CHECK(end(g.stream, &graph));
+        CU_CHECK(instantiate(&g.exec[layer], graph, 0));
+        CU_CHECK(destroy(graph));
     }
-    for (int st = 0; st < steps; st++) {
-        tp_compute_ms(step_ms);
-        TP_CHECK(ncclAllReduce(grad, grad, 256, ncclFloat32, ncclSum, world_comm, NULL));
-        tp_sync();
-    }
+}
+
+/* One decode step: every layer's graph launched; its tokens waited for unless `nosync` (a
+ * server that queues steps ahead). */
+__attribute__((noinline)) void decode_step(int nosync)
+{
+    tp_compute_ms(step_ms);
+    for (int layer = 0; layer < LAYERS; layer++)
+        CU_CHECK(g.launch(g.exec[layer], g.stream));
+    if (!nosync)
+        CU_CHECK(g.sync(g.stream));
+}
+
+/* graph_decode: an inference server serves decode steps by replaying its captured all-reduces;
+ * the victim stops serving (a request of its own, a slow tokenizer) while the others wait for
+ * the next step's replay. */
+static void mode_graph_decode(void)
+{
+    capture_decode_graphs();
+    for (int st = 0; st < steps; st++)
+        decode_step(0);
     if (rank == victim)
         load_batch();
-    TP_CHECK(ncclAllReduce(grad, grad, 256, ncclFloat32, ncclSum, world_comm, NULL));
-    tp_sync();
+    decode_step(0);
+}
+
+/* graph_stuck: the replays go on being launched while one of them never completes on the GPUs
+ * (a dead link: LOCKSTEP_EMU_HANG_COLL); the hosts queue SCENARIO_AHEAD steps beyond it, then
+ * wait for their tokens. */
+static void mode_graph_stuck(void)
+{
+    capture_decode_graphs();
+    int ahead = tp_env_int("SCENARIO_AHEAD", 3);
+    for (int st = 0; st < steps + ahead; st++)
+        decode_step(1);
+    CU_CHECK(g.sync(g.stream));
 }
 
 static const struct tp_mode modes[] = {
     {"config_train", mode_config_train, 0},     {"config_mismatch", mode_config_mismatch, -1},
     {"signal_missing", mode_signal_missing, 0}, {"signal_order", mode_signal_order, 0},
     {"signal_short", mode_signal_short, 0},     {"graph_decode", mode_graph_decode, 0},
+    {"graph_stuck", mode_graph_stuck, -1},
 };
 
 int main(int argc, char **argv)

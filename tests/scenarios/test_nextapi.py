@@ -238,19 +238,96 @@ def case_signal_short(tmp):
 # ---------------------------------------------------------------- CUDA graphs
 
 
+def check_graph_decode(r, text, np, victim, steps):
+    """The victim is missing from the next step's first replayed all-reduce, named as a replay of
+    its capture; nothing says the captures hide anything."""
+    not_silent(r)
+    f = one_root(r, "missing_ranks")
+    want = 2 + 2 * steps + 1  # two captured, two replays per step, then the next step's first
+    expect(f["missing"] == [victim] and f["seq"] == want,
+           f"missing {f['missing']} #{f['seq']}, want [{victim}] #{want}: {f['summary']}")
+    expect(f"replayed by CUDA-graph launch {steps + 1} of its capture at nextapi.c:" in
+           f["summary"] and "(capture_decode_graphs)" in f["summary"],
+           f"the replay and its capture are not named: {f['summary']}")
+    waiting = [c for c in f["classes"] if c.get("op") == "AllReduce" and c["role"] == "waiting"]
+    expect(waiting and waiting[0].get("graph", {}).get("launch") == steps + 1 and
+           "capture_decode_graphs" in (waiting[0]["graph"].get("captured_at") or ""),
+           f"the JSON class has no graph launch: {waiting}")
+    g = [x for x in r["findings"] if x.get("reason") == "graph_captured"]
+    expect(not g, f"graph_captured although every launch was recorded: {g}")
+    rj.one_line(text, r"replayed by CUDA-graph launch", "the replay")
+
+
+def graph_env(steps, victim, extra=None):
+    env = {"SCENARIO_STEPS": str(steps), "SCENARIO_VICTIM": str(victim),
+           "LOCKSTEP_EMU_ASYNC": "1", "SCENARIO_GETPROC": str(rng.randrange(2))}
+    note(f"driver functions through {'cuGetProcAddress' if env['SCENARIO_GETPROC'] == '1' else 'dlsym'}")
+    env.update(extra or {})
+    return env
+
+
 def case_graph_decode(tmp):
-    """An inference server captured its tensor-parallel all-reduces into CUDA graphs, then one
-    rank stops serving. The hang is diagnosed as it is, and the report says what the captures
-    hide: each launch of those graphs runs the collectives again unrecorded, so a hang inside a
-    replay would show only as ranks waiting outside NCCL (was: nothing said so)."""
+    """An inference server captured each layer's tensor-parallel all-reduce into a CUDA graph and
+    serves decode steps by launching the graphs; one rank stops serving. Each launch is recorded
+    as the all-reduces it replays, found whether the program reaches the driver by dlsym or, as
+    the CUDA runtime does, through cuGetProcAddress: the report names the victim and the replay
+    the others wait in (was: the replays were not recorded, and the job looked stuck outside
+    NCCL after its captures)."""
     np, steps = rng.randrange(2, 7), rng.randrange(1, 4)
     victim = rng.randrange(np)
     note(f"{np} ranks, victim {victim}, {steps} steps")
-    r, text = post_mortem(tmp, "graph_decode", np, {"SCENARIO_STEPS": str(steps),
-                                                     "SCENARIO_VICTIM": str(victim),
-                                                     "LOCKSTEP_EMU_ASYNC": "1"})
-    f = one_root(r, "missing_ranks")
-    expect(f["missing"] == [victim] and f["seq"] == steps + 3, f"{f['summary']}")
+    r, text = post_mortem(tmp, "graph_decode", np, graph_env(steps, victim))
+    check_graph_decode(r, text, np, victim, steps)
+
+
+def case_graph_decode_1000(tmp):
+    """The same after 1,000 replays and more: each launch costs one record per all-reduce it
+    replays, numbered like any call, and the 1,001st is where the others wait."""
+    np, steps = rng.randrange(2, 5), rng.randrange(500, 560)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {steps} steps ({2 * steps} replays)")
+    r, text = post_mortem(tmp, "graph_decode", np,
+                          graph_env(steps, victim, {"SCENARIO_STEP_MS": "0"}))
+    check_graph_decode(r, text, np, victim, steps)
+
+
+def case_graph_decode_live(tmp):
+    """`lockstep run` on the decode server: the stall is in a replayed all-reduce, said so."""
+    np, steps = rng.randrange(2, 5), rng.randrange(1, 4)
+    victim = rng.randrange(np)
+    note(f"{np} ranks, victim {victim}, {steps} steps")
+    r, text = live(tmp, "graph_decode", np, graph_env(steps, victim))
+    check_graph_decode(r, text, np, victim, steps)
+
+
+def check_graph_stuck(r, np, steps, k):
+    f = one_root(r, "stuck_in_flight")
+    expect(f["seq"] == 2 + k, f"#{f['seq']}, want #{2 + k} (the {k}th replay): {f['summary']}")
+    expect("replayed by CUDA-graph launch" in f["summary"],
+           f"the replay is not named: {f['summary']}")
+
+
+def case_graph_stuck(tmp):
+    """A replayed all-reduce never completes on the GPUs (a dead link) while the hosts go on
+    launching decode steps asynchronously, then wait for their tokens: the collective stuck is
+    the replay itself, named by its number (was: the launches were not recorded, and the job
+    looked stuck outside NCCL)."""
+    np, steps = rng.randrange(2, 6), rng.randrange(1, 4)
+    k = rng.randrange(1, 2 * steps + 1)  # the k-th replay run on the device
+    note(f"{np} ranks, replay {k} stuck, {steps} steps")
+    r, text = post_mortem(tmp, "graph_stuck", np,
+                          graph_env(steps, 0, {"LOCKSTEP_EMU_HANG_COLL": str(k),
+                                               "SCENARIO_AHEAD": str(rng.randrange(1, 4))}))
+    check_graph_stuck(r, np, steps, k)
+
+
+def case_graph_hidden(tmp):
+    """A driver that cannot say which graph a capture builds (no cuStreamGetCaptureInfo): the
+    launches cannot be recorded, and the report says what the captures hide."""
+    np, steps = rng.randrange(2, 5), rng.randrange(1, 3)
+    victim = rng.randrange(np)
+    r, text = post_mortem(tmp, "graph_decode", np,
+                          graph_env(steps, victim, {"LOCKSTEP_EMU_NO_CAPTURE_INFO": "1"}))
     g = [x for x in r["findings"] if x["kind"] == "trace_incomplete"
          and x.get("reason") == "graph_captured"]
     expect(len(g) == 1, f"no graph_captured finding: {[x['summary'] for x in r['findings']]}")
