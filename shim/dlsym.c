@@ -51,8 +51,7 @@ HIDDEN void *ls_dlsym_hook(void *handle, const char *name, const char *version, 
     ls_blind_check(); /* "pn": NCCL's pnccl names, which the shim does not wrap; "cu": CUDA being
                        * set up; "Py": a Python extension loaded */
     if (name[0] == 'c' && handle != RTLD_DEFAULT && handle != RTLD_NEXT)
-        return ls_graph_dlsym(name, ls_dl_lookup(handle, name, version)); /* libcuda's graph
-                                                                           * entry points */
+        return ls_graph_dlsym(handle, name, version); /* libcuda's graph entry points */
     return NULL;
 }
 

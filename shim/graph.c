@@ -107,12 +107,12 @@ static void replay(CUgraphExec exec, CUstream stream, uint64_t t0, const void *p
             .enter_ns = t0,
             .aux = ls_op_is_onesided(g->op) ? g->aux : ls_replay_aux(launch, g->site),
             .xflags = LS_REC_GRAPH_REPLAY | g->xflags,
+            .issued_later = 1, /* its stream is told once for the launch, below */
         };
         if (!ls_call_enter(&c, &a))
             break;
         site = c.site;
         recorded = 1;
-        c.in_group = 1; /* its stream is told once for the launch, below */
         ls_call_exit(&c, 0);
     }
     if (recorded && ls_completion_active())
@@ -130,6 +130,11 @@ static CUresult launch(int i, const char *symbol, CUgraphExec exec, CUstream str
         return fn(exec, stream);
     in_driver = 1;
     uint64_t t0 = ls_now();
+    /* As before any call that issues work after a gap: an event behind what the stream holds
+     * now, so that a replay that never completes does not hide that the work before it did. */
+    struct ls_trace *t = ls_completion_active() ? ls_active() : NULL;
+    if (t)
+        ls_completion_before(t, stream, t0);
     CUresult r = fn(exec, stream);
     if (r == CUDA_SUCCESS)
         replay(exec, stream, t0, pc, cfa);
@@ -264,14 +269,18 @@ static void *wrap_proc(const char *name, void *fn, unsigned long long flags)
     return NULL;
 }
 
-void *ls_graph_dlsym(const char *name, void *fn)
+void *ls_graph_dlsym(void *handle, const char *name, const char *version)
 {
+    int row = -1;
+    for (int i = 0; i < NSLOTS && row < 0; i++)
+        if (slots[i].symbol && strcmp(slots[i].symbol, name) == 0)
+            row = i;
+    if (row < 0)
+        return NULL; /* most names: no lookup of ours */
+    void *fn = ls_dl_lookup(handle, name, version);
     Dl_info info;
     if (!fn || ls_in_shim(fn) || !dladdr(fn, &info) || !info.dli_fname ||
         strncmp(ls_path_base(info.dli_fname), "libcuda.so", 10) != 0)
         return NULL;
-    for (int i = 0; i < NSLOTS; i++)
-        if (slots[i].symbol && strcmp(slots[i].symbol, name) == 0)
-            return slots[i].wrapper;
-    return NULL;
+    return slots[row].wrapper;
 }

@@ -1,8 +1,11 @@
-/* plugin.c -- libnccl-profiler-lockstep.so: NCCL's profiler plugin interface (versions 1 to 6),
+/* plugin.c -- libnccl-profiler-lockstep.so: NCCL's profiler plugin interface (versions 1 to 7),
  * loaded by NCCL through NCCL_PROFILER_PLUGIN. Collective and p2p events become records of the
  * shim's trace format; kernel-channel and proxy events tell where a collective is on the GPU
  * (plugin_events.c). Beside the shim (LD_PRELOAD) it writes no record, only GPU progress into the
- * shim's communicators. Chains to a user's plugin named by LOCKSTEP_PROFILER_CHAIN. */
+ * shim's communicators. Chains to a user's plugin named by LOCKSTEP_PROFILER_CHAIN: every event
+ * NCCL gives lockstep's goes on to it, in the version NCCL speaks or, for a plugin that does not
+ * speak that one, the newest of versions 5 to 7 it does (descriptors cut to that version's, events
+ * it does not know kept back). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,8 +23,8 @@ static uint32_t init_count; /* communicators initialized so far (ids without a h
 
 /* The user's plugin we chain to (LOCKSTEP_PROFILER_CHAIN), one per process. */
 static struct {
-    int state; /* 0 not tried, 1 loaded, -1 none */
-    int version;
+    int state;   /* 0 not tried, 1 loaded, -1 none */
+    int version; /* the version its table speaks (<= the one NCCL speaks to ours) */
     void *table;
 } chain;
 
@@ -61,19 +64,36 @@ static void chain_load(int version)
                 name, dlerror());
         return;
     }
+    /* Versions 5 to 7 share the table and the descriptor's head: a plugin of an older one of
+     * them takes what NCCL gives ours, cut to its version. Below 5 the shapes differ. */
     char sym[32];
-    snprintf(sym, sizeof sym, "ncclProfiler_v%d", version);
-    void *table = ls_dl_lookup(lib, sym, NULL);
+    void *table = NULL;
+    int v = version;
+    for (; v >= (version >= 5 ? 5 : version) && !table; v--) {
+        snprintf(sym, sizeof sym, "ncclProfiler_v%d", v);
+        table = ls_dl_lookup(lib, sym, NULL);
+    }
     if (!table) {
-        ls_warn("profiler plugin %s has no %s (NCCL speaks version %d to lockstep's plugin); it "
-                "is not chained",
-                name, sym, version);
+        ls_warn("profiler plugin %s has no ncclProfiler_v%d%s (NCCL speaks version %d to "
+                "lockstep's plugin); it is not chained",
+                name, version, version > 5 ? " down to _v5" : "", version);
         dlclose(lib);
         return;
     }
     chain.table = table;
-    chain.version = version;
+    chain.version = v + 1;
     chain.state = 1;
+}
+
+/* Whether the chained plugin's version knows events of `type` (NCCL asks ours for those of its
+ * own version). */
+static int chain_knows(uint64_t type)
+{
+    if (type == NPR_KERNEL_PHASE)
+        return chain.version >= 7;
+    if (type & (NPR_CE_COLL | NPR_CE_SYNC | NPR_CE_BATCH))
+        return chain.version >= 6;
+    return 1;
 }
 
 /* The chained plugin's init for `pc` (its context in pc->inner, 0 on failure). */
@@ -177,9 +197,13 @@ static size_t descr_size(int version, uint64_t type)
     size_t head = offsetof(struct npr_descr_v5, coll);
     switch (type) {
     case NPR_COLL:
-        return head + sizeof(((struct npr_descr_v5 *)0)->coll);
+        return head + (version >= 7 ? sizeof(((struct npr_descr_v7 *)0)->coll)
+                                    : sizeof(((struct npr_descr_v5 *)0)->coll));
     case NPR_P2P:
-        return head + sizeof(((struct npr_descr_v5 *)0)->p2p);
+        return head + (version >= 7 ? sizeof(((struct npr_descr_v7 *)0)->p2p)
+                                    : sizeof(((struct npr_descr_v5 *)0)->p2p));
+    case NPR_KERNEL_PHASE:
+        return head + sizeof(((struct npr_descr_v7 *)0)->kernel_phase);
     case NPR_PROXY_OP:
     case NPR_PROXY_STEP:
     case NPR_KERNEL_CH:
@@ -188,7 +212,7 @@ static size_t descr_size(int version, uint64_t type)
     case NPR_PROXY_CTRL:
         return head + sizeof(struct npr_kernel_ch) + sizeof(struct npr_proxy_op);
     default:
-        return sizeof(struct npr_descr_v5);
+        return version >= 7 ? sizeof(struct npr_descr_v7) : sizeof(struct npr_descr_v5);
     }
 }
 
@@ -204,18 +228,21 @@ static void *inner_of(void *handle)
     return handle ? ((struct pl_event *)handle)->inner : NULL;
 }
 
-/* Starts the chained plugin's event: the descriptor copied, its parents replaced by the chained
- * plugin's own handles. */
+/* Starts the chained plugin's event: the descriptor copied (cut to the chained plugin's version),
+ * its parents replaced by the chained plugin's own handles. */
 static void chain_start(struct pl_comm *pc, struct pl_event *ev, const void *d)
 {
     uint64_t type = descr_type(pc->version, d);
-    size_t n = descr_size(pc->version, type);
+    if (!chain_knows(type))
+        return;
+    size_t n = descr_size(pc->version < chain.version ? pc->version : chain.version, type);
     union {
         struct npr_descr_v1 v1;
         struct npr_descr_v2 v2;
         struct npr_descr_v3 v3;
         struct npr_descr_v4 v4;
         struct npr_descr_v5 v5;
+        struct npr_descr_v7 v7;
     } copy;
     memset(&copy, 0, sizeof copy);
     memcpy(&copy, d, n < sizeof copy ? n : sizeof copy);
@@ -297,6 +324,11 @@ static npr_result init_v6(void **ctx, uint64_t id, int *mask, const char *name, 
 {
     return plugin_init(6, ctx, mask, name, id, nnodes, nranks, rank, log);
 }
+static npr_result init_v7(void **ctx, uint64_t id, int *mask, const char *name, int nnodes,
+                          int nranks, int rank, npr_logger log)
+{
+    return plugin_init(7, ctx, mask, name, id, nnodes, nranks, rank, log);
+}
 
 #define START_V(n)                                                                                 \
     static npr_result start_v##n(void *ctx, void **handle, void *d)                                \
@@ -309,6 +341,7 @@ START_V(3)
 START_V(4)
 START_V(5)
 START_V(6)
+START_V(7)
 
 #define PLUGIN_NAME "lockstep"
 struct npr_plugin_v1 ncclProfiler_v1 = {PLUGIN_NAME, init_v1,      start_v1,
@@ -322,4 +355,6 @@ struct npr_plugin_v4 ncclProfiler_v4 = {PLUGIN_NAME, init_v4,      start_v4,
 struct npr_plugin_v5 ncclProfiler_v5 = {PLUGIN_NAME, init_v5,      start_v5,
                                         plugin_stop, plugin_state, plugin_finalize};
 struct npr_plugin_v5 ncclProfiler_v6 = {PLUGIN_NAME, init_v6,      start_v6,
+                                        plugin_stop, plugin_state, plugin_finalize};
+struct npr_plugin_v5 ncclProfiler_v7 = {PLUGIN_NAME, init_v7,      start_v7,
                                         plugin_stop, plugin_state, plugin_finalize};

@@ -337,6 +337,7 @@ struct task_fields {
     int dtype, root, peer, nch, rank;
     uint64_t hash;
     const void *sendbuf, *recvbuf;
+    uint64_t user_tag; /* v7: the call's user profiler tag (an nccl*Config call's), 0 none */
 };
 
 static int task_fields(int version, const void *d, struct task_fields *f)
@@ -396,6 +397,9 @@ static int task_fields(int version, const void *d, struct task_fields *f)
         f->nch = coll ? c->channels : p->channels;
         f->sendbuf = coll ? c->sendbuf : NULL;
         f->recvbuf = coll ? c->recvbuf : NULL;
+        if (version >= 7)
+            f->user_tag = coll ? ((const struct npr_descr_v7 *)d)->coll.user_tag
+                               : ((const struct npr_descr_v7 *)d)->p2p.user_tag;
     }
     }
     if (coll != (ls_op_is_collective(f->op) != 0) || f->op == LS_OP_NONE)
@@ -452,6 +456,10 @@ static struct pl_event *task_start(struct pl_comm *pc, int version, const void *
                               .op = (uint16_t)f.op,
                               .dtype = f.dtype < 0 ? LS_DTYPE_NONE : (uint8_t)f.dtype,
                               .result = LS_RESULT_PENDING};
+        if (ev->is_coll && f.user_tag) { /* a config call's tag (v7): its config is seen */
+            r.aux = f.user_tag;
+            r.flags = LS_REC_COLL_CONFIG;
+        }
         ev->rec = ls_record_put(t, &r, &ev->ticket);
         ev->recorded = 1;
         if (pc->stream_slot >= 0)

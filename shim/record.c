@@ -448,12 +448,13 @@ claimed:
     c->enter_ns = now;
     c->stream = a->stream;
     c->in_group = (flags & LS_REC_IN_GROUP) != 0;
+    c->issued_later = c->in_group || a->issued_later;
     c->t = t;
     c->rec = r;
     c->ticket = tk;
     c->comm_idx = idx;
     c->peer = a->peer;
-    if (issues_work && !c->in_group && ls_completion_active())
+    if (issues_work && !c->issued_later && ls_completion_active())
         ls_completion_before(t, a->stream, now);
     return 1;
 }
@@ -519,7 +520,7 @@ void ls_call_exit(struct ls_call *c, int result)
     if (c->comm_idx >= 0 && ls_op_is_collective(c->op) && !refused)
         bump(&t->comms[c->comm_idx].coll_done);
     /* Issued work outside a group is on its stream now (a group's is at its GroupEnd). */
-    if (issues_work && !c->in_group &&
+    if (issues_work && !c->issued_later &&
         (result == LS_NCCL_SUCCESS || result == LS_NCCL_IN_PROGRESS) && ls_completion_active())
         ls_call_issued(c, c->stream);
     if (LS_LIKELY(ls_t.slot != NULL)) {

@@ -590,6 +590,8 @@ struct ls_call_args {
     uint64_t enter_ns; /* when the call was entered, for one recorded after it returned; 0: now */
     uint64_t aux;      /* the record's aux at entry (one-sided signals, a config's user tag) */
     uint32_t xflags;   /* LS_REC_* flags of the call's own (LS_REC_COLL_CONFIG and its policy) */
+    int issued_later;  /* its stream is told of its work by the caller, not by the call (a
+                        * CUDA-graph launch's replays: once for the launch, graph.c) */
 };
 
 /* Fills the caller fields of `a`; used in the exported wrapper itself (not a helper). */
@@ -606,7 +608,8 @@ struct ls_call {
     uint64_t enter_ns;
     uint64_t exit_ns; /* set by ls_call_exit() */
     const void *stream;
-    int in_group;
+    int in_group;     /* inside a group: its work reaches the stream at the GroupEnd */
+    int issued_later; /* its stream is told by the caller (ls_call_args.issued_later) */
     struct ls_trace *t;
     struct ls_record *rec; /* NULL when the ring slot was taken (the call is unrecorded) */
     uint64_t ticket;
@@ -651,9 +654,9 @@ void ls_graph_forget(uintptr_t key, int exec);
 /* The calls executable `exec` replays at a launch (a malloc'd copy for the caller to free), and
  * the launch's number (from 1); 0 when it holds none. */
 uint32_t ls_graph_calls(uintptr_t exec, struct ls_graph_call **calls, uint64_t *launch);
-/* The driver's graph entry point `name` the shim wraps, for a lookup by handle that found
- * `real` in libcuda (dlsym.c), NULL when it wraps none. */
-void *ls_graph_dlsym(const char *name, void *real);
+/* For a lookup of `name` through `handle` (dlsym.c): graph.c's wrapper when the name is a graph
+ * entry point it wraps and the lookup lands in libcuda, else NULL (forwarded as it came). */
+void *ls_graph_dlsym(void *handle, const char *name, const char *version);
 
 /* The end of a wrapper: records the call `a` describes around forwarding `args` to `real`
  * (forwards alone when it is not recorded: NCCL calling itself, recording off), and returns

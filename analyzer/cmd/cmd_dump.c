@@ -176,14 +176,21 @@ static void dump_record(const struct ls_record *r)
         snprintf(config, sizeof(config), " config tag %llu%s%s", (unsigned long long)r->aux,
                  cta ? " cta " : "", cta ? cta : "");
     }
+    char graph[64] = ""; /* a CUDA-graph capture, or a launch's replay of one */
+    if (r->flags & LS_REC_GRAPH_REPLAY)
+        snprintf(graph, sizeof(graph), " replay launch %u capture site %u",
+                 (unsigned)ls_replay_launch(r->aux), (unsigned)ls_replay_capture_site(r->aux));
+    else if (r->flags & LS_REC_GRAPH_CAPTURED)
+        snprintf(graph, sizeof(graph), " captured%s",
+                 r->flags & LS_REC_GRAPH_TRACKED ? " (launches recorded)" : "");
     printf("%8llu %-14s %016" PRIx64
            " r%-4d #%-6llu n=%-10llu %-7s %-4s %-16s g%llu/%u %s %10s %-11s "
-           "site %u tid %u%s%s\n",
+           "site %u tid %u%s%s%s\n",
            (unsigned long long)(r->ticket - 1), ls_op_name(r->op), r->comm_id, r->comm_rank,
            (unsigned long long)r->seq, (unsigned long long)r->count, ls_dtype_name(r->dtype),
            ls_redop_name(r->redop), arg, (unsigned long long)r->group_id, r->group_depth,
            timefmt_wall(w, sizeof(w), r->enter_ns), dur, names_result(r->result), r->callsite,
-           r->tid, r->flags & LS_REC_IN_GROUP ? " in-group" : "", config);
+           r->tid, r->flags & LS_REC_IN_GROUP ? " in-group" : "", config, graph);
 }
 
 static const struct command_option dump_options[] = {

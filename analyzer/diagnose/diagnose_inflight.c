@@ -135,8 +135,12 @@ static int add_stuck(struct diag *d, const struct m_comm *c, uint64_t k,
                            mb->proc->rank, (unsigned long long)done, (unsigned long long)mb->issued,
                            (unsigned long long)most_done);
     }
-    finding_detail(f, "GPUs completed up to #%llu; #%llu was issued by all %d ranks",
-                   (unsigned long long)most_done, (unsigned long long)k, c->nranks);
+    finding_detail(f, "GPUs completed up to #%llu%s; #%llu was issued by all %d ranks",
+                   (unsigned long long)(k - 1),
+                   k - 1 > most_done ? " (with the collectives captured into CUDA graphs, which "
+                                       "run only as the replays numbered after them)"
+                                     : "",
+                   (unsigned long long)k, c->nranks);
     if (add_gpu_progress(d, f, c, k) < 0)
         return -1;
     return f->summary ? 0 : -1;

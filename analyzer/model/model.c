@@ -194,6 +194,18 @@ static int push_rec(const struct ls_record ***v, size_t *n, const struct ls_reco
     return 0;
 }
 
+/* Whether collective #seq of c is one its members issued into a CUDA-graph capture (the first
+ * member that holds its record says). */
+static int captured_coll(const struct m_comm *c, uint64_t seq)
+{
+    for (int k = 0; k < c->nmembers; k++) {
+        const struct ls_record *r = model_member_coll(&c->members[k], seq);
+        if (r)
+            return (r->flags & LS_REC_GRAPH_CAPTURED) != 0;
+    }
+    return 0;
+}
+
 static int cmp_seq(const void *a, const void *b)
 {
     const struct ls_record *x = *(const struct ls_record *const *)a;
@@ -290,6 +302,7 @@ static int build_comms(struct model *m)
         return -1;
     for (size_t i = 0; i < m->ncomms; i++) {
         struct m_comm *c = &m->comms[i];
+        int tracked = 0; /* some member's GPU completions are known */
         if (settle_size(c) < 0)
             return -1;
         for (int k = 0; k < c->nmembers; k++) {
@@ -306,7 +319,13 @@ static int build_comms(struct model *m)
             if (mb->proc && mb->entry && mb->proc->t->hdr.completion == LS_COMPLETION_EVENTS &&
                 mb->entry->coll_completed > c->gpu_completed)
                 c->gpu_completed = mb->entry->coll_completed;
+            tracked |= mb->proc && mb->proc->t->hdr.completion == LS_COMPLETION_EVENTS;
         }
+        /* A collective captured into a CUDA graph never runs itself (each launch of the graph
+         * runs it again, a replay numbered after it): the GPUs are done with it, and the next
+         * collective is the oldest they may still owe. */
+        while (tracked && captured_coll(c, c->gpu_completed + 1))
+            c->gpu_completed++;
         m->jobs[c->job].ncomms++;
     }
     for (size_t j = 0; j < m->njobs; j++) {

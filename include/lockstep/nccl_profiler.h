@@ -1,4 +1,4 @@
-/* nccl_profiler.h -- the ABI of NCCL's profiler plugins (versions 1 to 6, NCCL 2.23 to 2.30), as
+/* nccl_profiler.h -- the ABI of NCCL's profiler plugins (versions 1 to 7, NCCL 2.23 to 2.32), as
  * lockstep's plugin (shim/plugin*.c) and the CPU emulator's loader (tests/emulator) use it. Our
  * own declarations of the layouts NCCL passes, written from NCCL's documentation of the plugin
  * interface; field order and types are the contract, names are ours. */
@@ -27,6 +27,7 @@ enum {
     NPR_CE_COLL = 1 << 12, /* v6 */
     NPR_CE_SYNC = 1 << 13,
     NPR_CE_BATCH = 1 << 14,
+    NPR_KERNEL_PHASE = 1 << 15, /* v7: a kernel's barrier phase, a sub-event of its channel */
 };
 
 /* State transitions (recordEventState). */
@@ -39,6 +40,7 @@ enum {
     NPR_ST_STEP_RECV_FLUSH_WAIT = 11,
     NPR_ST_STEP_RECV_GPU_WAIT = 12, /* waits for the GPU to consume it */
     NPR_ST_KERNEL_CH_STOP = 22,     /* v4+: the channel's kernel ended (pTimer) */
+    NPR_ST_KERNEL_PHASE_STOP = 31,  /* v7: a kernel phase ended (pTimer) */
 };
 
 /* ncclFunc_t values carried by version 1 descriptors (strings from version 2 on). */
@@ -212,31 +214,37 @@ struct npr_descr_v4 {
     };
 };
 
+/* The API events of version 5 on (NCCL 2.27): a group, a collective and a p2p call as the user
+ * made them, above their task events. */
+struct npr_group_api {
+    bool graph_captured;
+    int depth;
+};
+struct npr_coll_api_v5 {
+    const char *func;
+    size_t count;
+    const char *dtype;
+    int root;
+    void *stream;
+    bool graph_captured;
+};
+struct npr_p2p_api_v5 {
+    const char *func;
+    size_t count;
+    const char *dtype;
+    void *stream;
+    bool graph_captured;
+};
+
 /* Version 5 (NCCL 2.27): API events above the task events; a 64-bit type. */
 struct npr_descr_v5 {
     uint64_t type;
     void *parent; /* coll/p2p: the API event; their group is in parent_group */
     int rank;
     union {
-        struct {
-            bool graph_captured;
-            int depth;
-        } group_api;
-        struct {
-            const char *func;
-            size_t count;
-            const char *dtype;
-            int root;
-            void *stream;
-            bool graph_captured;
-        } coll_api;
-        struct {
-            const char *func;
-            size_t count;
-            const char *dtype;
-            void *stream;
-            bool graph_captured;
-        } p2p_api;
+        struct npr_group_api group_api;
+        struct npr_coll_api_v5 coll_api;
+        struct npr_p2p_api_v5 p2p_api;
         struct {
             void *stream;
         } kernel_launch;
@@ -260,6 +268,53 @@ struct npr_descr_v5 {
 };
 typedef struct npr_descr_v5 npr_descr_v6;
 
+/* Version 7 (NCCL 2.31): the per-call user profiler tag of the nccl*Config calls on the API and
+ * task events (0: untagged), the kernel variant and whether the collective is symmetric on task
+ * events, and kernel phase sub-events. Every member lockstep reads of version 5 is where it was
+ * (a version 7 descriptor read as version 5 says the same), the union is larger. */
+struct npr_descr_v7 {
+    uint64_t type;
+    void *parent;
+    int rank;
+    union {
+        struct npr_group_api group_api;
+        struct {
+            struct npr_coll_api_v5 a;
+            uint64_t user_tag;
+        } coll_api;
+        struct {
+            struct npr_p2p_api_v5 a;
+            uint64_t user_tag;
+        } p2p_api;
+        struct {
+            void *stream;
+        } kernel_launch;
+        struct {
+            struct npr_coll_v4 c;
+            void *parent_group;
+            const char *kernel_variant;
+            bool symmetric;
+            uint64_t user_tag;
+        } coll;
+        struct {
+            struct npr_p2p_v4 p;
+            void *parent_group;
+            uint64_t user_tag;
+        } p2p;
+        struct npr_proxy_op proxy_op;
+        struct npr_proxy_step proxy_step;
+        struct npr_kernel_ch kernel_ch;
+        struct npr_net_plugin net;
+        struct {
+            uint8_t channel;
+            uint8_t phase; /* 0 initial sync, 1 compute, 2 final sync */
+            const char *name;
+            uint64_t ptimer;
+        } kernel_phase;
+        unsigned char ce_room[96]; /* the copy-engine collectives, with their user tag */
+    };
+};
+
 /* The plugin's table, one per version: `ncclProfiler_vN`. */
 struct npr_plugin_v1 { /* v1 .. v3: init knows no communicator */
     const char *name;
@@ -278,7 +333,7 @@ struct npr_plugin_v4 {
     npr_result (*record_state)(void *handle, int state, void *args);
     npr_result (*finalize)(void *ctx);
 };
-struct npr_plugin_v5 { /* v5, v6 */
+struct npr_plugin_v5 { /* v5, v6, v7 */
     const char *name;
     npr_result (*init)(void **ctx, uint64_t comm_id, int *mask, const char *comm_name, int nnodes,
                        int nranks, int rank, npr_logger log);
@@ -305,7 +360,7 @@ union npr_state_args_v4 {
 };
 
 #define NPR_OLDEST 1
-#define NPR_NEWEST 6
+#define NPR_NEWEST 7
 
 _Static_assert(offsetof(struct npr_descr_v1, coll) == 24, "descriptor layout");
 _Static_assert(offsetof(struct npr_descr_v5, coll.parent_group) == 24 + 80, "v5 coll layout");
@@ -316,5 +371,22 @@ _Static_assert(sizeof(struct npr_descr_v1) == 120 && sizeof(struct npr_descr_v2)
                "descriptor sizes");
 _Static_assert(offsetof(struct npr_descr_v5, p2p.parent_group) == 24 + 40, "v5 p2p layout");
 _Static_assert(offsetof(struct npr_descr_v4, proxy_op.is_send) == 24 + 20, "proxy op layout");
+/* Version 7 (checked against NCCL 2.31's profiler_v7.h): 136 bytes, version 5's members in
+ * place. */
+_Static_assert(sizeof(struct npr_descr_v7) == 136, "v7 descriptor size");
+_Static_assert(offsetof(struct npr_descr_v7, coll.parent_group) ==
+                       offsetof(struct npr_descr_v5, coll.parent_group) &&
+                   offsetof(struct npr_descr_v7, p2p.parent_group) ==
+                       offsetof(struct npr_descr_v5, p2p.parent_group) &&
+                   offsetof(struct npr_descr_v7, kernel_ch) ==
+                       offsetof(struct npr_descr_v5, kernel_ch) &&
+                   offsetof(struct npr_descr_v7, proxy_op) ==
+                       offsetof(struct npr_descr_v5, proxy_op),
+               "v7 keeps v5's members in place");
+_Static_assert(offsetof(struct npr_descr_v7, coll.user_tag) == 24 + 104 &&
+                   offsetof(struct npr_descr_v7, p2p.user_tag) == 24 + 48 &&
+                   offsetof(struct npr_descr_v7, coll_api.user_tag) == 24 + 48 &&
+                   offsetof(struct npr_descr_v7, kernel_phase.ptimer) == 24 + 16,
+               "v7 layout");
 
 #endif

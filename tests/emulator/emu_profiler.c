@@ -17,11 +17,11 @@
 
 /* The loaded plugin: one per process, as in libnccl. */
 static struct {
-    int version; /* 1..6, 0 none */
+    int version; /* 1..7, 0 none */
     void *lib;
     struct npr_plugin_v1 *v1; /* v1..v3 */
     struct npr_plugin_v4 *v4;
-    struct npr_plugin_v5 *v5; /* v5, v6 */
+    struct npr_plugin_v5 *v5; /* v5, v6, v7 */
     int channels, steps;
     int stall_rank, stall_ch, stall_step, stall_peer;
     uint64_t stall_coll;
@@ -258,6 +258,7 @@ static void start_task(struct emu_op *op, void *group)
         struct npr_descr_v3 v3;
         struct npr_descr_v4 v4;
         struct npr_descr_v5 v5;
+        struct npr_descr_v7 v7; /* v5's members in place, and v7's own */
     } d;
     memset(&d, 0, sizeof d);
     int want = is_coll ? NPR_COLL : NPR_P2P;
@@ -346,6 +347,12 @@ static void start_task(struct emu_op *op, void *group)
                 d.v5.coll.parent_group = group;
             else
                 d.v5.p2p.parent_group = group;
+            if (prof.version >= 7 && is_coll) { /* the config call's tag, as NCCL 2.31 passes */
+                d.v7.coll.user_tag = op->prof_tag;
+                d.v7.coll.kernel_variant = "default";
+            } else if (prof.version >= 7) {
+                d.v7.p2p.user_tag = op->prof_tag;
+            }
         }
         if (is_coll) {
             cd->seq = seq;
@@ -389,7 +396,7 @@ void emu_prof_launch(struct emu_queue *q)
                 abort();
         if (c->prof_mask &
             (NPR_GROUP | NPR_COLL | NPR_P2P | NPR_PROXY_OP | NPR_PROXY_STEP | NPR_KERNEL_CH)) {
-            struct npr_descr_v5 g5;
+            struct npr_descr_v7 g5; /* v5's members in place: sized for any version >= 5 */
             struct npr_descr_v1 g1;
             memset(&g5, 0, sizeof g5);
             memset(&g1, 0, sizeof g1);
@@ -422,7 +429,7 @@ static void step_start(struct emu_op *op, int ch, int dir, int step)
     struct emu_prof_op *p = op->prof;
     if (!p->pop[ch][dir] || !(op->comm->prof_mask & NPR_PROXY_STEP))
         return;
-    struct npr_descr_v5 d5;
+    struct npr_descr_v7 d5; /* sized for any version >= 5 */
     struct npr_descr_v1 d1;
     memset(&d5, 0, sizeof d5);
     memset(&d1, 0, sizeof d1);
@@ -498,7 +505,7 @@ static void op_gpu_start(struct emu_op *op)
     int n = c->nranks;
     for (int ch = 0; ch < p->nch; ch++) {
         if (prof.version >= 3 && (c->prof_mask & NPR_KERNEL_CH)) {
-            struct npr_descr_v5 d5;
+            struct npr_descr_v7 d5; /* sized for any version >= 5 */
             struct npr_descr_v4 d4;
             memset(&d5, 0, sizeof d5);
             memset(&d4, 0, sizeof d4);
@@ -528,7 +535,7 @@ static void op_gpu_start(struct emu_op *op)
         for (int dir = 0; dir < 2; dir++) {
             if (p->peer[ch][dir] < 0 || !(c->prof_mask & (NPR_PROXY_OP | NPR_PROXY_STEP)))
                 continue;
-            struct npr_descr_v5 d5;
+            struct npr_descr_v7 d5; /* sized for any version >= 5 */
             struct npr_descr_v1 d1;
             memset(&d5, 0, sizeof d5);
             memset(&d1, 0, sizeof d1);

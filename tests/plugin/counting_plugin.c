@@ -1,6 +1,8 @@
-/* counting_plugin.c -- a user's NCCL profiler plugin (API v6) for the chaining test: counts the
- * events it is given by type and writes "type count" lines to $COUNTING_PLUGIN_OUT.<pid> at each
- * finalize. Checks that every parent it is handed is one of its own handles. */
+/* counting_plugin.c -- a user's NCCL profiler plugin (API v6, or v7 built with COUNTING_V7) for
+ * the chaining tests: counts the events it is given by type and writes "type count" lines to
+ * $COUNTING_PLUGIN_OUT.<pid> at each finalize. Checks that every parent it is handed is one of
+ * its own handles; as v7, counts the collective events whose descriptor holds v7's own members
+ * (the kernel variant), which a descriptor cut to an older version's would not. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,7 +12,7 @@
 #include "lockstep/nccl_profiler.h"
 
 static long counts[16];
-static long foreign_parents, inits, finalizes;
+static long foreign_parents, inits, finalizes, variants;
 
 struct handle {
     uint32_t magic;
@@ -44,6 +46,10 @@ static npr_result start(void *ctx, void **eh, void *descr)
     for (int b = 0; b < 16; b++)
         if (d->type == (1ull << b))
             counts[b]++;
+#ifdef COUNTING_V7
+    if (d->type == NPR_COLL && ((struct npr_descr_v7 *)descr)->coll.kernel_variant)
+        variants++;
+#endif
     *eh = h;
     return 0;
 }
@@ -74,12 +80,16 @@ static npr_result fini(void *ctx)
     FILE *f = fopen(path, "w");
     if (!f)
         return 0;
-    fprintf(f, "inits %ld\nfinalizes %ld\nforeign_parents %ld\n", inits, finalizes,
-            foreign_parents);
+    fprintf(f, "inits %ld\nfinalizes %ld\nforeign_parents %ld\nvariants %ld\n", inits, finalizes,
+            foreign_parents, variants);
     for (int b = 0; b < 16; b++)
         fprintf(f, "type%d %ld\n", 1 << b, counts[b]);
     fclose(f);
     return 0;
 }
 
+#ifdef COUNTING_V7
+struct npr_plugin_v5 ncclProfiler_v7 = {"counting", init, start, stop, state, fini};
+#else
 struct npr_plugin_v5 ncclProfiler_v6 = {"counting", init, start, stop, state, fini};
+#endif

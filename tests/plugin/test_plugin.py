@@ -22,6 +22,7 @@ import test_scenarios as sc  # noqa: E402
 
 PLUGIN = os.environ["LOCKSTEP_PLUGIN"]
 COUNTING = os.environ["COUNTING_PLUGIN"]
+COUNTING7 = os.environ["COUNTING7_PLUGIN"]
 # The stuck channel: rank 1's collective #3 stalls on channel 1 at step 2, receiving from rank 3.
 STALL = {"LOCKSTEP_EMU_STALL": "1:3:1:2:3", "LOCKSTEP_EMU_CHANNELS": "2"}
 STUCK_WORDS = "channel 1, step 2, waiting to receive from rank 3"
@@ -164,7 +165,7 @@ def case_bad_knob(tmp):
 
 
 def case_versions(tmp):
-    for v in range(1, 7):
+    for v in range(1, 8):
         d = run_job(tmp, f"v{v}", "clean", False, PLUGIN,
                     {"LOCKSTEP_EMU_PROFILER_VERSION": str(v)}, want_rc=0)
         ts = sc.traces(d)
@@ -191,13 +192,22 @@ def case_versions(tmp):
         expect(r["findings"] == [], f"v{v}: findings in a clean job: {r['findings']}")
 
 
-def case_chain(tmp):
-    out = os.path.join(tmp, "counts")
-    d = run_job(tmp, "chain", "clean", False, PLUGIN,
-                {"LOCKSTEP_PROFILER_CHAIN": COUNTING, "COUNTING_PLUGIN_OUT": out}, want_rc=0)
+def check_chain(tmp, name, counting, extra=None):
+    """A clean job with lockstep's plugin chained to `counting`: both get every event. Returns
+    the chained plugin's counts per process and the launcher's stderr."""
+    out = os.path.join(tmp, name + "-counts")
+    env = {"LOCKSTEP_PROFILER_CHAIN": counting, "COUNTING_PLUGIN_OUT": out}
+    env.update(extra or {})
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    p = subprocess.run(sc.launch_cmd("clean", 4, 3), env=job_env(d, False, PLUGIN, env),
+                       capture_output=True, text=True, timeout=120)
+    expect(p.returncode == 0, f"{name}: launcher exited {p.returncode}: {p.stderr}")
+    expect("is not chained" not in p.stderr, f"{name}: the plugin was not chained: {p.stderr}")
     files = glob.glob(out + ".*")
-    expect(len(files) == 4, f"{len(files)} count files from the chained plugin")
+    expect(len(files) == 4, f"{name}: {len(files)} count files from the chained plugin")
     ts = sc.traces(d)
+    counts = []
     for path in files:
         c = dict(line.split() for line in open(path))
         c = {k: int(v) for k, v in c.items()}
@@ -207,9 +217,71 @@ def case_chain(tmp):
         expect(c["type2"] == ncoll, f"{path}: {c['type2']} collective events, {ncoll} records")
         expect(c["type1"] >= 1 and c["type64"] == 2 * ncoll and c["type8"] > 0 and
                c["type16"] > 0, f"{path}: {c}")
+        counts.append(c)
     # Our records are all there as well.
     expect(all(len([r for r in t["records"] if r["op"] == "AllReduce"]) >= 3
                for t in ts.values()), "records missing while chained")
+    return counts
+
+
+def case_chain(tmp):
+    """NCCL speaks version 7 to lockstep's plugin (the emulator's newest, as NCCL 2.31's), the
+    user's plugin speaks only version 6: it is chained at 6 and gets every event, each
+    descriptor cut to version 6's (was: not chained at all once NCCL spoke a newer version)."""
+    for c in check_chain(tmp, "chain", COUNTING):
+        expect(c["variants"] == 0, f"a version 6 plugin counted v7 members: {c}")
+
+
+def case_chain_v7(tmp):
+    """Both speak version 7: the user's plugin gets each descriptor whole, v7's members too."""
+    for c in check_chain(tmp, "chain7", COUNTING7):
+        expect(c["variants"] == c["type2"] > 0,
+               f"{c['variants']} of {c['type2']} collective descriptors held v7's members")
+
+
+def case_chain_v5(tmp):
+    """NCCL speaks version 5 (LOCKSTEP_EMU_PROFILER_VERSION=5, an NCCL 2.27): a user's plugin of
+    version 6 only is not chained (its version is newer than the one NCCL speaks), and says so
+    in one line per process; the job and lockstep's records go on."""
+    d = os.path.join(tmp, "chain5")
+    os.makedirs(d)
+    p = subprocess.run(sc.launch_cmd("clean", 4, 3),
+                       env=job_env(d, False, PLUGIN, {"LOCKSTEP_PROFILER_CHAIN": COUNTING,
+                                                      "LOCKSTEP_EMU_PROFILER_VERSION": "5"}),
+                       capture_output=True, text=True, timeout=120)
+    expect(p.returncode == 0, f"launcher exited {p.returncode}: {p.stderr}")
+    said = [l for l in p.stderr.splitlines() if "is not chained" in l]
+    expect(len(said) == 4 and all("has no ncclProfiler_v5" in l for l in said),
+           f"want one line per process naming ncclProfiler_v5: {said}")
+    ts = sc.traces(d)
+    expect(all(len([r for r in t["records"] if r["op"] == "AllReduce"]) >= 3
+               for t in ts.values()), "lockstep's records missing")
+
+
+def case_config_tag(tmp):
+    """The plugin alone (no shim) on a training loop that issues its collectives through NCCL
+    2.31's config calls: version 7 passes each call's user tag, and the records say the config
+    call and its tag as the shim's do."""
+    d = os.path.join(tmp, "tag")
+    os.makedirs(d)
+    cmd = [sc.LAUNCH, "--np", "3", "--stop-when-stuck", str(sc.STUCK_S), "--timeout", "60",
+           "--", os.environ["NEXTAPI"], "config_train"]
+    p = subprocess.run(cmd, env=job_env(d, False, PLUGIN, {"SCENARIO_STEPS": "2",
+                                                          "SCENARIO_VICTIM": "1"}),
+                       capture_output=True, text=True, timeout=120)
+    expect(p.returncode == sc.HUNG, f"launcher exited {p.returncode}: {p.stderr}")
+    ts = sc.traces(d)
+    for rk, t in ts.items():
+        colls = [r for r in t["records"] if r["op"] in ("AllReduce", "AllGather")]
+        expect(colls and all(r["flags"] & 64 and r["aux"] >= 1000 for r in colls),
+               f"rank {rk}: config calls without their tag: "
+               f"{[(r['op'], r['flags'], r['aux']) for r in colls]}")
+        tags = sorted({r["aux"] for r in colls})
+        expect(tags[0] == 1000, f"rank {rk}: tags {tags}")
+    r = sc.analyze(d)
+    f = top(r)
+    expect(f["kind"] == "missing_ranks" and "via ncclAllReduceConfig, tag" in f["summary"],
+           f"{f['kind']}: {f['summary']}")
 
 
 def case_run_plugin_only(tmp):
@@ -260,6 +332,9 @@ CASES = {
     "stuck_channel_with_shim": case_stuck_channel_with_shim,
     "stuck_channel_no_steps": case_stuck_channel_no_steps,
     "versions": case_versions,
+    "chain_v7": case_chain_v7,
+    "chain_v5": case_chain_v5,
+    "config_tag": case_config_tag,
     "chain": case_chain,
     "run_plugin_only": case_run_plugin_only,
     "bad_plugin": case_bad_plugin,

@@ -9,6 +9,7 @@ timings are drawn at random (the seed is printed; LOCKSTEP_TEST_SEED repeats).
 
 Usage: test_nextapi.py CASE   (paths come from the environment meson sets)
 """
+import glob
 import os
 import subprocess
 import sys
@@ -278,6 +279,11 @@ def case_graph_decode(tmp):
     note(f"{np} ranks, victim {victim}, {steps} steps")
     r, text = post_mortem(tmp, "graph_decode", np, graph_env(steps, victim))
     check_graph_decode(r, text, np, victim, steps)
+    # lockstep dump tells the captures from the replays.
+    tr = sorted(glob.glob(os.path.join(tmp, "traces", "*.trace")))[0]
+    out = subprocess.run([rj.LOCKSTEP, "dump", tr], capture_output=True, text=True).stdout
+    expect(out.count(" captured (launches recorded)") == 2 and " replay launch 1 capture site "
+           in out, f"dump does not show the captures and replays:\n{out[-1500:]}")
 
 
 def case_graph_decode_1000(tmp):
