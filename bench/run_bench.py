@@ -853,6 +853,72 @@ def heartbeat_cost():
     return lines
 
 
+# ---- CUDA-graph launches ------------------------------------------------------------------
+
+GRAPH_CALLS = (0, 1, 8, 64)  # NCCL calls captured into the graph each launch replays
+NO_VALGRIND_GRAPH = "Instructions per launch: not counted (valgrind is not installed)."
+
+
+def graph_ir(calls, launches, shim):
+    cmd = ["valgrind", "--tool=callgrind", "--toggle-collect=launch_batch",
+           "--callgrind-out-file=/dev/null", path("bench", "graph_bench"), "--calls", str(calls),
+           "--launches", str(launches)]
+    d = tempfile.mkdtemp(prefix="lockstep-bench-graph-", dir=A.work)  # its own: runs overlap
+    try:
+        p = subprocess.run(cmd, env=env_with({"LOCKSTEP_EMU_ASYNC": "1", "LOCKSTEP_DIR": d}, shim),
+                           capture_output=True, text=True, timeout=1200)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    m = re.search(r"Collected : (\d+)", p.stderr)
+    if p.returncode != 0 or not m:
+        raise SystemExit(f"graph_bench under callgrind failed: {p.stderr[-2000:]}")
+    return int(m.group(1))
+
+
+def graph_cost():
+    """What a CUDA-graph launch costs the shim, by the NCCL calls the graph replays: callgrind's
+    instructions in the launching thread's launches (bench/graph_bench.c), (Ir(2N) - Ir(N)) / N,
+    shim minus none. Returns Markdown lines."""
+    if not shutil.which("valgrind"):
+        return [NO_VALGRIND_GRAPH]
+    n = 64 if A.quick else 512
+    say(f"CUDA-graph launches: {n} and {2 * n} launches of graphs of {GRAPH_CALLS} calls")
+    runs = [(k, m, shim) for k in GRAPH_CALLS for shim in (False, True) for m in (n, 2 * n)]
+    with concurrent.futures.ThreadPoolExecutor(workers()) as pool:
+        irs = iter(list(pool.map(lambda r: graph_ir(*r), runs)))
+    lines = ["| NCCL calls the graph replays | instructions per launch, no shim | with the shim "
+             "| the shim's | the shim's per replayed call |", "|---:|---:|---:|---:|---:|"]
+    for k in GRAPH_CALLS:
+        per = []
+        for _ in (False, True):
+            ir_n, ir_2n = next(irs), next(irs)
+            per.append((ir_2n - ir_n) / n)
+        add = per[1] - per[0]
+        lines.append(f"| {k} | {per[0]:,.0f} | {per[1]:,.0f} | {add:,.0f} | "
+                     f"{add / k:,.0f} |" if k else
+                     f"| {k} | {per[0]:,.0f} | {per[1]:,.0f} | {add:,.0f} | - |")
+        say(f"graph of {k} calls: the shim adds {add:.0f} instructions per launch")
+    return lines
+
+
+def graph_section(lines):
+    out("## CUDA-graph launches")
+    out()
+    out("A launch of a CUDA graph that holds captured NCCL calls is recorded as one record per "
+        "call it replays (docs/shim.md, *CUDA graphs*). What that costs the launching thread: "
+        "`bench/graph_bench` captures K count-1 all-reduces of a single-rank communicator into "
+        "one graph and launches it N and 2N times on the emulator (`LOCKSTEP_EMU_ASYNC=1`); "
+        "callgrind counts the instructions inside the launches only (not the device thread's "
+        "work, nor the synchronizations between batches of 64), the difference of the two "
+        "lengths per launch, with the shim minus without. A graph with no NCCL call (K = 0) "
+        "costs the forwarding alone. The emulator's own launch (a copy of each captured op) is "
+        "in both columns.")
+    out()
+    for line in lines:
+        out(line)
+    out()
+
+
 def heartbeat_section(lines):
     out("## The heartbeat")
     out()
@@ -1328,6 +1394,9 @@ def main():
     ap.add_argument("--shim-only", action="store_true",
                     help="measure only the shim's cost per call (with the floor) and memory and "
                          "replace the shim section of --out")
+    ap.add_argument("--graph-only", action="store_true",
+                    help="measure only what a CUDA-graph launch costs the shim and replace its "
+                         "section of --out")
     ap.add_argument("--python-only", action="store_true",
                     help="run only the Python call-site benchmark and replace its section of "
                          "--out (an existing report)")
@@ -1353,6 +1422,9 @@ def main():
     if A.heartbeat_only:
         replace_section("## The heartbeat", lambda: heartbeat_section(heartbeat_cost()))
         return
+    if A.graph_only:
+        replace_section("## CUDA-graph launches", lambda: graph_section(graph_cost()))
+        return
     started = machine()
 
     ns = shim_ns()
@@ -1363,6 +1435,7 @@ def main():
     det = detect_latency()
     py_lines = python_cost()
     hb_lines = heartbeat_cost()
+    gr_lines = graph_cost()
 
     out("# Performance")
     out()
@@ -1387,6 +1460,7 @@ def main():
     detect_section(*det)
     python_section(py_lines)
     heartbeat_section(hb_lines)
+    graph_section(gr_lines)
     targets(ns, ir, rss_base, rss_shim, trace_bytes, ana, stall, live)
     notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "performance-notes.md")
     if os.path.exists(notes):

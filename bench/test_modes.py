@@ -41,17 +41,19 @@ LIVE = "## Live detection latency"
 DETECT = "## Detection with the default bounds"
 PYTHON = "## Python call sites"
 HEARTBEAT = "## The heartbeat"
+GRAPH = "## CUDA-graph launches"
 TARGETS = "## Targets"
 
 # mode: (scripts/bench option, the sections it writes)
 MODES = {
-    "full": (None, [SHIM, MEMORY, ANALYZER, LIVE, DETECT, PYTHON, HEARTBEAT, TARGETS]),
+    "full": (None, [SHIM, MEMORY, ANALYZER, LIVE, DETECT, PYTHON, HEARTBEAT, GRAPH, TARGETS]),
     "shim": ("--shim-only", [SHIM]),
     "analyzer": ("--analyzer-only", [ANALYZER]),
     "live": ("--live-only", [LIVE]),
     "detect": ("--detect-only", [DETECT]),
     "python": ("--python-only", [PYTHON]),
     "heartbeat": ("--heartbeat-only", [HEARTBEAT]),
+    "graph": ("--graph-only", [GRAPH]),
 }
 
 # The rows the shim's tables must have (bench/run_bench.py FLOOR and CASES; the instruction
@@ -464,6 +466,33 @@ def check_heartbeat(c, lines):
     c.found.append(f"heartbeat CPU s per hour and wakeups {good}/{len(HEARTBEAT_ROWS)} rows")
 
 
+GRAPH_ROWS = ["0", "1", "8", "64"]
+NO_VALGRIND_GRAPH = "Instructions per launch: not counted (valgrind is not installed)."
+
+
+def check_graph(c, lines):
+    if not shutil.which("valgrind"):
+        if NO_VALGRIND_GRAPH not in lines:
+            c.fail("graph launches", f"no table and not the line {NO_VALGRIND_GRAPH!r}")
+        else:
+            c.found.append("graph launches: said valgrind is not installed")
+        return
+    rows = table(lines, "| NCCL calls the graph replays |")
+    if not rows:
+        c.fail("graph launch table", "missing or empty")
+        return
+    got, good = rows_named(c, rows, GRAPH_ROWS, "graph launches"), 0
+    for name, r in got.items():
+        m = c.mark()
+        c.number(f"graph of {name} calls, no shim", r[1])
+        c.number(f"graph of {name} calls, with the shim", r[2])
+        if name != "0":  # records are written: the shim's share shows
+            c.number(f"graph of {name} calls, the shim's", r[3])
+            c.number(f"graph of {name} calls, per replayed call", r[4])
+        good += c.clean(m)
+    c.found.append(f"graph launch instructions {good}/{len(GRAPH_ROWS)} rows")
+
+
 # ---- running the modes -----------------------------------------------------------------------
 
 def seed(report, titles):
@@ -563,6 +592,8 @@ def check_mode(mode, a, c, report, seeded):
         check_python(c, text(PYTHON))
     if HEARTBEAT in MODES[mode][1]:
         check_heartbeat(c, text(HEARTBEAT))
+    if GRAPH in MODES[mode][1]:
+        check_graph(c, text(GRAPH))
 
 
 def main():
