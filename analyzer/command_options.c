@@ -131,8 +131,43 @@ static int take(const struct command_help *h, const struct command_option *o, vo
     return 2;
 }
 
-int command_parse(const struct command_help *h, int argc, char **argv, void *ctx)
+/* A word that is no value: the end of the options, or an option ("-x", "--x"; '-' alone is
+ * standard output and "-5" a number). */
+static int looks_like_option(const char *w)
 {
+    return strcmp(w, "--") == 0 ||
+           (w[0] == '-' && w[1] && !(w[1] >= '0' && w[1] <= '9') && w[1] != '.');
+}
+
+/* "--NAME WORD" of a CMD_MAYBE row whose WORD is its value becomes "--NAME=WORD", the word
+ * leaving argv (up to the end of the options). Returns 0, -1 when memory is short. */
+static int join_optional_values(const struct command_help *h, int *argc, char **argv)
+{
+    for (int i = 1; i + 1 < *argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strncmp(argv[i], "--", 2) != 0)
+            continue;
+        const struct command_option *o = h->options;
+        while ((o->name || o->arg) && !(o->name && o->value_next && !strcmp(argv[i] + 2, o->name)))
+            o++;
+        if (!o->name || !o->value_next || !o->value_next(argv[i + 1]))
+            continue;
+        char *joined = NULL;
+        if (asprintf(&joined, "%s=%s", argv[i], argv[i + 1]) < 0)
+            return -1;
+        argv[i] = joined; /* lives as long as argv */
+        memmove(&argv[i + 1], &argv[i + 2], (size_t)(*argc - i - 2) * sizeof(*argv));
+        argv[--*argc] = NULL;
+    }
+    return 0;
+}
+
+int command_parse(const struct command_help *h, int *argcp, char **argv, void *ctx)
+{
+    if (join_optional_values(h, argcp, argv) < 0) {
+        fprintf(stderr, "lockstep: out of memory\n");
+        return 2;
+    }
+    int argc = *argcp;
     struct option longs[CMD_MAX_OPTIONS + 2];
     const struct command_option *rows[CMD_MAX_OPTIONS];
     char optstring[3 * CMD_MAX_OPTIONS + 8];
@@ -149,7 +184,11 @@ int command_parse(const struct command_help *h, int argc, char **argv, void *ctx
             return 2;
         }
         int code = o->letter ? o->letter : CODE_BASE + (int)n;
-        longs[n] = (struct option){o->name, o->arg ? required_argument : no_argument, NULL, code};
+        longs[n] = (struct option){o->name,
+                                   !o->arg         ? no_argument
+                                   : o->value_next ? optional_argument
+                                                   : required_argument,
+                                   NULL, code};
         rows[n++] = o;
         if (o->letter) {
             optstring[k++] = o->letter;
@@ -170,6 +209,14 @@ int command_parse(const struct command_help *h, int argc, char **argv, void *ctx
                 o = rows[i];
         if (!o)
             return bad_option(h, c, argv);
+        /* The next word, taken as the value, is the end of the options or another option: the
+         * value was left out ("run --json -- CMD" would write a file named "--"). */
+        if (o->arg && !o->value_next && optarg && optarg == argv[optind - 1] &&
+            looks_like_option(optarg))
+            return command_usage_error(h, "--%s needs its %s, not '%s'%s", o->name, o->arg, optarg,
+                                       strcmp(optarg, "--") == 0
+                                           ? " (the end of the options)"
+                                           : " (an option; --NAME=VALUE gives any value)");
         int rc = take(h, o, ctx, o->arg ? optarg : NULL);
         if (rc >= 0)
             return rc;

@@ -33,16 +33,21 @@ struct command_option {
     enum command_take take;
     size_t at;                              /* CMD_TAKE_TEXT, _FILE, _FLAG: where in ctx */
     int (*set)(void *ctx, const char *val); /* CMD_TAKE_CALL: 0, or -1 after a message */
+    /* A value that may be left out (CMD_MAYBE): --NAME=VALUE, or --NAME WORD when this says the
+     * next word is its value; else the option comes alone (set() gets NULL). NULL: the value,
+     * if the row has one, is required. */
+    int (*value_next)(const char *word);
 };
 
 /* Rows of a command's table. */
 /* clang-format off */
-#define CMD_OPERAND(NAME, HELP)                     {NULL, 0, NAME, HELP, NULL, CMD_TAKE_CALL, 0, NULL}
-#define CMD_CALL(NAME, L, ARG, HELP, MAN, FN)       {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN}
-#define CMD_TEXT(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_TEXT, offsetof(T, FIELD), NULL}
-#define CMD_FILE(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_FILE, offsetof(T, FIELD), NULL}
-#define CMD_FLAG(NAME, L, HELP, MAN, T, FIELD)      {NAME, L, NULL, HELP, MAN, CMD_TAKE_FLAG, offsetof(T, FIELD), NULL}
-#define CMD_END                                     {NULL, 0, NULL, NULL, NULL, CMD_TAKE_CALL, 0, NULL}
+#define CMD_OPERAND(NAME, HELP)                     {NULL, 0, NAME, HELP, NULL, CMD_TAKE_CALL, 0, NULL, NULL}
+#define CMD_CALL(NAME, L, ARG, HELP, MAN, FN)       {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NULL}
+#define CMD_TEXT(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_TEXT, offsetof(T, FIELD), NULL, NULL}
+#define CMD_FILE(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_FILE, offsetof(T, FIELD), NULL, NULL}
+#define CMD_FLAG(NAME, L, HELP, MAN, T, FIELD)      {NAME, L, NULL, HELP, MAN, CMD_TAKE_FLAG, offsetof(T, FIELD), NULL, NULL}
+#define CMD_MAYBE(NAME, L, ARG, HELP, MAN, FN, NEXT) {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NEXT}
+#define CMD_END                                     {NULL, 0, NULL, NULL, NULL, CMD_TAKE_CALL, 0, NULL, NULL}
 /* clang-format on */
 
 /* The most rows a command's table has. */
@@ -88,9 +93,13 @@ int command_usage_error(const struct command_help *h, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Parses the options of `argv` by h's table into `ctx` (the command's own struct of options).
- * Returns -1 to go on (optind at the first operand), else the exit status: 0 after --help, 2
- * after a message (a bad option or value). */
-int command_parse(const struct command_help *h, int argc, char **argv, void *ctx);
+ * One rule for every command: a value that an option needs is never the next word when that
+ * word is '--' or another option ("--json needs a FILE, not '--'"); `--NAME=VALUE` gives any
+ * value. A CMD_MAYBE option takes the next word only when its row says the word is its value
+ * (that word then leaves argv, and *argc drops by one). Returns -1 to go on (optind at the
+ * first operand), else the exit status: 0 after --help, 2 after a message (a bad option or
+ * value). */
+int command_parse(const struct command_help *h, int *argc, char **argv, void *ctx);
 
 /* Writes h's man page from `template` to `f`: a line `.\" @SYNOPSIS@` becomes the synopsis,
  * `.\" @OPTIONS@` the options (roff), `.\" @FORMAT-LIST@` a paragraph per format of output.c's

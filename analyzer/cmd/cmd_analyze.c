@@ -1,10 +1,11 @@
-/* cmd_analyze.c -- `lockstep analyze [--format NAME[=FILE]]... [--json] [--html OUT.html]
+/* cmd_analyze.c -- `lockstep analyze [--format NAME[=FILE]]... [--json [FILE]] [--html OUT.html]
  * [--job ID] [--ranks WHICH] PATH...`: loads every trace, builds the job model, diagnoses each job
  * and reports in each format asked for (text on stdout when none asks for stdout). Exit 0 clean, 1
  * findings, 2 bad input. */
 #include <unistd.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "analysis.h"
 #include "commands.h"
@@ -21,10 +22,24 @@ static int take_format(void *ctx, const char *val)
     return output_plan_add(&((struct analyze_opts *)ctx)->plan, val, "--format");
 }
 
+/* --json [FILE]: FILE as run's and watch's --json take it ('-': stdout); alone, the JSON on
+ * stdout (as it always was here). */
 static int take_json(void *ctx, const char *val)
 {
-    (void)val; /* the old spellings */
-    return output_plan_add_to(&((struct analyze_opts *)ctx)->plan, "json", "-", "--json");
+    return output_plan_add_to(&((struct analyze_opts *)ctx)->plan, "json", val ? val : "-",
+                              "--json");
+}
+
+/* Whether the word after --json is its FILE: '-', or a name ending in .json that is no folder
+ * (a folder of traces stays an operand: `--json DIR` is the JSON of DIR on stdout). */
+static int json_file_next(const char *word)
+{
+    size_t n = strlen(word);
+    struct stat st;
+    if (strcmp(word, "-") == 0)
+        return 1;
+    return n > 5 && strcmp(word + n - 5, ".json") == 0 &&
+           (stat(word, &st) != 0 || !S_ISDIR(st.st_mode));
 }
 
 static int take_html(void *ctx, const char *val)
@@ -51,11 +66,16 @@ static const struct command_option analyze_options[] = {
              "standard output, the text report goes there.\n"
              "\\fINAME\\fR is one of the formats in \\fBlockstep\\fR(1), FORMATS.",
              take_format),
-    CMD_CALL("json", 0, NULL, "the same as --format json (docs/report-format.md)",
-             "the same as \\fB\\-\\-format json\\fR: the JSON report (docs/report\\-format.md) "
-             "on standard\n"
-             "output",
-             take_json),
+    CMD_MAYBE("json", 0, "[FILE]",
+              "the same as --format json=FILE: the JSON report (docs/report-format.md)\n"
+              "to FILE ('-', or none: stdout); FILE is the next word when it is '-'\n"
+              "or ends in .json, or give --json=FILE",
+              "the same as \\fB\\-\\-format json=\\fIFILE\\fR: the JSON report "
+              "(docs/report\\-format.md) to \\fIFILE\\fR\n"
+              ".RB ( \\- ,\n"
+              "or none: standard output); \\fIFILE\\fR is the next word when it is \\fB\\-\\fR "
+              "or ends in \\fB.json\\fR, or give \\fB\\-\\-json=\\fIFILE\\fR",
+              take_json, json_file_next),
     CMD_CALL("html", 0, "OUT.html",
              "the same as --format html=OUT.html: a self-contained page with a\n"
              "timeline ('-': the page on stdout, in place of the report)",
@@ -73,7 +93,8 @@ static const struct command_option analyze_options[] = {
 
 const struct command_help analyze_help = {
     "analyze",
-    "[--format NAME[=FILE]]... [--json] [--html OUT.html] [--job ID] [--ranks WHICH] PATH...",
+    "[--format NAME[=FILE]]... [--json [FILE]] [--html OUT.html] [--job ID] [--ranks WHICH] "
+    "PATH...",
     "diagnose a hung or failed job from its traces (folders or files)",
     NULL,
     17,
@@ -81,13 +102,26 @@ const struct command_help analyze_help = {
     "exit status: 0 nothing found, 1 findings (or ranks that could not be traced), 2 bad input\n",
     0};
 
+/* After "PATH: No such file or directory": a missing PATH named like a report of one of the
+ * formats (report.json, out.html) was meant as one ("did you mean --format json=report.json?"). */
+static void report_hint(const char *path)
+{
+    struct stat st;
+    const char *dot = strrchr(path, '.');
+    if (stat(path, &st) == 0 || !dot || strchr(dot, '/'))
+        return;
+    const struct output_format *fmt = output_find(dot + 1);
+    if (fmt && strcmp(fmt->name, "text") != 0)
+        fprintf(stderr, "lockstep: (did you mean --format %s=%s?)\n", fmt->name, path);
+}
+
 int cmd_analyze(int argc, char **argv)
 {
     int rc = 2;
     struct analyze_opts ao = {.out = {analysis_want_color(), 0}};
     struct analysis a;
     memset(&a, 0, sizeof(a));
-    int parsed = command_parse(&analyze_help, argc, argv, &ao);
+    int parsed = command_parse(&analyze_help, &argc, argv, &ao);
     if (parsed >= 0)
         return parsed;
     int i = optind;
@@ -96,8 +130,10 @@ int cmd_analyze(int argc, char **argv)
     if (!output_plan_stdout(&ao.plan) && output_plan_add_to(&ao.plan, "text", "-", "--format") < 0)
         return 2;
     for (; i < argc; i++)
-        if (analysis_add_path(&a, argv[i]) < 0)
+        if (analysis_add_path(&a, argv[i]) < 0) {
+            report_hint(argv[i]);
             goto out;
+        }
     if (a.paths.n == 0 &&
         untraced_set_count(&a.untraced)) { /* no rank had room for a trace: say which, and why */
         struct report_input none = analysis_report_input(&a);

@@ -229,7 +229,7 @@ static void dump_trace(const struct tr_trace *t, int more)
 
 int cmd_dump(int argc, char **argv)
 {
-    int parsed = command_parse(&dump_help, argc, argv, NULL);
+    int parsed = command_parse(&dump_help, &argc, argv, NULL);
     if (parsed >= 0)
         return parsed;
     if (optind >= argc)

@@ -62,7 +62,7 @@ int cmd_export(int argc, char **argv)
     struct analysis a;
     memset(&a, 0, sizeof(a));
     int rc = 2;
-    int parsed = command_parse(&export_help, argc, argv, &eo);
+    int parsed = command_parse(&export_help, &argc, argv, &eo);
     if (parsed >= 0)
         return parsed;
     if (eo.plan.n == 0)

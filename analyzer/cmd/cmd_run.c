@@ -416,7 +416,7 @@ int cmd_run(int argc, char **argv)
     struct run_opts ro = {0};
     live_opts_init(&ro.o);
     /* The options end at CMD, whose own options are its own. */
-    int parsed = command_parse(&run_help, argc, argv, &ro);
+    int parsed = command_parse(&run_help, &argc, argv, &ro);
     if (parsed >= 0)
         return parsed;
     struct live_opts o = ro.o;

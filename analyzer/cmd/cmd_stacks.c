@@ -52,7 +52,7 @@ int cmd_stacks(int argc, char **argv)
     memset(&a, 0, sizeof(a));
     int rc = 2;
     struct stacks_opts so = {0};
-    int parsed = command_parse(&stacks_help, argc, argv, &so);
+    int parsed = command_parse(&stacks_help, &argc, argv, &so);
     if (parsed >= 0)
         return parsed;
     int json = so.json;

@@ -48,7 +48,7 @@ const struct command_help summarize_help = {
 int cmd_summarize(int argc, char **argv)
 {
     struct summarize_opts so = {0};
-    int parsed = command_parse(&summarize_help, argc, argv, &so);
+    int parsed = command_parse(&summarize_help, &argc, argv, &so);
     if (parsed >= 0)
         return parsed;
     const char *out = so.out, *per_host = so.per_host;

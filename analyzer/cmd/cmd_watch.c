@@ -184,7 +184,7 @@ static void default_status(struct watch *w)
 /* Parses the command line into `w`. Returns -1 to go on, else the exit status. */
 static int parse_options(struct watch *w, int argc, char **argv)
 {
-    int parsed = command_parse(&watch_help, argc, argv, w);
+    int parsed = command_parse(&watch_help, &argc, argv, w);
     if (parsed >= 0)
         return parsed;
     if (w->keep && w->kill_job)

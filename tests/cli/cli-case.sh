@@ -139,6 +139,35 @@ usage-errors)
     run run --format xml -- true; expect_rc 2; contains "$D/err" "--format xml: no such format"
     run frobnicate; expect_rc 2; contains "$D/err" "'frobnicate' is not a command"
     ;;
+value-not-an-option)
+    # One rule for every command: the value an option needs is never '--' nor another option.
+    LOCKSTEP=$(realpath "$LOCKSTEP") TRACEGEN=$(realpath "$TRACEGEN")
+    cd "$D"
+    for a in "run --json" "run --dir" "run --format" "watch --json" "run --stall"; do
+        run ${a% *} ${a#* } -- true; expect_rc 2; empty "$D/out"
+        contains "$D/err" "lockstep ${a%% *}: ${a#* } needs its "
+        contains "$D/err" "not '--' (the end of the options)"
+        [ ! -e "$D/--" ] || fail "'$a -- true' made a file named '--'"
+    done
+    run run --json --stall 5 -- true; expect_rc 2
+    contains "$D/err" "--json needs its FILE, not '--stall' (an option"
+    run analyze --job --json "$D"; expect_rc 2; contains "$D/err" "--job needs its ID, not '--json'"
+    # a value that starts with '-' on purpose: --NAME=VALUE; '-' alone and numbers are values
+    "$TRACEGEN" --out "$D/t" --ranks 2 --colls 2 --missing 1 >/dev/null
+    run analyze --format=json=-x.json "$D/t"; expect_rc 1; [ -s "$D/-x.json" ] || fail "no -x.json"
+    run analyze --format json=- "$D/t"; expect_rc 1; contains "$D/out" '"findings"'
+    # analyze --json takes a FILE as run and watch do: the next word when it is '-' or *.json
+    run analyze --json "$D/report.json" "$D/t"; expect_rc 1
+    contains "$D/report.json" '"findings"'; lacks "$D/out" '"findings"'
+    run analyze --json "$D/t"; expect_rc 1; contains "$D/out" '"findings"'
+    run analyze --json - "$D/t"; expect_rc 1; contains "$D/out" '"findings"'
+    run analyze --json="$D/eq.json" "$D/t"; expect_rc 1; contains "$D/eq.json" '"findings"'
+    # a report's name where a trace path goes gets a hint
+    run analyze "$D/t" "$D/nosuch.html"; expect_rc 2
+    contains "$D/err" "nosuch.html: No such file or directory"
+    contains "$D/err" "(did you mean --format html=$D/nosuch.html?)"
+    run analyze "$D/t" "$D/nosuch"; expect_rc 2; lacks "$D/err" "did you mean"
+    ;;
 run-no-dashdash)
     run run ls; expect_rc 2
     contains "$D/err" "lockstep run: the command to run goes after '--': lockstep run [OPTIONS] -- ls"
