@@ -57,6 +57,7 @@ static struct rank *ranks;
 static struct wait_slot *board; /* the emulator's marks, one slot per rank (--stop-when-stuck) */
 static int board_fd = -1;
 static volatile sig_atomic_t forward_sig;
+static volatile sig_atomic_t stop_now; /* SIGUSR1: stop the job as at its timeout, now */
 
 static void usage(void)
 {
@@ -71,6 +72,7 @@ static void usage(void)
         "                    [--rank-offset K --world-size W] [--world-sizes W,W,...]\n"
         "                    [--dlopen LIB]...\n"
         "                    -- PROGRAM [ARGS...]\n"
+        "  SIGUSR1 to the launcher stops the job as at its timeout, at once\n"
         "  --stop-when-stuck S   stop the job as at its timeout once no rank made progress\n"
         "                        in the emulator for S seconds while one waits in it\n"
         "  --fail-fast           when a rank fails, stop the others, as torchrun does; exit\n"
@@ -132,6 +134,15 @@ static void sleep_ms(int ms)
 static void on_signal(int sig)
 {
     forward_sig = sig;
+}
+
+/* SIGUSR1: a test saw the state it waited for (the ranks in a barrier, in a lock) and has the
+ * job stopped now as its timeout would stop it: a stop that starts when the thing starts, not
+ * a timer started at launch. */
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop_now = 1;
 }
 
 static void setenv_int(const char *name, int v)
@@ -488,7 +499,7 @@ static enum attempt_end run_attempt(const struct options *o, double deadline, in
         if (stuck)
             fprintf(stderr, "launch-ranks: no rank made progress for %g s; stopping the job\n",
                     o->stuck_s);
-        if (stuck || (deadline > 0 && now_s() >= deadline)) {
+        if (stuck || stop_now || (deadline > 0 && now_s() >= deadline)) {
             signal_running(o, o->kill_sig);
             double grace = now_s() + 5.0;
             while (running > 0) {
@@ -513,7 +524,7 @@ static enum attempt_end run_attempt(const struct options *o, double deadline, in
         }
         /* Between looks the launcher does not wait(): a dead rank stays a zombie meanwhile. */
         int slept = 0;
-        while (slept < o->monitor_ms && !forward_sig &&
+        while (slept < o->monitor_ms && !forward_sig && !stop_now &&
                !(td.active && !td.signalled && now_s() >= td.signal_at)) {
             sleep_ms(o->monitor_ms - slept < 5 ? o->monitor_ms - slept : 5);
             slept += 5;
@@ -603,6 +614,8 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    sa.sa_handler = on_stop;
+    sigaction(SIGUSR1, &sa, NULL);
 
     if (o.stuck_s > 0 && board_create(&o) < 0)
         return 2;
