@@ -55,7 +55,6 @@ static void *_Atomic real_of[NSLOTS];
 static LS_TLS int in_driver; /* a wrapper of this thread is forwarding */
 
 struct slot {
-    enum kind kind;
     const char *name, *symbol;
     int ptds;
     void *wrapper;
@@ -72,9 +71,10 @@ static void *real(int i, const char *symbol)
         return NULL;
     p = ls_dl_lookup(h, symbol, NULL);
     dlclose(h); /* the program keeps it loaded */
-    if (p && !ls_in_shim(p))
-        atomic_store_explicit(&real_of[i], p, memory_order_release);
-    return p && !ls_in_shim(p) ? p : NULL;
+    if (!p || ls_in_shim(p))
+        return NULL;
+    atomic_store_explicit(&real_of[i], p, memory_order_release);
+    return p;
 }
 
 /* ---- what the wrappers do ---- */
@@ -229,7 +229,7 @@ static CUresult proc_address(int i, const char *symbol, const char *name, void *
     }
 SLOTS(WRAPPER)
 
-#define ROW(n, kind, name, symbol, ptds) {kind, name, symbol, ptds, (void *)wrap_##n},
+#define ROW(n, kind, name, symbol, ptds) {name, symbol, ptds, (void *)wrap_##n},
 static const struct slot slots[NSLOTS] = {SLOTS(ROW)};
 
 /* The exports: the wrappers of the rows with a symbol, under that name (asm labels: cuda.h maps

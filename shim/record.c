@@ -447,8 +447,7 @@ claimed:
     c->op = a->op;
     c->enter_ns = now;
     c->stream = a->stream;
-    c->in_group = (flags & LS_REC_IN_GROUP) != 0;
-    c->issued_later = c->in_group || a->issued_later;
+    c->issued_later = (flags & LS_REC_IN_GROUP) != 0 || a->issued_later;
     c->t = t;
     c->rec = r;
     c->ticket = tk;

@@ -608,8 +608,8 @@ struct ls_call {
     uint64_t enter_ns;
     uint64_t exit_ns; /* set by ls_call_exit() */
     const void *stream;
-    int in_group;     /* inside a group: its work reaches the stream at the GroupEnd */
-    int issued_later; /* its stream is told by the caller (ls_call_args.issued_later) */
+    int issued_later; /* its stream is told later: at the GroupEnd inside a group, else by the
+                       * caller (ls_call_args.issued_later) */
     struct ls_trace *t;
     struct ls_record *rec; /* NULL when the ring slot was taken (the call is unrecorded) */
     uint64_t ticket;
