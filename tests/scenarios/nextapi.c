@@ -17,6 +17,7 @@
  *   SCENARIO_GETPROC    graph modes: find the driver's functions through cuGetProcAddress, as
  *                       the CUDA runtime does (default: dlsym on libcuda)
  *   SCENARIO_AHEAD      graph_stuck: steps queued beyond the one that never completes (default 3)
+ *   SCENARIO_SYNC_STEPS graph_stuck: the first steps, whose tokens are waited for (default 0)
  * The graph modes need LOCKSTEP_EMU_ASYNC=1 (streams, capture and graphs are the emulated
  * driver's).
  * Every collective waits for its result with tp_sync(), as a training loop does. */
@@ -277,8 +278,9 @@ static void mode_graph_stuck(void)
 {
     capture_decode_graphs();
     int ahead = tp_env_int("SCENARIO_AHEAD", 3);
+    int synced = tp_env_int("SCENARIO_SYNC_STEPS", 0); /* steps waited for before queuing */
     for (int st = 0; st < steps + ahead; st++)
-        decode_step(1);
+        decode_step(st >= synced);
     CU_CHECK(g.sync(g.stream));
 }
 
