@@ -2,9 +2,10 @@
 # Sourced, not run. Every step says what it does.
 
 LOCKSTEP_PACKAGES="meson ninja-build check libunwind-dev libdw-dev pkg-config gcc libc6-dev binutils python3"
-# What building the wheel needs (pyproject.toml, docs/install.md): Debian's meson-python and
-# `build` for /usr/bin/python3, venv to install it into, patchelf (meson-python asks for it).
-LOCKSTEP_WHEEL_PACKAGES="python3-mesonpy python3-build python3-venv patchelf"
+# What building the wheel needs (scripts/wheel, docs/install.md): Debian's meson-python and
+# `build` for /usr/bin/python3, venv to install it into, patchelf (meson-python asks for it),
+# what builds libunwind from its source package, and the static libraries libdw.a needs.
+LOCKSTEP_WHEEL_PACKAGES="python3-mesonpy python3-build python3-venv patchelf make patch xz-utils zlib1g-dev liblzma-dev libbz2-dev"
 BUILD_DIR=${BUILD_DIR:-build}
 
 say() { printf '==> %s\n' "$*"; }

@@ -13,15 +13,14 @@ through binfmt_misc).
    reverse); and the diagnosis of the arm64 run must be the x86-64 run's (the same findings, ranks,
    calls, sequence numbers and call sites; process ids, times and communicator ids differ between
    any two runs and are left out).
-4. The aarch64 wheel: built with the cross file, tagged linux_aarch64, installed for that
-   platform, and its lockstep (under qemu-user) diagnoses a job as the x86-64 build does.
+4. The aarch64 wheel: built by scripts/wheel --arch aarch64 (tagged manylinux_2_28_aarch64 and
+   checked by packaging/wheel_tool.py), installed for that platform, and its lockstep (under
+   qemu-user) diagnoses a job as the x86-64 build does.
 
 Usage: check_arch.py --x86 BUILD_DIR --aarch64 CROSS_BUILD_DIR
 Ends with "check_arch: N passed, N failed".
 """
 import argparse
-import base64
-import hashlib
 import json
 import os
 import re
@@ -166,58 +165,25 @@ def strip_addresses(s):
     return re.sub(r"\+0x[0-9a-f]+", "+0x?", s)
 
 
-def retag(path, platform):
-    """Rewrites wheel `path` for `platform`: its name and its WHEEL file's Tag lines, RECORD's
-    line for WHEEL with them; every other member as it was (its mode too: the commands stay
-    executable). Debian 12's `wheel` has no `wheel tags`, and its unpack/pack loses the modes."""
-    name = os.path.basename(path)
-    m = re.match(r"(.+-py3-none-)linux_x86_64\.whl$", name)
-    if not m:
-        raise ValueError(f"{name}: not a py3-none-linux_x86_64 wheel")
-    out = os.path.join(os.path.dirname(path), m.group(1) + platform + ".whl")
-    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
-        infos = zin.infolist()
-        wheel_file = next(i.filename for i in infos if i.filename.endswith(".dist-info/WHEEL"))
-        data = re.sub(r"-linux_x86_64$", "-" + platform, zin.read(wheel_file).decode(),
-                      flags=re.M).encode()
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        for info in infos:
-            body = data if info.filename == wheel_file else zin.read(info)
-            if info.filename.endswith(".dist-info/RECORD"):
-                body = re.sub(rf"^{re.escape(wheel_file)},[^\n]*$",
-                              f"{wheel_file},sha256={digest},{len(data)}", body.decode(),
-                              flags=re.M).encode()
-            zout.writestr(info, body)
-    os.remove(path)
-
-
 def wheel(tmp, x86):
-    py = "/usr/bin/python3"  # Debian's, with python3-mesonpy, python3-build, python3-wheel
-    need = subprocess.run([py, "-c", "import mesonpy, build, wheel"], capture_output=True)
+    py = "/usr/bin/python3"  # Debian's, with python3-mesonpy and python3-build
+    need = subprocess.run([py, "-c", "import mesonpy, build"], capture_output=True)
     if need.returncode != 0:
         check("aarch64 wheel", False, "building it needs Debian's python3-mesonpy python3-build "
-              "python3-wheel (scripts/test installs them)")
+              "(scripts/test-aarch64 installs them)")
         return
     src, dist, target = (os.path.join(tmp, n) for n in ("wsrc", "dist", "installed"))
     clean_copy(ROOT, src)
-    cross = os.path.join(src, "cross", "aarch64-linux-gnu.ini")
-    p = subprocess.run([py, "-m", "build", "--wheel", "--no-isolation", "--outdir", dist,
-                        f"-Csetup-args=--cross-file={cross}", "-Ccompile-args=-j2", src],
+    # scripts/wheel: the cross file, libunwind built for aarch64, glibc 2.28's symbols, the
+    # manylinux_2_28_aarch64 tag, and its own check of all that (packaging/wheel_tool.py).
+    p = subprocess.run([os.path.join(src, "scripts", "wheel"), "--arch", "aarch64", "--out", dist,
+                        "--cache", os.path.join(ROOT, "build-wheel")],
                        capture_output=True, text=True, timeout=900)
-    built = sorted(os.listdir(dist)) if os.path.isdir(dist) else []
-    check(f"aarch64 wheel built with the cross file: {built}", p.returncode == 0 and
-          len(built) == 1, p.stdout[-1500:] + p.stderr[-1500:])
-    if p.returncode != 0 or len(built) != 1:
-        return
-    # meson-python names the platform of the Python that ran it; the wheel holds aarch64 code.
-    try:
-        retag(os.path.join(dist, built[0]), "linux_aarch64")
-        out = ""
-    except (OSError, ValueError, zipfile.BadZipFile) as e:
-        out = str(e)
-    whl = sorted(os.listdir(dist))
-    check(f"aarch64 wheel tagged: {whl}", not out and len(whl) == 1 and
-          whl[0].endswith("-py3-none-linux_aarch64.whl"), out)
+    whl = sorted(os.listdir(dist)) if os.path.isdir(dist) else []
+    check(f"aarch64 wheel built by scripts/wheel --arch aarch64 and passing its check: {whl}",
+          p.returncode == 0 and "every ELF needs GLIBC_2.28 or older" in p.stdout and
+          whl == ["lockstep-0.1.0-py3-none-manylinux_2_28_aarch64.whl"],
+          p.stdout[-1500:] + p.stderr[-1500:])
     if len(whl) != 1:
         return
     whl = os.path.join(dist, whl[0])
@@ -230,10 +196,10 @@ def wheel(tmp, x86):
     check("aarch64 wheel: its shim is an aarch64 object", machine == "aarch64",
           f"{shim}: {machine}")
     p = subprocess.run([py, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet",
-                        "--platform", "linux_aarch64", "--only-binary=:all:", "--target", target,
+                        "--platform", "manylinux_2_28_aarch64", "--only-binary=:all:", "--target", target,
                         whl], capture_output=True, text=True, timeout=300)
     exe = os.path.join(target, "bin", "lockstep")
-    check("aarch64 wheel: pip installs it for linux_aarch64", p.returncode == 0 and
+    check("aarch64 wheel: pip installs it for manylinux_2_28_aarch64", p.returncode == 0 and
           os.path.exists(exe), p.stdout[-800:] + p.stderr[-800:])
     if not os.path.exists(exe):
         return

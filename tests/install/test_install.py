@@ -102,29 +102,57 @@ def expect_no_gpu_libs(paths, label):
                f"{label}: {path} keeps a run path:\n{dyn}")
 
 
-def case_wheel(tmp):
+PLATFORM = f"manylinux_2_28_{os.uname().machine}"
+WHEEL_TOOL = os.path.join(SOURCE, "packaging", "wheel_tool.py")
+# libunwind's static build (scripts/wheel --cache), kept between runs beside the build.
+WHEEL_CACHE = os.path.join(BUILD, "wheel-cache")
+
+
+def need_wheel_packages():
     need = subprocess.run([SYSTEM_PYTHON, "-c", "import mesonpy, build, ensurepip"],
                           capture_output=True, text=True) if os.path.exists(SYSTEM_PYTHON) else None
     if need is None or need.returncode != 0 or not shutil.which("patchelf"):
         raise Skip("building the wheel needs the Debian packages python3-mesonpy python3-build "
                    "python3-venv patchelf (scripts/test installs them)")
+
+
+def build_wheel(tmp):
+    """scripts/wheel run in a clean copy of the tree (as git sees it): the wheel's path, after
+    checking its name and that the script's own check passed."""
+    need_wheel_packages()
     src, dist = os.path.join(tmp, "src"), os.path.join(tmp, "dist")
     clean_copy(SOURCE, src)
-    sh([SYSTEM_PYTHON, "-m", "build", "--wheel", "--no-isolation", "--outdir", dist,
-        "-Ccompile-args=-j2", src], "python3 -m build --wheel", timeout=540)
+    p = sh([os.path.join(src, "scripts", "wheel"), "--out", dist, "--cache", WHEEL_CACHE],
+           "scripts/wheel", timeout=900)
     wheels = os.listdir(dist)
     expect(len(wheels) == 1, f"dist holds {wheels}")
-    whl = os.path.join(dist, wheels[0])
-    plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
-    expect(wheels[0].endswith(f"-py3-none-{plat}.whl"),
-           f"wheel {wheels[0]}: expected the tag py3-none-{plat} (any Python 3, this platform)")
-    names = zipfile.ZipFile(whl).namelist()
+    expect(wheels[0] == f"lockstep-0.1.0-py3-none-{PLATFORM}.whl",
+           f"wheel {wheels[0]}: expected the tag py3-none-{PLATFORM} (any Python 3, glibc 2.28 "
+           f"or later on this architecture)")
+    expect("every ELF needs GLIBC_2.28 or older" in p.stdout,
+           f"scripts/wheel did not run its check:\n{p.stdout[-2000:]}")
+    expect(p.stdout.strip().splitlines()[-1] == os.path.join(dist, wheels[0]),
+           f"scripts/wheel's last line is not the wheel's path:\n{p.stdout[-500:]}")
+    return src, os.path.join(dist, wheels[0])
+
+
+def case_wheel(tmp):
+    src, whl = build_wheel(tmp)
+    z = zipfile.ZipFile(whl)
+    names = z.namelist()
     for want in ("scripts/lockstep", "scripts/lockstep-gather", "data/lib/lockstep/liblockstep.so",
                  "data/lib/lockstep/libnccl-profiler-lockstep.so", "purelib/lockstep/__main__.py",
                  "data/share/man/man1/lockstep.1", "data/share/man/man1/lockstep-run.1",
                  "data/share/bash-completion/completions/lockstep",
-                 "data/share/doc/lockstep/install.md"):
+                 "data/share/doc/lockstep/install.md", "data/share/doc/lockstep/LICENSE"):
         expect(any(n.endswith(".data/" + want) for n in names), f"wheel lacks {want}: {names}")
+    lic = [n for n in names if n.endswith(".dist-info/LICENSE")]
+    expect(len(lic) == 1 and z.read(lic[0]) == open(os.path.join(SOURCE, "LICENSE"), "rb").read(),
+           f"the wheel's dist-info does not hold the repository's LICENSE: {lic}")
+    notices = [n for n in names if n.endswith(".dist-info/THIRD_PARTY_NOTICES")]
+    text = z.read(notices[0]).decode() if notices else ""
+    for carried in ("libunwind", "libdw1", "libelf1", "zlib1g", "liblzma5", "libbz2-1.0"):
+        expect(f"==== {carried}" in text, f"the wheel's THIRD_PARTY_NOTICES lack {carried}")
     extra = [n for n in names if os.path.basename(n).startswith(("libnccl.so", "launch-ranks",
                                                                   "scenarios", "test_"))]
     expect(not extra, f"the wheel holds test programs: {extra}")
@@ -134,8 +162,12 @@ def case_wheel(tmp):
     sh([os.path.join(venv, "bin", "pip"), "install", "--no-index", "--quiet", whl],
        "pip install --no-index")
     libdir = os.path.join(venv, "lib", "lockstep")
-    expect_no_gpu_libs([os.path.join(venv, "bin", "lockstep")] +
-                       [os.path.join(libdir, n) for n in NATIVE[1:]], "wheel")
+    natives = [os.path.join(venv, "bin", "lockstep")] + [os.path.join(libdir, n) for n in NATIVE[1:]]
+    expect_no_gpu_libs(natives, "wheel")
+    for path in natives:  # what the wheel carries is linked in: nothing of the system's
+        dyn = sh(["readelf", "-d", path], f"readelf -d {path}").stdout
+        carried = [n for n in ("libunwind", "libdw", "libelf") if f"[{n}" in dyn]
+        expect(not carried, f"{path} needs the system's {carried}")
     env = job_env(path_first=os.path.join(venv, "bin"))
     expect(shutil.which("lockstep", path=env["PATH"]) == os.path.join(venv, "bin", "lockstep"),
            "the venv's lockstep is not the first on PATH")
@@ -143,6 +175,196 @@ def case_wheel(tmp):
     expect_finds_own(["lockstep"], tmp, env, libdir, "wheel")
     expect_finds_own([os.path.join(venv, "bin", "python"), "-m", "lockstep"], tmp, env, libdir,
                      "python -m lockstep")
+
+
+def fake_wheel(tmp, label, platform, members):
+    """A wheel named for `platform` holding members {name: (bytes, mode)}, a dist-info with a
+    WHEEL file and a RECORD: what packaging/wheel_tool.py check reads."""
+    path = os.path.join(tmp, f"fake{label}-0.1.0-py3-none-{platform}.whl")
+    di = f"fake{label}-0.1.0.dist-info"
+    members = dict(members)
+    members[f"{di}/WHEEL"] = (f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"
+                              f"Tag: py3-none-{platform}\n".encode(), 0o644)
+    record = ""
+    with zipfile.ZipFile(path, "w") as z:
+        for name, (data, mode) in members.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o100000 | mode) << 16
+            z.writestr(info, data)
+            record += f"{name},sha256=x,{len(data)}\n"  # a hash that lies
+        z.writestr(f"{di}/RECORD", record + f"{di}/RECORD,,\n")
+    return path
+
+
+def case_wheel_check(tmp):
+    """packaging/wheel_tool.py check refuses what a manylinux wheel must not hold: this build's
+    own ELF files (the system's glibc 2.36 versions, libunwind and libdw needed from the
+    system), a run path outside the wheel, code of another architecture than the tag's, no
+    LICENSE, a RECORD hash that lies; each named."""
+    shim = open(os.path.join(BUILD, "shim", "liblockstep.so"), "rb").read()
+    cli = open(os.path.join(BUILD, "analyzer", "lockstep"), "rb").read()
+    versions = sh(["readelf", "--wide", "-V", os.path.join(BUILD, "shim", "liblockstep.so")],
+                  "readelf -V").stdout
+    newest = sorted(set(re.findall(r"GLIBC_2\.(\d+)", versions)), key=int)[-1]
+    if int(newest) <= 28:
+        raise Skip(f"this machine's glibc gives nothing newer than 2.28 (GLIBC_2.{newest})")
+    whl = fake_wheel(tmp, "sys", PLATFORM, {"fake.data/data/lib/liblockstep.so": (shim, 0o755),
+                                            "fake.data/scripts/lockstep": (cli, 0o755)})
+    p = subprocess.run([sys.executable, WHEEL_TOOL, "check", whl], capture_output=True, text=True)
+    out = p.stderr
+    expect(p.returncode == 1, f"check exited {p.returncode} on this build's ELF files:\n{out}")
+    for want in (f"liblockstep.so: needs GLIBC_2.{newest}", "needs libunwind.so.8",
+                 "lockstep: needs libdw.so.1", "holds no LICENSE",
+                 "RECORD's hash of fake.data/data/lib/liblockstep.so is not its content's"):
+        expect(want in out, f"check did not say '{want}':\n{out}")
+
+    # An absolute run path, and code of another architecture than the tag says.
+    other = "aarch64" if os.uname().machine == "x86_64" else "x86_64"
+    patched = os.path.join(tmp, "rpath.so")
+    shutil.copy(os.path.join(BUILD, "shim", "liblockstep.so"), patched)
+    sh(["patchelf", "--set-rpath", "/opt/elsewhere", patched], "patchelf --set-rpath")
+    whl = fake_wheel(tmp, "arch", f"manylinux_2_28_{other}",
+                     {"fake.data/data/lib/rpath.so": (open(patched, "rb").read(), 0o755)})
+    p = subprocess.run([sys.executable, WHEEL_TOOL, "check", whl], capture_output=True, text=True)
+    for want in ("RUNPATH /opt/elsewhere is not relative to $ORIGIN", f"not {other} as the tag says"):
+        expect(want in p.stderr, f"check did not say '{want}':\n{p.stderr}")
+    expect(p.returncode == 1, f"check exited {p.returncode}")
+
+    # tag: the name, the WHEEL file's tag and RECORD's line for it change; the members keep their
+    # modes; the result's own RECORD is right.
+    whl = fake_wheel(tmp, "tag", "linux_x86_64", {"fake.data/scripts/run": (b"#!/bin/sh\n", 0o755)})
+    out = sh([sys.executable, WHEEL_TOOL, "tag", whl, PLATFORM, tmp], "wheel_tool.py tag").stdout
+    tagged = out.strip()
+    expect(os.path.basename(tagged) == f"faketag-0.1.0-py3-none-{PLATFORM}.whl", f"tag gave {out}")
+    with zipfile.ZipFile(tagged) as z:
+        wheel = z.read("faketag-0.1.0.dist-info/WHEEL").decode()
+        expect(f"Tag: py3-none-{PLATFORM}" in wheel and "linux_x86_64" not in wheel, wheel)
+        mode = z.getinfo("fake.data/scripts/run").external_attr >> 16
+        expect(mode & 0o111, f"the command lost its execute bits: {oct(mode)}")
+        record = z.read("faketag-0.1.0.dist-info/RECORD").decode()
+        expect("faketag-0.1.0.dist-info/WHEEL,sha256=" in record, record)
+
+
+def apt_mirror():
+    """The Debian archive this machine's apt uses (its sources, not a name of ours)."""
+    texts = []
+    for d, names in (("/etc/apt/sources.list.d", None), ("/etc/apt", ["sources.list"])):
+        if os.path.isdir(d):
+            for n in sorted(names or os.listdir(d)):
+                if os.path.isfile(os.path.join(d, n)):
+                    texts.append(open(os.path.join(d, n)).read())
+    for text in texts:
+        for stanza in text.split("\n\n"):  # deb822
+            uris = re.search(r"^URIs:\s*(\S+)", stanza, re.M)
+            suites = re.search(r"^Suites:\s*(.+)$", stanza, re.M)
+            if uris and suites and not any("security" in x for x in suites.group(1).split()):
+                return uris.group(1)
+        for m in re.finditer(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)", text, re.M):
+            if "security" not in m.group(2):
+                return m.group(1)
+    return None
+
+
+OLD_RELEASE = "bullseye"  # glibc 2.31: before stat (2.33) and libpthread/libdl (2.34) moved
+OLD_ROOT = os.path.join(BUILD, f"old-root-{OLD_RELEASE}")
+
+
+def old_root():
+    """A Debian OLD_RELEASE root with python3 and venv (debootstrap, once; kept beside the build
+    and used read-only: each run mounts its own folders over it)."""
+    if os.path.exists(os.path.join(OLD_ROOT, "usr", "bin", "python3")):
+        return OLD_ROOT
+    if os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("unshare"):
+        raise Skip("installing the wheel into an older Debian needs root, debootstrap and "
+                   "unshare (scripts/test installs debootstrap)")
+    mirror = apt_mirror()
+    if not mirror:
+        raise Skip("no Debian archive among this machine's apt sources")
+    part = OLD_ROOT + ".part"
+    shutil.rmtree(part, ignore_errors=True)
+    p = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv",
+                        OLD_RELEASE, part, mirror], capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        log = (p.stdout + p.stderr)[-1500:]
+        if re.search(r"Failed getting release file|Couldn't download|Temporary failure|"
+                     r"couldn't find release", log, re.I):
+            raise Skip(f"debootstrap could not reach {OLD_RELEASE} in this machine's Debian "
+                       f"archive:\n{log}")
+        expect(False, f"debootstrap {OLD_RELEASE} exited {p.returncode}:\n{log}")
+    os.rename(part, OLD_ROOT)
+    return OLD_ROOT
+
+
+OLD_ROOT_SCRIPT = r"""
+set -u
+cd /opt/ls
+ldd --version | head -1
+python3 -m venv /opt/ls/venv && /opt/ls/venv/bin/pip install --no-index --quiet /opt/ls/*.whl ||
+    { echo "pip install failed"; exit 10; }
+export PATH=/opt/ls/venv/bin:$PATH LD_LIBRARY_PATH=/opt/ls/emu SCENARIO_VICTIM=1 NO_COLOR=1
+lockstep --version || exit 11
+/opt/ls/venv/bin/python -m lockstep --version || exit 12
+lockstep run --dir /opt/ls/traces --stall 2 --json /opt/ls/run.json --     /opt/ls/launch-ranks --np 4 -- /opt/ls/scenarios prepare_data > /opt/ls/run.txt 2>&1
+echo "run exit $?"
+lockstep analyze --json /opt/ls/analyze.json /opt/ls/traces > /opt/ls/analyze.txt 2>&1
+echo "analyze exit $?"
+"""
+
+
+def case_wheel_old_root(tmp):
+    """The manylinux wheel in an older Debian (OLD_RELEASE, glibc 2.31): pip installs it into a
+    venv there and its lockstep diagnoses a hang on the emulator (built with the wheel's
+    -Dmanylinux=true too), live stacks read by ptrace and call sites by libdw included."""
+    root = old_root()
+    src, whl = build_wheel(tmp)
+    build = os.path.join(tmp, "portable")
+    arch = os.uname().machine
+    sh(["meson", "setup", build, src, "-Dmanylinux=true",
+        f"-Dpkg_config_path={os.path.join(WHEEL_CACHE, 'libunwind-' + arch, 'lib', 'pkgconfig')}"],
+       "meson setup -Dmanylinux=true", timeout=300)
+    progs = ["tests/emulator/libnccl.so.2", "tests/emulator/libcuda.so.1",
+             "tests/launcher/launch-ranks", "tests/scenarios/scenarios"]
+    sh(["ninja", "-C", build] + progs, "building the emulator for the old root", timeout=600)
+    ls = os.path.join(tmp, "ls")
+    os.makedirs(os.path.join(ls, "emu"))
+    for prog in progs:
+        dest = os.path.join(ls, "emu" if "emulator" in prog else "", os.path.basename(prog))
+        shutil.copy(os.path.join(build, prog), dest)
+    shutil.copy(whl, ls)
+    open(os.path.join(ls, "go.sh"), "w").write(OLD_ROOT_SCRIPT)
+    # A mount namespace of its own: /proc, and empty /dev/shm, /tmp and /root over the kept root,
+    # the test's folder at /opt/ls; all gone when it ends.
+    mounts = (f"mount -t proc proc {root}/proc && mount -t tmpfs tmpfs {root}/dev/shm && "
+              f"mount -t tmpfs tmpfs {root}/tmp && mount -t tmpfs tmpfs {root}/root && "
+              f"mkdir -p {root}/opt/ls && mount --bind {ls} {root}/opt/ls && "
+              f"exec chroot {root} /bin/sh /opt/ls/go.sh")
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1", "PIP_NO_CACHE_DIR": "1"}
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", mounts],
+                       capture_output=True, text=True, timeout=300, env=env)
+    out = p.stdout + p.stderr
+    logs = "".join(f"\n--- {n}:\n" + open(os.path.join(ls, n)).read()[-2500:]
+                   for n in ("run.txt", "analyze.txt") if os.path.exists(os.path.join(ls, n)))
+    expect(p.returncode == 0, f"the old root's script exited {p.returncode}:\n{out}{logs}")
+    glibc = re.search(r"GLIBC ([\d.]+)", out) or re.search(r"\b(2\.\d+)\s*$", out, re.M)
+    expect(glibc and version_tuple(glibc.group(1)) < (2, 33),
+           f"the old root's glibc is not older than 2.33: {out}")
+    expect("run exit 3" in out, f"lockstep run in {OLD_RELEASE} did not exit 3:\n{out}{logs}")
+    expect("analyze exit 1" in out,  # 1: findings
+           f"lockstep analyze in {OLD_RELEASE} did not exit 1 (findings):\n{out}{logs}")
+    for report in ("run.json", "analyze.json"):
+        f = json.load(open(os.path.join(ls, report)))["findings"][0]
+        expect(f["kind"] == "missing_ranks" and f["missing"] == [VICTIM],
+               f"{OLD_RELEASE}, {report}: first finding {f['kind']} {f.get('missing')}")
+    text = open(os.path.join(ls, "run.txt")).read()
+    # rank 1's live stack (libunwind-ptrace) with functions and lines (libdw), in the old root
+    expect(re.search(r"scenarios\.c:\d+ \(compute_ms\)", text) and "(prepare_data)" in text,
+           f"{OLD_RELEASE}: the report names no line of the busy rank's live stack:\n{text}")
+    print(f"{OLD_RELEASE} ({glibc.group(1)}): {text.splitlines()[-1] if text else ''}")
+
+
+def version_tuple(text):
+    return tuple(int(x) for x in text.split("."))
 
 
 def case_tree(tmp):
