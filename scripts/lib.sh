@@ -47,6 +47,22 @@ build_in() {
     meson compile -C "$dir"
 }
 
+# Configures DIR as build_in does and builds only the given outputs (paths inside DIR, as ninja
+# names them): build_only DIR "SETUP ARGS" OUTPUT...
+build_only() {
+    local dir=$1 setup=$2
+    shift 2
+    if [ ! -f "$dir/build.ninja" ]; then
+        say "configuring $dir (meson setup${setup:+ $setup})"
+        # shellcheck disable=SC2086 # setup holds separate words
+        meson setup "$dir" $setup
+    else
+        say "build folder $dir already configured"
+    fi
+    say "building what it needs: $*"
+    ninja -C "$dir" "$@"
+}
+
 # The main build folder, $BUILD_DIR: build_all [ARGS...].
 build_all() {
     build_in "$BUILD_DIR" "$@"
