@@ -27,15 +27,17 @@ static void gh_escape(FILE *f, const char *s, int property)
     }
 }
 
-/* Writes one ::error annotation of f at `site` (a symbolizer string). Returns 1, or 0 when the
- * site names no file and line (nothing written). */
-static int annotate(FILE *out, const struct report_input *in, const struct finding *f,
-                    const char *site)
+/* Writes one ::error annotation of f at its call site number c. Returns 1, or 0 when the site
+ * names no file and line (nothing written); a place an earlier site of f is at already counts
+ * but is not written again. */
+static int annotate(FILE *out, const struct report_input *in, const struct finding *f, size_t c)
 {
     char path[PATH_MAX];
     int line;
-    if (output_site_place(in, site, path, sizeof(path), &line) != 0)
+    if (output_site_place(in, finding_site(f, c), path, sizeof(path), &line) != 0)
         return 0;
+    if (output_place_repeats(in, f, c, path, line))
+        return 1;
     fputs("::error file=", out);
     gh_escape(out, path, 1);
     fprintf(out, ",line=%d,title=lockstep %s::", line, finding_kind_name(f->kind));
@@ -54,7 +56,7 @@ int output_github(FILE *out, const struct report_input *in, const struct output_
         const struct finding *f = &fs->v[i];
         int any = 0;
         for (size_t c = 0; c < finding_nsites(f); c++)
-            any |= annotate(out, in, f, finding_site(f, c));
+            any |= annotate(out, in, f, c);
         if (!any && f->consequence_of < 0) {
             fprintf(out, "::error title=lockstep %s::", finding_kind_name(f->kind));
             gh_escape(out, f->summary ? f->summary : "", 0);

@@ -96,8 +96,9 @@ int output_gitlab(FILE *out, const struct report_input *in, const struct output_
             int line;
             if (output_site_place(in, finding_site(f, c), path, sizeof(path), &line) != 0)
                 continue;
-            rc = write_issue(&w, &keys, f, path, line);
             any = 1;
+            if (!output_place_repeats(in, f, c, path, line)) /* once per place */
+                rc = write_issue(&w, &keys, f, path, line);
         }
         /* No source line to show it at: the repository itself ("."), line 1. */
         if (!any && f->consequence_of < 0 && rc == 0)

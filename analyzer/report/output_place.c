@@ -85,3 +85,16 @@ int output_site_place(const struct report_input *in, const char *site, char *pat
     repo_relative(file, path, len);
     return 0;
 }
+
+int output_place_repeats(const struct report_input *in, const struct finding *f, size_t c,
+                         const char *path, int line)
+{
+    for (size_t k = 0; k < c; k++) {
+        char other[PATH_MAX];
+        int other_line;
+        if (output_site_place(in, finding_site(f, k), other, sizeof(other), &other_line) == 0 &&
+            other_line == line && strcmp(other, path) == 0)
+            return 1;
+    }
+    return 0;
+}

@@ -15,4 +15,10 @@
 int output_site_place(const struct report_input *in, const char *site, char *path, size_t len,
                       int *line);
 
+/* 1 when one of f's call sites before site number c is at path:line already (two call sites
+ * of one finding, say two ranks' stacks, can end at one line): a CI format shows a finding once
+ * per place. */
+int output_place_repeats(const struct report_input *in, const struct finding *f, size_t c,
+                         const char *path, int line);
+
 #endif

@@ -589,6 +589,29 @@ assert ("src/a/train.c", 5) in paths and ("src/b/train.c", 9) in paths, paths
 assert [i["fingerprint"] for i in runs[0]] == [i["fingerprint"] for i in runs[1]], runs
 PY
     ;;
+format-once-per-place)
+    # ranks whose stacks differ but end at one line (every rank of shape_mismatch calls from
+    # the same line): one annotation there per finding, in github and in gitlab alike
+    export LOCKSTEP_ADDR2LINE=1 # call sites from debug info
+    set +e
+    LD_LIBRARY_PATH="$EMULATOR_DIR" "$LOCKSTEP" run --stall 1 --dir "$D/s" \
+        --format github="$D/gh.txt" --format gitlab="$D/gl.json" -- "$LAUNCH_RANKS" --np 4 -- \
+        "$SCENARIOS" shape_mismatch >"$D/out" 2>"$D/err"
+    rc=$?
+    set -e
+    expect_rc 3
+    contains "$D/gh.txt" "::error file="
+    [ -z "$(sort "$D/gh.txt" | uniq -d)" ] ||
+        fail "the same github annotation twice: $(sort "$D/gh.txt" | uniq -d)"
+    python3 - "$D/gl.json" <<'PY' || fail "the gitlab report shows a finding twice at one place"
+import json, sys
+issues = json.load(open(sys.argv[1]))
+assert issues, issues
+places = [(i["check_name"], i["description"], i["location"]["path"],
+           i["location"]["lines"]["begin"]) for i in issues]
+assert len(set(places)) == len(places), places
+PY
+    ;;
 settings-documented)
     # the one table of the analyzer's settings (analyzer/base/settings.h, SETTINGS) and
     # docs/analyzer.md's table of settings: the same variables, in order, with the same
