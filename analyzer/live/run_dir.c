@@ -115,10 +115,14 @@ static int check_folder(const char *path, int fd, const char *what)
     return 0;
 }
 
-/* Opens folder `path` (made 0700 when missing) and checks it. Returns the fd or -1. */
-static int open_folder(const char *path, const char *what)
+/* Opens folder `path` (made 0700 when missing; then *created is set, when given) and checks it.
+ * Returns the fd or -1. */
+static int open_folder(const char *path, const char *what, int *created)
 {
-    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+    if (mkdir(path, 0700) == 0) {
+        if (created)
+            *created = 1;
+    } else if (errno != EEXIST) {
         fprintf(stderr, "lockstep: cannot create %s %s: %s\n", what, path, strerror(errno));
         return -1;
     }
@@ -349,13 +353,24 @@ static int open_default(struct run_dir *d)
         snprintf(base, sizeof(base), "/dev/shm/lockstep-%u", (unsigned)getuid());
     if (!(env && *env) && mkdir(base, 0700) != 0 && errno != EEXIST)
         snprintf(base, sizeof(base), "/tmp/lockstep-%u", (unsigned)getuid());
-    int basefd = open_folder(base, env && *env ? "LOCKSTEP_RUNS_DIR" : "the trace folder");
+    int basefd = open_folder(base, env && *env ? "LOCKSTEP_RUNS_DIR" : "the trace folder", NULL);
     if (basefd < 0)
         return -1;
     close(basefd);
     run_dir_prune(base, run_dir_retain_hours());
-    snprintf(d->path, sizeof(d->path), "%s/run-XXXXXX", base);
-    if (!mkdtemp(d->path)) {
+    /* The per-user folder of the default (not one LOCKSTEP_RUNS_DIR names) goes when the run
+     * leaves it empty (run_dir_close); another run that ended just now may have removed it:
+     * made again, and the run folder in it. */
+    if (!(env && *env))
+        snprintf(d->base, sizeof(d->base), "%s", base);
+    char *made = NULL;
+    for (int tries = 0; !made && tries < 5; tries++) {
+        snprintf(d->path, sizeof(d->path), "%s/run-XXXXXX", base);
+        made = mkdtemp(d->path);
+        if (!made && (errno != ENOENT || (mkdir(base, 0700) != 0 && errno != EEXIST)))
+            break;
+    }
+    if (!made) {
         fprintf(stderr, "lockstep: cannot create a trace folder in %s: %s\n", base,
                 strerror(errno));
         return -1;
@@ -421,7 +436,7 @@ static int move_earlier(struct run_dir *d)
         return 0;
     char old[PATH_MAX + 8];
     snprintf(old, sizeof(old), "%s.old", d->path);
-    int oldfd = open_folder(old, "the folder for earlier traces");
+    int oldfd = open_folder(old, "the folder for earlier traces", NULL);
     if (oldfd < 0)
         return -1;
     struct tally gone = {0};
@@ -522,7 +537,7 @@ static int open_given(struct run_dir *d, const char *given)
     }
     memcpy(d->path, given, n);
     d->path[n] = 0;
-    d->fd = open_folder(d->path, "--dir");
+    d->fd = open_folder(d->path, "--dir", NULL); /* kept, even empty: the user named it */
     if (d->fd < 0)
         return -1;
     if (flock(d->fd, LOCK_EX | LOCK_NB) != 0) {
@@ -550,12 +565,21 @@ void run_dir_close(struct run_dir *d)
         return;
     struct tally t = {0};
     each_entry(d->fd, compact_one, &t);
-    /* A run folder of ours that nothing was written into is not worth keeping. */
-    if (d->made && t.traces == 0 && t.bytes == 0 && rmdir(d->path) == 0) {
-        fprintf(stderr, "lockstep: the job wrote no traces (no NCCL call was seen); removed %s\n",
-                d->path);
+    if (t.traces == 0 && t.bytes == 0) {
+        /* A run folder this run made and nothing was written into is not worth keeping; nor is
+         * the per-user folder it was in, when nothing else is there (rmdir fails otherwise). A
+         * --dir stays. */
         close(d->fd);
         d->fd = -1;
+        if (d->made && rmdir(d->path) == 0) {
+            if (d->base[0])
+                (void)rmdir(d->base);
+            fprintf(stderr,
+                    "lockstep: the job wrote no traces (no NCCL call was seen); removed %s\n",
+                    d->path);
+        } else {
+            fprintf(stderr, "lockstep: the job wrote no traces into %s\n", d->path);
+        }
         return;
     }
     fprintf(stderr,

@@ -9,8 +9,9 @@
 
 struct run_dir {
     char path[PATH_MAX];
-    int fd;   /* the folder, flock()ed while the run goes: pruning leaves it alone */
-    int made; /* a run-XXXXXX folder made by this run (not --dir) */
+    int fd;              /* the folder, flock()ed while the run goes: pruning leaves it alone */
+    int made;            /* a folder made by this run: run-XXXXXX, or a --dir that did not exist */
+    char base[PATH_MAX]; /* without --dir: the per-user folder run-XXXXXX is in; else "" */
 };
 
 /* Opens the trace folder of a run. With `given` (--dir): creates it 0700 if missing; refuses

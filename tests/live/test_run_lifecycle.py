@@ -616,9 +616,13 @@ def case_dir_checks(tmp):
     finally:
         first.terminate()
         first.wait(timeout=30)
-    p = run_plain(["--dir", os.path.join(tmp, "new"), "--", "true"], env)
-    expect(p.returncode == 0 and os.stat(os.path.join(tmp, "new")).st_mode & 0o777 == 0o700,
-           f"a new folder is made 0700: {p.stderr}")
+    # A new folder is made 0700 (seen by the job: one without NCCL leaves no folder behind).
+    mode = os.path.join(tmp, "mode")
+    p = run_plain(["--dir", os.path.join(tmp, "new"), "--", "sh", "-c",
+                   'stat -c %a "$LOCKSTEP_DIR" > "$0"', mode], env)
+    expect(p.returncode == 0 and open(mode).read().strip() == "700",
+           f"a new folder is made 0700: {open(mode).read() if os.path.exists(mode) else ''} "
+           f"{p.stderr}")
 
 
 def case_dir_reuse(tmp):
@@ -744,6 +748,34 @@ def case_prune(tmp):
         if locked is not None:
             os.close(locked)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def case_no_calls_leave_nothing(tmp):
+    """A job that made no NCCL call leaves no folder behind: not its run folder, not the
+    per-user folder lockstep made for it (/dev/shm/lockstep-UID, seen here on an empty /dev/shm
+    of a mount namespace of its own). A --dir stays (the user named it), and the run says it got
+    no traces there rather than "traces kept (0 traces)"."""
+    env = base_env(tmp)
+    for name, make in (("new-dir", False), ("old-dir", True)):
+        d = os.path.join(tmp, name)
+        if make:
+            os.mkdir(d, 0o700)
+        p = run_plain(["--dir", d, "--", "true"], env)
+        expect(p.returncode == 0 and os.path.isdir(d), f"--dir {d} is gone: {p.stderr}")
+        expect(f"the job wrote no traces into {d}" in p.stderr and "traces kept" not in p.stderr,
+               f"what the run said of {d}: {p.stderr}")
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise Skip("the per-user folder is checked on a /dev/shm of its own: needs root and unshare")
+    script = ('mount -t tmpfs -o mode=1777 tmpfs /dev/shm || exit 90; "$0" run -- true || exit 91; '
+              'ls -A /dev/shm')
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+                        LOCKSTEP], env=env, capture_output=True, text=True, timeout=60)
+    if p.returncode == 90 or "unshare failed" in p.stderr:
+        raise Skip(f"no mount namespace of its own here: {p.stderr.strip()}")
+    expect(p.returncode == 0, f"lockstep run -- true on an empty /dev/shm: {p.stderr}")
+    expect(f"/dev/shm/lockstep-{os.getuid()}/run-" in p.stderr,
+           f"the run did not trace into /dev/shm/lockstep-UID: {p.stderr}")
+    expect(p.stdout.strip() == "", f"left in /dev/shm by a job without NCCL: {p.stdout.split()}")
 
 
 def blocks(path):
