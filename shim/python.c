@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "python_layout.h"
+#include "lockstep/python_frames.h"
 #include "shim.h"
 
 #define PY_SLOTS     (2 * LS_DEFAULT_PYSITES)
@@ -744,7 +745,8 @@ static void put_int(struct text *t, int v)
 }
 
 /* Appends a str object's characters (ASCII; others as '?'); with `base`, only what follows
- * the last '/'. Returns -1 when it is not a readable compact str. */
+ * the last '/', after LS_PY_LIBRARY_MARK when the path is a library file's. Returns -1 when it
+ * is not a readable compact str. */
 static int put_str(struct text *t, uintptr_t s, int base)
 {
     int64_t len;
@@ -770,10 +772,16 @@ static int put_str(struct text *t, uintptr_t s, int base)
         chars[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
     }
     int64_t at = 0;
-    if (base)
+    if (base) {
         for (int64_t i = 0; i < n; i++)
             if (chars[i] == '/')
                 at = i + 1;
+        char whole[sizeof chars + 1]; /* the path's end: enough to tell a library's */
+        memcpy(whole, chars, (size_t)n);
+        whole[n] = 0;
+        if (ls_py_library_file(whole))
+            put(t, (const char[]){LS_PY_LIBRARY_MARK}, 1);
+    }
     put(t, chars + at, (size_t)(n - at));
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "live.h"
 #include "live_cmd.h"
 #include "live_log.h"
+#include "live_python.h"
 #include "live_scope.h"
 #include "live_threads.h"
 #include "names.h"
@@ -166,9 +167,10 @@ static void busy_where(const struct monitor *m, const struct mon_stall *s, char 
         if (lt->v[i].tid == (uint32_t)pid)
             main_thread = &lt->v[i];
     if (main_thread && main_thread->python[0]) {
-        const char *end = strstr(main_thread->python, " <- ");
-        int n = end ? (int)(end - main_thread->python) : (int)strlen(main_thread->python);
-        snprintf(buf, len, "%.*s", n, main_thread->python);
+        char where[512]; /* its first frame: the user's own, with the library's it is in */
+        live_python_where(main_thread->python, where, sizeof where, NULL, 0);
+        const char *end = strstr(where, " <- ");
+        snprintf(buf, len, "%.*s", end ? (int)(end - where) : (int)strlen(where), where);
     } else if (main_thread) {
         struct symbolizer *sym = symbolizer_new(1);
         if (sym)

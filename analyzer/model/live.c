@@ -10,6 +10,7 @@
 
 #include "folder_memo.h"
 #include "live.h"
+#include "live_python.h"
 #include "live_proc.h"
 #include "live_stack.h"
 #include "live_threads.h"
@@ -212,13 +213,14 @@ static void where_add(struct where_builder *w, const char *module, const char *t
 }
 
 /* Ends a where: the innermost frame when no user frame was seen; the Python frames instead
- * when the thread ran Python (they say where a Python program is; its eval loop does not). */
-static void where_finish(struct where_builder *w, const char *innermost, const char *python)
+ * when the thread ran Python (they say where a Python program is; its eval loop does not), the
+ * user's own frame first (live_python_where()). Takes the library marks out of python. */
+static void where_finish(struct where_builder *w, const char *innermost, char *python, size_t plen)
 {
     if (!w->shown)
         snprintf(w->out, w->len, "%s", innermost);
     if (python && python[0])
-        snprintf(w->out, w->len, "%s", python);
+        live_python_where(python, w->out, w->len, python, plen);
 }
 
 /* What the analyzer needs to know of an ELF file, read once per path. */
@@ -350,7 +352,7 @@ int live_end_where(struct symbolizer *sym, const struct tr_trace *t, char *where
     }
     char python[LS_LIVE_PY_LEN];
     snprintf(python, sizeof python, "%.*s", (int)sizeof(python) - 1, h->live_python);
-    where_finish(&w, innermost, python);
+    where_finish(&w, innermost, python, sizeof python);
     return where[0] ? 0 : -1;
 }
 
@@ -426,7 +428,7 @@ static void finish_thread(struct symbolizer *sym, struct raw_thread *r)
     if (strcmp(t->syscall, "futex") == 0)
         t->waits = 1;
     t->helper = !user && !t->python[0];
-    where_finish(&w, t->nframes > 0 ? t->frames[0] : "", t->python);
+    where_finish(&w, t->nframes > 0 ? t->frames[0] : "", t->python, sizeof t->python);
 }
 
 int live_where_now(struct symbolizer *sym, int pid, const struct live_thread *lt, char *buf,

@@ -10,6 +10,7 @@
 
 #include "../../shim/python_layout.h"
 #include "live_python.h"
+#include "lockstep/python_frames.h"
 
 #define MAX_FRAMES  24
 #define MAX_SKIPPED 64
@@ -50,7 +51,8 @@ static int type_is(struct reader *r, uint64_t obj, const char *name, uint64_t *c
     return 1;
 }
 
-/* Appends str object `s` as UTF-8 (its base name when `base`); -1 when it is no compact str. */
+/* Appends str object `s` as UTF-8 (its base name when `base`, after LS_PY_LIBRARY_MARK when the
+ * whole is a library file's path); -1 when it is no compact str. */
 static int put_str(struct reader *r, uint64_t s, int base, char *out, size_t cap, size_t *len)
 {
     const struct ls_py_layout *L = r->L;
@@ -66,7 +68,7 @@ static int put_str(struct reader *r, uint64_t s, int base, char *out, size_t cap
     unsigned char raw[4096 * 4];
     if (n && rd(r, data, raw, (size_t)n * kind) < 0)
         return -1;
-    char text[4096 * 4];
+    char text[4096 * 4 + 1];
     size_t o = 0, start = 0;
     for (int64_t i = 0; i < n; i++) {
         uint32_t c = kind == 1 ? raw[i]
@@ -92,7 +94,10 @@ static int put_str(struct reader *r, uint64_t s, int base, char *out, size_t cap
         if (base && c == '/')
             start = o;
     }
-    int k = snprintf(out + *len, cap - *len, "%.*s", (int)(o - start), text + start);
+    text[o] = 0;
+    int k = snprintf(out + *len, cap - *len, "%s%.*s",
+                     base && ls_py_library_file(text) ? (char[]){LS_PY_LIBRARY_MARK, 0} : "",
+                     (int)(o - start), text + start);
     if (k < 0 || (size_t)k >= cap - *len)
         return -1;
     *len += (size_t)k;
@@ -257,4 +262,49 @@ uint64_t live_python_tstate_of(int pid, uint32_t version, uint64_t known, uint32
         ts = next;
     }
     return 0;
+}
+
+void live_python_where(const char *marked, char *where, size_t wlen, char *clean, size_t clen)
+{
+    enum { MAX = 48 };
+    char text[1024];
+    snprintf(text, sizeof text, "%s", marked);
+    const char *frame[MAX];
+    int lib[MAX], n = 0, user = -1;
+    for (char *p = text; p && n < MAX; n++) {
+        char *next = strstr(p, " <- ");
+        if (next) {
+            *next = 0;
+            next += 4;
+        }
+        lib[n] = p[0] == LS_PY_LIBRARY_MARK;
+        frame[n] = p + lib[n];
+        if (!lib[n] && user < 0)
+            user = n;
+        p = next;
+    }
+    char out[1024];
+    size_t o = 0;
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        int k_ = snprintf(out + o, sizeof out - o, __VA_ARGS__);                                   \
+        if (k_ > 0)                                                                                \
+            o = o + (size_t)k_ < sizeof out ? o + (size_t)k_ : sizeof out - 1;                     \
+    } while (0)
+    for (int i = 0; i < n; i++)
+        PUT("%s%s", i ? " <- " : "", frame[i]);
+    if (clean)
+        snprintf(clean, clen, "%s", out);
+    if (user > 0) { /* the user's frame first, the library frames it is inside of after it */
+        o = 0;
+        PUT("%s [in ", frame[user]);
+        for (int i = 0; i < user; i++)
+            PUT("%s%s", i ? ", " : "", frame[i]);
+        PUT("]");
+        for (int i = user + 1; i < n; i++)
+            PUT(" <- %s", frame[i]);
+    }
+#undef PUT
+    if (where)
+        snprintf(where, wlen, "%s", out);
 }

@@ -1,6 +1,7 @@
 /* symbolizer.c -- call site display: file:line (function) from each module's debug info, or
  * function (module) from its symbols, read in-process with libdw; each module opened once,
  * each place cached. */
+#include "lockstep/python_frames.h"
 #include "symbolizer.h"
 
 #include <dwarf.h>
@@ -371,16 +372,7 @@ void symbolizer_python_chain(struct symbolizer *s, const struct tr_pysite *py, u
 
 int symbolizer_python_library(const char *file)
 {
-    if (strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") ||
-        strncmp(file, "<frozen ", 8) == 0)
-        return 1;
-    const char *p = strstr(file, "/lib/python3.");
-    if (!p)
-        return 0;
-    p += 13;
-    while (*p >= '0' && *p <= '9')
-        p++;
-    return *p == '/';
+    return ls_py_library_file(file); /* the rule the live Python frames follow too */
 }
 
 uint32_t symbolizer_python_user_frame(const struct tr_pysite *py)

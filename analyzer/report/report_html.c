@@ -126,10 +126,19 @@ static void write_classes(FILE *f, const struct finding *fd)
                 fprintf(f, " on comm %08" PRIx64, c->comm >> 32);
         } else
             fputs("\xe2\x80\x94", f);
+        /* from: the call site, else where the ranks are now (stuck outside NCCL: their live
+         * stack, the user's frame first); state: the rank state, else what they block in */
         fputs("</td><td class=\"mono\">", f);
-        html_text(f, c->callsite ? c->callsite : "");
+        html_text(f, c->callsite ? c->callsite : c->where);
         fputs("</td><td>", f);
-        html_text(f, c->state ? c->state : "");
+        if (c->state)
+            html_text(f, c->state);
+        else if (c->blocked[0]) {
+            fputs("blocked in ", f);
+            html_text(f, c->blocked);
+            if (c->cpu_share >= 0)
+                fprintf(f, ", %.0f%% of a CPU", 100 * c->cpu_share);
+        }
         if (c->seconds_ago >= 0)
             fprintf(f, " %.0f s ago", c->seconds_ago);
         fputs("</td></tr>\n", f);

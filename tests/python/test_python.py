@@ -9,6 +9,7 @@ here as numbers. Usage: test_python.py CASE   (paths from the environment, see m
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -729,6 +730,84 @@ def case_live_prepare_data(tmp):
     f0 = rep["findings"][0]
     expect(f0["kind"] == "missing_ranks" and "prepare_data" in f0["summary"],
            f"first finding {f0['kind']}: {f0['summary']}")
+
+
+def html_class_rows(path):
+    """The cells of the rows of the HTML report's finding class tables: [[ranks, role, call,
+    from, state], ...]."""
+    import html as html_mod
+    page = open(path).read()
+    rows = []
+    for table in re.findall(r"<table><tr><th>ranks</th><th>role</th>.*?</table>", page, re.S):
+        for row in re.findall(r"<tr><td.*?</tr>", table, re.S):
+            rows.append([html_mod.unescape(re.sub(r"<[^>]+>", "", c))
+                         for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)])
+    return rows
+
+
+def case_live_user_frame_first(tmp):
+    """A Python rank blocked outside NCCL inside the standard library (threading.Event.wait)
+    is named by the user's own frame first, the library frames after it, in every finding that
+    says where a rank is (stuck_outside_nccl when all wait; missing_ranks when one does), in
+    the text, the JSON and the HTML (whose 'from' and 'state' cells are filled); the raw Python
+    frames (live.python) stay innermost first, unmarked. Live stacks read by the analyzer
+    (process_vm_readv) and, where ptrace is refused, by the shim's signal handler."""
+    need_python()
+    m, path = marks("event_wait.py"), script("event_wait.py")
+    user = f"event_wait.py:{m['wait']} (wait_for_peer) [in threading.py:"
+    setpriv = shutil.which("setpriv")
+    ways = [("ptrace", ())]
+    if setpriv and os.geteuid() == 0:
+        ways.append(("signal", (setpriv, "--bounding-set", "-sys_ptrace", "--inh-caps",
+                                "-sys_ptrace")))
+    for way, wrap in ways:
+        for mode, kind in (("all", "stuck_outside_nccl"), ("one", "missing_ranks")):
+            label = f"{way}-{mode}"
+            d = os.path.join(tmp, "t-" + label)
+            out, page = os.path.join(tmp, label + ".json"), os.path.join(tmp, label + ".html")
+            env = rank_env(d)
+            env.pop("LD_PRELOAD")
+            env.pop("LOCKSTEP_DIR")
+            args = ["--signal-stacks"] if way == "signal" else []
+            p = subprocess.run([*wrap, LOCKSTEP, "run", *args, "--stall", "2", "--stall-long", "4",
+                                "--dir", d, "--json", out, "--format", f"html={page}", "--"] +
+                               launch_cmd(2, [PYTHON, path, mode], 60), env=env,
+                               capture_output=True, text=True, timeout=120)
+            expect(p.returncode == 3, f"{label}: lockstep run exited {p.returncode}: "
+                                      f"{p.stdout} {p.stderr}")
+            rep = json.load(open(out))
+            f0 = rep["findings"][0]
+            expect(f0["kind"] == kind, f"{label}: first finding {f0['kind']}: {f0['summary']}")
+            expect(user in f0["summary"], f"{label}: the finding does not name {user!r} "
+                                          f"first:\n{f0['summary']}")
+            expect(user in p.stdout, f"{label}: the text report lacks {user!r}:\n{p.stdout}")
+            r0 = [r for r in per_rank(rep) if r["rank"] == 0][0]
+            live = r0.get("live") or {}
+            # The shim's own reading of the frames (signalled for them, or at the job's stop:
+            # the header's live-stack slot, as case_live_storm reads it): library ones marked.
+            headers = [open(os.path.join(d, n), "rb").read(3056)[2800:].split(b"\0", 1)[0]
+                       for n in os.listdir(d) if n.endswith(".trace")]
+            expect(headers and all(b"*threading.py:" in h
+                                   for h in headers if b"wait_for_peer" in h) and
+                   any(b"wait_for_peer" in h for h in headers),
+                   f"{label}: the shim's own Python frames in the headers: {headers}")
+            # Post mortem, from what the run kept: the same words.
+            again = analyze(d)["findings"][0]
+            expect(again["kind"] == kind and user in again["summary"],
+                   f"{label}: lockstep analyze afterwards: {again['kind']}: {again['summary']}")
+            expect(live.get("where", "").startswith(user),
+                   f"{label}: rank 0's live where {live.get('where')!r}")
+            py = live.get("python", "")
+            expect(py.startswith("threading.py:") and "*" not in py and
+                   f"event_wait.py:{m['wait']} (wait_for_peer)" in py,
+                   f"{label}: rank 0's raw Python frames {py!r}")
+            if kind == "stuck_outside_nccl":
+                cls = f0["classes"][0]
+                expect(cls["where"].startswith(user), f"{label}: class where {cls['where']!r}")
+                rows = html_class_rows(page)
+                expect(rows and rows[0][3].startswith(user) and
+                       rows[0][4].startswith("blocked in "),
+                       f"{label}: the HTML class row's from and state cells: {rows}")
 
 
 def case_dedup(tmp):
