@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "commands.h"
 #include "output.h"
@@ -354,4 +355,14 @@ void command_list_options(FILE *f, const struct command_help *h)
             fprintf(f, "-%c%s%s\n", o->letter, o->arg ? " " : "", o->arg ? o->arg : "");
     }
     fputs("--help\n", f);
+}
+
+int command_json_file_next(const char *word)
+{
+    size_t n = strlen(word);
+    struct stat st;
+    if (strcmp(word, "-") == 0)
+        return 1;
+    return n > 5 && strcmp(word + n - 5, ".json") == 0 &&
+           (stat(word, &st) != 0 || !S_ISDIR(st.st_mode));
 }

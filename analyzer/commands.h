@@ -68,6 +68,11 @@ struct command_help {
     int stop_at_operand; /* the options end at the first operand (run's CMD) */
 };
 
+/* The value_next of every --json [FILE] (CMD_MAYBE): the next word is its FILE when it is '-'
+ * or a name ending in .json that is no folder (a folder of traces stays an operand: `--json DIR`
+ * is the JSON of DIR on stdout). */
+int command_json_file_next(const char *word);
+
 /* In a command's help: printed as the names of output.c's formats ("text, json, ..."). */
 #define COMMAND_HELP_FORMATS "@FORMATS@"
 

@@ -30,18 +30,6 @@ static int take_json(void *ctx, const char *val)
                               "--json");
 }
 
-/* Whether the word after --json is its FILE: '-', or a name ending in .json that is no folder
- * (a folder of traces stays an operand: `--json DIR` is the JSON of DIR on stdout). */
-static int json_file_next(const char *word)
-{
-    size_t n = strlen(word);
-    struct stat st;
-    if (strcmp(word, "-") == 0)
-        return 1;
-    return n > 5 && strcmp(word + n - 5, ".json") == 0 &&
-           (stat(word, &st) != 0 || !S_ISDIR(st.st_mode));
-}
-
 static int take_html(void *ctx, const char *val)
 {
     return output_plan_add_to(&((struct analyze_opts *)ctx)->plan, "html", val, "--html");
@@ -75,7 +63,7 @@ static const struct command_option analyze_options[] = {
               ".RB ( \\- ,\n"
               "or none: standard output); \\fIFILE\\fR is the next word when it is \\fB\\-\\fR "
               "or ends in \\fB.json\\fR, or give \\fB\\-\\-json=\\fIFILE\\fR",
-              take_json, json_file_next),
+              take_json, command_json_file_next),
     CMD_CALL("html", 0, "OUT.html",
              "the same as --format html=OUT.html: a self-contained page with a\n"
              "timeline ('-': the page on stdout, in place of the report)",

@@ -1,7 +1,8 @@
-/* cmd_stacks.c -- `lockstep stacks [--json] PATH...`: where every live rank of a traced job is
- * right now, each thread with its frames (native and Python), read from outside: nothing runs
- * in the ranks and their sleeps keep their length (live_threads.c). A look at a job that
- * seems slow, without diagnosing or stopping it. */
+/* cmd_stacks.c -- `lockstep stacks [--json [FILE]] PATH...`: where every live rank of a traced job
+ * is right now, each thread with its frames (native and Python), read from outside: nothing runs in
+ * the ranks and their sleeps keep their length (live_threads.c). A look at a job that seems slow,
+ * without diagnosing or stopping it. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -14,16 +15,30 @@
 
 /* What the options say. */
 struct stacks_opts {
-    int json;
+    const char *json; /* --json's FILE, "-" stdout; NULL text */
 };
+
+/* --json [FILE]: as analyze's (alone or '-': stdout). */
+static int take_json(void *ctx, const char *val)
+{
+    ((struct stacks_opts *)ctx)->json = val ? val : "-";
+    return 0;
+}
 
 static const struct command_option stacks_options[] = {
     CMD_OPERAND("PATH", "trace files or folders, as for 'lockstep analyze'"),
-    CMD_FLAG("json", 0, "write JSON instead of text", NULL, struct stacks_opts, json), CMD_END};
+    CMD_MAYBE("json", 0, "[FILE]",
+              "write JSON instead of text, to FILE ('-' or alone: stdout); the next\n"
+              "word is FILE when it is '-' or ends in .json, or give --json=FILE",
+              "write JSON instead of text, to \\fIFILE\\fR (\\fB-\\fR or alone: standard "
+              "output); the next word is \\fIFILE\\fR when it is \\fB-\\fR or ends in "
+              "\\fB.json\\fR, or give \\fB\\-\\-json=\\fIFILE\\fR",
+              take_json, command_json_file_next),
+    CMD_END};
 
 const struct command_help stacks_help = {
     "stacks",
-    "[--json] PATH...",
+    "[--json [FILE]] PATH...",
     "show where every live rank of a traced job is now, each thread, without stopping it",
     "  prints where every rank of the traces in PATH (folders or files) that still runs on\n"
     "  this host is now: each thread, its state, the system call it waits in and its frames\n"
@@ -55,7 +70,8 @@ int cmd_stacks(int argc, char **argv)
     int parsed = command_parse(&stacks_help, &argc, argv, &so);
     if (parsed >= 0)
         return parsed;
-    int json = so.json;
+    FILE *out = stdout;
+    int json = so.json != NULL;
     if (optind >= argc)
         return command_usage_error(&stacks_help, "no trace file or folder given");
     for (int i = optind; i < argc; i++)
@@ -65,13 +81,18 @@ int cmd_stacks(int argc, char **argv)
         fprintf(stderr, "lockstep stacks: no trace files (*.trace) in the given paths\n");
         goto out;
     }
+    if (json && strcmp(so.json, "-") != 0 && !(out = fopen(so.json, "w"))) {
+        fprintf(stderr, "lockstep stacks: cannot write --json %s: %s\n", so.json, strerror(errno));
+        out = stdout;
+        goto out;
+    }
     uint64_t start_ns = timefmt_now_ns();
     size_t probed = live_probe(a.paths.v, a.paths.n, LIVE_SAMPLE_MS);
     if (analysis_load(&a, NULL) < 0)
         goto out;
     struct json_writer w;
     if (json) {
-        json_init(&w, stdout);
+        json_init(&w, out);
         json_begin_object(&w, NULL);
         json_begin_array(&w, "ranks");
     }
@@ -100,12 +121,16 @@ int cmd_stacks(int argc, char **argv)
     if (json) {
         json_end_array(&w);
         json_end_object(&w);
-        putchar('\n');
+        fputc('\n', out);
     } else if (!probed) {
         printf("no traced process of these traces runs on this host\n");
     }
     rc = 0;
 out:
+    if (out != stdout && fclose(out) != 0 && rc == 0) {
+        fprintf(stderr, "lockstep stacks: cannot write --json %s: %s\n", so.json, strerror(errno));
+        rc = 2;
+    }
     analysis_free(&a);
     return rc;
 }

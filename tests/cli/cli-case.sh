@@ -612,6 +612,32 @@ places = [(i["check_name"], i["description"], i["location"]["path"],
 assert len(set(places)) == len(places), places
 PY
     ;;
+stacks-json-file)
+    # stacks --json takes a FILE as analyze's --json does: --json FILE, --json - and --json
+    # alone (stdout; a folder after it stays an operand); a FILE that cannot be written: exit 2
+    mkdir -m 700 "$D/t"
+    # a session of its own: the launcher stops its ranks by their process group, not this one
+    LD_LIBRARY_PATH="$EMULATOR_DIR" LD_PRELOAD="$LOCKSTEP_SHIM" LOCKSTEP_DIR="$D/t" \
+        SCENARIO_DELAY_MS=30000 setsid "$LAUNCH_RANKS" --np 2 -- "$SCENARIOS" prepare_data \
+        >/dev/null 2>&1 &
+    job=$!
+    trap 'kill $job 2>/dev/null; wait $job 2>/dev/null || true; rm -rf "$D"' EXIT
+    for _ in $(seq 200); do
+        [ "$(ls "$D/t" | grep -c '\.trace$')" -ge 2 ] && break
+        sleep 0.05
+    done
+    run stacks --json "$D/s.json" "$D/t"; expect_rc 0
+    empty "$D/out"
+    python3 -c 'import json, sys; assert len(json.load(open(sys.argv[1]))["ranks"]) == 2' \
+        "$D/s.json" || fail "stacks --json FILE: not the JSON of 2 ranks"
+    for a in "--json -" "--json"; do
+        run stacks $a "$D/t"; expect_rc 0
+        python3 -c 'import json, sys; assert len(json.load(open(sys.argv[1]))["ranks"]) == 2' \
+            "$D/out" || fail "stacks $a: not the JSON of 2 ranks on stdout"
+    done
+    run stacks --json "$D/nosuch/s.json" "$D/t"; expect_rc 2
+    contains "$D/err" "cannot write --json $D/nosuch/s.json"
+    ;;
 settings-documented)
     # the one table of the analyzer's settings (analyzer/base/settings.h, SETTINGS) and
     # docs/analyzer.md's table of settings: the same variables, in order, with the same
