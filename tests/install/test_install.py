@@ -6,6 +6,7 @@ there: the wheel (built from a clean copy of the tree, pip-installed into a fres
 Usage: test_install.py CASE   (paths from the environment meson sets, see meson.build)
 """
 import ast
+import hashlib
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 import types
 import zipfile
 
@@ -116,24 +118,58 @@ def need_wheel_packages():
                    "python3-venv patchelf (scripts/test installs them)")
 
 
+def tree_key(src):
+    """A digest of the tree at src (every file's path, mode and bytes): names one build's wheel."""
+    h = hashlib.sha256()
+    for top, dirs, files in sorted(os.walk(src)):
+        dirs.sort()
+        for n in sorted(files):
+            path = os.path.join(top, n)
+            h.update(os.path.relpath(path, src).encode() + b"\0" +
+                     str(os.stat(path).st_mode & 0o111).encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()[:16]
+
+
 def build_wheel(tmp):
     """scripts/wheel run in a clean copy of the tree (as git sees it): the wheel's path, after
-    checking its name and that the script's own check passed."""
+    checking its name and that the script's own check passed. The cases that need a wheel share
+    one build of the same tree (kept in WHEEL_CACHE under the tree's digest for 20 minutes; a
+    case that comes second waits for the first's build under a lock): the suite builds it once."""
+    import fcntl
     need_wheel_packages()
-    src, dist = os.path.join(tmp, "src"), os.path.join(tmp, "dist")
+    src = os.path.join(tmp, "src")
     clean_copy(SOURCE, src)
-    p = sh([os.path.join(src, "scripts", "wheel"), "--out", dist, "--cache", WHEEL_CACHE],
-           "scripts/wheel", timeout=900)
-    wheels = os.listdir(dist)
-    expect(len(wheels) == 1, f"dist holds {wheels}")
+    os.makedirs(WHEEL_CACHE, exist_ok=True)
+    dist = os.path.join(WHEEL_CACHE, "wheel-" + tree_key(src))
+    with open(os.path.join(WHEEL_CACHE, ".wheel-lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        # Only this suite's own build is shared: a wheel made over 20 minutes ago was made by an
+        # earlier run, which this one checks again from scratch.
+        fresh = os.path.isdir(dist) and time.time() - os.stat(dist).st_mtime < 1200
+        wheels = sorted(os.listdir(dist)) if fresh else []
+        if not wheels:
+            for old in os.listdir(WHEEL_CACHE):  # another tree's wheel: not needed again
+                if old.startswith("wheel-"):
+                    shutil.rmtree(os.path.join(WHEEL_CACHE, old), ignore_errors=True)
+            part = dist + ".part"
+            p = sh([os.path.join(src, "scripts", "wheel"), "--out", part, "--cache",
+                    WHEEL_CACHE], "scripts/wheel", timeout=900)
+            wheels = os.listdir(part)
+            expect(len(wheels) == 1, f"dist holds {wheels}")
+            expect("every ELF needs GLIBC_2.28 or older" in p.stdout,
+                   f"scripts/wheel did not run its check:\n{p.stdout[-2000:]}")
+            expect(p.stdout.strip().splitlines()[-1] == os.path.join(part, wheels[0]),
+                   f"scripts/wheel's last line is not the wheel's path:\n{p.stdout[-500:]}")
+            os.rename(part, dist)
+    expect(len(wheels) == 1, f"{dist} holds {wheels}")
     expect(wheels[0] == f"lockstep-0.1.0-py3-none-{PLATFORM}.whl",
            f"wheel {wheels[0]}: expected the tag py3-none-{PLATFORM} (any Python 3, glibc 2.28 "
            f"or later on this architecture)")
-    expect("every ELF needs GLIBC_2.28 or older" in p.stdout,
-           f"scripts/wheel did not run its check:\n{p.stdout[-2000:]}")
-    expect(p.stdout.strip().splitlines()[-1] == os.path.join(dist, wheels[0]),
-           f"scripts/wheel's last line is not the wheel's path:\n{p.stdout[-500:]}")
-    return src, os.path.join(dist, wheels[0])
+    whl = os.path.join(tmp, wheels[0])
+    shutil.copy(os.path.join(dist, wheels[0]), whl)
+    return src, whl
 
 
 def case_wheel(tmp):
