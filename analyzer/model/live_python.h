@@ -9,8 +9,9 @@
  * major << 8 | minor, as the trace header names it) with process_vm_readv: nothing runs in the
  * target and it is not stopped. Writes "file.py:LINE (func) <- ...", innermost first, base
  * names of files, into `out` (whole frames; "file.py (func)" where the version's line table
- * is not known; a library file's frame marked, lockstep/python_frames.h). Returns the number of frames written, 0 when there are none, -1 when the
- * memory could not be read or does not look like the version's structures. */
+ * is not known; a library file's frame marked, lockstep/python_frames.h). Returns the number of
+ * frames written, 0 when there are none, -1 when the memory could not be read or does not look like
+ * the version's structures. */
 int live_python_frames(int pid, uint32_t version, uint64_t tstate, char *out, size_t cap);
 
 /* Finds the thread state of kernel thread `tid` among the thread states linked to `known`
