@@ -115,14 +115,10 @@ static int check_folder(const char *path, int fd, const char *what)
     return 0;
 }
 
-/* Opens folder `path` (made 0700 when missing; then *created is set, when given) and checks it.
- * Returns the fd or -1. */
-static int open_folder(const char *path, const char *what, int *created)
+/* Opens folder `path` (made 0700 when missing) and checks it. Returns the fd or -1. */
+static int open_folder(const char *path, const char *what)
 {
-    if (mkdir(path, 0700) == 0) {
-        if (created)
-            *created = 1;
-    } else if (errno != EEXIST) {
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "lockstep: cannot create %s %s: %s\n", what, path, strerror(errno));
         return -1;
     }
@@ -353,7 +349,7 @@ static int open_default(struct run_dir *d)
         snprintf(base, sizeof(base), "/dev/shm/lockstep-%u", (unsigned)getuid());
     if (!(env && *env) && mkdir(base, 0700) != 0 && errno != EEXIST)
         snprintf(base, sizeof(base), "/tmp/lockstep-%u", (unsigned)getuid());
-    int basefd = open_folder(base, env && *env ? "LOCKSTEP_RUNS_DIR" : "the trace folder", NULL);
+    int basefd = open_folder(base, env && *env ? "LOCKSTEP_RUNS_DIR" : "the trace folder");
     if (basefd < 0)
         return -1;
     close(basefd);
@@ -436,7 +432,7 @@ static int move_earlier(struct run_dir *d)
         return 0;
     char old[PATH_MAX + 8];
     snprintf(old, sizeof(old), "%s.old", d->path);
-    int oldfd = open_folder(old, "the folder for earlier traces", NULL);
+    int oldfd = open_folder(old, "the folder for earlier traces");
     if (oldfd < 0)
         return -1;
     struct tally gone = {0};
@@ -537,7 +533,7 @@ static int open_given(struct run_dir *d, const char *given)
     }
     memcpy(d->path, given, n);
     d->path[n] = 0;
-    d->fd = open_folder(d->path, "--dir", NULL); /* kept, even empty: the user named it */
+    d->fd = open_folder(d->path, "--dir"); /* kept, even empty: the user named it */
     if (d->fd < 0)
         return -1;
     if (flock(d->fd, LOCK_EX | LOCK_NB) != 0) {
