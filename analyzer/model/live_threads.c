@@ -599,8 +599,34 @@ static void explain_refusal(int pid, int err, char *out, size_t len)
                  strerror(err));
 }
 
+/* A thread seen running at one instant may only be passing through: a poller wakes from its
+ * sleep, looks at something and sleeps again, and on a busy machine it waits runnable for a CPU
+ * meanwhile (runnable, even inside the system call it wakes from). A thread caught running is
+ * looked at again, LOOK_GAP_NS apart, until it blocks (where it spends its time: that look is
+ * the one read) or the process's budget of looks is spent (a thread that runs through them runs
+ * code). */
+#define LOOK_GAP_NS    2000000L
+#define LOOKS_PER_PROC 20
+
+static void look_until_blocked(int pid, uint32_t tid, struct live_thread *t, struct thread_info *ti,
+                               int *looks_left)
+{
+    while (ti->state == 'R' && !ti->syscall_denied && *looks_left > 0) {
+        (*looks_left)--;
+        struct timespec gap = {0, LOOK_GAP_NS};
+        nanosleep(&gap, NULL);
+        struct thread_info again;
+        thread_info(pid, tid, t, &again);
+        if (again.state == '?' || again.state == 'Z' || again.state == 'X')
+            break;
+        *ti = again;
+    }
+    t->state = ti->state;
+}
+
 int live_threads_read(int pid, const struct ls_header *h, struct live_threads *out)
 {
+    int looks_left = LOOKS_PER_PROC;
     memset(out, 0, sizeof *out);
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", pid);
@@ -641,6 +667,7 @@ int live_threads_read(int pid, const struct ls_header *h, struct live_threads *o
         thread_info(pid, tids[i], t, &ti);
         if (ti.state == '?' || ti.state == 'Z' || ti.state == 'X')
             continue; /* gone meanwhile */
+        look_until_blocked(pid, tids[i], t, &ti, &looks_left);
         for (unsigned s = 0; s < LS_THREAD_SLOTS; s++)
             if (h->threads[s].tid == t->tid && h->threads[s].in_call_since)
                 t->in_call = 1;

@@ -10,7 +10,7 @@
 #include <time.h>
 
 static pthread_once_t board_once = PTHREAD_ONCE_INIT;
-static struct wait_slot *slot; /* NULL: no board (not run by launch-ranks --stop-when-stuck) */
+static struct wait_slot *slot; /* NULL: no board (not run by launch-ranks) */
 
 static void board_open(void)
 {
@@ -55,4 +55,12 @@ void wait_board_waiting(void)
     struct wait_slot *s = board_slot();
     if (s)
         atomic_store(&s->waiting_ns, mono_ns());
+}
+
+/* Marks the rank started when the emulator is loaded into its program. */
+__attribute__((constructor)) static void wait_board_started(void)
+{
+    struct wait_slot *s = board_slot();
+    if (s)
+        atomic_store(&s->started_ns, mono_ns());
 }

@@ -1,7 +1,9 @@
 /* wait_board.h -- the launcher's board of waiting ranks: one slot per rank in a memory file the
  * launcher shares (launch-ranks --stop-when-stuck), where the emulator marks when a rank last
  * made progress and when it last slept in a long wait, so the launcher can stop a hung job at
- * once instead of at its timeout. Without the launcher's board every function does nothing. */
+ * once instead of at its timeout, and when the rank's program started (the emulator was loaded),
+ * so that a timeout counts from the moment every rank has started and not from the launch.
+ * Without the launcher's board every function does nothing. */
 #ifndef LOCKSTEP_EMU_WAIT_BOARD_H
 #define LOCKSTEP_EMU_WAIT_BOARD_H
 
@@ -16,7 +18,8 @@
 struct wait_slot {
     _Atomic int64_t progress_ns; /* a wait began or moved on: the rank is doing something */
     _Atomic int64_t waiting_ns;  /* a wait slept its longest backoff: the rank is waiting */
-    char pad[48];
+    _Atomic int64_t started_ns;  /* the emulator was loaded: the rank's program has started */
+    char pad[40];
 };
 
 #define WAIT_BOARD_HIDDEN __attribute__((visibility("hidden")))

@@ -56,6 +56,14 @@ struct options {
 static struct rank *ranks;
 static struct wait_slot *board; /* the emulator's marks, one slot per rank (--stop-when-stuck) */
 static int board_fd = -1;
+
+/* A timeout counts from the moment every rank has started (the emulator marked its slot at
+ * load), not from the launch: on a loaded machine, or under qemu, starting 32 ranks takes seconds
+ * of the few a test gives its job. A rank that never loads the emulator starts the clock
+ * START_GRACE_S after the launch at the latest. */
+#define START_GRACE_S 60.0
+static double launched_at,
+    started_at; /* now_s() of the launch; of every rank started (0: not yet) */
 static volatile sig_atomic_t forward_sig;
 static volatile sig_atomic_t stop_now; /* SIGUSR1: stop the job as at its timeout, now */
 
@@ -72,6 +80,8 @@ static void usage(void)
         "                    [--rank-offset K --world-size W] [--world-sizes W,W,...]\n"
         "                    [--dlopen LIB]...\n"
         "                    -- PROGRAM [ARGS...]\n"
+        "  --timeout S           stop the job S seconds after every rank has started (loaded\n"
+        "                        NCCL: the emulator marks it), 60 s after the launch at latest\n"
         "  SIGUSR1 to the launcher stops the job as at its timeout, at once\n"
         "  --stop-when-stuck S   stop the job as at its timeout once no rank made progress\n"
         "                        in the emulator for S seconds while one waits in it\n"
@@ -367,7 +377,7 @@ static int board_create(const struct options *o)
  * progress there for --stop-when-stuck seconds, and one is still waiting there. */
 static int job_stuck(const struct options *o)
 {
-    if (!board)
+    if (!board || o->stuck_s <= 0)
         return 0;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -384,6 +394,30 @@ static int job_stuck(const struct options *o)
             waiting = 1;
     }
     return waiting;
+}
+
+/* The time at which the job's --timeout expires (0: none), from when every rank started. */
+static double job_deadline(const struct options *o)
+{
+    if (o->timeout <= 0)
+        return 0;
+    if (!board)
+        return launched_at + o->timeout;
+    if (started_at == 0) {
+        int all = 1;
+        for (int r = 0; r < o->nranks && all; r++)
+            all = ranks[r].state != R_RUNNING || atomic_load(&board[r].started_ns) != 0;
+        double now = now_s();
+        if (all || now - launched_at >= START_GRACE_S) {
+            started_at = all ? now : launched_at + START_GRACE_S;
+            if (!all)
+                fprintf(stderr,
+                        "launch-ranks: a rank had not loaded NCCL %g s after the "
+                        "launch; the timeout counts from then\n",
+                        START_GRACE_S);
+        }
+    }
+    return (started_at ? started_at : now_s()) + o->timeout;
 }
 
 /* Starts every rank of one attempt. Returns 0, or -1 after killing what was started. */
@@ -467,7 +501,7 @@ static void teardown_step(const struct options *o, struct teardown *td)
 enum attempt_end { A_DONE, A_FAILED, A_TIMEDOUT };
 
 /* Runs one attempt to its end. `first_bad` gets the first failure's status. */
-static enum attempt_end run_attempt(const struct options *o, double deadline, int *first_bad)
+static enum attempt_end run_attempt(const struct options *o, int *first_bad)
 {
     int running = o->nranks;
     struct teardown td = {0};
@@ -499,6 +533,7 @@ static enum attempt_end run_attempt(const struct options *o, double deadline, in
         if (stuck)
             fprintf(stderr, "launch-ranks: no rank made progress for %g s; stopping the job\n",
                     o->stuck_s);
+        double deadline = job_deadline(o);
         if (stuck || stop_now || (deadline > 0 && now_s() >= deadline)) {
             signal_running(o, o->kill_sig);
             double grace = now_s() + 5.0;
@@ -617,9 +652,9 @@ int main(int argc, char **argv)
     sa.sa_handler = on_stop;
     sigaction(SIGUSR1, &sa, NULL);
 
-    if (o.stuck_s > 0 && board_create(&o) < 0)
+    if ((o.stuck_s > 0 || o.timeout > 0) && board_create(&o) < 0)
         return 2;
-    double deadline = o.timeout > 0 ? now_s() + o.timeout : 0;
+    launched_at = now_s();
     int status = 0;
     enum attempt_end end = A_DONE;
     for (int attempt = 0;; attempt++) {
@@ -627,7 +662,7 @@ int main(int argc, char **argv)
             setenv_int("TORCHELASTIC_RESTART_COUNT", attempt);
         if (spawn(&o, prog) < 0)
             return 2;
-        end = run_attempt(&o, deadline, &status);
+        end = run_attempt(&o, &status);
         report(&o, attempt);
         if (end != A_FAILED || attempt >= o.max_restarts)
             break;

@@ -5,7 +5,8 @@
  * After one AllReduce, the rank SLEEPER_RANK (default the last) waits SLEEPER_MS (default 2000)
  * milliseconds in HOW: sleep, nanosleep, poll, select, epoll, cond (pthread_cond_timedwait),
  * read (a pipe a child process writes to after the time), or join (the main thread joins a
- * worker thread that sleeps in read on a pipe: the work is in another thread). It then prints
+ * worker thread that sleeps in read on a pipe: the work is in another thread), or poller (runs
+ * a few ms, sleeps a few ms, over and over: wait_in_poller()). It then prints
  * "slept HOW <seconds measured> <result>" on stderr and joins the others in a second AllReduce;
  * the others go straight to it. A wait that a signal or a stop cuts short shows up as a
  * shorter time or an EINTR result. SLEEPER_NODUMP=1 makes the ranks non-dumpable (ptrace then
@@ -49,6 +50,33 @@ int wait_in_nanosleep(void)
 {
     struct timespec ts = {wait_ms / 1000, (long)(wait_ms % 1000) * 1000000L};
     return nanosleep(&ts, NULL);
+}
+
+/* Burns the CPU for about ms milliseconds (volatile: not optimized away). */
+static void burn_ms(double ms)
+{
+    volatile unsigned long x = 0;
+    double end = now_s() + ms / 1000.0;
+    while (now_s() < end)
+        for (int i = 0; i < 1000; i++)
+            x += (unsigned long)i;
+}
+
+/* A poller: it looks at something for POLLER_BURN_MS (default 6) of CPU, then sleeps
+ * POLLER_SLEEP_MS (default 14), until wait_ms is over: waiting most of its time, running a third
+ * of it. */
+int wait_in_poller(void)
+{
+    const char *b = getenv("POLLER_BURN_MS"), *z = getenv("POLLER_SLEEP_MS");
+    double burn = b && *b ? atof(b) : 6, nap = z && *z ? atof(z) : 14;
+    double end = now_s() + wait_ms / 1000.0;
+    while (now_s() < end) {
+        burn_ms(burn);
+        struct timespec ts = {0, (long)(nap * 1e6)};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+    return 0;
 }
 
 int wait_in_poll(void)
@@ -137,7 +165,7 @@ static const struct {
 } hows[] = {
     {"sleep", wait_in_sleep},   {"nanosleep", wait_in_nanosleep}, {"poll", wait_in_poll},
     {"select", wait_in_select}, {"epoll", wait_in_epoll},         {"cond", wait_in_cond},
-    {"read", wait_in_read},     {"join", wait_in_join},
+    {"read", wait_in_read},     {"join", wait_in_join},           {"poller", wait_in_poller},
 };
 
 int main(int argc, char **argv)
@@ -147,7 +175,8 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], hows[i].name) == 0)
             wait = hows[i].wait;
     if (!wait) {
-        fprintf(stderr, "usage: sleepers sleep|nanosleep|poll|select|epoll|cond|read|join\n");
+        fprintf(stderr,
+                "usage: sleepers sleep|nanosleep|poll|select|epoll|cond|read|join|poller\n");
         return 2;
     }
     const char *r = getenv("SLEEPER_RANK"), *ms = getenv("SLEEPER_MS");

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -144,6 +145,52 @@ def case_untouched(tmp):
     expect(held, "no thread was held for a read")
     print(f"{rounds} reads of {len(hows)} jobs; every wait kept its length; threads held "
           f"median {held[len(held) // 2]:.0f} us, max {held[-1]:.0f} us over {len(held)} reads")
+
+
+@needs("ptrace")
+def case_poller(tmp):
+    """A rank that polls (6 ms of CPU, 14 ms asleep, over and over) waits; it does not run. Read
+    20 times, the stacks find its thread asleep in nanosleep, at wait_in_poller, on every read
+    but one at most: a thread caught running is looked at again until it blocks (was: read once,
+    a third of the reads said "running", and a stuck-outside finding told the poller apart from
+    the others as running code)."""
+    d = os.path.join(tmp, "poller")
+    os.makedirs(d)
+    env = job_env({"LD_PRELOAD": SHIM, "LOCKSTEP_DIR": d, "SLEEPER_MS": "600000"})
+    p = subprocess.Popen([LAUNCH, "--np", "2", "--", *program("poller")], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reads, asleep, seen = 0, 0, []
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:  # the poller polls (its first AllReduce is behind it)
+            if len([f for f in os.listdir(d) if f.endswith(".trace")]) < 2:
+                time.sleep(0.05)
+                continue
+            r = [x for x in stacks([d]) if x["rank"] == 1]
+            t, where = work_where(r[0]) if r else (None, "")
+            if "wait_in_poller" in where:
+                break
+            time.sleep(0.1)
+        expect(time.time() < deadline, "rank 1 never reached wait_in_poller")
+        for _ in range(20):
+            r = [x for x in stacks([d]) if x["rank"] == 1]
+            t, where = work_where(r[0]) if r else (None, "")
+            reads += 1
+            got = (t or {}).get("state"), (t or {}).get("syscall"), where
+            seen.append(got)
+            asleep += got[0] == "S" and (got[1] or "").endswith("nanosleep") and \
+                "wait_in_poller" in where
+    finally:  # the launcher forwards the stop to its ranks (each in a group of its own)
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+    expect(asleep >= reads - 1,
+           f"{asleep} of {reads} reads found the poller asleep in nanosleep: "
+           f"{[g for g in seen if g[0] != 'S' or 'nanosleep' not in (g[1] or '')][:4]}")
+    print(f"{asleep} of {reads} reads found the poller asleep in nanosleep at wait_in_poller")
 
 
 def lockstep_run(tmp, how, np=3, extra=None, wrap=()):

@@ -333,6 +333,30 @@ def case_uneven_shards(tmp):
                     ([3], {"op": "AllGather", "count": 4}, "validate")])
 
 
+def case_late_start(tmp):
+    """One rank's program starts seconds after the others (a slow node's Python imports): the
+    launcher's timeout of 1.5 s counts from the moment every rank has started (each loaded NCCL),
+    not from the launch (was: from the launch, the late rank was stopped before it started and
+    the job left 3 traces of 4). No stop-when-stuck: the timeout alone stops the job."""
+    late = 3.0
+    d = os.path.join(tmp, "traces")
+    os.makedirs(d, exist_ok=True)
+    late_sh = f'if [ "$RANK" = 3 ]; then sleep {late}; fi; exec "$0" "$@"'
+    t0 = time.time()
+    p = subprocess.run([LAUNCH, "--np", "4", "--timeout", "1.5", "--", "sh", "-c", late_sh,
+                        SCENARIOS, "uneven_shards"], env=rank_env(d, {"SCENARIO_STEPS": "5"}),
+                       capture_output=True, text=True, timeout=120)
+    took = time.time() - t0
+    expect(p.returncode == HUNG, f"launcher exited {p.returncode}, want {HUNG}: {p.stderr}")
+    expect(took >= late + 1.5, f"the job was stopped {took:.2f} s after the launch, before "
+                               f"rank 3 ({late} s late) had 1.5 s")
+    expect(len(trace_files(d)) == 4, f"{len(trace_files(d))} traces for 4 ranks")
+    r, ts = analyze(d), traces(d)
+    check_mismatch(r, ts, "op_mismatch", 5, world_comm(ts),
+                   [([0, 1, 2], {"op": "AllReduce"}, "train_step"),
+                    ([3], {"op": "AllGather"}, "validate")])
+
+
 def case_code_path(tmp):
     """Rank 1 (SCENARIO_VICTIM) takes the evaluation branch: Broadcast where others AllReduce."""
     d = scenario(tmp, "code_path", env={"SCENARIO_VICTIM": "1"})
