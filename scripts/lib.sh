@@ -63,6 +63,29 @@ build_only() {
     ninja -C "$dir" "$@"
 }
 
+# The sanitized build, in which scripts/test runs every suite a second time (and scripts/soak
+# --sanitized its suites): the shim, the emulator, the analyzer and the test programs built with
+# AddressSanitizer and UndefinedBehaviorSanitizer. Left out there: the suite bench (figures of an
+# instrumented build measure nothing), the real launchers' stop cases (slow to start, no code of
+# ours the other cases do not run), the suite plain_only (cases that measure timing or render
+# large pictures, whose code the other cases run under the sanitizers too; tests/live/meson.build
+# lists them) and the suite install (the wheel it builds is a plain build anyway).
+SAN_DIR=${SAN_BUILD_DIR:-build-asan}
+SAN_SETUP=(-Db_sanitize=address,undefined -Db_lundef=false)
+SAN_NO_SUITES=(--no-suite bench --no-suite launchers --no-suite plain_only --no-suite install)
+
+# Exports the sanitizers' options for a test run in $SAN_DIR. verify_asan_link_order=0: the shim
+# is LD_PRELOADed ahead of the programs' own libasan, which is fine because the one function ASan
+# intercepts that it defines, write() (the stderr tail, shim/stderr_tail.c), forwards to the next
+# definition: ASan's interceptor. handle_*=0: the shim's own fatal-signal handling is under test.
+# The suppressions name the tests' deliberate crashes.
+san_env() {
+    local supp="$PWD/tests/sanitizers"
+    export ASAN_OPTIONS="verify_asan_link_order=0:handle_segv=0:handle_abort=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:detect_leaks=1:abort_on_error=1"
+    export LSAN_OPTIONS="suppressions=$supp/lsan.supp"
+    export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp"
+}
+
 # The main build folder, $BUILD_DIR: build_all [ARGS...].
 build_all() {
     build_in "$BUILD_DIR" "$@"

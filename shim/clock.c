@@ -169,3 +169,8 @@ int ls_clock_source(void)
                ? tsc_usable
                : LS_CLOCK_REALTIME;
 }
+
+int ls_clock_pending(void)
+{
+    return atomic_load_explicit(&ls_clock_conv.gen, memory_order_acquire) == 0 && tsc_usable != 0;
+}

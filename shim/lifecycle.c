@@ -243,6 +243,16 @@ static void lifecycle_start(struct ls_trace *t)
         atomic_store(&heartbeat_state, 0);
     if (err != 0)
         ls_warn("cannot start the heartbeat thread; the trace will show no heartbeat");
+#ifdef LS_TEST_KNOBS
+    /* LOCKSTEP_TEST_WAIT_CLOCK=1: the first call waits (10 s at most) for the heartbeat's first
+     * counter conversion, which the fast path needs: a test of the fast path covers it even
+     * where its calls would be over before the conversion (20 ms, more on a loaded machine). */
+    for (int i = 0; !err && ls_knob_int(LS_KNOB_TEST_WAIT_CLOCK) && ls_clock_pending() && i < 10000;
+         i++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+#endif
 }
 
 int ls_start_thread(void *(*fn)(void *), void *arg, size_t stack)

@@ -61,7 +61,8 @@ struct ls_config {
 #ifdef LS_TEST_KNOBS
 #define LS_KNOBS_TEST(X)                                                                           \
     X(TEST_PY_SKEW, "LOCKSTEP_TEST_PY_SKEW", KNOB_STRING, 0, 0, 64, "unset")                       \
-    X(TEST_FAST_COUNT, "LOCKSTEP_TEST_FAST_COUNT", KNOB_BOOL, 0, 0, 1, NULL)
+    X(TEST_FAST_COUNT, "LOCKSTEP_TEST_FAST_COUNT", KNOB_BOOL, 0, 0, 1, NULL)                       \
+    X(TEST_WAIT_CLOCK, "LOCKSTEP_TEST_WAIT_CLOCK", KNOB_BOOL, 0, 0, 1, NULL)
 #else
 #define LS_KNOBS_TEST(X)
 #endif
@@ -322,6 +323,10 @@ extern struct ls_clock_conv ls_clock_conv;
  * nothing when the kernel does not run its own clock on the TSC (or LOCKSTEP_CLOCK=realtime),
  * so ls_now() keeps asking the kernel. This function can't fail. */
 void ls_clock_calibrate(void);
+
+/* 1 while the counter may still be read and no conversion is published yet (the heartbeat's
+ * first two samples, 20 ms apart, are not taken). */
+int ls_clock_pending(void);
 
 /* Where the shim's timestamps come from now (enum ls_clock_source, for the trace header):
  * LS_CLOCK_REALTIME until a conversion is published or when no counter is trusted. */

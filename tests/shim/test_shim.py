@@ -364,7 +364,9 @@ def case_fast_tour(tmp):
     with distinct counts, types, reductions, roots and streams; the program checks each result
     (arguments forwarded wrongly fail there), the test checks each record's fields, numbers,
     times and call site, with call sites off and on. The test build of the shim says how many
-    calls its assembly path recorded, so the check is known to cover it."""
+    calls its assembly path recorded, so the check is known to cover it; it waits at the first
+    call for the heartbeat's first clock conversion (LOCKSTEP_TEST_WAIT_CLOCK), without which
+    the fast path cannot run (was: on a loaded machine one rank's whole tour ran before it)."""
     rounds = 12
     # (op, base count, dtype, redop, root); the stream is 0x5000 + 0x100 * its index
     tour = [("AllReduce", 4, INT32, SUM, -1), ("Broadcast", 8, FLOAT32, -1, 1),
@@ -380,7 +382,7 @@ def case_fast_tour(tmp):
         d = os.path.join(tmp, f"t{depth}-{frames}-{clock}")
         env = dict(os.environ, LD_LIBRARY_PATH=EMU_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""),
                    LOCKSTEP_DIR=d, LOCKSTEP_STACK_DEPTH=depth, LOCKSTEP_TEST_FAST_COUNT="1",
-                   LOCKSTEP_CLOCK=clock)
+                   LOCKSTEP_CLOCK=clock, LOCKSTEP_TEST_WAIT_CLOCK="1")
         env.pop("LD_PRELOAD", None)
         p = subprocess.run([LAUNCH, "--np", "2", "--", "env", "LD_PRELOAD=" + TEST_SHIM,
                             prog("fast_tour"), str(rounds), frames], env=env, capture_output=True,
