@@ -411,6 +411,7 @@ oom:
 int analysis_diagnose(struct analysis *a)
 {
     struct diag_options opt = diag_default_options();
+    opt.scope = a->scope;
     if (!a->graphs && !(a->graphs = calloc(a->m->njobs + 1, sizeof(*a->graphs))))
         return -1;
     for (size_t j = 0; j < a->njobs; j++) {

@@ -37,6 +37,14 @@ static struct finding *F(const struct cause *x, long i)
     return &x->fs->v[i];
 }
 
+/* True when finding i may own a sink or take the blame for a rank: it is about the part of the
+ * job the diagnosis is narrowed to (diag_scope), or the diagnosis is not narrowed. */
+static int in_scope(const struct cause *x, long i)
+{
+    const struct diag_scope *s = x->d->opt ? x->d->opt->scope : NULL;
+    return !s || !s->went_on(s->ctx, x->d->m, F(x, i));
+}
+
 static int is_mismatch(const struct finding *f)
 {
     return finding_kind_has(f->kind, F_T_MISMATCH);
@@ -162,6 +170,8 @@ static void index_ranks(struct cause *x)
     for (size_t i = x->first; i < x->fs->n; i++) {
         struct finding *f = F(x, (long)i);
         const struct intvec *v = NULL;
+        if (!in_scope(x, (long)i))
+            continue;
         switch (f->kind) {
         case F_RANK_CRASHED:
         case F_RANK_EXITED:
@@ -219,7 +229,7 @@ static long finding_at(const struct cause *x, enum finding_kind kind, uint64_t c
 {
     for (size_t i = x->first; i < x->fs->n; i++) {
         const struct finding *f = F(x, (long)i);
-        if (!f->has_comm || f->comm != comm)
+        if (!f->has_comm || f->comm != comm || !in_scope(x, (long)i))
             continue;
         if (mismatch ? is_mismatch(f) && f->seq <= seq : f->kind == kind && f->seq == seq)
             return (long)i;
@@ -253,6 +263,8 @@ static long owner_of_absent(const struct cause *x, const struct wg_node *v)
         int named = v->rank >= 0 ? intvec_has(&f->missing, v->rank)
                                  : f->comm == v->comm &&
                                        intvec_has(finding_missing_comm_ranks(f), v->comm_rank);
+        if (!in_scope(x, (long)i))
+            continue;
         if (f->kind == F_DUPLICATE_RANK && named)
             return (long)i;
         if ((f->kind == F_MISSING_RANKS || f->kind == F_COMM_INIT_MISMATCH) && named)
@@ -303,7 +315,7 @@ static long owner_of_cycle(const struct cause *x, const struct wg_scc *s)
         if (s->nranks == 1 && v->kind == WG_CALL)
             return finding_at(x, F_MISSING_RANKS, v->comm, v->seq, 0);
         for (size_t i = x->first; s->nranks > 1 && v->kind == WG_RANK && i < x->fs->n; i++)
-            if (F(x, (long)i)->kind == F_DEADLOCK_CYCLE &&
+            if (F(x, (long)i)->kind == F_DEADLOCK_CYCLE && in_scope(x, (long)i) &&
                 intvec_has(&F(x, (long)i)->ranks, v->rank))
                 return (long)i;
     }

@@ -12,10 +12,21 @@
 #include "symbolizer.h"
 #include "waitgraph.h"
 
+/* A diagnosis narrowed to the part of a job that stalled while the rest went on (a live stall:
+ * live_scope.h): `went_on` is true for a finding about a part that progressed meanwhile, which
+ * the report leaves out. Such a finding is no one's cause (diagnose_cause.c): a healthy
+ * communicator's member caught a moment before its peer does not say why the stalled part
+ * waits for that peer. */
+struct diag_scope {
+    int (*went_on)(const void *ctx, const struct model *m, const struct finding *f);
+    const void *ctx;
+};
+
 struct diag_options {
-    double straggler_min_s;  /* a late arrival shorter than this is not a straggler */
-    double straggler_factor; /* ...nor one less than this many times the others' spread */
-    int straggler_repeats;   /* late this many times (or at the last collective) to report */
+    double straggler_min_s;         /* a late arrival shorter than this is not a straggler */
+    double straggler_factor;        /* ...nor one less than this many times the others' spread */
+    int straggler_repeats;          /* late this many times (or at the last collective) to report */
+    const struct diag_scope *scope; /* NULL: the whole job */
 };
 
 /* State shared by the passes while one job is diagnosed. */

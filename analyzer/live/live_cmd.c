@@ -383,7 +383,11 @@ static int diagnose_live(struct analysis *a, const char *dir, int probe,
 {
     if (probe)
         live_probe(a->paths.v, a->paths.n, LIVE_SAMPLE_MS);
-    if (analysis_load(a, NULL) < 0 || analysis_diagnose(a) < 0)
+    struct diag_scope scope;
+    a->scope = live_scope_of(stall, &scope);
+    int rc = analysis_load(a, NULL) < 0 || analysis_diagnose(a) < 0 ? -1 : 0;
+    a->scope = NULL;
+    if (rc < 0)
         return -1;
     if (live_scope_narrow(a, stall) < 0) {
         fprintf(stderr, "lockstep: out of memory narrowing the diagnosis of %s\n", dir);

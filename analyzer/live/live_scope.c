@@ -37,6 +37,20 @@ static int about_progress(const struct model *m, const struct finding *f, const 
     return ranks_progressed(m, f, s);
 }
 
+static int went_on(const void *ctx, const struct model *m, const struct finding *f)
+{
+    return about_progress(m, f, ctx);
+}
+
+const struct diag_scope *live_scope_of(const struct mon_stall *s, struct diag_scope *buf)
+{
+    if (!s || s->nprogressed == 0)
+        return NULL;
+    buf->went_on = went_on;
+    buf->ctx = s;
+    return buf;
+}
+
 /* What finding i follows from among those kept (renumbered by `to`), -1 none. Walks only
  * through dropped findings, whose consequence_of is never renumbered; at most fs->n steps. */
 static int kept_cause(const struct findings *fs, const long *to, size_t i)

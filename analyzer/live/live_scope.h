@@ -1,7 +1,8 @@
 /* live_scope.h -- narrows the live diagnosis of a partial stall to the part that stalled. While
  * the rest of a job trains on, the snapshot catches a healthy communicator's members a few
- * microseconds apart; that is neither a missing rank nor a root cause. A step after the
- * diagnosis, on its findings: the diagnosis itself is the one `analyze` runs. */
+ * microseconds apart; that is neither a missing rank nor a root cause. The diagnosis is the one
+ * `analyze` runs, told the scope (live_scope_of()) so that such a finding owns no sink and takes
+ * no blame; live_scope_narrow() then drops it from what is shown. */
 #ifndef LOCKSTEP_LIVE_SCOPE_H
 #define LOCKSTEP_LIVE_SCOPE_H
 
@@ -15,5 +16,9 @@
  * among the jobs the report shows (one is always kept). A whole stall (nothing progressed) drops
  * nothing. Returns the number of findings dropped, -1 when out of memory (nothing changed). */
 int live_scope_narrow(struct analysis *a, const struct mon_stall *s);
+
+/* The scope of stall `s` for the diagnosis (diag_scope): what live_scope_narrow() drops went on
+ * meanwhile, and is no one's cause. NULL when `s` is NULL or a whole stall. `*buf` holds it. */
+const struct diag_scope *live_scope_of(const struct mon_stall *s, struct diag_scope *buf);
 
 #endif

@@ -22,6 +22,13 @@
  *             PARTIAL_SLOW_MS (default 600) with its last rank half of that late, and the world
  *             communicator idle (nobody in it) until the end, where every rank joins one last
  *             AllReduce on it and exits.
+ *   weight_sync  RL weight sync on 4 ranks: trainer ranks 0,1 all-gather parameters (FSDP) on
+ *             their communicator, the inference engine's ranks 2,3 all-reduce once per decode
+ *             step on theirs, rank PARTIAL_LAGGARD (here default 2) the slower, so that rank 3
+ *             waits for it inside NCCL most of the time. After PARTIAL_STEPS steps rank 0
+ *             broadcasts the weights to rank 2 on their communicator {0,2}, but the engine never
+ *             got the pause request: rank 2 serves on, rank 0 waits in the broadcast, rank 1 in
+ *             its next all-gather for rank 0.
  * Each step of the others sleeps PARTIAL_STEP_MS (default 5), of rank PARTIAL_LAGGARD (default 3)
  * PARTIAL_LAG_MS (default 20) more: its healthy peers wait for it inside NCCL most of the time,
  * as a snapshot of a job that trains on catches them. Training ends after
@@ -188,6 +195,44 @@ static void mode_rates(ncclComm_t world)
     TP_CHECK(ncclCommDestroy(replica));
 }
 
+/* RL weight sync, trainer to inference engine (weight_sync): see the usage above. */
+static float params[2 * 256];
+
+void fsdp_all_gather(ncclComm_t trainer)
+{
+    TP_CHECK(ncclAllGather(buf, params, 256, ncclFloat32, trainer, NULL));
+    tp_sync();
+}
+
+void broadcast_weights(ncclComm_t sync)
+{
+    TP_CHECK(ncclBroadcast(buf, buf, 1024, ncclFloat32, 0, sync, NULL));
+    tp_sync();
+}
+
+static void mode_weight_sync(ncclComm_t world)
+{
+    int r = tp_rank();
+    ncclComm_t group, sync;
+    TP_CHECK(ncclCommSplit(world, r / 2, r, &group, NULL)); /* trainer {0,1}, engine {2,3} */
+    TP_CHECK(ncclCommSplit(world, r % 2, r, &sync, NULL));  /* {0,2}: the weights' way */
+    int steps = env_int("PARTIAL_STEPS", 20), pause = env_int("PARTIAL_STEP_MS", 5);
+    if (r == env_int("PARTIAL_LAGGARD", 2))
+        pause += env_int("PARTIAL_LAG_MS", 20);
+    for (int k = 0;; k++) {
+        if (r < 2) {
+            fsdp_all_gather(group);
+            if (r == 0 && k == steps) {
+                say_stopped();
+                broadcast_weights(sync); /* the engine never got the pause request */
+            }
+        } else if (train_step(group)) {
+            break;
+        }
+        tp_sleep_ms(pause);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -207,8 +252,10 @@ int main(int argc, char **argv)
         train(world, allreduce_step, NULL);
     } else if (strcmp(mode, "rates") == 0)
         mode_rates(world);
+    else if (strcmp(mode, "weight_sync") == 0)
+        mode_weight_sync(world);
     else
-        tp_die("usage: partial replicas|pipeline|job|serve|rates");
+        tp_die("usage: partial replicas|pipeline|job|serve|rates|weight_sync");
     TP_CHECK(ncclCommDestroy(world));
     return 0;
 }
