@@ -30,6 +30,8 @@ struct cause {
     char *waited;                  /* per node: some wait that is not soft ends at it */
     struct rank_findings *by_rank; /* world_size slots */
     int nranks;
+    char *went_on; /* per finding from first: about a part the diagnosis is not narrowed to
+                    * (diag_scope), NULL when it is not narrowed */
 };
 
 static struct finding *F(const struct cause *x, long i)
@@ -41,8 +43,7 @@ static struct finding *F(const struct cause *x, long i)
  * job the diagnosis is narrowed to (diag_scope), or the diagnosis is not narrowed. */
 static int in_scope(const struct cause *x, long i)
 {
-    const struct diag_scope *s = x->d->opt ? x->d->opt->scope : NULL;
-    return !s || !s->went_on(s->ctx, x->d->m, F(x, i));
+    return !x->went_on || !x->went_on[i - (long)x->first];
 }
 
 static int is_mismatch(const struct finding *f)
@@ -790,24 +791,29 @@ static void cause_free(struct cause *x)
     free(x->reach);
     free(x->waited);
     free(x->by_rank);
+    free(x->went_on);
 }
 
 /* Sets consequence_of of every finding in d->out[first..] from the wait-for graph. */
 int diagnose_causes(struct diag *d, size_t first)
 {
     const struct waitgraph *g = d->graph;
-    struct cause x = {d, d->out, first, g, NULL, NULL, NULL, NULL, NULL, d->j->world_size};
+    struct cause x = {d, d->out, first, g, NULL, NULL, NULL, NULL, NULL, d->j->world_size, NULL};
     size_t nf = d->out->n - first;
+    const struct diag_scope *scope = d->opt ? d->opt->scope : NULL;
     char *owns = calloc(nf + 1, 1);
     x.owner = malloc((g->nsccs + 1) * sizeof(*x.owner));
     x.teardown = calloc(g->nsccs + 1, 1);
     x.waited = waitgraph_waited(g);
     x.by_rank = malloc(((size_t)x.nranks + 1) * sizeof(*x.by_rank));
-    if (!owns || !x.owner || !x.teardown || !x.waited || !x.by_rank) {
+    x.went_on = scope ? calloc(nf + 1, 1) : NULL;
+    if (!owns || !x.owner || !x.teardown || !x.waited || !x.by_rank || (scope && !x.went_on)) {
         free(owns);
         cause_free(&x);
         return -1;
     }
+    for (size_t i = 0; scope && i < nf; i++) /* asked once per finding */
+        x.went_on[i] = (char)(scope->went_on(scope->ctx, d->m, F(&x, (long)(first + i))) != 0);
     for (int r = 0; r < x.nranks; r++)
         x.by_rank[r] = (struct rank_findings){-1, -1};
     index_ranks(&x);

@@ -54,7 +54,8 @@ struct options {
 };
 
 static struct rank *ranks;
-static struct wait_slot *board; /* the emulator's marks, one slot per rank (--stop-when-stuck) */
+static struct wait_slot *board; /* the emulator's marks, one slot per rank (--timeout and
+                                 * --stop-when-stuck) */
 static int board_fd = -1;
 
 /* A timeout counts from the moment every rank has started (the emulator marked its slot at
@@ -62,8 +63,8 @@ static int board_fd = -1;
  * of the few a test gives its job. A rank that never loads the emulator starts the clock
  * START_GRACE_S after the launch at the latest. */
 #define START_GRACE_S 60.0
-static double launched_at,
-    started_at; /* now_s() of the launch; of every rank started (0: not yet) */
+static double launched_at; /* now_s() of the launch */
+static double started_at;  /* now_s() when every rank had started, 0 not yet */
 static volatile sig_atomic_t forward_sig;
 static volatile sig_atomic_t stop_now; /* SIGUSR1: stop the job as at its timeout, now */
 

@@ -52,29 +52,16 @@ int wait_in_nanosleep(void)
     return nanosleep(&ts, NULL);
 }
 
-/* Burns the CPU for about ms milliseconds (volatile: not optimized away). */
-static void burn_ms(double ms)
-{
-    volatile unsigned long x = 0;
-    double end = now_s() + ms / 1000.0;
-    while (now_s() < end)
-        for (int i = 0; i < 1000; i++)
-            x += (unsigned long)i;
-}
-
 /* A poller: it looks at something for POLLER_BURN_MS (default 6) of CPU, then sleeps
  * POLLER_SLEEP_MS (default 14), until wait_ms is over: waiting most of its time, running a third
  * of it. */
 int wait_in_poller(void)
 {
-    const char *b = getenv("POLLER_BURN_MS"), *z = getenv("POLLER_SLEEP_MS");
-    double burn = b && *b ? atof(b) : 6, nap = z && *z ? atof(z) : 14;
+    int burn = tp_env_int("POLLER_BURN_MS", 6), nap = tp_env_int("POLLER_SLEEP_MS", 14);
     double end = now_s() + wait_ms / 1000.0;
     while (now_s() < end) {
-        burn_ms(burn);
-        struct timespec ts = {0, (long)(nap * 1e6)};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-            ;
+        tp_compute_ms(burn);
+        tp_sleep_ms(nap);
     }
     return 0;
 }
