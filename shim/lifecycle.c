@@ -76,6 +76,35 @@ static void sample_threads_cpu(struct ls_trace *t, uint64_t now, uint64_t interv
     }
 }
 
+/* How late the heartbeat comes (end_why.beat_late_us): the worst amount by which the gap
+ * between two heartbeats exceeded the period, over the current window of BEAT_LATE_WINDOW_NS
+ * and the one before. A process killed without a record (SIGKILL, the OOM killer, a node that
+ * failed) may have lived that much longer after its last heartbeat: on a loaded machine the
+ * scheduler runs this thread tens of milliseconds late now and then, and the analyzer widens
+ * the window of such a death by it rather than read the late rank as the one that died first. */
+#define BEAT_LATE_WINDOW_NS (4000 * MS)
+struct beat_late {
+    uint64_t last;          /* when the previous heartbeat was written, 0 none */
+    uint64_t window_start;  /* the current window */
+    uint64_t worst, before; /* the worst lateness in it, and in the window before */
+};
+
+static void note_beat(struct ls_trace *t, struct beat_late *l, uint64_t now, uint64_t tick)
+{
+    uint64_t gap = l->last && now > l->last ? now - l->last : 0;
+    l->last = now;
+    if (now - l->window_start >= BEAT_LATE_WINDOW_NS) {
+        l->before = l->worst;
+        l->worst = 0;
+        l->window_start = now;
+    }
+    if (gap > tick && gap - tick > l->worst)
+        l->worst = gap - tick;
+    uint64_t us = (l->worst > l->before ? l->worst : l->before) / 1000;
+    atomic_store_explicit((_Atomic uint32_t *)&t->hdr->end_why.beat_late_us,
+                          (uint32_t)(us < UINT32_MAX ? us : UINT32_MAX), memory_order_relaxed);
+}
+
 static void *heartbeat_main(void *arg)
 {
     struct ls_trace *t = arg;
@@ -91,6 +120,14 @@ static void *heartbeat_main(void *arg)
     uint64_t tick = (uint64_t)(t->hdr->heartbeat_ms ? t->hdr->heartbeat_ms : 1000) * MS;
     uint64_t next_poll = 0, next_calibration = 0; /* the first sample at once */
     uint64_t last_cpu_sample = 0;
+    struct beat_late late = {0, 0, 0, 0};
+#ifdef LS_TEST_KNOBS
+    /* LOCKSTEP_TEST_BEAT_LATE_MS=N: every heartbeat comes up to N ms late, a random amount each
+     * time, as on a machine whose scheduler starves this thread now and then (tests of the
+     * death windows: ranks killed together leave last heartbeats that far apart). */
+    uint64_t late_max = (uint64_t)ls_knob_int(LS_KNOB_TEST_BEAT_LATE_MS) * MS;
+    uint64_t rnd = ls_realtime_ns() ^ ((uint64_t)getpid() << 32);
+#endif
     for (;;) {
         uint64_t now = ls_realtime_ns();
         if (now - last_cpu_sample >= CPU_SAMPLE_NS) {
@@ -105,7 +142,12 @@ static void *heartbeat_main(void *arg)
             atomic_store(&heartbeat_busy, 0);
             next_poll = now + (pending ? POLL_PENDING_NS : POLL_IDLE_NS);
         }
-        struct timespec ts = {(time_t)(tick / 1000000000ull), (long)(tick % 1000000000ull)};
+        uint64_t sleep_ns = tick;
+#ifdef LS_TEST_KNOBS
+        rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+        sleep_ns += late_max ? (rnd >> 33) % late_max : 0;
+#endif
+        struct timespec ts = {(time_t)(sleep_ns / 1000000000ull), (long)(sleep_ns % 1000000000ull)};
         nanosleep(&ts, NULL);
         if (ls_realtime_ns() >= next_calibration) {
             ls_clock_calibrate();
@@ -118,6 +160,7 @@ static void *heartbeat_main(void *arg)
             atomic_store_explicit((_Atomic uint32_t *)&t->hdr->clock_source,
                                   (uint32_t)ls_clock_source(), memory_order_relaxed);
         }
+        note_beat(t, &late, ls_realtime_ns(), tick);
         atomic_store_explicit((_Atomic uint64_t *)&t->hdr->heartbeat_ns, ls_now(),
                               memory_order_relaxed);
     }

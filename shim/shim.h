@@ -62,7 +62,8 @@ struct ls_config {
 #define LS_KNOBS_TEST(X)                                                                           \
     X(TEST_PY_SKEW, "LOCKSTEP_TEST_PY_SKEW", KNOB_STRING, 0, 0, 64, "unset")                       \
     X(TEST_FAST_COUNT, "LOCKSTEP_TEST_FAST_COUNT", KNOB_BOOL, 0, 0, 1, NULL)                       \
-    X(TEST_WAIT_CLOCK, "LOCKSTEP_TEST_WAIT_CLOCK", KNOB_BOOL, 0, 0, 1, NULL)
+    X(TEST_WAIT_CLOCK, "LOCKSTEP_TEST_WAIT_CLOCK", KNOB_BOOL, 0, 0, 1, NULL)                       \
+    X(TEST_BEAT_LATE_MS, "LOCKSTEP_TEST_BEAT_LATE_MS", KNOB_UINT, 0, 0, 10000, NULL)
 #else
 #define LS_KNOBS_TEST(X)
 #endif

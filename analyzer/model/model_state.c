@@ -274,11 +274,20 @@ static uint64_t heartbeat_ns(const struct ls_header *h)
 /* How long after its last heartbeat a process without an end record can have died: one period,
  * plus as much again (at least 20 ms) for a heartbeat thread the scheduler ran late (on a
  * 2-core machine with four busy loops, ranks SIGKILLed together left their last heartbeats at
- * most 11 ms apart: docs/analyzer.md). */
+ * most 11 ms apart: docs/analyzer.md), plus twice the worst lateness the heartbeat itself
+ * measured over its last seconds (end_why.beat_late_us; at most BEAT_LATE_MAX_NS): a thread
+ * starved that long lately may have been starved as long when the process died. */
+#define BEAT_LATE_MAX_NS 10000000000ull
+static uint64_t beat_late_ns(const struct ls_header *h)
+{
+    uint64_t late = 2ull * 1000ull * h->end_why.beat_late_us;
+    return late < BEAT_LATE_MAX_NS ? late : BEAT_LATE_MAX_NS;
+}
+
 static uint64_t death_slack(const struct ls_header *h)
 {
     uint64_t hb = heartbeat_ns(h);
-    return hb + (hb > 20000000ull ? hb : 20000000ull);
+    return hb + (hb > 20000000ull ? hb : 20000000ull) + beat_late_ns(h);
 }
 
 /* A rank blocked waiting in a call is what a launcher's kill finds, rarely what dies on its own
@@ -328,9 +337,11 @@ static enum liveness decide_liveness(struct m_proc *p, const struct m_job *job,
         /* A copy taken while the job ran (a snapshot) may be seconds older than another
          * node's; traces no run copied stopped where their processes did: a process silent for
          * twenty heartbeats while another of its job still beat or ended was gone by then (a
-         * node that died while the rest ran on). */
-        uint64_t stale = snapshot ? max_u64(MODEL_HEARTBEAT_STALE_NS, 10 * heartbeat_ns(h))
-                                  : max_u64(MODEL_SILENT_NS, 20 * heartbeat_ns(h));
+         * node that died while the rest ran on), or for as long again as its heartbeat was
+         * lately late (beat_late_ns()). */
+        uint64_t stale =
+            beat_late_ns(h) + (snapshot ? max_u64(MODEL_HEARTBEAT_STALE_NS, 10 * heartbeat_ns(h))
+                                        : max_u64(MODEL_SILENT_NS, 20 * heartbeat_ns(h)));
         int fresh = job->now_ns <= p->last_seen_ns || job->now_ns - p->last_seen_ns <= stale;
         v = fresh ? LIVENESS_RUNNING : LIVENESS_DEAD;
         why = fresh ? "its heartbeat is recent" : "its heartbeat stopped";

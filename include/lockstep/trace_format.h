@@ -99,7 +99,11 @@ struct ls_end_why {
     int32_t cuda_result;      /* 16: a CUDA error the shim saw (CUresult), 0 none */
     uint32_t cuda_error;      /* 20: its text (cuGetErrorString), 0 none */
     uint64_t ns;              /* 24: when it was written (the exit), 0 never */
-    uint32_t reserved[8];     /* 32 */
+    uint32_t beat_late_us;    /* 32: how much later than its period the heartbeat came, at
+                               *     worst, over its last 4 to 8 s (the scheduler ran its thread
+                               *     late): how long after its last heartbeat a process killed
+                               *     without a record may still have lived (live), 0 unknown */
+    uint32_t reserved[7];     /* 36 */
 };                            /* 64 bytes */
 
 /* A stack captured on request while the process runs (`lockstep run`/`watch` send the signal

@@ -205,20 +205,19 @@ def node(tmp, host, offset, size, world, idfile, env, launcher):
                                stderr=subprocess.STDOUT, text=True)
 
 
-def case_node_failure(tmp):
-    """Every rank of the last node dies at one instant (no exit records); the other nodes' ranks
-    wait on in the next AllReduce for seconds until their launcher stops them. Post mortem the
-    node failure is the root cause, first: not 'stopped with the job'."""
+def node_failure(tmp, size, nodes, steps, last_env=None):
+    """The last of `nodes` nodes of `size` ranks dies after `steps` steps; last_env: more
+    environment for its ranks alone."""
     if os.geteuid() != 0 or subprocess.run(["unshare", "-u", "true"]).returncode != 0:
         raise Skip("needs root for a UTS namespace per simulated node (unshare -u)")
-    size, nodes = rng.choice([(2, 2), (4, 2), (2, 3), (2, 4)])
-    world, steps = size * nodes, rng.randrange(1, 4)
+    world = size * nodes
     sig = rng.choice(["TERM", "KILL"])
     note(f"{nodes} nodes of {size} ranks; the last dies after {steps} steps; the others are "
          f"stopped with SIG{sig}")
     env = {"SCENARIO_NODE_SIZE": str(size), "SCENARIO_STEPS": str(steps)}
     idfile = os.path.join(tmp, "id")
-    runs = [node(tmp, f"node{n}", n * size, size, world, idfile, env,
+    runs = [node(tmp, f"node{n}", n * size, size, world, idfile,
+                 {**env, **(last_env or {})} if n == nodes - 1 else env,
                  ("--kill-signal", sig, *timeout(2, 3))) for n in range(nodes)]
     for _, p in runs:
         print(p.communicate(timeout=120)[0][-2000:], end="")
@@ -235,6 +234,30 @@ def case_node_failure(tmp):
     m = follows(r, "missing_ranks", 0)[0]
     expect(m["missing"] == lost, f"{m}")
     rj.no_death_blamed(r, list(range(world - size)), "the ranks that outlived the node")
+
+
+def case_node_failure(tmp):
+    """Every rank of the last node dies at one instant (no exit records); the other nodes' ranks
+    wait on in the next AllReduce for seconds until their launcher stops them. Post mortem the
+    node failure is the root cause, first: not 'stopped with the job'."""
+    size, nodes = rng.choice([(2, 2), (4, 2), (2, 3), (2, 4)])
+    node_failure(tmp, size, nodes, rng.randrange(1, 4))
+
+
+def case_node_failure_late(tmp):
+    """The same on a node whose scheduler starves the shim's heartbeat thread: each of its
+    heartbeats comes up to 150-300 ms late, a random amount each time (the test shim's
+    LOCKSTEP_TEST_BEAT_LATE_MS), so the ranks killed together left their last heartbeats up to
+    that far apart. Each heartbeat says how
+    late it came (end_why.beat_late_us) and the death windows widen by it: one wave, the node
+    failed. (Read with the fixed window, the rank whose last heartbeat is oldest died 'first'
+    and the others were stopped after it.) The node computes 0.6 s a step, so that its
+    heartbeats had time to say how late they come before it dies."""
+    late = rng.choice([150, 200, 300])
+    note(f"the last node's heartbeats come {late} ms late")
+    node_failure(tmp, 4, 2, rng.randrange(1, 4),
+                 {"LD_PRELOAD": rj.TEST_SHIM, "LOCKSTEP_TEST_BEAT_LATE_MS": str(late),
+                  "SCENARIO_STEP_MS": "600"})
 
 
 # ---------------------------------------------------------------- never reached NCCL

@@ -28,6 +28,7 @@ from report_ranks import check_classes, per_rank  # noqa: E402
 import summary_equiv  # noqa: E402
 
 SHIM = os.environ["LOCKSTEP_SHIM"]
+TEST_SHIM = os.environ.get("LOCKSTEP_TEST_SHIM", "")  # the shim with the LOCKSTEP_TEST_* knobs
 LAUNCH = os.environ["LAUNCH_RANKS"]
 EMU_DIR = os.environ["EMULATOR_DIR"]
 LOCKSTEP = os.environ["LOCKSTEP_BIN"]
