@@ -383,7 +383,7 @@ int analysis_load(struct analysis *a, const char *job)
         fprintf(stderr, "lockstep: no readable traces\n");
         return -1;
     }
-    a->m = model_build(a->traces, a->ntraces);
+    a->m = model_build(a->traces, a->ntraces, a->opts);
     if (a->m)
         a->m->untraced = &a->untraced;
     a->sym = symbolizer_new(1);

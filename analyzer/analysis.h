@@ -39,8 +39,10 @@ struct analysis {
                                    * in the folders scanned and the node summaries read */
     int whole_rings;              /* set before analysis_load(): read whole rings, not the window of
                                    * window_records() (for exports of every call) */
-    const struct diag_scope *scope; /* set before analysis_diagnose(): the part of the jobs it is
-                                     * narrowed to (a live stall), NULL all of them */
+    const struct diag_scope *scope;   /* set before analysis_diagnose(): the part of the jobs it is
+                                       * narrowed to (a live stall), NULL all of them */
+    const struct analysis_opts *opts; /* set before analysis_load(): the thresholds of the model
+                                       * and the diagnosis (--threshold), NULL the defaults */
 };
 
 /* Adds a trace file, or the *.trace files of a folder and of its direct subfolders (and the

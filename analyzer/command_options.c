@@ -8,23 +8,55 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "analysis_opts.h"
 #include "commands.h"
 #include "output.h"
 
 /* The code getopt_long() returns for row i: its letter, else one above any character. */
 #define CODE_BASE 256
 
-/* Prints `text` with each COMMAND_HELP_FORMATS replaced by the names of output.c's formats:
- * help lists the table as it is. */
-static void print_formats(FILE *f, const char *text)
+/* Prints `text` with each COMMAND_HELP_FORMATS replaced by the names of output.c's formats, and
+ * each COMMAND_HELP_THRESHOLDS by the table of thresholds (analysis_opts.h): for help (`man` 0)
+ * a line each, indented as far as the mark; for a man page, roff paragraphs. Help and man pages
+ * list the tables as they are. */
+static void print_marks(FILE *f, const char *text, int man)
 {
-    static const char mark[] = COMMAND_HELP_FORMATS;
-    const char *at;
+    static const char formats[] = COMMAND_HELP_FORMATS, thresholds[] = COMMAND_HELP_THRESHOLDS;
     char names[256];
     output_names(names, sizeof(names), ", ");
-    while ((at = strstr(text, mark)) != NULL) {
-        fprintf(f, "%.*s%s", (int)(at - text), text, names);
-        text = at + sizeof(mark) - 1;
+    for (;;) {
+        const char *chunk = text;
+        const char *a = strstr(text, formats), *b = strstr(text, thresholds);
+        const char *at = a && (!b || a < b) ? a : b;
+        if (!at)
+            break;
+        fprintf(f, "%.*s", (int)(at - text), text);
+        if (at == a) {
+            fputs(names, f);
+            text = at + sizeof(formats) - 1;
+            continue;
+        }
+        text = at + sizeof(thresholds) - 1;
+        if (man) {
+            fputs(".RS\n", f);
+            analysis_opts_man(f);
+            fputs(".RE", f);
+            continue;
+        }
+        int indent = 0; /* the mark's column: the spaces before it on its line */
+        while (at - indent > chunk && at[-indent - 1] == ' ')
+            indent++;
+        char *list = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&list, &len);
+        if (!m)
+            continue;
+        analysis_opts_help(m, indent);
+        fclose(m);
+        fputs(list + indent, f); /* the first line's indent is the mark's own */
+        if (len && list[len - 1] == '\n' && *text == '\n')
+            text++;
+        free(list);
     }
     fputs(text, f);
 }
@@ -78,7 +110,7 @@ int command_help(FILE *f, const struct command_help *h, int rc)
     if (h->outro)
         fputs(h->outro, m);
     fclose(m);
-    print_formats(f, text);
+    print_marks(f, text, 0);
     free(text);
     return rc;
 }
@@ -340,7 +372,7 @@ int command_man_page(FILE *f, const struct command_help *h, const char *template
     fclose(in);
     fclose(m);
     if (rc == 0)
-        print_formats(f, text);
+        print_marks(f, text, 1);
     free(text);
     return rc;
 }
@@ -350,9 +382,12 @@ void command_list_options(FILE *f, const struct command_help *h)
     for (const struct command_option *o = h->options; o->name || o->arg; o++) {
         if (!o->name)
             continue;
-        fprintf(f, "--%s%s%s\n", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        const char *w = o->arg && o->words ? o->words : "";
+        fprintf(f, "--%s%s%s%s%s\n", o->name, o->arg ? " " : "", o->arg ? o->arg : "",
+                *w ? " " : "", w);
         if (o->letter)
-            fprintf(f, "-%c%s%s\n", o->letter, o->arg ? " " : "", o->arg ? o->arg : "");
+            fprintf(f, "-%c%s%s%s%s\n", o->letter, o->arg ? " " : "", o->arg ? o->arg : "",
+                    *w ? " " : "", w);
     }
     fputs("--help\n", f);
 }

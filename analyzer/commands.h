@@ -37,17 +37,21 @@ struct command_option {
      * next word is its value; else the option comes alone (set() gets NULL). NULL: the value,
      * if the row has one, is required. */
     int (*value_next)(const char *word);
+    /* The words the value may be, space-separated ("named all"), for the help's readers and the
+     * completion; NULL: any value of its kind (a file, seconds, ...). */
+    const char *words;
 };
 
 /* Rows of a command's table. */
 /* clang-format off */
-#define CMD_OPERAND(NAME, HELP)                     {NULL, 0, NAME, HELP, NULL, CMD_TAKE_CALL, 0, NULL, NULL}
-#define CMD_CALL(NAME, L, ARG, HELP, MAN, FN)       {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NULL}
-#define CMD_TEXT(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_TEXT, offsetof(T, FIELD), NULL, NULL}
-#define CMD_FILE(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_FILE, offsetof(T, FIELD), NULL, NULL}
-#define CMD_FLAG(NAME, L, HELP, MAN, T, FIELD)      {NAME, L, NULL, HELP, MAN, CMD_TAKE_FLAG, offsetof(T, FIELD), NULL, NULL}
-#define CMD_MAYBE(NAME, L, ARG, HELP, MAN, FN, NEXT) {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NEXT}
-#define CMD_END                                     {NULL, 0, NULL, NULL, NULL, CMD_TAKE_CALL, 0, NULL, NULL}
+#define CMD_OPERAND(NAME, HELP)                     {NULL, 0, NAME, HELP, NULL, CMD_TAKE_CALL, 0, NULL, NULL, NULL}
+#define CMD_CALL(NAME, L, ARG, HELP, MAN, FN)       {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NULL, NULL}
+#define CMD_CHOICE(NAME, L, ARG, WORDS, HELP, MAN, FN) {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NULL, WORDS}
+#define CMD_TEXT(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_TEXT, offsetof(T, FIELD), NULL, NULL, NULL}
+#define CMD_FILE(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_FILE, offsetof(T, FIELD), NULL, NULL, NULL}
+#define CMD_FLAG(NAME, L, HELP, MAN, T, FIELD)      {NAME, L, NULL, HELP, MAN, CMD_TAKE_FLAG, offsetof(T, FIELD), NULL, NULL, NULL}
+#define CMD_MAYBE(NAME, L, ARG, HELP, MAN, FN, NEXT) {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NEXT, NULL}
+#define CMD_END                                     {NULL, 0, NULL, NULL, NULL, CMD_TAKE_CALL, 0, NULL, NULL, NULL}
 /* clang-format on */
 
 /* The most rows a command's table has. */
@@ -75,6 +79,21 @@ int command_json_file_next(const char *word);
 
 /* In a command's help: printed as the names of output.c's formats ("text, json, ..."). */
 #define COMMAND_HELP_FORMATS "@FORMATS@"
+
+/* In a command's help, alone on its line (and in its man text): printed as the table of
+ * thresholds (analysis_opts.h), a line per threshold with its default. */
+#define COMMAND_HELP_THRESHOLDS "@THRESHOLDS@"
+
+/* The row of --threshold NAME=VALUE (analyze, run, watch): FN takes "NAME=VALUE". */
+#define CMD_OPTION_THRESHOLD(FN)                                                                   \
+    CMD_CALL(                                                                                      \
+        "threshold", 0, "NAME=VALUE",                                                              \
+        "set a threshold of the diagnosis (repeatable); NAME=DEFAULT:\n" COMMAND_HELP_THRESHOLDS,  \
+        "set threshold \\fINAME\\fR of the model and the diagnosis to \\fIVALUE\\fR "              \
+        "(repeatable; seconds,\na factor or a count, as the list says); a value out of its "       \
+        "bounds is refused (exit 2).\nThe thresholds, with their "                                 \
+        "defaults:\n" COMMAND_HELP_THRESHOLDS,                                                     \
+        FN)
 
 extern const struct command_help run_help, watch_help, analyze_help, stacks_help, dump_help,
     export_help, summarize_help;
@@ -113,8 +132,8 @@ int command_parse(const struct command_help *h, int *argc, char **argv, void *ct
 int command_man_page(FILE *f, const struct command_help *h, const char *template);
 
 /* Prints one line per option of `h`, "--NAME ARG" ("--NAME" for a flag; "-L ARG" after it
- * for a short form), --help last: the words the bash completion offers, and what their
- * values are. */
+ * for a short form), then the words its value may be when its row names them ("--ranks WHICH
+ * named all"), --help last: the words the bash completion offers, and what their values are. */
 void command_list_options(FILE *f, const struct command_help *h);
 
 #endif

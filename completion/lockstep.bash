@@ -10,10 +10,15 @@ _lockstep_formats() {
     "$1" help analyze 2>/dev/null | sed -n 's/^ *formats: //p' | tr -d ,
 }
 
-# Each option of a command on a line, "--NAME VALUE" ("--NAME" for a flag; "-L VALUE" for a
-# short form).
+# Each option of a command on a line, "--NAME VALUE [WORD...]" ("--NAME" for a flag; "-L VALUE"
+# for a short form; the WORDs its value may be, when the command's table names them).
 _lockstep_options() {
     "$1" --list-options "$2" 2>/dev/null
+}
+
+# The commands, as the lockstep being completed lists them (its table in lockstep.c).
+_lockstep_commands() {
+    "$1" --list-commands 2>/dev/null
 }
 
 _lockstep() {
@@ -21,7 +26,8 @@ _lockstep() {
     COMPREPLY=()
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
-    local commands="run watch analyze stacks dump export summarize help"
+    local commands
+    commands="$(_lockstep_commands "${COMP_WORDS[0]}" | tr '\n' ' ')help"
 
     if [[ $COMP_CWORD -eq 1 ]]; then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
@@ -29,7 +35,7 @@ _lockstep() {
     fi
     cmd=${COMP_WORDS[1]}
     if [[ $cmd == help ]]; then
-        [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W "${commands% help}" -- "$cur"))
+        [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W "${commands%help}" -- "$cur"))
         return
     fi
     # run: after '--' the rest is the job's own command line.
@@ -45,10 +51,15 @@ _lockstep() {
             fi
         done
     fi
-    # The value of an option, by its name in the help: a folder, a file, a format.
+    # The value of an option: one of the words its row names, else by its name in the help: a
+    # folder, a file, a format.
     if [[ $prev == -* ]]; then
-        local value
-        value=$(_lockstep_options "${COMP_WORDS[0]}" "$cmd" | sed -n "s/^$prev //p")
+        local value words
+        read -r value words < <(_lockstep_options "${COMP_WORDS[0]}" "$cmd" | sed -n "s/^$prev //p")
+        if [[ -n $words ]]; then
+            COMPREPLY=($(compgen -W "$words" -- "$cur"))
+            return
+        fi
         case $value in
         '') ;;
         *DIR)
@@ -61,10 +72,6 @@ _lockstep() {
             ;;
         'NAME[=FILE]')
             COMPREPLY=($(compgen -W "$(_lockstep_formats "${COMP_WORDS[0]}")" -- "$cur"))
-            return
-            ;;
-        WHICH)
-            COMPREPLY=($(compgen -W "named all" -- "$cur"))
             return
             ;;
         *) return ;;

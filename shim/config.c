@@ -30,14 +30,6 @@ void ls_warn(const char *fmt, ...)
     (void)w;
 }
 
-enum knob_type {
-    KNOB_UINT,   /* a decimal integer from lo to hi */
-    KNOB_BOOL,   /* 1/0, true/false, yes/no, on/off */
-    KNOB_CHOICE, /* one of the words "a|b" in `words`; the value is its index */
-    KNOB_SIGNAL, /* 0 (off) or a real-time signal; unset is off, a refused value is `def` */
-    KNOB_STRING, /* any text up to hi bytes; "" when unset */
-};
-
 /* A signal knob's default in the table: -3 is SIGRTMAX - 3 (what `lockstep run --signal-stacks`
  * sets), as the real-time signals are numbered at run time. */
 #define SIG_DEFAULT (-3)

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "lockstep/comm_id.h"
+#include "lockstep/knobs.h"
 #include "lockstep/room.h"
 #include "lockstep/trace_format.h"
 
@@ -32,30 +33,6 @@ struct ls_config {
     uint32_t heartbeat_ms;    /* LOCKSTEP_HEARTBEAT_MS: how often the heartbeat is written */
 };
 
-/* Every LOCKSTEP_* variable the shim and the plugin read, one line each:
- * X(id, variable, type, default, lo, hi, words). Types and words are config.c's: KNOB_UINT
- * (lo..hi), KNOB_BOOL, KNOB_CHOICE (words "a|b": the value is the index), KNOB_SIGNAL (0 off, or
- * a real-time signal; the default is SIGRTMAX - 3), KNOB_STRING (up to hi bytes; words say what
- * unset means). README.md's Knobs table is this table for people: keep the two in step. */
-#define LS_KNOBS_SHIPPED(X)                                                                        \
-    X(DISABLE, "LOCKSTEP_DISABLE", KNOB_BOOL, 0, 0, 1, NULL)                                       \
-    X(DIR, "LOCKSTEP_DIR", KNOB_STRING, 0, 0, LS_DIR_MAX, "/dev/shm/lockstep-$UID")                \
-    X(RING, "LOCKSTEP_RING", KNOB_UINT, LS_DEFAULT_RING, LS_MIN_RING, LS_MAX_RING, NULL)           \
-    X(STACK_DEPTH, "LOCKSTEP_STACK_DEPTH", KNOB_UINT, LS_DEFAULT_STACK_DEPTH, 0,                   \
-      LS_MAX_STACK_DEPTH, NULL)                                                                    \
-    X(PYTHON_DEPTH, "LOCKSTEP_PYTHON_DEPTH", KNOB_UINT, LS_DEFAULT_PY_DEPTH, 0, LS_MAX_PY_DEPTH,   \
-      NULL)                                                                                        \
-    X(JOB, "LOCKSTEP_JOB", KNOB_STRING, 0, 0, 4095, "the launcher's job id")                       \
-    X(RETAIN_HOURS, "LOCKSTEP_RETAIN_HOURS", KNOB_UINT, LS_DEFAULT_RETAIN_HOURS, 0,                \
-      LS_MAX_RETAIN_HOURS, NULL)                                                                   \
-    X(HEARTBEAT_MS, "LOCKSTEP_HEARTBEAT_MS", KNOB_UINT, LS_DEFAULT_HEARTBEAT_MS, 5, 1000, NULL)    \
-    X(CLOCK, "LOCKSTEP_CLOCK", KNOB_CHOICE, LS_KNOB_CLOCK_TSC, 0, 0, "tsc|realtime")               \
-    X(COMPLETION, "LOCKSTEP_COMPLETION", KNOB_BOOL, 1, 0, 1, NULL)                                 \
-    X(STACK_SIGNAL, "LOCKSTEP_STACK_SIGNAL", KNOB_SIGNAL, -3, 0, 0, NULL)                          \
-    X(BLIND_SECONDS, "LOCKSTEP_BLIND_SECONDS", KNOB_UINT, 5, 0, 86400, NULL)                       \
-    X(PLUGIN_STEPS, "LOCKSTEP_PLUGIN_STEPS", KNOB_UINT, 1, 0, 1, NULL)                             \
-    X(PROFILER_CHAIN, "LOCKSTEP_PROFILER_CHAIN", KNOB_STRING, 0, 0, 4095, "none")                  \
-    X(STDERR_TAIL, "LOCKSTEP_STDERR_TAIL", KNOB_BOOL, 1, 0, 1, NULL)
 /* Knobs for tests only, in the test build of the shim alone (-DLS_TEST_KNOBS,
  * liblockstep-test.so): never in the shipped library. */
 #ifdef LS_TEST_KNOBS
@@ -75,7 +52,6 @@ enum ls_knob {
 #undef LS_KNOB_ENUM
         LS_KNOB_COUNT
 };
-enum { LS_KNOB_CLOCK_TSC = 0, LS_KNOB_CLOCK_REALTIME = 1 }; /* LOCKSTEP_CLOCK's words */
 
 /* The value of an integer, boolean, choice or signal knob: read from the environment and
  * checked on first use (a value refused is said in one line on stderr naming the variable,

@@ -13,11 +13,14 @@ struct setting {
     const char *name;
     enum setting_type type;
     double lo, hi;
-    const char *def, *doc;
+    double def;        /* the value when unset (numbers and switches) */
+    const char *words; /* the default in words, NULL: def printed */
+    const char *doc;
 };
 
 static const struct setting settings[SET_COUNT] = {
-#define SETTING_ROW(ID, NAME, TYPE, LO, HI, DEF, DOC) [ID] = {NAME, TYPE, LO, HI, DEF, DOC},
+#define SETTING_ROW(ID, NAME, TYPE, LO, HI, DEF, WORDS, DOC)                                       \
+    [ID] = {NAME, TYPE, LO, HI, DEF, WORDS, DOC},
     SETTINGS(SETTING_ROW)
 #undef SETTING_ROW
 };
@@ -95,6 +98,15 @@ static void takes(const struct setting *s, char *buf, size_t len)
     }
 }
 
+/* The default of s in words: its row's, or its number. */
+static const char *default_words(const struct setting *s, char *buf, size_t len)
+{
+    if (s->words)
+        return s->words;
+    snprintf(buf, len, "%g", s->def);
+    return buf;
+}
+
 int settings_check(void)
 {
     for (int id = 0; id < SET_COUNT; id++) {
@@ -103,10 +115,10 @@ int settings_check(void)
         double x;
         if (!v || parse(s, v, &x) == 0)
             continue;
-        char what[96];
+        char what[96], def[32];
         takes(s, what, sizeof(what));
         fprintf(stderr, "lockstep: %s='%s' refused: it takes %s (unset, %s)\n", s->name, v, what,
-                s->def);
+                default_words(s, def, sizeof def));
         return -1;
     }
     return 0;
@@ -117,18 +129,68 @@ const char *setting_text(enum setting_id id)
     return raw(id);
 }
 
-double setting_number(enum setting_id id, double def)
+int setting_given(enum setting_id id)
 {
     const char *v = raw(id);
     double x;
-    return v && parse(&settings[id], v, &x) == 0 ? x : def;
+    return v && parse(&settings[id], v, &x) == 0;
+}
+
+double setting_default(enum setting_id id)
+{
+    return settings[id].def;
+}
+
+double setting_number(enum setting_id id)
+{
+    const char *v = raw(id);
+    double x;
+    return v && parse(&settings[id], v, &x) == 0 ? x : settings[id].def;
 }
 
 int setting_on(enum setting_id id)
 {
-    const char *v = raw(id);
-    double x;
-    if (v && parse(&settings[id], v, &x) == 0)
-        return x != 0;
-    return strcmp(settings[id].def, "0") != 0;
+    return setting_number(id) != 0;
+}
+
+uint64_t setting_env_uint(const char *name, uint64_t def, uint64_t lo, uint64_t hi)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (!v || !*v || v[0] == '-' || v[0] == '+' || v[0] == ' ')
+        return def;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    return errno || *end || x < lo || x > hi ? def : x;
+}
+
+/* The shim's rows (lockstep/knobs.h). */
+struct shim_knob_row {
+    const char *name;
+    enum knob_type type;
+    int64_t def;
+    uint64_t lo, hi;
+};
+
+static const struct shim_knob_row shim_knobs[SHIM_KNOB_COUNT] = {
+#define SHIM_KNOB_ROW(id, name, type, def, lo, hi, words)                                          \
+    [SHIM_KNOB_##id] = {name, type, def, lo, hi},
+    LS_KNOBS_SHIPPED(SHIM_KNOB_ROW)
+#undef SHIM_KNOB_ROW
+};
+
+uint64_t setting_shim_knob(enum shim_knob id)
+{
+    const struct shim_knob_row *k = &shim_knobs[id];
+    uint64_t def = k->def > 0 ? (uint64_t)k->def : 0;
+    return k->type == KNOB_UINT ? setting_env_uint(k->name, def, k->lo, k->hi) : def;
+}
+
+void settings_list(FILE *f)
+{
+    for (int id = 0; id < SET_COUNT; id++) {
+        char def[32];
+        fprintf(f, "%s\t%s\t%s\n", settings[id].name, default_words(&settings[id], def, sizeof def),
+                settings[id].doc);
+    }
 }

@@ -15,6 +15,7 @@ struct analyze_opts {
     const char *job;
     struct output_plan plan;
     struct output_opts out;
+    struct analysis_opts thresholds; /* --threshold NAME=VALUE */
 };
 
 static int take_format(void *ctx, const char *val)
@@ -33,6 +34,11 @@ static int take_json(void *ctx, const char *val)
 static int take_html(void *ctx, const char *val)
 {
     return output_plan_add_to(&((struct analyze_opts *)ctx)->plan, "html", val, "--html");
+}
+
+static int take_threshold(void *ctx, const char *val)
+{
+    return analysis_opts_set(&((struct analyze_opts *)ctx)->thresholds, val);
 }
 
 static int take_ranks(void *ctx, const char *val)
@@ -76,13 +82,15 @@ static const struct command_option analyze_options[] = {
              "diagnose only job ID (a job id, or anon-N as the text report names it)",
              "diagnose only job \\fIID\\fR (a job id, or anon\\-N as the text report names it)",
              struct analyze_opts, job),
-    CMD_CALL("ranks", 0, "WHICH", OUTPUT_RANKS_HELP, OUTPUT_RANKS_MAN, take_ranks),
+    CMD_CHOICE("ranks", 0, "WHICH", OUTPUT_RANKS_WORDS, OUTPUT_RANKS_HELP, OUTPUT_RANKS_MAN,
+               take_ranks),
+    CMD_OPTION_THRESHOLD(take_threshold),
     CMD_END};
 
 const struct command_help analyze_help = {
     "analyze",
     "[--format NAME[=FILE]]... [--json [FILE]] [--html OUT.html] [--job ID] [--ranks WHICH] "
-    "PATH...",
+    "[--threshold NAME=VALUE]... PATH...",
     "diagnose a hung or failed job from its traces (folders or files)",
     NULL,
     17,
@@ -106,9 +114,11 @@ static void report_hint(const char *path)
 int cmd_analyze(int argc, char **argv)
 {
     int rc = 2;
-    struct analyze_opts ao = {.out = {analysis_want_color(), 0}};
+    struct analyze_opts ao = {.out = {analysis_want_color(), 0},
+                              .thresholds = analysis_opts_default()};
     struct analysis a;
     memset(&a, 0, sizeof(a));
+    a.opts = &ao.thresholds;
     int parsed = command_parse(&analyze_help, &argc, argv, &ao);
     if (parsed >= 0)
         return parsed;

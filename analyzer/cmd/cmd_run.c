@@ -64,6 +64,7 @@ static const struct command_option run_options[] = {
                     "as it says it, whatever becomes of the terminal or a pipe",
                     "run"),
     LIVE_OPTION_RANKS,
+    LIVE_OPTION_THRESHOLD,
     CMD_CALL("grace", 0, "SECONDS",
              "stopping: how long the launcher gets to tear its job down after\n"
              "SIGTERM, then the ranks after theirs, before SIGKILL (default 5)",
@@ -84,7 +85,7 @@ const struct command_help run_help = {
     "run",
     "[--dir DIR] [--stall SECONDS | --stall-short SECONDS --stall-long SECONDS] "
     "[--format NAME[=FILE]]... [--json FILE] [--log FILE] "
-    "[--ranks WHICH] [--grace SECONDS] "
+    "[--ranks WHICH] [--threshold NAME=VALUE]... [--grace SECONDS] "
     "[--signal-stacks] -- CMD [ARG...]",
     "run a job under the shim; on a stall diagnose it live, stop it and exit 3",
     "  runs CMD with the lockstep shim preloaded; when the job, or one communicator of\n"

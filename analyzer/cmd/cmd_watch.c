@@ -48,6 +48,7 @@ static const struct command_option watch_options[] = {
                     "FILE as it says it, whatever becomes of the terminal or a pipe",
                     "watch"),
     LIVE_OPTION_RANKS,
+    LIVE_OPTION_THRESHOLD,
     CMD_FLAG("kill", 0, "on a stall also stop the traced processes", NULL, struct watch, kill_job),
     CMD_FLAG("keep", 0,
              "a service (an inference server's watch): never exit at a stall;\n"
@@ -114,7 +115,7 @@ static const struct command_option watch_options[] = {
 const struct command_help watch_help = {
     "watch",
     "[--stall SECONDS | --stall-short SECONDS --stall-long SECONDS] [--format NAME[=FILE]]... "
-    "[--json FILE] [--log FILE] [--ranks WHICH] "
+    "[--json FILE] [--log FILE] [--ranks WHICH] [--threshold NAME=VALUE]... "
     "[--kill] "
     "[--keep] [--metrics FILE] [--status FILE] [--grace SECONDS] "
     "[--signal-stacks] DIR",

@@ -1,12 +1,16 @@
 /* lockstep.c -- the lockstep command: finds the subcommand in one table and runs it.
- * Two spellings are for the build, not the user (not in --help): `lockstep --man-page COMMAND
- * TEMPLATE` writes a command's man page from its template (docs/man/meson.build; COMMAND
- * `lockstep`: lockstep(1) itself), and `lockstep --list-options COMMAND` lists its options for
- * the bash completion (command_list_options()). */
+ * Five spellings are for the build, the completion and the tests, not the user (not in --help):
+ * `lockstep --man-page COMMAND TEMPLATE` writes a command's man page from its template
+ * (docs/man/meson.build; COMMAND `lockstep`: lockstep(1) itself), `lockstep --list-options
+ * COMMAND` lists its options (command_list_options()) and `lockstep --list-commands` the
+ * commands, for the bash completion, and `lockstep --list-settings` and `--list-thresholds` the
+ * tables of LOCKSTEP_* settings (settings_list()) and of the diagnosis's thresholds
+ * (analysis_opts_list()), which docs/analyzer.md's tables are checked against. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "analysis_opts.h"
 #include "commands.h"
 #include "lockstep/trace_format.h"
 #include "report.h"
@@ -103,6 +107,19 @@ int main(int argc, char **argv)
     }
     if (strcmp(name, "--man-page") == 0 || strcmp(name, "--list-options") == 0)
         return build_aid(argc - 1, argv + 1);
+    if (strcmp(name, "--list-commands") == 0) {
+        for (size_t i = 0; i < NCOMMANDS; i++)
+            printf("%s\n", commands[i].help->name);
+        return 0;
+    }
+    if (strcmp(name, "--list-settings") == 0) {
+        settings_list(stdout);
+        return 0;
+    }
+    if (strcmp(name, "--list-thresholds") == 0) {
+        analysis_opts_list(stdout);
+        return 0;
+    }
     const struct command *c = find_command(name);
     if (!c) {
         fprintf(stderr, "lockstep: '%s' is not a command; see 'lockstep --help'\n", name);

@@ -12,8 +12,7 @@ static int describe_teardown(struct diag *d, size_t first);
 
 struct diag_options diag_default_options(void)
 {
-    struct diag_options o = {
-        .straggler_min_s = 1.0, .straggler_factor = 10.0, .straggler_repeats = 3};
+    struct diag_options o = {.scope = NULL};
     return o;
 }
 

@@ -10,7 +10,8 @@
 #include "finding.h"
 #include "waitgraph.h"
 
-/* Default thresholds. This function can't fail. */
+/* Options of a diagnosis of the whole job (its thresholds are the model's). This function can't
+ * fail. */
 struct diag_options diag_default_options(void);
 
 /* Diagnoses job `job` of the model and appends its findings to `out`, root cause first,

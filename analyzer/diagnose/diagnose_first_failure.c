@@ -99,7 +99,8 @@ static void first_failure(struct first *x)
         if (v[i].lo < v[first].lo)
             first = i;
     for (size_t i = 0; i < n; i++) {
-        uint64_t skew = strcmp(v[i].host, v[first].host) ? MODEL_CLOCK_SKEW_NS : 0;
+        uint64_t skew =
+            strcmp(v[i].host, v[first].host) ? opt_ns(&x->g->m->opts, OPT_CLOCK_SKEW) : 0;
         if (i == first || v[first].hi + skew >= v[i].lo)
             continue;
         struct finding *late = F(x, v[i].finding), *root = F(x, v[first].finding);

@@ -192,10 +192,6 @@ static int describe(struct diag *d, struct finding *f, uint64_t last_call)
     return f->summary ? 0 : -1;
 }
 
-/* How long before its stop every rank must have been outside NCCL and off the CPU for a job
- * stopped from outside to have been stuck outside NCCL, post mortem. */
-#define OUTSIDE_QUIET_NS 1000000000ull
-
 /* The class key of process p, which the job's stop ended outside NCCL, from its trace alone:
  * where its end stack has it (the shim's handler of the stop's signal), off the CPU or not. */
 static void ended_class_key(struct diag *d, const struct m_proc *p, struct f_class *k)
@@ -214,7 +210,8 @@ static void ended_class_key(struct diag *d, const struct m_proc *p, struct f_cla
 
 /* Post mortem: a job the launcher (or a scheduler) stopped while every rank was outside NCCL,
  * waiting for nothing the graph knows, its last NCCL call returned, and its thread off the CPU
- * for at least OUTSIDE_QUIET_NS before the stop (the shim's CPU samples): a job stuck outside
+ * for at least the outside-quiet threshold (analysis_opts.h) before the stop (the shim's CPU
+ * samples): a job stuck outside
  * NCCL, as a live probe would have seen it (a barrier, a lock or a store key of its own). A rank
  * busy on the CPU, or a rank whose CPU is not known (an older trace), may have been at work:
  * nothing is said then. Returns 1 when it added the finding, 0 when not, -1 out of memory. */
@@ -231,7 +228,7 @@ static int stopped_outside(struct diag *d)
             ls_record_pending(p->last_call) || model_thread_busy(p, &off_since) != 0)
             return 0;
         uint64_t left = p->last_call->exit_ns > off_since ? p->last_call->exit_ns : off_since;
-        if (p->death_lo < left + OUTSIDE_QUIET_NS)
+        if (p->death_lo < left + opt_ns(&d->m->opts, OPT_OUTSIDE_QUIET))
             return 0;
         if (p->last_call->exit_ns > last_call)
             last_call = p->last_call->exit_ns;

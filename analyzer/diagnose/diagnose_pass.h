@@ -22,10 +22,8 @@ struct diag_scope {
     const void *ctx;
 };
 
+/* How one diagnosis runs; its thresholds are the model's (model.opts, analysis_opts.h). */
 struct diag_options {
-    double straggler_min_s;         /* a late arrival shorter than this is not a straggler */
-    double straggler_factor;        /* ...nor one less than this many times the others' spread */
-    int straggler_repeats;          /* late this many times (or at the last collective) to report */
     const struct diag_scope *scope; /* NULL: the whole job */
 };
 

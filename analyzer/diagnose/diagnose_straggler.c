@@ -81,7 +81,8 @@ static int scan_comm(struct diag *d, const struct m_comm *c, struct late *late,
         double late_s = (double)(x->top - x->second) / 1e9;
         double spread_s = (double)(x->second - x->first) / 1e9;
         last_rank = -1;
-        if (late_s < d->opt->straggler_min_s || late_s < d->opt->straggler_factor * spread_s)
+        if (late_s < opt_value(&d->m->opts, OPT_STRAGGLER_MIN) ||
+            late_s < opt_value(&d->m->opts, OPT_STRAGGLER_FACTOR) * spread_s)
             continue;
         struct late *l = &late[job_index[c->members[x->top_i].proc - d->m->procs]];
         l->times++;
@@ -112,7 +113,8 @@ int diagnose_straggler(struct diag *d)
         rc = scan_comm(d, j->comms[i], late, job_index);
     for (size_t i = 0; i < j->nprocs && rc == 0; i++) {
         const struct late *l = &late[i];
-        if (l->times == 0 || (l->times < (unsigned)d->opt->straggler_repeats && !l->at_last))
+        if (l->times == 0 ||
+            (l->times < (unsigned)opt_value(&d->m->opts, OPT_STRAGGLER_REPEATS) && !l->at_last))
             continue;
         const struct m_proc *p = j->procs[i];
         struct finding *f = diag_finding_at(d, F_STRAGGLER, l->worst_comm, l->worst_seq);

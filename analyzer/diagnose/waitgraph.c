@@ -2,15 +2,12 @@
  * trace holds and per call ranks wait in; each blocked rank's edges to the calls it waits in and
  * each call's edges to the members that never reached it; terminal nodes with their reason.
  * Components and sinks are in waitgraph_scc.c. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "names.h"
 #include "waitgraph.h"
-
-/* Lateness within which ranks that are running towards a collective count as on their way:
- * four times the comm's usual arrival spread, and at least a second. */
-#define EN_ROUTE_FLOOR_NS 1000000000ull
 
 /* Calls one rank is blocked on, at most (a group of sends and receives is one wait). */
 #define MAX_WAITS 64
@@ -134,17 +131,20 @@ static enum wg_edge_kind absence(const struct m_comm *c, const struct m_member *
 }
 
 /* How long after its first waiter entered collective #seq of c a member may still be on its
- * way: four times the comm's usual arrival spread, at least EN_ROUTE_FLOOR_NS. */
-static uint64_t gather_allowance(const struct m_comm *c, uint64_t seq)
+ * way: en-route-spread times the comm's usual arrival spread, at least en-route (the
+ * thresholds of m, analysis_opts.h). */
+static uint64_t gather_allowance(const struct model *m, const struct m_comm *c, uint64_t seq)
 {
-    uint64_t allow = 4 * model_arrival_spread(c, seq);
-    return allow < EN_ROUTE_FLOOR_NS ? EN_ROUTE_FLOOR_NS : allow;
+    uint64_t allow = (uint64_t)llround(opt_value(&m->opts, OPT_EN_ROUTE_SPREAD) *
+                                       (double)model_arrival_spread(c, seq));
+    uint64_t floor_ns = opt_ns(&m->opts, OPT_EN_ROUTE);
+    return allow < floor_ns ? floor_ns : allow;
 }
 
 /* Marks the collective en route when its absent members are all either gone or running towards
- * it (in no call, not stopped), some run, and its first waiter has waited no longer than four
- * times the comm's usual arrival spread (at least a second): then the running ones are late,
- * not stuck, and the edges to them are soft. */
+ * it (in no call, not stopped), some run, and its first waiter has waited no longer than
+ * gather_allowance(): then the running ones are late, not stuck, and the edges to them are
+ * soft. */
 static void settle_en_route(struct builder *b, size_t node, const struct m_comm *c, size_t e0)
 {
     struct waitgraph *g = b->g;
@@ -162,7 +162,7 @@ static void settle_en_route(struct builder *b, size_t node, const struct m_comm 
     }
     if (!running || !x->since_ns)
         return;
-    uint64_t allow = gather_allowance(c, x->seq), now = b->j->now_ns;
+    uint64_t allow = gather_allowance(g->m, c, x->seq), now = b->j->now_ns;
     if (now > x->since_ns && now - x->since_ns > allow)
         return;
     x->en_route = 1;
@@ -972,7 +972,7 @@ int waitgraph_late_at(const struct waitgraph *g, size_t v, uint64_t at)
             x->call_kind != WG_CALL_COLL || !x->since_ns || at <= x->since_ns)
             continue;
         const struct m_comm *c = model_comm(g->m, g->job, x->comm);
-        if (c && at - x->since_ns > gather_allowance(c, x->seq))
+        if (c && at - x->since_ns > gather_allowance(g->m, c, x->seq))
             return 1;
     }
     return 0;

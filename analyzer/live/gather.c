@@ -81,7 +81,7 @@ int gather_init(struct gather *g, const char *local_dir)
     const char *s = setting_text(SET_GATHER_DIR);
     if (!s)
         return 0;
-    g->wait_s = setting_number(SET_GATHER_WAIT, 30);
+    g->wait_s = setting_number(SET_GATHER_WAIT);
     struct stat st;
     const char *bad = NULL;
     if (mkdir(s, 0700) != 0 && errno != EEXIST)

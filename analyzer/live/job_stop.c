@@ -49,7 +49,7 @@ void live_sleep_ms(int ms)
 
 double job_stop_default_grace(void)
 {
-    return setting_number(SET_STOP_GRACE, STOP_DEFAULT_GRACE_S);
+    return setting_number(SET_STOP_GRACE);
 }
 
 /* Waits for every child that has ended (own_children only), keeping its status. */

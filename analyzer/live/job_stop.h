@@ -11,9 +11,6 @@
 #include "json_writer.h"
 #include "monitor.h"
 
-/* The default grace: how long each step of the stop waits before the next, harsher one. */
-#define STOP_DEFAULT_GRACE_S 5.0
-
 enum stop_role { STOP_ROLE_LAUNCHER, STOP_ROLE_RANK, STOP_ROLE_DESCENDANT };
 /* Who ended a process: lockstep's own signal aimed at it; the launcher's teardown (it ended
  * without one while the launcher ran); or itself (neither: e.g. a helper that exits when its
@@ -68,8 +65,8 @@ struct stop_job {
  * function can't fail: what could not be stopped is reported `alive`. */
 void job_stop(struct monitor *m, struct stop_job *job, struct stop_report *r);
 
-/* The grace from LOCKSTEP_STOP_GRACE (seconds, 0 to 3600), else STOP_DEFAULT_GRACE_S; a
- * malformed value gets one line on stderr and the default. */
+/* The grace: how long each step of the stop waits before the next, harsher one.
+ * LOCKSTEP_STOP_GRACE (seconds, 0 to 3600), else its default (settings.h: 5 s). */
 double job_stop_default_grace(void);
 
 /* Writes one line for people: "stopped the job in 0.31 s: torchrun (pid 812) took SIGTERM and

@@ -29,6 +29,7 @@ void live_opts_init(struct live_opts *o)
     o->bounds.short_s = MON_SHORT_S;
     o->bounds.long_s = MON_LONG_S;
     o->grace_s = job_stop_default_grace();
+    o->thresholds = analysis_opts_default();
 }
 
 /* --format NAME[=FILE] and --json FILE (`json`): a file joins o->files; on stdout the text
@@ -220,6 +221,11 @@ int live_take_grace(void *ctx, const char *val)
         return -1;
     }
     return 0;
+}
+
+int live_take_threshold(void *ctx, const char *val)
+{
+    return analysis_opts_set(&((struct live_opts *)ctx)->thresholds, val);
 }
 
 int live_take_ranks(void *ctx, const char *val)
@@ -435,6 +441,7 @@ int live_diagnose_first(const char *dir, struct live_opts *o, int probe, int pri
         memset(first, 0, sizeof(*first));
     struct analysis a;
     memset(&a, 0, sizeof(a));
+    a.opts = &o->thresholds;
     int rc = -1;
     if (analysis_add_path(&a, dir) < 0)
         goto out;

@@ -24,6 +24,7 @@ struct live_opts {
                                 * refused (docs/live.md: its signal can end a rank's sleeps) */
     const char *log_path;      /* --log FILE: all the command says goes there too (live_log.h) */
     struct output_opts report; /* how the report files are written (--ranks all) */
+    struct analysis_opts thresholds; /* --threshold NAME=VALUE: the diagnosis's thresholds */
 };
 
 /* The defaults: the two bounds MON_SHORT_S and MON_LONG_S, the stop's grace from
@@ -44,6 +45,7 @@ int live_take_log(void *ctx, const char *val);           /* --log FILE */
 int live_take_ranks(void *ctx, const char *val);         /* --ranks WHICH */
 int live_take_grace(void *ctx, const char *val);         /* --grace SECONDS */
 int live_take_signal_stacks(void *ctx, const char *val); /* --signal-stacks */
+int live_take_threshold(void *ctx, const char *val);     /* --threshold NAME=VALUE */
 
 /* The rows of run's and watch's tables (commands.h) that say the same in both. */
 #define LIVE_OPTION_STALL                                                                          \
@@ -112,8 +114,10 @@ int live_take_signal_stacks(void *ctx, const char *val); /* --signal-stacks */
              "the same as \\fB\\-\\-format json=\\fIFILE\\fR: the JSON report "                    \
              "(docs/report\\-format.md)",                                                          \
              live_take_json)
+#define LIVE_OPTION_THRESHOLD CMD_OPTION_THRESHOLD(live_take_threshold)
 #define LIVE_OPTION_RANKS                                                                          \
-    CMD_CALL("ranks", 0, "WHICH", OUTPUT_RANKS_HELP, OUTPUT_RANKS_MAN, live_take_ranks)
+    CMD_CHOICE("ranks", 0, "WHICH", OUTPUT_RANKS_WORDS, OUTPUT_RANKS_HELP, OUTPUT_RANKS_MAN,       \
+               live_take_ranks)
 
 /* Checks the bounds once every option is read: --stall-short above --stall-long is refused.
  * Returns 0, or -1 after a message. */

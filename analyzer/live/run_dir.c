@@ -248,7 +248,7 @@ static int compact_one(int dirfd, const char *name, void *arg)
 
 double run_dir_retain_hours(void)
 {
-    return setting_number(SET_RETAIN_HOURS, LS_DEFAULT_RETAIN_HOURS);
+    return setting_number(SET_RETAIN_HOURS);
 }
 
 struct expiry {
@@ -460,17 +460,6 @@ static int move_earlier(struct run_dir *d)
     return 0;
 }
 
-/* A knob of the shim as it will read it, for the size of its traces: `def` when unset or out of
- * [lo, hi] (the shim says so itself). */
-static uint64_t shim_knob(const char *name, uint64_t def, uint64_t lo, uint64_t hi)
-{
-    const char *v = getenv(name);
-    char *end;
-    errno = 0;
-    unsigned long long x = v && *v && v[0] != '-' ? strtoull(v, &end, 10) : def;
-    return v && *v && (errno || *end || x < lo || x > hi) ? def : x;
-}
-
 /* Refuses a folder the shim cannot write to; says how many traces it has room for when that
  * is few (the shim then takes smaller rings, or records nothing: room.h). Returns 0, or -1
  * after a message. */
@@ -488,16 +477,15 @@ static int check_room(const struct run_dir *d)
     }
     if (!known || sv.f_blocks == 0)
         return 0;
-    uint64_t ring = shim_knob("LOCKSTEP_RING", LS_DEFAULT_RING, LS_MIN_RING, LS_MAX_RING), p;
+    uint64_t ring = setting_shim_knob(SHIM_KNOB_RING), p;
     for (p = LS_MIN_RING; p < ring; p <<= 1)
         ;
-    uint32_t depth =
-        (uint32_t)shim_knob("LOCKSTEP_STACK_DEPTH", LS_DEFAULT_STACK_DEPTH, 0, LS_MAX_STACK_DEPTH);
+    uint32_t depth = (uint32_t)setting_shim_knob(SHIM_KNOB_STACK_DEPTH);
     uint64_t full = ls_layout_default(depth, 0, p).file_size;
     uint64_t least =
         ls_layout_default(depth, 0, p < LS_ROOM_MIN_RING ? p : LS_ROOM_MIN_RING).file_size;
     uint64_t free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
-    uint64_t expect = shim_knob("LOCAL_WORLD_SIZE", LS_ROOM_DEFAULT_SHARERS, 1, 1u << 20);
+    uint64_t expect = setting_env_uint("LOCAL_WORLD_SIZE", LS_ROOM_DEFAULT_SHARERS, 1, 1u << 20);
     uint64_t fit = free_bytes / full;
     if (fit >= 2 * expect) /* room for the ranks of a node, and as much again for NCCL */
         return 0;

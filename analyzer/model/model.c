@@ -394,11 +394,13 @@ int model_seq_unread(const struct m_member *mb, uint64_t seq)
            (mb->ncolls == 0 || seq < mb->colls[0]->seq);
 }
 
-struct model *model_build(struct tr_trace **traces, size_t ntraces)
+struct model *model_build(struct tr_trace **traces, size_t ntraces,
+                          const struct analysis_opts *opts)
 {
     struct model *m = calloc(1, sizeof(*m));
     if (!m)
         return NULL;
+    m->opts = opts ? *opts : analysis_opts_default();
     m->procs = calloc(ntraces + 1, sizeof(*m->procs));
     if (!m->procs) {
         free(m);

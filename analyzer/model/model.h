@@ -10,9 +10,11 @@
 #include "model_state.h"
 #include "model_types.h"
 
-/* Builds the model of the given traces; the model does not own them (free them after
- * model_free()). Returns a new model, or NULL when out of memory. Free with model_free(). */
-struct model *model_build(struct tr_trace **traces, size_t ntraces);
+/* Builds the model of the given traces with thresholds `opts` (copied; NULL: the defaults); the
+ * model does not own the traces (free them after model_free()). Returns a new model, or NULL
+ * when out of memory. Free with model_free(). */
+struct model *model_build(struct tr_trace **traces, size_t ntraces,
+                          const struct analysis_opts *opts);
 
 /* Frees the model (not the traces). NULL is fine. */
 void model_free(struct model *m);

@@ -174,7 +174,7 @@ static int adopt_commless(const struct model *m, size_t n, size_t *parent)
  *   - or the unit starts after the attempt's last sign of life (model_last_seen()), except
  *     where one side never joined a communicator and their ranks differ (a rank that died
  *     before its peers made their first NCCL call is still theirs).
- * Times on other hosts get MODEL_CLOCK_SKEW_NS of slack. Processes that say nothing of an
+ * Times on other hosts get the clock-skew threshold of slack. Processes that say nothing of an
  * attempt follow one instead of bridging two: a process forked from a rank of its own host goes
  * with its parent; one with neither a rank nor a communicator (a launcher, a helper) and a process
  * that never got to call NCCL (blind) join the attempt that had started last when they started.
@@ -265,7 +265,7 @@ static int find_parents(struct numbering *nb)
             continue;
         const struct attempt_proc *pa = &nb->procs[q], *ch = &nb->procs[k];
         if (strcmp(hdr_of(nb, q)->host, h->host) == 0 && pa->p->rank == ch->p->rank &&
-            pa->start <= ch->start + MODEL_CLOCK_SKEW_NS && ch->start <= pa->end)
+            pa->start <= ch->start + opt_ns(&nb->m->opts, OPT_CLOCK_SKEW) && ch->start <= pa->end)
             nb->procs[k].parent = q;
     }
     idmap_free(&pids);
@@ -395,7 +395,8 @@ static int restarts_a_rank(const struct numbering *nb, size_t a, const struct at
         const struct rank_holder *h = ap->p->rank >= 0 ? holder_of(nb, a, ap->p->rank) : NULL;
         if (!h)
             continue;
-        uint64_t skew = strcmp(h->host, ap->p->t->hdr.host) == 0 ? 0 : MODEL_CLOCK_SKEW_NS;
+        uint64_t skew =
+            strcmp(h->host, ap->p->t->hdr.host) == 0 ? 0 : opt_ns(&nb->m->opts, OPT_CLOCK_SKEW);
         if (h->end + skew < ap->start)
             return 1;
     }
@@ -404,9 +405,10 @@ static int restarts_a_rank(const struct numbering *nb, size_t a, const struct at
 
 /* True when unit u continues attempt a: it started before a's last sign of life, or one of
  * them never joined a communicator (their ranks differ: restarts_a_rank() said no). */
-static int continues(const struct attempt *a, const struct attempt_unit *u)
+static int continues(const struct numbering *nb, const struct attempt *a,
+                     const struct attempt_unit *u)
 {
-    if (u->lo <= a->end + MODEL_CLOCK_SKEW_NS)
+    if (u->lo <= a->end + opt_ns(&nb->m->opts, OPT_CLOCK_SKEW))
         return 1;
     return (!u->has_comm || !a->has_comm) && !u->rankless && !a->rankless;
 }
@@ -473,7 +475,7 @@ static int sweep_units(struct numbering *nb)
     for (size_t i = 0; i < nb->nunits && rc == 0; i++) {
         struct attempt_unit *u = by_start[i];
         size_t a = candidate(nb, u);
-        if (a == NONE || restarts_a_rank(nb, a, u) || !continues(&nb->attempts[a], u))
+        if (a == NONE || restarts_a_rank(nb, a, u) || !continues(nb, &nb->attempts[a], u))
             a = nb->nattempts;
         rc = join(nb, a, u);
     }

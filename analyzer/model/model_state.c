@@ -40,9 +40,7 @@ int model_was_running(const struct m_proc *p)
 }
 
 /* How close to a process's end its thread's last time on the CPU must be for it to count as
- * busy up to the end: the shim samples every 100 ms. */
-#define ON_CPU_SLACK_NS 250000000ull
-
+ * busy up to the end is the on-cpu threshold (analysis_opts.h): the shim samples every 100 ms. */
 int model_thread_busy(const struct m_proc *p, uint64_t *since_ns)
 {
     const struct ls_header *h = &p->t->hdr;
@@ -63,7 +61,7 @@ int model_thread_busy(const struct m_proc *p, uint64_t *since_ns)
     if (!best)
         return -1;
     uint64_t end = model_alive(p) ? p->last_seen_ns : p->death_lo;
-    if (best->on_cpu_ns && best->on_cpu_ns + ON_CPU_SLACK_NS >= end)
+    if (best->on_cpu_ns && best->on_cpu_ns + opt_ns(&p->model->opts, OPT_ON_CPU) >= end)
         return 1;
     *since_ns = best->on_cpu_ns;
     return 0;
@@ -292,8 +290,8 @@ static uint64_t death_slack(const struct ls_header *h)
 
 /* A rank blocked waiting in a call is what a launcher's kill finds, rarely what dies on its own
  * (the OOM killer strikes where memory is allocated, in compute): without an end record, only a
- * clear gap makes such a rank's death come first. */
-#define BLOCKED_DEATH_MARGIN_NS 250000000ull
+ * clear gap (the blocked-death threshold, analysis_opts.h) makes such a rank's death come
+ * first. */
 
 /* A probe's sidecar tells the state at the time of the probe. It is the state to report for a
  * gathered copy (a snapshot: the trace is a copy taken right after the probe), or when the
@@ -339,9 +337,10 @@ static enum liveness decide_liveness(struct m_proc *p, const struct m_job *job,
          * twenty heartbeats while another of its job still beat or ended was gone by then (a
          * node that died while the rest ran on), or for as long again as its heartbeat was
          * lately late (beat_late_ns()). */
-        uint64_t stale =
-            beat_late_ns(h) + (snapshot ? max_u64(MODEL_HEARTBEAT_STALE_NS, 10 * heartbeat_ns(h))
-                                        : max_u64(MODEL_SILENT_NS, 20 * heartbeat_ns(h)));
+        const struct analysis_opts *o = &p->model->opts;
+        uint64_t stale = beat_late_ns(h) +
+                         (snapshot ? max_u64(opt_ns(o, OPT_SNAPSHOT_SILENT), 10 * heartbeat_ns(h))
+                                   : max_u64(opt_ns(o, OPT_SILENT), 20 * heartbeat_ns(h)));
         int fresh = job->now_ns <= p->last_seen_ns || job->now_ns - p->last_seen_ns <= stale;
         v = fresh ? LIVENESS_RUNNING : LIVENESS_DEAD;
         why = fresh ? "its heartbeat is recent" : "its heartbeat stopped";
@@ -464,9 +463,9 @@ static const struct ls_record *blocked_at_death(const struct m_proc *p)
     return NULL;
 }
 
-/* Recorded deaths by the same signal this close belong to one wave of signals: a launcher
- * signalling its ranks in a loop, each handler running when its process is next scheduled. */
-#define WAVE_NS 100000000ull
+/* Recorded deaths by the same signal as close as the death-wave threshold (analysis_opts.h)
+ * belong to one wave of signals: a launcher signalling its ranks in a loop, each handler running
+ * when its process is next scheduled. */
 
 /* A key that sorts outside kills by kind (no end record first, then by signal) and time. */
 static int cmp_kill(const void *a, const void *b)
@@ -486,14 +485,14 @@ static int cmp_hi(const void *a, const void *b)
 }
 
 /* True when outside kill q joins the wave that ends with `last` (same kind, sorted by time):
- * the same signal recorded within WAVE_NS, or, without end records, death windows that overlap
- * the wave's (neither certainly before the other). */
+ * the same signal recorded within the death wave, or, without end records, death windows that
+ * overlap the wave's (neither certainly before the other). */
 static int joins_wave(const struct m_proc *last, uint64_t wave_hi, const struct m_proc *q)
 {
     if (last->state == RANK_VANISHED || q->state == RANK_VANISHED)
         return last->state == q->state && q->death_lo <= wave_hi;
     return last->t->hdr.end_signal == q->t->hdr.end_signal &&
-           q->death_lo - last->death_lo <= WAVE_NS;
+           q->death_lo - last->death_lo <= opt_ns(&q->model->opts, OPT_DEATH_WAVE);
 }
 
 /* The deaths of an attempt sorted by their latest possible time, with, for each prefix, the one
@@ -520,11 +519,10 @@ static const struct m_proc *died_before_time(const struct death_index *x, uint64
     return a ? x->first_upto[a - 1] : NULL;
 }
 
-/* Others lived on this long after a wave of outside kills: it was no stop of the whole job but
- * deaths of their own (a stop signals every rank at once). When the wave took every rank of its
- * hosts and ranks on other hosts outlived it, a shorter gap is enough: a node failed. */
-#define OUTLIVED_NS      1000000000ull
-#define OUTLIVED_HOST_NS 250000000ull
+/* Others lived on long after a wave of outside kills (the outlived threshold, analysis_opts.h):
+ * it was no stop of the whole job but deaths of their own (a stop signals every rank at once).
+ * When the wave took every rank of its hosts and ranks on other hosts outlived it, a shorter gap
+ * is enough (outlived-host): a node failed. */
 
 /* Hosts a wave can span and still be named a node failure. */
 #define WAVE_HOSTS 16
@@ -539,7 +537,7 @@ static int host_in(char (*hosts)[LS_HOST_LEN], size_t n, const char *h)
 }
 
 /* True when wave w[0..n) (ending at wave_hi) took every traced rank of its hosts and a rank on
- * another host outlived it by OUTLIVED_HOST_NS: the hosts themselves failed. */
+ * another host outlived it by the outlived-host threshold: the hosts themselves failed. */
 static int took_whole_hosts(const struct m_job *job, struct m_proc **w, size_t n, uint64_t wave_hi)
 {
     char hosts[WAVE_HOSTS][LS_HOST_LEN];
@@ -555,7 +553,8 @@ static int took_whole_hosts(const struct m_job *job, struct m_proc **w, size_t n
     for (size_t i = 0; i < job->nprocs; i++) {
         const struct m_proc *q = job->procs[i];
         int here = host_in(hosts, nh, q->t->hdr.host);
-        int after = model_alive(q) || q->death_lo > wave_hi + OUTLIVED_HOST_NS;
+        int after =
+            model_alive(q) || q->death_lo > wave_hi + opt_ns(&q->model->opts, OPT_OUTLIVED_HOST);
         if (here && (model_alive(q) || q->death_lo > wave_hi || !model_killed_from_outside(q)))
             return 0; /* a rank of these hosts outside the wave */
         elsewhere |= !here && after;
@@ -588,7 +587,7 @@ static void mark_wave(const struct m_job *job, struct m_proc **w, size_t n,
             w[k]->node_failure = 1;
         return;
     }
-    if (!first && (n < 2 || alive || last_death > hi + OUTLIVED_NS))
+    if (!first && (n < 2 || alive || last_death > hi + opt_ns(&w[0]->model->opts, OPT_OUTLIVED)))
         return; /* a death of its own */
     for (size_t k = 0; k < n; k++) {
         w[k]->stopped_with_job = 1;
@@ -620,7 +619,7 @@ static int order_deaths(struct m_job *job)
         d->died_in = blocked_at_death(d);
         last_death = d->death_lo > last_death ? d->death_lo : last_death;
         if (d->state == RANK_VANISHED && d->died_in)
-            d->death_hi += BLOCKED_DEATH_MARGIN_NS;
+            d->death_hi += opt_ns(&d->model->opts, OPT_BLOCKED_DEATH);
         x.by_hi[ndead++] = d;
         if (model_killed_from_outside(d))
             kills[nkill++] = d;

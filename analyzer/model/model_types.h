@@ -7,19 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analysis_opts.h"
 #include "idmap.h"
 #include "trace_reader.h"
-
-/* Seconds without a heartbeat, behind the job's newest sign of life, after which a process
- * whose liveness no /proc or probe tells counts as gone: in a snapshot gathered while the job
- * ran (copies of nodes taken seconds apart), and in traces no run copied (a process beats until
- * it dies: silent twenty heartbeats, and at least a second, while another still beat). */
-#define MODEL_HEARTBEAT_STALE_NS (10ull * 1000000000ull)
-#define MODEL_SILENT_NS          (1ull * 1000000000ull)
-
-/* How far apart the clocks of two hosts of one job may be: times taken on different hosts
- * closer than this are not ordered (telling attempts apart, model_jobs.c). */
-#define MODEL_CLOCK_SKEW_NS (50ull * 1000000ull)
 
 enum rank_state {
     RANK_IN_CALL,  /* alive, waiting on NCCL: inside a call (or a group's GroupEnd), or with
@@ -184,6 +174,7 @@ struct model {
     const struct untraced_set *untraced; /* the markers of ranks that had no room for a trace
                                           * (untraced.h; not owned, NULL none): why a rank
                                           * no trace holds is absent */
+    struct analysis_opts opts;           /* the thresholds the model and the diagnosis use */
 };
 
 /* The key of communicator `id` of job `job` in model.comm_index. */

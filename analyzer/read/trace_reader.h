@@ -16,10 +16,6 @@
 #define TR_MAX_STRINGS (1ull << 30)
 #define TR_MAX_RANKS   (1 << 20) /* ranks of a job or communicator */
 
-/* Records per trace the analysis reads by default: the newest ones of each ring (the
- * diagnosis needs where each rank stands, not its whole history; docs/analyzer.md). */
-#define TR_DEFAULT_WINDOW 1024u
-
 /* One frame of a call site, strings resolved against the pool (never NULL; "" = unknown). */
 struct tr_frame {
     uint64_t pc;

@@ -10,18 +10,25 @@
 #include "settings.h"
 #include "trace_reader.h"
 
+uint64_t window_records_default(void)
+{
+    return (uint64_t)setting_default(SET_ANALYZE_RECORDS);
+}
+
 uint64_t window_default(size_t ntraces)
 {
-    if (ntraces == 0 || (uint64_t)ntraces * TR_DEFAULT_WINDOW <= WINDOW_BUDGET)
-        return TR_DEFAULT_WINDOW;
+    uint64_t full = window_records_default();
+    if (ntraces == 0 || (uint64_t)ntraces * full <= WINDOW_BUDGET)
+        return full;
     uint64_t w = WINDOW_BUDGET / (uint64_t)ntraces;
     return w < WINDOW_FLOOR ? WINDOW_FLOOR : w;
 }
 
 uint64_t window_records(size_t ntraces)
 {
-    uint64_t def = window_default(ntraces);
-    return (uint64_t)setting_number(SET_ANALYZE_RECORDS, (double)def); /* 0: all */
+    if (!setting_given(SET_ANALYZE_RECORDS))
+        return window_default(ntraces);
+    return (uint64_t)setting_number(SET_ANALYZE_RECORDS); /* 0: all */
 }
 
 uint64_t trace_window_open_work(const struct ls_header *h)

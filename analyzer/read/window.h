@@ -9,16 +9,22 @@
 #include "trace_reader.h"
 
 /* Records in memory an analysis aims to hold at most, all traces together (8 Mi records of
- * 128 bytes: 1 GiB): a job with more than WINDOW_BUDGET / TR_DEFAULT_WINDOW traces gets a
- * smaller window per trace. */
+ * 128 bytes: 1 GiB): a job with more than WINDOW_BUDGET / window_records_default() traces gets
+ * a smaller window per trace. */
 #define WINDOW_BUDGET (8ull << 20)
 
 /* The smallest window per trace, however many traces: enough for the call in flight, the last
  * groups and the newest collectives of each communicator. */
 #define WINDOW_FLOOR 64u
 
+/* Records per trace the analysis reads by default, however few the traces: the newest ones of
+ * each ring (the diagnosis needs where each rank stands, not its whole history;
+ * docs/analyzer.md). The default of LOCKSTEP_ANALYZE_RECORDS (1,024), from its row in
+ * settings.h. */
+uint64_t window_records_default(void);
+
 /* The default window for an analysis of `ntraces` traces (processes, whether they come from
- * trace files or from summary files): TR_DEFAULT_WINDOW (1,024) up to 8,192 traces, then
+ * trace files or from summary files): window_records_default() up to 8,192 traces, then
  * WINDOW_BUDGET / ntraces, never under WINDOW_FLOOR. Depends on nothing but ntraces, so every
  * reader of the same job reads the same records. This function can't fail. */
 uint64_t window_default(size_t ntraces);

@@ -31,6 +31,8 @@ int output_set_ranks(struct output_opts *opts, const char *which, const char *op
 
 /* The help and man page paragraph of --ranks WHICH (output_set_ranks()), for the commands'
  * tables of options (commands.h). */
+/* The words --ranks WHICH takes (output_set_ranks() reads them). */
+#define OUTPUT_RANKS_WORDS "named all"
 #define OUTPUT_RANKS_HELP                                                                          \
     "the JSON's object of each rank: 'named' (default: the ranks findings\n"                       \
     "name apart; the others in classes) or 'all'"

@@ -37,6 +37,23 @@ man_options() {
          { prev = $0 }' "$1" | sed 's/\\-/-/g' | long_options
 }
 same() { diff <(echo "$2") <(echo "$3") >"$D/diff" || { cat "$D/diff" >&2; fail "$1"; }; }
+# doc_table_is LIST SECTION HEADER: the table under HEADER in SECTION of docs/analyzer.md has the
+# rows of LIST (lines of tab-separated columns, as lockstep --list-settings prints them), in
+# order: the first column in backticks, the others as they are
+doc_table_is() {
+    python3 - "$1" "$SRC/docs/analyzer.md" "$2" "$3" <<'PY'
+import sys
+rows = [tuple(l.split("\t")) for l in open(sys.argv[1]).read().splitlines()]
+ncols = sys.argv[4].count(" | ") + 1
+assert len(rows) >= 10 and all(len(r) == ncols for r in rows), f"{sys.argv[1]}: {rows}"
+d = open(sys.argv[2]).read()
+t = d[d.index(sys.argv[3] + "\n"):]
+t = t[t.index(sys.argv[4]):].split("\n\n")[0].splitlines()[2:]
+docs = [tuple(l[2:-2].split(" | ", ncols - 1)) for l in t]
+docs = [(r[0].strip("`"),) + r[1:] for r in docs]
+assert rows == docs, "\n".join(f"{a} <> {b}" for a, b in zip(rows + [None] * 9, docs + [None] * 9) if a != b)
+PY
+}
 # The names of the format table (analyzer/report/output.c's formats[] rows), in its order, one a line.
 formats_of_table() {
     sed -n '/^static const struct output_format formats\[\] = {/,/^};/p' "$SRC/analyzer/report/output.c" |
@@ -639,22 +656,14 @@ stacks-json-file)
     contains "$D/err" "cannot write --json $D/nosuch/s.json"
     ;;
 settings-documented)
-    # the one table of the analyzer's settings (analyzer/base/settings.h, SETTINGS) and
+    # the one table of the analyzer's settings (analyzer/base/settings.h, SETTINGS, as
+    # `lockstep --list-settings` prints it, with the defaults its readers get) and
     # docs/analyzer.md's table of settings: the same variables, in order, with the same
     # defaults and meanings
-    python3 - "$SRC/analyzer/base/settings.h" "$SRC/docs/analyzer.md" <<'PY' || fail "settings"
-import re, sys
-h = open(sys.argv[1]).read()
-rows = re.findall(r'X\(SET_\w+, "(\w+)", SETTING_\w+, [^,]+, [^,]+, "([^"]*)",\s*\\\n\s*"([^"]*)"\)', h)
-assert len(rows) >= 10, f"read only {len(rows)} settings from settings.h"
-d = open(sys.argv[2]).read()
-t = d[d.index("## Settings"):]
-t = t[t.index("| variable | default | meaning |"):].split("\n\n")[0]
-docs = re.findall(r'^\| `(\w+)` \| ([^|]*) \| (.*) \|$', t, re.M)
-assert rows == docs, "\n".join(f"{a} <> {b}" for a, b in zip(rows + [None] * 9, docs + [None] * 9) if a != b)
-PY
-    # and every LOCKSTEP_* variable the analyzer names is read through it (the shim's knobs
-    # that run_dir.c foresees aside)
+    "$LOCKSTEP" --list-settings >"$D/settings" || fail "--list-settings"
+    doc_table_is "$D/settings" "## Settings" "| variable | default | meaning |" || fail "settings"
+    # and every LOCKSTEP_* variable the analyzer names is read through settings.c (the shim's
+    # knobs too, which it foresees from the shim's own rows: lockstep/knobs.h)
     grep -n 'getenv' "$SRC"/analyzer/*.c "$SRC"/analyzer/*/*.c | grep -v '^[^:]*/settings\.c:' | grep 'LOCKSTEP_' &&
         fail "a LOCKSTEP_* variable read outside settings.c"
     ;;
@@ -685,6 +694,54 @@ setting-bad-value)
         set -e
         expect_rc 0; empty "$D/err"
     done
+    ;;
+thresholds-documented)
+    # the one table of thresholds (analyzer/base/analysis_opts.h, as `lockstep
+    # --list-thresholds` prints it) and docs/analyzer.md's table: the same names, in order, with
+    # the same defaults, units and meanings; and help lists each with its default
+    "$LOCKSTEP" --list-thresholds >"$D/thr" || fail "--list-thresholds"
+    doc_table_is "$D/thr" "## Thresholds" "| threshold | default | unit | meaning |" ||
+        fail "thresholds"
+    for c in analyze run watch; do
+        "$LOCKSTEP" help "$c" >"$D/h"
+        while IFS="$(printf '\t')" read -r name def unit meaning; do
+            grep -qE "^ +$name=$def +" "$D/h" || fail "'help $c' does not list $name=$def"
+        done <"$D/thr"
+    done
+    ;;
+threshold)
+    # --threshold reaches the diagnosis: a rank 3 s late at every collective is a straggler by
+    # default (straggler-min 1 s), not at straggler-min=5; a rank gone 30 s before the others'
+    # last heartbeat is dead by default (silent 1 s), alive and missing at silent=86400 (a
+    # threshold of the model)
+    kinds() { python3 -c 'import json, sys
+print("\n".join(f["kind"] for f in json.load(open(sys.argv[1]))["findings"]))' "$1"; }
+    "$TRACEGEN" --out "$D/s" --straggler 2:3 >/dev/null
+    "$LOCKSTEP" analyze --json "$D/a.json" "$D/s" >/dev/null && rc=0 || rc=$?
+    expect_rc 1
+    kinds "$D/a.json" >"$D/k" && same "kinds by default" "straggler" "$(cat "$D/k")"
+    "$LOCKSTEP" analyze --threshold straggler-min=5 --json "$D/b.json" "$D/s" >/dev/null && rc=0 || rc=$?
+    expect_rc 0
+    kinds "$D/b.json" >"$D/k" && same "kinds at straggler-min=5" "" "$(cat "$D/k")"
+    "$LOCKSTEP" analyze --threshold=straggler-min=2.5 --json "$D/c.json" "$D/s" >/dev/null && rc=0 || rc=$?
+    expect_rc 1
+    "$TRACEGEN" --out "$D/v" --vanish 1 >/dev/null
+    "$LOCKSTEP" analyze --json "$D/d.json" "$D/v" >/dev/null || true
+    kinds "$D/d.json" | head -1 >"$D/k" && same "the vanished rank by default" "rank_crashed" "$(cat "$D/k")"
+    "$LOCKSTEP" analyze --threshold silent=86400 --json "$D/e.json" "$D/v" >/dev/null || true
+    kinds "$D/e.json" | head -1 >"$D/k" && same "at silent=86400" "missing_ranks" "$(cat "$D/k")"
+    # what it refuses, before anything runs: exit 2, one line naming the threshold
+    for nv in nope=1 silent=0 silent straggler-repeats=1.5 clock-skew=-1 en-route=soon =1; do
+        for c in "analyze $D/s" "run -- touch $D/started" "watch $D/s"; do
+            set +e
+            "$LOCKSTEP" ${c%% *} --threshold "$nv" ${c#* } >"$D/out" 2>"$D/err"
+            rc=$?
+            set -e
+            expect_rc 2; empty "$D/out"
+            contains "$D/err" "lockstep: --threshold $nv"
+        done
+    done
+    [ ! -e "$D/started" ] || fail "the job was started"
     ;;
 *)
     fail "no case '$CASE'"

@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     struct findings fs = {0};
-    struct model *m = ntraces ? model_build(traces, ntraces) : NULL;
+    struct model *m = ntraces ? model_build(traces, ntraces, NULL) : NULL;
     struct symbolizer *sym = symbolizer_new(0);
     if (m && sym) {
         struct diag_options opt = diag_default_options();

@@ -90,7 +90,7 @@ static void try_variant(const unsigned char *buf, size_t len, const char *what, 
     }
     loaded++;
     struct findings fs = {0};
-    struct model *m = model_build(&t, 1);
+    struct model *m = model_build(&t, 1, NULL);
     struct symbolizer *sym = symbolizer_new(0);
     int incomplete = 0;
     if (m && sym) {

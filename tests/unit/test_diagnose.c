@@ -71,7 +71,7 @@ static void load(struct fixture *fx)
         fx->n++;
     }
     closedir(d);
-    fx->m = model_build(fx->t, fx->n);
+    fx->m = model_build(fx->t, fx->n, NULL);
     ck_assert_ptr_nonnull(fx->m);
     fx->sym = symbolizer_new(0);
     struct diag_options opt = diag_default_options();

@@ -81,7 +81,7 @@ static void analyze(struct run *r)
         r->t[i] = trace_load(path, err, sizeof(err));
         ck_assert_msg(r->t[i] != NULL, "%s", err);
     }
-    r->m = model_build(r->t, 3);
+    r->m = model_build(r->t, 3, NULL);
     ck_assert_ptr_nonnull(r->m);
     r->sym = symbolizer_new(0);
     struct diag_options opt = diag_default_options();

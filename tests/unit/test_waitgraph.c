@@ -109,7 +109,7 @@ static void crashed(struct tr_trace *t, int sig, uint64_t at)
 
 static void build(struct job *j)
 {
-    j->m = model_build(j->t, j->n);
+    j->m = model_build(j->t, j->n, NULL);
     ck_assert_ptr_nonnull(j->m);
     ck_assert_int_eq(j->m->njobs, 1);
     j->g = waitgraph_build(j->m, 0);

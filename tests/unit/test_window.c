@@ -10,7 +10,7 @@
 START_TEST(small_jobs_read_the_default)
 {
     unsetenv("LOCKSTEP_ANALYZE_RECORDS");
-    ck_assert_uint_eq(window_default(0), TR_DEFAULT_WINDOW);
+    ck_assert_uint_eq(window_default(0), window_records_default());
     ck_assert_uint_eq(window_default(1), 1024);
     ck_assert_uint_eq(window_default(4096), 1024);
     ck_assert_uint_eq(window_default(8192), 1024); /* 8 Mi records: the budget exactly */
