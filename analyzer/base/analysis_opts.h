@@ -38,6 +38,8 @@ enum opt_unit {
       "a process with no end whose heartbeat is this silent (and 20 heartbeats) is gone")          \
     X(OPT_SNAPSHOT_SILENT, "snapshot-silent", OPT_SECONDS, 10, 0.01, 86400,                        \
       "the same in a snapshot taken while the job ran (and 10 heartbeats)")                        \
+    X(OPT_STOP_SLACK, "stop-slack", OPT_SECONDS, 0.1, 0, 3600,                                     \
+      "a rank last seen this long (and 4 heartbeats) before lockstep's stop was ended by it")     \
     X(OPT_ON_CPU, "on-cpu", OPT_SECONDS, 0.25, 0, 3600,                                            \
       "a thread last seen on the CPU this close to its end was busy at it")                        \
     X(OPT_EN_ROUTE, "en-route", OPT_SECONDS, 1, 0, 86400,                                          \

@@ -10,11 +10,10 @@
 #include "stop_mark.h"
 
 /* How long before the stop a process killed without an end record (SIGKILL) may have been
- * last seen and still count as ended by it: this many of its heartbeats, and at least
- * STOP_MARK_SLACK_NS (a heartbeat late under load). A process the stop killed so had ignored
- * its SIGTERM for the grace time and was seen alive until then. */
+ * last seen and still count as ended by it: this many of its heartbeats, and at least the
+ * stop-slack threshold (analysis_opts.h: a heartbeat late under load). A process the stop
+ * killed so had ignored its SIGTERM for the grace time and was seen alive until then. */
 #define STOP_MARK_HEARTBEATS 4
-#define STOP_MARK_SLACK_NS   100000000ull
 
 /* The folder part of a trace's path ("." for a bare name). */
 static void folder_of(const char *path, char *out, size_t len)
@@ -38,8 +37,8 @@ static int ended_by(const struct m_proc *p, const struct stop_mark *s)
         return h->end_ns >= s->at_ns;
     uint64_t slack =
         STOP_MARK_HEARTBEATS * (h->heartbeat_ms ? h->heartbeat_ms : 1000u) * 1000000ull;
-    if (slack < STOP_MARK_SLACK_NS)
-        slack = STOP_MARK_SLACK_NS;
+    if (slack < opt_ns(&p->model->opts, OPT_STOP_SLACK))
+        slack = opt_ns(&p->model->opts, OPT_STOP_SLACK);
     return p->last_seen_ns + slack >= s->at_ns;
 }
 
