@@ -91,6 +91,40 @@ static void option_label(char *buf, size_t len, const struct command_option *o)
     snprintf(buf, len, "%s--%s%s%s", letter, o->name, o->arg ? " " : "", o->arg ? o->arg : "");
 }
 
+/* True when `text` names option o as a whole word: --NAME ("--stall" is not "--stall-short"),
+ * or -L for its letter. */
+static int names_option(const char *text, const struct command_option *o)
+{
+    size_t n = strlen(o->name);
+    for (const char *at = text; (at = strchr(at, '-')) != NULL; at++) {
+        const char *w = at[1] == '-' ? at + 2 : at + 1;
+        size_t wn = at[1] == '-' ? n : 1;
+        int same = at[1] == '-' ? strncmp(w, o->name, n) == 0 : (o->letter && *w == o->letter);
+        char after = w[wn];
+        if ((at == text || at[-1] == ' ' || at[-1] == '[' || at[-1] == '|') && same &&
+            !(after == '-' || (after >= 'a' && after <= 'z')))
+            return 1;
+        if (at[1] == '-')
+            at++;
+    }
+    return 0;
+}
+
+void command_usage(const struct command_help *h, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (const struct command_option *o = h->options; o->name || o->arg; o++) {
+        if (!o->name || names_option(h->usage, o) || at >= len)
+            continue;
+        int n = snprintf(buf + at, len - at, "[--%s%s%s]%s ", o->name, o->arg ? " " : "",
+                         o->arg ? o->arg : "", o->repeat ? "..." : "");
+        at += n > 0 ? (size_t)n : 0;
+    }
+    if (at < len)
+        snprintf(buf + at, len - at, "%s", h->usage);
+}
+
 int command_help(FILE *f, const struct command_help *h, int rc)
 {
     char *text = NULL;
@@ -98,7 +132,9 @@ int command_help(FILE *f, const struct command_help *h, int rc)
     FILE *m = open_memstream(&text, &len);
     if (!m)
         return rc;
-    fprintf(m, "usage: lockstep %s %s\n\n%s\n\n", h->name, h->usage, h->summary);
+    char usage[1024];
+    command_usage(h, usage, sizeof usage);
+    fprintf(m, "usage: lockstep %s %s\n\n%s\n\n", h->name, usage, h->summary);
     if (h->intro)
         fputs(h->intro, m);
     char label[128];
@@ -125,8 +161,9 @@ int command_usage_error(const struct command_help *h, const char *fmt, ...)
         va_end(ap);
         fputc('\n', stderr);
     }
-    fprintf(stderr, "usage: lockstep %s %s\n(see 'lockstep help %s')\n", h->name, h->usage,
-            h->name);
+    char usage[1024];
+    command_usage(h, usage, sizeof usage);
+    fprintf(stderr, "usage: lockstep %s %s\n(see 'lockstep help %s')\n", h->name, usage, h->name);
     return 2;
 }
 
@@ -279,7 +316,9 @@ static void roff_text(FILE *f, const char *text)
 static void roff_usage(FILE *f, const struct command_help *h)
 {
     fprintf(f, ".ad l\n.B lockstep %s\n", h->name);
-    const char *p = h->usage;
+    char usage[1024];
+    command_usage(h, usage, sizeof usage);
+    const char *p = usage;
     while (*p) {
         size_t n = strcspn(p, " []|=");
         const char *dots = strstr(p, "...");

@@ -40,18 +40,21 @@ struct command_option {
     /* The words the value may be, space-separated ("named all"), for the help's readers and the
      * completion; NULL: any value of its kind (a file, seconds, ...). */
     const char *words;
+    int repeat; /* the option may be given more than once ("[--format NAME[=FILE]]..." in the
+                 * usage line) */
 };
 
 /* Rows of a command's table. */
 /* clang-format off */
-#define CMD_OPERAND(NAME, HELP)                     {NULL, 0, NAME, HELP, NULL, CMD_TAKE_CALL, 0, NULL, NULL, NULL}
-#define CMD_CALL(NAME, L, ARG, HELP, MAN, FN)       {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NULL, NULL}
-#define CMD_CHOICE(NAME, L, ARG, WORDS, HELP, MAN, FN) {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NULL, WORDS}
-#define CMD_TEXT(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_TEXT, offsetof(T, FIELD), NULL, NULL, NULL}
-#define CMD_FILE(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_FILE, offsetof(T, FIELD), NULL, NULL, NULL}
-#define CMD_FLAG(NAME, L, HELP, MAN, T, FIELD)      {NAME, L, NULL, HELP, MAN, CMD_TAKE_FLAG, offsetof(T, FIELD), NULL, NULL, NULL}
-#define CMD_MAYBE(NAME, L, ARG, HELP, MAN, FN, NEXT) {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NEXT, NULL}
-#define CMD_END                                     {NULL, 0, NULL, NULL, NULL, CMD_TAKE_CALL, 0, NULL, NULL, NULL}
+#define CMD_OPERAND(NAME, HELP)                     {NULL, 0, NAME, HELP, NULL, CMD_TAKE_CALL, 0, NULL, NULL, NULL, 0}
+#define CMD_CALL(NAME, L, ARG, HELP, MAN, FN)       {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NULL, NULL, 0}
+#define CMD_REPEAT(NAME, L, ARG, HELP, MAN, FN)     {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NULL, NULL, 1}
+#define CMD_CHOICE(NAME, L, ARG, WORDS, HELP, MAN, FN) {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NULL, WORDS, 0}
+#define CMD_TEXT(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_TEXT, offsetof(T, FIELD), NULL, NULL, NULL, 0}
+#define CMD_FILE(NAME, L, ARG, HELP, MAN, T, FIELD) {NAME, L, ARG, HELP, MAN, CMD_TAKE_FILE, offsetof(T, FIELD), NULL, NULL, NULL, 0}
+#define CMD_FLAG(NAME, L, HELP, MAN, T, FIELD)      {NAME, L, NULL, HELP, MAN, CMD_TAKE_FLAG, offsetof(T, FIELD), NULL, NULL, NULL, 0}
+#define CMD_MAYBE(NAME, L, ARG, HELP, MAN, FN, NEXT) {NAME, L, ARG, HELP, MAN, CMD_TAKE_CALL, 0, FN, NEXT, NULL, 0}
+#define CMD_END                                     {NULL, 0, NULL, NULL, NULL, CMD_TAKE_CALL, 0, NULL, NULL, NULL, 0}
 /* clang-format on */
 
 /* The most rows a command's table has. */
@@ -62,7 +65,10 @@ struct command_option {
  * and the completion's words are all made from it. */
 struct command_help {
     const char *name;    /* "run" */
-    const char *usage;   /* the arguments, after "lockstep NAME " */
+    const char *usage;   /* the operands ("-- CMD [ARG...]", "PATH..."), and before them the
+                          * options that go together ("[--stall SECONDS | --stall-short
+                          * SECONDS --stall-long SECONDS]"); the usage line puts every other
+                          * option of the table before these, from its row (command_usage()) */
     const char *summary; /* one line for `lockstep --help` */
     const char *intro;   /* lines before the options' rows, each starting with two spaces;
                           * NULL none */
@@ -86,7 +92,7 @@ int command_json_file_next(const char *word);
 
 /* The row of --threshold NAME=VALUE (analyze, run, watch): FN takes "NAME=VALUE". */
 #define CMD_OPTION_THRESHOLD(FN)                                                                   \
-    CMD_CALL(                                                                                      \
+    CMD_REPEAT(                                                                                    \
         "threshold", 0, "NAME=VALUE",                                                              \
         "set a threshold of the diagnosis (repeatable); NAME=DEFAULT:\n" COMMAND_HELP_THRESHOLDS,  \
         "set threshold \\fINAME\\fR of the model and the diagnosis to \\fIVALUE\\fR "              \
@@ -107,6 +113,10 @@ int cmd_watch(int argc, char **argv); /* also 3: a stall was diagnosed */
 int cmd_export(int argc, char **argv);
 int cmd_stacks(int argc, char **argv);
 int cmd_summarize(int argc, char **argv);
+
+/* Writes h's usage line, after "lockstep NAME ": "[--NAME ARG]" for each option of its table
+ * (in table order, "..." after one that repeats) that h->usage does not name, then h->usage. */
+void command_usage(const struct command_help *h, char *buf, size_t len);
 
 /* Prints the full help of `h` to `f` and returns rc (0 for --help on stdout). */
 int command_help(FILE *f, const struct command_help *h, int rc);

@@ -49,17 +49,17 @@ static int take_ranks(void *ctx, const char *val)
 static const struct command_option analyze_options[] = {
     CMD_OPERAND("PATH", "trace files, node summaries (lockstep summarize) or folders (their\n"
                         "*.trace and *.summary, and one level of subfolders)"),
-    CMD_CALL("format", 0, "NAME[=FILE]",
-             "write the report as NAME to FILE (none or '-': stdout); repeatable,\n"
-             "one format at most on stdout (none there: the text report)\n"
-             "formats: " COMMAND_HELP_FORMATS,
-             "write the report in format \\fINAME\\fR to \\fIFILE\\fR (none or \\fB\\-\\fR: "
-             "standard output);\n"
-             "repeatable, one format per file and at most one on standard output. When none asks "
-             "for\n"
-             "standard output, the text report goes there.\n"
-             "\\fINAME\\fR is one of the formats in \\fBlockstep\\fR(1), FORMATS.",
-             take_format),
+    CMD_REPEAT("format", 0, "NAME[=FILE]",
+               "write the report as NAME to FILE (none or '-': stdout); repeatable,\n"
+               "one format at most on stdout (none there: the text report)\n"
+               "formats: " COMMAND_HELP_FORMATS,
+               "write the report in format \\fINAME\\fR to \\fIFILE\\fR (none or \\fB\\-\\fR: "
+               "standard output);\n"
+               "repeatable, one format per file and at most one on standard output. When none asks "
+               "for\n"
+               "standard output, the text report goes there.\n"
+               "\\fINAME\\fR is one of the formats in \\fBlockstep\\fR(1), FORMATS.",
+               take_format),
     CMD_MAYBE("json", 0, "[FILE]",
               "the same as --format json=FILE: the JSON report (docs/report-format.md)\n"
               "to FILE ('-', or none: stdout); FILE is the next word when it is '-'\n"
@@ -89,8 +89,7 @@ static const struct command_option analyze_options[] = {
 
 const struct command_help analyze_help = {
     "analyze",
-    "[--format NAME[=FILE]]... [--json [FILE]] [--html OUT.html] [--job ID] [--ranks WHICH] "
-    "[--threshold NAME=VALUE]... PATH...",
+    "PATH...",
     "diagnose a hung or failed job from its traces (folders or files)",
     NULL,
     17,

@@ -32,23 +32,23 @@ static const struct command_option export_options[] = {
              "write Chrome trace events there; \\fB\\-\\fR writes to stdout; the same as\n"
              "\\fB\\-\\-format perfetto=\\fIOUT.json\\fR",
              take_perfetto),
-    CMD_CALL("format", 0, "NAME[=FILE]",
-             "write NAME to FILE (none or '-': stdout) from every call kept\n"
-             "(not only the analysis window); repeatable, one on stdout\n"
-             "formats: " COMMAND_HELP_FORMATS,
-             "write format \\fINAME\\fR to \\fIFILE\\fR (none or \\fB\\-\\fR: standard "
-             "output) from every call the\n"
-             "traces kept, not only the analysis window; repeatable, at most one on standard "
-             "output.\n"
-             "\\fINAME\\fR is one of the formats in \\fBlockstep\\fR(1), FORMATS.",
-             take_format),
+    CMD_REPEAT("format", 0, "NAME[=FILE]",
+               "write NAME to FILE (none or '-': stdout) from every call kept\n"
+               "(not only the analysis window); repeatable, one on stdout\n"
+               "formats: " COMMAND_HELP_FORMATS,
+               "write format \\fINAME\\fR to \\fIFILE\\fR (none or \\fB\\-\\fR: standard "
+               "output) from every call the\n"
+               "traces kept, not only the analysis window; repeatable, at most one on standard "
+               "output.\n"
+               "\\fINAME\\fR is one of the formats in \\fBlockstep\\fR(1), FORMATS.",
+               take_format),
     CMD_TEXT("job", 0, "ID", "export only job ID", "export only job \\fIID\\fR", struct export_opts,
              job),
     CMD_OPERAND("PATH", "trace files or folders, as for 'lockstep analyze'"), CMD_END};
 
 const struct command_help export_help = {
     "export",
-    "--perfetto OUT.json | --format NAME[=FILE]... [--job ID] PATH...",
+    "--perfetto OUT.json | --format NAME[=FILE]... PATH...",
     "write the calls of every rank as a timeline for ui.perfetto.dev / chrome://tracing",
     NULL,
     21,

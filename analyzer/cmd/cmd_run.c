@@ -83,10 +83,7 @@ static const struct command_option run_options[] = {
 
 const struct command_help run_help = {
     "run",
-    "[--dir DIR] [--stall SECONDS | --stall-short SECONDS --stall-long SECONDS] "
-    "[--format NAME[=FILE]]... [--json FILE] [--log FILE] "
-    "[--ranks WHICH] [--threshold NAME=VALUE]... [--grace SECONDS] "
-    "[--signal-stacks] -- CMD [ARG...]",
+    "[--stall SECONDS | --stall-short SECONDS --stall-long SECONDS] -- CMD [ARG...]",
     "run a job under the shim; on a stall diagnose it live, stop it and exit 3",
     "  runs CMD with the lockstep shim preloaded; when the job, or one communicator of\n"
     "  it, made no progress while one of its ranks waits in it (even while the rest of\n"

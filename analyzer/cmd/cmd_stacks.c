@@ -38,7 +38,7 @@ static const struct command_option stacks_options[] = {
 
 const struct command_help stacks_help = {
     "stacks",
-    "[--json [FILE]] PATH...",
+    "PATH...",
     "show where every live rank of a traced job is now, each thread, without stopping it",
     "  prints where every rank of the traces in PATH (folders or files) that still runs on\n"
     "  this host is now: each thread, its state, the system call it waits in and its frames\n"

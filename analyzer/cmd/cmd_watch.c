@@ -114,11 +114,7 @@ static const struct command_option watch_options[] = {
 
 const struct command_help watch_help = {
     "watch",
-    "[--stall SECONDS | --stall-short SECONDS --stall-long SECONDS] [--format NAME[=FILE]]... "
-    "[--json FILE] [--log FILE] [--ranks WHICH] [--threshold NAME=VALUE]... "
-    "[--kill] "
-    "[--keep] [--metrics FILE] [--status FILE] [--grace SECONDS] "
-    "[--signal-stacks] DIR",
+    "[--stall SECONDS | --stall-short SECONDS --stall-long SECONDS] DIR",
     "watch a job traced into DIR; on a stall diagnose it live and exit 3",
     "  watches the traces in DIR of a job started with LD_PRELOAD=liblockstep.so\n"
     "  and LOCKSTEP_DIR=DIR (DIR must exist; the job may start later); when a job, or\n"

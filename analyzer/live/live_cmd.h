@@ -83,23 +83,23 @@ int live_take_threshold(void *ctx, const char *val);     /* --threshold NAME=VAL
 /* The row of --format NAME[=FILE]: `when` says when a file is checked ("CMD starts"), `roff_when`
  * the same in the man page. */
 #define LIVE_OPTION_FORMAT(when, roff_when)                                                        \
-    CMD_CALL("format", 0, "NAME[=FILE]",                                                           \
-             "also write the report as NAME to FILE (checked before " when ";\n"                   \
-             "written even when the job made no NCCL call); repeatable. No\n"                      \
-             "FILE: on stdout, text (the default) or github (::error\n"                            \
-             "annotations at the divergent call sites after the text)\n"                           \
-             "formats: " COMMAND_HELP_FORMATS,                                                     \
-             "also write the report in format \\fINAME\\fR to \\fIFILE\\fR; repeatable, one "      \
-             "format per file.\n"                                                                  \
-             "A file is checked before " roff_when " and written even when the job made no "       \
-             "NCCL call (an\n"                                                                     \
-             "empty report). Without \\fIFILE\\fR (or with \\fB\\-\\fR) the format goes to "       \
-             "standard output,\n"                                                                  \
-             "which has the text report: \\fBtext\\fR is the default, \\fBgithub\\fR adds "        \
-             "::error annotations\n"                                                               \
-             "at the divergent call sites after it (files named relative to the repository).\n"    \
-             "\\fINAME\\fR is one of the formats in \\fBlockstep\\fR(1), FORMATS.",                \
-             live_take_format)
+    CMD_REPEAT("format", 0, "NAME[=FILE]",                                                         \
+               "also write the report as NAME to FILE (checked before " when ";\n"                 \
+               "written even when the job made no NCCL call); repeatable. No\n"                    \
+               "FILE: on stdout, text (the default) or github (::error\n"                          \
+               "annotations at the divergent call sites after the text)\n"                         \
+               "formats: " COMMAND_HELP_FORMATS,                                                   \
+               "also write the report in format \\fINAME\\fR to \\fIFILE\\fR; repeatable, one "    \
+               "format per file.\n"                                                                \
+               "A file is checked before " roff_when " and written even when the job made no "     \
+               "NCCL call (an\n"                                                                   \
+               "empty report). Without \\fIFILE\\fR (or with \\fB\\-\\fR) the format goes to "     \
+               "standard output,\n"                                                                \
+               "which has the text report: \\fBtext\\fR is the default, \\fBgithub\\fR adds "      \
+               "::error annotations\n"                                                             \
+               "at the divergent call sites after it (files named relative to the repository).\n"  \
+               "\\fINAME\\fR is one of the formats in \\fBlockstep\\fR(1), FORMATS.",              \
+               live_take_format)
 /* The row of --log FILE: `help` its lines in --help, `who` the command ("run"). */
 #define LIVE_OPTION_LOG(help, who)                                                                 \
     CMD_CALL("log", 0, "FILE", help,                                                               \
