@@ -86,12 +86,20 @@ int wait_in_epoll(void)
     return r;
 }
 
+/* The deadline is on CLOCK_MONOTONIC, the clock the wait is measured with: on CLOCK_REALTIME a
+ * step of the wall clock (seen here: a wait 40 ms short of 8 s, under load) would cut it short
+ * whatever the stack reads do. */
 int wait_in_cond(void)
 {
     pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    pthread_condattr_t attr;
+    pthread_cond_t c;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&c, &attr);
+    pthread_condattr_destroy(&attr);
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += wait_ms / 1000;
     ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
     if (ts.tv_nsec >= 1000000000L) {
@@ -101,6 +109,7 @@ int wait_in_cond(void)
     pthread_mutex_lock(&m);
     int r = pthread_cond_timedwait(&c, &m, &ts);
     pthread_mutex_unlock(&m);
+    pthread_cond_destroy(&c);
     return r == ETIMEDOUT ? 0 : r;
 }
 
