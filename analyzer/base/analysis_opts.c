@@ -38,7 +38,7 @@ struct analysis_opts analysis_opts_default(void)
 
 double opt_value(const struct analysis_opts *o, enum opt_id id)
 {
-    return o ? o->v[id] : rows[id].def;
+    return o->v[id];
 }
 
 uint64_t opt_ns(const struct analysis_opts *o, enum opt_id id)

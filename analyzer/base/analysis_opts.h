@@ -43,7 +43,8 @@ enum opt_unit {
     X(OPT_ON_CPU, "on-cpu", OPT_SECONDS, 0.25, 0, 3600,                                            \
       "a thread last seen on the CPU this close to its end was busy at it")                        \
     X(OPT_EN_ROUTE, "en-route", OPT_SECONDS, 1, 0, 86400,                                          \
-      "a member still running may be on its way to a collective others wait in this long")        \
+      "a member still running may be on its way to a collective others wait in this long (and "   \
+      "a wait the job's stop caught this young, after a hang elsewhere, was going on)")           \
     X(OPT_EN_ROUTE_SPREAD, "en-route-spread", OPT_FACTOR, 4, 0, 1000,                              \
       "... or this many times the communicator's usual spread of arrivals, if longer")            \
     X(OPT_OUTSIDE_QUIET, "outside-quiet", OPT_SECONDS, 1, 0, 86400,                                \
@@ -72,10 +73,10 @@ struct analysis_opts {
 /* Every threshold at its default. */
 struct analysis_opts analysis_opts_default(void);
 
-/* The value of a threshold (seconds, a factor or a count); `o` NULL: its default. */
+/* The value of a threshold in `o` (seconds, a factor or a count). */
 double opt_value(const struct analysis_opts *o, enum opt_id id);
 
-/* A time threshold in nanoseconds; `o` NULL: its default. */
+/* A time threshold of `o` in nanoseconds. */
 uint64_t opt_ns(const struct analysis_opts *o, enum opt_id id);
 
 /* Sets one threshold from "NAME=VALUE". Returns 0, or -1 after one line on stderr naming what

@@ -32,6 +32,18 @@ static const char *raw(enum setting_id id)
     return v && *v ? v : NULL;
 }
 
+/* Reads `v` as a whole number in decimal, nothing before or after it (no sign, no space).
+ * Returns 0, -1 when it is not one or does not fit. */
+static int parse_uint(const char *v, unsigned long long *out)
+{
+    char *end;
+    if (v[0] == '-' || v[0] == '+' || v[0] == ' ')
+        return -1;
+    errno = 0;
+    *out = strtoull(v, &end, 10);
+    return errno || *end ? -1 : 0;
+}
+
 /* Reads `v` as setting s takes it into *out. Returns 0, -1 when it cannot take it. */
 static int parse(const struct setting *s, const char *v, double *out)
 {
@@ -54,10 +66,8 @@ static int parse(const struct setting *s, const char *v, double *out)
             return *out = 0, 0;
         /* fall through */
     case SETTING_INTEGER: {
-        errno = 0;
-        unsigned long long n = strtoull(v, &end, 10);
-        if (errno || *end || v[0] == '-' || v[0] == '+' || v[0] == ' ' ||
-            (s->type == SETTING_INTEGER && (double)n > s->hi))
+        unsigned long long n;
+        if (parse_uint(v, &n) < 0 || (s->type == SETTING_INTEGER && (double)n > s->hi))
             return -1;
         return *out = (double)n, 0;
     }
@@ -156,12 +166,10 @@ int setting_on(enum setting_id id)
 uint64_t setting_env_uint(const char *name, uint64_t def, uint64_t lo, uint64_t hi)
 {
     const char *v = getenv(name);
-    char *end;
-    if (!v || !*v || v[0] == '-' || v[0] == '+' || v[0] == ' ')
+    unsigned long long x;
+    if (!v || !*v || parse_uint(v, &x) < 0)
         return def;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    return errno || *end || x < lo || x > hi ? def : x;
+    return x < lo || x > hi ? def : x;
 }
 
 /* The shim's rows (lockstep/knobs.h). */

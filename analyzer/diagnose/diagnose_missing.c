@@ -570,6 +570,10 @@ int diagnose_missing(struct diag *d)
         for (int k = 0; k < c->nmembers && !absent; k++)
             absent =
                 c->members[k].proc ? !model_member_entered(&c->members[k], seq) : k < c->nranks;
+        /* every absent member on its way, not waited for long: under way */
+        if (absent &&
+            waitgraph_under_way(g, waitgraph_call_node(g, WG_CALL_COLL, c->id, seq), NULL, NULL))
+            continue;
         if (absent && add_missing(d, c, seq) < 0)
             return -1;
     }

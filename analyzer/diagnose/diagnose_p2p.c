@@ -137,7 +137,8 @@ static int check_signals(struct diag *d, const struct m_comm *c, int cr, size_t 
         if (r->op != LS_OP_WAIT_SIGNAL || model_op_complete(me->proc, r) ||
             !model_op_launched(me->proc, r) || r->comm_rank != cr)
             continue;
-        if (model_signal_match(c, r, &sent, &wanted) != MODEL_HALF_MISSING)
+        if (model_signal_match(c, r, &sent, &wanted) != MODEL_HALF_MISSING ||
+            waitgraph_under_way(d->graph, (size_t)-1, me->proc, r))
             continue;
         if (add_unsignalled(d, c, me, r, sent, wanted, first) < 0)
             return -1;
@@ -158,6 +159,9 @@ static int check_member(struct diag *d, const struct m_comm *c, int cr, size_t f
         const struct ls_record *other;
         enum model_half how = model_p2p_match(c, r, &other);
         if (how == MODEL_HALF_UNTRACED || how == MODEL_HALF_POSTED)
+            continue;
+        /* A peer on its way, waited for no longer than ranks take to meet: under way. */
+        if (how == MODEL_HALF_MISSING && waitgraph_under_way(d->graph, (size_t)-1, me->proc, r))
             continue;
         if (add_unmatched(d, c, me, cr, r, &c->members[r->peer],
                           how == MODEL_HALF_DIFFERS ? other : NULL,

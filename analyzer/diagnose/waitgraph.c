@@ -50,7 +50,7 @@ static int add_edge(struct builder *b, size_t from, size_t to, enum wg_edge_kind
         g->edges = v;
         b->ecap = cap;
     }
-    g->edges[g->nedges++] = (struct wg_edge){from, to, (uint8_t)kind, 0, cr, call};
+    g->edges[g->nedges++] = (struct wg_edge){from, to, (uint8_t)kind, 0, 0, cr, call};
     return 0;
 }
 
@@ -847,6 +847,113 @@ static void index_edges(struct waitgraph *g)
     }
 }
 
+/* ---- caught by the stop: what went on past the hang ----------------------------------------- */
+
+/* When the wait of an edge from node v (a rank's record, else the node's own) began. */
+static uint64_t wait_start(const struct waitgraph *g, const struct wg_edge *e)
+{
+    const struct wg_node *v = &g->nodes[e->from];
+    return v->kind == WG_RANK && e->call ? e->call->enter_ns : v->since_ns;
+}
+
+struct went_on {
+    const struct waitgraph *g;
+    uint64_t now, young_ns;
+    uint64_t *waited_since; /* per node: when the oldest wait on it began, UINT64_MAX none */
+};
+
+static int young(const struct went_on *w, uint64_t start)
+{
+    return start && (w->now <= start || w->now - start <= w->young_ns);
+}
+
+/* True when rank node t was caught by the job's stop on its way: killed with the job all at
+ * once (a launcher's timeout, a time limit; not the teardown after a death, which
+ * owner_of_stopped() judges), not held stopped, waiting for nothing that counts (outside
+ * NCCL, in a call every other side of which came, or in waits that all went on), and nobody
+ * had waited for it longer than the en-route threshold. */
+static int caught(const struct went_on *w, size_t v)
+{
+    const struct waitgraph *g = w->g;
+    const struct wg_node *t = &g->nodes[v];
+    const struct m_proc *p = t->proc;
+    if (t->kind != WG_RANK || !p || model_alive(p) || !p->stopped_with_job || p->stopped_after ||
+        p->stopped || (w->waited_since[v] != UINT64_MAX && !young(w, w->waited_since[v])))
+        return 0;
+    if (t->state == WG_RUNNING)
+        return 1;
+    if (t->state != WG_WAITS || !t->nedges)
+        return 0;
+    for (size_t e = t->edge0; e < t->edge0 + t->nedges; e++)
+        if (!g->edges[e].went_on)
+            return 0;
+    return 1;
+}
+
+static void mark_went_on(struct wg_edge *e)
+{
+    e->soft = 1;
+    e->went_on = 1;
+}
+
+/* Softens the waits of the part of a job that was still going on when a stop that followed a
+ * hang elsewhere caught it (docs/analyzer.md, "Caught by the stop"): once some rank has waited
+ * longer than the en-route threshold, a send, receive or wait for signals, or a collective,
+ * that has waited no longer than that for ranks caught() on their way is under way, not a
+ * second hang. Repeats until nothing changes (a rank whose every wait went on is on its way
+ * too). A job whose only waits are that young keeps them: the stop may be why they are young.
+ * Returns -1 when out of memory. */
+static int settle_went_on(struct waitgraph *g, uint64_t now)
+{
+    struct went_on w = {g, now, opt_ns(&g->m->opts, OPT_EN_ROUTE), NULL};
+    int hung = 0;
+    for (size_t e = 0; e < g->nedges && !hung; e++)
+        hung = !g->edges[e].soft && g->nodes[g->edges[e].from].kind == WG_RANK &&
+               !young(&w, wait_start(g, &g->edges[e]));
+    if (!hung)
+        return 0;
+    w.waited_since = malloc((g->nnodes + 1) * sizeof(*w.waited_since));
+    if (!w.waited_since)
+        return -1;
+    for (size_t v = 0; v < g->nnodes; v++)
+        w.waited_since[v] = UINT64_MAX;
+    for (size_t e = 0; e < g->nedges; e++) {
+        uint64_t at = wait_start(g, &g->edges[e]), *slot = &w.waited_since[g->edges[e].to];
+        if (at && at < *slot)
+            *slot = at;
+    }
+    for (int changed = 1, round = 0; changed && round < 16; round++) {
+        changed = 0;
+        for (size_t v = 0; v < g->nnodes; v++) {
+            struct wg_node *x = &g->nodes[v];
+            if (x->kind == WG_RANK) {
+                for (size_t e = x->edge0; e < x->edge0 + x->nedges; e++) {
+                    struct wg_edge *ed = &g->edges[e];
+                    unsigned k = ed->kind;
+                    if (!ed->went_on && (k == WG_E_SEND || k == WG_E_RECV || k == WG_E_SIGNAL) &&
+                        young(&w, wait_start(g, ed)) && caught(&w, ed->to)) {
+                        mark_went_on(ed);
+                        changed = 1;
+                    }
+                }
+                continue;
+            }
+            if (x->kind != WG_CALL || x->call_kind != WG_CALL_COLL || x->state != WG_WAITS ||
+                !x->waits_on_members || !x->nedges || !young(&w, x->since_ns) ||
+                g->edges[x->edge0].went_on)
+                continue;
+            int all = 1;
+            for (size_t e = x->edge0; e < x->edge0 + x->nedges && all; e++)
+                all = g->edges[e].kind == WG_E_MEMBER && caught(&w, g->edges[e].to);
+            for (size_t e = x->edge0; all && e < x->edge0 + x->nedges; e++)
+                mark_went_on(&g->edges[e]);
+            changed |= all;
+        }
+    }
+    free(w.waited_since);
+    return 0;
+}
+
 struct waitgraph *waitgraph_build(const struct model *m, size_t job)
 {
     struct waitgraph *g = calloc(1, sizeof(*g));
@@ -867,6 +974,9 @@ struct waitgraph *waitgraph_build(const struct model *m, size_t job)
         rc = fill_rank(&b, i);
     if (rc == 0) {
         index_edges(g);
+        rc = settle_went_on(g, b.j->now_ns);
+    }
+    if (rc == 0) {
         rc = waitgraph_components(g);
     }
     if (rc < 0) {
@@ -981,6 +1091,25 @@ int waitgraph_late_at(const struct waitgraph *g, size_t v, uint64_t at)
 int waitgraph_waits(const struct waitgraph *g, size_t node)
 {
     return g->nodes[node].kind == WG_RANK && g->nodes[node].state == WG_WAITS;
+}
+
+int waitgraph_under_way(const struct waitgraph *g, size_t v, const struct m_proc *p,
+                        const struct ls_record *r)
+{
+    if (v == (size_t)-1 && p)
+        v = waitgraph_rank_node(g, p);
+    if (v == (size_t)-1 || v >= g->nnodes)
+        return 0;
+    const struct wg_node *x = &g->nodes[v];
+    size_t n = 0;
+    for (size_t e = x->edge0; e < x->edge0 + x->nedges; e++) {
+        if (r && g->edges[e].call != r)
+            continue;
+        if (!g->edges[e].went_on)
+            return 0;
+        n++;
+    }
+    return n > 0;
 }
 
 const struct wg_edge *waitgraph_edge(const struct waitgraph *g, size_t from, size_t to)

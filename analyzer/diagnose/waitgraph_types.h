@@ -65,6 +65,8 @@ struct wg_edge {
     size_t from, to;
     uint8_t kind;                 /* enum wg_edge_kind */
     uint8_t soft;                 /* the target is only on its way (en route): not followed */
+    uint8_t went_on;              /* soft because the job's stop, after a hang elsewhere, caught
+                                   * the target on its way (settle_went_on()): under way */
     int comm_rank;                /* the target's rank in the call's communicator, -1 none */
     const struct ls_record *call; /* rank -> x: the waiting rank's record of the call */
 };

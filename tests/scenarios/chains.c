@@ -22,6 +22,10 @@
  *   SCENARIO_INIT       late_init: what the victim does before its first NCCL call: "busy"
  *                       (default: load_batch(), see SCENARIO_BUSY), "exit" (exits 1) or
  *                       "kill" (SIGKILL, as the OOM killer ends it)
+ *   SCENARIO_MARK       caught_mid_step: the file written when the victim's pair deadlocks
+ *   SCENARIO_LATE       caught_mid_step: pair {0,1}'s rank that stays away at the end (1)
+ *   SCENARIO_CATCH_MS   caught_mid_step: how long it is away before the job is stopped (300)
+ *   SCENARIO_WHERE      caught_mid_step: "send" (default) or "allreduce", the pairs' step
  * Every collective waits for its result with tp_sync(), as a training loop does (a no-op
  * unless LOCKSTEP_EMU_ASYNC=1). */
 #define _GNU_SOURCE
@@ -382,6 +386,65 @@ static void mode_two_causes(void)
     train_step(world_comm);
 }
 
+/* ---- a healthy pair caught mid-step by the job's stop -------------------------------------- */
+
+/* One step of a two-stage pipeline pair: stage 0 sends its activations and receives the
+ * gradients back, stage 1 the other way round (`swapped`: it sends first too); `reduce`: a pair
+ * AllReduce instead. */
+void pipe_step(ncclComm_t pair, int stage, int swapped, int reduce)
+{
+    int peer = 1 - stage;
+    compute_ms(step_ms);
+    if (reduce) {
+        allreduce(pair, 64);
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        if ((k == 0) == (stage == 0 || swapped))
+            TP_CHECK(ncclSend(act, 256, ncclFloat32, peer, pair, NULL));
+        else
+            TP_CHECK(ncclRecv(act, 256, ncclFloat32, peer, pair, NULL));
+        tp_sync();
+    }
+}
+
+/* The slow step of the caught pair's late rank: it tells the launcher to stop the job once it
+ * has been away SCENARIO_CATCH_MS, as a launcher's timeout would fall, and stays away. */
+__attribute__((noinline)) void fetch_next_batch(void)
+{
+    tp_sleep_ms(tp_env_int("SCENARIO_CATCH_MS", 300));
+    kill(getppid(), SIGUSR1);
+    tp_sleep_ms(delay_ms);
+}
+
+/* Pipeline pairs ({0,1}, {2,3}, ...). After SCENARIO_STEPS steps the victim's pair deadlocks
+ * (its stage 1 sends first too: both wait in Send) and SCENARIO_MARK is written; the others
+ * train on (by sends and receives, or SCENARIO_WHERE=allreduce by a pair AllReduce). Pair {0,1}
+ * goes on 2 s after the mark, then its late rank (SCENARIO_LATE: 1, whose partner waits in a
+ * Send or an AllReduce for it, or 0, whose partner waits in a Recv) stays away in
+ * fetch_next_batch(), which has the launcher stop the job. */
+static void mode_caught_mid_step(void)
+{
+    ncclComm_t pair = split(rank / 2, rank);
+    int stage = rank % 2, late = tp_env_int("SCENARIO_LATE", 1);
+    int reduce = strcmp(tp_env_str("SCENARIO_WHERE", "send"), "allreduce") == 0;
+    const char *mark = tp_env_str("SCENARIO_MARK", "");
+    uint64_t marked = 0;
+    for (int i = 0;; i++) {
+        int deadlocks = rank / 2 == victim / 2 && i == steps;
+        if (deadlocks && stage == 0 && *mark) {
+            FILE *f = fopen(mark, "w");
+            if (f)
+                fclose(f);
+        }
+        if (rank / 2 == 0 && !marked && *mark && access(mark, F_OK) == 0)
+            marked = tp_mono_ms();
+        if (rank == late && marked && tp_mono_ms() - marked > 2000)
+            fetch_next_batch();
+        pipe_step(pair, stage, deadlocks, reduce && rank / 2 != victim / 2);
+    }
+}
+
 struct mode {
     const char *name;
     void (*run)(void);
@@ -400,6 +463,7 @@ static const struct mode modes[] = {
     {"cycle_behind", mode_cycle_behind, 1, -1},
     {"abort_in_child", mode_abort_in_child, 1, -1},
     {"two_causes", mode_two_causes, 1, 1},
+    {"caught_mid_step", mode_caught_mid_step, 1, -1},
 };
 
 int main(int argc, char **argv)

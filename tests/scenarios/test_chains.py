@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Skip, emulated, expect, run  # noqa: E402
 import test_realjobs as rj  # noqa: E402
-from test_realjobs import follows, one_line, one_root, roots  # noqa: E402
+from test_realjobs import follows, one_line, one_root, rank, roots  # noqa: E402
 
 CHAINS = os.environ["CHAINS"]
 LAUNCH = rj.LAUNCH
@@ -205,9 +205,9 @@ def node(tmp, host, offset, size, world, idfile, env, launcher):
                                stderr=subprocess.STDOUT, text=True)
 
 
-def node_failure(tmp, size, nodes, steps, last_env=None):
+def node_failure(tmp, size, nodes, steps, last_env=None, stop=(2, 3)):
     """The last of `nodes` nodes of `size` ranks dies after `steps` steps; last_env: more
-    environment for its ranks alone."""
+    environment for its ranks alone; stop: the launcher's stop once stuck that long (s)."""
     if os.geteuid() != 0 or subprocess.run(["unshare", "-u", "true"]).returncode != 0:
         raise Skip("needs root for a UTS namespace per simulated node (unshare -u)")
     world = size * nodes
@@ -218,7 +218,7 @@ def node_failure(tmp, size, nodes, steps, last_env=None):
     idfile = os.path.join(tmp, "id")
     runs = [node(tmp, f"node{n}", n * size, size, world, idfile,
                  {**env, **(last_env or {})} if n == nodes - 1 else env,
-                 ("--kill-signal", sig, *timeout(2, 3))) for n in range(nodes)]
+                 ("--kill-signal", sig, *timeout(*stop))) for n in range(nodes)]
     for _, p in runs:
         print(p.communicate(timeout=120)[0][-2000:], end="")
     dirs = [d for d, _ in runs]
@@ -252,12 +252,16 @@ def case_node_failure_late(tmp):
     late it came (end_why.beat_late_us) and the death windows widen by it: one wave, the node
     failed. (Read with the fixed window, the rank whose last heartbeat is oldest died 'first'
     and the others were stopped after it.) The node computes 0.6 s a step, so that its
-    heartbeats had time to say how late they come before it dies."""
+    heartbeats had time to say how late they come before it dies. A heartbeat that late makes
+    a silence read as gone only after 1 s + twice the lateness (up to 1.6 s), and the node dies
+    up to 0.6 s after the others' last progress: the launcher stops the job 3-4 s after that
+    progress, not 2-3 s (at 2.05 s, ranks killed 1.47 s before still read as alive: 2 runs in
+    9 failed so)."""
     late = rng.choice([150, 200, 300])
     note(f"the last node's heartbeats come {late} ms late")
     node_failure(tmp, 4, 2, rng.randrange(1, 4),
                  {"LD_PRELOAD": rj.TEST_SHIM, "LOCKSTEP_TEST_BEAT_LATE_MS": str(late),
-                  "SCENARIO_STEP_MS": "600"})
+                  "SCENARIO_STEP_MS": "600"}, stop=(3, 4))
 
 
 # ---------------------------------------------------------------- never reached NCCL
@@ -429,6 +433,67 @@ def case_abort_in_child(tmp):
     f = one_root(r, "comm_aborted")
     expect(f["rank"] == np - 1, f"{f}")
     all_follow(r)
+
+
+
+# ---------------------------------------------------------------- a healthy pair caught by the stop
+
+
+def caught(tmp, where, late, catch_ms):
+    """caught_mid_step: the last pair deadlocks send/send; pair {0,1} trains on for 2 s, then its
+    rank `late` stays away and has the launcher stop the job catch_ms later, its partner waiting
+    for it in the pair's next call. Returns (report, text, np)."""
+    np = rng.choice([4, 6, 8])
+    note(f"{np} ranks, pair {{0,1}} steps by {where}, rank {late} away {catch_ms} ms at the stop")
+    env = {"SCENARIO_WHERE": where, "SCENARIO_LATE": str(late), "SCENARIO_CATCH_MS": str(catch_ms),
+           "SCENARIO_MARK": os.path.join(tmp, "deadlocked"), "SCENARIO_STEPS": "3"}
+    d = scenario(tmp, "caught_mid_step", np, env, ("--timeout", "90"))
+    r, text = rj.analyze(d)
+    f = r["findings"][0] if r["findings"] else {}
+    expect(f.get("kind") == "deadlock_cycle" and sorted(f["cycle"]) == [np - 2, np - 1],
+           f"first finding is not the last pair's deadlock: {f}")
+    partner = rank(r, 1 - late)
+    inside = partner["last_call"] or {}
+    expect(partner["state"] == "vanished" and inside.get("result") == "Pending",
+           f"rank {1 - late} was not caught inside its call: {partner}")
+    return r, text, np
+
+
+def check_caught_young(r, text, np, late):
+    one_root(r, "deadlock_cycle")
+    for f in r["findings"]:
+        expect(not {0, 1} & set(f["ranks"]), f"a finding about the healthy pair: {f['summary']}")
+    one_line(text, r"ranks? [-0-9,]+ (was|were) stopped with the job \(no exit record: SIGKILL, "
+                   r"all at once", "that the healthy ranks were stopped with the job, not a cause")
+
+
+def case_caught_mid_step(tmp):
+    """A healthy pipeline pair caught by the launcher's stop mid-step: one rank waits in a Send or
+    Recv its partner, 300 ms away in its own work, has not posted yet. The partner was on its way
+    (no older wait than ranks take to meet): the pair is under way, not a second root cause."""
+    late = rng.choice([0, 1])
+    r, text, np = caught(tmp, "send", late, 300)
+    check_caught_young(r, text, np, late)
+
+
+def case_caught_mid_allreduce(tmp):
+    """The same with the pairs stepping by an AllReduce: rank 0 waits in it for rank 1, which
+    was on its way when the job was stopped."""
+    r, text, np = caught(tmp, "allreduce", 1, 300)
+    check_caught_young(r, text, np, 1)
+
+
+def case_caught_late(tmp):
+    """The same pair, but its late rank stays away 2.5 s before the stop, far longer than the
+    pair's ranks take to meet: that wait is a root cause of its own, beside the deadlock."""
+    late = rng.choice([0, 1])
+    r, text, np = caught(tmp, rng.choice(["send", "allreduce"]), late, 2500)
+    got = sorted(f["kind"] for f in roots(r) if f["kind"] != "trace_incomplete")
+    expect(len(got) == 2 and "deadlock_cycle" in got, f"roots: {got}")
+    second = [f for f in roots(r) if f["kind"] in ("p2p_unmatched", "missing_ranks")]
+    expect(second and sorted(second[0]["ranks"]) == [0, 1] and
+           f"rank {late} never " in second[0]["summary"], f"no root says rank {late} is missing: "
+                                                        f"{[f['summary'] for f in second]}")
 
 
 if __name__ == "__main__":

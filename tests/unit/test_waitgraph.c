@@ -435,6 +435,100 @@ START_TEST(en_route_is_soft)
 }
 END_TEST
 
+/* Builds the model, marks every process killed with the job at once (a launcher's timeout:
+ * what model_stops.c finds from the traces of a real stop), then the graph. */
+static void build_stopped(struct job *j)
+{
+    j->m = model_build(j->t, j->n, NULL);
+    ck_assert_ptr_nonnull(j->m);
+    for (size_t i = 0; i < j->m->jobs[0].nprocs; i++) {
+        struct m_proc *p = j->m->jobs[0].procs[i];
+        p->state = RANK_VANISHED;
+        p->stopped_with_job = 1;
+        p->stopped_after = NULL;
+    }
+    j->g = waitgraph_build(j->m, 0);
+    ck_assert_ptr_nonnull(j->g);
+}
+
+START_TEST(stop_catches_a_pair_going_on)
+{
+    /* Ranks 2 and 3 have waited 10 s in a Send to each other (a deadlock); the job's stop
+     * caught rank 0 100 ms into a Send rank 1, in its own work, had not matched yet: that pair
+     * was going on, its wait went on; the deadlock is the only hang. */
+    struct job j = {0};
+    world(&j, 4, 2, 0);
+    rec(j.t[2], LS_OP_SEND, W, 2, 1, 3, 1);
+    rec(j.t[3], LS_OP_SEND, W, 3, 1, 2, 1);
+    struct ls_record *r = rec(j.t[0], LS_OP_SEND, W, 0, 1, 1, 1);
+    r->enter_ns = NOW - 100 * MS;
+    build_stopped(&j);
+    const struct wg_node *x = rank_node(&j, 0);
+    ck_assert_uint_eq(x->nedges, 1);
+    ck_assert(j.g->edges[x->edge0].soft && j.g->edges[x->edge0].went_on);
+    ck_assert(waitgraph_under_way(j.g, (size_t)-1, x->proc, r));
+    ck_assert(scc_of(&j, rank_node(&j, 2))->cycle);
+    ck_assert(!waitgraph_under_way(j.g, (size_t)-1, rank_node(&j, 2)->proc, NULL));
+    done(&j);
+
+    /* The same and rank 4 has waited 100 ms in the world's #3 for ranks 0-3: 2 and 3 wait
+     * elsewhere, so the collective waits for them: it did not go on. */
+    struct job k = {0};
+    world(&k, 5, 2, 0x10);
+    k.t[4]->records[2].enter_ns = NOW - 100 * MS;
+    rec(k.t[2], LS_OP_SEND, W, 2, 1, 3, 1);
+    rec(k.t[3], LS_OP_SEND, W, 3, 1, 2, 1);
+    r = rec(k.t[0], LS_OP_SEND, W, 0, 1, 1, 1);
+    r->enter_ns = NOW - 100 * MS;
+    build_stopped(&k);
+    const struct wg_node *c3 = coll(&k, W, 3);
+    ck_assert_uint_eq(waits_for(&k, c3), 0xf);
+    ck_assert(!waitgraph_under_way(k.g, waitgraph_call_node(k.g, WG_CALL_COLL, W, 3), NULL, NULL));
+    done(&k);
+
+    /* Ranks 0 and 1 step by a collective of their own instead: rank 0 has waited 100 ms in its
+     * #3 while rank 1 was in its own work: under way. */
+    struct job c = {0};
+    world(&c, 4, 2, 0);
+    for (int q = 0; q < 2; q++) {
+        comm(c.t[q], CHILD, 2, q);
+        steps(c.t[q], CHILD, q, 2, q == 0);
+    }
+    c.t[0]->records[c.t[0]->nrecords - 1].enter_ns = NOW - 100 * MS;
+    rec(c.t[2], LS_OP_SEND, W, 2, 1, 3, 1);
+    rec(c.t[3], LS_OP_SEND, W, 3, 1, 2, 1);
+    build_stopped(&c);
+    const struct wg_node *p3 = coll(&c, CHILD, 3);
+    ck_assert_uint_eq(waits_for(&c, p3), 0);
+    ck_assert(
+        waitgraph_under_way(c.g, waitgraph_call_node(c.g, WG_CALL_COLL, CHILD, 3), NULL, NULL));
+    done(&c);
+
+    /* No hang elsewhere: the young wait is the only one, and may be why the job was stopped. */
+    struct job l = {0};
+    world(&l, 2, 2, 0);
+    r = rec(l.t[0], LS_OP_SEND, W, 0, 1, 1, 1);
+    r->enter_ns = NOW - 100 * MS;
+    build_stopped(&l);
+    x = rank_node(&l, 0);
+    ck_assert_uint_eq(waits_for(&l, x), 0x2);
+    ck_assert(!waitgraph_under_way(l.g, (size_t)-1, x->proc, r));
+    done(&l);
+
+    /* A hang elsewhere, but rank 0 has waited 10 s: rank 1 is missing, not on its way. */
+    struct job n = {0};
+    world(&n, 4, 2, 0);
+    rec(n.t[2], LS_OP_SEND, W, 2, 1, 3, 1);
+    rec(n.t[3], LS_OP_SEND, W, 3, 1, 2, 1);
+    r = rec(n.t[0], LS_OP_SEND, W, 0, 1, 1, 1);
+    build_stopped(&n);
+    x = rank_node(&n, 0);
+    ck_assert_uint_eq(waits_for(&n, x), 0x2);
+    ck_assert_int_eq(ends_in(&n, 0), 1);
+    done(&n);
+}
+END_TEST
+
 START_TEST(process_waiting_for_itself)
 {
     /* One process holds comm ranks 0 and 1 of a communicator and issued #3 only for comm rank 0,
@@ -946,6 +1040,7 @@ static Suite *suite(void)
     tcase_add_test(tc, sink_gpu_stuck);
     tcase_add_test(tc, queued_behind_the_stream);
     tcase_add_test(tc, en_route_is_soft);
+    tcase_add_test(tc, stop_catches_a_pair_going_on);
     tcase_add_test(tc, process_waiting_for_itself);
     tcase_add_test(tc, failure_after_a_death);
     tcase_add_test(tc, healthy_job_has_no_waits);
