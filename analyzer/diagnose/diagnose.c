@@ -21,7 +21,7 @@ int diagnose_unreadable(struct findings *out, const char *error)
     struct finding *f = finding_add(out, F_TRACE_INCOMPLETE, (size_t)-1);
     if (!f)
         return -1;
-    f->as.incomplete.reason = "unreadable";
+    f->as.incomplete.reason = INC_UNREADABLE;
     finding_summary(f, "unreadable trace: %s; what that rank did cannot be known", error);
     return f->summary ? 0 : -1;
 }

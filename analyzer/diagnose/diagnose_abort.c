@@ -33,7 +33,7 @@ static int add_aborted(struct diag *d, const struct m_comm *c, const struct m_me
         snprintf(what, sizeof(what), " (%s from %s, %s ago)",
                  r->op == LS_OP_COMM_ABORT ? "ncclCommAbort" : "ncclCommRevoke",
                  symbolizer_site(d->sym, p->t, r->callsite), t);
-        struct f_class key = describe_class(d, p, r, "aborted");
+        struct f_class key = describe_class(d, p, r, ROLE_ABORTED);
         if (finding_class_add(f, &key, p->rank) < 0)
             return -1;
     }

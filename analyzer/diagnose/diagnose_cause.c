@@ -275,8 +275,8 @@ static long owner_of_absent(const struct cause *x, const struct wg_node *v)
         return best;
     for (size_t i = x->first; i < x->fs->n; i++) {
         const struct finding *f = F(x, (long)i);
-        if (f->kind == F_TRACE_INCOMPLETE && f->as.incomplete.reason &&
-            strcmp(f->as.incomplete.reason, "no_trace") == 0 && intvec_has(&f->ranks, v->rank))
+        if (f->kind == F_TRACE_INCOMPLETE && f->as.incomplete.reason == INC_NO_TRACE &&
+            intvec_has(&f->ranks, v->rank))
             return (long)i;
     }
     return -1;
@@ -458,7 +458,7 @@ static size_t anchors(const struct cause *x, const struct finding *f, size_t *ou
             out[n++] = c;
         break;
     case F_TRACE_INCOMPLETE:
-        if (f->as.incomplete.reason && strcmp(f->as.incomplete.reason, "no_trace") == 0)
+        if (f->as.incomplete.reason == INC_NO_TRACE)
             ranks = &f->ranks;
         break;
     default:

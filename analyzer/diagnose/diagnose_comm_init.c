@@ -66,7 +66,7 @@ static int add_size_disagreement(struct diag *d, const struct m_comm *c)
         const struct m_member *mb = &c->members[i];
         if (!mb->proc)
             continue;
-        struct f_class key = describe_class(d, mb->proc, NULL, "created");
+        struct f_class key = describe_class(d, mb->proc, NULL, ROLE_CREATED);
         key.has_call = 1;
         key.op = (int)mb->entry->create_op;
         key.count = (uint64_t)(mb->entry->nranks < 0 ? 0 : mb->entry->nranks);
@@ -251,7 +251,7 @@ static int add_creation_mismatch(struct diag *d, const struct m_comm *c, size_t 
             mb->proc ? model_child_creation(mb->proc, mb->entry, counter) : NULL;
         if (!q)
             continue;
-        struct f_class key = describe_class(d, mb->proc, q, "created");
+        struct f_class key = describe_class(d, mb->proc, q, ROLE_CREATED);
         key.count = q->op == LS_OP_COMM_SHRINK ? q->aux : key.count;
         size_t k = 0;
         for (; k < f->nclasses; k++) /* one class per creation, whatever its call site */

@@ -397,7 +397,7 @@ int diag_call_waiters(struct diag *d, size_t x, struct finding *f, const struct 
 }
 
 struct f_class describe_class(struct diag *d, const struct m_proc *p, const struct ls_record *r,
-                              const char *role)
+                              enum class_role role)
 {
     struct f_class c;
     memset(&c, 0, sizeof(c));

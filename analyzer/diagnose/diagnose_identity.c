@@ -37,7 +37,7 @@ static int add_duplicate(struct diag *d, struct intvec *dup, struct intvec *uncl
         if (!intvec_has(dup, p->rank) || p->fork_child)
             continue;
         const struct ls_record *r = p->current ? p->current : p->last_call;
-        struct f_class key = describe_class(d, p, r, "claimant");
+        struct f_class key = describe_class(d, p, r, ROLE_CLAIMANT);
         key.pid = p->t->hdr.pid;
         key.host = p->t->hdr.host;
         key.state = model_state_name(p->state);

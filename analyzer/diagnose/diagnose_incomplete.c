@@ -8,7 +8,7 @@
 #include "untraced.h"
 #include "window.h"
 
-static struct finding *add(struct diag *d, const char *reason)
+static struct finding *add(struct diag *d, enum incomplete_reason reason)
 {
     struct finding *f = finding_add(d->out, F_TRACE_INCOMPLETE, d->job);
     if (f)
@@ -24,7 +24,7 @@ static int missing_traces(struct diag *d)
             return -1;
     if (absent.n == 0)
         return 0;
-    struct finding *f = add(d, "no_trace");
+    struct finding *f = add(d, INC_NO_TRACE);
     if (!f) {
         intvec_free(&absent);
         return -1;
@@ -49,7 +49,7 @@ static int process_damage(struct diag *d, const struct m_proc *p)
 {
     const struct tr_trace *t = p->t;
     if (t->truncated) {
-        struct finding *f = add(d, "truncated");
+        struct finding *f = add(d, INC_TRUNCATED);
         if (!f || intvec_push(&f->ranks, p->rank) < 0)
             return -1;
         f->rank = p->rank;
@@ -62,7 +62,7 @@ static int process_damage(struct diag *d, const struct m_proc *p)
     /* A busy slot of a process still alive (or stopped) is a record being written as the
      * trace was read, not a damaged one. */
     if (t->nbusy && !model_alive(p)) {
-        struct finding *f = add(d, "half_written");
+        struct finding *f = add(d, INC_HALF_WRITTEN);
         if (!f || intvec_push(&f->ranks, p->rank) < 0)
             return -1;
         f->rank = p->rank;
@@ -73,7 +73,7 @@ static int process_damage(struct diag *d, const struct m_proc *p)
     }
     uint32_t full = t->hdr.flags & (LS_HFLAG_COMMS_FULL | LS_HFLAG_PEERS_FULL);
     if (full) {
-        struct finding *f = add(d, "table_full");
+        struct finding *f = add(d, INC_TABLE_FULL);
         if (!f || intvec_push(&f->ranks, p->rank) < 0)
             return -1;
         f->rank = p->rank;
@@ -106,7 +106,7 @@ static int blind_process(struct diag *d, const struct m_proc *p)
         object = trace_pool_string(t, t->hdr.nccl_static_object);
         object = object && *object ? object : "an object of the process";
     }
-    struct finding *f = add(d, object ? "nccl_static" : "nccl_unseen");
+    struct finding *f = add(d, object ? INC_NCCL_STATIC : INC_NCCL_UNSEEN);
     if (!f || (p->rank >= 0 && intvec_push(&f->ranks, p->rank) < 0))
         return -1;
     f->rank = p->rank;
@@ -156,7 +156,7 @@ static int add_lost(struct diag *d, struct intvec *lost, uint64_t comm, uint64_t
         intvec_free(lost);
         return -1;
     }
-    f->as.incomplete.reason = unread ? "not_read" : "wrapped";
+    f->as.incomplete.reason = unread ? INC_NOT_READ : INC_WRAPPED;
     char ranks[256];
     describe_ranks(lost->v, lost->n, ranks, sizeof(ranks));
     f->ranks = *lost;
@@ -253,7 +253,7 @@ static int graph_captured(struct diag *d, size_t before)
         intvec_free(&ranks);
         return 0;
     }
-    struct finding *f = add(d, "graph_captured");
+    struct finding *f = add(d, INC_GRAPH_CAPTURED);
     if (!f) {
         intvec_free(&ranks);
         return -1;

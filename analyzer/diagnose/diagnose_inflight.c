@@ -101,7 +101,7 @@ static int add_stuck(struct diag *d, const struct m_comm *c, uint64_t k,
             continue;
         example = example ? example : mb->proc;
         const struct ls_record *r = model_member_coll(mb, k);
-        struct f_class key = describe_class(d, mb->proc, r, "issued");
+        struct f_class key = describe_class(d, mb->proc, r, ROLE_ISSUED);
         if (intvec_push(&f->ranks, mb->proc->rank) < 0 ||
             finding_class_add(f, &key, mb->proc->rank) < 0)
             return -1;

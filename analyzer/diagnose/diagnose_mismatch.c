@@ -58,7 +58,7 @@ static int add_mismatch(struct diag *d, const struct m_comm *c, uint64_t seq,
         const struct ls_record *r = mb->proc ? model_member_coll(mb, seq) : NULL;
         if (!r)
             continue;
-        struct f_class key = describe_class(d, mb->proc, r, "called");
+        struct f_class key = describe_class(d, mb->proc, r, ROLE_CALLED);
         key.seq = 0;
         if (finding_class_add(f, &key, mb->proc->rank) < 0 ||
             intvec_push(&f->ranks, mb->proc->rank) < 0)

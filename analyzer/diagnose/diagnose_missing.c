@@ -67,7 +67,7 @@ static uint64_t stall_seq(const struct m_comm *c)
 
 /* Where a member that has not entered #seq is: the call it is in, else its last call. */
 static int add_absent_class(struct diag *d, struct finding *f, const struct m_member *mb, int cr,
-                            const char *role, const struct ls_record *r)
+                            enum class_role role, const struct ls_record *r)
 {
     const struct m_proc *p = mb->proc;
     struct f_class key = describe_class(d, p, r, role);
@@ -91,7 +91,7 @@ static int add_absent_class(struct diag *d, struct finding *f, const struct m_me
 }
 
 /* "ranks 0-2", or with several ranks per process "comm ranks 0-2 (rank 0)". */
-static void name_members(const struct finding *f, const char *role, const struct intvec *global,
+static void name_members(const struct finding *f, enum class_role role, const struct intvec *global,
                          const struct intvec *comm_ranks, char *buf, size_t len)
 {
     if (!f->as.absent.multi_rank) {
@@ -99,17 +99,17 @@ static void name_members(const struct finding *f, const char *role, const struct
         return;
     }
     struct intvec procs = {0}, crs = {0};
-    for (size_t i = 0; role && i < f->nclasses; i++) {
-        if (strcmp(f->classes[i].role, role) != 0)
+    for (size_t i = 0; role != ROLE_NONE && i < f->nclasses; i++) {
+        if (f->classes[i].role != role)
             continue;
         for (size_t k = 0; k < f->classes[i].ranks.n; k++)
             intvec_push(&procs, f->classes[i].ranks.v[k]);
         for (size_t k = 0; k < f->classes[i].comm_ranks.n; k++)
             intvec_push(&crs, f->classes[i].comm_ranks.v[k]);
     }
-    for (size_t k = 0; !role && k < global->n; k++)
+    for (size_t k = 0; role == ROLE_NONE && k < global->n; k++)
         intvec_push(&procs, global->v[k]);
-    for (size_t k = 0; !role && k < comm_ranks->n; k++)
+    for (size_t k = 0; role == ROLE_NONE && k < comm_ranks->n; k++)
         intvec_push(&crs, comm_ranks->v[k]);
     procs.n = rankset_normalize(procs.v, procs.n);
     crs.n = rankset_normalize(crs.v, crs.n);
@@ -153,8 +153,9 @@ struct absent {
 static void absent_words(struct diag *d, struct finding *f, const struct absent *ab, size_t nab,
                          char *buf, size_t len)
 {
-    static const char *const roles[] = {
-        [MODEL_QUEUED] = "queued", [MODEL_ABORTED] = "aborted", [MODEL_MISSING] = "missing"};
+    static const enum class_role roles[] = {[MODEL_QUEUED] = ROLE_QUEUED,
+                                            [MODEL_ABORTED] = ROLE_ABORTED,
+                                            [MODEL_MISSING] = ROLE_MISSING};
     size_t used = 0;
     buf[0] = 0;
     for (int s = MODEL_QUEUED; s <= MODEL_MISSING; s++) {
@@ -306,7 +307,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
         enum model_stand s = model_member_stand(c, mb, seq);
         if (s == MODEL_ENTERED) {
             const struct ls_record *r = model_member_coll(mb, seq);
-            struct f_class key = describe_class(d, mb->proc, r, "waiting");
+            struct f_class key = describe_class(d, mb->proc, r, ROLE_WAITING);
             key.state = mb->proc->stopped ? "stopped" : model_state_name(mb->proc->state);
             if (intvec_push(&f->waiting, rank) < 0 ||
                 intvec_push(&f->as.absent.waiting_cr, i) < 0 ||
@@ -331,9 +332,9 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
         if (intvec_push(&f->missing, rank) < 0 || intvec_push(&f->as.absent.missing_cr, i) < 0 ||
             (s == MODEL_QUEUED && intvec_push(&f->as.absent.queued, rank) < 0) ||
             add_absent_class(d, f, mb, i,
-                             s == MODEL_QUEUED    ? "queued"
-                             : s == MODEL_ABORTED ? "aborted"
-                                                  : "missing",
+                             s == MODEL_QUEUED    ? ROLE_QUEUED
+                             : s == MODEL_ABORTED ? ROLE_ABORTED
+                                                  : ROLE_MISSING,
                              r) < 0)
             goto oom;
     }
@@ -352,7 +353,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
             goto oom;
         struct f_class key;
         memset(&key, 0, sizeof(key));
-        key.role = "no_trace";
+        key.role = ROLE_NO_TRACE;
         key.seconds_ago = -1;
         key.op = key.dtype = key.redop = key.root = -1;
         if (finding_class_add_member(f, &key, untraced.v[i], untraced_cr.v[i]) < 0)
@@ -360,7 +361,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
     }
 
     char waiting[300], call[512] = "", where[2100] = "", absent[1200] = "";
-    name_members(f, "waiting", &f->waiting, &f->as.absent.waiting_cr, waiting, sizeof(waiting));
+    name_members(f, ROLE_WAITING, &f->waiting, &f->as.absent.waiting_cr, waiting, sizeof(waiting));
     if (example)
         describe_call(d, example->proc, model_member_coll(example, seq), call, sizeof(call));
     else
@@ -396,7 +397,7 @@ static int add_missing(struct diag *d, const struct m_comm *c, uint64_t seq)
         one_proc &= ab[i].mb->proc == ab[0].mb->proc;
     int one_class = 0;
     for (size_t i = 0; i < f->nclasses; i++)
-        one_class += strcmp(f->classes[i].role, "waiting") != 0;
+        one_class += f->classes[i].role != ROLE_WAITING;
     if (nab && (one_proc || one_class == 1 || nab <= WHEREABOUTS_EACH)) {
         const struct m_proc *p = ab[0].mb->proc;
         char w[1024];
@@ -438,11 +439,11 @@ details:
         const struct f_class *k = &f->classes[i];
         char rs[300], t[32] = "";
         struct intvec none = {0};
-        name_members(f, NULL, &k->ranks, f->as.absent.multi_rank ? &k->comm_ranks : &none, rs,
+        name_members(f, ROLE_NONE, &k->ranks, f->as.absent.multi_rank ? &k->comm_ranks : &none, rs,
                      sizeof(rs));
         if (k->seconds_ago >= 0)
             timefmt_duration(t, sizeof(t), (uint64_t)(k->seconds_ago * 1e9));
-        if (strcmp(k->role, "waiting") == 0 && !k->has_call) {
+        if (k->role == ROLE_WAITING && !k->has_call) {
             /* Entered by the communicator's count, no record read: overwritten, or (none
              * lost) being written as the trace was read. */
             const struct m_member *mb = k->comm_ranks.n ? &c->members[k->comm_ranks.v[0]] : NULL;
@@ -451,11 +452,11 @@ details:
                            mb && model_seq_lost(mb, seq)
                                ? "the trace ring overwrote the record"
                                : "the record was not yet written when the trace was read");
-        } else if (strcmp(k->role, "waiting") == 0)
+        } else if (k->role == ROLE_WAITING)
             finding_detail(f, "waiting: %s (%s) in %s #%llu from %s", rs, k->state,
                            ls_op_name((unsigned)k->op), (unsigned long long)seq,
                            k->callsite ? k->callsite : "?");
-        else if (strcmp(k->role, "no_trace") == 0) {
+        else if (k->role == ROLE_NO_TRACE) {
             char why[700];
             untraced_set_words(d->m->untraced, k->ranks.v, k->ranks.n, why, sizeof(why));
             finding_detail(f, "missing: %s, %s", rs, why);
@@ -469,15 +470,16 @@ details:
                          (unsigned long long)(k->comm >> 32));
             else
                 snprintf(what, sizeof(what), "%s", ls_op_name((unsigned)k->op));
-            const char *rel = strcmp(k->role, "queued") == 0     ? "queued"
-                              : strcmp(k->role, "aborted") == 0  ? "aborted with"
+            const char *rel = k->role == ROLE_QUEUED             ? "queued"
+                              : k->role == ROLE_ABORTED          ? "aborted with"
                               : strcmp(k->state, "in_call") == 0 ? "in"
                                                                  : "last call";
             /* The time is the state's (seconds_ago), not the last call's. */
-            finding_detail(f, "%s: %s (%s since %s ago), %s %s from %s", k->role, rs, k->state, t,
-                           rel, what, k->callsite ? k->callsite : "?");
+            finding_detail(f, "%s: %s (%s since %s ago), %s %s from %s", finding_role_name(k->role),
+                           rs, k->state, t, rel, what, k->callsite ? k->callsite : "?");
         } else
-            finding_detail(f, "%s: %s (%s), no NCCL call recorded", k->role, rs, k->state);
+            finding_detail(f, "%s: %s (%s), no NCCL call recorded", finding_role_name(k->role), rs,
+                           k->state);
     }
 done:
     free(ab);

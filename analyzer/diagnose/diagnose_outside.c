@@ -70,7 +70,7 @@ static void innermost(const char *where, char *buf, size_t len)
 static void class_key(const struct m_proc *p, struct f_class *k)
 {
     memset(k, 0, sizeof(*k));
-    k->role = "stuck";
+    k->role = ROLE_STUCK;
     k->op = k->dtype = k->redop = k->root = -1;
     k->seconds_ago = -1;
     const struct m_live *lv = p->live;
@@ -197,7 +197,7 @@ static int describe(struct diag *d, struct finding *f, uint64_t last_call)
 static void ended_class_key(struct diag *d, const struct m_proc *p, struct f_class *k)
 {
     memset(k, 0, sizeof(*k));
-    k->role = "stuck";
+    k->role = ROLE_STUCK;
     k->op = k->dtype = k->redop = k->root = -1;
     k->seconds_ago = -1;
     char where[512];

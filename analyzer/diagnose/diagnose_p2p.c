@@ -22,7 +22,7 @@ static int already(const struct diag *d, size_t first, int src, int dst, uint64_
  * that pair is there already. Returns -1 when out of memory, else 0. */
 static int pair_finding(struct diag *d, enum finding_kind kind, const struct m_comm *c,
                         uint64_t seq, int src, int dst, const struct m_member *me,
-                        const struct ls_record *r, const char *role, size_t first,
+                        const struct ls_record *r, enum class_role role, size_t first,
                         struct finding **out)
 {
     *out = NULL;
@@ -56,14 +56,14 @@ static int add_unmatched(struct diag *d, const struct m_comm *c, const struct m_
     int dst = send ? peer->proc->rank : me->proc->rank;
     struct finding *f;
     if (pair_finding(d, other ? F_P2P_SIZE_MISMATCH : F_P2P_UNMATCHED, c, r->seq, src, dst, me, r,
-                     send ? "send" : "recv", first, &f) < 0)
+                     send ? ROLE_SEND : ROLE_RECV, first, &f) < 0)
         return -1;
     if (!f)
         return 0;
     char call[512], where[1024];
     describe_call(d, me->proc, r, call, sizeof(call));
     if (other) {
-        struct f_class theirs = describe_class(d, peer->proc, other, send ? "recv" : "send");
+        struct f_class theirs = describe_class(d, peer->proc, other, send ? ROLE_RECV : ROLE_SEND);
         if (finding_class_add(f, &theirs, peer->proc->rank) < 0)
             return -1;
         char call2[512];
@@ -99,7 +99,7 @@ static int add_unsignalled(struct diag *d, const struct m_comm *c, const struct 
     const struct m_member *peer = &c->members[r->peer];
     int src = peer->proc->rank, dst = me->proc->rank;
     struct finding *f;
-    if (pair_finding(d, F_P2P_UNMATCHED, c, 0, src, dst, me, r, "wait", first, &f) < 0)
+    if (pair_finding(d, F_P2P_UNMATCHED, c, 0, src, dst, me, r, ROLE_WAIT, first, &f) < 0)
         return -1;
     if (!f)
         return 0;

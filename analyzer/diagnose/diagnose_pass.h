@@ -88,7 +88,7 @@ void describe_ranks(const int *ranks, size_t n, char *buf, size_t len);
 
 /* Fills a class key describing call r of process p (role given). */
 struct f_class describe_class(struct diag *d, const struct m_proc *p, const struct ls_record *r,
-                              const char *role);
+                              enum class_role role);
 
 /* Seconds from t to the job's reference time (>= 0). */
 double diag_seconds_ago(const struct diag *d, uint64_t t);

@@ -375,7 +375,7 @@ static int add_errors(struct diag *d)
                 f->as.nccl_error.refused = refused(err);
                 summarize_error(d, p, err, f);
             }
-            struct f_class key = describe_class(d, p, err, "failed");
+            struct f_class key = describe_class(d, p, err, ROLE_FAILED);
             if (finding_class_add(f, &key, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0)
                 return -1;
             if (err->enter_ns < f->time_ns)

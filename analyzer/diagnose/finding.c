@@ -77,6 +77,26 @@ struct finding *finding_add(struct findings *fs, enum finding_kind kind, size_t 
     return f;
 }
 
+const char *finding_reason_name(enum incomplete_reason r)
+{
+    static const char *const names[] = {
+#define INCOMPLETE_REASON_NAME(id, name) [INC_##id] = name,
+        INCOMPLETE_REASONS(INCOMPLETE_REASON_NAME)
+#undef INCOMPLETE_REASON_NAME
+    };
+    return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : names[INC_UNKNOWN];
+}
+
+const char *finding_role_name(enum class_role r)
+{
+    static const char *const names[] = {
+#define CLASS_ROLE_NAME(id, name) [ROLE_##id] = name,
+        CLASS_ROLES(CLASS_ROLE_NAME)
+#undef CLASS_ROLE_NAME
+    };
+    return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : NULL;
+}
+
 const struct intvec *finding_singled_out(const struct finding *f)
 {
     return f->kind == F_STUCK_OUTSIDE_NCCL ? &f->as.outside.odd : &f->missing;
@@ -198,7 +218,7 @@ static int str_eq(const char *a, const char *b)
 
 static int class_eq(const struct f_class *a, const struct f_class *b)
 {
-    return str_eq(a->role, b->role) && a->has_call == b->has_call && a->op == b->op &&
+    return a->role == b->role && a->has_call == b->has_call && a->op == b->op &&
            a->dtype == b->dtype && a->redop == b->redop && a->root == b->root &&
            a->count == b->count && a->seq == b->seq && a->comm == b->comm &&
            str_eq(a->callsite, b->callsite) && str_eq(a->state, b->state) && a->pid == b->pid &&

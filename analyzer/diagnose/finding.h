@@ -23,12 +23,12 @@ enum finding_severity { F_SEV_ERROR, F_SEV_WARN };
 enum { F_T_DEATH = 1, F_T_MISMATCH = 2, F_T_TIMELINE = 4 };
 
 /* A group of ranks that did the same thing from the same place (STAT-style). `role` says
- * which side of the finding they are on ("called", "waiting", "missing"). */
+ * which side of the finding they are on (called, waiting, missing: finding_kinds.h). */
 struct f_class {
     struct intvec ranks;
     struct intvec comm_ranks; /* the members' ranks in the communicator (missing_ranks), where
                                * one process may hold several */
-    const char *role;
+    enum class_role role;
     int has_call; /* the fields below describe a call */
     int op, dtype, redop, root;
     uint64_t count, seq;
@@ -96,6 +96,11 @@ struct findings {
 const char *finding_gpu_wait_name(int state, int is_send);
 /* The same in words around the peer's global rank ("waiting for rank 5 to free a buffer ..."). */
 void finding_gpu_wait_words(int state, int is_send, int peer, char *buf, size_t len);
+
+/* JSON name of a trace_incomplete reason ("no_trace", ...); "unknown" for another value. */
+const char *finding_reason_name(enum incomplete_reason r);
+/* JSON name of a class role ("waiting", ...); NULL for ROLE_NONE or another value. */
+const char *finding_role_name(enum class_role r);
 
 /* JSON name of a kind ("missing_ranks", ...); "?" for a value that is not a kind. */
 const char *finding_kind_name(enum finding_kind k);

@@ -72,6 +72,52 @@
     X(STRAGGLER, straggler, .late_by_s = -1)                                                       \
     X(TRACE_INCOMPLETE, incomplete, 0)
 
+/* Why a trace_incomplete finding cannot conclude (its JSON `reason`):
+ * R(ID, JSON name); R, not X: tests/cli reads the X lines of this file as its kinds */
+#define INCOMPLETE_REASONS(R)                                                                      \
+    R(UNKNOWN, "unknown")                                                                          \
+    R(NO_TRACE, "no_trace")                                                                        \
+    R(TRUNCATED, "truncated")                                                                      \
+    R(WRAPPED, "wrapped")                                                                          \
+    R(NOT_READ, "not_read")                                                                        \
+    R(HALF_WRITTEN, "half_written")                                                                \
+    R(TABLE_FULL, "table_full")                                                                    \
+    R(UNREADABLE, "unreadable")                                                                    \
+    R(NCCL_STATIC, "nccl_static")                                                                  \
+    R(NCCL_UNSEEN, "nccl_unseen")                                                                  \
+    R(GRAPH_CAPTURED, "graph_captured")
+
+enum incomplete_reason {
+#define INCOMPLETE_REASON_ENUM(id, name) INC_##id,
+    INCOMPLETE_REASONS(INCOMPLETE_REASON_ENUM)
+#undef INCOMPLETE_REASON_ENUM
+};
+
+/* Which side of a finding a class of ranks is on (struct f_class's `role`, its JSON `role`):
+ * R(ID, JSON name). ROLE_NONE has none (null). */
+#define CLASS_ROLES(R)                                                                             \
+    R(NONE, NULL)                                                                                  \
+    R(WAITING, "waiting")                                                                          \
+    R(MISSING, "missing")                                                                          \
+    R(QUEUED, "queued")                                                                            \
+    R(ABORTED, "aborted")                                                                          \
+    R(NO_TRACE, "no_trace")                                                                        \
+    R(SEND, "send")                                                                                \
+    R(RECV, "recv")                                                                                \
+    R(WAIT, "wait")                                                                                \
+    R(ISSUED, "issued")                                                                            \
+    R(CLAIMANT, "claimant")                                                                        \
+    R(CALLED, "called")                                                                            \
+    R(STUCK, "stuck")                                                                              \
+    R(FAILED, "failed")                                                                            \
+    R(CREATED, "created")
+
+enum class_role {
+#define CLASS_ROLE_ENUM(id, name) ROLE_##id,
+    CLASS_ROLES(CLASS_ROLE_ENUM)
+#undef CLASS_ROLE_ENUM
+};
+
 /* rank_crashed, rank_exited: the ranks that ended one way, and how. */
 struct f_death {
     struct intvec dead; /* the ranks that ended this way */
@@ -154,7 +200,7 @@ struct f_straggler {
 
 /* trace_incomplete */
 struct f_incomplete {
-    const char *reason; /* no_trace, truncated, wrapped, unreadable, ... */
+    enum incomplete_reason reason;
     const char *object; /* nccl_static: the object NCCL is linked into (the trace's string),
                          * NULL none */
 };

@@ -110,7 +110,7 @@ static void write_classes(FILE *f, const struct finding *fd)
         fputs("<tr><td class=\"mono\">", f);
         html_ranks(f, c->ranks.v, c->ranks.n, 120);
         fputs("</td><td>", f);
-        html_text(f, c->role);
+        html_text(f, finding_role_name(c->role));
         fputs("</td><td>", f);
         if (c->has_call) {
             fprintf(f, "%s", ls_op_name((unsigned)c->op));

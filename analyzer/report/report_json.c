@@ -42,7 +42,7 @@ static void write_class(struct json_writer *w, const struct f_class *c)
 {
     json_begin_object(w, NULL);
     json_int_array(w, "ranks", c->ranks.v, c->ranks.n);
-    json_string(w, "role", c->role);
+    json_string(w, "role", finding_role_name(c->role));
     if (c->has_call) {
         json_string(w, "op", ls_op_name((unsigned)c->op));
         json_uint(w, "count", c->count);
@@ -290,7 +290,7 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
         json_bool(w, "refused", f->as.nccl_error.refused);
         break;
     case F_TRACE_INCOMPLETE:
-        json_string(w, "reason", f->as.incomplete.reason ? f->as.incomplete.reason : "unknown");
+        json_string(w, "reason", finding_reason_name(f->as.incomplete.reason));
         if (f->as.incomplete.object)
             json_string(w, "object", f->as.incomplete.object);
         break;

@@ -20,9 +20,23 @@ START_TEST(payloads_start_unset)
     ck_assert(finding_add(&fs, F_STUCK_OUTSIDE_NCCL, 0)->as.outside.since_s < 0);
     ck_assert(finding_add(&fs, F_STRAGGLER, 0)->as.straggler.late_by_s < 0);
     f = finding_add(&fs, F_TRACE_INCOMPLETE, 0);
-    ck_assert_ptr_null(f->as.incomplete.reason);
+    ck_assert_int_eq(f->as.incomplete.reason, INC_UNKNOWN);
+    ck_assert_str_eq(finding_reason_name(f->as.incomplete.reason), "unknown");
     ck_assert_int_eq(f->rank, -1);
     findings_free(&fs);
+}
+END_TEST
+
+START_TEST(reason_and_role_names)
+{
+    /* The JSON words of the enums, and what a value that is none of them reads as. */
+    ck_assert_str_eq(finding_reason_name(INC_NO_TRACE), "no_trace");
+    ck_assert_str_eq(finding_reason_name(INC_GRAPH_CAPTURED), "graph_captured");
+    ck_assert_str_eq(finding_reason_name((enum incomplete_reason)999), "unknown");
+    ck_assert_str_eq(finding_role_name(ROLE_WAITING), "waiting");
+    ck_assert_str_eq(finding_role_name(ROLE_CREATED), "created");
+    ck_assert_ptr_null(finding_role_name(ROLE_NONE));
+    ck_assert_ptr_null(finding_role_name((enum class_role)999));
 }
 END_TEST
 
@@ -78,6 +92,7 @@ int main(void)
     Suite *s = suite_create("finding");
     TCase *tc = tcase_create("finding");
     tcase_add_test(tc, payloads_start_unset);
+    tcase_add_test(tc, reason_and_role_names);
     tcase_add_test(tc, shared_payloads_answer_per_kind);
     tcase_add_test(tc, normalize_sorts_sets_not_the_cycle);
     suite_add_tcase(s, tc);
