@@ -574,7 +574,7 @@ int diagnose_missing(struct diag *d)
                 c->members[k].proc ? !model_member_entered(&c->members[k], seq) : k < c->nranks;
         /* every absent member on its way, not waited for long: under way */
         if (absent &&
-            waitgraph_under_way(g, waitgraph_call_node(g, WG_CALL_COLL, c->id, seq), NULL, NULL))
+            waitgraph_under_way(g, waitgraph_call_node(g, WG_CALL_COLL, c->id, seq), NULL))
             continue;
         if (absent && add_missing(d, c, seq) < 0)
             return -1;

@@ -138,7 +138,7 @@ static int check_signals(struct diag *d, const struct m_comm *c, int cr, size_t 
             !model_op_launched(me->proc, r) || r->comm_rank != cr)
             continue;
         if (model_signal_match(c, r, &sent, &wanted) != MODEL_HALF_MISSING ||
-            waitgraph_under_way(d->graph, (size_t)-1, me->proc, r))
+            waitgraph_under_way(d->graph, waitgraph_rank_node(d->graph, me->proc), r))
             continue;
         if (add_unsignalled(d, c, me, r, sent, wanted, first) < 0)
             return -1;
@@ -161,7 +161,8 @@ static int check_member(struct diag *d, const struct m_comm *c, int cr, size_t f
         if (how == MODEL_HALF_UNTRACED || how == MODEL_HALF_POSTED)
             continue;
         /* A peer on its way, waited for no longer than ranks take to meet: under way. */
-        if (how == MODEL_HALF_MISSING && waitgraph_under_way(d->graph, (size_t)-1, me->proc, r))
+        if (how == MODEL_HALF_MISSING &&
+            waitgraph_under_way(d->graph, waitgraph_rank_node(d->graph, me->proc), r))
             continue;
         if (add_unmatched(d, c, me, cr, r, &c->members[r->peer],
                           how == MODEL_HALF_DIFFERS ? other : NULL,

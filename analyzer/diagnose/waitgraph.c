@@ -1093,12 +1093,9 @@ int waitgraph_waits(const struct waitgraph *g, size_t node)
     return g->nodes[node].kind == WG_RANK && g->nodes[node].state == WG_WAITS;
 }
 
-int waitgraph_under_way(const struct waitgraph *g, size_t v, const struct m_proc *p,
-                        const struct ls_record *r)
+int waitgraph_under_way(const struct waitgraph *g, size_t v, const struct ls_record *r)
 {
-    if (v == (size_t)-1 && p)
-        v = waitgraph_rank_node(g, p);
-    if (v == (size_t)-1 || v >= g->nnodes)
+    if (v >= g->nnodes)
         return 0;
     const struct wg_node *x = &g->nodes[v];
     size_t n = 0;

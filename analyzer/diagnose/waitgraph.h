@@ -48,12 +48,11 @@ int waitgraph_late_at(const struct waitgraph *g, size_t v, uint64_t at);
 /* True when the node is a rank that waits for something (directly). */
 int waitgraph_waits(const struct waitgraph *g, size_t node);
 
-/* True when node v (a collective, or the rank of process p waiting in record r: pass v
- * (size_t)-1 then) waits only for ranks the job's stop caught on their way after a hang
- * elsewhere (wg_edge.went_on): it has such edges and no other. That call or pair was going on,
- * not hung: nothing to report about it. */
-int waitgraph_under_way(const struct waitgraph *g, size_t v, const struct m_proc *p,
-                        const struct ls_record *r);
+/* True when node v (a collective node, or a rank's node with r its record of the wait asked
+ * about; r NULL: all its waits) waits only for ranks the job's stop caught on their way after a
+ * hang elsewhere (wg_edge.went_on): it has such edges and no other. That call or pair was going
+ * on, not hung: nothing to report about it. False for v (size_t)-1 (no node). */
+int waitgraph_under_way(const struct waitgraph *g, size_t v, const struct ls_record *r);
 
 /* The edge from node `from` to node `to` (the first of them), NULL none. */
 const struct wg_edge *waitgraph_edge(const struct waitgraph *g, size_t from, size_t to);

@@ -466,9 +466,9 @@ START_TEST(stop_catches_a_pair_going_on)
     const struct wg_node *x = rank_node(&j, 0);
     ck_assert_uint_eq(x->nedges, 1);
     ck_assert(j.g->edges[x->edge0].soft && j.g->edges[x->edge0].went_on);
-    ck_assert(waitgraph_under_way(j.g, (size_t)-1, x->proc, r));
+    ck_assert(waitgraph_under_way(j.g, waitgraph_node_of_rank(j.g, 0), r));
     ck_assert(scc_of(&j, rank_node(&j, 2))->cycle);
-    ck_assert(!waitgraph_under_way(j.g, (size_t)-1, rank_node(&j, 2)->proc, NULL));
+    ck_assert(!waitgraph_under_way(j.g, waitgraph_node_of_rank(j.g, 2), NULL));
     done(&j);
 
     /* The same and rank 4 has waited 100 ms in the world's #3 for ranks 0-3: 2 and 3 wait
@@ -483,7 +483,7 @@ START_TEST(stop_catches_a_pair_going_on)
     build_stopped(&k);
     const struct wg_node *c3 = coll(&k, W, 3);
     ck_assert_uint_eq(waits_for(&k, c3), 0xf);
-    ck_assert(!waitgraph_under_way(k.g, waitgraph_call_node(k.g, WG_CALL_COLL, W, 3), NULL, NULL));
+    ck_assert(!waitgraph_under_way(k.g, waitgraph_call_node(k.g, WG_CALL_COLL, W, 3), NULL));
     done(&k);
 
     /* Ranks 0 and 1 step by a collective of their own instead: rank 0 has waited 100 ms in its
@@ -500,8 +500,7 @@ START_TEST(stop_catches_a_pair_going_on)
     build_stopped(&c);
     const struct wg_node *p3 = coll(&c, CHILD, 3);
     ck_assert_uint_eq(waits_for(&c, p3), 0);
-    ck_assert(
-        waitgraph_under_way(c.g, waitgraph_call_node(c.g, WG_CALL_COLL, CHILD, 3), NULL, NULL));
+    ck_assert(waitgraph_under_way(c.g, waitgraph_call_node(c.g, WG_CALL_COLL, CHILD, 3), NULL));
     done(&c);
 
     /* No hang elsewhere: the young wait is the only one, and may be why the job was stopped. */
@@ -512,7 +511,7 @@ START_TEST(stop_catches_a_pair_going_on)
     build_stopped(&l);
     x = rank_node(&l, 0);
     ck_assert_uint_eq(waits_for(&l, x), 0x2);
-    ck_assert(!waitgraph_under_way(l.g, (size_t)-1, x->proc, r));
+    ck_assert(!waitgraph_under_way(l.g, waitgraph_node_of_rank(l.g, 0), r));
     done(&l);
 
     /* A hang elsewhere, but rank 0 has waited 10 s: rank 1 is missing, not on its way. */
