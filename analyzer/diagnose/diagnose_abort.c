@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "diagnose_pass.h"
+#include "json_writer.h"
 #include "rankset.h"
 #include "timefmt.h"
 
@@ -81,3 +82,29 @@ int diagnose_abort(struct diag *d)
     }
     return 0;
 }
+
+/* ---- comm_aborted's row (finding_ops.h) ------------------------------------------------------ */
+
+/* The abort is its rank's own doing. */
+static void aborted_note(struct cause *x, long i, struct finding *f)
+{
+    cause_own(x, f->rank, i);
+}
+
+static size_t aborted_anchors(const struct cause *x, const struct finding *f, size_t *out,
+                              size_t max)
+{
+    return cause_anchor_ranks(x, &f->rank, 1, out, 0, max);
+}
+
+static void aborted_json(struct json_writer *w, const struct finding *f)
+{
+    json_int(w, "rank", f->rank);
+    json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+}
+
+const struct finding_ops comm_aborted_ops = {
+    .note = aborted_note,
+    .anchors = aborted_anchors,
+    .json = aborted_json,
+};

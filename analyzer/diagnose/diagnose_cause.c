@@ -6,280 +6,55 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cause.h"
 #include "diagnose_pass.h"
+#include "finding_ops.h"
 #include "names.h"
 #include "rankset.h"
 #include "timefmt.h"
 #include "untraced.h"
 
-/* Per global rank, the findings that can own its node when it is a sink. */
-struct rank_findings {
-    long own;   /* its own end, failure or abort (the earliest) */
-    long blame; /* the finding that says others wait for it (the best) */
-};
-
-struct cause {
-    struct diag *d;
-    struct findings *fs;
-    size_t first;
-    const struct waitgraph *g;
-    long *owner;                   /* per component: the finding that owns it, -1 none */
-    char *teardown;                /* per component: owned through the job's teardown (a rank it
-                                    * stopped: owner_of_stopped()), not as the owner's own */
-    size_t *reach;                 /* per component: the sink its waits end in */
-    char *waited;                  /* per node: some wait that is not soft ends at it */
-    struct rank_findings *by_rank; /* world_size slots */
-    int nranks;
-    char *went_on; /* per finding from first: about a part the diagnosis is not narrowed to
-                    * (diag_scope), NULL when it is not narrowed */
-};
-
 static struct finding *F(const struct cause *x, long i)
 {
-    return &x->fs->v[i];
+    return cause_finding(x, i);
 }
 
-/* True when finding i may own a sink or take the blame for a rank: it is about the part of the
- * job the diagnosis is narrowed to (diag_scope), or the diagnosis is not narrowed. */
 static int in_scope(const struct cause *x, long i)
 {
-    return !x->went_on || !x->went_on[i - (long)x->first];
-}
-
-static int is_mismatch(const struct finding *f)
-{
-    return finding_kind_has(f->kind, F_T_MISMATCH);
+    return cause_in_scope(x, i);
 }
 
 /* ---- what each rank's findings are --------------------------------------------------------- */
 
-/* True when the call node x explains its waits by itself: every member it waits for waits for
- * nothing else (a leaf of the graph), so no other call stands between. */
-static int leaf_call(const struct waitgraph *g, size_t x)
-{
-    const struct wg_node *v = &g->nodes[x];
-    for (size_t e = v->edge0; e < v->edge0 + v->nedges; e++)
-        if (!g->edges[e].soft && g->nodes[g->edges[e].to].state == WG_WAITS)
-            return 0;
-    return 1;
-}
-
-/* How well finding i says why others wait for a rank it names: a collective it never called,
- * where that call waits for nothing that waits itself, says it best (the culprit's own group
- * and sequence number); then a creation it never joined; then a send or receive it never
- * posted; last a collective that also waits for ranks blocked elsewhere. Among equals, the one
- * on the communicator the rank was about to call (next_comm()), then the earliest. */
-static int blame_score(const struct cause *x, long i)
-{
-    const struct finding *f = F(x, i);
-    if (f->kind == F_COMM_INIT_MISMATCH)
-        return 3;
-    if (f->kind != F_MISSING_RANKS)
-        return 2;
-    size_t c = waitgraph_call_node(x->g, WG_CALL_COLL, f->comm, f->seq);
-    return c == (size_t)-1 || leaf_call(x->g, c) ? 4 : 1;
-}
-
-static void keep_earliest(const struct cause *x, long *slot, long i)
-{
-    if (*slot < 0 || F(x, i)->time_ns < F(x, *slot)->time_ns)
-        *slot = i;
-}
-
-/* The communicator rank p called next the last time it made the call it made last (the same
- * call site, op and communicator, on the same thread): where a training loop goes from there;
- * 0 unknown. Of two collectives a rank never called, the one on that communicator is the one it
- * was about to call (a rank stuck before its tensor-parallel AllReduce is missing from it first,
- * not from the data-parallel one at the end of the step). */
-static uint64_t next_comm(const struct m_proc *p)
-{
-    const struct ls_record *last = p ? p->last_call : NULL, *before = NULL;
-    const struct tr_trace *t = p ? p->t : NULL;
-    size_t at = 0;
-    for (size_t i = 0; last && i < t->nrecords; i++) {
-        const struct ls_record *q = &t->records[i];
-        if (q != last && q->tid == last->tid && q->enter_ns < last->enter_ns && q->op == last->op &&
-            q->comm_id == last->comm_id && q->callsite == last->callsite &&
-            (!before || q->enter_ns > before->enter_ns)) {
-            before = q;
-            at = i;
-        }
-    }
-    for (size_t i = at + 1; before && i < t->nrecords; i++) {
-        const struct ls_record *q = &t->records[i];
-        if (q->tid == before->tid && q->comm_id && ls_op_issues_work(q->op))
-            return q->comm_id;
-    }
-    return 0;
-}
-
-static void keep_blame(const struct cause *x, long *slot, long i, int r)
-{
-    if (*slot < 0) {
-        *slot = i;
-        return;
-    }
-    int a = blame_score(x, i), b = blame_score(x, *slot);
-    if (a != b) {
-        if (a > b)
-            *slot = i;
-        return;
-    }
-    const struct m_job *j = x->d->j;
-    uint64_t next = next_comm(r >= 0 && r < j->world_size ? j->by_rank[r] : NULL);
-    int na = next && F(x, i)->comm == next, nb = next && F(x, *slot)->comm == next;
-    if (na != nb) {
-        if (na)
-            *slot = i;
-        return;
-    }
-    if (F(x, i)->time_ns < F(x, *slot)->time_ns)
-        *slot = i;
-}
-
-static void note_rank(struct cause *x, int r, long i, int blame)
-{
-    if (r < 0 || r >= x->nranks)
-        return;
-    if (blame)
-        keep_blame(x, &x->by_rank[r].blame, i, r);
-    else
-        keep_earliest(x, &x->by_rank[r].own, i);
-}
-
-/* The mismatch an NCCL error of rank r comes from, -1 none: members that make different calls
- * break NCCL's transfers (a receiver posted less than its peer sends: "message truncated",
- * ncclInvalidUsage), so an error on a communicator where r had made a call its members made
- * differently, no later than the error, follows from that mismatch. */
-static long mismatch_behind_error(const struct cause *x, const struct finding *err, int r)
-{
-    if (!err->has_comm)
-        return -1;
-    for (size_t i = x->first; i < x->fs->n; i++) {
-        const struct finding *f = F(x, (long)i);
-        if (is_mismatch(f) && f->has_comm && f->comm == err->comm && intvec_has(&f->ranks, r) &&
-            (!f->time_ns || !err->time_ns || f->time_ns <= err->time_ns))
-            return (long)i;
-    }
-    return -1;
-}
-
-/* Fills by_rank from every finding: who ended, failed or aborted, and who others wait for. */
+/* Fills by_rank from every finding: who ended, failed or aborted, and who others wait for (each
+ * kind's note()). */
 static void index_ranks(struct cause *x)
 {
-    const struct m_job *j = x->d->j;
     for (size_t i = x->first; i < x->fs->n; i++) {
-        struct finding *f = F(x, (long)i);
-        const struct intvec *v = NULL;
-        if (!in_scope(x, (long)i))
-            continue;
-        switch (f->kind) {
-        case F_RANK_CRASHED:
-        case F_RANK_EXITED:
-            for (size_t k = 0; k < f->as.death.dead.n; k++)
-                note_rank(x, f->as.death.dead.v[k], (long)i, 0);
-            break;
-        case F_NCCL_ERROR:
-            for (size_t k = 0; k < f->ranks.n; k++) {
-                int r = f->ranks.v[k];
-                const struct m_proc *q = r >= 0 && r < j->world_size ? j->by_rank[r] : NULL;
-                const struct ls_record *failed = q ? q->failed : NULL;
-                if (q && model_nothing_after(q, f->time_ns) &&
-                    !(failed && f->has_comm && failed->comm_id == f->comm &&
-                      !model_failure_ended_work(q, failed))) {
-                    long m = mismatch_behind_error(x, f, r);
-                    note_rank(x, r, m >= 0 ? m : (long)i, 0);
-                    if (m >= 0 && F(x, m)->has_seq)
-                        finding_detail(F(x, (long)i),
-                                       "why: rank %d had made collective #%llu on comm %08llx, "
-                                       "which its members called differently: NCCL's "
-                                       "transfers fail where members disagree (a receiver "
-                                       "posted less than its peer sends: message truncated)",
-                                       r, (unsigned long long)F(x, m)->seq,
-                                       (unsigned long long)(f->comm >> 32));
-                }
-            }
-            break;
-        case F_COMM_ABORTED:
-            note_rank(x, f->rank, (long)i, 0);
-            break;
-        case F_STUCK_OUTSIDE_NCCL: /* its ranks wait for nothing NCCL shows: it owns them, unless
-                                    * a rank died first (anchors()) */
-            for (size_t k = 0; !f->as.outside.follows.n && k < f->ranks.n; k++)
-                note_rank(x, f->ranks.v[k], (long)i, 0);
-            break;
-        case F_MISSING_RANKS:
-        case F_P2P_UNMATCHED:
-        case F_COMM_INIT_MISMATCH:
-            v = &f->missing;
-            break;
-        default:
-            break;
-        }
-        for (size_t k = 0; v && k < v->n; k++)
-            note_rank(x, v->v[k], (long)i, 1);
+        const struct finding_ops *o = finding_ops(F(x, (long)i)->kind);
+        if (in_scope(x, (long)i) && o->note)
+            o->note(x, (long)i, F(x, (long)i));
     }
 }
 
 /* ---- owners of the sinks ------------------------------------------------------------------- */
 
-/* The first finding of `kind` (any mismatch kind for F_OP_MISMATCH with `mismatch`) on comm at
- * `seq` (at or before it for a mismatch), -1 none. */
-static long finding_at(const struct cause *x, enum finding_kind kind, uint64_t comm, uint64_t seq,
-                       int mismatch)
-{
-    for (size_t i = x->first; i < x->fs->n; i++) {
-        const struct finding *f = F(x, (long)i);
-        if (!f->has_comm || f->comm != comm || !in_scope(x, (long)i))
-            continue;
-        if (mismatch ? is_mismatch(f) && f->seq <= seq : f->kind == kind && f->seq == seq)
-            return (long)i;
-    }
-    return -1;
-}
-
-static long owner_of_call(const struct cause *x, const struct wg_node *v)
-{
-    if (v->state == WG_GPU_STUCK)
-        return finding_at(x, F_STUCK_IN_FLIGHT, v->comm, v->seq, 0);
-    if (v->state == WG_ALONE) /* a creation only its waiters made, or a collective */
-        return finding_at(x, v->call_kind == WG_CALL_INIT ? F_COMM_INIT_MISMATCH : F_MISSING_RANKS,
-                          v->comm, v->seq, 0);
-    if (v->state != WG_MISMATCH)
-        return -1;
-    if (v->call_kind == WG_CALL_P2P)
-        return finding_at(x, F_P2P_SIZE_MISMATCH, v->comm, v->seq, 0);
-    if (v->call_kind == WG_CALL_INIT) /* members made different creations at one counter */
-        return finding_at(x, F_COMM_INIT_MISMATCH, v->comm, v->seq, 0);
-    return finding_at(x, F_OP_MISMATCH, v->comm, v->seq, 1);
-}
-
-/* A rank no trace holds: the launch that left it unclaimed, else the finding that says others
- * wait for it, else the one that says its trace is missing. */
-static long owner_of_absent(const struct cause *x, const struct wg_node *v)
+/* The finding that says why sink `node` (a call, or a rank no trace holds) is stuck: the one
+ * whose kind owns it most directly (finding_ops.owns), the earliest of those; -1 none. */
+static long owner_by_kind(const struct cause *x, size_t node)
 {
     long best = -1;
+    int score = 0;
     for (size_t i = x->first; i < x->fs->n; i++) {
         const struct finding *f = F(x, (long)i);
-        int named = v->rank >= 0 ? intvec_has(&f->missing, v->rank)
-                                 : f->comm == v->comm &&
-                                       intvec_has(finding_missing_comm_ranks(f), v->comm_rank);
-        if (!in_scope(x, (long)i))
-            continue;
-        if (f->kind == F_DUPLICATE_RANK && named)
-            return (long)i;
-        if ((f->kind == F_MISSING_RANKS || f->kind == F_COMM_INIT_MISMATCH) && named)
-            keep_earliest(x, &best, (long)i);
+        const struct finding_ops *o = finding_ops(f->kind);
+        int s = o->owns && in_scope(x, (long)i) ? o->owns(x, f, node) : 0;
+        if (s > score || (s && s == score && f->time_ns < F(x, best)->time_ns)) {
+            best = (long)i;
+            score = s;
+        }
     }
-    if (best >= 0 || v->rank < 0)
-        return best;
-    for (size_t i = x->first; i < x->fs->n; i++) {
-        const struct finding *f = F(x, (long)i);
-        if (f->kind == F_TRACE_INCOMPLETE && f->as.incomplete.reason == INC_NO_TRACE &&
-            intvec_has(&f->ranks, v->rank))
-            return (long)i;
-    }
-    return -1;
+    return best;
 }
 
 /* The finding that says others wait for the rank of hub node v, -1 none. */
@@ -310,11 +85,12 @@ static long owner_of_cycle(const struct cause *x, const struct wg_scc *s)
         return r >= 0 && r < x->nranks ? x->by_rank[r].blame : -1;
     }
     if (s->behind != (size_t)-1) /* out of order: the collective its culprits never made */
-        return finding_at(x, F_MISSING_RANKS, g->nodes[s->behind].comm, g->nodes[s->behind].seq, 0);
+        return cause_finding_at(x, F_MISSING_RANKS, g->nodes[s->behind].comm,
+                                g->nodes[s->behind].seq);
     for (size_t k = 0; k < s->nnodes; k++) {
         const struct wg_node *v = &g->nodes[g->members[s->node0 + k]];
         if (s->nranks == 1 && v->kind == WG_CALL)
-            return finding_at(x, F_MISSING_RANKS, v->comm, v->seq, 0);
+            return cause_finding_at(x, F_MISSING_RANKS, v->comm, v->seq);
         for (size_t i = x->first; s->nranks > 1 && v->kind == WG_RANK && i < x->fs->n; i++)
             if (F(x, (long)i)->kind == F_DEADLOCK_CYCLE && in_scope(x, (long)i) &&
                 intvec_has(&F(x, (long)i)->ranks, v->rank))
@@ -380,10 +156,10 @@ static long owner_of(const struct cause *x, size_t c, char *teardown)
         return owner_of_cycle(x, s);
     size_t node = x->g->members[s->node0];
     const struct wg_node *v = &x->g->nodes[node];
-    if (v->kind == WG_CALL)
-        return owner_of_call(x, v);
+    if (v->kind == WG_CALL || (v->kind == WG_ABSENT && x->waited[node]))
+        return owner_by_kind(x, node);
     if (v->kind == WG_ABSENT)
-        return x->waited[node] ? owner_of_absent(x, v) : -1;
+        return -1;
     if (v->rank < 0 || v->rank >= x->nranks)
         return -1;
     if (x->by_rank[v->rank].own >= 0)
@@ -416,60 +192,11 @@ static int better_sink(size_t a, size_t b, void *ctx)
 
 /* ---- what each finding is about ------------------------------------------------------------- */
 
-/* The nodes finding f is about (where its waits start), up to max. */
+/* The nodes finding f is about (where its waits start), up to max: its kind's anchors(). */
 static size_t anchors(const struct cause *x, const struct finding *f, size_t *out, size_t max)
 {
-    const struct waitgraph *g = x->g;
-    size_t n = 0, c;
-    const struct intvec *ranks = NULL;
-    switch (f->kind) {
-    case F_MISSING_RANKS:
-    case F_STUCK_IN_FLIGHT:
-        c = waitgraph_call_node(g, WG_CALL_COLL, f->comm, f->seq);
-        if (c != (size_t)-1)
-            out[n++] = c;
-        ranks = n ? NULL : &f->missing;
-        break;
-    case F_RANK_CRASHED:
-    case F_RANK_EXITED:
-    case F_STUCK_OUTSIDE_NCCL: /* the rank that died first, whose end it most likely follows */
-        ranks = finding_ended(f);
-        break;
-    case F_NCCL_ERROR:
-        /* A collective the ranks gave up waiting in (a watchdog's abort or revoke) failed for
-         * what the wait was for: the members it was missing. Else where its ranks' NCCL work
-         * ended, unless the job went on past it. */
-        c = f->has_seq ? (size_t)finding_at(x, F_MISSING_RANKS, f->comm, f->seq, 0) : (size_t)-1;
-        if (c != (size_t)-1 && F(x, (long)c)->missing.n)
-            ranks = &F(x, (long)c)->missing;
-        else if (!f->time_ns || f->time_ns >= x->d->j->recovered_ns)
-            ranks = &f->ranks;
-        break;
-    case F_P2P_UNMATCHED:
-    case F_COMM_INIT_MISMATCH:
-        ranks = &f->missing;
-        break;
-    case F_DEADLOCK_CYCLE:
-        ranks = &f->as.deadlock.cycle;
-        break;
-    case F_COMM_ABORTED:
-        c = waitgraph_node_of_rank(g, f->rank);
-        if (c != (size_t)-1)
-            out[n++] = c;
-        break;
-    case F_TRACE_INCOMPLETE:
-        if (f->as.incomplete.reason == INC_NO_TRACE)
-            ranks = &f->ranks;
-        break;
-    default:
-        break;
-    }
-    for (size_t k = 0; ranks && k < ranks->n && n < max; k++) {
-        c = waitgraph_node_of_rank(g, ranks->v[k]);
-        if (c != (size_t)-1)
-            out[n++] = c;
-    }
-    return n;
+    const struct finding_ops *o = finding_ops(f->kind);
+    return o->anchors ? o->anchors(x, f, out, max) : 0;
 }
 
 /* ---- the way from a finding to its cause, in words ----------------------------------------- */
@@ -798,7 +525,8 @@ static void cause_free(struct cause *x)
 int diagnose_causes(struct diag *d, size_t first)
 {
     const struct waitgraph *g = d->graph;
-    struct cause x = {d, d->out, first, g, NULL, NULL, NULL, NULL, NULL, d->j->world_size, NULL};
+    struct cause x = {
+        .d = d, .fs = d->out, .first = first, .g = g, .j = d->j, .nranks = d->j->world_size};
     size_t nf = d->out->n - first;
     const struct diag_scope *scope = d->opt ? d->opt->scope : NULL;
     char *owns = calloc(nf + 1, 1);
@@ -815,7 +543,7 @@ int diagnose_causes(struct diag *d, size_t first)
     for (size_t i = 0; scope && i < nf; i++) /* asked once per finding */
         x.went_on[i] = (char)(scope->went_on(scope->ctx, d->m, F(&x, (long)(first + i))) != 0);
     for (int r = 0; r < x.nranks; r++)
-        x.by_rank[r] = (struct rank_findings){-1, -1};
+        x.by_rank[r] = (struct rank_findings){-1, -1, BLAME_PLAIN};
     index_ranks(&x);
     for (size_t c = 0; c < g->nsccs; c++) {
         x.owner[c] = g->sccs[c].sink ? owner_of(&x, c, &x.teardown[c]) : -1;

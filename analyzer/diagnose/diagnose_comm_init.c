@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "diagnose_pass.h"
+#include "json_writer.h"
 #include "rankset.h"
 #include "untraced.h"
 
@@ -419,3 +420,43 @@ int diagnose_comm_init(struct diag *d)
     free(told);
     return 0;
 }
+
+/* ---- comm_init_mismatch's row (finding_ops.h) ------------------------------------------------ */
+
+/* Others wait for the ranks that never joined. */
+static void init_note(struct cause *x, long i, struct finding *f)
+{
+    for (size_t k = 0; k < f->missing.n; k++)
+        cause_blame(x, f->missing.v[k], i, BLAME_CREATION);
+}
+
+/* A creation only its waiters made or its members made differently, and the ranks without a
+ * trace it names. */
+static int init_owns(const struct cause *x, const struct finding *f, size_t node)
+{
+    const struct wg_node *v = cause_call_at(x, f, node);
+    if (v)
+        return v->call_kind == WG_CALL_INIT && (v->state == WG_ALONE || v->state == WG_MISMATCH);
+    return cause_names_absent(x, f, node) ? 2 : 0;
+}
+
+static size_t init_anchors(const struct cause *x, const struct finding *f, size_t *out, size_t max)
+{
+    return cause_anchor_ranks(x, f->missing.v, f->missing.n, out, 0, max);
+}
+
+static void init_json(struct json_writer *w, const struct finding *f)
+{
+    const struct f_absent *a = &f->as.absent;
+    json_int_array(w, "missing", f->missing.v, f->missing.n);
+    json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+    json_int_array(w, "missing_comm_ranks", a->missing_cr.v, a->missing_cr.n);
+    json_bool(w, "alone", a->alone);
+}
+
+const struct finding_ops comm_init_mismatch_ops = {
+    .note = init_note,
+    .owns = init_owns,
+    .anchors = init_anchors,
+    .json = init_json,
+};

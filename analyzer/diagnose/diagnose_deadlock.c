@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "diagnose_pass.h"
+#include "json_writer.h"
 
 /* A shortest way from rank node s back to s inside its component: fills path (nodes, without the
  * final s) and returns its length, 0 if none (or out of memory). */
@@ -124,3 +125,22 @@ int diagnose_deadlock(struct diag *d)
             return -1;
     return 0;
 }
+
+/* ---- deadlock_cycle's row (finding_ops.h): which cycle it owns is diagnose_cause.c's rule ---- */
+
+static size_t deadlock_anchors(const struct cause *x, const struct finding *f, size_t *out,
+                               size_t max)
+{
+    const struct intvec *c = &f->as.deadlock.cycle;
+    return cause_anchor_ranks(x, c->v, c->n, out, 0, max);
+}
+
+static void deadlock_json(struct json_writer *w, const struct finding *f)
+{
+    json_int_array(w, "cycle", f->as.deadlock.cycle.v, f->as.deadlock.cycle.n);
+}
+
+const struct finding_ops deadlock_cycle_ops = {
+    .anchors = deadlock_anchors,
+    .json = deadlock_json,
+};

@@ -28,24 +28,6 @@ struct failure {
     const char *host; /* of that rank */
 };
 
-/* "ValueError", "exit (status 1)", "SIGSEGV", "ncclRemoteError": what finding f's rank met. */
-static void failure_name(const struct finding *f, char *buf, size_t len)
-{
-    const struct f_death *death = finding_death(f);
-    if (death && death->exception && death->exception->end.has_exception)
-        snprintf(buf, len, "%s", death->exception->end.exception.type);
-    else if (f->kind == F_RANK_EXITED)
-        snprintf(buf, len, "exit (status %d)", death->status);
-    else if (f->kind == F_RANK_CRASHED && !death->vanished)
-        snprintf(buf, len, "%s", names_signal(death->signal));
-    else if (f->kind == F_RANK_CRASHED)
-        snprintf(buf, len, "death without an exit record");
-    else if (f->kind == F_NCCL_ERROR)
-        snprintf(buf, len, "%s", names_result(f->as.nccl_error.result));
-    else
-        snprintf(buf, len, "%s", finding_kind_name(f->kind));
-}
-
 static int failure_rank(const struct finding *f)
 {
     return f->rank >= 0 ? f->rank : f->ranks.n ? f->ranks.v[0] : -1;
@@ -69,7 +51,7 @@ static size_t failed_roots(const struct first *x, struct failure *out, size_t ma
                 (p->state == RANK_EXITED && p->t->hdr.end_status == 0))
                 continue;
             uint64_t lo = p->death_lo, hi = p->death_hi;
-            if (F(x, o)->kind == F_NCCL_ERROR || F(x, o)->kind == F_COMM_ABORTED)
+            if (finding_kind_has(F(x, o)->kind, F_T_FAILED_AT))
                 lo = hi = F(x, o)->time_ns; /* its failure came before its end */
             size_t i = 0;
             while (i < n && out[i].finding != o)
@@ -112,8 +94,8 @@ static void first_failure(struct first *x)
             if (x->g->roots[c] == v[i].finding)
                 x->g->roots[c] = v[first].finding;
         char a[128], b[128], gap[32];
-        failure_name(late, a, sizeof a);
-        failure_name(root, b, sizeof b);
+        finding_failure_words(late, a, sizeof a);
+        finding_failure_words(root, b, sizeof b);
         timefmt_duration(gap, sizeof gap, v[i].lo - v[first].lo);
         finding_detail(late,
                        "why: rank %d's %s follows from rank %d's %s %s earlier, the job's first "
@@ -135,8 +117,8 @@ static void first_failure(struct first *x)
             if (v[i].finding != f->consequence_of || f->time_ns <= v[i].lo)
                 continue;
             char a[128], b[128], gap[32];
-            failure_name(f, a, sizeof a);
-            failure_name(root, b, sizeof b);
+            finding_failure_words(f, a, sizeof a);
+            finding_failure_words(root, b, sizeof b);
             timefmt_duration(gap, sizeof gap, f->time_ns - v[i].lo);
             finding_detail(f, "rank %d's %s follows from rank %d's %s %s earlier", failure_rank(f),
                            a, failure_rank(root), b, gap);

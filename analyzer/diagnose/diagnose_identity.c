@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "diagnose_pass.h"
+#include "json_writer.h"
 
 /* Until when p lived: its death, or the job's reference time while it runs. */
 static uint64_t lived_until(const struct diag *d, const struct m_proc *p)
@@ -95,3 +96,23 @@ int diagnose_identity(struct diag *d)
     intvec_free(&unclaimed);
     return rc;
 }
+
+/* ---- duplicate_rank's row (finding_ops.h) ---------------------------------------------------- */
+
+/* The ranks no trace claimed because another claimed them twice: before any other finding that
+ * names them. */
+static int duplicate_owns(const struct cause *x, const struct finding *f, size_t node)
+{
+    return cause_names_absent(x, f, node) ? 3 : 0;
+}
+
+static void duplicate_json(struct json_writer *w, const struct finding *f)
+{
+    json_int(w, "rank", f->rank);
+    json_int_array(w, "unclaimed", f->missing.v, f->missing.n);
+}
+
+const struct finding_ops duplicate_rank_ops = {
+    .owns = duplicate_owns,
+    .json = duplicate_json,
+};

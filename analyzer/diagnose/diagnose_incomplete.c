@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "diagnose_pass.h"
+#include "json_writer.h"
 #include "untraced.h"
 #include "window.h"
 
@@ -282,3 +283,34 @@ int diagnose_incomplete(struct diag *d)
             return -1;
     return 0;
 }
+
+/* ---- trace_incomplete's row (finding_ops.h) -------------------------------------------------- */
+
+/* A rank without a trace that no other finding names: last among those that name it. */
+static int incomplete_owns(const struct cause *x, const struct finding *f, size_t node)
+{
+    const struct wg_node *v = &x->g->nodes[node];
+    return v->kind == WG_ABSENT && v->rank >= 0 && f->as.incomplete.reason == INC_NO_TRACE &&
+           intvec_has(&f->ranks, v->rank);
+}
+
+static size_t incomplete_anchors(const struct cause *x, const struct finding *f, size_t *out,
+                                 size_t max)
+{
+    if (f->as.incomplete.reason != INC_NO_TRACE)
+        return 0;
+    return cause_anchor_ranks(x, f->ranks.v, f->ranks.n, out, 0, max);
+}
+
+static void incomplete_json(struct json_writer *w, const struct finding *f)
+{
+    json_string(w, "reason", finding_reason_name(f->as.incomplete.reason));
+    if (f->as.incomplete.object)
+        json_string(w, "object", f->as.incomplete.object);
+}
+
+const struct finding_ops trace_incomplete_ops = {
+    .owns = incomplete_owns,
+    .anchors = incomplete_anchors,
+    .json = incomplete_json,
+};

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "diagnose_pass.h"
+#include "json_writer.h"
 #include "rankset.h"
 #include "timefmt.h"
 
@@ -181,3 +182,77 @@ int diagnose_inflight(struct diag *d)
     }
     return 0;
 }
+
+/* ---- stuck_in_flight's row (finding_ops.h) --------------------------------------------------- */
+
+/* A collective whose GPU work stopped. */
+static int inflight_owns(const struct cause *x, const struct finding *f, size_t node)
+{
+    const struct wg_node *v = cause_call_at(x, f, node);
+    return v && v->state == WG_GPU_STUCK;
+}
+
+/* Its collective, where ranks wait in it; else the ranks it says the others wait for. */
+static size_t inflight_anchors(const struct cause *x, const struct finding *f, size_t *out,
+                               size_t max)
+{
+    size_t n = cause_anchor_call(x, f->comm, f->seq, out, 0, max);
+    return n ? n : cause_anchor_ranks(x, f->missing.v, f->missing.n, out, 0, max);
+}
+
+/* Channel numbers of a mask, as an array. */
+static void write_channels(struct json_writer *w, const char *key, uint64_t mask)
+{
+    json_begin_array(w, key);
+    for (int c = 0; c < 64; c++)
+        if (mask >> c & 1)
+            json_int(w, NULL, c);
+    json_end_array(w);
+}
+
+/* Where each rank's GPU is in the collective (docs/report-format.md, gpu_progress). */
+static void write_gpu_progress(struct json_writer *w, const struct f_in_flight *in)
+{
+    json_begin_array(w, "gpu_progress");
+    for (size_t i = 0; i < in->ngpu; i++) {
+        const struct f_gpu *g = &in->gpu[i];
+        json_begin_object(w, NULL);
+        json_int(w, "rank", g->rank);
+        json_int(w, "comm_rank", g->comm_rank);
+        write_channels(w, "channels_started", g->ch_started);
+        write_channels(w, "channels_stopped", g->ch_stopped);
+        write_channels(w, "channels_unfinished", g->ch_started & ~g->ch_stopped);
+        if (g->has_transfer) {
+            json_begin_object(w, "transfer");
+            json_int(w, "channel", g->channel);
+            json_int(w, "step", g->step);
+            json_string(w, "direction", g->is_send ? "send" : "recv");
+            json_int(w, "peer", g->peer);
+            json_int(w, "peer_comm_rank", g->peer_comm_rank);
+            json_int(w, "state", g->state);
+            json_string(w, "waiting_for", finding_gpu_wait_name(g->state, g->is_send));
+            json_end_object(w);
+        } else {
+            json_null(w, "transfer");
+        }
+        if (g->moved_s_ago >= 0)
+            json_double(w, "moved_s_ago", g->moved_s_ago);
+        else
+            json_null(w, "moved_s_ago");
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
+static void inflight_json(struct json_writer *w, const struct finding *f)
+{
+    json_double(w, "since_s", f->as.in_flight.since_s);
+    json_int_array(w, "lagging", f->as.in_flight.lagging.v, f->as.in_flight.lagging.n);
+    write_gpu_progress(w, &f->as.in_flight);
+}
+
+const struct finding_ops stuck_in_flight_ops = {
+    .owns = inflight_owns,
+    .anchors = inflight_anchors,
+    .json = inflight_json,
+};

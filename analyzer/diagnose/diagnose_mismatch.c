@@ -117,3 +117,18 @@ int diagnose_mismatch(struct diag *d)
             return -1;
     return 0;
 }
+
+/* ---- the mismatch kinds' row (finding_ops.h) ------------------------------------------------- */
+
+/* A collective whose members made different calls at its sequence number, or any later one on
+ * the communicator: once members disagree, every later call of theirs is off. */
+static int mismatch_owns(const struct cause *x, const struct finding *f, size_t node)
+{
+    const struct wg_node *v = &x->g->nodes[node];
+    return v->kind == WG_CALL && v->state == WG_MISMATCH && v->call_kind != WG_CALL_P2P &&
+           v->call_kind != WG_CALL_INIT && f->has_comm && f->comm == v->comm && f->seq <= v->seq;
+}
+
+const struct finding_ops mismatch_ops = {
+    .owns = mismatch_owns,
+};

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "diagnose_pass.h"
+#include "json_writer.h"
 #include "names.h"
 #include "rankset.h"
 #include "timefmt.h"
@@ -581,3 +582,53 @@ int diagnose_missing(struct diag *d)
     }
     return 0;
 }
+
+/* ---- missing_ranks' row (finding_ops.h) ------------------------------------------------------ */
+
+/* Others wait for the missing ranks: said best where the collective they never called waits
+ * for nothing that waits itself, least where it also waits for ranks blocked elsewhere. */
+static void missing_note(struct cause *x, long i, struct finding *f)
+{
+    size_t c = waitgraph_call_node(x->g, WG_CALL_COLL, f->comm, f->seq);
+    enum blame_score how =
+        c == (size_t)-1 || waitgraph_leaf_call(x->g, c) ? BLAME_LEAF : BLAME_ELSEWHERE;
+    for (size_t k = 0; k < f->missing.n; k++)
+        cause_blame(x, f->missing.v[k], i, how);
+}
+
+/* A collective only its waiters made, and the ranks without a trace it names. */
+static int missing_owns(const struct cause *x, const struct finding *f, size_t node)
+{
+    const struct wg_node *v = cause_call_at(x, f, node);
+    if (v)
+        return v->state == WG_ALONE && v->call_kind != WG_CALL_INIT;
+    return cause_names_absent(x, f, node) ? 2 : 0;
+}
+
+/* Its collective, where ranks wait in it; else its missing ranks. */
+static size_t missing_anchors(const struct cause *x, const struct finding *f, size_t *out,
+                              size_t max)
+{
+    size_t n = cause_anchor_call(x, f->comm, f->seq, out, 0, max);
+    return n ? n : cause_anchor_ranks(x, f->missing.v, f->missing.n, out, 0, max);
+}
+
+static void missing_json(struct json_writer *w, const struct finding *f)
+{
+    const struct f_absent *a = &f->as.absent;
+    json_int_array(w, "missing", f->missing.v, f->missing.n);
+    json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+    json_int_array(w, "queued", a->queued.v, a->queued.n);
+    json_int_array(w, "missing_comm_ranks", a->missing_cr.v, a->missing_cr.n);
+    json_int_array(w, "waiting_comm_ranks", a->waiting_cr.v, a->waiting_cr.n);
+    json_bool(w, "several_ranks_per_process", a->multi_rank);
+    json_bool(w, "en_route", a->en_route);
+    json_bool(w, "alone", a->alone);
+}
+
+const struct finding_ops missing_ranks_ops = {
+    .note = missing_note,
+    .owns = missing_owns,
+    .anchors = missing_anchors,
+    .json = missing_json,
+};

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "diagnose_pass.h"
+#include "json_writer.h"
 #include "live.h"
 #include "rankset.h"
 #include "timefmt.h"
@@ -284,3 +285,38 @@ int diagnose_outside(struct diag *d)
     }
     return describe(d, f, last_call);
 }
+
+/* ---- stuck_outside_nccl's row (finding_ops.h) ------------------------------------------------ */
+
+/* Its ranks wait for nothing NCCL shows: it owns them, unless a rank died first (follows). */
+static void outside_note(struct cause *x, long i, struct finding *f)
+{
+    for (size_t k = 0; !f->as.outside.follows.n && k < f->ranks.n; k++)
+        cause_own(x, f->ranks.v[k], i);
+}
+
+/* The rank that died first, whose end it most likely follows. */
+static size_t outside_anchors(const struct cause *x, const struct finding *f, size_t *out,
+                              size_t max)
+{
+    const struct intvec *e = &f->as.outside.follows;
+    return cause_anchor_ranks(x, e->v, e->n, out, 0, max);
+}
+
+static void outside_json(struct json_writer *w, const struct finding *f)
+{
+    json_int_array(w, "odd", f->as.outside.odd.v, f->as.outside.odd.n);
+    json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+    if (f->as.outside.since_s >= 0)
+        json_double(w, "since_s", f->as.outside.since_s);
+    else
+        json_null(w, "since_s");
+    if (f->as.outside.follows.n)
+        json_int(w, "follows_death_of", f->as.outside.follows.v[0]);
+}
+
+const struct finding_ops stuck_outside_nccl_ops = {
+    .note = outside_note,
+    .anchors = outside_anchors,
+    .json = outside_json,
+};

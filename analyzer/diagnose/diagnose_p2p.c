@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "diagnose_pass.h"
+#include "json_writer.h"
 
 static int already(const struct diag *d, size_t first, int src, int dst, uint64_t comm,
                    uint64_t seq)
@@ -184,3 +185,42 @@ int diagnose_p2p(struct diag *d)
     }
     return 0;
 }
+
+/* ---- p2p_unmatched's and p2p_size_mismatch's rows (finding_ops.h) ---------------------------- */
+
+/* Others wait for the rank that never posted its half. */
+static void unmatched_note(struct cause *x, long i, struct finding *f)
+{
+    for (size_t k = 0; k < f->missing.n; k++)
+        cause_blame(x, f->missing.v[k], i, BLAME_PLAIN);
+}
+
+static size_t unmatched_anchors(const struct cause *x, const struct finding *f, size_t *out,
+                                size_t max)
+{
+    return cause_anchor_ranks(x, f->missing.v, f->missing.n, out, 0, max);
+}
+
+static void p2p_json(struct json_writer *w, const struct finding *f)
+{
+    json_int(w, "src", f->as.p2p.src);
+    json_int(w, "dst", f->as.p2p.dst);
+}
+
+/* A send and receive whose halves differ. */
+static int size_owns(const struct cause *x, const struct finding *f, size_t node)
+{
+    const struct wg_node *v = cause_call_at(x, f, node);
+    return v && v->state == WG_MISMATCH && v->call_kind == WG_CALL_P2P;
+}
+
+const struct finding_ops p2p_unmatched_ops = {
+    .note = unmatched_note,
+    .anchors = unmatched_anchors,
+    .json = p2p_json,
+};
+
+const struct finding_ops p2p_size_mismatch_ops = {
+    .owns = size_owns,
+    .json = p2p_json,
+};

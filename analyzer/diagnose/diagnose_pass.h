@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cause.h"
 #include "finding.h"
+#include "finding_ops.h"
 #include "model.h"
 #include "symbolizer.h"
 #include "waitgraph.h"

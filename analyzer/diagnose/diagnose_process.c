@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "diagnose_pass.h"
+#include "json_writer.h"
 #include "names.h"
 #include "rankset.h"
 #include "timefmt.h"
@@ -401,3 +402,185 @@ int diagnose_process(struct diag *d)
         return -1;
     return add_errors(d);
 }
+
+/* ---- the rows of rank_crashed, rank_exited and nccl_error (finding_ops.h) -------------------- */
+
+/* A death is its ranks' own end. */
+static void death_note(struct cause *x, long i, struct finding *f)
+{
+    for (size_t k = 0; k < f->as.death.dead.n; k++)
+        cause_own(x, f->as.death.dead.v[k], i);
+}
+
+static size_t death_anchors(const struct cause *x, const struct finding *f, size_t *out, size_t max)
+{
+    return cause_anchor_ranks(x, f->as.death.dead.v, f->as.death.dead.n, out, 0, max);
+}
+
+static void write_exc(struct json_writer *w, const char *key, const struct rank_exc *e)
+{
+    json_begin_object(w, key);
+    json_string(w, "type", e->type);
+    json_string(w, "message", e->message);
+    if (e->line > 0) {
+        json_string(w, "file", e->file);
+        json_int(w, "line", e->line);
+        json_string(w, "function", e->function);
+    } else {
+        json_null(w, "file");
+        json_null(w, "line");
+        json_null(w, "function");
+    }
+}
+
+/* What a death's finding says after how the rank ended: who waits for it, who died, whether it
+ * died inside a call; then `exception` (with its original `cause` when chained, and `source`),
+ * `nccl_warning` and `cuda_error`, each only when known. */
+static void write_death(struct json_writer *w, const struct finding *f)
+{
+    const struct f_death *death = &f->as.death;
+    json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
+    json_int_array(w, "dead", death->dead.v, death->dead.n);
+    json_bool(w, "died_waiting", death->died_in);
+    const struct rank_end *e = death->exception ? &death->exception->end : NULL;
+    if (e && e->has_exception) {
+        write_exc(w, "exception", &e->exception);
+        json_string(w, "source", e->source);
+        if (e->has_cause) {
+            write_exc(w, "cause", &e->cause);
+            json_end_object(w);
+        }
+        json_end_object(w);
+    }
+    if (e && e->nccl_warning[0])
+        json_string(w, "nccl_warning", e->nccl_warning);
+    if (e && e->cuda_result) {
+        json_begin_object(w, "cuda_error");
+        json_int(w, "result", e->cuda_result);
+        json_string(w, "message", e->cuda_error);
+        json_end_object(w);
+    }
+}
+
+static void crashed_json(struct json_writer *w, const struct finding *f)
+{
+    json_int(w, "rank", f->rank);
+    if (f->as.death.vanished)
+        json_null(w, "signal");
+    else
+        json_int(w, "signal", f->as.death.signal);
+    json_bool(w, "vanished", f->as.death.vanished);
+    write_death(w, f);
+}
+
+static void exited_json(struct json_writer *w, const struct finding *f)
+{
+    json_int(w, "rank", f->rank);
+    json_int(w, "status", f->as.death.status);
+    write_death(w, f);
+}
+
+static void crashed_failure(const struct finding *f, char *buf, size_t len)
+{
+    if (f->as.death.vanished)
+        snprintf(buf, len, "death without an exit record");
+    else
+        snprintf(buf, len, "%s", names_signal(f->as.death.signal));
+}
+
+static void exited_failure(const struct finding *f, char *buf, size_t len)
+{
+    snprintf(buf, len, "exit (status %d)", f->as.death.status);
+}
+
+const struct finding_ops rank_crashed_ops = {
+    .note = death_note,
+    .anchors = death_anchors,
+    .json = crashed_json,
+    .failure = crashed_failure,
+};
+
+const struct finding_ops rank_exited_ops = {
+    .note = death_note,
+    .anchors = death_anchors,
+    .json = exited_json,
+    .failure = exited_failure,
+};
+
+/* The mismatch an NCCL error of rank r comes from, -1 none: members that make different calls
+ * break NCCL's transfers (a receiver posted less than its peer sends: "message truncated",
+ * ncclInvalidUsage), so an error on a communicator where r had made a call its members made
+ * differently, no later than the error, follows from that mismatch. */
+static long mismatch_behind_error(const struct cause *x, const struct finding *err, int r)
+{
+    if (!err->has_comm)
+        return -1;
+    for (size_t i = x->first; i < x->fs->n; i++) {
+        const struct finding *f = cause_finding(x, (long)i);
+        if (finding_kind_has(f->kind, F_T_MISMATCH) && f->has_comm && f->comm == err->comm &&
+            intvec_has(&f->ranks, r) &&
+            (!f->time_ns || !err->time_ns || f->time_ns <= err->time_ns))
+            return (long)i;
+    }
+    return -1;
+}
+
+/* The error is its rank's own failure when the rank did nothing after it (and the call that
+ * failed did not end its work otherwise); the mismatch behind it, when there is one, owns the
+ * rank instead. */
+static void error_note(struct cause *x, long i, struct finding *f)
+{
+    const struct m_job *j = x->j;
+    for (size_t k = 0; k < f->ranks.n; k++) {
+        int r = f->ranks.v[k];
+        const struct m_proc *q = r >= 0 && r < j->world_size ? j->by_rank[r] : NULL;
+        const struct ls_record *failed = q ? q->failed : NULL;
+        if (!q || !model_nothing_after(q, f->time_ns) ||
+            (failed && f->has_comm && failed->comm_id == f->comm &&
+             !model_failure_ended_work(q, failed)))
+            continue;
+        long m = mismatch_behind_error(x, f, r);
+        cause_own(x, r, m >= 0 ? m : i);
+        if (m >= 0 && cause_finding(x, m)->has_seq)
+            finding_detail(cause_finding(x, i),
+                           "why: rank %d had made collective #%llu on comm %08llx, which its "
+                           "members called differently: NCCL's transfers fail where members "
+                           "disagree (a receiver posted less than its peer sends: message "
+                           "truncated)",
+                           r, (unsigned long long)cause_finding(x, m)->seq,
+                           (unsigned long long)(f->comm >> 32));
+    }
+}
+
+/* A collective the ranks gave up waiting in (a watchdog's abort or revoke) failed for what the
+ * wait was for: the members it was missing. Else where its ranks' NCCL work ended, unless the
+ * job went on past it. */
+static size_t error_anchors(const struct cause *x, const struct finding *f, size_t *out, size_t max)
+{
+    long c = f->has_seq ? cause_finding_at(x, F_MISSING_RANKS, f->comm, f->seq) : -1;
+    const struct finding *m = c >= 0 ? cause_finding(x, c) : NULL;
+    if (m && m->missing.n)
+        return cause_anchor_ranks(x, m->missing.v, m->missing.n, out, 0, max);
+    if (!f->time_ns || f->time_ns >= x->j->recovered_ns)
+        return cause_anchor_ranks(x, f->ranks.v, f->ranks.n, out, 0, max);
+    return 0;
+}
+
+static void error_json(struct json_writer *w, const struct finding *f)
+{
+    json_int(w, "result", f->as.nccl_error.result);
+    json_string(w, "result_name", names_result(f->as.nccl_error.result));
+    json_bool(w, "refused", f->as.nccl_error.refused);
+}
+
+static void error_failure(const struct finding *f, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", names_result(f->as.nccl_error.result));
+}
+
+const struct finding_ops nccl_error_ops = {
+    .note = error_note,
+    .anchors = error_anchors,
+    .json = error_json,
+    .failure = error_failure,
+};

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "diagnose_pass.h"
+#include "json_writer.h"
 
 struct late {
     unsigned times; /* collectives where this rank was the lone late arrival */
@@ -135,3 +136,15 @@ int diagnose_straggler(struct diag *d)
     free(job_index);
     return rc;
 }
+
+/* ---- straggler's row (finding_ops.h): a slowness, no place in the graph ---------------------- */
+
+static void straggler_json(struct json_writer *w, const struct finding *f)
+{
+    json_int(w, "rank", f->rank);
+    json_double(w, "late_by_s", f->as.straggler.late_by_s);
+}
+
+const struct finding_ops straggler_ops = {
+    .json = straggler_json,
+};

@@ -3,6 +3,7 @@
 #include "finding.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +17,42 @@ static const struct kind_info {
     int priority;
     unsigned traits;
 } kinds[F_KIND_COUNT] = {
-#define F_KIND_INFO(id, name_, sev, prio, traits_, differs_)                                       \
+#define F_KIND_INFO(id, name_, sev, prio, traits_, differs_, ops)                                  \
     [F_##id] = {                                                                                   \
         .name = name_, .differs = differs_, .severity = sev, .priority = prio, .traits = traits_},
     FINDING_KINDS(F_KIND_INFO)
 #undef F_KIND_INFO
 };
+
+/* The rank lists and the owned memory of every kind's data (finding_kinds.h), as offsets into a
+ * struct finding. */
+static const struct list_info {
+    enum finding_kind kind;
+    unsigned what;
+    size_t at;
+} lists[] = {
+#define F_LIST_INFO(id, what_, field) {F_##id, what_, offsetof(struct finding, as.field)},
+    FINDING_LISTS(F_LIST_INFO)
+#undef F_LIST_INFO
+};
+
+static const struct owned_info {
+    enum finding_kind kind;
+    size_t at;
+} owned[] = {
+#define F_OWNED_INFO(id, field) {F_##id, offsetof(struct finding, as.field)},
+    FINDING_OWNED(F_OWNED_INFO)
+#undef F_OWNED_INFO
+};
+
+/* The first list of f's data that is all of `what`, NULL none. */
+static struct intvec *list_of(const struct finding *f, unsigned what)
+{
+    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++)
+        if (lists[k].kind == f->kind && (lists[k].what & what) == what)
+            return (struct intvec *)((char *)f + lists[k].at);
+    return NULL;
+}
 
 const char *finding_kind_name(enum finding_kind k)
 {
@@ -97,17 +128,18 @@ const char *finding_role_name(enum class_role r)
     return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : NULL;
 }
 
+static const struct intvec no_ranks;
+
 const struct intvec *finding_singled_out(const struct finding *f)
 {
-    return f->kind == F_STUCK_OUTSIDE_NCCL ? &f->as.outside.odd : &f->missing;
+    const struct intvec *odd = list_of(f, F_L_ODD);
+    return odd ? odd : &f->missing;
 }
 
 const struct intvec *finding_kind_names_apart(const struct finding *f)
 {
-    return f->kind == F_STUCK_IN_FLIGHT ? &f->as.in_flight.lagging : NULL;
+    return list_of(f, F_L_APART);
 }
-
-static const struct intvec no_ranks;
 
 const struct f_death *finding_death(const struct finding *f)
 {
@@ -116,65 +148,28 @@ const struct f_death *finding_death(const struct finding *f)
 
 const struct intvec *finding_ended(const struct finding *f)
 {
-    if (finding_death(f))
-        return &f->as.death.dead;
-    return f->kind == F_STUCK_OUTSIDE_NCCL ? &f->as.outside.follows : &no_ranks;
+    const struct intvec *v = list_of(f, F_L_ENDED);
+    return v ? v : &no_ranks;
 }
 
 const struct intvec *finding_missing_comm_ranks(const struct finding *f)
 {
-    return f->kind == F_MISSING_RANKS || f->kind == F_COMM_INIT_MISMATCH ? &f->as.absent.missing_cr
-                                                                         : &no_ranks;
+    const struct intvec *v = list_of(f, F_L_COMM);
+    return v ? v : &no_ranks;
 }
 
-/* The rank sets of f's own data (as), sorted by findings_normalize(); returns how many (at
- * most PAYLOAD_SETS). */
-#define PAYLOAD_SETS 3
-static size_t payload_sets(struct finding *f, struct intvec **v)
-{
-    switch (f->kind) {
-    case F_RANK_CRASHED:
-    case F_RANK_EXITED:
-        v[0] = &f->as.death.dead;
-        return 1;
-    case F_MISSING_RANKS:
-    case F_COMM_INIT_MISMATCH:
-        v[0] = &f->as.absent.missing_cr;
-        v[1] = &f->as.absent.waiting_cr;
-        v[2] = &f->as.absent.queued;
-        return 3;
-    case F_STUCK_IN_FLIGHT:
-        v[0] = &f->as.in_flight.lagging;
-        return 1;
-    case F_STUCK_OUTSIDE_NCCL:
-        v[0] = &f->as.outside.odd;
-        v[1] = &f->as.outside.follows;
-        return 2;
-    default:
-        return 0;
-    }
-}
-
-/* Frees what f's own data owns: its rank sets and the rest. */
+/* Frees what f's own data owns: its rank lists and its memory. */
 static void payload_free(struct finding *f)
 {
-    struct intvec *sets[PAYLOAD_SETS];
-    for (size_t k = 0, n = payload_sets(f, sets); k < n; k++)
-        intvec_free(sets[k]);
-    switch (f->kind) {
-    case F_RANK_CRASHED:
-    case F_RANK_EXITED:
-        free(f->as.death.exception);
-        break;
-    case F_DEADLOCK_CYCLE: /* in its order: not a set */
-        intvec_free(&f->as.deadlock.cycle);
-        break;
-    case F_STUCK_IN_FLIGHT:
-        free(f->as.in_flight.gpu);
-        break;
-    default:
-        break;
-    }
+    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++)
+        if (lists[k].kind == f->kind)
+            intvec_free((struct intvec *)((char *)f + lists[k].at));
+    for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++)
+        if (owned[k].kind == f->kind) {
+            void **p = (void **)((char *)f + owned[k].at);
+            free(*p);
+            *p = NULL;
+        }
 }
 
 static char *vformat(const char *fmt, va_list ap)
@@ -315,9 +310,11 @@ void findings_normalize(struct findings *fs)
         f->ranks.n = rankset_normalize(f->ranks.v, f->ranks.n);
         f->missing.n = rankset_normalize(f->missing.v, f->missing.n);
         f->waiting.n = rankset_normalize(f->waiting.v, f->waiting.n);
-        struct intvec *own[PAYLOAD_SETS];
-        for (size_t k = 0, n = payload_sets(f, own); k < n; k++)
-            own[k]->n = rankset_normalize(own[k]->v, own[k]->n);
+        for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++)
+            if (lists[k].kind == f->kind && (lists[k].what & F_L_SET)) {
+                struct intvec *v = (struct intvec *)((char *)f + lists[k].at);
+                v->n = rankset_normalize(v->v, v->n);
+            }
         for (size_t k = 0; k < f->nclasses; k++) {
             struct f_class *c = &f->classes[k];
             c->ranks.n = rankset_normalize(c->ranks.v, c->ranks.n);

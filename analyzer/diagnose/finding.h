@@ -20,7 +20,10 @@ enum finding_kind {
 enum finding_severity { F_SEV_ERROR, F_SEV_WARN };
 
 /* Traits of a kind (finding_kinds.h). */
-enum { F_T_DEATH = 1, F_T_MISMATCH = 2, F_T_TIMELINE = 4 };
+enum { F_T_DEATH = 1, F_T_MISMATCH = 2, F_T_TIMELINE = 4, F_T_FAILED_AT = 8 };
+
+/* What a rank list of a kind's data is (FINDING_LISTS, finding_kinds.h). */
+enum { F_L_SET = 1, F_L_ENDED = 2, F_L_ODD = 4, F_L_APART = 8, F_L_COMM = 16 };
 
 /* A group of ranks that did the same thing from the same place (STAT-style). `role` says
  * which side of the finding they are on (called, waiting, missing: finding_kinds.h). */

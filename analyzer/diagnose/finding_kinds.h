@@ -1,7 +1,8 @@
 /* finding_kinds.h -- every kind of finding in one list: the enum, the JSON names, the severity,
- * the root-cause priority and the traits other code asks about are all generated from it.
+ * the root-cause priority, the traits other code asks about and the row of what the kind does
+ * are all generated from it.
  *
- * X(ID, json name, severity, priority, traits, what differs)
+ * X(ID, json name, severity, priority, traits, what differs, ops)
  *   severity  F_SEV_ERROR (red in the text report, a root cause) or F_SEV_WARN (yellow: a
  *             limit of what can be concluded, or a slowness, never the hang itself)
  *   priority  where several findings are roots at the same depth, the lower number comes
@@ -9,8 +10,12 @@
  *             root cause"). Numbers leave room between them for a new kind.
  *   traits    F_T_DEATH (a rank's process ended), F_T_MISMATCH (ranks called different things
  *             under one seq: their classes say who called what), F_T_TIMELINE (the HTML
- *             timeline centres on its collective)
+ *             timeline centres on its collective), F_T_FAILED_AT (its time is when its rank
+ *             failed, before the rank ended: an error a call returned, an abort)
  *   what differs  for a mismatch, the words of its summary ("holds different counts")
+ *   ops       its row of functions (struct finding_ops, finding_ops.h): its place in the
+ *             wait-for graph, its JSON keys, its data's rank sets and memory; defined by the
+ *             pass that makes the kind, which kinds may share
  *
  * A kind's own data (beyond struct finding's common part, finding.h) is a struct below, in
  * union finding_payload (struct finding's `as`); FINDING_PAYLOADS says which member holds each
@@ -28,30 +33,31 @@
 #include "rank_end.h"
 
 #define FINDING_KINDS(X)                                                                           \
-    X(DUPLICATE_RANK, "duplicate_rank", F_SEV_ERROR, 10, 0, NULL)                                  \
-    X(RANK_CRASHED, "rank_crashed", F_SEV_ERROR, 20, F_T_DEATH, NULL)                              \
-    X(RANK_EXITED, "rank_exited", F_SEV_ERROR, 30, F_T_DEATH, NULL)                                \
-    X(COMM_ABORTED, "comm_aborted", F_SEV_ERROR, 40, 0, NULL)                                      \
-    X(NCCL_ERROR, "nccl_error", F_SEV_ERROR, 50, 0, NULL)                                          \
-    X(COMM_INIT_MISMATCH, "comm_init_mismatch", F_SEV_ERROR, 60, 0, NULL)                          \
+    X(DUPLICATE_RANK, "duplicate_rank", F_SEV_ERROR, 10, 0, NULL, duplicate_rank_ops)              \
+    X(RANK_CRASHED, "rank_crashed", F_SEV_ERROR, 20, F_T_DEATH, NULL, rank_crashed_ops)            \
+    X(RANK_EXITED, "rank_exited", F_SEV_ERROR, 30, F_T_DEATH, NULL, rank_exited_ops)               \
+    X(COMM_ABORTED, "comm_aborted", F_SEV_ERROR, 40, F_T_FAILED_AT, NULL, comm_aborted_ops)        \
+    X(NCCL_ERROR, "nccl_error", F_SEV_ERROR, 50, F_T_FAILED_AT, NULL, nccl_error_ops)              \
+    X(COMM_INIT_MISMATCH, "comm_init_mismatch", F_SEV_ERROR, 60, 0, NULL, comm_init_mismatch_ops)  \
     X(OP_MISMATCH, "op_mismatch", F_SEV_ERROR, 70, F_T_MISMATCH | F_T_TIMELINE,                    \
-      "different operations")                                                                      \
+      "different operations", mismatch_ops)                                                        \
     X(COUNT_MISMATCH, "count_mismatch", F_SEV_ERROR, 80, F_T_MISMATCH | F_T_TIMELINE,              \
-      "different counts")                                                                          \
+      "different counts", mismatch_ops)                                                            \
     X(DTYPE_MISMATCH, "dtype_mismatch", F_SEV_ERROR, 90, F_T_MISMATCH | F_T_TIMELINE,              \
-      "different datatypes")                                                                       \
+      "different datatypes", mismatch_ops)                                                         \
     X(REDOP_MISMATCH, "redop_mismatch", F_SEV_ERROR, 100, F_T_MISMATCH | F_T_TIMELINE,             \
-      "different reduction ops")                                                                   \
+      "different reduction ops", mismatch_ops)                                                     \
     X(ROOT_MISMATCH, "root_mismatch", F_SEV_ERROR, 110, F_T_MISMATCH | F_T_TIMELINE,               \
-      "different roots")                                                                           \
-    X(P2P_SIZE_MISMATCH, "p2p_size_mismatch", F_SEV_ERROR, 120, 0, NULL)                           \
-    X(DEADLOCK_CYCLE, "deadlock_cycle", F_SEV_ERROR, 130, 0, NULL)                                 \
-    X(P2P_UNMATCHED, "p2p_unmatched", F_SEV_ERROR, 140, 0, NULL)                                   \
-    X(STUCK_IN_FLIGHT, "stuck_in_flight", F_SEV_ERROR, 150, F_T_TIMELINE, NULL)                    \
-    X(MISSING_RANKS, "missing_ranks", F_SEV_ERROR, 160, F_T_TIMELINE, NULL)                        \
-    X(STUCK_OUTSIDE_NCCL, "stuck_outside_nccl", F_SEV_ERROR, 165, 0, NULL)                         \
-    X(STRAGGLER, "straggler", F_SEV_WARN, 170, F_T_TIMELINE, NULL)                                 \
-    X(TRACE_INCOMPLETE, "trace_incomplete", F_SEV_WARN, 180, 0, NULL)
+      "different roots", mismatch_ops)                                                             \
+    X(P2P_SIZE_MISMATCH, "p2p_size_mismatch", F_SEV_ERROR, 120, 0, NULL, p2p_size_mismatch_ops)    \
+    X(DEADLOCK_CYCLE, "deadlock_cycle", F_SEV_ERROR, 130, 0, NULL, deadlock_cycle_ops)             \
+    X(P2P_UNMATCHED, "p2p_unmatched", F_SEV_ERROR, 140, 0, NULL, p2p_unmatched_ops)                \
+    X(STUCK_IN_FLIGHT, "stuck_in_flight", F_SEV_ERROR, 150, F_T_TIMELINE, NULL,                    \
+      stuck_in_flight_ops)                                                                         \
+    X(MISSING_RANKS, "missing_ranks", F_SEV_ERROR, 160, F_T_TIMELINE, NULL, missing_ranks_ops)     \
+    X(STUCK_OUTSIDE_NCCL, "stuck_outside_nccl", F_SEV_ERROR, 165, 0, NULL, stuck_outside_nccl_ops) \
+    X(STRAGGLER, "straggler", F_SEV_WARN, 170, F_T_TIMELINE, NULL, straggler_ops)                  \
+    X(TRACE_INCOMPLETE, "trace_incomplete", F_SEV_WARN, 180, 0, NULL, trace_incomplete_ops)
 
 /* What each kind's own data is, beside its kind:
  *
@@ -71,6 +77,37 @@
     X(STUCK_OUTSIDE_NCCL, outside, .since_s = -1)                                                  \
     X(STRAGGLER, straggler, .late_by_s = -1)                                                       \
     X(TRACE_INCOMPLETE, incomplete, 0)
+
+/* What the rank lists and the memory of a kind's data are, for the code that sorts, frees and
+ * reads findings whatever their kind (finding.c):
+ *
+ * L(ID, what, field of union finding_payload): a list of global ranks (struct intvec) of the
+ *   kind's data; `what` ORs
+ *     F_L_SET      a set: sorted without duplicates by findings_normalize(), freed with the
+ *                  finding (a list without it is kept in its order, freed too: the cycle)
+ *     F_L_ENDED    the ranks whose end the finding reports or follows (finding_ended())
+ *     F_L_ODD      the ranks it singles out, instead of `missing` (finding_singled_out())
+ *     F_L_APART    the ranks it names apart by a rule of its own (finding_kind_names_apart())
+ *     F_L_COMM     the missing ranks as ranks of the comm (finding_missing_comm_ranks())
+ * O(ID, field): memory the kind's data owns (a pointer freed with the finding). */
+#define FINDING_LISTS(L)                                                                           \
+    L(RANK_CRASHED, F_L_SET | F_L_ENDED, death.dead)                                               \
+    L(RANK_EXITED, F_L_SET | F_L_ENDED, death.dead)                                                \
+    L(COMM_INIT_MISMATCH, F_L_SET | F_L_COMM, absent.missing_cr)                                   \
+    L(COMM_INIT_MISMATCH, F_L_SET, absent.waiting_cr)                                              \
+    L(COMM_INIT_MISMATCH, F_L_SET, absent.queued)                                                  \
+    L(DEADLOCK_CYCLE, 0, deadlock.cycle)                                                           \
+    L(STUCK_IN_FLIGHT, F_L_SET | F_L_APART, in_flight.lagging)                                     \
+    L(MISSING_RANKS, F_L_SET | F_L_COMM, absent.missing_cr)                                        \
+    L(MISSING_RANKS, F_L_SET, absent.waiting_cr)                                                   \
+    L(MISSING_RANKS, F_L_SET, absent.queued)                                                       \
+    L(STUCK_OUTSIDE_NCCL, F_L_SET | F_L_ODD, outside.odd)                                          \
+    L(STUCK_OUTSIDE_NCCL, F_L_SET | F_L_ENDED, outside.follows)
+
+#define FINDING_OWNED(O)                                                                           \
+    O(RANK_CRASHED, death.exception)                                                               \
+    O(RANK_EXITED, death.exception)                                                                \
+    O(STUCK_IN_FLIGHT, in_flight.gpu)
 
 /* Why a trace_incomplete finding cannot conclude (its JSON `reason`):
  * R(ID, JSON name); R, not X: tests/cli reads the X lines of this file as its kinds */

@@ -1088,6 +1088,15 @@ int waitgraph_late_at(const struct waitgraph *g, size_t v, uint64_t at)
     return 0;
 }
 
+int waitgraph_leaf_call(const struct waitgraph *g, size_t x)
+{
+    const struct wg_node *v = &g->nodes[x];
+    for (size_t e = v->edge0; e < v->edge0 + v->nedges; e++)
+        if (!g->edges[e].soft && g->nodes[g->edges[e].to].state == WG_WAITS)
+            return 0;
+    return 1;
+}
+
 int waitgraph_waits(const struct waitgraph *g, size_t node)
 {
     return g->nodes[node].kind == WG_RANK && g->nodes[node].state == WG_WAITS;

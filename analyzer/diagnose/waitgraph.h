@@ -45,6 +45,10 @@ int waitgraph_waiters(const struct waitgraph *g, size_t v, uint64_t comm, unsign
  * second): v was not on its way then but late on its own. */
 int waitgraph_late_at(const struct waitgraph *g, size_t v, uint64_t at);
 
+/* True when call node x explains its waits by itself: every member it waits for waits for
+ * nothing else (a leaf of the graph), so no other call stands between. */
+int waitgraph_leaf_call(const struct waitgraph *g, size_t x);
+
 /* True when the node is a rank that waits for something (directly). */
 int waitgraph_waits(const struct waitgraph *g, size_t node);
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "finding_ops.h"
 #include "json_writer.h"
 #include "names.h"
 #include "report.h"
@@ -103,101 +104,6 @@ static void write_class(struct json_writer *w, const struct f_class *c)
     json_end_object(w);
 }
 
-/* Channel numbers of a mask, as an array. */
-static void write_channels(struct json_writer *w, const char *key, uint64_t mask)
-{
-    json_begin_array(w, key);
-    for (int c = 0; c < 64; c++)
-        if (mask >> c & 1)
-            json_int(w, NULL, c);
-    json_end_array(w);
-}
-
-/* stuck_in_flight: where each rank's GPU is in the collective (docs/report-format.md). */
-static void write_exc(struct json_writer *w, const char *key, const struct rank_exc *e)
-{
-    json_begin_object(w, key);
-    json_string(w, "type", e->type);
-    json_string(w, "message", e->message);
-    if (e->line > 0) {
-        json_string(w, "file", e->file);
-        json_int(w, "line", e->line);
-        json_string(w, "function", e->function);
-    } else {
-        json_null(w, "file");
-        json_null(w, "line");
-        json_null(w, "function");
-    }
-}
-
-/* rank_exited/rank_crashed: `exception` (with its original `cause` when chained, and `source`)
- * and `nccl_warning`, each only when known. */
-static void write_exception(struct json_writer *w, const struct f_death *death)
-{
-    const struct rank_end *e = death->exception ? &death->exception->end : NULL;
-    if (e && e->has_exception) {
-        write_exc(w, "exception", &e->exception);
-        json_string(w, "source", e->source);
-        if (e->has_cause) {
-            write_exc(w, "cause", &e->cause);
-            json_end_object(w);
-        }
-        json_end_object(w);
-    }
-    if (e && e->nccl_warning[0])
-        json_string(w, "nccl_warning", e->nccl_warning);
-    if (e && e->cuda_result) {
-        json_begin_object(w, "cuda_error");
-        json_int(w, "result", e->cuda_result);
-        json_string(w, "message", e->cuda_error);
-        json_end_object(w);
-    }
-}
-
-/* What a death's finding says after how the rank ended: who waits for it, who died, whether it
- * died inside a call, its exception. */
-static void write_death(struct json_writer *w, const struct finding *f, const struct f_death *death)
-{
-    json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
-    json_int_array(w, "dead", death->dead.v, death->dead.n);
-    json_bool(w, "died_waiting", death->died_in);
-    write_exception(w, death);
-}
-
-static void write_gpu_progress(struct json_writer *w, const struct finding *f)
-{
-    json_begin_array(w, "gpu_progress");
-    const struct f_in_flight *in = &f->as.in_flight;
-    for (size_t i = 0; i < in->ngpu; i++) {
-        const struct f_gpu *g = &in->gpu[i];
-        json_begin_object(w, NULL);
-        json_int(w, "rank", g->rank);
-        json_int(w, "comm_rank", g->comm_rank);
-        write_channels(w, "channels_started", g->ch_started);
-        write_channels(w, "channels_stopped", g->ch_stopped);
-        write_channels(w, "channels_unfinished", g->ch_started & ~g->ch_stopped);
-        if (g->has_transfer) {
-            json_begin_object(w, "transfer");
-            json_int(w, "channel", g->channel);
-            json_int(w, "step", g->step);
-            json_string(w, "direction", g->is_send ? "send" : "recv");
-            json_int(w, "peer", g->peer);
-            json_int(w, "peer_comm_rank", g->peer_comm_rank);
-            json_int(w, "state", g->state);
-            json_string(w, "waiting_for", finding_gpu_wait_name(g->state, g->is_send));
-            json_end_object(w);
-        } else {
-            json_null(w, "transfer");
-        }
-        if (g->moved_s_ago >= 0)
-            json_double(w, "moved_s_ago", g->moved_s_ago);
-        else
-            json_null(w, "moved_s_ago");
-        json_end_object(w);
-    }
-    json_end_array(w);
-}
-
 static void write_finding(struct json_writer *w, const struct report_input *in,
                           const struct finding *f)
 {
@@ -215,88 +121,7 @@ static void write_finding(struct json_writer *w, const struct report_input *in,
     else
         json_null(w, "consequence_of");
     json_bool(w, "history", f->history);
-    /* the kind's own keys (its payload, finding_kinds.h) */
-    const struct f_absent *absent = &f->as.absent;
-    const struct f_death *death = &f->as.death;
-    switch (f->kind) {
-    case F_MISSING_RANKS:
-        json_int_array(w, "missing", f->missing.v, f->missing.n);
-        json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
-        json_int_array(w, "queued", absent->queued.v, absent->queued.n);
-        json_int_array(w, "missing_comm_ranks", absent->missing_cr.v, absent->missing_cr.n);
-        json_int_array(w, "waiting_comm_ranks", absent->waiting_cr.v, absent->waiting_cr.n);
-        json_bool(w, "several_ranks_per_process", absent->multi_rank);
-        json_bool(w, "en_route", absent->en_route);
-        json_bool(w, "alone", absent->alone);
-        break;
-    case F_DUPLICATE_RANK:
-        json_int(w, "rank", f->rank);
-        json_int_array(w, "unclaimed", f->missing.v, f->missing.n);
-        break;
-    case F_COMM_ABORTED:
-        json_int(w, "rank", f->rank);
-        json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
-        break;
-    case F_COMM_INIT_MISMATCH:
-        json_int_array(w, "missing", f->missing.v, f->missing.n);
-        json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
-        json_int_array(w, "missing_comm_ranks", absent->missing_cr.v, absent->missing_cr.n);
-        json_bool(w, "alone", absent->alone);
-        break;
-    case F_P2P_UNMATCHED:
-    case F_P2P_SIZE_MISMATCH:
-        json_int(w, "src", f->as.p2p.src);
-        json_int(w, "dst", f->as.p2p.dst);
-        break;
-    case F_DEADLOCK_CYCLE:
-        json_int_array(w, "cycle", f->as.deadlock.cycle.v, f->as.deadlock.cycle.n);
-        break;
-    case F_STRAGGLER:
-        json_int(w, "rank", f->rank);
-        json_double(w, "late_by_s", f->as.straggler.late_by_s);
-        break;
-    case F_STUCK_OUTSIDE_NCCL:
-        json_int_array(w, "odd", f->as.outside.odd.v, f->as.outside.odd.n);
-        json_int_array(w, "waiting", f->waiting.v, f->waiting.n);
-        if (f->as.outside.since_s >= 0)
-            json_double(w, "since_s", f->as.outside.since_s);
-        else
-            json_null(w, "since_s");
-        if (f->as.outside.follows.n)
-            json_int(w, "follows_death_of", f->as.outside.follows.v[0]);
-        break;
-    case F_STUCK_IN_FLIGHT:
-        json_double(w, "since_s", f->as.in_flight.since_s);
-        json_int_array(w, "lagging", f->as.in_flight.lagging.v, f->as.in_flight.lagging.n);
-        write_gpu_progress(w, f);
-        break;
-    case F_RANK_CRASHED:
-        json_int(w, "rank", f->rank);
-        if (death->vanished)
-            json_null(w, "signal");
-        else
-            json_int(w, "signal", death->signal);
-        json_bool(w, "vanished", death->vanished);
-        write_death(w, f, death);
-        break;
-    case F_RANK_EXITED:
-        json_int(w, "rank", f->rank);
-        json_int(w, "status", death->status);
-        write_death(w, f, death);
-        break;
-    case F_NCCL_ERROR:
-        json_int(w, "result", f->as.nccl_error.result);
-        json_string(w, "result_name", names_result(f->as.nccl_error.result));
-        json_bool(w, "refused", f->as.nccl_error.refused);
-        break;
-    case F_TRACE_INCOMPLETE:
-        json_string(w, "reason", finding_reason_name(f->as.incomplete.reason));
-        if (f->as.incomplete.object)
-            json_string(w, "object", f->as.incomplete.object);
-        break;
-    default:
-        break;
-    }
+    finding_write_own(w, f); /* the kind's own keys (its row: finding_ops.h) */
     if (f->nclasses) {
         json_begin_array(w, "classes");
         for (size_t k = 0; k < f->nclasses; k++)
