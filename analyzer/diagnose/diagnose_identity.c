@@ -39,8 +39,8 @@ static int add_duplicate(struct diag *d, struct intvec *dup, struct intvec *uncl
             continue;
         const struct ls_record *r = p->current ? p->current : p->last_call;
         struct f_class key = describe_class(d, p, r, ROLE_CLAIMANT);
-        key.pid = p->t->hdr.pid;
-        key.host = p->t->hdr.host;
+        key.claimant.pid = p->t->hdr.pid;
+        key.claimant.host = p->t->hdr.host;
         key.state = model_state_name(p->state);
         if (finding_class_add(f, &key, p->rank) < 0 || intvec_push(&f->ranks, p->rank) < 0)
             return -1;

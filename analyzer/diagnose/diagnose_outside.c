@@ -78,16 +78,16 @@ static void class_key(const struct m_proc *p, struct f_class *k)
     const struct m_live_thread *t = lv->work_thread >= 0 && lv->work_thread < lv->nthreads
                                         ? &lv->threads[lv->work_thread]
                                         : NULL;
-    innermost(t && t->where[0] ? t->where : lv->where, k->where, sizeof(k->where));
-    if (!k->where[0])
-        snprintf(k->where, sizeof(k->where), "an unknown place");
+    innermost(t && t->where[0] ? t->where : lv->where, k->outside.where, sizeof(k->outside.where));
+    if (!k->outside.where[0])
+        snprintf(k->outside.where, sizeof(k->outside.where), "an unknown place");
     if (t)
-        blocked_words(t, k->blocked, sizeof(k->blocked));
+        blocked_words(t, k->outside.blocked, sizeof(k->outside.blocked));
     else
-        snprintf(k->blocked, sizeof(k->blocked), "an unknown wait");
+        snprintf(k->outside.blocked, sizeof(k->outside.blocked), "an unknown wait");
     if (t && t->tid != (uint32_t)p->t->hdr.pid)
-        snprintf(k->thread, sizeof(k->thread), "%s", t->name);
-    k->cpu_share = lv->cpu_share;
+        snprintf(k->outside.thread, sizeof(k->outside.thread), "%s", t->name);
+    k->outside.cpu_share = lv->cpu_share;
 }
 
 /* Classes ascending by size (the odd one first), ties by lowest rank. */
@@ -110,10 +110,10 @@ static void class_words(const struct f_class *c, char *buf, size_t len)
 {
     char who[200], thread[64] = "";
     describe_ranks(c->ranks.v, c->ranks.n, who, sizeof(who));
-    if (c->thread[0])
-        snprintf(thread, sizeof(thread), " (thread \"%s\")", c->thread);
-    snprintf(buf, len, "%s wait%s in %s at %s%s", who, c->ranks.n == 1 ? "s" : "", c->blocked,
-             c->where, thread);
+    if (c->outside.thread[0])
+        snprintf(thread, sizeof(thread), " (thread \"%s\")", c->outside.thread);
+    snprintf(buf, len, "%s wait%s in %s at %s%s", who, c->ranks.n == 1 ? "s" : "",
+             c->outside.blocked, c->outside.where, thread);
 }
 
 /* The earliest death of the job (not a stop from outside with the job), NULL none. */
@@ -173,8 +173,8 @@ static int describe(struct diag *d, struct finding *f, uint64_t last_call)
         const struct f_class *k = &f->classes[c];
         char who[256];
         describe_ranks(k->ranks.v, k->ranks.n, who, sizeof(who));
-        finding_detail(f, "%s: %s, blocked in %s, %.0f%% of a CPU%s", who, k->where, k->blocked,
-                       k->cpu_share * 100,
+        finding_detail(f, "%s: %s, blocked in %s, %.0f%% of a CPU%s", who, k->outside.where,
+                       k->outside.blocked, k->outside.cpu_share * 100,
                        c == 0 && f->nclasses > 1 ? " (the odd one out: look here first)" : "");
     }
     const struct m_proc *dead = first_death(d);
@@ -203,10 +203,12 @@ static void ended_class_key(struct diag *d, const struct m_proc *p, struct f_cla
     k->seconds_ago = -1;
     char where[512];
     if (live_end_where(d->sym, p->t, where, sizeof where) == 0)
-        innermost(where, k->where, sizeof(k->where));
+        innermost(where, k->outside.where, sizeof(k->outside.where));
     else
-        snprintf(k->where, sizeof(k->where), "an unknown place (no end stack: SIGKILL)");
-    snprintf(k->blocked, sizeof(k->blocked), "a sleep, I/O or a lock (off the CPU)");
+        snprintf(k->outside.where, sizeof(k->outside.where),
+                 "an unknown place (no end stack: SIGKILL)");
+    snprintf(k->outside.blocked, sizeof(k->outside.blocked),
+             "a sleep, I/O or a lock (off the CPU)");
 }
 
 /* Post mortem: a job the launcher (or a scheduler) stopped while every rank was outside NCCL,

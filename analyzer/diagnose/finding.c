@@ -216,9 +216,10 @@ static int class_eq(const struct f_class *a, const struct f_class *b)
     return a->role == b->role && a->has_call == b->has_call && a->op == b->op &&
            a->dtype == b->dtype && a->redop == b->redop && a->root == b->root &&
            a->count == b->count && a->seq == b->seq && a->comm == b->comm &&
-           str_eq(a->callsite, b->callsite) && str_eq(a->state, b->state) && a->pid == b->pid &&
-           strcmp(a->where, b->where) == 0 && strcmp(a->blocked, b->blocked) == 0 &&
-           strcmp(a->thread, b->thread) == 0;
+           str_eq(a->callsite, b->callsite) && str_eq(a->state, b->state) &&
+           a->claimant.pid == b->claimant.pid && strcmp(a->outside.where, b->outside.where) == 0 &&
+           strcmp(a->outside.blocked, b->outside.blocked) == 0 &&
+           strcmp(a->outside.thread, b->outside.thread) == 0;
 }
 
 int finding_class_add_member(struct finding *f, const struct f_class *key, int rank, int comm_rank)
@@ -229,8 +230,8 @@ int finding_class_add_member(struct finding *f, const struct f_class *key, int r
             c = &f->classes[i];
             if (key->seconds_ago > c->seconds_ago)
                 c->seconds_ago = key->seconds_ago;
-            if (key->cpu_share > c->cpu_share)
-                c->cpu_share = key->cpu_share;
+            if (key->outside.cpu_share > c->outside.cpu_share)
+                c->outside.cpu_share = key->outside.cpu_share;
         }
     }
     if (!c) {
@@ -255,7 +256,7 @@ int finding_class_add(struct finding *f, const struct f_class *key, int rank)
 
 const char *finding_class_site(const struct f_class *c)
 {
-    return c->callsite ? c->callsite : c->where[0] ? c->where : NULL;
+    return c->callsite ? c->callsite : c->outside.where[0] ? c->outside.where : NULL;
 }
 
 static const char *raised_at(const struct finding *f)

@@ -25,6 +25,20 @@ enum { F_T_DEATH = 1, F_T_MISMATCH = 2, F_T_TIMELINE = 4, F_T_FAILED_AT = 8 };
 /* What a rank list of a kind's data is (FINDING_LISTS, finding_kinds.h). */
 enum { F_L_SET = 1, F_L_ENDED = 2, F_L_ODD = 4, F_L_APART = 8, F_L_COMM = 16 };
 
+/* duplicate_rank: a process that claimed the rank (a class per claimant). */
+struct fc_claimant {
+    int pid;          /* the claimant process, 0 none */
+    const char *host; /* ... and its host (the trace's), NULL none */
+};
+
+/* stuck_outside_nccl: where the ranks of a class wait, from their live stacks. */
+struct fc_outside {
+    char where[192];  /* the innermost frame of the program ("prepare_data (data.py:56)"), "" */
+    char blocked[64]; /* what it blocks in, in words ("a socket read"), "" */
+    char thread[24];  /* the waiting thread's name when it is not the main thread, "" */
+    double cpu_share; /* the most CPU a rank of the class used while probed (of one CPU) */
+};
+
 /* A group of ranks that did the same thing from the same place (STAT-style). `role` says
  * which side of the finding they are on (called, waiting, missing: finding_kinds.h). */
 struct f_class {
@@ -48,13 +62,9 @@ struct f_class {
     const struct tr_pysite *python; /* the Python stack of the first rank's call, or NULL */
     const char *state;              /* rank state name, NULL if not relevant */
     double seconds_ago; /* since the call was entered (or the rank was last seen), < 0 none */
-    int pid;            /* duplicate_rank: the claimant process, 0 none */
-    const char *host;   /* ... and its host (the trace's), NULL none */
-    /* stuck_outside_nccl: where the ranks of the class wait, from their live stacks */
-    char where[192];  /* the innermost frame of the program ("prepare_data (data.py:56)"), "" */
-    char blocked[64]; /* what it blocks in, in words ("a socket read"), "" */
-    char thread[24];  /* the waiting thread's name when it is not the main thread, "" */
-    double cpu_share; /* the most CPU a rank of the class used while probed (of one CPU) */
+    /* the parts only one kind's classes fill (zero in every other class): */
+    struct fc_claimant claimant; /* duplicate_rank */
+    struct fc_outside outside;   /* stuck_outside_nccl */
 };
 
 /* One finding: a common part every kind has (what the report writers, the ordering and the

@@ -129,15 +129,15 @@ static void write_classes(FILE *f, const struct finding *fd)
         /* from: the call site, else where the ranks are now (stuck outside NCCL: their live
          * stack, the user's frame first); state: the rank state, else what they block in */
         fputs("</td><td class=\"mono\">", f);
-        html_text(f, c->callsite ? c->callsite : c->where);
+        html_text(f, c->callsite ? c->callsite : c->outside.where);
         fputs("</td><td>", f);
         if (c->state)
             html_text(f, c->state);
-        else if (c->blocked[0]) {
+        else if (c->outside.blocked[0]) {
             fputs("blocked in ", f);
-            html_text(f, c->blocked);
-            if (c->cpu_share >= 0)
-                fprintf(f, ", %.0f%% of a CPU", 100 * c->cpu_share);
+            html_text(f, c->outside.blocked);
+            if (c->outside.cpu_share >= 0)
+                fprintf(f, ", %.0f%% of a CPU", 100 * c->outside.cpu_share);
         }
         if (c->seconds_ago >= 0)
             fprintf(f, " %.0f s ago", c->seconds_ago);

@@ -87,19 +87,19 @@ static void write_class(struct json_writer *w, const struct f_class *c)
     report_json_python(w, c->has_call ? c->python : NULL);
     if (c->comm_ranks.n)
         json_int_array(w, "comm_ranks", c->comm_ranks.v, c->comm_ranks.n);
-    if (c->pid) {
-        json_int(w, "pid", c->pid);
-        json_string(w, "host", c->host);
+    if (c->claimant.pid) {
+        json_int(w, "pid", c->claimant.pid);
+        json_string(w, "host", c->claimant.host);
     }
     if (c->state)
         json_string(w, "state", c->state);
     if (c->seconds_ago >= 0)
         json_double(w, "seconds_ago", c->seconds_ago);
-    if (c->where[0]) {
-        json_string(w, "where", c->where);
-        json_string(w, "blocked_in", c->blocked);
-        json_string(w, "thread", c->thread[0] ? c->thread : NULL);
-        json_double(w, "cpu_share", c->cpu_share);
+    if (c->outside.where[0]) {
+        json_string(w, "where", c->outside.where);
+        json_string(w, "blocked_in", c->outside.blocked);
+        json_string(w, "thread", c->outside.thread[0] ? c->outside.thread : NULL);
+        json_double(w, "cpu_share", c->outside.cpu_share);
     }
     json_end_object(w);
 }
