@@ -11,29 +11,56 @@
 #include "analysis_opts.h"
 #include "commands.h"
 #include "output.h"
+#include "settings.h"
 
 /* The code getopt_long() returns for row i: its letter, else one above any character. */
 #define CODE_BASE 256
 
-/* Prints `text` with each COMMAND_HELP_FORMATS replaced by the names of output.c's formats, and
- * each COMMAND_HELP_THRESHOLDS by the table of thresholds (analysis_opts.h): for help (`man` 0)
- * a line each, indented as far as the mark; for a man page, roff paragraphs. Help and man pages
- * list the tables as they are. */
+/* Prints `text` with each COMMAND_HELP_FORMATS replaced by the names of output.c's formats, each
+ * COMMAND_HELP_DEFAULT(VAR) by that setting's default (settings.h), and each
+ * COMMAND_HELP_THRESHOLDS by the table of thresholds (analysis_opts.h): for help (`man` 0) a
+ * line each, indented as far as the mark; for a man page, roff paragraphs. Help and man pages
+ * list the tables as they are. A mark naming no setting is printed as it is (tests/cli
+ * man-options and help-marks find it). */
 static void print_marks(FILE *f, const char *text, int man)
 {
-    static const char formats[] = COMMAND_HELP_FORMATS, thresholds[] = COMMAND_HELP_THRESHOLDS;
+    static const char formats[] = COMMAND_HELP_FORMATS, thresholds[] = COMMAND_HELP_THRESHOLDS,
+                      dflt[] = COMMAND_HELP_DEFAULT_MARK;
+    const size_t dflt_len = sizeof(dflt) - 1;
     char names[256];
     output_names(names, sizeof(names), ", ");
     for (;;) {
         const char *chunk = text;
-        const char *a = strstr(text, formats), *b = strstr(text, thresholds);
-        const char *at = a && (!b || a < b) ? a : b;
+        const char *a = strstr(text, formats), *b = strstr(text, thresholds),
+                   *c = strstr(text, dflt);
+        const char *at = a;
+        if (!at || (b && b < at))
+            at = b;
+        if (!at || (c && c < at))
+            at = c;
         if (!at)
             break;
         fprintf(f, "%.*s", (int)(at - text), text);
         if (at == a) {
             fputs(names, f);
             text = at + sizeof(formats) - 1;
+            continue;
+        }
+        if (at == c) {
+            const char *end = strchr(at + dflt_len, '@');
+            char name[64], words[64];
+            const char *w = NULL;
+            if (end && (size_t)(end - at - dflt_len) < sizeof name) {
+                snprintf(name, sizeof name, "%.*s", (int)(end - at - dflt_len), at + dflt_len);
+                w = setting_default_words(name, words, sizeof words);
+            }
+            if (!w) { /* no such setting: the mark stays, for the tests to see */
+                fputc(*at, f);
+                text = at + 1;
+                continue;
+            }
+            fputs(w, f);
+            text = end + 1;
             continue;
         }
         text = at + sizeof(thresholds) - 1;

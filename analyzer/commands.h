@@ -86,6 +86,11 @@ int command_json_file_next(const char *word);
 /* In a command's help: printed as the names of output.c's formats ("text, json, ..."). */
 #define COMMAND_HELP_FORMATS "@FORMATS@"
 
+/* In a command's help and man text: printed as the default of the analyzer's setting VAR
+ * (settings.h: "LOCKSTEP_STOP_GRACE" prints 5), written there only. */
+#define COMMAND_HELP_DEFAULT(VAR) COMMAND_HELP_DEFAULT_MARK VAR "@"
+#define COMMAND_HELP_DEFAULT_MARK "@DEFAULT:"
+
 /* In a command's help, alone on its line (and in its man text): printed as the table of
  * thresholds (analysis_opts.h), a line per threshold with its default. */
 #define COMMAND_HELP_THRESHOLDS "@THRESHOLDS@"

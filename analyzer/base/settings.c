@@ -117,6 +117,14 @@ static const char *default_words(const struct setting *s, char *buf, size_t len)
     return buf;
 }
 
+const char *setting_default_words(const char *name, char *buf, size_t len)
+{
+    for (int id = 0; id < SET_COUNT; id++)
+        if (strcmp(settings[id].name, name) == 0)
+            return default_words(&settings[id], buf, len);
+    return NULL;
+}
+
 int settings_check(void)
 {
     for (int id = 0; id < SET_COUNT; id++) {

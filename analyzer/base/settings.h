@@ -72,6 +72,11 @@ enum setting_id {
  * the first bad one's variable and value (the caller exits 2). */
 int settings_check(void);
 
+/* The default of the setting named `name` ("LOCKSTEP_STOP_GRACE") in words, as help and
+ * `lockstep --list-settings` say it: its number ("%g"), or its row's words; NULL for a name
+ * that is no setting. */
+const char *setting_default_words(const char *name, char *buf, size_t len);
+
 /* The value of a SETTING_PATH, NULL when unset or empty. */
 const char *setting_text(enum setting_id id);
 

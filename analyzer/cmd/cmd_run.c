@@ -67,10 +67,11 @@ static const struct command_option run_options[] = {
     LIVE_OPTION_THRESHOLD,
     CMD_CALL("grace", 0, "SECONDS",
              "stopping: how long the launcher gets to tear its job down after\n"
-             "SIGTERM, then the ranks after theirs, before SIGKILL (default 5)",
+             "SIGTERM, then the ranks after theirs, before SIGKILL (default " COMMAND_HELP_DEFAULT(
+                 "LOCKSTEP_STOP_GRACE") ")",
              "stopping: how long the launcher gets to tear its job down after SIGTERM, then the "
              "ranks after\n"
-             "theirs, before SIGKILL (default 5)",
+             "theirs, before SIGKILL (default " COMMAND_HELP_DEFAULT("LOCKSTEP_STOP_GRACE") ")",
              live_take_grace),
     CMD_CALL("signal-stacks", 0, NULL,
              "where ptrace is refused, ask the shim for live stacks with a\n"
@@ -98,11 +99,19 @@ const struct command_help run_help = {
     run_options,
     "  environment: LOCKSTEP_SHIM (the shim), LOCKSTEP_GATHER_DIR (multi-node gather),\n"
     "  LOCKSTEP_STOP_GRACE (the default of --grace), LOCKSTEP_RUNS_DIR (where run folders\n"
-    "  are made without --dir; default /dev/shm/lockstep-UID), LOCKSTEP_RETAIN_HOURS (run\n"
-    "  folders of processes gone this long are removed; default 72, 0 keeps them)\n"
-    "exit status: CMD's own (128+N for signal N) when it ends by itself, 3 a stall was\n"
-    "diagnosed and the job stopped, 128+N interrupted by signal N (130: Ctrl-C), 2 bad\n"
-    "usage (nothing started)\n",
+    "  are made without --dir; default " COMMAND_HELP_DEFAULT(
+        "LOCKSTEP_RUNS_DIR") "),\n"
+                             "  LOCKSTEP_RETAIN_HOURS (run folders of processes gone this long are "
+                             "removed;\n"
+                             "  default " COMMAND_HELP_DEFAULT(
+                                 "LOCKSTEP_RETAIN_HOURS") ", 0 keeps them)\n"
+                                                          "exit status: CMD's own (128+N for "
+                                                          "signal N) when it ends by itself, 3 a "
+                                                          "stall was\n"
+                                                          "diagnosed and the job stopped, 128+N "
+                                                          "interrupted by signal N (130: Ctrl-C), "
+                                                          "2 bad\n"
+                                                          "usage (nothing started)\n",
     1};
 
 /* Finds liblockstep.so: LOCKSTEP_SHIM, else from this binary's own path, in the build tree

@@ -37,12 +37,17 @@ const struct command_help summarize_help = {
     NULL,
     17,
     summarize_options,
-    "The newest LOCKSTEP_ANALYZE_RECORDS records of each trace are kept (default 1024), and\n"
-    "further back to its oldest GPU work not completed, as analyze reads them.\n"
-    "Each trace or summary that cannot be read is named once on stderr, and kept in the summary\n"
-    "as a message the analysis repeats.\n"
-    "exit status: 0 written (at least one trace read), 2 bad input (no trace could be read:\n"
-    "nothing written) or the summary could not be written\n",
+    "The newest LOCKSTEP_ANALYZE_RECORDS records of each trace are kept "
+    "(default " COMMAND_HELP_DEFAULT(
+        "LOCKSTEP_ANALYZE_RECORDS") "), and\n"
+                                    "further back to its oldest GPU work not completed, as analyze "
+                                    "reads them.\n"
+                                    "Each trace or summary that cannot be read is named once on "
+                                    "stderr, and kept in the summary\n"
+                                    "as a message the analysis repeats.\n"
+                                    "exit status: 0 written (at least one trace read), 2 bad input "
+                                    "(no trace could be read:\n"
+                                    "nothing written) or the summary could not be written\n",
     0};
 
 int cmd_summarize(int argc, char **argv)

@@ -97,11 +97,14 @@ static const struct command_option watch_options[] = {
              struct watch, status),
     CMD_CALL("grace", 0, "SECONDS",
              "with --kill: how long the ranks get after SIGTERM, and their\n"
-             "left-over processes after that, before SIGKILL (default 5,\n"
-             "or LOCKSTEP_STOP_GRACE)",
+             "left-over processes after that, before SIGKILL (default " COMMAND_HELP_DEFAULT(
+                 "LOCKSTEP_STOP_GRACE") ",\n"
+                                        "or LOCKSTEP_STOP_GRACE)",
              "with \\fB\\-\\-kill\\fR: how long the ranks get after SIGTERM, and their "
              "left\\-over processes after\n"
-             "that, before SIGKILL (default 5, or LOCKSTEP_STOP_GRACE)",
+             "that, before SIGKILL (default " COMMAND_HELP_DEFAULT(
+                 "LOCKSTEP_STOP_GRACE") ", or "
+                                        "LOCKSTEP_STOP_GRACE)",
              live_take_grace),
     CMD_CALL("signal-stacks", 0, NULL,
              "where ptrace is refused, ask the shim for live stacks with its\n"

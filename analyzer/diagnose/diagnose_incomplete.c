@@ -173,9 +173,9 @@ static int add_lost(struct diag *d, struct intvec *lost, uint64_t comm, uint64_t
         finding_summary(f,
                         "the trace ring of %s wrapped past #%llu on comm %08llx: what %s called "
                         "there is overwritten (LOCKSTEP_RING sets the records kept per process, "
-                        "default 32768: a larger ring keeps more)",
+                        "default %u: a larger ring keeps more)",
                         ranks, (unsigned long long)seq, (unsigned long long)(comm >> 32),
-                        f->ranks.n == 1 ? "it" : "they");
+                        f->ranks.n == 1 ? "it" : "they", (unsigned)LS_DEFAULT_RING);
     return 0;
 }
 

@@ -47,6 +47,10 @@ int live_take_grace(void *ctx, const char *val);         /* --grace SECONDS */
 int live_take_signal_stacks(void *ctx, const char *val); /* --signal-stacks */
 int live_take_threshold(void *ctx, const char *val);     /* --threshold NAME=VALUE */
 
+/* A number's digits, for help that says a default written elsewhere ("25" for MON_SHORT_S). */
+#define LIVE_STR(x)  LIVE_STR_(x)
+#define LIVE_STR_(x) #x
+
 /* The rows of run's and watch's tables (commands.h) that say the same in both. */
 #define LIVE_OPTION_STALL                                                                          \
     CMD_CALL("stall", 0, "SECONDS",                                                                \
@@ -57,28 +61,35 @@ int live_take_threshold(void *ctx, const char *val);     /* --threshold NAME=VAL
              "for do (default: the two bounds of \\fB\\-\\-stall\\-short\\fR and "                 \
              "\\fB\\-\\-stall\\-long\\fR)",                                                        \
              live_take_stall),                                                                     \
-        CMD_CALL("stall-short", 0, "SECONDS",                                                      \
-                 "a wait whose ranks waited for make no progress at all (asleep,\n"                \
-                 "stopped, in a lock, dead, waiting in NCCL themselves) is a stall\n"              \
-                 "after this (default 25; once the job has a rhythm, 4 times its\n"                \
-                 "longest healthy pause, down to two fifths of it)",                               \
-                 "a wait whose ranks waited for make no progress at all (asleep outside I/O, "     \
-                 "stopped, in a\n"                                                                 \
-                 "lock or a host barrier, dead, or waiting in NCCL themselves) is a stall after "  \
-                 "this many seconds\n"                                                             \
-                 "(default 25). Once the job has a rhythm, the bound is 4 times the longest "      \
-                 "pause it came back\n"                                                            \
-                 "from, down to two fifths of \\fISECONDS\\fR (docs/live.md)",                     \
-                 live_take_stall_short),                                                           \
+        CMD_CALL(                                                                                  \
+            "stall-short", 0, "SECONDS",                                                           \
+            "a wait whose ranks waited for make no progress at all (asleep,\n"                     \
+            "stopped, in a lock, dead, waiting in NCCL themselves) is a stall\n"                   \
+            "after this (default " LIVE_STR(                                                       \
+                MON_SHORT_S) "; once the job has a rhythm, 4 "                                     \
+                             "times its\n"                                                         \
+                             "longest healthy pause, down to two fifths of it)",                   \
+            "a wait whose ranks waited for make no progress at all (asleep outside I/O, "          \
+            "stopped, in a\n"                                                                      \
+            "lock or a host barrier, dead, or waiting in NCCL themselves) is a stall after "       \
+            "this many seconds\n"                                                                  \
+            "(default " LIVE_STR(                                                                  \
+                MON_SHORT_S) "). Once the job has a rhythm, the bound is 4 times the longest "     \
+                             "pause it came back\n"                                                \
+                             "from, down to two fifths of \\fISECONDS\\fR (docs/live.md)",         \
+            live_take_stall_short),                                                                \
         CMD_CALL("stall-long", 0, "SECONDS",                                                       \
                  "a wait whose ranks waited for are busy (CPU, I/O, their GPU) is\n"               \
-                 "slow, not hung, and a stall only after this (default 300, or 3\n"                \
-                 "times the longest pause the job came back from)",                                \
+                 "slow, not hung, and a stall only after this (default " LIVE_STR(                 \
+                     MON_LONG_S) ", or 3\n"                                                        \
+                                 "times the longest pause the job came back from)",                \
                  "a wait whose ranks waited for are busy (on the CPU, in I/O, completing GPU "     \
                  "work) is slow,\n"                                                                \
-                 "not hung: a stall only after this many seconds (default 300, or 3 times the "    \
-                 "longest pause\n"                                                                 \
-                 "the job came back from). Meanwhile one line on stderr says what it waits for",   \
+                 "not hung: a stall only after this many seconds (default " LIVE_STR(              \
+                     MON_LONG_S) ", or 3 times the "                                               \
+                                 "longest pause\n"                                                 \
+                                 "the job came back from). Meanwhile one line on stderr says "     \
+                                 "what it waits for",                                              \
                  live_take_stall_long)
 /* The row of --format NAME[=FILE]: `when` says when a file is checked ("CMD starts"), `roff_when`
  * the same in the man page. */

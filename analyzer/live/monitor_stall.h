@@ -30,9 +30,10 @@ struct mon_bounds {
     double long_s;
 };
 
-/* The bounds of run and watch when no --stall is given (docs/live.md). */
-#define MON_SHORT_S 25.0
-#define MON_LONG_S  300.0
+/* The bounds of run and watch when no --stall is given (docs/live.md), in whole seconds: the
+ * options' help prints them (LIVE_STR). */
+#define MON_SHORT_S 25
+#define MON_LONG_S  300
 
 /* The least time without progress any bound of `b` can hold a part to (its rhythm counted):
  * what monitor_set_stall() is told. */

@@ -453,6 +453,33 @@ man-options)
         same "lockstep-$c(1) SYNOPSIS (<) against the usage (>)" "$syn" "lockstep $c $usage"
     done
     ;;
+help-defaults)
+    # a default the help and the man pages say is the one the settings table holds, printed from
+    # it (COMMAND_HELP_DEFAULT): no mark is left unprinted, and each "default N" said beside a
+    # setting's name is that setting's default as --list-settings gives it
+    "$LOCKSTEP" --list-settings >"$D/settings"
+    default_of() { awk -F'\t' -v n="$1" '$1 == n { print $2 }' "$D/settings"; }
+    grace=$(default_of LOCKSTEP_STOP_GRACE)
+    [ -n "$grace" ] || fail "--list-settings has no LOCKSTEP_STOP_GRACE"
+    for c in $COMMANDS; do
+        "$LOCKSTEP" help "$c" >"$D/h"
+        cat "$D/h" "$MAN_DIR/lockstep-$c.1" >"$D/both"
+        ! grep -nE '@(DEFAULT:[A-Z_]*|FORMATS|THRESHOLDS)@?' "$D/both" ||
+            fail "help or man page of $c has a mark left unprinted"
+    done
+    "$LOCKSTEP" help run | paste -sd' ' | tr -s ' ' >"$D/run"
+    grep -qF "before SIGKILL (default $grace)" "$D/run" ||
+        fail "run --help: --grace's default is not LOCKSTEP_STOP_GRACE's ($grace)"
+    grep -qF "default $(default_of LOCKSTEP_RETAIN_HOURS), 0 keeps them" "$D/run" ||
+        fail "run --help: not LOCKSTEP_RETAIN_HOURS's default ($(default_of LOCKSTEP_RETAIN_HOURS))"
+    grep -qF "default $(default_of LOCKSTEP_RUNS_DIR))" "$D/run" ||
+        fail "run --help: not LOCKSTEP_RUNS_DIR's default ($(default_of LOCKSTEP_RUNS_DIR))"
+    "$LOCKSTEP" help watch | paste -sd' ' | tr -s ' ' | grep -qF "(default $grace, or LOCKSTEP_STOP_GRACE)" ||
+        fail "watch --help: --grace's default is not LOCKSTEP_STOP_GRACE's ($grace)"
+    "$LOCKSTEP" help summarize | paste -sd' ' | tr -s ' ' |
+        grep -qF "are kept (default $(default_of LOCKSTEP_ANALYZE_RECORDS))" ||
+        fail "summarize --help: not LOCKSTEP_ANALYZE_RECORDS's default"
+    ;;
 formats-listed)
     # one table of formats (analyzer/report/output.c); the help of each command that writes reports,
     # lockstep(1)'s FORMATS (made from the table), docs/analyzer.md's table of formats and the
