@@ -95,22 +95,24 @@ int cause_names_absent(const struct cause *x, const struct finding *f, size_t no
                : f->comm == v->comm && intvec_has(finding_missing_comm_ranks(f), v->comm_rank);
 }
 
-size_t cause_anchor_ranks(const struct cause *x, const int *ranks, size_t nranks, size_t *out,
-                          size_t n, size_t max)
+size_t cause_anchor_ranks(const struct cause *x, const struct intvec *ranks, size_t *out,
+                          size_t max)
 {
-    for (size_t k = 0; k < nranks && n < max; k++) {
-        size_t c = waitgraph_node_of_rank(x->g, ranks[k]);
+    size_t n = 0;
+    for (size_t k = 0; k < ranks->n && n < max; k++) {
+        size_t c = waitgraph_node_of_rank(x->g, ranks->v[k]);
         if (c != (size_t)-1)
             out[n++] = c;
     }
     return n;
 }
 
-size_t cause_anchor_call(const struct cause *x, uint64_t comm, uint64_t seq, size_t *out, size_t n,
+size_t cause_anchor_call(const struct cause *x, uint64_t comm, uint64_t seq, size_t *out,
                          size_t max)
 {
     size_t c = waitgraph_call_node(x->g, WG_CALL_COLL, comm, seq);
-    if (c != (size_t)-1 && n < max)
-        out[n++] = c;
-    return n;
+    if (c == (size_t)-1 || !max)
+        return 0;
+    out[0] = c;
+    return 1;
 }

@@ -70,12 +70,13 @@ const struct wg_node *cause_call_at(const struct cause *x, const struct finding 
  * its rank in f's comm). */
 int cause_names_absent(const struct cause *x, const struct finding *f, size_t node);
 
-/* Appends to out[n..max) the graph's nodes of the global ranks ranks[0..nranks) (those it has);
- * returns the new count. */
-size_t cause_anchor_ranks(const struct cause *x, const int *ranks, size_t nranks, size_t *out,
-                          size_t n, size_t max);
-/* Appends the node of collective (comm, seq) when some rank waits in it; returns the new count. */
-size_t cause_anchor_call(const struct cause *x, uint64_t comm, uint64_t seq, size_t *out, size_t n,
+/* Writes into out[0..max) the graph's nodes of the global ranks in `ranks` (those it has);
+ * returns how many. */
+size_t cause_anchor_ranks(const struct cause *x, const struct intvec *ranks, size_t *out,
+                          size_t max);
+/* Writes into out[0..max) the node of collective (comm, seq) when some rank waits in it; returns
+ * how many (0 or 1). */
+size_t cause_anchor_call(const struct cause *x, uint64_t comm, uint64_t seq, size_t *out,
                          size_t max);
 
 #endif

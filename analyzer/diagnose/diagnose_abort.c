@@ -94,7 +94,8 @@ static void aborted_note(struct cause *x, long i, struct finding *f)
 static size_t aborted_anchors(const struct cause *x, const struct finding *f, size_t *out,
                               size_t max)
 {
-    return cause_anchor_ranks(x, &f->rank, 1, out, 0, max);
+    int r = f->rank;
+    return cause_anchor_ranks(x, &(const struct intvec){&r, 1, 1}, out, max);
 }
 
 static void aborted_json(struct json_writer *w, const struct finding *f)

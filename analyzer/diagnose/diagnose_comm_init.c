@@ -442,7 +442,7 @@ static int init_owns(const struct cause *x, const struct finding *f, size_t node
 
 static size_t init_anchors(const struct cause *x, const struct finding *f, size_t *out, size_t max)
 {
-    return cause_anchor_ranks(x, f->missing.v, f->missing.n, out, 0, max);
+    return cause_anchor_ranks(x, &f->missing, out, max);
 }
 
 static void init_json(struct json_writer *w, const struct finding *f)

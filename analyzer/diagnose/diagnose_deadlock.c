@@ -131,8 +131,7 @@ int diagnose_deadlock(struct diag *d)
 static size_t deadlock_anchors(const struct cause *x, const struct finding *f, size_t *out,
                                size_t max)
 {
-    const struct intvec *c = &f->as.deadlock.cycle;
-    return cause_anchor_ranks(x, c->v, c->n, out, 0, max);
+    return cause_anchor_ranks(x, &f->as.deadlock.cycle, out, max);
 }
 
 static void deadlock_json(struct json_writer *w, const struct finding *f)

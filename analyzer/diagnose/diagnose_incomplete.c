@@ -299,7 +299,7 @@ static size_t incomplete_anchors(const struct cause *x, const struct finding *f,
 {
     if (f->as.incomplete.reason != INC_NO_TRACE)
         return 0;
-    return cause_anchor_ranks(x, f->ranks.v, f->ranks.n, out, 0, max);
+    return cause_anchor_ranks(x, &f->ranks, out, max);
 }
 
 static void incomplete_json(struct json_writer *w, const struct finding *f)

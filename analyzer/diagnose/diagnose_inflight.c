@@ -196,8 +196,8 @@ static int inflight_owns(const struct cause *x, const struct finding *f, size_t 
 static size_t inflight_anchors(const struct cause *x, const struct finding *f, size_t *out,
                                size_t max)
 {
-    size_t n = cause_anchor_call(x, f->comm, f->seq, out, 0, max);
-    return n ? n : cause_anchor_ranks(x, f->missing.v, f->missing.n, out, 0, max);
+    size_t n = cause_anchor_call(x, f->comm, f->seq, out, max);
+    return n ? n : cause_anchor_ranks(x, &f->missing, out, max);
 }
 
 /* Channel numbers of a mask, as an array. */

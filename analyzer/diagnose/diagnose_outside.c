@@ -301,8 +301,7 @@ static void outside_note(struct cause *x, long i, struct finding *f)
 static size_t outside_anchors(const struct cause *x, const struct finding *f, size_t *out,
                               size_t max)
 {
-    const struct intvec *e = &f->as.outside.follows;
-    return cause_anchor_ranks(x, e->v, e->n, out, 0, max);
+    return cause_anchor_ranks(x, &f->as.outside.follows, out, max);
 }
 
 static void outside_json(struct json_writer *w, const struct finding *f)

@@ -198,7 +198,7 @@ static void unmatched_note(struct cause *x, long i, struct finding *f)
 static size_t unmatched_anchors(const struct cause *x, const struct finding *f, size_t *out,
                                 size_t max)
 {
-    return cause_anchor_ranks(x, f->missing.v, f->missing.n, out, 0, max);
+    return cause_anchor_ranks(x, &f->missing, out, max);
 }
 
 static void p2p_json(struct json_writer *w, const struct finding *f)

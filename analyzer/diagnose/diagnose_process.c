@@ -414,7 +414,7 @@ static void death_note(struct cause *x, long i, struct finding *f)
 
 static size_t death_anchors(const struct cause *x, const struct finding *f, size_t *out, size_t max)
 {
-    return cause_anchor_ranks(x, f->as.death.dead.v, f->as.death.dead.n, out, 0, max);
+    return cause_anchor_ranks(x, &f->as.death.dead, out, max);
 }
 
 static void write_exc(struct json_writer *w, const char *key, const struct rank_exc *e)
@@ -560,9 +560,9 @@ static size_t error_anchors(const struct cause *x, const struct finding *f, size
     long c = f->has_seq ? cause_finding_at(x, F_MISSING_RANKS, f->comm, f->seq) : -1;
     const struct finding *m = c >= 0 ? cause_finding(x, c) : NULL;
     if (m && m->missing.n)
-        return cause_anchor_ranks(x, m->missing.v, m->missing.n, out, 0, max);
+        return cause_anchor_ranks(x, &m->missing, out, max);
     if (!f->time_ns || f->time_ns >= x->j->recovered_ns)
-        return cause_anchor_ranks(x, f->ranks.v, f->ranks.n, out, 0, max);
+        return cause_anchor_ranks(x, &f->ranks, out, max);
     return 0;
 }
 
