@@ -21,7 +21,7 @@
  * COMMAND_HELP_THRESHOLDS by the table of thresholds (analysis_opts.h): for help (`man` 0) a
  * line each, indented as far as the mark; for a man page, roff paragraphs. Help and man pages
  * list the tables as they are. A mark naming no setting is printed as it is (tests/cli
- * man-options and help-marks find it). */
+ * help-defaults finds it). */
 static void print_marks(FILE *f, const char *text, int man)
 {
     static const char formats[] = COMMAND_HELP_FORMATS, thresholds[] = COMMAND_HELP_THRESHOLDS,

@@ -68,6 +68,18 @@ void cause_blame(struct cause *x, int r, long i, enum blame_score how)
     }
 }
 
+void cause_own_ranks(struct cause *x, const struct intvec *ranks, long i)
+{
+    for (size_t k = 0; k < ranks->n; k++)
+        cause_own(x, ranks->v[k], i);
+}
+
+void cause_blame_ranks(struct cause *x, const struct intvec *ranks, long i, enum blame_score how)
+{
+    for (size_t k = 0; k < ranks->n; k++)
+        cause_blame(x, ranks->v[k], i, how);
+}
+
 long cause_finding_at(const struct cause *x, enum finding_kind kind, uint64_t comm, uint64_t seq)
 {
     for (size_t i = x->first; i < x->fs->n; i++) {

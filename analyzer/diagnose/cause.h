@@ -24,6 +24,14 @@ enum blame_score {
     BLAME_LEAF = 4,      /* a collective it never called, that waits for nothing that waits */
 };
 
+/* How directly a finding says why a sink is stuck (finding_ops.owns): the highest owns it. */
+enum own_score {
+    OWN_NOT = 0,   /* it says nothing of that sink */
+    OWN_LAST = 1,  /* only when no other finding does: a rank whose trace is missing */
+    OWN_NAMED = 2, /* it names the sink: its call, a rank it says never came */
+    OWN_FIRST = 3, /* before any other that names it: a rank another process claimed */
+};
+
 /* Per global rank, the findings that can own its node when it is a sink. */
 struct rank_findings {
     long own;                     /* its own end, failure or abort (the earliest), -1 none */
@@ -59,6 +67,9 @@ int cause_in_scope(const struct cause *x, long i);
 void cause_own(struct cause *x, int r, long i);
 /* Finding i says others wait for global rank r, this well. */
 void cause_blame(struct cause *x, int r, long i, enum blame_score how);
+/* cause_own() and cause_blame() for every rank of a list. */
+void cause_own_ranks(struct cause *x, const struct intvec *ranks, long i);
+void cause_blame_ranks(struct cause *x, const struct intvec *ranks, long i, enum blame_score how);
 
 /* The first finding of `kind` at (comm, seq) about the part the diagnosis is narrowed to, -1
  * none. */

@@ -426,8 +426,7 @@ int diagnose_comm_init(struct diag *d)
 /* Others wait for the ranks that never joined. */
 static void init_note(struct cause *x, long i, struct finding *f)
 {
-    for (size_t k = 0; k < f->missing.n; k++)
-        cause_blame(x, f->missing.v[k], i, BLAME_CREATION);
+    cause_blame_ranks(x, &f->missing, i, BLAME_CREATION);
 }
 
 /* A creation only its waiters made or its members made differently, and the ranks without a
@@ -436,8 +435,10 @@ static int init_owns(const struct cause *x, const struct finding *f, size_t node
 {
     const struct wg_node *v = cause_call_at(x, f, node);
     if (v)
-        return v->call_kind == WG_CALL_INIT && (v->state == WG_ALONE || v->state == WG_MISMATCH);
-    return cause_names_absent(x, f, node) ? 2 : 0;
+        return v->call_kind == WG_CALL_INIT && (v->state == WG_ALONE || v->state == WG_MISMATCH)
+                   ? OWN_NAMED
+                   : OWN_NOT;
+    return cause_names_absent(x, f, node) ? OWN_NAMED : OWN_NOT;
 }
 
 static size_t init_anchors(const struct cause *x, const struct finding *f, size_t *out, size_t max)

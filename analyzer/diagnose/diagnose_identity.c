@@ -103,7 +103,7 @@ int diagnose_identity(struct diag *d)
  * names them. */
 static int duplicate_owns(const struct cause *x, const struct finding *f, size_t node)
 {
-    return cause_names_absent(x, f, node) ? 3 : 0;
+    return cause_names_absent(x, f, node) ? OWN_FIRST : OWN_NOT;
 }
 
 static void duplicate_json(struct json_writer *w, const struct finding *f)

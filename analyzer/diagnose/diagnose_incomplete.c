@@ -290,8 +290,8 @@ int diagnose_incomplete(struct diag *d)
 static int incomplete_owns(const struct cause *x, const struct finding *f, size_t node)
 {
     const struct wg_node *v = &x->g->nodes[node];
-    return v->kind == WG_ABSENT && v->rank >= 0 && f->as.incomplete.reason == INC_NO_TRACE &&
-           intvec_has(&f->ranks, v->rank);
+    int untraced = v->kind == WG_ABSENT && v->rank >= 0 && f->as.incomplete.reason == INC_NO_TRACE;
+    return untraced && intvec_has(&f->ranks, v->rank) ? OWN_LAST : OWN_NOT;
 }
 
 static size_t incomplete_anchors(const struct cause *x, const struct finding *f, size_t *out,

@@ -189,7 +189,7 @@ int diagnose_inflight(struct diag *d)
 static int inflight_owns(const struct cause *x, const struct finding *f, size_t node)
 {
     const struct wg_node *v = cause_call_at(x, f, node);
-    return v && v->state == WG_GPU_STUCK;
+    return v && v->state == WG_GPU_STUCK ? OWN_NAMED : OWN_NOT;
 }
 
 /* Its collective, where ranks wait in it; else the ranks it says the others wait for. */

@@ -125,8 +125,9 @@ int diagnose_mismatch(struct diag *d)
 static int mismatch_owns(const struct cause *x, const struct finding *f, size_t node)
 {
     const struct wg_node *v = &x->g->nodes[node];
-    return v->kind == WG_CALL && v->state == WG_MISMATCH && v->call_kind != WG_CALL_P2P &&
-           v->call_kind != WG_CALL_INIT && f->has_comm && f->comm == v->comm && f->seq <= v->seq;
+    int differs = v->kind == WG_CALL && v->state == WG_MISMATCH && v->call_kind != WG_CALL_P2P &&
+                  v->call_kind != WG_CALL_INIT;
+    return differs && f->has_comm && f->comm == v->comm && f->seq <= v->seq ? OWN_NAMED : OWN_NOT;
 }
 
 const struct finding_ops mismatch_ops = {

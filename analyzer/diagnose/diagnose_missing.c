@@ -592,8 +592,7 @@ static void missing_note(struct cause *x, long i, struct finding *f)
     size_t c = waitgraph_call_node(x->g, WG_CALL_COLL, f->comm, f->seq);
     enum blame_score how =
         c == (size_t)-1 || waitgraph_leaf_call(x->g, c) ? BLAME_LEAF : BLAME_ELSEWHERE;
-    for (size_t k = 0; k < f->missing.n; k++)
-        cause_blame(x, f->missing.v[k], i, how);
+    cause_blame_ranks(x, &f->missing, i, how);
 }
 
 /* A collective only its waiters made, and the ranks without a trace it names. */
@@ -601,8 +600,8 @@ static int missing_owns(const struct cause *x, const struct finding *f, size_t n
 {
     const struct wg_node *v = cause_call_at(x, f, node);
     if (v)
-        return v->state == WG_ALONE && v->call_kind != WG_CALL_INIT;
-    return cause_names_absent(x, f, node) ? 2 : 0;
+        return v->state == WG_ALONE && v->call_kind != WG_CALL_INIT ? OWN_NAMED : OWN_NOT;
+    return cause_names_absent(x, f, node) ? OWN_NAMED : OWN_NOT;
 }
 
 /* Its collective, where ranks wait in it; else its missing ranks. */

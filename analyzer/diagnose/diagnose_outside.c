@@ -293,8 +293,8 @@ int diagnose_outside(struct diag *d)
 /* Its ranks wait for nothing NCCL shows: it owns them, unless a rank died first (follows). */
 static void outside_note(struct cause *x, long i, struct finding *f)
 {
-    for (size_t k = 0; !f->as.outside.follows.n && k < f->ranks.n; k++)
-        cause_own(x, f->ranks.v[k], i);
+    if (!f->as.outside.follows.n)
+        cause_own_ranks(x, &f->ranks, i);
 }
 
 /* The rank that died first, whose end it most likely follows. */

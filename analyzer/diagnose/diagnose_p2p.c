@@ -191,8 +191,7 @@ int diagnose_p2p(struct diag *d)
 /* Others wait for the rank that never posted its half. */
 static void unmatched_note(struct cause *x, long i, struct finding *f)
 {
-    for (size_t k = 0; k < f->missing.n; k++)
-        cause_blame(x, f->missing.v[k], i, BLAME_PLAIN);
+    cause_blame_ranks(x, &f->missing, i, BLAME_PLAIN);
 }
 
 static size_t unmatched_anchors(const struct cause *x, const struct finding *f, size_t *out,
@@ -211,7 +210,7 @@ static void p2p_json(struct json_writer *w, const struct finding *f)
 static int size_owns(const struct cause *x, const struct finding *f, size_t node)
 {
     const struct wg_node *v = cause_call_at(x, f, node);
-    return v && v->state == WG_MISMATCH && v->call_kind == WG_CALL_P2P;
+    return v && v->state == WG_MISMATCH && v->call_kind == WG_CALL_P2P ? OWN_NAMED : OWN_NOT;
 }
 
 const struct finding_ops p2p_unmatched_ops = {

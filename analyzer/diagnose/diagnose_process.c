@@ -408,8 +408,7 @@ int diagnose_process(struct diag *d)
 /* A death is its ranks' own end. */
 static void death_note(struct cause *x, long i, struct finding *f)
 {
-    for (size_t k = 0; k < f->as.death.dead.n; k++)
-        cause_own(x, f->as.death.dead.v[k], i);
+    cause_own_ranks(x, &f->as.death.dead, i);
 }
 
 static size_t death_anchors(const struct cause *x, const struct finding *f, size_t *out, size_t max)

@@ -45,12 +45,20 @@ static const struct owned_info {
 #undef F_OWNED_INFO
 };
 
+#define NLISTS (sizeof lists / sizeof lists[0])
+
+/* List k of the table in finding f (whose kind is lists[k].kind). */
+static struct intvec *list_at(const struct finding *f, size_t k)
+{
+    return (struct intvec *)((char *)f + lists[k].at);
+}
+
 /* The first list of f's data that is all of `what`, NULL none. */
 static struct intvec *list_of(const struct finding *f, unsigned what)
 {
-    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++)
+    for (size_t k = 0; k < NLISTS; k++)
         if (lists[k].kind == f->kind && (lists[k].what & what) == what)
-            return (struct intvec *)((char *)f + lists[k].at);
+            return list_at(f, k);
     return NULL;
 }
 
@@ -161,9 +169,9 @@ const struct intvec *finding_missing_comm_ranks(const struct finding *f)
 /* Frees what f's own data owns: its rank lists and its memory. */
 static void payload_free(struct finding *f)
 {
-    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++)
+    for (size_t k = 0; k < NLISTS; k++)
         if (lists[k].kind == f->kind)
-            intvec_free((struct intvec *)((char *)f + lists[k].at));
+            intvec_free(list_at(f, k));
     for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++)
         if (owned[k].kind == f->kind) {
             void **p = (void **)((char *)f + owned[k].at);
@@ -311,9 +319,9 @@ void findings_normalize(struct findings *fs)
         f->ranks.n = rankset_normalize(f->ranks.v, f->ranks.n);
         f->missing.n = rankset_normalize(f->missing.v, f->missing.n);
         f->waiting.n = rankset_normalize(f->waiting.v, f->waiting.n);
-        for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++)
+        for (size_t k = 0; k < NLISTS; k++)
             if (lists[k].kind == f->kind && (lists[k].what & F_L_SET)) {
-                struct intvec *v = (struct intvec *)((char *)f + lists[k].at);
+                struct intvec *v = list_at(f, k);
                 v->n = rankset_normalize(v->v, v->n);
             }
         for (size_t k = 0; k < f->nclasses; k++) {

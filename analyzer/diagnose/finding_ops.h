@@ -30,9 +30,9 @@ struct finding_ops {
     void (*note)(struct cause *x, long i, struct finding *f);
     /* Whether f says why sink `node` of the graph is stuck: a call node (wg_node.state says
      * how it is stuck: members that differ, one only its waiters made, a GPU that stopped) or
-     * an absent rank's node that some wait ends at. 0 no, else how directly (the highest owns
-     * the sink; among equals the earliest). NULL: it owns none. A cycle's owner and a rank's
-     * (the note()s) are diagnose_cause.c's rules. */
+     * an absent rank's node that some wait ends at: how directly (enum own_score, cause.h; the
+     * highest owns the sink, among equals the earliest). NULL: it owns none. A cycle's owner and a
+     * rank's (the note()s) are diagnose_cause.c's rules. */
     int (*owns)(const struct cause *x, const struct finding *f, size_t node);
     /* The nodes f is about, where its waits start (cause_anchor_ranks(), cause_anchor_call()),
      * up to max; returns how many. NULL: none (it follows from nothing the graph shows). */
