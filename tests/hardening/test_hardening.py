@@ -594,12 +594,28 @@ def case_sigkill_storm(tmp):
                 ar = [r for r in t["records"] if r["op"] == "AllReduce"]
                 records_seen += len(ar)
                 by_seq = {r["seq"]: r for r in ar}
-                # What the ring can still hold: the tickets the thread reserved ahead of its
-                # calls (its block) take ring slots too.
-                first = max(1, done - (t["ring_cap"] - t["nreserved"]) + 2)
-                for s in range(first, done + 1):
+                # The ring holds the tickets [next - cap, next): a returned call whose ticket
+                # lies there must be in it. One thread, one ticket a call, so the calls' tickets
+                # are their numbers plus one offset; what the thread reserved ahead of its calls
+                # (its block, or a block taken when SIGKILL came between the counter's add and
+                # the slot's note of it) lies past the newest call and moves the window on.
+                lo = max(0, t["next_ticket"] - t["ring_cap"])
+                state = (f"next_ticket {t['next_ticket']}, ring {t['ring_cap']}, "
+                         f"block {t['ticket_block']}, "
+                         f"reserved {t['nreserved']}, unwritten {t['nunwritten']}, "
+                         f"void {t['nvoid']}, busy {t['nbusy']}")
+                expect(done == 0 or ar, f"kill {k}: {done} calls returned, none in trace ({state})")
+                offsets = {r["ticket"] - r["seq"] for r in ar}
+                expect(len(offsets) <= 1, f"kill {k}: calls skip tickets: offsets {offsets} ({state})")
+                off = offsets.pop() if offsets else 0
+                if ar:
+                    ahead = t["next_ticket"] - (ar[-1]["ticket"] + 1)
+                    expect(ahead <= 2 * max(1, t["ticket_block"]),
+                           f"kill {k}: {ahead} tickets taken past the newest call ({state})")
+                for s in range(max(1, lo - off), done + 1):
                     r = by_seq.get(s)
-                    expect(r is not None, f"kill {k}: call {s} of {done} returned, not in trace")
+                    expect(r is not None, f"kill {k}: call {s} of {done} returned, not in trace "
+                                          f"({state})")
                     expect(not r["in_flight"] and r["result"] == 0 and
                            r["count"] == (s - 1) % 64 + 1, f"kill {k}: call {s} is {r}")
                     calls_verified += 1

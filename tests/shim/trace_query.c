@@ -67,14 +67,15 @@ static void print_trace(const struct tr_trace *t)
     print_string(h->cmdline);
     printf(",\"end_kind\":%u,\"end_status\":%d,\"end_signal\":%d,\"heartbeat_ns\":%" PRIu64
            ",\"start_ns\":%" PRIu64 ",\"nccl_version\":%u,\"stack_depth\":%u"
-           ",\"ring_cap\":%" PRIu64 ",\"next_ticket\":%" PRIu64 ",\"unread\":%" PRIu64
+           ",\"ring_cap\":%" PRIu64 ",\"ticket_block\":%u,\"next_ticket\":%" PRIu64
+           ",\"unread\":%" PRIu64
            ",\"wrapped\":%d,\"nbusy\":%zu,\"nunwritten\":%zu,\"nreserved\":%zu,\"nvoid\":%zu,"
            "\"truncated\":%d,\"completion\":%u,"
            "\"python\":%u,\"python_version\":%u,\"py_depth\":%u,\"pysite_count\":%u,"
            "\"site_count\":%u,\"header_flags\":%u,\"clock_source\":%u,\"comms\":[",
            h->end_kind, h->end_status, h->end_signal, h->heartbeat_ns, h->start_ns, h->nccl_version,
-           h->stack_depth, h->ring_cap, h->next_ticket, t->unread, t->wrapped, t->nbusy,
-           t->nunwritten, t->nreserved, t->nvoid, t->truncated, h->completion, h->python,
+           h->stack_depth, h->ring_cap, h->ticket_block, h->next_ticket, t->unread, t->wrapped,
+           t->nbusy, t->nunwritten, t->nreserved, t->nvoid, t->truncated, h->completion, h->python,
            h->python_version, h->py_depth, h->pysite_count, h->site_count, h->flags,
            h->clock_source);
     for (uint32_t i = 0; i < t->ncomms; i++) {
