@@ -755,15 +755,23 @@ def start_job(tmp, mode, np=4, env=None, launcher=()):
     return job, d
 
 
-def wait_for(d, pred, what, timeout=20):
+def wait_for(d, pred, what, timeout=20, with_text=False):
+    """The JSON report of the traces in d once pred holds for it; with_text: (report, text
+    report), both written by that one analysis. A state that lasts a moment (ranks on their way)
+    may be over by a second analysis, and on a loaded machine often is."""
     deadline = time.time() + timeout
+    text_file = os.path.join(os.path.dirname(d.rstrip("/")), "wait_for.txt")
     while time.time() < deadline:
-        p = subprocess.run([LOCKSTEP, "analyze", "--json", d], capture_output=True, text=True,
+        p = subprocess.run([LOCKSTEP, "analyze", "--format", "json", "--format",
+                            "text=" + text_file, d], capture_output=True, text=True,
                            timeout=60, env=clean_env())
         if p.returncode == 1:
             r = json.loads(p.stdout)
             if pred(r):
-                return r
+                if not with_text:
+                    return r
+                with open(text_file) as f:
+                    return r, f.read()
         time.sleep(0.2)
     raise Failure(f"never saw {what}")
 
@@ -832,15 +840,15 @@ def case_oom_late(tmp):
     env = {"SCENARIO_STEPS": "2", "SCENARIO_LATE": "0,2", "SCENARIO_LATE_MS": "2500"}
     job, d = start_job(tmp, "oom_kill", env=env)
     try:
-        r = wait_for(d, lambda r: r["findings"] and r["findings"][0]["kind"] == "rank_crashed" and
-                     any(f["kind"] == "missing_ranks" and f["waiting"] == [1]
-                         for f in r["findings"]), "rank 1 waiting, rank 3 dead", timeout=30)
+        # The text is the same analysis's: ranks 0 and 2 are on their way for 2.5 s only.
+        r, text = wait_for(d, lambda r: r["findings"] and r["findings"][0]["kind"] ==
+                           "rank_crashed" and any(f["kind"] == "missing_ranks" and
+                                                  f["waiting"] == [1] for f in r["findings"]),
+                           "rank 1 waiting, rank 3 dead", timeout=30, with_text=True)
         f = one_root(r, "rank_crashed")
         expect(f["dead"] == [3], f"{f}")
         m = follows(r, "missing_ranks", seq=2, missing=[0, 2, 3])[0]
         expect(m["en_route"], f"ranks 0, 2 not on their way: {m}")
-        text = subprocess.run([LOCKSTEP, "analyze", d], capture_output=True, text=True,
-                              env=clean_env()).stdout
         one_line(text, r"ranks 0,2 are running and the first waiter has waited only .* they are "
                        r"on the way; rank 3, gone, is why it cannot complete",
                  "that ranks 0 and 2 are late, not stuck")
