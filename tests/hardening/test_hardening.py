@@ -597,7 +597,7 @@ def case_sigkill_storm(tmp):
                 # The ring holds the tickets [next - cap, next): a returned call whose ticket
                 # lies there must be in it. One thread, one ticket a call, so the calls' tickets
                 # are their numbers plus one offset; what the thread reserved ahead of its calls
-                # (its block, or a block taken when SIGKILL came between the counter's add and
+                # (its block, or a block taken when SIGKILL came between next_ticket's add and
                 # the slot's note of it) lies past the newest call and moves the window on.
                 lo = max(0, t["next_ticket"] - t["ring_cap"])
                 state = (f"next_ticket {t['next_ticket']}, ring {t['ring_cap']}, "

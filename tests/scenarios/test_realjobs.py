@@ -762,9 +762,9 @@ def wait_for(d, pred, what, timeout=20, with_text=False):
     deadline = time.time() + timeout
     text_file = os.path.join(os.path.dirname(d.rstrip("/")), "wait_for.txt")
     while time.time() < deadline:
-        p = subprocess.run([LOCKSTEP, "analyze", "--format", "json", "--format",
-                            "text=" + text_file, d], capture_output=True, text=True,
-                           timeout=60, env=clean_env())
+        also = ["--format", "text=" + text_file] if with_text else []
+        p = subprocess.run([LOCKSTEP, "analyze", "--format", "json", *also, d],
+                           capture_output=True, text=True, timeout=60, env=clean_env())
         if p.returncode == 1:
             r = json.loads(p.stdout)
             if pred(r):
@@ -819,13 +819,12 @@ def case_zombie(tmp):
     dead, not alive."""
     job, d = start_job(tmp, "oom_kill", launcher=("--monitor-interval", "60000"))
     try:
-        r = wait_for(d, lambda r: r["findings"] and r["findings"][0]["kind"] == "rank_crashed",
-                     "rank 3's death")
+        r, text = wait_for(d, lambda r: r["findings"] and
+                           r["findings"][0]["kind"] == "rank_crashed", "rank 3's death",
+                           with_text=True)
         f = one_root(r, "rank_crashed")
         expect(f["dead"] == [3] and f["vanished"], f"{f}")
         expect(rank(r, 3)["state"] == "vanished", f"rank 3: {rank(r, 3)}")
-        text = subprocess.run([LOCKSTEP, "analyze", d], capture_output=True, text=True,
-                              env=clean_env()).stdout
         one_line(text, r"a zombie its parent has not reaped", "that rank 3 is a zombie")
         expect("rank 3 never called it \u2014 it is alive" not in text,
                f"rank 3 called alive:\n{text}")
@@ -892,16 +891,15 @@ def case_sigstop(tmp):
         # (comm_init_mismatch): a moment of the start, not the state this case is about.
         # Ranks 0-2 may wait in the barrier a moment before rank 3 has stopped itself (on a
         # loaded machine, seen once in 2 soak runs): the state is both.
-        r = wait_for(d, lambda r: r["findings"] and r["findings"][0]["kind"] == "missing_ranks"
-                     and r["findings"][0].get("waiting") == [0, 1, 2]
-                     and any(x["rank"] == 3 and x.get("stopped") for x in per_rank(r)),
-                     "ranks 0-2 waiting in a collective rank 3 never called, rank 3 stopped")
+        r, text = wait_for(d, lambda r: r["findings"] and r["findings"][0]["kind"] ==
+                           "missing_ranks" and r["findings"][0].get("waiting") == [0, 1, 2]
+                           and any(x["rank"] == 3 and x.get("stopped") for x in per_rank(r)),
+                           "ranks 0-2 waiting in a collective rank 3 never called, "
+                           "rank 3 stopped", with_text=True)
         f = one_root(r, "missing_ranks")
         expect(f["missing"] == [3], f"{f}")
         x = rank(r, 3)
         expect(x.get("stopped") and x["state"] == "idle", f"rank 3: {x}")
-        text = subprocess.run([LOCKSTEP, "analyze", d], capture_output=True, text=True,
-                              env=clean_env()).stdout
         one_line(text, r"rank 3 never called it \u2014 it is stopped \(SIGSTOP",
                  "that rank 3 is stopped")
     finally:
